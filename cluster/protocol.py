@@ -1,0 +1,428 @@
+"""Kafka protocol frames on the rings: the supported APIs and versions, and their codec.
+
+The rings carry real Kafka frames at non-flexible versions (layout: ``protocol_descriptor``),
+so a TCP gateway can shuttle frames between Kafka clients and the rings unchanged. Request
+and response bodies are kio's dataclasses (``kio.schema.<api>.v<N>``; ``request_module`` /
+``response_module`` give the module holding a version's nested classes); the header is
+written and parsed here. Record batches travel as opaque bytes, never parsed: the two bodies
+that carry them, ProduceRequest and FetchResponse, are encoded by ``protocol_records``
+straight into the destination buffer, the records copied once; decoding is kio's native
+reader, which hands ``records`` back as ``bytes`` (one copy, made at memcpy speed, so the
+ring slot can be released at once).
+
+Encoding::
+
+    frame = encode_request(request, correlation_id, client_id)         # a bytearray
+    size = request_frame_size(request, client_id)                      # or, into a slot:
+    end = encode_request_into(slot, 0, request, correlation_id, client_id)
+
+``request_frame_size`` and ``encode_request_into`` cost one pass each for Produce requests
+(and their ``response`` twins for Fetch responses); for the other APIs each encodes the
+body, so prefer ``encode_request`` / ``encode_response`` for them.
+
+Decoding a request (broker side) raises only ``InvalidRequestError`` (INVALID_REQUEST, 42)
+for bytes that are not a frame of a supported API, or ``UnsupportedVersionError``
+(UNSUPPORTED_VERSION, 35) for a well-formed header naming an API key or version outside
+``SUPPORTED_VERSIONS``; both carry ``header`` (the parsed kio ``RequestHeader``, or
+``None`` if even the header did not parse), so a broker can answer ApiVersions with
+UNSUPPORTED_VERSION as Kafka does, and drop the connection otherwise. Decoding a response
+(client side) raises ``KafkaProtocolError`` for garbage. Asking for an API or version this
+module does not support raises ``UnsupportedVersionError``; encoding a field value the wire
+type cannot hold raises ``IllegalArgumentError``. Pure functions: any thread.
+"""
+
+import datetime
+import enum
+import importlib
+import io
+import struct
+from typing import NamedTuple
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+
+from . import protocol_descriptor as d
+from . import protocol_records as records
+from .errors import (IllegalArgumentError, InvalidRequestError, KafkaProtocolError,
+                     UnsupportedVersionError)
+
+
+class ApiKey(enum.IntEnum):
+    """Kafka's API keys, for the APIs ringlog serves."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    CREATE_PARTITIONS = 37
+
+
+#: api_key -> (min version, max version): what a broker advertises in ApiVersions. Every
+#: version in range is non-flexible (request header v1, response header v0) and present in
+#: kio; the lowest are those Kafka 4.0 still accepts (KIP-896).
+SUPPORTED_VERSIONS = {
+    ApiKey.PRODUCE: (3, 8),
+    ApiKey.FETCH: (4, 11),
+    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.METADATA: (1, 8),
+    ApiKey.OFFSET_COMMIT: (2, 7),
+    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.JOIN_GROUP: (2, 5),
+    ApiKey.HEARTBEAT: (1, 3),
+    ApiKey.LEAVE_GROUP: (1, 3),
+    ApiKey.SYNC_GROUP: (1, 3),
+    ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.CREATE_TOPICS: (2, 4),
+    ApiKey.DELETE_TOPICS: (1, 3),
+    ApiKey.DELETE_RECORDS: (0, 1),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.CREATE_PARTITIONS: (0, 1),
+}
+
+
+class _Codec(NamedTuple):
+    """Everything needed to encode and decode one body type at one version."""
+
+    cls: type
+    size: object  # body -> int; None: encode with kio to learn the size
+    write_into: object  # (view, position, body) -> end; None: use kio_write
+    kio_write: object  # (writable, body) -> None
+    kio_read: object  # (buffer, offset) -> (body, bytes consumed)
+
+
+#: The hand encoders, by (kind, api_key): (size, write_into).
+_HAND_ENCODERS = {
+    ("request", ApiKey.PRODUCE): (records.produce_request_size, records.write_produce_request),
+    ("response", ApiKey.FETCH): (records.fetch_response_size, records.write_fetch_response),
+}
+_LOADERS = {"request": load_request_schema, "response": load_response_schema}
+_CODECS = {}  # (kind, api_key, api_version) -> _Codec
+
+
+def _check_supported(api_key, api_version):
+    supported = SUPPORTED_VERSIONS.get(api_key)
+    if supported is None:
+        raise UnsupportedVersionError(
+            f"api key {api_key} is not one of the supported "
+            f"{sorted(map(int, SUPPORTED_VERSIONS))}")
+    low, high = supported
+    if not low <= api_version <= high:
+        raise UnsupportedVersionError(
+            f"{ApiKey(api_key).name} version {api_version} is outside the supported "
+            f"{low}..{high}")
+
+
+def _codec(kind, api_key, api_version):
+    """The codec of ``kind`` ('request' or 'response') for a supported API and version."""
+    try:
+        return _CODECS[(kind, api_key, api_version)]
+    except KeyError:
+        pass
+    _check_supported(api_key, api_version)
+    cls = _LOADERS[kind](api_key, api_version)
+    size, write_into = _HAND_ENCODERS.get((kind, api_key), (None, None))
+    codec = _Codec(cls, size, write_into, entity_writer(cls), entity_reader(cls))
+    return _CODECS.setdefault((kind, api_key, api_version), codec)
+
+
+def request_class(api_key, api_version):
+    """kio's request class for ``api_key`` at ``api_version``."""
+    return _codec("request", api_key, api_version).cls
+
+
+def response_class(api_key, api_version):
+    """kio's response class for ``api_key`` at ``api_version``."""
+    return _codec("response", api_key, api_version).cls
+
+
+def request_module(api_key, api_version):
+    """The kio module of the request and its nested classes, e.g. for Produce v8 the one
+    holding ``ProduceRequest``, ``TopicProduceData`` and ``PartitionProduceData``."""
+    return importlib.import_module(request_class(api_key, api_version).__module__)
+
+
+def response_module(api_key, api_version):
+    """The kio module of the response and its nested classes."""
+    return importlib.import_module(response_class(api_key, api_version).__module__)
+
+
+def api_versions_response(api_version, error_code=ErrorCode.none, throttle_time_ms=0):
+    """The ApiVersionsResponse of ``api_version`` advertising ``SUPPORTED_VERSIONS``.
+
+    A broker answers an ApiVersions request of a version it does not support with version
+    0 of this and ``error_code=ErrorCode.unsupported_version``, as Kafka does.
+    """
+    module = response_module(ApiKey.API_VERSIONS, api_version)
+    cls, entry_cls = module.ApiVersionsResponse, module.ApiVersion
+    fields = {
+        "error_code": error_code,
+        "api_keys": tuple(entry_cls(api_key=int(key), min_version=low, max_version=high)
+                          for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())),
+    }
+    if api_version >= 1:
+        fields["throttle_time"] = datetime.timedelta(milliseconds=throttle_time_ms)
+    return cls(**fields)
+
+
+# -- encoding ---------------------------------------------------------------------------------
+
+def _codec_of(kind, body):
+    """The codec for a kio ``body`` object, checking it is a ``kind`` ('request' or
+    'response') of a supported API and version."""
+    cls = type(body)
+    try:
+        api_key, api_version = cls.__api_key__, cls.__version__
+    except AttributeError:
+        raise IllegalArgumentError(f"{cls.__name__} is not a kio {kind} class") from None
+    codec = _codec(kind, api_key, api_version)
+    if codec.cls is not cls:
+        raise IllegalArgumentError(
+            f"{cls.__module__}.{cls.__name__} is not the {kind} class "
+            f"{codec.cls.__module__}.{codec.cls.__name__}")
+    return codec
+
+
+#: What encoding a field value the wire type cannot hold raises, in kio or the hand encoders.
+_UNENCODABLE = (SerialError, struct.error, TypeError, ValueError, AttributeError)
+
+
+def _unencodable(body, exc):
+    return IllegalArgumentError(
+        f"cannot encode {type(body).__name__} v{body.__version__}: {exc}")
+
+
+def _kio_body(codec, body):
+    out = io.BytesIO()
+    try:
+        codec.kio_write(out, body)
+    except _UNENCODABLE as exc:
+        raise _unencodable(body, exc) from exc
+    return out.getvalue()
+
+
+def _body_size(codec, body):
+    if codec.size is None:
+        return len(_kio_body(codec, body))
+    try:
+        return codec.size(body)
+    except _UNENCODABLE as exc:
+        raise _unencodable(body, exc) from exc
+
+
+def _write_body(codec, view, position, body):
+    """Write ``body`` at ``position`` in the memoryview ``view``; returns the end position."""
+    if codec.write_into is None:
+        data = _kio_body(codec, body)
+        end = position + len(data)
+        view[position:end] = data
+        return end
+    try:
+        return codec.write_into(view, position, body)
+    except _UNENCODABLE as exc:
+        raise _unencodable(body, exc) from exc
+
+
+def _client_id_bytes(client_id):
+    if client_id is None:
+        return b""
+    data = client_id.encode()
+    if len(data) > 0x7FFF:
+        raise IllegalArgumentError(
+            f"client_id of {len(data)} bytes exceeds the 32767 a header can carry")
+    return data
+
+
+def _check_room(buf, position, size):
+    if position < 0 or len(buf) - position < size:
+        raise IllegalArgumentError(
+            f"a frame of {size} bytes does not fit at position {position} of a "
+            f"{len(buf)}-byte buffer")
+
+
+def request_frame_size(request, client_id):
+    """Bytes the frame of ``request`` occupies, size prefix included."""
+    codec = _codec_of("request", request)
+    return d.CLIENT_ID_OFFSET + len(_client_id_bytes(client_id)) + _body_size(codec, request)
+
+
+def encode_request_into(buf, position, request, correlation_id, client_id):
+    """Write the frame of ``request`` at ``position`` in the writable ``buf``; returns the
+    end position. ``buf`` must have ``request_frame_size(...)`` bytes from ``position``; if
+    this raises, the bytes there are undefined (do not commit the slot)."""
+    codec = _codec_of("request", request)
+    client = _client_id_bytes(client_id)
+    size = d.CLIENT_ID_OFFSET + len(client) + _body_size(codec, request)
+    _check_room(buf, position, size)
+    with memoryview(buf) as view:
+        _write_request_header(view, position, size, request, correlation_id, client_id, client)
+        end = _write_body(codec, view, position + d.CLIENT_ID_OFFSET + len(client), request)
+    assert end == position + size, (end, position, size)
+    return end
+
+
+def encode_request(request, correlation_id, client_id):
+    """The frame of ``request`` (a kio request object) as a ``bytearray``."""
+    codec = _codec_of("request", request)
+    client = _client_id_bytes(client_id)
+    header_size = d.CLIENT_ID_OFFSET + len(client)
+    body = _kio_body(codec, request) if codec.write_into is None else None
+    frame = bytearray(header_size + (len(body) if body is not None
+                                     else _body_size(codec, request)))
+    with memoryview(frame) as view:
+        if body is not None:
+            view[header_size:] = body
+        else:
+            _write_body(codec, view, header_size, request)
+        _write_request_header(view, 0, len(frame), request, correlation_id, client_id, client)
+    return frame
+
+
+def _write_request_header(buf, position, size, request, correlation_id, client_id, client):
+    try:
+        d.REQUEST_PREFIX.pack_into(
+            buf, position, size - d.SIZE_PREFIX_LENGTH, request.__api_key__,
+            request.__version__, correlation_id,
+            d.NULL_LENGTH if client_id is None else len(client))
+    except struct.error as exc:
+        raise IllegalArgumentError(f"correlation_id {correlation_id!r}: {exc}") from exc
+    start = position + d.CLIENT_ID_OFFSET
+    buf[start:start + len(client)] = client
+
+
+def response_frame_size(response):
+    """Bytes the frame of ``response`` occupies, size prefix included."""
+    codec = _codec_of("response", response)
+    return d.RESPONSE_BODY_OFFSET + _body_size(codec, response)
+
+
+def encode_response_into(buf, position, response, correlation_id):
+    """Write the frame of ``response`` at ``position`` in the writable ``buf``; returns the
+    end position. ``buf`` must have ``response_frame_size(...)`` bytes from ``position``; if
+    this raises, the bytes there are undefined (do not commit the slot)."""
+    codec = _codec_of("response", response)
+    size = d.RESPONSE_BODY_OFFSET + _body_size(codec, response)
+    _check_room(buf, position, size)
+    with memoryview(buf) as view:
+        _write_response_header(view, position, size, correlation_id)
+        end = _write_body(codec, view, position + d.RESPONSE_BODY_OFFSET, response)
+    assert end == position + size, (end, position, size)
+    return end
+
+
+def encode_response(response, correlation_id):
+    """The frame of ``response`` (a kio response object) as a ``bytearray``."""
+    codec = _codec_of("response", response)
+    body = _kio_body(codec, response) if codec.write_into is None else None
+    frame = bytearray(d.RESPONSE_BODY_OFFSET
+                      + (len(body) if body is not None else _body_size(codec, response)))
+    with memoryview(frame) as view:
+        if body is not None:
+            view[d.RESPONSE_BODY_OFFSET:] = body
+        else:
+            _write_body(codec, view, d.RESPONSE_BODY_OFFSET, response)
+        _write_response_header(view, 0, len(frame), correlation_id)
+    return frame
+
+
+def _write_response_header(buf, position, size, correlation_id):
+    try:
+        d.RESPONSE_PREFIX.pack_into(buf, position, size - d.SIZE_PREFIX_LENGTH, correlation_id)
+    except struct.error as exc:
+        raise IllegalArgumentError(f"correlation_id {correlation_id!r}: {exc}") from exc
+
+
+# -- decoding ---------------------------------------------------------------------------------
+
+#: What kio's reader raises on bytes that do not parse (ValueError: an unknown error code
+#: or enum value); the fuzz test holds it to that.
+_MALFORMED = (SerialError, ValueError)
+
+
+def _frame_view(frame, minimum, error):
+    """A read-only memoryview of ``frame`` (bytes-like) once its length agrees with the size
+    prefix. Read-only because kio's reader refuses writable buffers, such as a ring slot."""
+    view = memoryview(frame).toreadonly()
+    if len(view) < minimum:
+        raise error(f"frame of {len(view)} bytes is shorter than the {minimum}-byte header")
+    (size,) = d.INT32.unpack_from(view, d.SIZE_OFFSET)
+    if size != len(view) - d.SIZE_PREFIX_LENGTH:
+        raise error(f"size prefix says {size} bytes follow, the frame has "
+                    f"{len(view) - d.SIZE_PREFIX_LENGTH}")
+    return view
+
+
+def _read_body(codec, view, position):
+    """The body at ``position`` that must run exactly to the end of ``view``."""
+    body, consumed = codec.kio_read(view, position)
+    if position + consumed != len(view):
+        raise ValueError(f"body ends at position {position + consumed}, "
+                         f"{len(view) - position - consumed} bytes of {len(view)} left over")
+    return body
+
+
+_read_request_header = entity_reader(RequestHeader)
+
+
+def decode_request(frame):
+    """``(RequestHeader, request)`` from ``frame``: one whole request frame (bytes-like,
+    size prefix included, nothing after it). The header is kio's ``RequestHeader`` v1
+    (``request_api_key``, ``request_api_version``, ``correlation_id``, ``client_id``)."""
+    view = _frame_view(frame, d.MIN_REQUEST_FRAME_LENGTH, InvalidRequestError)
+    try:
+        header, header_size = _read_request_header(view, d.SIZE_PREFIX_LENGTH)
+    except _MALFORMED as exc:
+        raise InvalidRequestError(f"request header does not parse: {exc}") from None
+    api_key, api_version = header.request_api_key, header.request_api_version
+    try:
+        codec = _codec("request", api_key, api_version)
+    except UnsupportedVersionError as exc:
+        exc.header = header
+        raise
+    try:
+        request = _read_body(codec, view, d.SIZE_PREFIX_LENGTH + header_size)
+    except _MALFORMED as exc:
+        error = InvalidRequestError(
+            f"{ApiKey(api_key).name} v{api_version} request (correlation_id "
+            f"{header.correlation_id}) does not parse: {exc}")
+        error.header = header
+        raise error from None
+    return header, request
+
+
+def response_correlation_id(frame):
+    """The correlation id of a response frame, to find the request it answers."""
+    view = _frame_view(frame, d.MIN_RESPONSE_FRAME_LENGTH, KafkaProtocolError)
+    (correlation_id,) = d.INT32.unpack_from(view, d.RESPONSE_CORRELATION_ID_OFFSET)
+    return correlation_id
+
+
+def decode_response(frame, api_key, api_version):
+    """``(correlation_id, response)`` from ``frame``: one whole response frame, the answer
+    to a request of ``api_key`` at ``api_version``."""
+    codec = _codec("response", api_key, api_version)
+    view = _frame_view(frame, d.MIN_RESPONSE_FRAME_LENGTH, KafkaProtocolError)
+    (correlation_id,) = d.INT32.unpack_from(view, d.RESPONSE_CORRELATION_ID_OFFSET)
+    try:
+        response = _read_body(codec, view, d.RESPONSE_BODY_OFFSET)
+    except _MALFORMED as exc:
+        raise KafkaProtocolError(
+            f"{ApiKey(api_key).name} v{api_version} response (correlation_id "
+            f"{correlation_id}) does not parse: {exc}") from None
+    return correlation_id, response
+

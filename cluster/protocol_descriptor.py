@@ -1,0 +1,105 @@
+"""Binary layout of the Kafka protocol frames on the rings (non-flexible versions only).
+
+Every field is big-endian. A frame is a size prefix followed by a header and a body; the
+size counts the bytes after the size field itself, so a frame occupies
+``SIZE_PREFIX_LENGTH + size`` bytes. Requests use request header v1, responses response
+header v0 — the headers of every non-flexible API version::
+
+    request frame                               response frame
+    +-------------------------------+           +-------------------------------+
+    | size (int32)                  | @0        | size (int32)                  | @0
+    +---------------+---------------+           +-------------------------------+
+    | api_key int16 | api_version   | @4, @6    | correlation_id (int32)        | @4
+    +---------------+---------------+           +-------------------------------+
+    | correlation_id (int32)        | @8        | body ...                      | @8
+    +---------------+---------------+           +-------------------------------+
+    | client_id len | client_id ... | @12, @14   (int16 length, -1 = null; UTF-8)
+    +---------------+---------------+
+    | body ...                      | @14 + client_id length
+    +-------------------------------+
+
+Body primitives (Kafka's names): STRING = int16 length + UTF-8 bytes; NULLABLE_STRING the
+same with length -1 for null; NULLABLE_BYTES / RECORDS = int32 length + bytes, -1 for null;
+ARRAY = int32 count + elements, -1 for null.
+
+The two bodies that carry record batches are written field by field by ``protocol_records``;
+their layouts, ``[...]`` marking a repeated group::
+
+    ProduceRequest v3-8                     FetchResponse v4-11
+      transactional_id  NULLABLE_STRING       throttle_time_ms     int32
+      acks              int16                 error_code           int16   (v7+)
+      timeout_ms        int32                 session_id           int32   (v7+)
+      [topic_data]      ARRAY                 [responses]          ARRAY
+        name            STRING                  topic              STRING
+        [partition_data] ARRAY                  [partitions]       ARRAY
+          index         int32                     partition_index  int32
+          records       RECORDS                   error_code       int16
+                                                  high_watermark   int64
+                                                  last_stable_offset int64
+                                                  log_start_offset int64  (v5+)
+                                                  [aborted_transactions] ARRAY, -1 = null
+                                                    producer_id    int64
+                                                    first_offset   int64
+                                                  preferred_read_replica int32  (v11)
+                                                  records          RECORDS
+"""
+
+import struct
+
+# -- frame --------------------------------------------------------------------------------
+
+SIZE_OFFSET = 0
+SIZE_PREFIX_LENGTH = 4
+
+# Request header v1.
+API_KEY_OFFSET = SIZE_OFFSET + SIZE_PREFIX_LENGTH
+API_VERSION_OFFSET = API_KEY_OFFSET + 2
+CORRELATION_ID_OFFSET = API_VERSION_OFFSET + 2
+CLIENT_ID_LENGTH_OFFSET = CORRELATION_ID_OFFSET + 4
+CLIENT_ID_OFFSET = CLIENT_ID_LENGTH_OFFSET + 2
+#: A request frame with a null client id and an empty body is this long.
+MIN_REQUEST_FRAME_LENGTH = CLIENT_ID_OFFSET
+
+# Response header v0.
+RESPONSE_CORRELATION_ID_OFFSET = SIZE_OFFSET + SIZE_PREFIX_LENGTH
+RESPONSE_BODY_OFFSET = RESPONSE_CORRELATION_ID_OFFSET + 4
+MIN_RESPONSE_FRAME_LENGTH = RESPONSE_BODY_OFFSET
+
+#: size, api_key, api_version, correlation_id, client_id length.
+REQUEST_PREFIX = struct.Struct(">ihhih")
+assert REQUEST_PREFIX.size == CLIENT_ID_OFFSET
+#: size, correlation_id.
+RESPONSE_PREFIX = struct.Struct(">ii")
+assert RESPONSE_PREFIX.size == RESPONSE_BODY_OFFSET
+
+# -- body primitives ----------------------------------------------------------------------
+
+INT16 = struct.Struct(">h")
+INT32 = struct.Struct(">i")
+STRING_LENGTH = INT16
+ARRAY_LENGTH = INT32
+NULL_LENGTH = -1
+
+# -- ProduceRequest v3-8 ------------------------------------------------------------------
+
+#: acks, timeout_ms, topic count (after transactional_id).
+PRODUCE_FIXED = struct.Struct(">hii")
+#: index, records length (before the records bytes).
+PRODUCE_PARTITION = struct.Struct(">ii")
+
+# -- FetchResponse v4-11 ------------------------------------------------------------------
+
+#: v4-6: throttle_time_ms, topic count.
+FETCH_TOP_V4 = struct.Struct(">ii")
+#: v7-11: throttle_time_ms, error_code, session_id, topic count.
+FETCH_TOP_V7 = struct.Struct(">ihii")
+#: v4: partition_index, error_code, high_watermark, last_stable_offset, aborted count.
+FETCH_PARTITION_V4 = struct.Struct(">ihqqi")
+#: v5-11: ... last_stable_offset, log_start_offset, aborted count.
+FETCH_PARTITION_V5 = struct.Struct(">ihqqqi")
+#: producer_id, first_offset.
+FETCH_ABORTED = struct.Struct(">qq")
+#: v11: preferred_read_replica, records length.
+FETCH_RECORDS_V11 = struct.Struct(">ii")
+#: v4-10: records length.
+FETCH_RECORDS = INT32

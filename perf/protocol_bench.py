@@ -1,0 +1,161 @@
+"""Protocol codec on the two hot paths: a Produce v8 request with one 16 KB batch, a Fetch v11
+response with 1 MB of record bytes. ``cluster.protocol`` (hand codec for these two) against
+kio used the straightforward way (entity writer into a BytesIO, entity reader), in one run.
+
+    .venv/bin/python -m perf.protocol_bench [--repeat 7]
+
+Prints the median over repeats of µs per call, and ours/kio ratios. "build" is constructing
+the kio request object, which both paths need; a memcpy of the record bytes is the floor
+for any codec that copies them once. Our decode is our header parse plus kio's native body
+reader (records come back as bytes, copied once).
+"""
+
+import argparse
+import datetime
+import io
+import os
+import statistics
+import timeit
+
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as KioRequestHeader
+from kio.schema.response_header.v0.header import ResponseHeader as KioResponseHeader
+from kio.serial import entity_reader, entity_writer
+
+from cluster import protocol
+from cluster.protocol import ApiKey
+from cluster.protocol_descriptor import INT32
+
+BATCH_BYTES = 16 * 1024
+FETCH_BYTES = 1024 * 1024
+CLIENT_ID = "producer-1"
+
+
+# -- kio, the straightforward way: header and body through entity writers / readers ----------
+
+def kio_encode(header_cls, header, body):
+    out = io.BytesIO()
+    out.write(bytes(4))
+    entity_writer(header_cls)(out, header)
+    entity_writer(type(body))(out, body)
+    frame = out.getbuffer()
+    INT32.pack_into(frame, 0, len(frame) - 4)
+    del frame
+    return out.getvalue()
+
+
+def kio_decode(header_cls, body_cls, frame):
+    header, header_size = entity_reader(header_cls)(frame, 4)
+    body, _ = entity_reader(body_cls)(frame, 4 + header_size)
+    return header, body
+
+
+# -- workloads ---------------------------------------------------------------------------------
+
+PRODUCE_V8 = protocol.request_module(ApiKey.PRODUCE, 8)
+FETCH_V11 = protocol.response_module(ApiKey.FETCH, 11)
+
+
+def produce_request(batch):
+    m = PRODUCE_V8
+    return m.ProduceRequest(
+        transactional_id=None, acks=-1, timeout=datetime.timedelta(milliseconds=30000),
+        topic_data=(m.TopicProduceData(name="app-logs", partition_data=(
+            m.PartitionProduceData(index=3, records=batch),)),))
+
+
+def fetch_response(records):
+    m = FETCH_V11
+    return m.FetchResponse(
+        throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=0,
+        responses=(m.FetchableTopicResponse(topic="app-logs", partitions=(m.PartitionData(
+            partition_index=3, error_code=ErrorCode.none, high_watermark=1_000_000,
+            last_stable_offset=1_000_000, log_start_offset=0, aborted_transactions=None,
+            preferred_read_replica=-1, records=records),)),))
+
+
+def median_us(fn, number, repeat):
+    times = timeit.repeat(fn, number=number, repeat=repeat)
+    return statistics.median(times) / number * 1e6
+
+
+def bench(repeat):
+    batch = os.urandom(BATCH_BYTES)
+    segment = os.urandom(FETCH_BYTES)
+    request = produce_request(batch)
+    response = fetch_response(memoryview(segment))
+    produce_header = KioRequestHeader(request_api_key=ApiKey.PRODUCE, request_api_version=8,
+                                      correlation_id=42, client_id=CLIENT_ID)
+    fetch_header = KioResponseHeader(correlation_id=42)
+    request_cls, response_cls = type(request), type(response)
+
+    ours_request = protocol.encode_request(request, 42, CLIENT_ID)
+    kio_request = kio_encode(KioRequestHeader, produce_header, request)
+    assert bytes(ours_request) == kio_request
+    ours_response = protocol.encode_response(response, 42)
+    kio_response = kio_encode(KioResponseHeader, fetch_header, response)
+    assert bytes(ours_response) == kio_response
+
+    request_slot = bytearray(len(ours_request) + 64)
+    response_slot = bytearray(len(ours_response) + 64)
+    floor_16k = memoryview(bytearray(BATCH_BYTES))
+    floor_1m = memoryview(bytearray(FETCH_BYTES))
+
+    def copy_16k():
+        floor_16k[:] = batch
+
+    def copy_1m():
+        floor_1m[:] = segment
+
+    n_small, n_large = 2000, 100
+    rows = [
+        ("produce v8, 16 KB", "build request object", median_us(
+            lambda: produce_request(batch), n_small, repeat), None),
+        ("produce v8, 16 KB", "encode -> bytes", median_us(
+            lambda: protocol.encode_request(request, 42, CLIENT_ID), n_small, repeat),
+         median_us(lambda: kio_encode(KioRequestHeader, produce_header, request),
+                   n_small, repeat)),
+        ("produce v8, 16 KB", "size + encode into slot", median_us(
+            lambda: (protocol.request_frame_size(request, CLIENT_ID),
+                     protocol.encode_request_into(request_slot, 0, request, 42, CLIENT_ID)),
+            n_small, repeat), None),
+        ("produce v8, 16 KB", "decode", median_us(
+            lambda: protocol.decode_request(ours_request), n_small, repeat),
+         median_us(lambda: kio_decode(KioRequestHeader, request_cls, kio_request),
+                   n_small, repeat)),
+        ("produce v8, 16 KB", "memcpy 16 KB (floor)", median_us(copy_16k, n_small, repeat),
+         None),
+        ("fetch v11, 1 MB", "encode -> bytes", median_us(
+            lambda: protocol.encode_response(response, 42), n_large, repeat),
+         median_us(lambda: kio_encode(KioResponseHeader, fetch_header, response),
+                   n_large, repeat)),
+        ("fetch v11, 1 MB", "size + encode into slot", median_us(
+            lambda: (protocol.response_frame_size(response),
+                     protocol.encode_response_into(response_slot, 0, response, 42)),
+            n_large, repeat), None),
+        ("fetch v11, 1 MB", "decode", median_us(
+            lambda: protocol.decode_response(ours_response, ApiKey.FETCH, 11),
+            n_large, repeat),
+         median_us(lambda: kio_decode(KioResponseHeader, response_cls, kio_response),
+                   n_large, repeat)),
+        ("fetch v11, 1 MB", "memcpy 1 MB (floor)", median_us(copy_1m, n_large, repeat), None),
+    ]
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7, help="repeats; the median is shown")
+    args = parser.parse_args(argv)
+    rows = bench(args.repeat)
+    print(f"median of {args.repeat} repeats, µs per call "
+          f"(identical frame bytes from both codecs checked first)")
+    print(f"{'workload':<20}{'operation':<26}{'ringlog':>10}{'kio':>10}{'ringlog/kio':>13}")
+    for workload, operation, ours, kio in rows:
+        kio_text = f"{kio:10.2f}" if kio is not None else f"{'':>10}"
+        ratio = f"{ours / kio:13.2f}" if kio is not None else ""
+        print(f"{workload:<20}{operation:<26}{ours:10.2f}{kio_text}{ratio}")
+
+
+if __name__ == "__main__":
+    main()
