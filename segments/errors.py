@@ -57,3 +57,4 @@ class KafkaStorageError(StorageError):
     errno = 56
     message = "KAFKA_STORAGE_ERROR"
     retriable = True
+    invalid_metadata = True  # as in Kafka: the client refreshes metadata and retries

@@ -1,0 +1,409 @@
+"""Encode many records at once into RecordBatch v2 batches, vectorised with numpy.
+
+``build_batches`` makes exactly the batches that appending the same records one by one to
+``RecordBatchBuilder``s would make — same split by ``batch_size`` (the first record of a
+batch always fits, the next one is refused when it would pass the limit), same bytes,
+same CRCs — but pays per batch, not per record.
+
+Two paths:
+
+* **Rows** (the bulk-send shape): values are fixed-size rows (a 2-D uint8 array, or bytes
+  of one length), keys null or fixed-size rows, no headers, and all timestamps within
+  63 ms of each other (so every timestampDelta is one varint byte). Then a record's size
+  depends only on its offset delta, every full batch holds the same number of records
+  and has the same byte layout, and the output is one uint8 array of ``(batches, batch
+  length)``, written about a megabyte of batches at a time (so each pass stays in cache):
+  per run of equal-sized records (offset deltas 0-63, 64-8191, ...) one strided
+  assignment per field writes that field of every record of every batch of the chunk;
+  the 61 header bytes of those batches are columns of a structured numpy view; then one
+  CRC-32C call per batch.
+* **General** (anything else: nulls, varying lengths, headers, spread timestamps): record
+  sizes are computed with numpy, a batch window at a time, to find each split, and each
+  batch is encoded by ``records.encode_records`` — the builder's own encoder, which lays
+  out all of a batch's records with C-level maps and one ``bytes.join``.
+
+Pure: takes values, returns batches; no I/O, no lock; any thread may call it.
+"""
+
+from time import time_ns
+
+import numpy as np
+from crc32c import crc32c
+
+from . import batch_descriptor as d
+from .compression import codec_id, compress
+from .records import (
+    NO_HEADERS, NULL_LENGTH, RECORD_ATTRIBUTES, as_bytes, encode_headers, encode_records,
+    field_size, pack_batch)
+from .varint import encode_varint, size_of_varint
+
+#: A zigzag varint of n bytes holds values below 2 ** (7 * n); the thresholds as uint64.
+_VARINT_LIMITS = np.array([1 << (7 * n) for n in range(1, 10)], dtype=np.uint64)
+#: Offset deltas and lengths below these take 1, 2, 3 ... varint bytes (zigzag doubles them).
+_OFFSET_DELTA_LIMITS = [1 << (7 * n - 1) for n in range(1, 6)]
+_LENGTH_LIMITS = np.array(_OFFSET_DELTA_LIMITS, dtype=np.int64)
+#: Largest timestamp spread whose deltas all fit one varint byte: zigzag(±63) <= 127.
+_ONE_BYTE_SPREAD = 63
+_INT32_SPAN = 1 << 31
+#: Bytes of batches the rows path encodes per pass (each field's pass then stays in cache).
+_CHUNK_BYTES = 1 << 20
+_BYTES_OR_NONE = {bytes, type(None)}
+
+#: The header of one batch as a structured numpy record (big-endian, at Kafka's offsets).
+_HEADER_FIELDS = [
+    ("base_offset", ">i8", d.BASE_OFFSET_OFFSET),
+    ("batch_length", ">i4", d.BATCH_LENGTH_OFFSET),
+    ("partition_leader_epoch", ">i4", d.PARTITION_LEADER_EPOCH_OFFSET),
+    ("magic", "i1", d.MAGIC_OFFSET),
+    ("crc", ">u4", d.CRC_OFFSET),
+    ("attributes", ">i2", d.ATTRIBUTES_OFFSET),
+    ("last_offset_delta", ">i4", d.LAST_OFFSET_DELTA_OFFSET),
+    ("base_timestamp", ">i8", d.BASE_TIMESTAMP_OFFSET),
+    ("max_timestamp", ">i8", d.MAX_TIMESTAMP_OFFSET),
+    ("producer_id", ">i8", d.PRODUCER_ID_OFFSET),
+    ("producer_epoch", ">i2", d.PRODUCER_EPOCH_OFFSET),
+    ("base_sequence", ">i4", d.BASE_SEQUENCE_OFFSET),
+    ("record_count", ">i4", d.RECORD_COUNT_OFFSET),
+]
+
+
+def _header_dtype(batch_length):
+    names, formats, offsets = zip(*_HEADER_FIELDS)
+    return np.dtype({"names": list(names), "formats": list(formats),
+                     "offsets": list(offsets), "itemsize": batch_length})
+
+
+def varint_sizes(numbers):
+    """Vectorised ``size_of_varint`` over an int64 array."""
+    numbers = np.asarray(numbers, dtype=np.int64)
+    unsigned = ((numbers << 1) ^ (numbers >> 63)).view(np.uint64)
+    return np.searchsorted(_VARINT_LIMITS, unsigned, side="right") + 1
+
+
+def next_sequence(base_sequence, increment):
+    """Kafka's sequence arithmetic: int32 sequences wrap from 2**31 - 1 to 0."""
+    return (base_sequence + increment) % _INT32_SPAN
+
+
+def build_batches(values, keys=None, timestamps=None, headers=None, compression_type=0,
+                  batch_size=16384, *, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                  partition_leader_epoch=-1, is_transactional=False, timestamp_type=0,
+                  clock=None):
+    """Encode ``values`` (with optional keys, timestamps, headers) into a list of batches.
+
+    ``values``: a 2-D uint8 array (one fixed-size value per row) or a sequence of
+    bytes-like/None. ``keys``: None (all null), a 2-D uint8 array, or a sequence of
+    bytes-like/None. ``timestamps``: None (one reading of ``clock``, ms, for all), an int,
+    or one int per record. ``headers``: None or one ``[(str, bytes|None), ...]`` per
+    record. Batches are split by ``batch_size`` as ``RecordBatchBuilder.append`` splits
+    them; each has baseOffset 0 and, when ``base_sequence`` >= 0, the base sequence that
+    follows the previous batch's records. Each batch is bytes-like: bytes, or on the rows
+    path without compression a memoryview into one buffer shared by all the batches.
+    """
+    codec = codec_id(compression_type)
+    if timestamp_type not in (0, 1):
+        raise ValueError(f"timestamp_type must be 0 or 1, found {timestamp_type!r}")
+    count = len(values)
+    if not count:
+        return []
+    if keys is not None and len(keys) != count:
+        raise ValueError(f"{len(keys)} keys for {count} values")
+    value_rows = _Rows.of(values, "values")
+    key_rows = None if keys is None else _Rows.of(keys, "keys")
+    if timestamps is None:
+        timestamps = time_ns() // 1_000_000 if clock is None else clock()
+    if isinstance(timestamps, (int, np.integer)):
+        stamps = np.full(count, timestamps, dtype=np.int64)
+    else:
+        stamps = np.asarray(timestamps, dtype=np.int64)
+        if stamps.shape != (count,):
+            raise ValueError(f"{len(stamps)} timestamps for {count} values")
+    suffixes = None  # the encoded headers of each record, when any record has headers
+    if headers is not None:
+        if len(headers) != count:
+            raise ValueError(f"{len(headers)} headers for {count} values")
+        suffixes = [encode_headers(h) if h else NO_HEADERS for h in headers]
+        if suffixes.count(NO_HEADERS) == count:
+            suffixes = None
+    batch = _BatchFields(codec, producer_id, producer_epoch, base_sequence,
+                         partition_leader_epoch, is_transactional, timestamp_type)
+    if (value_rows is not None and (keys is None or key_rows is not None) and suffixes is None
+            and int(stamps.max()) - int(stamps.min()) <= _ONE_BYTE_SPREAD):
+        try:
+            return _build_rows(value_rows, key_rows, stamps, batch_size, batch)
+        except _NotRows:
+            pass
+    return _build_general(values, keys, stamps, suffixes, batch_size, batch)
+
+
+class _BatchFields:
+    """The header fields every batch of one call shares."""
+
+    __slots__ = ("codec", "attributes", "producer_id", "producer_epoch", "base_sequence",
+                 "partition_leader_epoch")
+
+    def __init__(self, codec, producer_id, producer_epoch, base_sequence,
+                 partition_leader_epoch, is_transactional, timestamp_type):
+        self.codec = codec
+        self.attributes = (codec | (d.TRANSACTIONAL_MASK if is_transactional else 0)
+                           | (d.TIMESTAMP_TYPE_MASK if timestamp_type else 0))
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.partition_leader_epoch = partition_leader_epoch
+
+    def sequence(self, records_before):
+        if self.base_sequence < 0:
+            return self.base_sequence
+        return next_sequence(self.base_sequence, records_before)
+
+    def pack(self, payload, count, base_timestamp, max_timestamp, records_before):
+        return pack_batch(
+            payload, count, base_timestamp, max_timestamp, self.attributes,
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            base_sequence=self.sequence(records_before),
+            partition_leader_epoch=self.partition_leader_epoch)
+
+
+class _NotRows(Exception):
+    """A listed item's len() is not its byte count (say a memoryview of int32s)."""
+
+
+class _Rows:
+    """Fixed-size rows: a 2-D uint8 array, or a list of bytes-likes of one length."""
+
+    __slots__ = ("items", "width")
+
+    def __init__(self, items, width):
+        self.items = items
+        self.width = width
+
+    @classmethod
+    def of(cls, items, what):
+        """The rows of ``items``, or None if they are not all of one length."""
+        if isinstance(items, np.ndarray):
+            if items.ndim != 2 or items.dtype != np.uint8:
+                raise ValueError(f"{what} as an array must be 2-D uint8 (one row per record), "
+                                 f"found {items.ndim}-D {items.dtype}")
+            return cls(np.ascontiguousarray(items), items.shape[1])
+        try:
+            lengths = list(map(len, items))
+        except TypeError:  # a None among them
+            return None
+        if lengths.count(lengths[0]) != len(lengths):
+            return None
+        return cls(items, lengths[0])
+
+    def block(self, start, stop):
+        """Rows start..stop-1 as a 2-D uint8 array."""
+        if isinstance(self.items, np.ndarray):
+            return self.items[start:stop]
+        data = b"".join(self.items[start:stop])
+        if len(data) != (stop - start) * self.width:
+            raise _NotRows
+        return np.frombuffer(data, dtype=np.uint8).reshape(stop - start, self.width)
+
+
+# -- rows path ---------------------------------------------------------------------------------
+
+def _build_rows(values, keys, stamps, batch_size, batch):
+    count = len(stamps)
+    value_width = values.width
+    key_part = 1 if keys is None else keys.width + size_of_varint(keys.width)
+    # attributes, timestampDelta (1 byte), key, value, headerCount; then the offsetDelta
+    content = 1 + 1 + key_part + value_width + size_of_varint(value_width) + 1
+    limit = batch_size - d.HEADER_SIZE
+    window = min(count, max(limit, 0) // (content + 2) + 1)
+    offset_deltas = np.arange(window, dtype=np.int64)
+    bodies = content + varint_sizes(offset_deltas)
+    sizes = bodies + varint_sizes(bodies)
+    per_batch = max(1, int(np.searchsorted(np.cumsum(sizes), limit, side="right")))
+    full, last = divmod(count, per_batch)
+    full_length = d.HEADER_SIZE + int(sizes[:per_batch].sum())
+    last_length = d.HEADER_SIZE + int(sizes[:last].sum())
+    out = np.empty(full * full_length + (last_length if last else 0), dtype=np.uint8)
+    groups = []   # (batches, records in each, length of each)
+    if full:
+        groups.append((full, per_batch, full_length))
+    if last:
+        groups.append((1, last, last_length))
+    batches = []
+    position = 0  # in out
+    first = 0     # index of the chunk's first record
+    for batch_count, records, length in groups:
+        # a chunk of about _CHUNK_BYTES at a time, so each field's pass stays in cache
+        chunk = max(1, _CHUNK_BYTES // length)
+        for done in range(0, batch_count, chunk):
+            chunk_batches = min(chunk, batch_count - done)
+            stop = first + chunk_batches * records
+            area = out[position:position + chunk_batches * length].reshape(
+                chunk_batches, length)
+            shape = (chunk_batches, records)
+            key_block = None if keys is None else keys.block(first, stop).reshape(
+                *shape, keys.width)
+            stamp_block = stamps[first:stop].reshape(shape)
+            _write_records(area[:, d.HEADER_SIZE:], sizes[:records], content, key_block,
+                           values.block(first, stop).reshape(*shape, value_width),
+                           stamp_block)
+            batches += _finish(area, first, stamp_block, batch)
+            position += chunk_batches * length
+            first = stop
+    return batches
+
+
+def _write_records(area, sizes, content, keys, values, stamps):
+    """Write ``records`` = sizes.size records into each row of ``area`` (one batch a row)."""
+    batch_count, records = stamps.shape
+    value_width = values.shape[2]
+    deltas = stamps - stamps[:, :1]
+    delta_bytes = ((deltas << 1) ^ (deltas >> 63)).astype(np.uint8)
+    key_length = NULL_LENGTH if keys is None else encode_varint(keys.shape[2])
+    value_length = encode_varint(value_width)
+    start = 0      # offset delta where the current run of equal-sized records starts
+    position = 0   # its byte position in the records area
+    for limit in _OFFSET_DELTA_LIMITS:
+        stop = min(limit, records)
+        if start >= stop:
+            continue
+        run = stop - start
+        size = int(sizes[start])
+        offset_width = size_of_varint(start)
+        # The bytes in front of the key (or the value, for null keys), the same in every
+        # batch: length, attributes, timestampDelta (overwritten below), offsetDelta, key
+        # length; then [key,] value length, value, headerCount 0.
+        lead = encode_varint(content + offset_width) + RECORD_ATTRIBUTES
+        delta_column = len(lead)
+        template = np.empty((run, delta_column + 1 + offset_width + len(key_length)), np.uint8)
+        template[:, :delta_column] = np.frombuffer(lead, np.uint8)
+        template[:, delta_column + 1:-len(key_length)] = _offset_delta_bytes(
+            start, stop, offset_width)
+        template[:, -len(key_length):] = np.frombuffer(key_length, np.uint8)
+        block = area[:, position:position + run * size].reshape(batch_count, run, size)
+        column = template.shape[1]
+        block[:, :, :column] = template
+        block[:, :, delta_column] = delta_bytes[:, start:stop]
+        if keys is not None:
+            block[:, :, column:column + keys.shape[2]] = keys[:, start:stop]
+            column += keys.shape[2]
+        block[:, :, column:column + len(value_length)] = np.frombuffer(value_length, np.uint8)
+        column += len(value_length)
+        block[:, :, column:column + value_width] = values[:, start:stop]
+        block[:, :, column + value_width] = 0  # headerCount
+        position += run * size
+        start = stop
+
+
+def _offset_delta_bytes(start, stop, width):
+    """The varints of offset deltas start..stop-1 (all ``width`` bytes) as a 2-D array."""
+    unsigned = np.arange(start, stop, dtype=np.int64) << 1
+    shifts = 7 * np.arange(width, dtype=np.int64)
+    groups = (unsigned[:, None] >> shifts) & 0x7F
+    groups[:, :-1] |= 0x80
+    return groups.astype(np.uint8)
+
+
+def _finish(area, first, stamps, batch):
+    """Fill the headers of the batches in ``area`` (one a row; their first record is record
+    ``first`` of the call); CRC or compress each; return them."""
+    batch_count, length = area.shape
+    records = stamps.shape[1]
+    if batch.codec:
+        found = []
+        for index in range(batch_count):
+            payload = compress(batch.codec, area[index, d.HEADER_SIZE:].tobytes())
+            found.append(batch.pack(payload, records, int(stamps[index, 0]),
+                                    int(stamps[index].max()), first + index * records))
+        return found
+    flat = area.reshape(-1)
+    headers = flat.view(_header_dtype(length))
+    headers["base_offset"] = 0
+    headers["batch_length"] = length - d.LOG_OVERHEAD
+    headers["partition_leader_epoch"] = batch.partition_leader_epoch
+    headers["magic"] = d.MAGIC
+    headers["attributes"] = batch.attributes
+    headers["last_offset_delta"] = records - 1
+    headers["base_timestamp"] = stamps[:, 0]
+    headers["max_timestamp"] = stamps.max(axis=1)
+    headers["producer_id"] = batch.producer_id
+    headers["producer_epoch"] = batch.producer_epoch
+    if batch.base_sequence < 0:
+        headers["base_sequence"] = batch.base_sequence
+    else:
+        headers["base_sequence"] = next_sequence(
+            batch.base_sequence, first + records * np.arange(batch_count, dtype=np.int64))
+    headers["record_count"] = records
+    view = memoryview(flat)
+    found = []
+    crcs = []
+    for start in range(0, batch_count * length, length):
+        crcs.append(crc32c(view[start + d.ATTRIBUTES_OFFSET:start + length]))
+        found.append(view[start:start + length])
+    headers["crc"] = crcs
+    return found
+
+
+# -- general path ------------------------------------------------------------------------------
+
+def _build_general(values, keys, stamps, suffixes, batch_size, batch):
+    count = len(values)
+    values = _as_list(values, "value")
+    # attributes + key + value + headers; the deltas and the length varint come per batch
+    content = 1 + _field_sizes(values)
+    if keys is None:
+        keys = [None] * count
+        content += 1
+    else:
+        keys = _as_list(keys, "key")
+        content += _field_sizes(keys)
+    if suffixes is None:
+        suffixes = [NO_HEADERS] * count
+        content += 1
+    else:
+        content += np.fromiter(map(len, suffixes), dtype=np.int64, count=count)
+    spread = int(stamps.max()) - int(stamps.min())
+    if spread <= _ONE_BYTE_SPREAD:
+        content += 1  # every timestampDelta is one byte, whichever record starts a batch
+    limit = batch_size - d.HEADER_SIZE
+    window = min(count, max(limit, 0) // (int(content.min()) + 3) + 1)  # records a batch holds
+    offset_delta_sizes = varint_sizes(np.arange(window, dtype=np.int64))
+    timestamps = stamps.tolist()
+    batches = []
+    start = 0
+    while start < count:
+        stop = min(count, start + window)
+        bodies = content[start:stop] + offset_delta_sizes[:stop - start]
+        if spread > _ONE_BYTE_SPREAD:
+            bodies += varint_sizes(stamps[start:stop] - stamps[start])
+        sizes = bodies + np.searchsorted(_LENGTH_LIMITS, bodies, side="right") + 1
+        taken = max(1, int(np.searchsorted(np.cumsum(sizes), limit, side="right")))
+        stop = start + taken
+        payload, max_timestamp = encode_records(
+            timestamps[start:stop], keys[start:stop], values[start:stop],
+            suffixes[start:stop], bodies[:taken].tolist())
+        if batch.codec:
+            payload = compress(batch.codec, payload)
+        batches.append(batch.pack(payload, taken, timestamps[start], max_timestamp, start))
+        start = stop
+    return batches
+
+
+def _field_sizes(items):
+    """``field_size`` of each of ``items`` (bytes or None) as an int64 array."""
+    try:
+        lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    except TypeError:  # a None among them
+        return np.fromiter(map(field_size, items), dtype=np.int64, count=len(items))
+    return lengths + np.searchsorted(_LENGTH_LIMITS, lengths, side="right") + 1
+
+
+def _as_list(items, what):
+    """``items`` as a list of bytes/None (rows of a 2-D array become bytes)."""
+    if isinstance(items, np.ndarray):
+        width = items.shape[1]
+        data = items.tobytes()
+        return [data[i:i + width] for i in range(0, len(data), width)] if width else \
+            [b""] * len(items)
+    if set(map(type, items)) <= _BYTES_OR_NONE:
+        return items if isinstance(items, list) else list(items)
+    return [item if item is None or item.__class__ is bytes else as_bytes(item, what)
+            for item in items]
