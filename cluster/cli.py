@@ -1,0 +1,44 @@
+"""The ``ringlog`` command line: one subcommand per Kafka tool, with Kafka's flags.
+
+Each subcommand lives in the module that owns its subject and exposes
+``add_arguments(parser)`` and ``run(args) -> exit code``; this module only routes to it,
+so adding a tool is one line in ``COMMANDS``.
+"""
+
+import argparse
+import importlib
+import sys
+
+#: subcommand -> (module, one-line help). Kafka's tool in brackets.
+COMMANDS = {
+    "dump-log": ("segments.dump", "print the batches, records and index entries of segment files "
+                                  "[kafka-dump-log]"),
+}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="ringlog", description="ringlog: a Kafka-style event log on one host.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(module_name)
+        module.add_arguments(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    try:
+        return args._run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `ringlog dump-log ... | head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

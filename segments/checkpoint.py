@@ -1,0 +1,127 @@
+"""Checkpoint files: small text files replaced atomically (Kafka's format).
+
+A checkpoint file holds a version line, a count line and one line per entry whose
+fields are separated by single spaces::
+
+    0
+    2
+    my-topic-0 4242
+    other-topic-3 17
+
+Kafka writes ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``leader-epoch-checkpoint`` this way. A write goes to ``<name>.tmp``, is fsynced, renamed
+over ``<name>`` and the directory is fsynced, so a reader sees either the old file or the
+new one, never a mix; a crash can leave a stale ``.tmp``, which the next write replaces.
+
+``CheckpointFile`` does no locking: its owner (the one thread that owns the directory's
+log) is the only writer.
+"""
+
+import os
+
+from .errors import KafkaStorageError
+
+TMP_SUFFIX = ".tmp"
+
+
+class CheckpointFile:
+    """One checkpoint file at ``path`` with entries of ``fields`` fields each."""
+
+    def __init__(self, path, version=0, fields=2):
+        self.path = os.fspath(path)
+        self.version = version
+        self.fields = fields
+
+    def write(self, entries):
+        """Replace the file with ``entries`` (tuples of ``fields`` values without spaces)."""
+        lines = [str(self.version), str(len(entries))]
+        for entry in entries:
+            texts = [str(field) for field in entry]
+            if len(texts) != self.fields or any(not t or " " in t or "\n" in t
+                                                for t in texts):
+                raise ValueError(
+                    f"checkpoint {self.path}: entry {entry!r} must have {self.fields} "
+                    f"non-empty fields without spaces")
+            lines.append(" ".join(texts))
+        data = ("\n".join(lines) + "\n").encode()
+        tmp = self.path + TMP_SUFFIX
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        fsync_directory(os.path.dirname(self.path) or ".")
+
+    def read(self):
+        """The entries as tuples of strings; ``[]`` if the file does not exist.
+
+        Raises KafkaStorageError naming the file, the line and what was expected when
+        the version, the count or an entry does not check out.
+        """
+        try:
+            with open(self.path, "rb") as f:
+                text = f.read().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return []
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        if len(lines) < 2:
+            raise KafkaStorageError(
+                f"checkpoint {self.path}: expected a version line and a count line, "
+                f"found {len(lines)} line(s)")
+        if lines[0] != str(self.version):
+            raise KafkaStorageError(
+                f"checkpoint {self.path}: version {lines[0]!r}, expected {self.version}")
+        if not lines[1].isdigit() or int(lines[1]) != len(lines) - 2:
+            raise KafkaStorageError(
+                f"checkpoint {self.path}: count line {lines[1]!r}, but "
+                f"{len(lines) - 2} entry line(s) follow")
+        entries = []
+        for number, line in enumerate(lines[2:], start=3):
+            fields = tuple(line.split(" "))
+            if len(fields) != self.fields or not all(fields):
+                raise KafkaStorageError(
+                    f"checkpoint {self.path} line {number}: {line!r}, expected "
+                    f"{self.fields} fields separated by single spaces")
+            entries.append(fields)
+        return entries
+
+
+class OffsetCheckpoint:
+    """A checkpoint of ``name offset`` entries, read and written as a dict."""
+
+    def __init__(self, path):
+        self.file = CheckpointFile(path, version=0, fields=2)
+
+    @property
+    def path(self):
+        return self.file.path
+
+    def write(self, offsets):
+        self.file.write(sorted(offsets.items()))
+
+    def read(self):
+        """``{name: offset}``; raises KafkaStorageError on a malformed file."""
+        result = {}
+        for name, offset in self.file.read():
+            try:
+                result[name] = int(offset)
+            except ValueError:
+                raise KafkaStorageError(
+                    f"checkpoint {self.path}: offset {offset!r} of {name!r} is not an "
+                    f"integer") from None
+        return result
+
+
+def fsync_directory(path):
+    """fsync a directory so that a rename or unlink in it survives a crash."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,327 @@
+"""Log compaction (cleanup.policy=compact): keep the last record of every key.
+
+``clean(log)`` runs one pass over a ``PartitionLog`` whose policy includes ``compact``:
+
+1. The *cleanable* range is the sealed segments — never the active one — up to the
+   first segment that is still inside min.compaction.lag.ms (its largest timestamp is
+   newer than ``now - min.compaction.lag.ms``) or that reaches past ``high_watermark``.
+2. One read of that range learns the last offset of every key (checking each batch's
+   CRC) and estimates the size each segment will have once cleaned.
+3. The range is rewritten in groups of consecutive segments whose cleaned size is
+   estimated to fit segment.bytes (Kafka groups by the sizes before cleaning, which
+   leaves one small segment per source segment until a later pass); a lone segment
+   that would lose nothing is left alone. A record survives if it is the last one of its
+   key in the range; a tombstone (null value) that is the last of its key survives only
+   while its segment's largest timestamp is within delete.retention.ms of now, so
+   consumers have that long to see the delete. Records without a key are dropped
+   (Kafka refuses them on append to a compacted log, and drops them here).
+4. Every record keeps its offset: a surviving batch keeps its baseOffset,
+   lastOffsetDelta, producer fields and its records' own bytes (so each record's
+   offsetDelta, timestampDelta, key, value and headers are untouched); only recordCount,
+   maxTimestamp and the CRC change, and a compressed batch is recompressed with its codec.
+   A batch with no survivor disappears, leaving a gap in the offsets. Control batches are
+   kept as they are.
+5. Each group's output is written to ``<base>.log.cleaned`` (+ indexes), fsynced, and
+   swapped in by ``PartitionLog.replace_segments`` (``.cleaned`` -> ``.swap`` -> final
+   names), which a crash at any step leaves recoverable.
+
+The tombstone rule uses segment timestamps, not the delete-horizon bit of KIP-534: the
+outcome is the same (a tombstone outlives delete.retention.ms) and it needs no second
+pass to stamp batches. The key map is a dict of the keys themselves (Kafka hashes keys
+into a fixed-size buffer): memory grows with the number of distinct keys in the range.
+
+The first offset not yet cleaned is kept in ``cleaner-offset-checkpoint``; a pass is
+skipped while the dirty share of the cleanable bytes is below min.cleanable.dirty.ratio
+(unless ``force``).
+
+Thread safety: ``clean`` runs on the log's owning thread (the log has a single writer);
+appends wait for it. It is not for the hot path.
+"""
+
+import dataclasses
+import logging
+import os
+
+from crc32c import crc32c
+
+from . import batch_descriptor as bd
+from . import index_descriptor as xd
+from .batch_header import BatchHeader
+from .checkpoint import OffsetCheckpoint
+from .compression import compress, decompress
+from .errors import CorruptRecordError, KafkaStorageError
+from .log_config import INT_MAX
+from .segment import CLEANED_SUFFIX, Segment, iter_file_batches, segment_paths
+from .varint import decode_varint
+
+log = logging.getLogger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+
+@dataclasses.dataclass
+class CleanerStats:
+    """What one pass did."""
+
+    segments_before: int = 0
+    segments_after: int = 0
+    #: Bytes of the segments rewritten, and of their replacements.
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_retained: int = 0
+    tombstones_removed: int = 0
+    #: First offset after the cleaned range (the new cleaner checkpoint).
+    end_offset: int = 0
+
+
+def clean(log_, high_watermark=None, force=False):
+    """Compact ``log_`` once (see the module doc); return CleanerStats, or None when the
+    policy is not ``compact``, nothing is cleanable, or the dirty ratio is too low."""
+    config = log_.config
+    if not config.compact:
+        return None
+    now = log_.clock()
+    segments = _cleanable_segments(log_, now, high_watermark)
+    if not segments:
+        return None
+    end_offset = log_.segments[len(segments)].base_offset
+    checkpoint = OffsetCheckpoint(os.path.join(log_.path, CLEANER_OFFSET_CHECKPOINT))
+    first_dirty = _read_first_dirty(checkpoint, log_.name)
+    total = sum(s.size for s in segments)
+    dirty = sum(s.size for s in segments if s.base_offset >= first_dirty)
+    if not force and (not total or dirty / total < config.min_cleanable_dirty_ratio):
+        return None
+
+    stats = CleanerStats(segments_before=len(segments), end_offset=end_offset)
+    tombstone_horizon = now - config.delete_retention_ms
+    plan = _plan(segments, tombstone_horizon)
+    last_offsets = {key: entry[0] for key, entry in plan.last.items()}
+    for group in _group_by_size(segments, plan, config.segment_bytes, end_offset):
+        first, last = group[0], group[-1]
+        if first == last and plan.retained[first] == plan.records[first]:
+            continue  # nothing to drop and nothing to merge: leave the segment alone
+        _clean_group(log_, [segments[n] for n in range(first, last + 1)], last_offsets,
+                     tombstone_horizon, now, stats)
+    stats.segments_after = sum(1 for s in log_.segments if s.base_offset < end_offset)
+    checkpoint.write({log_.name: end_offset})
+    log.info("log %s: cleaned offsets below %d: %d -> %d segments, %d -> %d bytes, "
+             "%d of %d records kept", log_.path, end_offset, stats.segments_before,
+             stats.segments_after, stats.bytes_read, stats.bytes_written,
+             stats.records_retained, stats.records_read)
+    return stats
+
+
+def _read_first_dirty(checkpoint, name):
+    try:
+        return checkpoint.read().get(name, 0)
+    except KafkaStorageError as e:  # a bad checkpoint only costs a full pass
+        log.warning("ignoring unreadable cleaner checkpoint: %s", e)
+        return 0
+
+
+def _cleanable_segments(log_, now, high_watermark):
+    """The sealed segments at the start of the log that compaction may rewrite."""
+    lag = log_.config.min_compaction_lag_ms
+    cleanable = []
+    for segment, following in zip(log_.segments, log_.segments[1:]):
+        if high_watermark is not None and following.base_offset > high_watermark:
+            break
+        if lag and segment.largest_timestamp > now - lag:
+            break
+        cleanable.append(segment)
+    return cleanable
+
+
+def _group_by_size(segments, plan, max_bytes, end_offset):
+    """``(first, last)`` index ranges of consecutive segments whose cleaned output is
+    estimated to fit ``max_bytes`` (and whose sources fit an int32 position), and whose
+    offsets fit one segment's indexes."""
+    groups = []
+    first = None
+    estimate = size = 0
+    for n, segment in enumerate(segments):
+        upper = segments[n + 1].base_offset if n + 1 < len(segments) else end_offset
+        if first is not None and (
+                estimate + plan.estimates[n] > max_bytes or size + segment.size > INT_MAX
+                or upper - 1 - segments[first].base_offset > xd.MAX_RELATIVE_OFFSET):
+            groups.append((first, n - 1))
+            first = None
+        if first is None:
+            first, estimate, size = n, 0, 0
+        estimate += plan.estimates[n]
+        size += segment.size
+    if first is not None:
+        groups.append((first, len(segments) - 1))
+    return groups
+
+
+def _iter_segment_batches(segment):
+    """``(position, view, header)`` of each batch of a segment, CRC checked."""
+    for position, view in iter_file_batches(segment.fd, 0, segment.size):
+        header = BatchHeader(view)
+        header.validate()
+        yield position, view, header
+
+
+class _Plan:
+    """What a pass will keep, learnt in one read of the cleanable segments.
+
+    ``last``: key -> (offset, segment number, batch position, estimated bytes,
+    tombstone) of the key's last record; ``records`` / ``retained``: records per segment
+    now and after cleaning; ``estimates``: the estimated bytes of each cleaned segment
+    (surviving records, scaled by their batch's compression ratio, plus a header per
+    surviving batch and the control batches).
+    """
+
+    def __init__(self, count):
+        self.last = {}
+        self.records = [0] * count
+        self.retained = [0] * count
+        self.estimates = [0] * count
+
+
+def _plan(segments, tombstone_horizon):
+    plan = _Plan(len(segments))
+    control_bytes = [0] * len(segments)
+    control_records = [0] * len(segments)
+    for n, segment in enumerate(segments):
+        for position, view, header in _iter_segment_batches(segment):
+            if header.is_control_batch:
+                control_bytes[n] += header.size_in_bytes
+                control_records[n] += header.record_count
+                continue
+            payload, records = _batch_records(view, header)
+            ratio = (header.size_in_bytes - bd.HEADER_SIZE) / len(payload) if payload else 1
+            base = header.base_offset
+            plan.records[n] += len(records)
+            for start, end, offset_delta, _, key, tombstone in records:
+                if key is not None:
+                    plan.last[key] = (base + offset_delta, n, position,
+                                      (end - start) * ratio, tombstone)
+    drops_tombstones = [s.largest_timestamp < tombstone_horizon for s in segments]
+    batches = set()
+    for _, n, position, size, tombstone in plan.last.values():
+        if tombstone and drops_tombstones[n]:
+            continue
+        plan.retained[n] += 1
+        plan.estimates[n] += size
+        if (n, position) not in batches:
+            batches.add((n, position))
+            plan.estimates[n] += bd.HEADER_SIZE
+    for n in range(len(segments)):
+        plan.records[n] += control_records[n]
+        plan.retained[n] += control_records[n]
+        plan.estimates[n] += control_bytes[n]
+    return plan
+
+
+def _clean_group(log_, group, last_offsets, tombstone_horizon, now, stats):
+    """Rewrite ``group`` into one cleaned segment and swap it in; return it."""
+    base = group[0].base_offset
+    for path in segment_paths(log_.path, base, CLEANED_SUFFIX):
+        if os.path.exists(path):
+            os.unlink(path)  # left by a pass that failed in this process
+    cleaned = Segment.create(log_.path, base, log_.config, now, suffix=CLEANED_SUFFIX)
+    try:
+        for segment in group:
+            drop_tombstones = segment.largest_timestamp < tombstone_horizon
+            for _, view, header in _iter_segment_batches(segment):
+                stats.bytes_read += header.size_in_bytes
+                batch = _filter_batch(view, header, last_offsets, drop_tombstones, stats)
+                if batch is not None:
+                    filtered = BatchHeader(batch)
+                    cleaned.append(batch, [(filtered.last_offset, filtered.max_timestamp,
+                                            filtered.size_in_bytes)])
+                    stats.bytes_written += filtered.size_in_bytes
+        log_.replace_segments(cleaned, group)
+    except BaseException:
+        if cleaned.suffix == CLEANED_SUFFIX:
+            cleaned.delete()  # before the commit point: as if the pass never ran
+        else:
+            cleaned.close()  # committed: the next open completes the swap
+        raise
+    return cleaned
+
+
+def _filter_batch(view, header, last_offsets, drop_tombstones, stats):
+    """The batch with only its surviving records (bytes), the original view when all
+    survive, or None when none does."""
+    if header.is_control_batch:
+        return view
+    base = header.base_offset
+    payload, records = _batch_records(view, header)
+    kept = []
+    max_timestamp = bd.NO_TIMESTAMP
+    for start, end, offset_delta, timestamp_delta, key, tombstone in records:
+        if key is None or last_offsets.get(key) != base + offset_delta:
+            continue
+        if tombstone and drop_tombstones:
+            stats.tombstones_removed += 1
+            continue
+        kept.append((start, end))
+        max_timestamp = max(max_timestamp, header.base_timestamp + timestamp_delta)
+    stats.records_read += len(records)
+    stats.records_retained += len(kept)
+    if len(kept) == len(records):
+        return view
+    if not kept:
+        return None
+    data = b"".join(payload[start:end] for start, end in kept)
+    if header.compression_type:
+        data = compress(header.compression_type, data)
+    if header.timestamp_type == 1:
+        max_timestamp = header.max_timestamp
+    tail = bd.HEADER_AFTER_CRC.pack(
+        header.attributes, header.last_offset_delta, header.base_timestamp, max_timestamp,
+        header.producer_id, header.producer_epoch, header.base_sequence, len(kept))
+    crc = crc32c(data, crc32c(tail))
+    out = bytearray(bd.HEADER_SIZE + len(data))
+    bd.HEADER.pack_into(
+        out, 0, base, len(out) - bd.LOG_OVERHEAD, header.partition_leader_epoch, bd.MAGIC,
+        crc, header.attributes, header.last_offset_delta, header.base_timestamp,
+        max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence,
+        len(kept))
+    out[bd.HEADER_SIZE:] = data
+    return out
+
+
+def _batch_records(view, header):
+    """The records payload of a batch (decompressed) and, per record,
+    ``(start, end, offset_delta, timestamp_delta, key, is_tombstone)`` where
+    ``payload[start:end]`` is the record's bytes, length varint included.
+
+    Only what compaction needs is decoded (values are not copied).
+    """
+    payload = view[bd.RECORDS_OFFSET:header.size_in_bytes]
+    payload = decompress(header.compression_type, payload) if header.compression_type \
+        else bytes(payload)
+    records = []
+    position = 0
+    end = len(payload)
+    for index in range(header.record_count):
+        try:
+            start = position
+            length, position = decode_varint(payload, position)
+            record_end = position + length
+            position += 1  # attributes
+            timestamp_delta, position = decode_varint(payload, position)
+            offset_delta, position = decode_varint(payload, position)
+            key_length, position = decode_varint(payload, position)
+            key = None
+            if key_length >= 0:
+                key = payload[position:position + key_length]
+                position += key_length
+            value_length, position = decode_varint(payload, position)
+        except IndexError:
+            raise CorruptRecordError(
+                f"batch at offset {header.base_offset}: record {index} runs past the end "
+                f"of its records ({end} bytes)") from None
+        if record_end > end or record_end < position:
+            raise CorruptRecordError(
+                f"batch at offset {header.base_offset}: record {index} of length {length} "
+                f"at {start} does not fit the records ({end} bytes)")
+        position = record_end
+        records.append((start, record_end, offset_delta, timestamp_delta, key,
+                        value_length < 0))
+    return payload, records

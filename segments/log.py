@@ -1,0 +1,836 @@
+"""The log of one partition: a directory of segments, appended to at the end.
+
+``PartitionLog(path, config, clock=...)`` opens (or creates) the partition directory
+``path`` — opening *is* recovery — and then serves appends (as leader or follower), reads
+by offset or by timestamp, rolling, truncation, retention and flushing. Its files::
+
+    <path>/00000000000000000000.log         segments, named by base offset in 20 digits
+    <path>/00000000000000000000.index       sparse offset index
+    <path>/00000000000000000000.timeindex   sparse time index
+    <path>/recovery-point-offset-checkpoint everything below this offset is fsynced
+    <path>/log-start-offset-checkpoint      the first offset a reader may ask for
+    <path>/.clean-shutdown                  written by close(), removed by the next open
+
+Offsets: ``log_start_offset`` <= readable offsets < ``log_end_offset`` (LEO, the offset
+the next append gets). The *recovery point* is the offset below which everything has
+been fsynced; after an unclean shutdown only batches at or after it are validated.
+
+Recovery (on open): ``.cleaned`` files of an interrupted compaction are deleted and
+``.swap`` files completed; then, without a clean-shutdown marker, each segment from the
+one holding the recovery point is validated batch by batch (framing, CRC-32C, offsets
+that do not go backwards) from the last index entry below the recovery point, its indexes
+rebuilt on the way, and the log truncated at the first invalid batch (later segments are
+deleted). The bytes dropped are logged and kept in ``log.recovery``. Indexes of the other
+segments are only sanity-checked (O(1) each) and rebuilt if they fail. Opening a log
+whose recovery point is current therefore reads a few kilobytes, whatever its size.
+
+Thread safety: none — single writer. The ``PartitionLog`` belongs to the broker thread
+that owns the partition; that thread makes every call, reads included, and consumes a
+``LogSlice`` before its next call that can delete segments (retention, truncation,
+compaction). There are no locks: the only other thread, the process-wide flusher that
+fsyncs rolled segments (as Kafka's scheduler does), works on descriptors of its own and
+reports back through a future the owner polls.
+"""
+
+import bisect
+import concurrent.futures
+import dataclasses
+import logging
+import os
+import shutil
+import time
+from collections import namedtuple
+
+from crc32c import crc32c
+
+from . import batch_descriptor as bd
+from . import index_descriptor as xd
+from .batch_header import BatchHeader
+from .checkpoint import OffsetCheckpoint, fsync_directory
+from .errors import (InvalidRecordError, KafkaStorageError,
+                     OffsetOutOfRangeError, RecordTooLargeError)
+from .log_config import LogConfig
+from .segment import (CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                      TIME_INDEX_SUFFIX, Segment, base_offset_from_name, read_into)
+from .index import CorruptIndexError
+from .records import RecordBatch
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
+
+#: ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+TimestampOffset = namedtuple("TimestampOffset", "timestamp offset")
+
+
+@dataclasses.dataclass
+class RecoveryResult:
+    """What opening the log found and did."""
+
+    clean_shutdown: bool
+    #: The recovery point read from the checkpoint (before recovery moved it).
+    recovery_point: int
+    #: Segments whose batches were validated.
+    segments_recovered: int = 0
+    #: Segments (before the recovery point) whose indexes failed the sanity check.
+    indexes_rebuilt: int = 0
+    #: Bytes truncated from the log or deleted with the segments after a bad batch.
+    bytes_dropped: int = 0
+    #: Offset the log ended at after recovery.
+    log_end_offset: int = 0
+
+
+class LogSlice:
+    """Where the bytes of a read are: ``size`` bytes at ``position`` of one segment's .log.
+
+    ``read_into(buf)`` copies them straight from the file into any writable buffer (a
+    shared-memory ring's memoryview, say) with ``os.preadv``: no intermediate bytes
+    object. A slice holds whole batches; ``first_offset`` is the base offset of the first
+    one (it may be below the offset asked for: a batch is never split). Valid until the
+    owner's next call that can delete segments; a slice of a deleted segment raises
+    KafkaStorageError instead of reading whatever file reused its descriptor.
+    """
+
+    __slots__ = ("segment", "position", "size", "first_offset")
+
+    def __init__(self, segment, position, size, first_offset):
+        self.segment = segment
+        self.position = position
+        self.size = size
+        self.first_offset = first_offset
+
+    @property
+    def path(self):
+        return self.segment.log_path if self.segment is not None else None
+
+    @property
+    def fd(self):
+        return self.segment.fd if self.segment is not None else None
+
+    def read_into(self, buf):
+        """Copy the slice into ``buf`` (at least ``size`` bytes); return ``size``."""
+        if not self.size:
+            return 0
+        view = buf if isinstance(buf, memoryview) else memoryview(buf)
+        if len(view) < self.size:
+            raise ValueError(f"buffer of {len(view)} bytes for a slice of {self.size}")
+        return read_into(self.segment.fd, view[:self.size], self.position)
+
+    def tobytes(self):
+        """The slice's bytes (one pread; ``read_into`` avoids even that copy)."""
+        if not self.size:
+            return b""
+        data = os.pread(self.segment.fd, self.size, self.position)
+        if len(data) == self.size:
+            return data
+        out = bytearray(self.size)  # a short read: loop until complete
+        self.read_into(out)
+        return bytes(out)
+
+    def __repr__(self):
+        return (f"LogSlice(path={self.path!r}, position={self.position}, size={self.size}, "
+                f"first_offset={self.first_offset})")
+
+
+def _system_clock_ms():
+    return int(time.time() * 1000)
+
+
+class PartitionLog:
+    """The segments of one partition directory (see the module doc for the rules).
+
+    Single writer: the broker thread that owns the partition makes every call.
+    ``clock`` returns milliseconds since the epoch; tests pass a fake one.
+    """
+
+    def __init__(self, path, config=None, clock=None):
+        self.path = os.fspath(path)
+        self.name = os.path.basename(os.path.normpath(self.path))
+        self.config = config if config is not None else LogConfig()
+        self.clock = clock or _system_clock_ms
+        self.segments = []  # sorted by base offset; the last one is active
+        self._bases = []
+        self._closed = False
+        # (future, segment, base offset of the next segment) per rolled segment whose
+        # fsync runs in the background; the recovery point passes it when it is done.
+        self._pending_flushes = []
+        self._recovery_checkpoint = OffsetCheckpoint(
+            os.path.join(self.path, RECOVERY_POINT_CHECKPOINT))
+        self._start_checkpoint = OffsetCheckpoint(
+            os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT))
+        os.makedirs(self.path, exist_ok=True)
+        try:
+            self.recovery = self._load()
+        except BaseException:
+            self._close_segments()
+            raise
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def active_segment(self):
+        return self.segments[-1]
+
+    @property
+    def size_in_bytes(self):
+        return sum(segment.size for segment in self.segments)
+
+    @property
+    def unflushed_messages(self):
+        return self.log_end_offset - self.recovery_point
+
+    def segment_base_offsets(self):
+        return list(self._bases)
+
+    def __repr__(self):
+        return (f"PartitionLog({self.path!r}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self.segments)})")
+
+    # -- opening = recovery ---------------------------------------------------------------
+
+    def _load(self):
+        now = self.clock()
+        self._remove_leftovers()
+        self._complete_swaps(now)
+        bases = sorted(base_offset_from_name(n) for n in os.listdir(self.path)
+                       if n.endswith(LOG_SUFFIX) and _is_segment_name(n, LOG_SUFFIX))
+        marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)
+        clean = os.path.exists(marker)
+        recovery_point = self._read_checkpoint(self._recovery_checkpoint, None)
+        start_offset = self._read_checkpoint(self._start_checkpoint, None)
+        if recovery_point is None:
+            clean = False  # no trustworthy recovery point: validate everything
+        result = RecoveryResult(clean_shutdown=clean,
+                                recovery_point=recovery_point if recovery_point is not None
+                                else -1)
+        if not bases:
+            base = max(start_offset or 0, recovery_point or 0)
+            self._set_segments([Segment.create(self.path, base, self.config, now)])
+            self.log_end_offset = base
+        else:
+            segments = []
+            for n, base in enumerate(bases):
+                segments.append(Segment.open(self.path, base, self.config, now,
+                                             active=n == len(bases) - 1))
+            self._set_segments(segments)
+            self._recover_segments(clean, recovery_point or 0, result, now)
+            self.log_end_offset = self.active_segment.next_offset
+        first = self.segments[0].base_offset
+        self.log_start_offset = min(max(start_offset or first, first), self.log_end_offset)
+        # Recovered bytes are on disk now; make the recovery point current.
+        for segment in self.segments:
+            segment.flush()
+        self.recovery_point = self.log_end_offset
+        self._last_flush_ms = now
+        if recovery_point != self.recovery_point:
+            self._write_recovery_checkpoint()
+        if start_offset != self.log_start_offset:
+            self._write_start_checkpoint()
+        if os.path.exists(marker):
+            os.unlink(marker)
+            fsync_directory(self.path)
+        result.log_end_offset = self.log_end_offset
+        if result.bytes_dropped:
+            log.warning("log %s: recovery dropped %d bytes; log end offset %d", self.path,
+                        result.bytes_dropped, self.log_end_offset)
+        return result
+
+    def _recover_segments(self, clean, recovery_point, result, now):
+        """Sanity-check indexes below the recovery point; validate from it on."""
+        if clean:
+            first_unflushed = len(self.segments)
+        else:
+            first_unflushed = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        for segment in self.segments[:first_unflushed]:
+            try:
+                segment.sanity_check()
+            except CorruptIndexError as e:
+                log.warning("log %s: %s; rebuilding the indexes of %s", self.path, e,
+                            segment.log_path)
+                result.indexes_rebuilt += 1
+                result.bytes_dropped += segment.recover()
+        for n in range(first_unflushed, len(self.segments)):
+            segment = self.segments[n]
+            dropped = segment.recover(from_offset=recovery_point if n == first_unflushed
+                                      else None)
+            result.segments_recovered += 1
+            if dropped:
+                result.bytes_dropped += dropped
+                for later in self.segments[n + 1:]:
+                    log.warning("log %s: deleting %s after the invalid batch", self.path,
+                                later.log_path)
+                    result.bytes_dropped += later.size
+                    later.delete()
+                self._set_segments(self.segments[:n + 1])
+                break
+        for segment in self.segments[:-1]:
+            if segment.offset_index.mutable:
+                segment.seal()
+        if not self.active_segment.offset_index.mutable:
+            self.active_segment.make_active()
+        elif self.active_segment._next_offset is None:
+            self.active_segment.load_tail_state()
+
+    def _remove_leftovers(self):
+        """Delete an interrupted compaction's output and indexes without a .log."""
+        for name in os.listdir(self.path):
+            if name.endswith(CLEANED_SUFFIX):
+                os.unlink(os.path.join(self.path, name))
+        names = set(os.listdir(self.path))
+        for name in names:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for tail in ("", SWAP_SUFFIX):
+                    if name.endswith(suffix + tail) and _is_segment_name(name, suffix + tail):
+                        log_name = name[:-len(suffix + tail)] + LOG_SUFFIX + tail
+                        if log_name not in names:
+                            os.unlink(os.path.join(self.path, name))
+
+    def _complete_swaps(self, now):
+        """Finish a compaction that crashed after its output became a ``.swap`` segment:
+        delete the segments it covers and rename it into place (Kafka's rule)."""
+        swaps = sorted(base_offset_from_name(n) for n in os.listdir(self.path)
+                       if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
+        for base in swaps:
+            swap = Segment.open(self.path, base, self.config, now, suffix=SWAP_SUFFIX)
+            try:
+                swap.sanity_check()
+                next_offset = swap.next_offset
+            except CorruptIndexError:
+                swap.recover()
+                next_offset = swap.next_offset
+            for name in os.listdir(self.path):
+                if _is_segment_name(name, LOG_SUFFIX):
+                    covered = base_offset_from_name(name)
+                    if base < covered < next_offset:
+                        Segment.open(self.path, covered, self.config, now).delete()
+            swap.close()
+            swap.rename_suffix("")
+            fsync_directory(self.path)
+            log.info("log %s: completed the swap of cleaned segment %d", self.path, base)
+
+    def _read_checkpoint(self, checkpoint, default):
+        try:
+            return checkpoint.read().get(self.name, default)
+        except KafkaStorageError as e:
+            log.warning("log %s: ignoring unreadable checkpoint: %s", self.path, e)
+            return default
+
+    def _set_segments(self, segments):
+        self.segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+
+    # -- appending ------------------------------------------------------------------------
+
+    def append(self, batches, leader_epoch=None):
+        """Append producer batches as the leader; return ``(first_offset, last_offset)``.
+
+        ``batches`` holds one or more whole RecordBatch v2 batches. Each is validated
+        (framing, CRC-32C, size against max.message.bytes); if any fails nothing is
+        appended (CorruptRecordError, RecordTooLargeError, InvalidRecordError). Offsets are
+        assigned by stamping baseOffset (and partitionLeaderEpoch when ``leader_epoch`` is
+        given) — in place when ``batches`` is writable, so the caller's buffer changes as
+        in Kafka; on a copy otherwise. With message.timestamp.type=LogAppendTime the
+        batch's maxTimestamp becomes the clock's time (and its CRC is recomputed).
+        """
+        self._check_open()
+        buf = batches if _writable(batches) else bytearray(batches)
+        view = memoryview(buf)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        headers = self._validate(view)
+        for header in headers:
+            if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
+                raise InvalidRecordError(
+                    f"batch at position {header.position}: recordCount "
+                    f"{header.record_count} with lastOffsetDelta "
+                    f"{header.last_offset_delta}; a producer batch has "
+                    f"lastOffsetDelta = recordCount - 1 >= 0")
+        if self.config.compact:
+            _require_keys(view, headers)
+        now = self.clock()
+        log_append_time = self.config.log_append_time
+        offset = self.log_end_offset
+        entries = []
+        for header in headers:
+            header.stamp(offset, leader_epoch)
+            if log_append_time:
+                _set_log_append_time(header, now)
+            offset += header.last_offset_delta + 1
+            entries.append((offset - 1, header.max_timestamp,
+                            bd.LOG_OVERHEAD + header.batch_length))
+        first = self.log_end_offset
+        self._append_validated(view, entries, first, now)
+        return first, offset - 1
+
+    def append_as_follower(self, batches):
+        """Append batches that carry the leader's offsets; return ``(first, last)``.
+
+        Each batch is validated as in ``append``; base offsets must be >= the log end
+        offset and grow from batch to batch (InvalidRecordError otherwise). A trailing
+        partial batch (a fetch response may end in one) is ignored, as Kafka does.
+        """
+        self._check_open()
+        view = memoryview(batches)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        headers = self._validate(view, allow_partial_tail=True)
+        if not headers:
+            return self.log_end_offset, self.log_end_offset - 1
+        expected = self.log_end_offset
+        entries = []
+        for header in headers:
+            if header.base_offset < expected:
+                raise InvalidRecordError(
+                    f"batch at position {header.position}: baseOffset "
+                    f"{header.base_offset}, expected at least {expected} (the log end "
+                    f"offset, or the previous batch's next offset)")
+            expected = header.next_offset
+            entries.append((header.last_offset, header.max_timestamp, header.size_in_bytes))
+        end = headers[-1].position + headers[-1].size_in_bytes
+        first = headers[0].base_offset
+        self._append_validated(view[:end], entries, first, self.clock())
+        return first, expected - 1
+
+    def _validate(self, view, allow_partial_tail=False):
+        """Validate every batch of ``view``; return their BatchHeaders (nothing written)."""
+        total = len(view)
+        if total > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"append of {total} bytes is larger than segment.bytes "
+                f"{self.config.segment_bytes}")
+        max_bytes = self.config.max_message_bytes
+        headers = []
+        position = 0
+        while position < total:
+            if allow_partial_tail:
+                if total - position < bd.LOG_OVERHEAD or (
+                        position + bd.LOG_OVERHEAD
+                        + bd.INT32.unpack_from(view, position + bd.BATCH_LENGTH_OFFSET)[0]
+                        > total):
+                    break
+            header = BatchHeader(view, position)
+            size = bd.LOG_OVERHEAD + header.batch_length
+            if size > max_bytes:
+                raise RecordTooLargeError(
+                    f"batch at position {position} is {size} bytes, larger than "
+                    f"max.message.bytes {max_bytes}")
+            header.validate()
+            headers.append(header)
+            position += size
+        return headers
+
+    def _append_validated(self, view, entries, first_offset, now):
+        """Roll if needed, write the batches, move the log end offset, maybe flush."""
+        last_offset = entries[-1][0]
+        segment = self.active_segment
+        max_timestamp = entries[0][1] if len(entries) == 1 else max(e[1] for e in entries)
+        if segment.should_roll(len(view), max_timestamp, last_offset, now):
+            base = self.log_end_offset
+            if last_offset - base > xd.MAX_RELATIVE_OFFSET:
+                base = first_offset  # a follower's jump past what one segment can index
+            if last_offset - base > xd.MAX_RELATIVE_OFFSET:
+                raise InvalidRecordError(
+                    f"offsets {first_offset}..{last_offset} of one append do not fit one "
+                    f"segment ({xd.MAX_RELATIVE_OFFSET} offsets)")
+            segment = self.roll(base)
+        segment.append(view, entries)
+        self.log_end_offset = last_offset + 1
+        if self._pending_flushes:
+            self._complete_pending_flushes(wait=False)
+        if (self.log_end_offset - self.recovery_point >= self.config.flush_messages
+                or now - self._last_flush_ms >= self.config.flush_ms):
+            self.flush()
+
+    # -- rolling and flushing -------------------------------------------------------------
+
+    def roll(self, base_offset=None):
+        """Seal the active segment and start a new one at ``base_offset`` (default: LEO).
+
+        The sealed segment is fsynced by a background thread, as Kafka does, so the
+        caller does not wait for the disk; the recovery point moves to the new segment's
+        base offset once that is done (noticed by the next append or flush).
+        """
+        self._check_open()
+        base = self.log_end_offset if base_offset is None else base_offset
+        old = self.active_segment
+        if old.base_offset == base and old.size == 0:
+            return old
+        if base < self.log_end_offset:
+            raise ValueError(f"cannot roll at offset {base}, below the log end offset "
+                             f"{self.log_end_offset}")
+        old.seal(durable=False)
+        self._pending_flushes.append((_flush_executor().submit(old.sync_files()), old, base))
+        segment = Segment.create(self.path, base, self.config, self.clock())
+        self._set_segments(self.segments + [segment])
+        self.log_end_offset = base
+        log.debug("log %s: rolled to segment %d", self.path, base)
+        return segment
+
+    def _complete_pending_flushes(self, wait):
+        """Move the recovery point past rolled segments whose background fsync is done
+        (all of them when ``wait``), in roll order."""
+        while self._pending_flushes:
+            future, segment, base = self._pending_flushes[0]
+            if not wait and not future.done():
+                return
+            try:
+                future.result()
+            except OSError as e:
+                raise KafkaStorageError(
+                    f"log {self.path}: fsync of rolled segment {segment.log_path} failed: "
+                    f"{e}") from e
+            self._pending_flushes.pop(0)
+            segment.unflushed = False
+            base = min(base, self.log_end_offset)
+            if base > self.recovery_point:
+                self.recovery_point = base
+                self._write_recovery_checkpoint()
+
+    def flush(self):
+        """fsync every segment written since the last flush, then checkpoint the recovery
+        point (= the log end offset)."""
+        self._check_open()
+        self._complete_pending_flushes(wait=True)
+        for segment in self.segments:
+            if segment.unflushed or segment.offset_index.mutable:
+                segment.flush()
+        self._last_flush_ms = self.clock()
+        if self.recovery_point != self.log_end_offset:
+            self.recovery_point = self.log_end_offset
+            self._write_recovery_checkpoint()
+
+    def flush_if_due(self):
+        """Flush when flush.messages or flush.ms says so (for a periodic flusher)."""
+        if (self.log_end_offset - self.recovery_point >= self.config.flush_messages
+                or self.clock() - self._last_flush_ms >= self.config.flush_ms):
+            self.flush()
+            return True
+        return False
+
+    def _write_recovery_checkpoint(self):
+        self._recovery_checkpoint.write({self.name: self.recovery_point})
+
+    def _write_start_checkpoint(self):
+        self._start_checkpoint.write({self.name: self.log_start_offset})
+
+    # -- reading --------------------------------------------------------------------------
+
+    def read_slice(self, offset, max_bytes, max_offset=None, min_one_batch=True):
+        """Locate the batches to serve a read from ``offset``: a LogSlice.
+
+        The slice starts at the batch holding ``offset`` (or the next batch, past a
+        compaction gap), holds whole batches only — at most ``max_bytes`` of them, but at
+        least one even when it is larger (KIP-74) unless ``min_one_batch`` is False — and
+        no batch holding an offset >= ``max_offset`` (the high watermark). Unlike Kafka,
+        a slice never ends in a partial batch, so a ring never carries bytes a reader
+        must discard. Empty at the log end. OffsetOutOfRangeError below the log start
+        offset or above the log end offset.
+        """
+        self._check_open()
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside the log's range [{self.log_start_offset}, "
+                f"{self.log_end_offset}] ({self.path})")
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes {max_bytes} < 0")
+        if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
+            return LogSlice(None, 0, 0, offset)
+        n = bisect.bisect_right(self._bases, offset) - 1
+        for segment in self.segments[max(n, 0):]:
+            found = segment.read(offset, max_bytes, max_offset, min_one_batch)
+            if found is not None:
+                first, size = found
+                return LogSlice(segment, first.position, size, first.base_offset)
+        return LogSlice(None, 0, 0, offset)
+
+    def read(self, offset, max_bytes, max_offset=None, min_one_batch=True):
+        """The bytes of ``read_slice(...)`` (see there)."""
+        return self.read_slice(offset, max_bytes, max_offset, min_one_batch).tobytes()
+
+    def lookup_timestamp(self, timestamp):
+        """``TimestampOffset`` of the first record whose timestamp is >= ``timestamp``, or
+        None when there is none. ``LATEST_TIMESTAMP`` (-1) gives the log end offset and
+        ``EARLIEST_TIMESTAMP`` (-2) the log start offset (timestamp -1), as ListOffsets.
+        """
+        self._check_open()
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampOffset(-1, self.log_end_offset)
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampOffset(-1, self.log_start_offset)
+        start = self.log_start_offset
+        for segment in self.segments[max(0, bisect.bisect_right(self._bases, start) - 1):]:
+            if segment.largest_timestamp < timestamp:
+                continue
+            info = segment.find_timestamp(timestamp, start)
+            if info is not None:
+                return self._record_at_or_after(segment, info, timestamp, start)
+        return None
+
+    def offset_for_timestamp(self, timestamp):
+        """The first offset whose record timestamp is >= ``timestamp`` (None if none)."""
+        found = self.lookup_timestamp(timestamp)
+        return None if found is None else found.offset
+
+    def _record_at_or_after(self, segment, info, timestamp, start):
+        """Within the batch ``info``: the first record at or after ``start`` whose
+        timestamp is >= ``timestamp`` (decoding the records)."""
+        data = segment.read_bytes(info.position, info.size)
+        header = BatchHeader(data)
+        if header.timestamp_type == 1:  # LogAppendTime: every record has maxTimestamp
+            return TimestampOffset(header.max_timestamp, max(info.base_offset, start))
+        for record in RecordBatch(data, 0):
+            if record.offset >= start and record.timestamp >= timestamp:
+                return TimestampOffset(record.timestamp, record.offset)
+        raise KafkaStorageError(
+            f"log {self.path}: batch at offset {info.base_offset} has maxTimestamp "
+            f"{info.max_timestamp} but no record with a timestamp >= {timestamp}")
+
+    # -- truncation -----------------------------------------------------------------------
+
+    def truncate_to(self, offset):
+        """Drop every record at or after ``offset`` (a follower matching its leader);
+        return the bytes dropped. A batch holding ``offset`` is dropped whole, so the log
+        end offset becomes ``offset`` or that batch's base offset."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offset {offset} < 0")
+        if offset >= self.log_end_offset:
+            return 0
+        self._complete_pending_flushes(wait=True)
+        if offset < self.segments[0].base_offset:
+            return self.truncate_fully_and_start_at(offset)
+        dropped = 0
+        keep = bisect.bisect_left(self._bases, offset)
+        if keep == 0:
+            keep = 1  # offset == base of the first segment: truncate it to empty
+        for segment in self.segments[keep:]:
+            dropped += segment.size
+            segment.delete()
+        self._set_segments(self.segments[:keep])
+        segment = self.active_segment
+        truncated, first_dropped = segment.truncate_to(offset)
+        segment.flush()  # make the shorter file durable: the dropped batches must not return
+        fsync_directory(self.path)
+        dropped += truncated
+        self.log_end_offset = min(offset, first_dropped.base_offset) if first_dropped \
+            else offset
+        if segment.size == 0:
+            segment.created_ms = self.clock()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._write_recovery_checkpoint()
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+            self._write_start_checkpoint()
+        return dropped
+
+    def truncate_fully_and_start_at(self, offset):
+        """Delete every segment and restart the log, empty, at ``offset``; return the
+        bytes dropped (Kafka's truncateFullyAndStartAt)."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"offset {offset} < 0")
+        self._complete_pending_flushes(wait=True)
+        dropped = self.size_in_bytes
+        for segment in self.segments:
+            segment.delete()
+        self._set_segments([Segment.create(self.path, offset, self.config, self.clock())])
+        self.log_end_offset = self.log_start_offset = self.recovery_point = offset
+        self._write_recovery_checkpoint()
+        self._write_start_checkpoint()
+        fsync_directory(self.path)
+        return dropped
+
+    # -- retention ------------------------------------------------------------------------
+
+    def delete_old_segments(self, high_watermark=None):
+        """Apply retention: delete whole non-active segments that are past retention.ms,
+        over retention.bytes, or below the log start offset; return how many.
+
+        Only with cleanup.policy containing ``delete`` are retention.ms and
+        retention.bytes applied (as Kafka). A segment is deleted only if every offset in
+        it is below ``high_watermark`` (when given). The log start offset moves to the
+        new first segment's base offset.
+        """
+        self._check_open()
+        now = self.clock()
+        config = self.config
+        excess = self.size_in_bytes - config.retention_bytes
+        count = 0
+        for segment, following in zip(self.segments, self.segments[1:]):
+            if high_watermark is not None and following.base_offset > high_watermark:
+                break
+            below_start = following.base_offset <= self.log_start_offset
+            expired = (config.delete and config.retention_ms >= 0
+                       and now - segment.largest_timestamp > config.retention_ms)
+            oversized = (config.delete and config.retention_bytes >= 0
+                         and excess - segment.size >= 0)
+            if not (below_start or expired or oversized):
+                break
+            excess -= segment.size
+            count += 1
+        if count:
+            self._delete_first_segments(count)
+        return count
+
+    def delete_records_before(self, offset):
+        """Move the log start offset up to ``offset`` (Kafka's DeleteRecords) and delete
+        the segments wholly below it; return the new log start offset."""
+        self._check_open()
+        if offset > self.log_end_offset or offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before offset {offset}: the log ends at "
+                f"{self.log_end_offset}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._write_start_checkpoint()
+            self.delete_old_segments()
+        return self.log_start_offset
+
+    def _delete_first_segments(self, count):
+        for segment in self.segments[:count]:
+            log.info("log %s: deleting segment %d (%d bytes)", self.path,
+                     segment.base_offset, segment.size)
+            segment.delete()
+        self._set_segments(self.segments[count:])
+        first = self.segments[0].base_offset
+        if first > self.log_start_offset:
+            self.log_start_offset = first
+            self._write_start_checkpoint()
+        self.recovery_point = max(self.recovery_point, first)
+
+    # -- compaction support (segments.cleaner) --------------------------------------------
+
+    def replace_segments(self, cleaned, old_segments):
+        """Swap ``cleaned`` (a flushed Segment with suffix ``.cleaned`` and the base offset
+        of ``old_segments[0]``) in for ``old_segments``, surviving a crash at any step.
+
+        The rename of the cleaned .log to ``.swap`` is the commit point: before it, the
+        next open deletes the ``.cleaned`` files; after it, the next open completes the
+        swap (``_complete_swaps``). Then the old segments are deleted and the ``.swap``
+        files renamed into place.
+        """
+        self._check_open()
+        if cleaned.base_offset != old_segments[0].base_offset:
+            raise ValueError(f"cleaned segment {cleaned.base_offset} does not start where "
+                             f"{old_segments[0].base_offset} does")
+        cleaned.seal()
+        cleaned.rename_suffix(SWAP_SUFFIX)
+        fsync_directory(self.path)
+        old_ids = {id(s) for s in old_segments}
+        for segment in old_segments[1:]:
+            segment.delete()
+        old_segments[0].close()
+        cleaned.rename_suffix("")
+        fsync_directory(self.path)
+        segments = []
+        for segment in self.segments:
+            if segment is old_segments[0]:
+                segments.append(cleaned)
+            elif id(segment) not in old_ids:
+                segments.append(segment)
+        self._set_segments(segments)
+
+    def update_config(self, config):
+        """Use ``config`` from now on (new segments get its index size)."""
+        self.config = config
+        for segment in self.segments:
+            segment.config = config
+
+    # -- closing --------------------------------------------------------------------------
+
+    def close(self):
+        """Flush, checkpoint, close the files and leave the clean-shutdown marker (so the
+        next open skips validation). Safe to call twice."""
+        if self._closed:
+            return
+        self.flush()
+        self._write_start_checkpoint()
+        self._close_segments()
+        marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_directory(self.path)
+        self._closed = True
+
+    def delete(self):
+        """Close the files and remove the partition directory. Safe to call twice."""
+        self._close_segments()
+        self._closed = True
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def _close_segments(self):
+        for segment in self.segments:
+            segment.close()
+
+    def _check_open(self):
+        if self._closed:
+            raise KafkaStorageError(f"log {self.path} is closed")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_executor = None
+
+
+def _flush_executor():
+    """The process's one thread that fsyncs rolled segments (Kafka's flush scheduler)."""
+    global _executor
+    if _executor is None:
+        _executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="ringlog-segment-flush")
+    return _executor
+
+
+def _is_segment_name(name, suffix):
+    stem = name[:-len(suffix)] if name.endswith(suffix) else None
+    return stem is not None and len(stem) == 20 and stem.isdigit()
+
+
+def _writable(buf):
+    if isinstance(buf, bytearray):
+        return True
+    if isinstance(buf, bytes):
+        return False
+    with memoryview(buf) as view:
+        return not view.readonly
+
+
+def _require_keys(view, headers):
+    """A compacted log keeps the last record per key, so every record needs one (Kafka
+    refuses keyless records on append to a compacted topic). Decodes the records."""
+    for header in headers:
+        if header.is_control_batch:
+            continue
+        for record in RecordBatch(view, header.position):
+            if record.key is None:
+                raise InvalidRecordError(
+                    f"batch at position {header.position}: record at offset delta "
+                    f"{record.offset - header.base_offset} has no key; a compacted log "
+                    f"(cleanup.policy=compact) needs one on every record")
+
+
+def _set_log_append_time(header, now):
+    """Mark the batch LogAppendTime with maxTimestamp ``now`` and re-checksum it (the two
+    fields sit inside the CRC, unlike baseOffset). Kafka's setMaxTimestamp."""
+    attributes = header.attributes | bd.TIMESTAMP_TYPE_MASK
+    position = header.position
+    bd.INT16.pack_into(header.buf, position + bd.ATTRIBUTES_OFFSET, attributes)
+    bd.INT64.pack_into(header.buf, position + bd.MAX_TIMESTAMP_OFFSET, now)
+    header.attributes = attributes
+    header.max_timestamp = now
+    with memoryview(header.buf) as view:
+        crc = crc32c(view[position + bd.ATTRIBUTES_OFFSET:position + header.size_in_bytes])
+    bd.UINT32.pack_into(header.buf, position + bd.CRC_OFFSET, crc)
+    header.crc = crc

@@ -1,0 +1,576 @@
+"""One segment of a partition log: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+
+A segment holds the batches whose offsets are >= its base offset and below the next
+segment's base offset. Files are named by the base offset in 20 digits
+(``00000000000000000000.log``). The ``.log`` holds only whole, validated RecordBatch v2
+batches, back to back, exactly as producers and leaders wrote them; the indexes are
+sparse (layouts in ``index_descriptor``):
+
+- an offset index entry every ``index.interval.bytes`` of log: before a batch is written,
+  if more than ``index.interval.bytes`` have been written since the last entry, the batch
+  gets an entry (its last offset, its position) — the first batch of a segment never
+  does;
+- next to each offset index entry, a time index entry if the largest timestamp seen so far
+  grew; sealing the segment (``seal()``) adds one last entry carrying its largest
+  timestamp.
+
+The indexing rule is deterministic, so ``recover()`` rebuilds exactly the entries that
+``append()`` made, and can resume mid-segment from an index entry below the recovery
+point instead of rescanning the whole segment.
+
+A ``Segment`` does no validation of its own on append (the log validates each batch
+header and CRC before calling it) and holds no lock. Owner: its ``PartitionLog``, whose
+single owning thread is the only caller; a segment with ``mutable`` indexes is the active
+one (or one being recovered, truncated or written by the cleaner).
+"""
+
+import logging
+import os
+from collections import namedtuple
+
+from . import batch_descriptor as bd
+from . import index_descriptor as xd
+from .batch_header import BatchHeader
+from .errors import CorruptRecordError, KafkaStorageError
+from .index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+#: A segment being written by the cleaner; deleted if found at open.
+CLEANED_SUFFIX = ".cleaned"
+#: A cleaned segment that has replaced the ones it covers; completed if found at open.
+SWAP_SUFFIX = ".swap"
+#: Digits of the zero-padded base offset in a segment file name.
+FILE_NAME_DIGITS = 20
+
+#: Bytes read at a time when scanning batch headers.
+_HEADER_SCAN_CHUNK = 4096
+#: Bytes read at a time when validating whole batches.
+_VALIDATE_CHUNK = 4 * 1024 * 1024
+
+#: One batch as a scan of headers sees it.
+BatchInfo = namedtuple("BatchInfo", "position size base_offset last_offset max_timestamp")
+
+
+def file_stem(base_offset):
+    """``00000000000000000042`` for base offset 42."""
+    return f"{base_offset:0{FILE_NAME_DIGITS}d}"
+
+
+def base_offset_from_name(name):
+    """The base offset a segment file name starts with (``000..042.log`` -> 42)."""
+    stem = os.path.basename(name).split(".", 1)[0]
+    if len(stem) != FILE_NAME_DIGITS or not stem.isdigit():
+        raise ValueError(f"{name!r} is not named by a {FILE_NAME_DIGITS}-digit base offset")
+    return int(stem)
+
+
+def segment_paths(directory, base_offset, suffix=""):
+    """Paths of the .log, .index and .timeindex files of a segment (with ``suffix``)."""
+    stem = os.path.join(os.fspath(directory), file_stem(base_offset))
+    return (stem + LOG_SUFFIX + suffix, stem + INDEX_SUFFIX + suffix,
+            stem + TIME_INDEX_SUFFIX + suffix)
+
+
+def iter_file_batches(fd, start, end, chunk_size=_VALIDATE_CHUNK):
+    """Yield ``(position, view)`` for each batch of the file between ``start`` and ``end``.
+
+    ``view`` covers the whole batch, except for the last one yielded when the file does not
+    hold what a batch's framing announces (torn write, garbage length): then ``view`` is
+    whatever bytes remain, so ``BatchHeader(view).validate()`` raises and says why. A
+    view is only valid until the next one is requested (the read buffer is reused).
+    """
+    buf = bytearray(max(bd.LOG_OVERHEAD, min(chunk_size, end - start)))
+    position = start
+    while position < end:
+        want = min(len(buf), end - position)
+        got = os.preadv(fd, [memoryview(buf)[:want]], position)
+        if got <= 0:
+            raise KafkaStorageError(f"read of {want} bytes at position {position} returned "
+                                    f"{got}: the file is shorter than {end}")
+        view = memoryview(buf)[:got]
+        offset = 0
+        while True:
+            remaining = got - offset
+            if remaining < bd.LOG_OVERHEAD:
+                break
+            length = bd.INT32.unpack_from(view, offset + bd.BATCH_LENGTH_OFFSET)[0]
+            size = bd.LOG_OVERHEAD + length
+            if length < bd.HEADER_SIZE - bd.LOG_OVERHEAD or size > end - position - offset:
+                yield position + offset, view[offset:]  # framing is wrong: let the caller say so
+                return
+            if size > remaining:
+                break
+            yield position + offset, view[offset:offset + size]
+            offset += size
+        if offset == 0:
+            if got == end - position:
+                yield position, view  # fewer bytes than a batch prefix before the end
+                return
+            # A batch larger than the buffer: grow it and read again from this batch.
+            length = (bd.INT32.unpack_from(view, bd.BATCH_LENGTH_OFFSET)[0]
+                      if got >= bd.LOG_OVERHEAD else 0)
+            buf = bytearray(max(2 * len(buf), bd.LOG_OVERHEAD + length))
+        position += offset
+
+
+class Segment:
+    """The files of one segment and the state an appender needs (see the module doc)."""
+
+    def __init__(self, directory, base_offset, config, now_ms, mutable, suffix="",
+                 create=False):
+        self.directory = os.fspath(directory)
+        self.base_offset = base_offset
+        self.config = config
+        self.suffix = suffix
+        log_path, index_path, time_index_path = segment_paths(directory, base_offset, suffix)
+        self.log_path = log_path
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self._fd = os.open(log_path, flags, 0o644)
+        try:
+            self.size = os.fstat(self._fd).st_size
+            self.offset_index = OffsetIndex(index_path, base_offset,
+                                            config.segment_index_bytes, mutable)
+            self.time_index = TimeIndex(time_index_path, base_offset,
+                                        config.segment_index_bytes, mutable)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.created_ms = now_ms
+        #: The largest batch maxTimestamp in the segment and the last offset of its batch.
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        #: The first batch's maxTimestamp, the base of segment.ms rolling (None: unknown).
+        self.rolling_base_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        self._next_offset = base_offset if create else None
+        self.unflushed = False
+
+    # -- opening --------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory, base_offset, config, now_ms, suffix=""):
+        """A new, empty, active segment (the files must not exist yet)."""
+        for path in segment_paths(directory, base_offset, suffix)[1:]:
+            if os.path.exists(path):
+                os.unlink(path)  # an index left by a segment that no longer exists
+        return cls(directory, base_offset, config, now_ms, mutable=True, suffix=suffix,
+                   create=True)
+
+    @classmethod
+    def open(cls, directory, base_offset, config, now_ms, active=False, suffix=""):
+        """An existing segment; ``active`` loads its indexes for appending."""
+        return cls(directory, base_offset, config, now_ms, mutable=active, suffix=suffix)
+
+    @property
+    def fd(self):
+        if self._fd is None:
+            raise KafkaStorageError(f"segment {self.log_path} is closed")
+        return self._fd
+
+    def sanity_check(self):
+        """Raise CorruptIndexError unless both index files existed when the segment was
+        opened and look right for this log (O(1): the length and the last entries)."""
+        for index in (self.offset_index, self.time_index):
+            if not index.file_existed:
+                raise CorruptIndexError(f"segment {self.log_path}: {index.path} is missing")
+        self.offset_index.sanity_check(self.size)
+        self.time_index.sanity_check()
+
+    def load_tail_state(self):
+        """Learn next offset, largest timestamp and indexing state from the indexes plus a
+        scan of the batches after the last index entry (a few reads, not the segment)."""
+        last_offset, position = self.offset_index.last_entry()
+        timestamp, offset = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = timestamp, offset
+        next_offset = self.base_offset
+        if self.offset_index.entries:
+            next_offset = last_offset + 1
+        since = 0
+        for info in self.headers(position):
+            if info.max_timestamp > self.max_timestamp:
+                self.max_timestamp = info.max_timestamp
+                self.offset_of_max_timestamp = info.last_offset
+            next_offset = info.last_offset + 1
+            since += info.size
+        self._next_offset = next_offset
+        self.bytes_since_last_index_entry = since
+        self.rolling_base_timestamp = self._first_batch_timestamp() if self.size else None
+
+    def _first_batch_timestamp(self):
+        data = os.pread(self.fd, bd.HEADER_SIZE, 0)
+        if len(data) < bd.HEADER_SIZE:
+            return None
+        return bd.HEADER.unpack_from(data)[8]
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def next_offset(self):
+        """One past the last offset in the segment (the base offset when it is empty)."""
+        if self._next_offset is None:
+            self.load_tail_state()
+        return self._next_offset
+
+    @property
+    def largest_timestamp(self):
+        """The largest batch timestamp in the segment (-1 when it has none)."""
+        if self.offset_index.mutable:
+            return self.max_timestamp
+        return self.time_index.last_entry()[0]
+
+    def headers(self, position, end=None):
+        """Yield a BatchInfo for each batch from ``position`` (a batch start) to ``end``.
+
+        Reads headers only, a chunk at a time; the bytes are trusted (validated on
+        append or by recovery), so nothing is checked here.
+        """
+        end = self.size if end is None else end
+        fd = self.fd
+        header = bd.HEADER
+        need = bd.HEADER_SIZE
+        buf = b""
+        buf_start = position
+        while end - position >= need:
+            rel = position - buf_start
+            if rel + need > len(buf):
+                buf = os.pread(fd, min(_HEADER_SCAN_CHUNK, end - position), position)
+                buf_start, rel = position, 0
+                if len(buf) < need:
+                    raise KafkaStorageError(
+                        f"segment {self.log_path}: {len(buf)} bytes at position {position}, "
+                        f"expected a batch header")
+            fields = header.unpack_from(buf, rel)
+            size = bd.LOG_OVERHEAD + fields[1]
+            yield BatchInfo(position, size, fields[0], fields[0] + fields[6], fields[8])
+            position += size
+
+    def translate_offset(self, offset, start_position=0):
+        """The first batch whose last offset is >= ``offset``, or None if there is none."""
+        _, position = self.offset_index.lookup(offset)
+        for info in self.headers(max(position, start_position)):
+            if info.last_offset >= offset:
+                return info
+        return None
+
+    def read(self, offset, max_bytes, max_offset=None, min_one_batch=True):
+        """Where the whole batches to serve a read from ``offset`` are: ``(first, size)``.
+
+        ``first`` is the BatchInfo of the batch holding ``offset`` (or the next one, past a
+        compaction gap); ``size`` covers whole batches only, at most ``max_bytes`` — but at
+        least the first batch when ``min_one_batch`` (KIP-74) — and none holding an offset
+        >= ``max_offset``. Returns None when the segment has no batch at or past ``offset``.
+        """
+        first = self.translate_offset(offset)
+        if first is None:
+            return None
+        if max_offset is not None and first.last_offset >= max_offset:
+            return first, 0
+        end = self._end_of_whole_batches(first, first.position + max_bytes)
+        if end == first.position and min_one_batch:
+            end = first.position + first.size
+        if max_offset is not None and end > first.position + first.size:
+            bound = self.translate_offset(max_offset, first.position)
+            if bound is not None:
+                end = min(end, bound.position)
+        return first, end - first.position
+
+    def _end_of_whole_batches(self, first, limit):
+        """The largest batch boundary <= ``limit`` at or after the first batch."""
+        if limit >= self.size:
+            return self.size
+        _, position = self.offset_index.lookup_by_position(limit)
+        end = max(position, first.position)
+        for info in self.headers(end):
+            if info.position + info.size > limit:
+                break
+            end = info.position + info.size
+        return end
+
+    def find_timestamp(self, timestamp, start_offset):
+        """The first batch at or after ``start_offset`` whose maxTimestamp is >= ``timestamp``."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, start_offset))
+        for info in self.headers(position):
+            if info.max_timestamp >= timestamp and info.last_offset >= start_offset:
+                return info
+        return None
+
+    def read_bytes(self, position, size):
+        """``size`` bytes of the .log from ``position``."""
+        out = bytearray(size)
+        read_into(self.fd, memoryview(out), position)
+        return out
+
+    # -- writing --------------------------------------------------------------------------
+
+    def should_roll(self, append_size, max_timestamp, last_offset, now_ms):
+        """Kafka's rules: full by bytes, old by segment.ms, an index full, or an offset
+        the indexes cannot hold relative to this segment's base."""
+        if last_offset - self.base_offset > xd.MAX_RELATIVE_OFFSET:
+            return True
+        if not self.size:
+            return False
+        if self.size > self.config.segment_bytes - append_size:
+            return True
+        if self.rolling_base_timestamp is not None and self.rolling_base_timestamp >= 0:
+            waited = max_timestamp - self.rolling_base_timestamp
+        else:
+            waited = now_ms - self.created_ms
+        if waited > self.config.segment_ms:
+            return True
+        return self.offset_index.is_full() or self.time_index.is_full()
+
+    def append(self, data, batches):
+        """Write ``data`` (whole, validated batches) at the end of the .log and index it.
+
+        ``batches`` lists ``(last_offset, max_timestamp, size)`` for each batch in
+        ``data``, in order.
+        """
+        position = self.size
+        written = write_all(self.fd, data, position)
+        interval = self.config.index_interval_bytes
+        offset_index = self.offset_index
+        since = self.bytes_since_last_index_entry
+        max_timestamp = self.max_timestamp
+        for last_offset, batch_max_timestamp, size in batches:
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp = batch_max_timestamp
+                self.offset_of_max_timestamp = last_offset
+            if since > interval and not offset_index.is_full():
+                offset_index.append(last_offset, position)
+                self.time_index.maybe_append(max_timestamp, self.offset_of_max_timestamp,
+                                             skip_full_check=True)
+                since = 0
+            position += size
+            since += size
+        self.max_timestamp = max_timestamp
+        self.bytes_since_last_index_entry = since
+        if self.rolling_base_timestamp is None and batches:
+            self.rolling_base_timestamp = batches[0][1]
+        self.size += written
+        self._next_offset = batches[-1][0] + 1 if batches else self._next_offset
+        self.unflushed = True
+
+    def flush(self):
+        """fsync the .log (if written since the last flush) and both indexes."""
+        if self.unflushed:
+            os.fdatasync(self.fd)
+            self.unflushed = False
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def seal(self, durable=True):
+        """Stop being the active segment: record the largest timestamp in the time index
+        and write the indexes out (Kafka's onBecomeInactiveSegment). ``durable`` fsyncs
+        the three files; without it the caller arranges that (``sync_files``)."""
+        if self.offset_index.mutable:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
+                                         skip_full_check=True)
+        if durable:
+            self.flush()
+        self.offset_index.make_immutable()
+        self.time_index.make_immutable()
+
+    def sync_files(self):
+        """A function that fsyncs this segment's three files through descriptors of its
+        own, so it may run on another thread while the owner goes on (and even closes or
+        deletes the segment): Kafka's asynchronous flush of a rolled segment."""
+        fds = [os.dup(self.fd)]
+        try:
+            for path in (self.offset_index.path, self.time_index.path):
+                fds.append(os.open(path, os.O_RDONLY))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+
+        def sync():
+            try:
+                os.fdatasync(fds[0])
+                for fd in fds[1:]:
+                    os.fsync(fd)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        return sync
+
+    def make_active(self):
+        """Load the indexes for appending again (after truncating into this segment)."""
+        self.offset_index.make_mutable()
+        self.time_index.make_mutable()
+        self.load_tail_state()
+
+    def truncate_to(self, offset):
+        """Drop every batch whose last offset is >= ``offset``; return the bytes dropped.
+
+        The segment becomes mutable (the log makes it the active one).
+        """
+        first_dropped = self.translate_offset(offset)
+        self.offset_index.make_mutable()
+        self.time_index.make_mutable()
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        dropped = 0
+        if first_dropped is not None:
+            dropped = self.size - first_dropped.position
+            os.ftruncate(self.fd, first_dropped.position)
+            self.size = first_dropped.position
+            self.unflushed = True
+        self.load_tail_state()
+        return dropped, first_dropped
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def recover(self, from_offset=None):
+        """Validate batches, rebuild the indexes on the way and truncate at the first
+        invalid batch; return the number of bytes dropped.
+
+        With ``from_offset`` (the log's recovery point: everything below it was flushed),
+        the scan resumes after the last offset index entry below it when the indexes are
+        sane and that entry points at the batch it names; otherwise it starts at byte 0.
+        A batch is invalid if its framing or CRC-32C is wrong, or if its base offset falls
+        below the segment's base or the previous batch's next offset (baseOffset is
+        outside the CRC: this catches a corrupted one that goes backwards).
+        """
+        self.offset_index.make_mutable()
+        self.time_index.make_mutable()
+        position, since, expected_offset = self._resume_point(from_offset)
+        if position == 0:
+            self.offset_index.reset()
+            self.time_index.reset()
+            self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        else:
+            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        interval = self.config.index_interval_bytes
+        valid_end = position
+        for batch_position, view in iter_file_batches(self.fd, position, self.size):
+            try:
+                header = BatchHeader(view)
+                header.validate()
+                if header.base_offset < expected_offset:
+                    raise CorruptRecordError(
+                        f"baseOffset {header.base_offset}, expected at least "
+                        f"{expected_offset}")
+                if header.last_offset - self.base_offset > xd.MAX_RELATIVE_OFFSET:
+                    raise CorruptRecordError(
+                        f"last offset {header.last_offset} does not fit the index of a "
+                        f"segment based at {self.base_offset}")
+            except CorruptRecordError as e:
+                log.warning("segment %s: invalid batch at position %d: %s", self.log_path,
+                            batch_position, e)
+                break
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            if since > interval and not self.offset_index.is_full():
+                self.offset_index.append(header.last_offset, batch_position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
+                                             skip_full_check=True)
+                since = 0
+            size = header.size_in_bytes
+            since += size
+            valid_end = batch_position + size
+            expected_offset = header.next_offset
+        dropped = self.size - valid_end
+        if dropped:
+            log.warning("segment %s: truncated %d invalid bytes at position %d",
+                        self.log_path, dropped, valid_end)
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+        self.unflushed = True
+        self.load_tail_state()
+        return dropped
+
+    def _resume_point(self, from_offset):
+        """``(position, bytes_since_last_entry, next_expected_offset)`` to resume at."""
+        if from_offset is None or from_offset <= self.base_offset:
+            return 0, 0, self.base_offset
+        try:
+            self.sanity_check()
+        except CorruptIndexError as e:
+            log.warning("segment %s: rebuilding indexes: %s", self.log_path, e)
+            return 0, 0, self.base_offset
+        n = self.offset_index.search(0, from_offset - 1 - self.base_offset)
+        if n < 0:
+            return 0, 0, self.base_offset
+        relative, position = self.offset_index.entry(n)
+        data = os.pread(self.fd, bd.HEADER_SIZE, position)
+        if len(data) < bd.HEADER_SIZE:
+            return 0, 0, self.base_offset
+        fields = bd.HEADER.unpack_from(data)
+        size = bd.LOG_OVERHEAD + fields[1]
+        if (fields[3] != bd.MAGIC or fields[0] + fields[6] != self.base_offset + relative
+                or position + size > self.size):
+            log.warning("segment %s: index entry %d (offset %d, position %d) does not name "
+                        "the batch there; rebuilding", self.log_path, n,
+                        self.base_offset + relative, position)
+            return 0, 0, self.base_offset
+        last_offset = self.base_offset + relative
+        self.offset_index.truncate_entries(n + 1)
+        self.time_index.truncate_to(last_offset + 1)
+        return position + size, size, last_offset + 1
+
+    # -- files ----------------------------------------------------------------------------
+
+    def rename_suffix(self, new_suffix):
+        """Rename the three files from this segment's suffix to ``new_suffix`` (log last)."""
+        new_log, new_index, new_time_index = segment_paths(self.directory, self.base_offset,
+                                                           new_suffix)
+        self.offset_index.rename(new_index)
+        self.time_index.rename(new_time_index)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        self.suffix = new_suffix
+
+    def close(self):
+        """Write out the indexes and close the files; safe to call twice."""
+        if self._fd is None:
+            return
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self._fd)
+        self._fd = None
+
+    def delete(self):
+        """Close and unlink the three files; safe to call twice."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.delete()
+        self.time_index.delete()
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self):
+        return (f"Segment(base_offset={self.base_offset}, size={self.size}, "
+                f"suffix={self.suffix!r})")
+
+
+def write_all(fd, data, position):
+    """pwrite ``data`` at ``position``, looping over short writes; returns the bytes."""
+    total = len(data)
+    written = os.pwrite(fd, data, position)
+    if written < total:
+        with memoryview(data) as view:
+            while written < total:
+                written += os.pwrite(fd, view[written:], position + written)
+    return total
+
+
+def read_into(fd, buf, position):
+    """Fill ``buf`` from ``position``, looping over short reads; raises at end of file."""
+    total = len(buf)
+    done = os.preadv(fd, [buf], position)
+    while done < total:
+        got = os.preadv(fd, [buf[done:]], position + done)
+        if got <= 0:
+            raise KafkaStorageError(f"end of file after {done} of {total} bytes at position "
+                                    f"{position}")
+        done += got
+    return total
