@@ -119,6 +119,17 @@ class BatchHeader:
                               partition_leader_epoch)
             self.partition_leader_epoch = partition_leader_epoch
 
+    def set_log_append_time(self, now):
+        """Mark the batch LogAppendTime with maxTimestamp ``now`` and re-checksum it: unlike
+        baseOffset, both fields sit inside the CRC (Kafka's setMaxTimestamp)."""
+        attributes = self.attributes | d.TIMESTAMP_TYPE_MASK
+        d.INT16.pack_into(self.buf, self.position + d.ATTRIBUTES_OFFSET, attributes)
+        d.INT64.pack_into(self.buf, self.position + d.MAX_TIMESTAMP_OFFSET, now)
+        self.attributes = attributes
+        self.max_timestamp = now
+        self.crc = self.compute_crc()
+        d.UINT32.pack_into(self.buf, self.position + d.CRC_OFFSET, self.crc)
+
     def __repr__(self):
         return (f"BatchHeader(base_offset={self.base_offset}, length={self.batch_length}, "
                 f"records={self.record_count}, crc={self.crc:#010x}, "

@@ -58,3 +58,10 @@ class KafkaStorageError(StorageError):
     message = "KAFKA_STORAGE_ERROR"
     retriable = True
     invalid_metadata = True  # as in Kafka: the client refreshes metadata and retries
+
+
+class InvalidLogConfigError(StorageError, ValueError):
+    """A log configuration key or value that is not acceptable (Kafka: INVALID_CONFIG)."""
+
+    errno = 40
+    message = "INVALID_CONFIG"

@@ -359,7 +359,7 @@ class PartitionLog:
         for header in headers:
             header.stamp(offset, leader_epoch)
             if log_append_time:
-                _set_log_append_time(header, now)
+                header.set_log_append_time(now)
             offset += header.last_offset_delta + 1
             entries.append((offset - 1, header.max_timestamp,
                             bd.LOG_OVERHEAD + header.batch_length))
@@ -819,18 +819,3 @@ def _require_keys(view, headers):
                     f"batch at position {header.position}: record at offset delta "
                     f"{record.offset - header.base_offset} has no key; a compacted log "
                     f"(cleanup.policy=compact) needs one on every record")
-
-
-def _set_log_append_time(header, now):
-    """Mark the batch LogAppendTime with maxTimestamp ``now`` and re-checksum it (the two
-    fields sit inside the CRC, unlike baseOffset). Kafka's setMaxTimestamp."""
-    attributes = header.attributes | bd.TIMESTAMP_TYPE_MASK
-    position = header.position
-    bd.INT16.pack_into(header.buf, position + bd.ATTRIBUTES_OFFSET, attributes)
-    bd.INT64.pack_into(header.buf, position + bd.MAX_TIMESTAMP_OFFSET, now)
-    header.attributes = attributes
-    header.max_timestamp = now
-    with memoryview(header.buf) as view:
-        crc = crc32c(view[position + bd.ATTRIBUTES_OFFSET:position + header.size_in_bytes])
-    bd.UINT32.pack_into(header.buf, position + bd.CRC_OFFSET, crc)
-    header.crc = crc

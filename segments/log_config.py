@@ -9,7 +9,7 @@ what was expected. The object is immutable; a config change makes a new one
 
 import dataclasses
 
-from .errors import StorageError
+from .errors import InvalidLogConfigError
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -19,13 +19,6 @@ CLEANUP_POLICY_COMPACT = "compact"
 
 TIMESTAMP_TYPE_CREATE_TIME = "CreateTime"
 TIMESTAMP_TYPE_LOG_APPEND_TIME = "LogAppendTime"
-
-
-class InvalidLogConfigError(StorageError, ValueError):
-    """A log configuration key or value that is not acceptable (Kafka: INVALID_CONFIG)."""
-
-    errno = 40
-    message = "INVALID_CONFIG"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,28 @@
+"""Configuration of brokers and clients, with Kafka's names and defaults.
+
+- Brokers (``config_broker``): ``BrokerConfig.load("server.properties", overrides=[...],
+  data_dir=...)`` or ``BrokerConfig({"num.partitions": 3}, data_dir=...)``: Kafka's broker
+  keys (``num.partitions``, ``log.segment.bytes``, ``log.retention.hours``, ...) plus
+  ringlog's ``ringlog.*`` transport keys; unknown keys are logged and ignored, bad values
+  raise ``InvalidConfigurationError``. ``config.log_config(topic_overrides)`` is the
+  ``segments.log_config.LogConfig`` of a topic (broker defaults mapped to topic-level names,
+  the topic's overrides on top).
+- Clients (``config_client``): ``ProducerConfig(**kwargs)``, ``ConsumerConfig(**kwargs)``,
+  ``AdminClientConfig(**kwargs)``: kafka-python's keyword arguments and defaults, Kafka's
+  dotted spellings accepted too; unknown keys and bad values raise
+  ``KafkaConfigurationError``.
+- Properties files (``config_properties``): ``parse_properties``, ``load_properties``,
+  ``parse_overrides`` read what Java's ``Properties.load`` and Kafka's ``--override`` read.
+
+Every config is a read-only ``dict`` (``config[name]``), validated once when built.
+"""
+
+from .config_broker import BROKER_KEYS, TOPIC_SYNONYMS, BrokerConfig
+from .config_client import AdminClientConfig, ClientConfig, ConsumerConfig, ProducerConfig
+from .config_properties import load_properties, parse_overrides, parse_properties
+
+__all__ = [
+    "BROKER_KEYS", "TOPIC_SYNONYMS", "AdminClientConfig", "BrokerConfig", "ClientConfig",
+    "ConsumerConfig", "ProducerConfig", "load_properties", "parse_overrides",
+    "parse_properties",
+]
