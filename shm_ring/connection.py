@@ -1,0 +1,693 @@
+"""Connections between client processes and a broker process.
+
+A connection is two rings: the request ring (the client writes, the broker reads) and the
+response ring (the broker writes, the client reads). The broker waits for all its connections
+on one doorbell; a client waits on its connection's own semaphores.
+
+Opening a connection (any time while the broker runs):
+
+1. The broker's Listener creates the doorbell ``/ringlog.<c>.b<id>.doorbell`` and the listener
+   ``/ringlog.<c>.b<id>.listener`` (layout in listener_descriptor), writing its pid last.
+2. connect() maps the listener (retrying until it exists and its broker is alive), creates the
+   connection's objects — ``/ringlog.<c>.b<id>.c<pid>-<token>`` + ``.req``, ``.rsp``,
+   ``.req.space``, ``.rsp.data`` — records itself as request writer and response reader,
+   then, holding an flock on the listener, writes ``c<pid>-<token>`` into the accept ring and
+   rings the doorbell.
+3. Listener.accept_pending() maps the announced rings, records the broker as request reader
+   and response writer — its pid in the response ring is the "accepted" signal — and wakes the
+   client, which was waiting for that.
+
+Who wakes whom::
+
+    request frame written    -> doorbell            (broker waits there)
+    request frames released  -> .req.space          (client waits there when the ring is full)
+    response frame written   -> .rsp.data           (client waits there when the ring is empty)
+    response space released  -> doorbell            (only after a try_send found the ring full)
+    client closed            -> doorbell
+
+Ownership of names: the client creates and unlinks its connection's four objects; the broker
+creates and unlinks the listener and the doorbell. When a client dies, the broker's reap()
+notices it (pid and start time) and unlinks the client's objects; when the broker dies, the
+client's next blocking call notices (within one poll interval) and raises PeerDiedError naming
+the broker and the connection, after unlinking the connection's objects.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import secrets
+import time
+
+import posix_ipc
+
+from shm_ring import listener_descriptor as ld
+from shm_ring import ring_descriptor as rd
+from shm_ring.doorbell import Doorbell
+from shm_ring.errors import PeerClosedError, PeerDiedError
+from shm_ring.liveness import current_process, is_alive
+from shm_ring.naming import (
+    NamedSemaphore, SharedRegion, broker_part, check_connection_part, connection_part,
+    doorbell_name, listener_name, object_name,
+)
+from shm_ring.ring import READER_END, WRITER_END, Ring, format_ring
+from shm_ring.wakeup import (
+    DEFAULT_POLICY, READER_PARKED_WORD, WRITER_PARKED_WORD, RingReader, RingWriter, WaitPolicy,
+    WakeSlot, end_watch, full_fence,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CAPACITY = 1 << 20
+"""Data bytes of each ring of a connection (the largest frame is about half of it)."""
+
+_MAGIC_WORD = ld.MAGIC_OFFSET // rd.WORD_LENGTH
+_BROKER_PID_WORD = ld.BROKER_PID_OFFSET // rd.WORD_LENGTH
+_BROKER_START_WORD = ld.BROKER_START_TIME_OFFSET // rd.WORD_LENGTH
+_BROKER_CLOSED_WORD = ld.BROKER_CLOSED_OFFSET // rd.WORD_LENGTH
+_DOORBELL_WORD = ld.DOORBELL_PARKED_OFFSET // rd.WORD_LENGTH
+_LOCK_RETRY = 0.0005
+"""Seconds between attempts at the accept lock or at a listener that is not there yet."""
+
+
+def _describe_broker(cluster_id: str, broker_id: int) -> str:
+    return f"broker {broker_id} of cluster {cluster_id}"
+
+
+class _ConnectionObjects:
+    """The four named objects of one connection and the Rings this process made over them.
+
+    Ownership: created (and unlinked) by the client; opened by the broker.
+    """
+
+    def __init__(self, base: str, req: SharedRegion, rsp: SharedRegion,
+                 req_space: NamedSemaphore, rsp_data: NamedSemaphore) -> None:
+        self.base = base
+        self.req_region = req
+        self.rsp_region = rsp
+        self.req_space = req_space
+        self.rsp_data = rsp_data
+        self.req = Ring(req.buf, base + ".req")
+        self.rsp = Ring(rsp.buf, base + ".rsp")
+
+    @classmethod
+    def create(cls, base: str, capacity: int) -> _ConnectionObjects:
+        made: list = []
+        try:
+            req = SharedRegion.create(base + ".req", rd.ring_length(capacity))
+            made.append(req)
+            format_ring(req.buf, capacity)
+            rsp = SharedRegion.create(base + ".rsp", rd.ring_length(capacity))
+            made.append(rsp)
+            format_ring(rsp.buf, capacity)
+            req_space = NamedSemaphore.create(base + ".req.space")
+            made.append(req_space)
+            rsp_data = NamedSemaphore.create(base + ".rsp.data")
+            made.append(rsp_data)
+            return cls(base, req, rsp, req_space, rsp_data)
+        except BaseException:
+            for thing in made:
+                thing.unlink()
+                thing.close()
+            raise
+
+    @classmethod
+    def open(cls, base: str) -> _ConnectionObjects:
+        opened: list = []
+        try:
+            req = SharedRegion.open(base + ".req")
+            opened.append(req)
+            rsp = SharedRegion.open(base + ".rsp")
+            opened.append(rsp)
+            req_space = NamedSemaphore.open(base + ".req.space")
+            opened.append(req_space)
+            rsp_data = NamedSemaphore.open(base + ".rsp.data")
+            opened.append(rsp_data)
+            return cls(base, req, rsp, req_space, rsp_data)
+        except BaseException:
+            for thing in opened:
+                thing.close()
+            raise
+
+    def close(self) -> None:
+        self.req.release_views()
+        self.rsp.release_views()
+        for thing in (self.req_region, self.rsp_region, self.req_space, self.rsp_data):
+            thing.close()
+
+    def unlink(self) -> None:
+        for thing in (self.req_region, self.rsp_region, self.req_space, self.rsp_data):
+            thing.unlink()
+
+
+class Connection:
+    """The broker's side of one client connection (non-blocking: the broker waits on its
+    Listener).
+
+    Ownership: made by Listener.accept_pending(), dropped by Listener.reap() or close(); only
+    the broker thread that owns the Listener calls it. The named objects belong to the client.
+    """
+
+    def __init__(self, objects: _ConnectionObjects) -> None:
+        self.name = objects.base
+        self._objects = objects
+        self._req = objects.req
+        self._rsp = objects.rsp
+        self._rsp_words = objects.rsp.header_words
+        self._req_space = WakeSlot(objects.req.header_words, WRITER_PARKED_WORD,
+                                   objects.req_space.semaphore)
+        self._rsp_data = WakeSlot(self._rsp_words, READER_PARKED_WORD,
+                                  objects.rsp_data.semaphore)
+        self._armed = False
+        self._closed = False
+        self.client_pid, self._client_start_time = objects.req.end_process(WRITER_END)
+
+    def _accept(self) -> None:
+        """Record this broker process at the connection's broker ends and wake the client."""
+        me = current_process()
+        self._req.set_end(READER_END, *me)
+        self._rsp.set_end(WRITER_END, *me)  # the response writer's pid says "accepted"
+        self._rsp_data.notify()
+
+    def recv(self):
+        """The next request frame as a read-only memoryview, or None when there is none.
+
+        Views stay valid until release().
+        """
+        return self._req.read()
+
+    def release(self) -> None:
+        """Free every request frame received so far; wakes the client if it waits for room."""
+        self._req.release()
+        self._req_space.notify()
+
+    def try_send(self, frame, frame_type: int = rd.DATA_TYPE) -> bool:
+        """Write a response frame; False when the response ring is full.
+
+        After False, the client's next release rings the doorbell, so Listener.wait() returns
+        and the broker can try again.
+        """
+        rsp = self._rsp
+        if rsp.try_write(frame, frame_type) or self._arm_and_retry(
+                lambda: rsp.try_write(frame, frame_type)):
+            self._armed = False
+            self._rsp_data.notify()
+            return True
+        return False
+
+    def claim(self, size: int, frame_type: int = rd.DATA_TYPE):
+        """Reserve a response frame of up to size bytes to fill in place (e.g. straight from a
+        file); None when the ring is full (retry after Listener.wait(), as for try_send)."""
+        rsp = self._rsp
+        view = rsp.claim(size, frame_type)
+        if view is None:
+            claimed = []
+            if not self._arm_and_retry(
+                    lambda: claimed.append(rsp.claim(size, frame_type)) or claimed[0] is not None):
+                return None
+            view = claimed[0]
+        self._armed = False
+        return view
+
+    def commit(self, length: int | None = None) -> None:
+        """Publish the claimed response frame (length bytes; default all) and wake the client."""
+        self._rsp.commit(length)
+        self._rsp_data.notify()
+
+    def abort(self) -> None:
+        """Drop the claimed response frame."""
+        self._rsp.abort()
+
+    def _arm_and_retry(self, attempt) -> bool:
+        """Ask the client to ring the doorbell when it frees room, then try once more.
+
+        The flag is the response ring's writer-parked flag; set, fence, retry is the same
+        handshake as parking (wakeup), so a release between the failure and the flag is not
+        missed.
+        """
+        words = self._rsp_words
+        words[WRITER_PARKED_WORD] = 1
+        full_fence()
+        if attempt():
+            words[WRITER_PARKED_WORD] = 0
+            return True
+        self._armed = True
+        return False
+
+    def _has_event(self) -> bool:
+        """A request to read, the client closed, or room freed after a failed send."""
+        return (self._req.readable() or self._req.end_closed(WRITER_END)
+                or (self._armed and not self._rsp_words[WRITER_PARKED_WORD]))
+
+    @property
+    def client_closed(self) -> bool:
+        """True once the client closed its side."""
+        return self._req.end_closed(WRITER_END)
+
+    def client_alive(self) -> bool:
+        """True while the client process that opened the connection runs."""
+        return is_alive(self.client_pid, self._client_start_time)
+
+    def close(self) -> None:
+        """Drop the connection on the broker's side: the client's next call raises
+        PeerClosedError. Does not unlink (the client owns the names). Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._req.close_end(READER_END)
+        self._rsp.close_end(WRITER_END)
+        self._rsp_data.notify()
+        self._req_space.notify()
+        self._objects.close()
+
+    def unlink(self) -> None:
+        """Remove the connection's names (for a client that died); safe to call twice."""
+        self._objects.unlink()
+
+    def __repr__(self) -> str:
+        return f"Connection({self.name!r}, client_pid={self.client_pid})"
+
+
+class Listener:
+    """A broker's endpoint: its listener, its doorbell and its accepted connections.
+
+    Ownership: created by the broker process, which unlinks the listener and doorbell in
+    close(); one broker thread calls every method. If a listener of the same broker id is left
+    by a dead process it is taken over; if its process is alive, FileExistsError.
+
+    Typical loop::
+
+        while running:
+            listener.wait(timeout=0.1)
+            for conn in listener.accept_pending(): ...
+            for conn in listener.ready():
+                while (frame := conn.recv()) is not None: ...   # then conn.release()
+            for conn in listener.reap(): ...                    # closed or dead clients
+    """
+
+    def __init__(self, cluster_id: str, broker_id: int, *, policy: WaitPolicy = DEFAULT_POLICY,
+                 liveness_interval: float = 0.5) -> None:
+        self.cluster_id = cluster_id
+        self.broker_id = broker_id
+        self.name = listener_name(cluster_id, broker_id)
+        self._policy = policy
+        self._liveness_interval = liveness_interval
+        self._next_liveness = policy.clock()
+        self._connections: list[Connection] = []
+        self._closed = False
+        self._take_over_stale()
+        region = SharedRegion.create(self.name, ld.LISTENER_LENGTH)
+        words = region.buf[: ld.ACCEPT_RING_OFFSET].cast("q")
+        try:
+            doorbell = Doorbell.create(cluster_id, broker_id, words, _DOORBELL_WORD)
+            try:
+                accept_area = region.buf[ld.ACCEPT_RING_OFFSET:]
+                format_ring(accept_area, ld.ACCEPT_CAPACITY)
+                self._accept = Ring(accept_area, self.name + " accept ring")
+                accept_area.release()
+            except BaseException:
+                doorbell.unlink()
+                doorbell.close()
+                raise
+        except BaseException:
+            words.release()
+            region.unlink()
+            region.close()
+            raise
+        self._region = region
+        self._words = words
+        self.doorbell = doorbell
+        pid, start_time = current_process()
+        words[_MAGIC_WORD] = ld.MAGIC
+        words[_BROKER_START_WORD] = start_time
+        words[_BROKER_PID_WORD] = pid  # last: the listener is ready
+
+    def _take_over_stale(self) -> None:
+        """Remove a listener and doorbell of this broker id left by a dead process."""
+        try:
+            old = SharedRegion.open(self.name)
+        except FileNotFoundError:
+            pass
+        else:
+            words = old.buf[: ld.ACCEPT_RING_OFFSET].cast("q")
+            pid, start_time = words[_BROKER_PID_WORD], words[_BROKER_START_WORD]
+            closed = words[_BROKER_CLOSED_WORD]
+            words.release()
+            old.close()
+            if pid and not closed and is_alive(pid, start_time):
+                raise FileExistsError(
+                    f"{_describe_broker(self.cluster_id, self.broker_id)} is already listening"
+                    f" at {self.name} (pid {pid})")
+            log.warning("%s: taking over the listener left by pid %d", self.name, pid)
+            old.unlink()
+        try:  # a doorbell without a listener: its broker died while starting
+            posix_ipc.unlink_semaphore(doorbell_name(self.cluster_id, self.broker_id))
+        except posix_ipc.ExistentialError:
+            pass
+
+    @property
+    def connections(self) -> list[Connection]:
+        """The accepted connections not yet dropped (a copy)."""
+        return list(self._connections)
+
+    def accept_pending(self) -> list[Connection]:
+        """Accept every connection announced since the last call; return the new ones."""
+        accepted = []
+        accept = self._accept
+        while (view := accept.read()) is not None:
+            part = bytes(view).decode("ascii", "replace")
+            del view
+            accept.release()
+            connection = self._accept_one(part)
+            if connection is not None:
+                self._connections.append(connection)
+                accepted.append(connection)
+        return accepted
+
+    def _accept_one(self, part: str) -> Connection | None:
+        try:
+            check_connection_part(part)
+        except ValueError as exc:
+            log.warning("%s: ignoring an announcement: %s", self.name, exc)
+            return None
+        base = object_name(self.cluster_id, broker_part(self.broker_id), part)
+        try:
+            objects = _ConnectionObjects.open(base)
+        except FileNotFoundError:
+            log.info("%s: client of %s gave up before it was accepted", self.name, base)
+            return None
+        connection = Connection(objects)
+        if connection.client_closed:
+            connection.close()
+            return None
+        if not connection.client_alive():
+            log.info("%s: client of %s died before it was accepted", self.name, base)
+            connection.close()
+            connection.unlink()
+            return None
+        connection._accept()
+        return connection
+
+    def _has_event(self) -> bool:
+        if self._accept.readable():
+            return True
+        for connection in self._connections:
+            if connection._has_event():
+                return True
+        return False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until there is something to do: a request, an announced connection, a client
+        that closed, or room after a failed try_send. False after timeout seconds."""
+        return self.doorbell.wait(self._has_event, timeout, self._policy)
+
+    def ready(self) -> list[Connection]:
+        """Connections with at least one request frame to recv()."""
+        return [c for c in self._connections if c._req.readable()]
+
+    def reap(self) -> list[Connection]:
+        """Drop connections whose client closed, or died (then unlink its objects).
+
+        Closed flags are checked on every call, client processes at most every
+        liveness_interval seconds. Returns the dropped connections.
+        """
+        now = self._policy.clock()
+        check_processes = now >= self._next_liveness
+        if check_processes:
+            self._next_liveness = now + self._liveness_interval
+        dropped = []
+        for connection in self._connections:
+            if connection.client_closed:
+                connection.close()
+                dropped.append(connection)
+            elif check_processes and not connection.client_alive():
+                log.info("%s: client pid %d of %s died; dropping it", self.name,
+                         connection.client_pid, connection.name)
+                connection.close()
+                connection.unlink()
+                dropped.append(connection)
+        if dropped:
+            self._connections = [c for c in self._connections if c not in dropped]
+        return dropped
+
+    def close(self) -> None:
+        """Close every connection (clients get PeerClosedError), then close and unlink the
+        listener and the doorbell. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        for connection in self._connections:
+            connection.close()
+        self._connections = []
+        self._words[_BROKER_CLOSED_WORD] = 1
+        self.doorbell.unlink()
+        self.doorbell.close()
+        self._accept.release_views()
+        self._words.release()
+        self._region.unlink()
+        self._region.close()
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+class ClientConnection:
+    """A client's connection to one broker (made by connect()).
+
+    Ownership: the client process that connected owns the connection's named objects and
+    unlinks them in close(), or when it finds the broker gone. Not thread-safe: one thread at a
+    time calls it (kafka-python's sender thread both sends and receives). After the broker died
+    or closed, every call raises the same PeerDiedError / PeerClosedError.
+    """
+
+    def __init__(self, cluster_id: str, broker_id: int, listener: SharedRegion,
+                 listener_words: memoryview, doorbell: Doorbell, objects: _ConnectionObjects,
+                 policy: WaitPolicy) -> None:
+        self.cluster_id = cluster_id
+        self.broker_id = broker_id
+        self.name = objects.base
+        self._listener = listener
+        self._listener_words = listener_words
+        self._doorbell = doorbell
+        self._objects = objects
+        self._policy = policy
+        self._error: ConnectionError | None = None
+        self._closed = False
+        describe = _describe_broker(cluster_id, broker_id)
+        req, rsp = objects.req, objects.rsp
+        self.broker_pid = rsp.end_process(WRITER_END)[0]
+        self._writer = RingWriter(
+            req, doorbell.slot,
+            WakeSlot(req.header_words, WRITER_PARKED_WORD, objects.req_space.semaphore),
+            describe, policy)
+        self._reader = RingReader(
+            rsp, WakeSlot(rsp.header_words, READER_PARKED_WORD, objects.rsp_data.semaphore),
+            WakeSlot(rsp.header_words, WRITER_PARKED_WORD, doorbell.semaphore),
+            describe, policy)
+        self._check_broker = end_watch(req, READER_END, describe)
+        self._next_check = policy.clock() + policy.poll_interval
+
+    def send(self, frame, timeout: float | None = None, frame_type: int = rd.DATA_TYPE) -> bool:
+        """Write a request frame, waiting up to timeout seconds (None: forever) for room.
+
+        Returns False on timeout. Raises PeerDiedError / PeerClosedError if the broker is gone
+        (checked at least every poll interval, and whenever the ring is full).
+        """
+        self._usable()
+        try:
+            now = self._policy.clock()
+            if now >= self._next_check:
+                self._next_check = now + self._policy.poll_interval
+                self._check_broker()
+            return self._writer.write(frame, timeout, frame_type)
+        except (PeerDiedError, PeerClosedError) as exc:
+            raise self._fail(exc) from None
+
+    def claim(self, size: int, timeout: float | None = None, frame_type: int = rd.DATA_TYPE):
+        """Reserve a request frame of up to size bytes to encode in place; None on timeout."""
+        self._usable()
+        try:
+            self._check_broker()
+            return self._writer.claim(size, timeout, frame_type)
+        except (PeerDiedError, PeerClosedError) as exc:
+            raise self._fail(exc) from None
+
+    def commit(self, length: int | None = None) -> None:
+        """Publish the claimed request frame (length bytes; default all) and ring the broker."""
+        self._usable()
+        self._writer.commit(length)
+
+    def abort(self) -> None:
+        """Drop the claimed request frame."""
+        self._usable()
+        self._writer.abort()
+
+    def recv(self, timeout: float | None = None):
+        """The next response frame as a read-only memoryview, waiting up to timeout seconds
+        (None: forever); None on timeout. The view stays valid until release()."""
+        self._usable()
+        try:
+            return self._reader.read(timeout)
+        except (PeerDiedError, PeerClosedError) as exc:
+            raise self._fail(exc) from None
+
+    def release(self) -> None:
+        """Free every response frame received so far."""
+        self._usable()
+        self._reader.release()
+
+    def _usable(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise ValueError(f"connection {self.name} is closed")
+
+    def _fail(self, exc: ConnectionError) -> ConnectionError:
+        """The broker is gone: unlink our objects and remember the error for later calls."""
+        message = f"{exc}; connection {self.name} closed and unlinked"
+        self._error = type(exc)(message, pid=exc.pid)
+        self._shut(notify_broker=False)
+        return self._error
+
+    def close(self) -> None:
+        """Close the connection (the broker drops it) and unlink its objects; safe twice."""
+        if self._error is None and not self._closed:
+            self._shut(notify_broker=True)
+        self._closed = True
+
+    def _shut(self, notify_broker: bool) -> None:
+        objects = self._objects
+        objects.req.close_end(WRITER_END)
+        objects.rsp.close_end(READER_END)
+        if notify_broker:
+            self._doorbell.ring()
+        objects.close()
+        objects.unlink()
+        self._listener_words.release()
+        self._listener.close()
+        self._doorbell.close()
+        self._closed = True
+
+    def __enter__(self) -> ClientConnection:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _open_listener(cluster_id: str, broker_id: int, deadline: float | None,
+                   policy: WaitPolicy) -> tuple[SharedRegion, memoryview]:
+    """Map the broker's listener once it exists and its broker is alive (until deadline)."""
+    name = listener_name(cluster_id, broker_id)
+    reason = "it does not exist"
+    while True:
+        try:
+            region = SharedRegion.open(name, keep_fd=True)
+        except FileNotFoundError:
+            pass
+        else:
+            words = region.buf[: ld.ACCEPT_RING_OFFSET].cast("q")
+            pid = words[_BROKER_PID_WORD]
+            if (words[_MAGIC_WORD] == ld.MAGIC and pid and not words[_BROKER_CLOSED_WORD]
+                    and is_alive(pid, words[_BROKER_START_WORD])):
+                return region, words
+            reason = f"it was left by pid {pid}, which is gone or closed it" if pid else \
+                "it is not ready"
+            words.release()
+            region.close()
+        if deadline is not None and policy.clock() >= deadline:
+            raise ConnectionRefusedError(
+                f"{_describe_broker(cluster_id, broker_id)} is not listening at {name}:"
+                f" {reason}")
+        time.sleep(_LOCK_RETRY)
+
+
+def _announce(listener: SharedRegion, part: str, deadline: float | None, policy: WaitPolicy,
+              describe: str) -> None:
+    """Write part into the listener's accept ring, taking turns with other clients by flock."""
+    frame = part.encode("ascii")
+    while True:
+        try:
+            fcntl.flock(listener.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+        else:
+            try:
+                area = listener.buf[ld.ACCEPT_RING_OFFSET:]
+                ring = Ring(area, listener.name + " accept ring")
+                area.release()
+                written = ring.try_write(frame)
+                ring.release_views()
+            finally:
+                fcntl.flock(listener.fd, fcntl.LOCK_UN)
+            if written:
+                return
+        if deadline is not None and policy.clock() >= deadline:
+            raise TimeoutError(f"{describe} did not take connection {part} into its accept"
+                               f" ring {listener.name} in time (locked or full)")
+        time.sleep(_LOCK_RETRY)
+
+
+def connect(cluster_id: str, broker_id: int, timeout: float | None = 5.0, *,
+            capacity: int = DEFAULT_CAPACITY,
+            policy: WaitPolicy = DEFAULT_POLICY) -> ClientConnection:
+    """Open a connection to a running broker and wait until it is accepted.
+
+    capacity is the data size of each of the two rings (a power of two). Raises
+    ConnectionRefusedError if no live broker listens within timeout seconds, TimeoutError if
+    it does not accept in time, PeerDiedError / PeerClosedError if it goes away meanwhile; in
+    every case the connection's objects are unlinked.
+    """
+    deadline = policy.deadline(timeout)
+    describe = _describe_broker(cluster_id, broker_id)
+    listener, words = _open_listener(cluster_id, broker_id, deadline, policy)
+    doorbell = objects = None
+    try:
+        doorbell = Doorbell.open(cluster_id, broker_id, words, _DOORBELL_WORD)
+        me = current_process()
+        while True:
+            part = connection_part(me[0], secrets.token_hex(8))
+            try:
+                objects = _ConnectionObjects.create(
+                    object_name(cluster_id, broker_part(broker_id), part), capacity)
+                break
+            except FileExistsError:
+                continue
+        objects.req.set_end(WRITER_END, *me)
+        objects.rsp.set_end(READER_END, *me)
+        _announce(listener, part, deadline, policy, describe)
+        listener.close_fd()
+        doorbell.ring()
+        rsp = objects.rsp
+        broker_pid, broker_start = words[_BROKER_PID_WORD], words[_BROKER_START_WORD]
+
+        def broker_check() -> None:
+            if words[_BROKER_CLOSED_WORD]:
+                raise PeerClosedError(f"{describe} closed its listener {listener.name}",
+                                      pid=broker_pid)
+            if not is_alive(broker_pid, broker_start):
+                raise PeerDiedError(f"{describe} (pid {broker_pid}) died", pid=broker_pid)
+        accepted = WakeSlot(rsp.header_words, READER_PARKED_WORD,
+                            objects.rsp_data.semaphore).wait_until(
+            lambda: rsp.end_process(WRITER_END)[0] != 0, deadline, policy, broker_check)
+        if not accepted:
+            raise TimeoutError(f"{describe} did not accept connection {objects.base} within"
+                               f" {timeout} s")
+        return ClientConnection(cluster_id, broker_id, listener, words, doorbell, objects,
+                                policy)
+    except BaseException:
+        if objects is not None:
+            objects.req.close_end(WRITER_END)
+            objects.rsp.close_end(READER_END)
+            objects.close()
+            objects.unlink()
+        if doorbell is not None:
+            doorbell.close()
+        words.release()
+        listener.close()
+        raise
+

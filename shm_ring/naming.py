@@ -1,0 +1,272 @@
+"""Names and lifecycle of ringlog's named POSIX objects.
+
+Every object of a cluster is named ``/ringlog.<cluster-id>.<...>``: shared memory shows in
+/dev/shm as ``ringlog.<cluster-id>.<...>``, a semaphore as ``sem.ringlog.<cluster-id>.<...>``.
+Objects are created with mode 0600 (only the user that runs the cluster can map them).
+
+Ownership: the process that creates an object unlinks it. close() drops this process's access
+(mapping, descriptor, handle) and unlink() removes the name; they are distinct, and each is
+safe to call twice. A create that fails halfway undoes what it did. After crashes,
+cleanup_stale(cluster_id) removes whatever a cluster's dead processes left behind.
+
+Names used by the transport (``b<id>`` = broker id, ``c<pid>-<token>`` = one client connection)::
+
+    /ringlog.<cluster>.b<id>.listener       listener: broker identity, doorbell flag, accept ring
+    /ringlog.<cluster>.b<id>.doorbell       semaphore the broker waits on
+    /ringlog.<cluster>.b<id>.c<pid>-<token>.req         request ring (client writes)
+    /ringlog.<cluster>.b<id>.c<pid>-<token>.rsp         response ring (broker writes)
+    /ringlog.<cluster>.b<id>.c<pid>-<token>.req.space   semaphore: client waits for room
+    /ringlog.<cluster>.b<id>.c<pid>-<token>.rsp.data    semaphore: client waits for a response
+    /ringlog.<cluster>.<stem>[.data|.space]             a standalone ring (shared_ring)
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+
+import posix_ipc
+
+PREFIX = "ringlog"
+"""First component of every name."""
+
+SHM_DIRECTORY = "/dev/shm"
+"""Where Linux shows POSIX shared memory and semaphores (semaphores with a "sem." prefix)."""
+
+SEMAPHORE_FILE_PREFIX = "sem."
+"""Prefix Linux gives a named semaphore's file in SHM_DIRECTORY."""
+
+MODE = 0o600
+"""Permissions of every object: owner read/write only."""
+
+_CLUSTER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_PART = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+_NAME_MAX = 255 - len(SEMAPHORE_FILE_PREFIX)  # NAME_MAX, minus room for "sem."
+
+
+def check_cluster_id(cluster_id: str) -> str:
+    """Return cluster_id if it is 1-64 letters, digits, '_' or '-'; else raise ValueError."""
+    if not isinstance(cluster_id, str) or not _CLUSTER_ID.fullmatch(cluster_id):
+        raise ValueError(f"cluster id must be 1-64 characters of [A-Za-z0-9_-], found"
+                         f" {cluster_id!r}")
+    return cluster_id
+
+
+def object_name(cluster_id: str, *parts: str) -> str:
+    """``/ringlog.<cluster_id>.<part>.<part>...`` after checking every component."""
+    check_cluster_id(cluster_id)
+    for part in parts:
+        if not _PART.fullmatch(part):
+            raise ValueError(f"name component must be dot-separated [A-Za-z0-9_-] words,"
+                             f" found {part!r}")
+    name = "/" + ".".join((PREFIX, cluster_id) + parts)
+    if len(name) > _NAME_MAX:
+        raise ValueError(f"object name of {len(name)} characters exceeds {_NAME_MAX}: {name}")
+    return name
+
+
+def broker_part(broker_id: int) -> str:
+    """The name component of a broker: b<id>."""
+    if not isinstance(broker_id, int) or broker_id < 0:
+        raise ValueError(f"broker id must be an int >= 0, found {broker_id!r}")
+    return f"b{broker_id}"
+
+
+def listener_name(cluster_id: str, broker_id: int) -> str:
+    """Well-known name of a broker's listener (shared memory)."""
+    return object_name(cluster_id, broker_part(broker_id), "listener")
+
+
+def doorbell_name(cluster_id: str, broker_id: int) -> str:
+    """Well-known name of a broker's doorbell (semaphore)."""
+    return object_name(cluster_id, broker_part(broker_id), "doorbell")
+
+
+def connection_part(pid: int, token: str) -> str:
+    """The name component of one client connection: c<pid>-<token>."""
+    return f"c{pid}-{token}"
+
+
+_CONNECTION_PART = re.compile(r"c[0-9]+-[0-9a-f]{1,32}")
+
+
+def check_connection_part(part: str) -> str:
+    """Return part if it has the shape connection_part() makes; else raise ValueError."""
+    if not _CONNECTION_PART.fullmatch(part):
+        raise ValueError(f"connection name must look like c<pid>-<hex token>, found {part!r}")
+    return part
+
+
+def list_objects(cluster_id: str) -> list[str]:
+    """Names (``/ringlog.<cluster>...``) of every shared memory and semaphore of a cluster."""
+    return sorted(name for name, _ in _scan(cluster_id))
+
+
+def _scan(cluster_id: str) -> list[tuple[str, bool]]:
+    """(object name, is semaphore) for every object of the cluster in SHM_DIRECTORY."""
+    stem = f"{PREFIX}.{check_cluster_id(cluster_id)}."
+    found = []
+    for entry in os.listdir(SHM_DIRECTORY):
+        if entry.startswith(stem):
+            found.append(("/" + entry, False))
+        elif entry.startswith(SEMAPHORE_FILE_PREFIX + stem):
+            found.append(("/" + entry[len(SEMAPHORE_FILE_PREFIX):], True))
+    return found
+
+
+def cleanup_stale(cluster_id: str) -> list[str]:
+    """Unlink every shared memory and semaphore of cluster_id; return the names removed.
+
+    Meant for a cluster start after a crash: it does not check whether a live process still
+    uses an object (a mapped object keeps working after its name is removed, but nobody new can
+    open it).
+    """
+    removed = []
+    for name, is_semaphore in _scan(cluster_id):
+        try:
+            if is_semaphore:
+                posix_ipc.unlink_semaphore(name)
+            else:
+                posix_ipc.unlink_shared_memory(name)
+        except posix_ipc.ExistentialError:  # removed meanwhile by its owner
+            continue
+        removed.append(name)
+    return sorted(removed)
+
+
+class SharedRegion:
+    """A named POSIX shared-memory object mapped into this process.
+
+    Ownership: the creator unlinks; any process may open and close. buf is a memoryview of the
+    whole mapping. With keep_fd the descriptor stays open (for flock); otherwise it is closed
+    right after mapping. One thread uses a SharedRegion's lifecycle methods.
+    """
+
+    def __init__(self, name: str, memory: mmap.mmap, fd: int | None) -> None:
+        self.name = name
+        self.size = len(memory)
+        self.fd = fd
+        self._mmap: mmap.mmap | None = memory
+        self.buf: memoryview = memoryview(memory)
+        self._unlinked = False
+
+    @classmethod
+    def create(cls, name: str, size: int, keep_fd: bool = False) -> SharedRegion:
+        """Create name with size zero bytes (FileExistsError if it exists) and map it."""
+        try:
+            shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=MODE, size=size)
+        except posix_ipc.ExistentialError as exc:
+            raise FileExistsError(f"shared memory {name} already exists") from exc
+        try:
+            return cls._map(name, shm, keep_fd)
+        except BaseException:
+            posix_ipc.unlink_shared_memory(name)
+            raise
+
+    @classmethod
+    def open(cls, name: str, keep_fd: bool = False) -> SharedRegion:
+        """Map an existing name (FileNotFoundError if there is none, or if its creator has not
+        sized it yet)."""
+        try:
+            shm = posix_ipc.SharedMemory(name)
+        except posix_ipc.ExistentialError as exc:
+            raise FileNotFoundError(f"shared memory {name} does not exist") from exc
+        if shm.size == 0:
+            shm.close_fd()
+            raise FileNotFoundError(f"shared memory {name} exists but is not sized yet")
+        return cls._map(name, shm, keep_fd)
+
+    @classmethod
+    def _map(cls, name: str, shm: posix_ipc.SharedMemory, keep_fd: bool) -> SharedRegion:
+        try:
+            memory = mmap.mmap(shm.fd, shm.size)
+        except BaseException:
+            shm.close_fd()
+            raise
+        if keep_fd:
+            return cls(name, memory, shm.fd)
+        shm.close_fd()
+        return cls(name, memory, None)
+
+    def close_fd(self) -> None:
+        """Close the kept descriptor early (the mapping stays); safe to call twice."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def close(self) -> None:
+        """Drop this process's mapping and descriptor; safe to call twice.
+
+        If views of the mapping are still held elsewhere, the mapping stays until the last one
+        is dropped (the garbage collector then unmaps it).
+        """
+        self.close_fd()
+        if self._mmap is None:
+            return
+        memory, self._mmap = self._mmap, None
+        try:
+            self.buf.release()
+            memory.close()
+        except BufferError:
+            pass  # someone still holds a view: unmapped when it goes
+
+    def unlink(self) -> None:
+        """Remove the name (mappings keep working); safe to call twice."""
+        if not self._unlinked:
+            self._unlinked = True
+            try:
+                posix_ipc.unlink_shared_memory(self.name)
+            except posix_ipc.ExistentialError:
+                pass  # already removed (by cleanup_stale or a peer taking over)
+
+    def __repr__(self) -> str:
+        return f"SharedRegion({self.name!r}, size={self.size})"
+
+
+class NamedSemaphore:
+    """A named POSIX semaphore (initial value 0) opened in this process.
+
+    Ownership: the creator unlinks; any process may open, post and wait. The posix_ipc handle is
+    `semaphore`; it may be used from several threads.
+    """
+
+    def __init__(self, name: str, semaphore: posix_ipc.Semaphore) -> None:
+        self.name = name
+        self.semaphore = semaphore
+        self._closed = False
+        self._unlinked = False
+
+    @classmethod
+    def create(cls, name: str) -> NamedSemaphore:
+        """Create name with value 0 (FileExistsError if it exists)."""
+        try:
+            return cls(name, posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=MODE,
+                                                 initial_value=0))
+        except posix_ipc.ExistentialError as exc:
+            raise FileExistsError(f"semaphore {name} already exists") from exc
+
+    @classmethod
+    def open(cls, name: str) -> NamedSemaphore:
+        """Open an existing name (FileNotFoundError if there is none)."""
+        try:
+            return cls(name, posix_ipc.Semaphore(name))
+        except posix_ipc.ExistentialError as exc:
+            raise FileNotFoundError(f"semaphore {name} does not exist") from exc
+
+    def close(self) -> None:
+        """Drop this process's handle; safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self.semaphore.close()
+
+    def unlink(self) -> None:
+        """Remove the name (open handles keep working); safe to call twice."""
+        if not self._unlinked:
+            self._unlinked = True
+            try:
+                posix_ipc.unlink_semaphore(self.name)
+            except posix_ipc.ExistentialError:
+                pass  # already removed
+
+    def __repr__(self) -> str:
+        return f"NamedSemaphore({self.name!r})"

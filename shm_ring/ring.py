@@ -1,0 +1,324 @@
+"""Single-producer/single-consumer frame ring over a block of (shared) memory.
+
+The layout and the store-order protocol are in ring_descriptor. This module moves frames of
+bytes; it knows nothing of processes, names or waiting (see wakeup and shared_ring).
+"""
+from __future__ import annotations
+
+from shm_ring import ring_descriptor as rd
+
+_HEADER = rd.FRAME_HEADER_LENGTH
+_LOW_HALF = 0xFFFF_FFFF
+_PADDING = rd.PADDING_TYPE
+_DATA_HEADER = rd.header_word(rd.FRAME_HEADER_LENGTH, rd.DATA_TYPE)
+_TAIL_WORD = rd.TAIL_POSITION_OFFSET // rd.WORD_LENGTH
+_HEAD_WORD = rd.HEAD_POSITION_OFFSET // rd.WORD_LENGTH
+
+WRITER_END = rd.WRITER_END_OFFSET
+"""Selects the writer end in the end accessors."""
+
+READER_END = rd.READER_END_OFFSET
+"""Selects the reader end in the end accessors."""
+
+
+def format_ring(buffer, capacity: int) -> None:
+    """Lay out an empty ring in buffer (header + data area of capacity bytes).
+
+    Only the header and the first frame header are written: the protocol never lets the reader
+    look at a byte the writer did not zero first, so the data area need not be cleared (and its
+    pages are not touched).
+    """
+    rd.check_capacity(capacity)
+    view = memoryview(buffer).cast("B")
+    if len(view) != rd.HEADER_LENGTH + capacity:
+        raise ValueError(
+            f"ring of capacity {capacity} needs {rd.HEADER_LENGTH + capacity} bytes,"
+            f" buffer has {len(view)}")
+    view[: rd.HEADER_LENGTH + _HEADER] = bytes(rd.HEADER_LENGTH + _HEADER)
+    words = view[: rd.HEADER_LENGTH].cast("q")
+    words[rd.CAPACITY_OFFSET // rd.WORD_LENGTH] = capacity
+    words[rd.MAGIC_OFFSET // rd.WORD_LENGTH] = rd.MAGIC
+    words.release()
+    view.release()
+
+
+class Ring:
+    """One end's handle on a ring laid out by format_ring.
+
+    Ownership: the memory belongs to whoever mapped it (see shared_ring, connection). Exactly
+    one thread of one process writes (try_write, claim, commit, abort) and exactly one thread of
+    one process reads (read, release); each holds its own Ring over the same memory and keeps
+    its side's positions in local fields. A Ring is not thread-safe.
+
+    Writer: the tail lives in self._tail and is published after each commit; the head is
+    cached in self._head_cache and re-read from shared memory only when the cache says full.
+    Reader: self._read_position runs ahead over frames handed out by read(); release() makes it
+    the head, so one head store can release a whole batch.
+    """
+
+    __slots__ = (
+        "name", "capacity", "max_frame_length", "_word",
+        "_mask", "_buffer", "_words", "_data", "_data_words",
+        "_tail", "_head_cache", "_limit", "_claim_index", "_claim_size", "_claim_type",
+        "_head", "_read_position", "_readonly_data",
+    )
+
+    def __init__(self, buffer, name: str = "ring") -> None:
+        rd.require_store_order()
+        view = memoryview(buffer).cast("B")
+        if len(view) < rd.HEADER_LENGTH + rd.MIN_CAPACITY:
+            raise ValueError(f"ring {name}: buffer of {len(view)} bytes is shorter than a ring"
+                             f" ({rd.HEADER_LENGTH + rd.MIN_CAPACITY} bytes at least)")
+        words = view[: rd.HEADER_LENGTH].cast("q")
+        magic = words[rd.MAGIC_OFFSET // rd.WORD_LENGTH]
+        capacity = words[rd.CAPACITY_OFFSET // rd.WORD_LENGTH]
+        if magic != rd.MAGIC:
+            words.release()
+            raise ValueError(f"ring {name}: magic {magic:#x} found, expected {rd.MAGIC:#x}")
+        if len(view) != rd.HEADER_LENGTH + capacity:
+            words.release()
+            raise ValueError(f"ring {name}: header says capacity {capacity} so"
+                             f" {rd.HEADER_LENGTH + capacity} bytes, buffer has {len(view)}")
+        self.name = name
+        self.capacity = capacity
+        self.max_frame_length = rd.max_frame_length(capacity)
+        self._word = 0
+        self._mask = capacity - 1
+        self._buffer = view
+        self._words = words
+        self._data = view[rd.HEADER_LENGTH:]
+        self._data_words = self._data.cast("q")
+        self._tail = words[_TAIL_WORD]
+        self._head_cache = words[_HEAD_WORD]
+        self._limit = 0
+        self._claim_index = -1
+        self._claim_size = 0
+        self._claim_type = 0
+        self._readonly_data = self._data.toreadonly()
+        self._head = self._head_cache
+        self._read_position = self._head
+        self._set_limit()
+
+    # ------------------------------------------------------------------ writer
+
+    def try_write(self, frame, frame_type: int = rd.DATA_TYPE) -> bool:
+        """Copy frame (bytes-like, format "B") into the ring and publish it.
+
+        Returns False when the ring has no room now (back-pressure: try again after the reader
+        releases). Raises ValueError for a frame longer than max_frame_length or a type outside
+        1..MAX_TYPE, RuntimeError while a claim is open.
+        """
+        length = len(frame)
+        aligned = (length + 15) & -8  # align(header + payload)
+        tail = self._tail
+        # One comparison covers "room before the reader's head" and "room before the end of
+        # the data area" (self._limit; an open claim sets it to 0). Everything else (other
+        # types, wrap-around, a stale cached head, errors) takes the general path.
+        if (tail + aligned + 8 > self._limit or length > self.max_frame_length
+                or frame_type != 1):
+            return self._write_general(frame, length, frame_type)
+        index = tail & self._mask
+        self._data[index + 8: index + 8 + length] = frame
+        words = self._data_words
+        words[(index + aligned) >> 3] = 0  # the next header reads "empty" before we commit
+        words[index >> 3] = length + _DATA_HEADER  # the commit
+        tail += aligned
+        self._tail = tail
+        self._words[_TAIL_WORD] = tail
+        return True
+
+    def _write_general(self, frame, length: int, frame_type: int) -> bool:
+        """try_write for any type, after validation and _make_room."""
+        if not self._make_room(length, frame_type):
+            return False
+        index = self._tail & self._mask
+        aligned = (length + 15) & -8
+        self._data[index + 8: index + 8 + length] = frame
+        words = self._data_words
+        words[(index + aligned) >> 3] = 0
+        words[index >> 3] = rd.header_word(length + 8, frame_type)
+        tail = self._tail + aligned
+        self._tail = tail
+        self._words[_TAIL_WORD] = tail
+        return True
+
+    def claim(self, size: int, frame_type: int = rd.DATA_TYPE):
+        """Reserve a frame of up to size payload bytes; return a writable view of the payload.
+
+        Returns None when the ring has no room now. Fill the view, then commit(length) with the
+        number of bytes actually written (<= size), or abort(). Nothing is visible to the reader
+        before commit. Raises ValueError for an oversize frame or a bad type.
+        """
+        if not self._make_room(size, frame_type):
+            return None
+        index = self._tail & self._mask
+        self._claim_index = index
+        self._claim_size = size
+        self._claim_type = frame_type
+        self._limit = 0  # sends try_write to _make_room, which refuses while the claim is open
+        return self._data[index + 8: index + 8 + size]
+
+    def commit(self, length: int | None = None) -> None:
+        """Publish the claimed frame with length payload bytes (default: all that was claimed)."""
+        index = self._claim_index
+        if index < 0:
+            raise RuntimeError(f"ring {self.name}: commit() without an open claim()")
+        if length is None:
+            length = self._claim_size
+        elif not 0 <= length <= self._claim_size:
+            raise ValueError(f"ring {self.name}: commit of {length} bytes, claimed"
+                             f" {self._claim_size}")
+        aligned = (length + 15) & -8
+        words = self._data_words
+        words[(index + aligned) >> 3] = 0
+        words[index >> 3] = rd.header_word(length + 8, self._claim_type)
+        self._claim_index = -1
+        tail = self._tail + aligned
+        self._tail = tail
+        self._words[_TAIL_WORD] = tail
+        self._set_limit()
+
+    def abort(self) -> None:
+        """Drop the open claim: nothing is published and its space is reused by the next frame."""
+        if self._claim_index < 0:
+            raise RuntimeError(f"ring {self.name}: abort() without an open claim()")
+        self._claim_index = -1
+        self._set_limit()
+
+    def _set_limit(self) -> None:
+        """Recompute the tail position a frame may reach: min(cached head + capacity, lap end)."""
+        self._limit = min(self._head_cache, self._tail & ~self._mask) + self.capacity
+
+    def _make_room(self, length: int, frame_type: int) -> bool:
+        """Make the tail the start of room for a frame of length payload bytes.
+
+        Validates the frame, re-reads the head when the cached one says there is no room (the
+        head costs a cache miss: the reader writes it), and pads to the end of the data area
+        when the frame must go to index 0. Returns False when there is no room now.
+        """
+        if self._claim_index >= 0:
+            raise RuntimeError(f"ring {self.name}: a claim() is open; commit() or abort() first")
+        if not 0 < frame_type <= rd.MAX_TYPE:
+            raise ValueError(f"ring {self.name}: frame type must be in 1..{rd.MAX_TYPE},"
+                             f" found {frame_type}")
+        if length > self.max_frame_length:
+            raise ValueError(
+                f"ring {self.name}: frame of {length} bytes exceeds the largest frame this ring"
+                f" can hold, {self.max_frame_length} bytes (capacity {self.capacity} bytes)")
+        if length < 0:
+            raise ValueError(f"ring {self.name}: frame length must be >= 0, found {length}")
+        capacity = self.capacity
+        required = ((length + 15) & -8) + _HEADER  # the frame plus the next header
+        tail = self._tail
+        if tail + required - self._head_cache > capacity:
+            self._head_cache = self._words[_HEAD_WORD]
+            self._set_limit()
+            if tail + required - self._head_cache > capacity:
+                return False
+        index = tail & self._mask
+        to_end = capacity - index
+        if required <= to_end:
+            return True
+        # Wrap-around: the frame goes to index 0, in front of the reader's head index. With
+        # room for required bytes the head is on this lap, so its index is <= ours.
+        if required > self._head_cache & self._mask:
+            self._head_cache = self._words[_HEAD_WORD]
+            if required > self._head_cache & self._mask:
+                self._set_limit()
+                return False
+        words = self._data_words
+        words[0] = 0  # where the reader goes after the padding: "empty" before the commit
+        words[index >> 3] = rd.header_word(to_end, _PADDING)
+        tail += to_end
+        self._tail = tail
+        self._words[_TAIL_WORD] = tail
+        self._set_limit()
+        return True
+
+    # ------------------------------------------------------------------ reader
+
+    def read(self):
+        """The payload of the next committed frame as a read-only view, or None if there is none.
+
+        Sets frame_type. The view stays valid until release(); frames read and not yet
+        released may be held together (release() frees all of them at once).
+        """
+        position = self._read_position
+        index = position & self._mask
+        word = self._data_words[index >> 3]
+        if not word:
+            return None
+        if word < 0:  # only the padding type is negative: skip to index 0
+            position += word & _LOW_HALF
+            self._read_position = position
+            index = 0
+            word = self._data_words[0]
+            if not word:
+                return None
+        length = word & _LOW_HALF
+        self._read_position = position + ((length + 7) & -8)
+        self._word = word
+        return self._readonly_data[index + 8: index + length]
+
+    @property
+    def frame_type(self) -> int:
+        """Type of the frame last returned by read()."""
+        return self._word >> 32
+
+    def release(self) -> None:
+        """Give back the space of every frame read so far (the head advances past them)."""
+        position = self._read_position
+        if position != self._head:
+            self._head = position
+            self._words[_HEAD_WORD] = position
+
+    def readable(self) -> bool:
+        """True when the header at the read position is committed (a frame or padding)."""
+        return self._data_words[(self._read_position & self._mask) >> 3] != 0
+
+    # ------------------------------------------------------------------ shared state
+
+    @property
+    def tail_position(self) -> int:
+        """Bytes ever written, as published by the writer."""
+        return self._words[_TAIL_WORD]
+
+    @property
+    def head_position(self) -> int:
+        """Bytes ever released, as published by the reader."""
+        return self._words[_HEAD_WORD]
+
+    @property
+    def header_words(self):
+        """The header as a memoryview of i64 words (for parked flags; see wakeup.WakeSlot)."""
+        return self._words
+
+    def set_end(self, end: int, pid: int, start_time: int) -> None:
+        """Record which process holds an end (WRITER_END or READER_END); the pid goes last."""
+        words = self._words
+        words[(end + rd.END_START_TIME_OFFSET) >> 3] = start_time
+        words[(end + rd.END_PID_OFFSET) >> 3] = pid
+
+    def end_process(self, end: int) -> tuple[int, int]:
+        """(pid, start time) recorded for an end; pid 0 while nobody attached."""
+        words = self._words
+        return (words[(end + rd.END_PID_OFFSET) >> 3],
+                words[(end + rd.END_START_TIME_OFFSET) >> 3])
+
+    def close_end(self, end: int) -> None:
+        """Mark an end closed (for the writer end: no more frames will come)."""
+        self._words[(end + rd.END_CLOSED_OFFSET) >> 3] = 1
+
+    def end_closed(self, end: int) -> bool:
+        """True once the end was marked closed."""
+        return self._words[(end + rd.END_CLOSED_OFFSET) >> 3] != 0
+
+    def release_views(self) -> None:
+        """Drop this handle's views of the memory so the mapping can be closed.
+
+        Views handed out by read() and claim() are the caller's to drop. The Ring is unusable
+        afterwards.
+        """
+        for view in (self._readonly_data, self._data_words, self._data, self._words,
+                     self._buffer):
+            view.release()

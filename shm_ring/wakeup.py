@@ -1,0 +1,292 @@
+"""Spin, then park: blocking ends of a ring.
+
+A waiter that finds nothing to do re-checks a few hundred times (spinning costs no syscall;
+a wake-up costs about 1.2 us), then sets its *parked* flag in shared memory and blocks on a
+named semaphore. A notifier, after publishing (a frame, a release), posts the semaphore only
+when it sees the flag set, so the busy path makes no syscall at all.
+
+Why no wake-up is lost. Waiter: store parked = 1; full fence; re-check the condition; block.
+Notifier: publish (store); full fence; load parked; post if set. With the two fences, x86's one
+reordering (a load passing an earlier store) cannot make both sides miss each other: either the
+waiter's re-check sees the publication, or the notifier sees the flag and posts. Python has no
+fence instruction, so full_fence() acquires and releases a lock (glibc implements it with LOCK
+CMPXCHG, a full barrier on x86). The post itself is a full barrier too, so a woken waiter sees
+what was published before it. A notifier clears the flag before posting, so a waiter gets one
+post per park; a stale post only costs the waiter one more loop.
+
+Blocking waits never trust a peer to wake them: each block lasts at most poll_interval, and
+after a block that timed out the waiter runs its liveness check (the peer's pid and start time),
+so a SIGKILLed peer raises PeerDiedError instead of hanging anyone. Timeouts loop on a monotonic
+deadline; the clock is injectable.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import posix_ipc
+
+from shm_ring import ring_descriptor as rd
+from shm_ring.errors import PeerClosedError, PeerDiedError
+from shm_ring.liveness import is_alive
+from shm_ring.ring import READER_END, WRITER_END, Ring
+
+_fence_lock = threading.Lock()
+_lock = _fence_lock.acquire
+_unlock = _fence_lock.release
+
+READER_PARKED_WORD = rd.READER_PARKED_OFFSET // rd.WORD_LENGTH
+"""Index of the reader's parked flag in Ring.header_words."""
+
+WRITER_PARKED_WORD = rd.WRITER_PARKED_OFFSET // rd.WORD_LENGTH
+"""Index of the writer's parked flag in Ring.header_words."""
+
+
+def full_fence() -> None:
+    """Order every earlier store before every later load (a locked instruction on x86)."""
+    _lock()
+    _unlock()
+
+
+@dataclass(frozen=True)
+class WaitPolicy:
+    """How a blocking call waits: spin count, longest single block, clock."""
+
+    spin: int = 200
+    """Checks of the condition before parking."""
+
+    poll_interval: float = 0.05
+    """Longest single block in seconds; the peer's liveness is checked after each."""
+
+    clock: Callable[[], float] = time.monotonic
+    """Monotonic clock in seconds, for deadlines."""
+
+    def deadline(self, timeout: float | None) -> float | None:
+        """The clock value at which a wait of timeout seconds ends (None: never)."""
+        return None if timeout is None else self.clock() + timeout
+
+
+DEFAULT_POLICY = WaitPolicy()
+
+
+class WakeSlot:
+    """One waiter's parked flag (a word in shared memory) and the semaphore it blocks on.
+
+    Ownership: one thread at a time waits on a slot (wait_until); any number of threads and
+    processes notify it. The slot does not own the memory or the semaphore.
+    """
+
+    __slots__ = ("_words", "_index", "_semaphore")
+
+    def __init__(self, words: memoryview, index: int, semaphore: posix_ipc.Semaphore) -> None:
+        self._words = words
+        self._index = index
+        self._semaphore = semaphore
+
+    def notify(self) -> None:
+        """After publishing: wake the waiter if it is parked (no syscall when it is not)."""
+        _lock()
+        _unlock()
+        words = self._words
+        if words[self._index]:
+            words[self._index] = 0
+            self._semaphore.release()
+
+    @property
+    def parked(self) -> bool:
+        """True while the waiter announced it is (about to be) blocked."""
+        return self._words[self._index] != 0
+
+    def wait_until(self, ready: Callable[[], bool], deadline: float | None,
+                   policy: WaitPolicy, check: Callable[[], None] | None) -> bool:
+        """Return True as soon as ready() is true, False once the deadline passed.
+
+        check(), if given, runs after every block that timed out (and may raise, e.g.
+        PeerDiedError).
+        """
+        for _ in range(policy.spin):
+            if ready():
+                return True
+        words, index, semaphore = self._words, self._index, self._semaphore
+        clock, poll_interval = policy.clock, policy.poll_interval
+        while True:
+            if deadline is None:
+                block = poll_interval
+            else:
+                block = deadline - clock()
+                if block <= 0:
+                    return ready()
+                if block > poll_interval:
+                    block = poll_interval
+            words[index] = 1
+            _lock()
+            _unlock()
+            if ready():
+                words[index] = 0
+                return True
+            try:
+                semaphore.acquire(block)
+                posted = True
+            except posix_ipc.BusyError:
+                posted = False
+            words[index] = 0
+            if ready():
+                return True
+            if not posted and check is not None:
+                check()
+
+
+def end_watch(ring: Ring, end: int, describe: str,
+              pending: Callable[[], bool] | None = None) -> Callable[[], None]:
+    """A check of the process at one end of a ring, for wait_until.
+
+    Raises PeerClosedError if that end was closed, PeerDiedError if its process is gone (pid
+    and start time); does nothing while nobody has attached to the end, nor while pending()
+    says frames are still there to read (a reader drains what a dead writer committed).
+    describe names the peer in the message.
+    """
+    def check() -> None:
+        closed = ring.end_closed(end)  # loaded before pending(): frames come before "closed"
+        pid, start_time = ring.end_process(end)
+        if not closed and (not pid or is_alive(pid, start_time)):
+            return
+        if pending is not None and pending():
+            return
+        if closed:
+            raise PeerClosedError(f"{describe} closed ring {ring.name}", pid=pid)
+        raise PeerDiedError(f"{describe} (pid {pid}) died; ring {ring.name}", pid=pid)
+    return check
+
+
+class RingWriter:
+    """The writing end of a ring, with blocking writes.
+
+    Ownership: one thread of the one process that writes the ring. data_slot is the reader's
+    slot (notified after each commit); space_slot is this writer's (it parks there when the ring
+    is full, and the reader notifies it after releasing). A blocked write checks the reader end
+    (closed, or its process gone); peer names the reader in error messages.
+    """
+
+    def __init__(self, ring: Ring, data_slot: WakeSlot, space_slot: WakeSlot,
+                 peer: str = "reader", policy: WaitPolicy = DEFAULT_POLICY) -> None:
+        self.ring = ring
+        self._try_write = ring.try_write
+        self._data_slot = data_slot
+        self._data_notify = data_slot.notify
+        self._space_slot = space_slot
+        self._check = end_watch(ring, READER_END, peer)
+        self._policy = policy
+
+    def try_write(self, frame, frame_type: int = rd.DATA_TYPE) -> bool:
+        """Ring.try_write, then wake the reader if it is parked."""
+        if self._try_write(frame, frame_type):
+            self._data_notify()
+            return True
+        return False
+
+    def write(self, frame, timeout: float | None = None, frame_type: int = rd.DATA_TYPE) -> bool:
+        """Write frame, waiting up to timeout seconds (None: forever) for room.
+
+        Returns False on timeout. Raises PeerDiedError / PeerClosedError when the reader is gone,
+        ValueError for an oversize frame (see Ring.try_write).
+        """
+        if not self._try_write(frame, frame_type):
+            write = self._try_write
+            if not self._space_slot.wait_until(
+                    lambda: write(frame, frame_type), self._policy.deadline(timeout),
+                    self._policy, self._check):
+                return False
+        self._data_notify()
+        return True
+
+    def claim(self, size: int, timeout: float | None = None, frame_type: int = rd.DATA_TYPE):
+        """Ring.claim, waiting up to timeout seconds for room; None on timeout."""
+        ring = self.ring
+        view = ring.claim(size, frame_type)
+        if view is not None:
+            return view
+        claimed = []
+
+        def ready() -> bool:
+            room = ring.claim(size, frame_type)
+            if room is None:
+                return False
+            claimed.append(room)
+            return True
+        if self._space_slot.wait_until(ready, self._policy.deadline(timeout), self._policy,
+                                       self._check):
+            return claimed[0]
+        return None
+
+    def commit(self, length: int | None = None) -> None:
+        """Ring.commit, then wake the reader if it is parked."""
+        self.ring.commit(length)
+        self._data_notify()
+
+    def abort(self) -> None:
+        """Ring.abort: drop the open claim."""
+        self.ring.abort()
+
+    def close(self) -> None:
+        """Mark the writer end closed (the reader sees end of stream) and wake the reader."""
+        self.ring.close_end(WRITER_END)
+        self._data_notify()
+
+
+class RingReader:
+    """The reading end of a ring, with blocking reads.
+
+    Ownership: one thread of the one process that reads the ring. data_slot is this reader's
+    (it parks there when the ring is empty); space_slot is the writer's (notified after each
+    release). check raises when the writer is gone. Views returned by read() stay valid until
+    release(); release before blocking on a ring that held frames may fill. A blocked read
+    checks the writer end (closed, or its process gone) once every committed frame was read;
+    peer names the writer in error messages.
+    """
+
+    def __init__(self, ring: Ring, data_slot: WakeSlot, space_slot: WakeSlot,
+                 peer: str = "writer", policy: WaitPolicy = DEFAULT_POLICY) -> None:
+        self.ring = ring
+        self._read = ring.read
+        self._release = ring.release
+        self._data_slot = data_slot
+        self._space_notify = space_slot.notify
+        self._check = end_watch(ring, WRITER_END, peer, ring.readable)
+        self._policy = policy
+
+    def read(self, timeout: float | None = None):
+        """The next frame's payload as a memoryview, waiting up to timeout seconds (None:
+        forever); None on timeout.
+
+        Raises PeerClosedError once the writer closed and every frame was read, PeerDiedError
+        once the writer died and every committed frame was read (a frame it claimed and never
+        committed is never seen).
+        """
+        view = self._read()
+        if view is not None:
+            return view
+        ring = self.ring
+        deadline = self._policy.deadline(timeout)
+
+        def ready() -> bool:
+            return ring.readable() or ring.end_closed(WRITER_END)
+        while True:
+            if ring.end_closed(WRITER_END):
+                self._check()  # raises PeerClosedError once nothing is left to read
+            if not self._data_slot.wait_until(ready, deadline, self._policy, self._check):
+                return None
+            view = self._read()
+            if view is not None:
+                return view
+
+    def release(self) -> None:
+        """Ring.release (frees every frame read so far), then wake the writer if it is parked."""
+        self._release()
+        self._space_notify()
+
+    def close(self) -> None:
+        """Mark the reader end closed (a blocked writer raises PeerClosedError) and wake it."""
+        self.ring.close_end(READER_END)
+        self._space_notify()
