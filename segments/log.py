@@ -218,7 +218,14 @@ class PartitionLog:
                 segments.append(Segment.open(self.path, base, self.config, now,
                                              active=n == len(bases) - 1))
             self._set_segments(segments)
-            self._recover_segments(clean, recovery_point or 0, result, now)
+            try:
+                self._recover_segments(clean, recovery_point or 0, result, now)
+            except KafkaStorageError as e:
+                if not clean:
+                    raise
+                log.warning("log %s: %s despite a clean shutdown; recovering", self.path, e)
+                result.clean_shutdown = False
+                self._recover_segments(False, recovery_point or 0, result, now)
             self.log_end_offset = self.active_segment.next_offset
         first = self.segments[0].base_offset
         self.log_start_offset = min(max(start_offset or first, first), self.log_end_offset)

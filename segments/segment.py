@@ -245,6 +245,10 @@ class Segment:
                         f"expected a batch header")
             fields = header.unpack_from(buf, rel)
             size = bd.LOG_OVERHEAD + fields[1]
+            if size > end - position:
+                raise KafkaStorageError(
+                    f"segment {self.log_path}: batch at position {position} of {size} bytes "
+                    f"runs past the end ({end})")
             yield BatchInfo(position, size, fields[0], fields[0] + fields[6], fields[8])
             position += size
 

@@ -177,6 +177,24 @@ def test_clean_shutdown_skips_validation(tmp_path):
     log.close()
 
 
+def test_a_torn_batch_after_a_clean_shutdown_is_recovered_not_trusted(tmp_path):
+    path = tmp_path / "t-0"
+    log = build(path, 4)
+    end, size = log.log_end_offset, log.size_in_bytes
+    log.close()
+    log_path, position, header = batches_in_order(path)[-1]
+    with open(log_path, "rb") as f:
+        f.seek(position)
+        whole = f.read(header.size_in_bytes)
+    with open(log_path, "ab") as f:  # half a batch written after the marker
+        f.write(whole[: len(whole) // 2])
+    log = open_log(path, **CONFIG)
+    assert not log.recovery.clean_shutdown
+    assert log.recovery.bytes_dropped == len(whole) // 2
+    assert (log.log_end_offset, log.size_in_bytes) == (end, size)
+    log.close()
+
+
 @pytest.mark.parametrize("damage", ["delete", "partial-entry", "backwards", "past-the-log"])
 @pytest.mark.parametrize("suffix", [".index", ".timeindex"])
 def test_a_bad_index_is_rebuilt(tmp_path, damage, suffix):
