@@ -1,0 +1,148 @@
+"""The cluster metadata model: brokers, topics, partitions, leaders, replicas, epochs.
+
+A ``MetadataImage`` is an immutable snapshot. The active controller makes a new image for
+every change, appends the change to the metadata log and publishes the image on the
+metadata page; brokers and clients read images and never mutate them, so an image can be
+shared between threads freely.
+"""
+
+import dataclasses
+import json
+import re
+
+from .errors import InvalidTopicError
+
+#: Kafka's topic name rule (org.apache.kafka.common.internals.Topic).
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+#: Leader id of a partition that has no live leader.
+NO_LEADER = -1
+
+
+def validate_topic_name(name):
+    """Return ``name`` if Kafka accepts it as a topic name; else raise InvalidTopicError."""
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicError(f"topic name must be a non-empty string, found {name!r}")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"topic name {name[:40]!r}... is {len(name)} characters, more than the "
+            f"{MAX_TOPIC_NAME_LENGTH} allowed")
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        bad = sorted(set(re.sub(r"[a-zA-Z0-9._-]", "", name)))
+        raise InvalidTopicError(
+            f"topic name {name!r} contains {''.join(bad)!r}: only ASCII letters, digits, "
+            f"'.', '_' and '-' are allowed")
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerInfo:
+    """A broker the controller knows: its id, the pid it last ran as, whether it is alive."""
+
+    id: int
+    pid: int = 0
+    alive: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionState:
+    """Leadership of one partition. ``leader`` is NO_LEADER while the partition is offline."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple
+    isr: tuple
+
+    @property
+    def online(self):
+        return self.leader != NO_LEADER
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicInfo:
+    """A topic: its id (a UUID string, as Kafka's topic ids), partitions in order, configs."""
+
+    name: str
+    topic_id: str
+    partitions: tuple
+    configs: dict = dataclasses.field(default_factory=dict)
+    internal: bool = False
+
+    def __hash__(self):
+        return hash((self.name, self.topic_id))
+
+
+@dataclasses.dataclass(frozen=True)
+class MetadataImage:
+    """One published version of the whole cluster's metadata.
+
+    ``version`` grows by one with every change the controller publishes; readers compare it
+    to know whether anything changed.
+    """
+
+    version: int
+    cluster_id: str
+    controller_id: int
+    brokers: dict
+    topics: dict
+
+    @classmethod
+    def empty(cls, cluster_id):
+        return cls(version=0, cluster_id=cluster_id, controller_id=-1, brokers={}, topics={})
+
+    def partition(self, topic, partition):
+        """The PartitionState of ``topic``-``partition``, or None if there is no such one."""
+        info = self.topics.get(topic)
+        if info is None or not 0 <= partition < len(info.partitions):
+            return None
+        return info.partitions[partition]
+
+    def partitions_led_by(self, broker_id):
+        """Every PartitionState whose leader is ``broker_id``."""
+        return [p for t in self.topics.values() for p in t.partitions if p.leader == broker_id]
+
+    def partitions_on(self, broker_id):
+        """Every PartitionState with a replica on ``broker_id``."""
+        return [p for t in self.topics.values() for p in t.partitions
+                if broker_id in p.replicas]
+
+    def live_brokers(self):
+        """Ids of the brokers the controller considers alive, in order."""
+        return sorted(b.id for b in self.brokers.values() if b.alive)
+
+    def replace(self, **changes):
+        """A copy with ``changes`` applied and the version moved on by one."""
+        changes.setdefault("version", self.version + 1)
+        return dataclasses.replace(self, **changes)
+
+    # -- serialisation (the metadata page carries compact JSON) ---------------------------
+
+    def to_json(self):
+        return json.dumps({
+            "version": self.version,
+            "cluster_id": self.cluster_id,
+            "controller_id": self.controller_id,
+            "brokers": [[b.id, b.pid, b.alive] for b in self.brokers.values()],
+            "topics": [
+                [t.name, t.topic_id, t.configs, t.internal,
+                 [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr)]
+                  for p in t.partitions]]
+                for t in self.topics.values()],
+        }, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text):
+        raw = json.loads(text)
+        brokers = {i: BrokerInfo(i, pid, alive) for i, pid, alive in raw["brokers"]}
+        topics = {}
+        for name, topic_id, configs, internal, partitions in raw["topics"]:
+            topics[name] = TopicInfo(
+                name, topic_id,
+                tuple(PartitionState(name, n, leader, epoch, tuple(replicas), tuple(isr))
+                      for n, (leader, epoch, replicas, isr) in enumerate(partitions)),
+                configs, internal)
+        return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics)
