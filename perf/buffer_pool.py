@@ -96,11 +96,11 @@ CASES = {
 }
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=7)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     runs = {name: [] for name in CASES}
     for _ in range(args.repeats):  # interleave the cases so noise hits all alike
         for name, case in CASES.items():
