@@ -201,12 +201,9 @@ class Connection:
         rsp = self._rsp
         view = rsp.claim(size, frame_type)
         if view is None:
-            claimed = []
-            if not self._arm_and_retry(
-                    lambda: claimed.append(rsp.claim(size, frame_type)) or claimed[0] is not None):
-                return None
-            view = claimed[0]
-        self._armed = False
+            view = self._arm_and_retry(lambda: rsp.claim(size, frame_type))
+        if view is not None:
+            self._armed = False
         return view
 
     def commit(self, length: int | None = None) -> None:
@@ -218,21 +215,23 @@ class Connection:
         """Drop the claimed response frame."""
         self._rsp.abort()
 
-    def _arm_and_retry(self, attempt) -> bool:
-        """Ask the client to ring the doorbell when it frees room, then try once more.
+    def _arm_and_retry(self, attempt):
+        """Ask the client to ring the doorbell when it frees room, then attempt() once more
+        and return its result.
 
         The flag is the response ring's writer-parked flag; set, fence, retry is the same
         handshake as parking (wakeup), so a release between the failure and the flag is not
-        missed.
+        missed. While armed, Listener.wait() watches for the client clearing the flag.
         """
         words = self._rsp_words
         words[WRITER_PARKED_WORD] = 1
         full_fence()
-        if attempt():
+        result = attempt()
+        if result is None or result is False:
+            self._armed = True
+        else:
             words[WRITER_PARKED_WORD] = 0
-            return True
-        self._armed = True
-        return False
+        return result
 
     def _has_event(self) -> bool:
         """A request to read, the client closed, or room freed after a failed send."""
@@ -375,6 +374,9 @@ class Listener:
             objects = _ConnectionObjects.open(base)
         except FileNotFoundError:
             log.info("%s: client of %s gave up before it was accepted", self.name, base)
+            return None
+        except ValueError as exc:  # not rings laid out by connect(): refuse, keep serving
+            log.warning("%s: ignoring connection %s: %s", self.name, base, exc)
             return None
         connection = Connection(objects)
         if connection.client_closed:

@@ -157,6 +157,12 @@ class SharedRegion:
             shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=MODE, size=size)
         except posix_ipc.ExistentialError as exc:
             raise FileExistsError(f"shared memory {name} already exists") from exc
+        except BaseException:  # created but not sized (e.g. ENOSPC): do not leave it behind
+            try:
+                posix_ipc.unlink_shared_memory(name)
+            except posix_ipc.ExistentialError:
+                pass
+            raise
         try:
             return cls._map(name, shm, keep_fd)
         except BaseException:

@@ -78,26 +78,25 @@ class WakeSlot:
     processes notify it. The slot does not own the memory or the semaphore.
     """
 
-    __slots__ = ("_words", "_index", "_semaphore")
+    __slots__ = ("words", "index", "_semaphore")
 
     def __init__(self, words: memoryview, index: int, semaphore: posix_ipc.Semaphore) -> None:
-        self._words = words
-        self._index = index
+        self.words = words
+        """The shared words holding the flag (hot paths read words[index] themselves)."""
+        self.index = index
         self._semaphore = semaphore
 
     def notify(self) -> None:
         """After publishing: wake the waiter if it is parked (no syscall when it is not)."""
         _lock()
         _unlock()
-        words = self._words
-        if words[self._index]:
-            words[self._index] = 0
-            self._semaphore.release()
+        if self.words[self.index]:
+            self.post()
 
-    @property
-    def parked(self) -> bool:
-        """True while the waiter announced it is (about to be) blocked."""
-        return self._words[self._index] != 0
+    def post(self) -> None:
+        """Wake the waiter, clearing its flag first (for callers that fenced and saw the flag)."""
+        self.words[self.index] = 0
+        self._semaphore.release()
 
     def wait_until(self, ready: Callable[[], bool], deadline: float | None,
                    policy: WaitPolicy, check: Callable[[], None] | None) -> bool:
@@ -109,7 +108,7 @@ class WakeSlot:
         for _ in range(policy.spin):
             if ready():
                 return True
-        words, index, semaphore = self._words, self._index, self._semaphore
+        words, index, semaphore = self.words, self.index, self._semaphore
         clock, poll_interval = policy.clock, policy.poll_interval
         while True:
             if deadline is None:
@@ -167,6 +166,9 @@ class RingWriter:
     slot (notified after each commit); space_slot is this writer's (it parks there when the ring
     is full, and the reader notifies it after releasing). A blocked write checks the reader end
     (closed, or its process gone); peer names the reader in error messages.
+
+    The wake-up check costs a full fence per frame; a writer that sends bursts may write them
+    with self.ring.try_write (no wake-up) and call wake() once after the burst.
     """
 
     def __init__(self, ring: Ring, data_slot: WakeSlot, space_slot: WakeSlot,
@@ -174,32 +176,46 @@ class RingWriter:
         self.ring = ring
         self._try_write = ring.try_write
         self._data_slot = data_slot
-        self._data_notify = data_slot.notify
+        self._reader_flags = data_slot.words
+        self._reader_flag = data_slot.index
         self._space_slot = space_slot
         self._check = end_watch(ring, READER_END, peer)
         self._policy = policy
 
+    def wake(self) -> None:
+        """Wake the reader if it is parked (after frames written with self.ring.try_write)."""
+        self._data_slot.notify()
+
     def try_write(self, frame, frame_type: int = rd.DATA_TYPE) -> bool:
         """Ring.try_write, then wake the reader if it is parked."""
         if self._try_write(frame, frame_type):
-            self._data_notify()
+            _lock()
+            _unlock()
+            if self._reader_flags[self._reader_flag]:
+                self._data_slot.post()
             return True
         return False
 
     def write(self, frame, timeout: float | None = None, frame_type: int = rd.DATA_TYPE) -> bool:
-        """Write frame, waiting up to timeout seconds (None: forever) for room.
+        """Write frame, waiting up to timeout seconds (None: forever) for room, and wake the
+        reader if it is parked.
 
         Returns False on timeout. Raises PeerDiedError / PeerClosedError when the reader is gone,
         ValueError for an oversize frame (see Ring.try_write).
         """
-        if not self._try_write(frame, frame_type):
-            write = self._try_write
-            if not self._space_slot.wait_until(
-                    lambda: write(frame, frame_type), self._policy.deadline(timeout),
-                    self._policy, self._check):
-                return False
-        self._data_notify()
-        return True
+        if self._try_write(frame, frame_type) or self._wait_for_room(
+                lambda: self._try_write(frame, frame_type), timeout):
+            _lock()  # full fence: the frame is visible before we look at the reader's flag
+            _unlock()
+            if self._reader_flags[self._reader_flag]:
+                self._data_slot.post()
+            return True
+        return False
+
+    def _wait_for_room(self, attempt, timeout: float | None) -> bool:
+        self._data_slot.notify()  # frames written without a wake-up must not wait behind us
+        return self._space_slot.wait_until(attempt, self._policy.deadline(timeout),
+                                           self._policy, self._check)
 
     def claim(self, size: int, timeout: float | None = None, frame_type: int = rd.DATA_TYPE):
         """Ring.claim, waiting up to timeout seconds for room; None on timeout."""
@@ -209,21 +225,15 @@ class RingWriter:
             return view
         claimed = []
 
-        def ready() -> bool:
-            room = ring.claim(size, frame_type)
-            if room is None:
-                return False
-            claimed.append(room)
-            return True
-        if self._space_slot.wait_until(ready, self._policy.deadline(timeout), self._policy,
-                                       self._check):
-            return claimed[0]
-        return None
+        def attempt() -> bool:
+            claimed.append(ring.claim(size, frame_type))
+            return claimed[-1] is not None
+        return claimed[-1] if self._wait_for_room(attempt, timeout) else None
 
     def commit(self, length: int | None = None) -> None:
         """Ring.commit, then wake the reader if it is parked."""
         self.ring.commit(length)
-        self._data_notify()
+        self._data_slot.notify()
 
     def abort(self) -> None:
         """Ring.abort: drop the open claim."""
@@ -232,7 +242,7 @@ class RingWriter:
     def close(self) -> None:
         """Mark the writer end closed (the reader sees end of stream) and wake the reader."""
         self.ring.close_end(WRITER_END)
-        self._data_notify()
+        self._data_slot.notify()
 
 
 class RingReader:
@@ -252,7 +262,9 @@ class RingReader:
         self._read = ring.read
         self._release = ring.release
         self._data_slot = data_slot
-        self._space_notify = space_slot.notify
+        self._space_slot = space_slot
+        self._writer_flags = space_slot.words
+        self._writer_flag = space_slot.index
         self._check = end_watch(ring, WRITER_END, peer, ring.readable)
         self._policy = policy
 
@@ -284,9 +296,12 @@ class RingReader:
     def release(self) -> None:
         """Ring.release (frees every frame read so far), then wake the writer if it is parked."""
         self._release()
-        self._space_notify()
+        _lock()  # full fence: the new head is visible before we look at the writer's flag
+        _unlock()
+        if self._writer_flags[self._writer_flag]:
+            self._space_slot.post()
 
     def close(self) -> None:
         """Mark the reader end closed (a blocked writer raises PeerClosedError) and wake it."""
         self.ring.close_end(READER_END)
-        self._space_notify()
+        self._space_slot.notify()

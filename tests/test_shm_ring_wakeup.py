@@ -192,6 +192,34 @@ def test_parked_reader_is_woken_by_the_writer(cluster_id, spawn, owned_ring):
     assert process.exitcode == 0
 
 
+def _parked_burst_reader(cluster_id: str, pipe) -> None:
+    ring = SharedRing.open(cluster_id, "burst")
+    reader = ring.reader(WaitPolicy(spin=10, poll_interval=60))
+    frames = []
+    for _ in range(3):
+        frames.append(bytes(reader.read(BOUND * 2)))
+        reader.release()
+    pipe.send(frames)
+    ring.close()
+
+
+def test_a_burst_written_without_wake_ups_is_woken_once(cluster_id, spawn, owned_ring):
+    ring = owned_ring("burst", 4096)
+    writer = ring.writer()
+    parent, child = CTX.Pipe()
+    process = spawn(_parked_burst_reader, cluster_id, child)
+    words = writer.ring.header_words
+    wait_for(lambda: words[READER_PARKED_WORD] != 0, "the reader to park")
+    for number in range(3):
+        assert writer.ring.try_write(b"burst %d" % number)
+    assert words[READER_PARKED_WORD] != 0  # no post yet: the flag is still set
+    writer.wake()
+    assert words[READER_PARKED_WORD] == 0
+    assert parent.poll(BOUND), "the parked reader was not woken"
+    assert parent.recv() == [b"burst 0", b"burst 1", b"burst 2"]
+    process.join(BOUND)
+
+
 def _parked_writer(cluster_id: str, pipe) -> None:
     ring = SharedRing.open(cluster_id, "full")
     writer = ring.writer(WaitPolicy(spin=10, poll_interval=60))
