@@ -5,11 +5,9 @@ Every test bounds its time, kills the processes it started by pid and unlinks wh
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
-import uuid
 
 import pytest
 
@@ -17,35 +15,9 @@ from shm_ring import Listener, PeerClosedError, PeerDiedError, connect
 from shm_ring.naming import cleanup_stale, list_objects
 from shm_ring.wakeup import WaitPolicy
 
-CTX = multiprocessing.get_context("fork")
-BOUND = 30.0
-"""Seconds any single wait in these tests may take before the test fails."""
+from conftest import BOUND, CTX
+
 FAST = WaitPolicy(spin=20, poll_interval=0.02)
-
-
-@pytest.fixture
-def cluster_id():
-    cluster = "k" + uuid.uuid4().hex[:16]
-    yield cluster
-    leftovers = cleanup_stale(cluster)
-    assert list_objects(cluster) == []
-    assert leftovers == [], f"test left {leftovers}"
-
-
-@pytest.fixture
-def spawn():
-    started = []
-
-    def start(target, *args):
-        process = CTX.Process(target=target, args=args, daemon=True)
-        process.start()
-        started.append(process)
-        return process
-    yield start
-    for process in started:
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGKILL)
-        process.join(BOUND)
 
 
 @pytest.fixture

@@ -5,49 +5,19 @@ Every test bounds its time, kills the processes it started by pid and unlinks wh
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
-import uuid
 
 import numpy as np
 import pytest
 
 from shm_ring import ring_descriptor as rd
 from shm_ring.errors import PeerClosedError, PeerDiedError
-from shm_ring.naming import cleanup_stale, list_objects
 from shm_ring.shared_ring import SharedRing
 from shm_ring.wakeup import READER_PARKED_WORD, WRITER_PARKED_WORD, WaitPolicy
 
-CTX = multiprocessing.get_context("fork")
-BOUND = 30.0
-"""Seconds any single wait in these tests may take before the test fails."""
-
-
-@pytest.fixture
-def cluster_id():
-    cluster = "w" + uuid.uuid4().hex[:16]
-    yield cluster
-    leftovers = cleanup_stale(cluster)
-    assert list_objects(cluster) == []
-    assert leftovers == [], f"test left {leftovers}"
-
-
-@pytest.fixture
-def spawn():
-    started = []
-
-    def start(target, *args):
-        process = CTX.Process(target=target, args=args, daemon=True)
-        process.start()
-        started.append(process)
-        return process
-    yield start
-    for process in started:
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGKILL)
-        process.join(BOUND)
+from conftest import BOUND, CTX
 
 
 @pytest.fixture
