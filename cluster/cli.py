@@ -11,6 +11,8 @@ import sys
 
 #: subcommand -> (module, one-line help). Kafka's tool in brackets.
 COMMANDS = {
+    "cluster": ("cluster.tools.cluster_cmd", "start, stop or report the broker processes of a data "
+                                             "directory [kafka-server-start / -stop]"),
     "dump-log": ("segments.dump", "print the batches, records and index entries of segment files "
                                   "[kafka-dump-log]"),
 }

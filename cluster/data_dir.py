@@ -1,0 +1,188 @@
+"""The cluster's data directory D (``bootstrap_servers``): its layout and its small files.
+
+::
+
+    D/meta.properties           cluster.id (22-char urlsafe base64 of a uuid4), version=1;
+                                written once, by the first start
+    D/cluster.json              the supervisor's record (see supervisor.py); replaced atomically
+    D/supervisor.log            output of a detached supervisor
+    D/controller.lock           flock(LOCK_EX) held by the active controller (controller.py)
+    D/__cluster_metadata-0/     the metadata log (metadata_records.py), controller-only writer
+    D/broker-<id>/              one broker's log dir:
+        meta.properties         broker.id, cluster.id, version=0
+        broker.lock             flock(LOCK_EX) held while the broker runs (broker_lock.py)
+        broker.json             {"pid": .., "state": "starting|serving|stopping"}, atomic
+        broker.log              the broker process's stdout and stderr
+        <topic>-<partition>/    partition logs
+
+Files are written as Kafka writes its checkpoints: to ``<name>.tmp``, fsynced, renamed over
+``<name>``, directory fsynced — a reader sees the old file or the new one, never a mix.
+
+Pure functions over paths: any thread may call them; each file has one writer (named above).
+"""
+
+import base64
+import json
+import os
+import re
+import uuid
+
+from segments.checkpoint import fsync_directory
+
+from .config_properties import load_properties
+from .errors import InconsistentClusterIdError
+
+META_PROPERTIES = "meta.properties"
+CLUSTER_JSON = "cluster.json"
+SUPERVISOR_LOG = "supervisor.log"
+CONTROLLER_LOCK = "controller.lock"
+METADATA_LOG_DIR = "__cluster_metadata-0"
+BROKER_LOCK = "broker.lock"
+BROKER_JSON = "broker.json"
+BROKER_LOG = "broker.log"
+
+#: broker.json states, in the order a broker goes through them.
+STATE_STARTING = "starting"
+STATE_SERVING = "serving"
+STATE_STOPPING = "stopping"
+
+#: meta.properties versions: the data directory's (Kafka KRaft's v1) and a broker's.
+CLUSTER_META_VERSION = 1
+BROKER_META_VERSION = 0
+
+_BROKER_DIR = re.compile(r"broker-(0|[1-9][0-9]*)")
+_TMP_SUFFIX = ".tmp"
+
+
+def broker_dir(data_dir, broker_id):
+    """``D/broker-<id>``."""
+    if not isinstance(broker_id, int) or isinstance(broker_id, bool) or broker_id < 0:
+        raise ValueError(f"broker id must be an int >= 0, found {broker_id!r}")
+    return os.path.join(os.fspath(data_dir), f"broker-{broker_id}")
+
+
+def broker_ids(data_dir):
+    """Ids of the ``broker-<id>`` directories under ``data_dir``, in order."""
+    try:
+        entries = os.scandir(data_dir)
+    except FileNotFoundError:
+        return []
+    with entries:
+        found = [int(m.group(1)) for e in entries
+                 if (m := _BROKER_DIR.fullmatch(e.name)) and e.is_dir()]
+    return sorted(found)
+
+
+def new_uuid():
+    """A new id as Kafka's ``Uuid.randomUuid`` makes cluster and topic ids: a uuid4 in
+    urlsafe base64 without padding (22 characters), never starting with "-" (it would read
+    as an option on a command line)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not text.startswith("-"):
+            return text
+
+
+# -- atomic small files ------------------------------------------------------------------------
+
+def write_atomically(path, data):
+    """Replace the file at ``path`` with ``data`` (bytes) so readers see old or new only."""
+    path = os.fspath(path)
+    tmp = path + _TMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_directory(os.path.dirname(path) or ".")
+
+
+def write_json(path, value):
+    write_atomically(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())
+
+
+def read_json(path):
+    """The JSON value in ``path``, or None if there is no such file."""
+    try:
+        with open(path, "rb") as file:
+            return json.loads(file.read())
+    except FileNotFoundError:
+        return None
+
+
+def write_properties(path, props, comment):
+    lines = [f"#{comment}"] + [f"{key}={value}" for key, value in props.items()]
+    write_atomically(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_properties(path):
+    """The properties in ``path``, or None if there is no such file."""
+    try:
+        return load_properties(path)
+    except FileNotFoundError:
+        return None
+
+
+# -- the cluster id ---------------------------------------------------------------------------
+
+def read_cluster_id(data_dir):
+    """The cluster id in ``D/meta.properties``, or None before the first start."""
+    props = read_properties(os.path.join(os.fspath(data_dir), META_PROPERTIES))
+    if props is None:
+        return None
+    cluster_id = props.get("cluster.id")
+    if not cluster_id:
+        raise InconsistentClusterIdError(
+            f"{os.path.join(data_dir, META_PROPERTIES)} has no cluster.id (found keys "
+            f"{sorted(props)})")
+    return cluster_id
+
+
+def ensure_cluster_id(data_dir):
+    """The data directory's cluster id: read it, or make one and write meta.properties."""
+    os.makedirs(data_dir, exist_ok=True)
+    cluster_id = read_cluster_id(data_dir)
+    if cluster_id is None:
+        cluster_id = new_uuid()
+        write_properties(os.path.join(os.fspath(data_dir), META_PROPERTIES),
+                         {"cluster.id": cluster_id, "version": CLUSTER_META_VERSION},
+                         "ringlog cluster metadata: written once, by the first start")
+    return cluster_id
+
+
+def ensure_broker_meta(data_dir, broker_id, cluster_id):
+    """Check (or write, the first time) ``D/broker-<id>/meta.properties``.
+
+    InconsistentClusterIdError naming both ids if the directory belongs to another cluster
+    (Kafka refuses to start such a broker the same way).
+    """
+    path = os.path.join(broker_dir(data_dir, broker_id), META_PROPERTIES)
+    props = read_properties(path)
+    if props is None:
+        write_properties(path, {"broker.id": broker_id, "cluster.id": cluster_id,
+                                "version": BROKER_META_VERSION},
+                         "ringlog broker metadata")
+        return
+    if props.get("cluster.id") != cluster_id or props.get("broker.id") != str(broker_id):
+        raise InconsistentClusterIdError(
+            f"{path} says cluster.id={props.get('cluster.id')!r} broker.id="
+            f"{props.get('broker.id')!r}, expected cluster.id={cluster_id!r} "
+            f"broker.id={broker_id!r}")
+
+
+def read_broker_state(data_dir, broker_id):
+    """``D/broker-<id>/broker.json`` ({"pid", "state"}), or None if there is none."""
+    return read_json(os.path.join(broker_dir(data_dir, broker_id), BROKER_JSON))
+
+
+def write_broker_state(data_dir, broker_id, state, pid=None):
+    """Replace ``D/broker-<id>/broker.json`` (the broker process only)."""
+    if state not in (STATE_STARTING, STATE_SERVING, STATE_STOPPING):
+        raise ValueError(f"broker state must be {STATE_STARTING!r}, {STATE_SERVING!r} or "
+                         f"{STATE_STOPPING!r}, found {state!r}")
+    write_json(os.path.join(broker_dir(data_dir, broker_id), BROKER_JSON),
+               {"pid": os.getpid() if pid is None else pid, "state": state})

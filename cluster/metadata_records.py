@@ -1,0 +1,199 @@
+"""The metadata log: every change the controller makes, and replaying it into an image.
+
+``D/__cluster_metadata-0`` is a ``segments.PartitionLog`` (Kafka's KRaft keeps
+``__cluster_metadata-0`` the same way). Each change is one RecordBatch v2 batch, appended
+and fsynced before the image it makes is published; a crash mid-append leaves a torn batch
+that the log's recovery truncates, so a change is in the log whole or not at all. Each
+record's key names the entity it is about; its value is compact JSON with a ``type``:
+
+- ``controller`` (key ``controller``): ``broker_id``, ``epoch`` — a broker became the
+  active controller; epochs grow by one.
+- ``broker`` (key ``broker/<id>``): ``id``, ``pid``, ``alive`` — a broker was seen alive
+  (holding its lock and ``serving``) or lost.
+- ``topic`` (key ``topic/<name>``): ``name``, ``topic_id`` (Kafka-style base64 UUID),
+  ``configs`` (topic-level overrides, as given), ``internal`` — a topic was created, with
+  no partitions yet.
+- ``partition`` (key ``partition/<topic>/<p>``): ``topic``, ``partition``, ``leader``
+  (-1: offline), ``leader_epoch``, ``replicas``, ``isr`` — the whole state of a partition,
+  new (``partition`` = the topic's partition count) or changed.
+- ``remove_topic`` (key ``topic/<name>``): ``name`` — a topic and its partitions were
+  deleted.
+
+One controller action is one batch: a CreateTopics call's ``topic`` records, each followed
+by its ``partition`` records in order; a liveness change's ``broker`` records and the
+``partition`` records of the leaders it moved. The image's ``version`` is the log end
+offset after the last record it includes, so versions only grow, across controllers too:
+every published image is backed by at least one record.
+
+The log is kept whole (retention off); compaction and snapshots are for later.
+
+``MetadataLog`` belongs to the active controller (the broker loop thread), which is its only
+writer and reader; ``apply`` is a pure function.
+"""
+
+import dataclasses
+import json
+import os
+
+from segments.log import PartitionLog
+from segments.log_config import INT_MAX, LogConfig
+from segments.records import RecordBatchBuilder, iter_records
+
+from . import data_dir as dd
+from .metadata import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+
+CONTROLLER = "controller"
+BROKER = "broker"
+TOPIC = "topic"
+PARTITION = "partition"
+REMOVE_TOPIC = "remove_topic"
+
+#: The metadata log's settings: nothing is ever deleted, and one change is one batch
+#: whatever its size.
+LOG_CONFIG = LogConfig.from_dict({
+    "retention.ms": -1, "retention.bytes": -1, "max.message.bytes": INT_MAX,
+    "segment.bytes": 64 * 1024 * 1024, "cleanup.policy": "delete"})
+
+_READ_BYTES = 1024 * 1024
+
+
+# -- records ------------------------------------------------------------------------------------
+
+def controller_record(broker_id, epoch):
+    return {"type": CONTROLLER, "broker_id": broker_id, "epoch": epoch}
+
+
+def broker_record(info):
+    return {"type": BROKER, "id": info.id, "pid": info.pid, "alive": info.alive}
+
+
+def topic_record(name, topic_id, configs, internal=False):
+    return {"type": TOPIC, "name": name, "topic_id": topic_id, "configs": dict(configs),
+            "internal": internal}
+
+
+def partition_record(state):
+    return {"type": PARTITION, "topic": state.topic, "partition": state.partition,
+            "leader": state.leader, "leader_epoch": state.leader_epoch,
+            "replicas": list(state.replicas), "isr": list(state.isr)}
+
+
+def remove_topic_record(name):
+    return {"type": REMOVE_TOPIC, "name": name}
+
+
+def record_key(record):
+    """The entity a record is about (its key in the log)."""
+    kind = record["type"]
+    if kind == CONTROLLER:
+        return CONTROLLER
+    if kind == BROKER:
+        return f"broker/{record['id']}"
+    if kind in (TOPIC, REMOVE_TOPIC):
+        return f"topic/{record['name']}"
+    if kind == PARTITION:
+        return f"partition/{record['topic']}/{record['partition']}"
+    raise ValueError(f"unknown metadata record type {kind!r} in {record!r}")
+
+
+def encode_batch(records, timestamp):
+    """One RecordBatch v2 holding ``records`` (dicts) at ``timestamp`` (ms)."""
+    builder = RecordBatchBuilder(batch_size=INT_MAX)
+    for record in records:
+        builder.append(timestamp, record_key(record).encode(),
+                       json.dumps(record, separators=(",", ":")).encode())
+    return builder.build()
+
+
+# -- applying -----------------------------------------------------------------------------------
+
+def apply(image, records, version):
+    """The image after ``records`` (dicts, in log order), with ``version``.
+
+    Raises ValueError naming the record if it does not fit the image (a partition of an
+    unknown topic, a partition number past the end, an unknown type): the log is corrupt
+    or written by a newer ringlog.
+    """
+    brokers = dict(image.brokers)
+    topics = dict(image.topics)
+    partitions = {}  # topic -> list of PartitionState, for the topics these records touch
+    controller_id = image.controller_id
+    for record in records:
+        kind = record.get("type")
+        if kind == PARTITION:
+            name, number = record["topic"], record["partition"]
+            states = partitions.get(name)
+            if states is None:
+                if name not in topics:
+                    raise ValueError(f"metadata record {record!r}: no topic {name!r}")
+                states = partitions[name] = list(topics[name].partitions)
+            state = PartitionState(name, number, record["leader"], record["leader_epoch"],
+                                   tuple(record["replicas"]), tuple(record["isr"]))
+            if number == len(states):
+                states.append(state)
+            elif 0 <= number < len(states):
+                states[number] = state
+            else:
+                raise ValueError(f"metadata record {record!r}: topic {name!r} has "
+                                 f"{len(states)} partitions, expected partition <= "
+                                 f"{len(states)}")
+        elif kind == BROKER:
+            brokers[record["id"]] = BrokerInfo(record["id"], record["pid"], record["alive"])
+        elif kind == TOPIC:
+            name = record["name"]
+            topics[name] = TopicInfo(name, record["topic_id"], (), dict(record["configs"]),
+                                     record["internal"])
+            partitions[name] = []
+        elif kind == REMOVE_TOPIC:
+            topics.pop(record["name"], None)
+            partitions.pop(record["name"], None)
+        elif kind == CONTROLLER:
+            controller_id = record["broker_id"]
+        else:
+            raise ValueError(f"unknown metadata record type {kind!r} in {record!r}")
+    for name, states in partitions.items():
+        topics[name] = dataclasses.replace(topics[name], partitions=tuple(states))
+    return MetadataImage(version, image.cluster_id, controller_id, brokers, topics)
+
+
+# -- the log ------------------------------------------------------------------------------------
+
+class MetadataLog:
+    """The metadata log of a data directory, opened by the controller that became active.
+
+    Single owner: the active controller's thread. ``clock`` returns wall-clock
+    milliseconds (record timestamps). Opening runs the log's crash recovery.
+    """
+
+    def __init__(self, data_dir, clock=None):
+        self.path = os.path.join(os.fspath(data_dir), dd.METADATA_LOG_DIR)
+        self._log = PartitionLog(self.path, LOG_CONFIG, clock=clock)
+        self._clock = self._log.clock
+
+    @property
+    def end_offset(self):
+        return self._log.log_end_offset
+
+    def replay(self, cluster_id):
+        """(image, controller epoch) from every record in the log (epoch 0 if none)."""
+        records = []
+        offset = self._log.log_start_offset
+        end = self._log.log_end_offset
+        while offset < end:
+            data = self._log.read(offset, _READ_BYTES)
+            for record in iter_records(data):
+                records.append(json.loads(record.value))
+                offset = record.offset + 1
+        epoch = max((r["epoch"] for r in records if r.get("type") == CONTROLLER), default=0)
+        return apply(MetadataImage.empty(cluster_id), records, end), epoch
+
+    def append(self, records):
+        """Append ``records`` as one batch and fsync it; return the new end offset (the
+        version of the image that includes them)."""
+        self._log.append(encode_batch(records, self._clock()))
+        self._log.flush()
+        return self._log.log_end_offset
+
+    def close(self):
+        """Flush and close (clean shutdown); safe to call twice."""
+        self._log.close()

@@ -1,0 +1,465 @@
+"""The supervisor: the broker processes of one data directory, started, watched, stopped.
+
+``Supervisor(data_dir, broker_ids, config)`` is what ``Cluster`` and ``ringlog cluster
+start`` run on. ``start()``:
+
+1. refuses if a broker of this data directory is running already (its lock is held);
+2. reads the cluster id from ``D/meta.properties``, or writes a new one the first time;
+3. removes shared-memory objects of this cluster id left by dead processes
+   (``shm_ring.cleanup_stale``) and creates the metadata page;
+4. starts one process per broker, ``python -m replica_proc --data-dir D --broker-id i
+   [--override key=value ...]``, in its own session (Ctrl-C on a terminal reaches the
+   supervisor, which stops the brokers in order), output to ``D/broker-<i>/broker.log``;
+5. waits (bounded) until each broker's ``broker.json`` says ``serving`` under that
+   process's pid, then until the metadata page names a controller and lists every broker
+   alive. On failure it stops what it started and raises ``ClusterStartError`` with the
+   tail of the failing broker's log.
+
+``stop()`` sends SIGTERM to every broker (graceful: logs flushed and closed, listeners
+unlinked), SIGKILLs any still running after ``stop_timeout``, unlinks the metadata page and
+sweeps the cluster's shared-memory objects. Safe to call twice.
+
+``D/cluster.json`` records the supervisor for ``ringlog cluster stop|status`` run from
+elsewhere: ``{"cluster_id", "brokers": [ids], "config": {key: value}, "pids": {id: pid},
+"state": "starting|serving|stopping|stopped", "supervisor": "embedded|foreground|detached",
+"supervisor_pid", "supervisor_start_time"}``. ``stop_cluster(data_dir)`` and
+``cluster_status(data_dir)`` are those commands' logic: they work from the files and the
+locks alone, whether the supervisor is alive or not.
+
+Run as ``python -m cluster.supervisor --data-dir D --brokers N [--override k=v ...]
+[--broker-command CMD]`` it
+is the detached supervisor of ``ringlog cluster start --detach``: it starts the cluster,
+keeps it until SIGTERM or SIGINT, then stops it.
+
+Ownership: a Supervisor belongs to the thread that made it; it is the parent of the broker
+processes it starts (it reaps them).
+"""
+
+import argparse
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import posix_ipc
+
+from shm_ring.liveness import is_alive, process_start_time
+from shm_ring.naming import cleanup_stale
+
+from . import data_dir as dd
+from .broker_lock import broker_is_alive
+from .config_properties import parse_overrides
+from .metadata_page import MetadataPage, metadata_page_name
+
+log = logging.getLogger("cluster.supervisor")  # also when run as __main__
+
+START_TIMEOUT = 30.0
+"""Seconds a broker may take to report ``serving`` (and the page to list it alive)."""
+
+STOP_TIMEOUT = 30.0
+"""Seconds a broker may take to stop after SIGTERM before it is SIGKILLed."""
+
+LOG_TAIL_LINES = 30
+"""Lines of a broker's log quoted when it fails to start."""
+
+BROKER_COMMAND = (sys.executable, "-m", "replica_proc")
+"""How a broker process is started; the supervisor appends its arguments."""
+
+KINDS = ("embedded", "foreground", "detached")
+"""Who runs the supervisor: a Python program (``Cluster``), ``ringlog cluster start`` in
+the foreground, or the background process of ``--detach``."""
+
+_WAIT_STEP = 0.02
+
+
+class ClusterStartError(RuntimeError):
+    """The cluster (or one broker) did not come up; the message quotes the log."""
+
+
+def override_args(config):
+    """``--override key=value`` arguments for ``config`` (Kafka's names -> values)."""
+    args = []
+    for key, value in config.items():
+        args += ["--override", f"{key}={format_value(value)}"]
+    return args
+
+
+def format_value(value):
+    """A config value as a properties file writes it (booleans as ``true``/``false``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def log_tail(path, lines=LOG_TAIL_LINES):
+    """The last ``lines`` lines of the file at ``path`` ("" if there is none)."""
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, os.SEEK_END)
+            file.seek(max(0, file.tell() - 64 * 1024))
+            text = file.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class BrokerProcess:
+    """One broker child process and its log file; owned by the Supervisor that started it."""
+
+    def __init__(self, broker_id, popen, log_path):
+        self.broker_id = broker_id
+        self.popen = popen
+        self.log_path = log_path
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def running(self):
+        return self.popen.poll() is None
+
+    def __repr__(self):
+        return f"BrokerProcess({self.broker_id}, pid={self.pid}, running={self.running()})"
+
+
+class Supervisor:
+    """The broker processes of one data directory (see the module doc).
+
+    ``config``: broker config for every broker, Kafka's names -> values (passed as
+    ``--override``); ``broker_command``: the argv prefix that runs a broker.
+    """
+
+    def __init__(self, data_dir, broker_ids, config=None, *, broker_command=BROKER_COMMAND,
+                 start_timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, kind="embedded"):
+        if kind not in KINDS:
+            raise ValueError(f"supervisor kind must be one of {KINDS}, found {kind!r}")
+        self.data_dir = os.path.abspath(os.fspath(data_dir))
+        self.broker_ids = sorted(broker_ids)
+        if not self.broker_ids or len(set(self.broker_ids)) != len(self.broker_ids):
+            raise ValueError(f"broker ids must be distinct and at least one, found "
+                             f"{list(broker_ids)}")
+        for broker_id in self.broker_ids:
+            dd.broker_dir(self.data_dir, broker_id)  # ValueError naming a bad id
+        self.config = dict(config or {})
+        if "broker.id" in self.config:
+            raise ValueError(f"broker.id ({self.config['broker.id']!r}) is set per broker by "
+                             f"the supervisor; leave it out of the cluster's config")
+        self.broker_command = list(broker_command)
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.kind = kind
+        self.cluster_id = None
+        self.page = None
+        self.state = "stopped"
+        self._processes = {}  # broker id -> BrokerProcess
+
+    # -- cluster lifecycle ------------------------------------------------------------------
+
+    def start(self):
+        """Start every broker and wait until the cluster serves (see the module doc)."""
+        if self.state != "stopped":
+            raise RuntimeError(f"cluster in {self.data_dir} is {self.state}; stop it first")
+        os.makedirs(self.data_dir, exist_ok=True)
+        running = running_brokers(self.data_dir)
+        if running:
+            raise ClusterStartError(
+                f"a cluster is already running in {self.data_dir}: brokers {running} (id: pid) "
+                f"hold their locks; `ringlog cluster stop --data-dir {self.data_dir}` first")
+        self.cluster_id = dd.ensure_cluster_id(self.data_dir)
+        removed = cleanup_stale(self.cluster_id)
+        if removed:
+            log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
+                     self.cluster_id)
+        self.page = MetadataPage.create(self.cluster_id)
+        self.state = "starting"
+        try:
+            self._write_record()
+            for broker_id in self.broker_ids:
+                self._spawn(broker_id)
+            self._wait_serving(self.broker_ids)
+        except BaseException:
+            self.stop()
+            raise
+        self.state = "serving"
+        self._write_record()
+
+    def stop(self):
+        """Stop every broker (SIGTERM, SIGKILL after ``stop_timeout``), unlink the page and
+        the cluster's shared-memory objects. Safe to call twice."""
+        if self.state == "stopped":
+            return
+        self.state = "stopping"
+        self._write_record()
+        processes = [p for p in self._processes.values() if p.running()]
+        for process in processes:
+            process.popen.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout
+        for process in processes:
+            try:
+                process.popen.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("broker %d (pid %d) did not stop within %.0f s of SIGTERM; "
+                            "killing it", process.broker_id, process.pid, self.stop_timeout)
+                process.popen.kill()
+                process.popen.wait()
+        self._processes.clear()
+        if self.page is not None:
+            self.page.unlink()
+            self.page.close()
+            self.page = None
+        cleanup_stale(self.cluster_id)
+        self.state = "stopped"
+        self._write_record()
+
+    # -- single brokers -----------------------------------------------------------------------
+
+    def start_broker(self, broker_id):
+        """Start broker ``broker_id`` (again) and wait until it serves."""
+        if self.state != "serving":
+            raise RuntimeError(f"cluster in {self.data_dir} is {self.state}, not serving")
+        process = self._processes.get(broker_id)
+        if process is not None and process.running():
+            raise ValueError(f"broker {broker_id} is already running (pid {process.pid})")
+        if broker_id not in self.broker_ids:
+            self.broker_ids = sorted(self.broker_ids + [broker_id])
+        self._spawn(broker_id)
+        self._wait_serving([broker_id])
+        self._write_record()
+
+    def kill_broker(self, broker_id, sig=signal.SIGKILL):
+        """Send ``sig`` (SIGKILL: no shutdown at all) to broker ``broker_id`` and reap it."""
+        process = self._processes.get(broker_id)
+        if process is None or not process.running():
+            raise ValueError(f"broker {broker_id} is not running (running: "
+                             f"{sorted(self.pids())})")
+        process.popen.send_signal(sig)
+        process.popen.wait()
+        self._write_record()
+
+    def pids(self):
+        """{broker id: pid} of the brokers running now."""
+        return {b: p.pid for b, p in sorted(self._processes.items()) if p.running()}
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _spawn(self, broker_id):
+        directory = dd.broker_dir(self.data_dir, broker_id)
+        os.makedirs(directory, exist_ok=True)
+        log_path = os.path.join(directory, dd.BROKER_LOG)
+        argv = self.broker_command + ["--data-dir", self.data_dir, "--broker-id",
+                                      str(broker_id)] + override_args(self.config)
+        with open(log_path, "ab") as output:
+            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self._processes[broker_id] = BrokerProcess(broker_id, popen, log_path)
+        log.info("started broker %d (pid %d): %s", broker_id, popen.pid, " ".join(argv))
+
+    def _wait_serving(self, broker_ids):
+        """Wait until each broker's broker.json says serving under its pid, then until the
+        page lists them alive under a controller."""
+        deadline = time.monotonic() + self.start_timeout
+        pending = list(broker_ids)
+        while pending:
+            for broker_id in list(pending):
+                process = self._processes[broker_id]
+                if not process.running():
+                    raise ClusterStartError(
+                        f"broker {broker_id} (pid {process.pid}) exited with code "
+                        f"{process.popen.returncode} while starting; last lines of "
+                        f"{process.log_path}:\n{log_tail(process.log_path)}")
+                state = dd.read_broker_state(self.data_dir, broker_id) or {}
+                if state.get("pid") == process.pid and state.get("state") == dd.STATE_SERVING:
+                    pending.remove(broker_id)
+            if pending:
+                if time.monotonic() >= deadline:
+                    raise ClusterStartError(self._timeout_message(
+                        pending, "did not report serving in broker.json"))
+                time.sleep(_WAIT_STEP)
+        while True:
+            image = self.page.read()
+            missing = [b for b in broker_ids
+                       if b not in image.brokers or not image.brokers[b].alive
+                       or image.brokers[b].pid != self._processes[b].pid]
+            if image.controller_id >= 0 and not missing:
+                return
+            if time.monotonic() >= deadline:
+                what = (f"are not alive in the metadata page (controller "
+                        f"{image.controller_id}, page version {image.version})")
+                raise ClusterStartError(self._timeout_message(missing or broker_ids, what))
+            time.sleep(_WAIT_STEP)
+
+    def _timeout_message(self, broker_ids, what):
+        parts = [f"brokers {broker_ids} {what} within {self.start_timeout} s"]
+        for broker_id in broker_ids:
+            path = self._processes[broker_id].log_path
+            parts.append(f"last lines of {path}:\n{log_tail(path)}")
+        return "\n".join(parts)
+
+    def _write_record(self):
+        pid, start_time = os.getpid(), process_start_time(os.getpid())
+        dd.write_json(os.path.join(self.data_dir, dd.CLUSTER_JSON), {
+            "cluster_id": self.cluster_id, "brokers": self.broker_ids,
+            "config": {k: format_value(v) for k, v in self.config.items()},
+            "pids": {str(b): p for b, p in self.pids().items()}, "state": self.state,
+            "supervisor": self.kind, "supervisor_pid": pid,
+            "supervisor_start_time": start_time})
+
+    def __repr__(self):
+        return (f"Supervisor({self.data_dir!r}, brokers={self.broker_ids}, "
+                f"state={self.state!r})")
+
+
+# -- from another process: stop and status -----------------------------------------------------
+
+def read_record(data_dir):
+    """``D/cluster.json`` ({} if there is none)."""
+    return dd.read_json(os.path.join(os.fspath(data_dir), dd.CLUSTER_JSON)) or {}
+
+
+def supervisor_alive(record):
+    """Whether the supervisor ``record`` (cluster.json) names is still running."""
+    pid, start_time = record.get("supervisor_pid"), record.get("supervisor_start_time")
+    return isinstance(pid, int) and start_time is not None and is_alive(pid, start_time)
+
+
+def running_brokers(data_dir):
+    """{broker id: pid per broker.json} of the brokers whose lock is held now."""
+    return {b: (dd.read_broker_state(data_dir, b) or {}).get("pid")
+            for b in dd.broker_ids(data_dir) if broker_is_alive(data_dir, b)}
+
+
+def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
+    """Stop the cluster of ``data_dir`` from any process; return the broker ids stopped.
+
+    A foreground or detached supervisor is asked to stop (SIGTERM) and waited for; brokers
+    still running after that (an embedded or dead supervisor) get SIGTERM by the pid in
+    their broker.json, SIGKILL after ``timeout``; then the metadata page and the cluster's
+    shared-memory objects are removed.
+    """
+    data_dir = os.path.abspath(os.fspath(data_dir))
+    record = read_record(data_dir)
+    before = running_brokers(data_dir)
+    if (record.get("supervisor") in ("foreground", "detached") and supervisor_alive(record)
+            and record["supervisor_pid"] != os.getpid()):
+        os.kill(record["supervisor_pid"], signal.SIGTERM)
+        deadline = time.monotonic() + timeout + START_TIMEOUT
+        while supervisor_alive(record) and time.monotonic() < deadline:
+            time.sleep(_WAIT_STEP)
+    remaining = running_brokers(data_dir)
+    for pid in remaining.values():
+        if isinstance(pid, int) and pid > 0:
+            _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while remaining and time.monotonic() < deadline:
+        time.sleep(_WAIT_STEP)
+        remaining = running_brokers(data_dir)
+    for pid in remaining.values():
+        if isinstance(pid, int) and pid > 0:
+            _signal(pid, signal.SIGKILL)
+    cluster_id = dd.read_cluster_id(data_dir)
+    if cluster_id is not None:
+        try:
+            posix_ipc.unlink_shared_memory(metadata_page_name(cluster_id))
+        except posix_ipc.ExistentialError:
+            pass  # the supervisor unlinked it
+        cleanup_stale(cluster_id)
+    if record and record.get("state") != "stopped":
+        record.update(state="stopped", pids={})
+        dd.write_json(os.path.join(data_dir, dd.CLUSTER_JSON), record)
+    return sorted(before)
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass  # it exited meanwhile
+
+
+def cluster_status(data_dir):
+    """What ``ringlog cluster status`` reports: a dict with ``cluster_id``, ``supervisor``
+    ({kind, pid, alive} or None), ``brokers`` ({id: {pid, state, alive}}), and from the
+    metadata page when it exists, ``controller_id``, ``version`` and ``topics`` (name ->
+    partitions) and ``offline`` (partitions without a leader)."""
+    data_dir = os.path.abspath(os.fspath(data_dir))
+    record = read_record(data_dir)
+    status = {"data_dir": data_dir, "cluster_id": dd.read_cluster_id(data_dir),
+              "supervisor": None, "brokers": {}}
+    if record.get("supervisor_pid"):
+        status["supervisor"] = {"kind": record.get("supervisor"),
+                                "pid": record["supervisor_pid"],
+                                "alive": supervisor_alive(record)}
+    alive = running_brokers(data_dir)
+    for broker_id in sorted(set(dd.broker_ids(data_dir)) | set(record.get("brokers", []))):
+        state = dd.read_broker_state(data_dir, broker_id) or {}
+        status["brokers"][broker_id] = {"pid": state.get("pid"), "state": state.get("state"),
+                                        "alive": broker_id in alive}
+    if status["cluster_id"] is not None:
+        try:
+            page = MetadataPage.open(status["cluster_id"])
+        except FileNotFoundError:
+            page = None
+        if page is not None:
+            with page:
+                image = page.read()
+            status["controller_id"] = image.controller_id
+            status["version"] = image.version
+            status["topics"] = {t.name: len(t.partitions) for t in image.topics.values()}
+            status["offline"] = sum(not p.online for t in image.topics.values()
+                                    for p in t.partitions)
+    return status
+
+
+# -- the detached supervisor process ------------------------------------------------------------
+
+def serve_until_signalled(supervisor, on_started=None, poll=0.2):
+    """Start ``supervisor``, call ``on_started(supervisor)``, keep the cluster until SIGTERM
+    or SIGINT, then stop it. Returns 0 (1 if the start failed: the error is logged)."""
+    stop_requested = []
+
+    def request_stop(signum, frame):
+        stop_requested.append(signum)
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM,
+                                                                   signal.SIGINT)}
+    try:
+        try:
+            supervisor.start()
+        except ClusterStartError as exc:
+            log.error("%s", exc)
+            return 1
+        if on_started is not None:
+            on_started(supervisor)
+        while not stop_requested:
+            time.sleep(poll)
+        log.info("signal %d: stopping the cluster", stop_requested[0])
+        return 0
+    finally:
+        supervisor.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m cluster.supervisor",
+                                     description="the detached supervisor of a cluster")
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--brokers", type=int, required=True)
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--start-timeout", type=float, default=START_TIMEOUT)
+    parser.add_argument("--broker-command", default=shlex.join(BROKER_COMMAND))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    supervisor = Supervisor(args.data_dir, range(args.brokers),
+                            parse_overrides(args.override), kind="detached",
+                            broker_command=shlex.split(args.broker_command),
+                            start_timeout=args.start_timeout)
+    return serve_until_signalled(supervisor)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""``ringlog cluster start|stop|status``: run a cluster from the command line.
+
+::
+
+    ringlog cluster start --data-dir D --brokers N [--config server.properties]
+                          [--override key=value ...] [--detach]
+    ringlog cluster stop --data-dir D
+    ringlog cluster status --data-dir D
+
+``start`` starts N brokers (ids 0..N-1) on data directory D, waits until they serve and
+prints the cluster id, the brokers and their pids. Without ``--detach`` it stays in the
+foreground until Ctrl-C or SIGTERM, then stops the cluster; with ``--detach`` a supervisor
+process keeps the cluster in the background (its log: D/supervisor.log) and the command
+returns. Broker settings come from a properties file (``--config``, as
+``kafka-server-start.sh`` reads it) and ``--override`` pairs (these win). Starting again on
+the same D keeps the cluster id and recovers every topic and record. ``--broker-command``
+replaces ``python -m replica_proc`` (to run brokers under a profiler, say).
+
+``stop`` stops the cluster of D gracefully from any shell (SIGKILL after ``--timeout``),
+removing its shared memory. ``status`` prints the supervisor, each broker (pid, state,
+alive), the controller and the topics; it exits 0 when every broker of the cluster runs,
+3 when some do not, 1 when D holds no cluster.
+"""
+
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+from .. import data_dir as dd
+from ..config import BrokerConfig, load_properties, parse_overrides
+from ..errors import InvalidConfigurationError
+from ..supervisor import (BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor,
+                          cluster_status, log_tail, override_args, read_record,
+                          running_brokers, serve_until_signalled, stop_cluster)
+
+#: Exit codes of ``status`` (as ``systemctl status``: 3 = not running).
+STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING = 0, 1, 3
+
+_DETACH_MARGIN = 30.0
+
+
+def add_arguments(parser):
+    commands = parser.add_subparsers(dest="cluster_command", metavar="{start,stop,status}",
+                                     required=True)
+    start = commands.add_parser("start", help="start N brokers on a data directory")
+    start.add_argument("--data-dir", required=True, help="the cluster's data directory")
+    start.add_argument("--brokers", type=int, default=1, help="number of brokers (default 1)")
+    start.add_argument("--config", help="broker properties file (server.properties)")
+    start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="broker property overriding the file (repeatable)")
+    start.add_argument("--detach", action="store_true",
+                       help="leave the cluster running in the background and return")
+    start.add_argument("--broker-command", default=shlex.join(BROKER_COMMAND),
+                       help="command line that runs one broker, before its --data-dir, "
+                            "--broker-id and --override arguments (default: %(default)s); "
+                            "e.g. to run brokers under a profiler")
+    start.add_argument("--start-timeout", type=float, default=START_TIMEOUT,
+                       help=f"seconds each broker may take to serve (default {START_TIMEOUT})")
+    stop = commands.add_parser("stop", help="stop the cluster of a data directory")
+    stop.add_argument("--data-dir", required=True)
+    stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT,
+                      help=f"seconds before brokers still running are killed "
+                           f"(default {STOP_TIMEOUT})")
+    status = commands.add_parser("status", help="report the cluster of a data directory")
+    status.add_argument("--data-dir", required=True)
+
+
+def run(args):
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return {"start": _start, "stop": _stop, "status": _status}[args.cluster_command](args)
+
+
+# -- start -----------------------------------------------------------------------------------
+
+def _start(args):
+    data_dir = os.path.abspath(args.data_dir)
+    if args.brokers < 1:
+        print(f"--brokers must be at least 1, found {args.brokers}", file=sys.stderr)
+        return 2
+    try:
+        config = load_properties(args.config) if args.config else {}
+        if "broker.id" in config:  # Kafka's stock server.properties sets one
+            print(f"ignoring broker.id={config.pop('broker.id')} from {args.config}: each "
+                  f"broker gets its id (0..{args.brokers - 1}) from the supervisor",
+                  file=sys.stderr)
+        config.update(parse_overrides(args.override))
+        if "broker.id" in config:
+            raise InvalidConfigurationError(
+                f"--override broker.id={config['broker.id']}: each broker gets its id "
+                f"(0..{args.brokers - 1}) from the supervisor")
+        BrokerConfig(config, data_dir=data_dir)
+    except (OSError, InvalidConfigurationError) as exc:
+        print(f"bad broker configuration: {exc}", file=sys.stderr)
+        return 2
+    running = running_brokers(data_dir)
+    if running:
+        print(f"a cluster is already running in {data_dir}: brokers (id: pid) {running}",
+              file=sys.stderr)
+        return 1
+    if args.detach:
+        return _start_detached(args, data_dir, config)
+    supervisor = Supervisor(data_dir, range(args.brokers), config, kind="foreground",
+                            broker_command=shlex.split(args.broker_command),
+                            start_timeout=args.start_timeout)
+    return serve_until_signalled(supervisor, on_started=_print_foreground)
+
+
+def _print_foreground(supervisor):
+    _print_started(supervisor.data_dir, read_record(supervisor.data_dir))
+    print("running in the foreground; Ctrl-C or SIGTERM stops the cluster", flush=True)
+
+
+def _start_detached(args, data_dir, config):
+    os.makedirs(data_dir, exist_ok=True)
+    argv = [sys.executable, "-m", "cluster.supervisor", "--data-dir", data_dir, "--brokers",
+            str(args.brokers), "--start-timeout", str(args.start_timeout),
+            "--broker-command", args.broker_command]
+    argv += override_args(config)
+    log_path = os.path.join(data_dir, dd.SUPERVISOR_LOG)
+    with open(log_path, "ab") as output:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + args.start_timeout + _DETACH_MARGIN
+    while True:
+        record = read_record(data_dir)
+        if record.get("supervisor_pid") == child.pid and record.get("state") == "serving":
+            _print_started(data_dir, record)
+            return 0
+        if child.poll() is not None:
+            print(f"the cluster did not start (supervisor exited with code "
+                  f"{child.returncode}); last lines of {log_path}:\n{log_tail(log_path)}",
+                  file=sys.stderr)
+            return 1
+        if time.monotonic() >= deadline:
+            print(f"the cluster did not start within {args.start_timeout} s (supervisor pid "
+                  f"{child.pid} still running; `ringlog cluster stop --data-dir {data_dir}` "
+                  f"stops it); last lines of {log_path}:\n{log_tail(log_path)}",
+                  file=sys.stderr)
+            return 1
+        time.sleep(0.05)
+
+
+def _print_started(data_dir, record):
+    pids = record.get("pids", {})
+    print(f"cluster id: {record.get('cluster_id')}")
+    print(f"data dir (bootstrap servers): {data_dir}")
+    print(f"brokers: {len(pids)}")
+    for broker_id, pid in sorted(pids.items(), key=lambda item: int(item[0])):
+        print(f"  broker {broker_id}: pid {pid}")
+    print(f"supervisor: pid {record.get('supervisor_pid')} ({record.get('supervisor')})",
+          flush=True)
+
+
+# -- stop and status -------------------------------------------------------------------------
+
+def _stop(args):
+    data_dir = os.path.abspath(args.data_dir)
+    stopped = stop_cluster(data_dir, timeout=args.timeout)
+    cluster_id = dd.read_cluster_id(data_dir)
+    if stopped:
+        print(f"stopped brokers {stopped} of cluster {cluster_id} in {data_dir}")
+    else:
+        print(f"no broker was running in {data_dir}")
+    return 0
+
+
+def _status(args):
+    status = cluster_status(args.data_dir)
+    if status["cluster_id"] is None:
+        print(f"no cluster in {status['data_dir']} (no {dd.META_PROPERTIES})")
+        return STATUS_NO_CLUSTER
+    print(f"cluster id: {status['cluster_id']}")
+    print(f"data dir (bootstrap servers): {status['data_dir']}")
+    supervisor = status["supervisor"]
+    if supervisor is not None:
+        print(f"supervisor: pid {supervisor['pid']} ({supervisor['kind']}), "
+              f"{'running' if supervisor['alive'] else 'not running'}")
+    for broker_id, broker in status["brokers"].items():
+        if broker["alive"]:
+            print(f"broker {broker_id}: pid {broker['pid']}, {broker['state']}")
+        else:
+            print(f"broker {broker_id}: not running (last state {broker['state']}, pid "
+                  f"{broker['pid']})")
+    if "controller_id" in status:
+        topics = status["topics"]
+        print(f"controller: broker {status['controller_id']} (metadata version "
+              f"{status['version']})")
+        print(f"topics: {len(topics)}, partitions: {sum(topics.values())}, offline "
+              f"partitions: {status['offline']}")
+    brokers = status["brokers"].values()
+    running = bool(status["brokers"]) and all(b["alive"] for b in brokers)
+    return STATUS_RUNNING if running else STATUS_NOT_RUNNING

@@ -1,0 +1,88 @@
+"""``python -m replica_proc --data-dir D --broker-id N [--config F] [--override k=v ...]``
+
+Runs one broker of the cluster in data directory D until SIGTERM or SIGINT (graceful
+stop, exit status 0). ``--config`` is a server.properties file; ``--override`` pairs win
+over it, as with ``kafka-server-start.sh``. The supervisor (``cluster.supervisor``) starts
+brokers this way, after it created the metadata page; a start that fails (the broker id
+already running, the page missing, a bad config) logs why and exits with status 1.
+"""
+
+import argparse
+import logging
+import signal
+import sys
+import time
+
+from cluster.config import BrokerConfig, parse_overrides
+from cluster.controller import Controller
+from cluster.metadata_page import MetadataPage
+
+from .broker import Broker
+
+log = logging.getLogger("replica_proc")
+
+PAGE_WAIT = 10.0
+"""Seconds to wait for the supervisor's metadata page to appear."""
+
+
+def open_page(cluster_id, timeout=PAGE_WAIT):
+    """The cluster's metadata page, waiting up to ``timeout`` seconds for it to exist."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return MetadataPage.open(cluster_id)
+        except FileNotFoundError:
+            if time.monotonic() >= deadline:
+                raise FileNotFoundError(
+                    f"the metadata page of cluster {cluster_id} does not exist after "
+                    f"{timeout} s; brokers are started by the supervisor (`ringlog cluster "
+                    f"start`), which creates it") from None
+            time.sleep(0.05)
+
+
+def build_config(args):
+    """The BrokerConfig of the command line: --config, then --override, then --broker-id."""
+    overrides = args.override + [f"broker.id={args.broker_id}"]
+    if args.config:
+        return BrokerConfig.load(args.config, overrides, data_dir=args.data_dir)
+    return BrokerConfig(parse_overrides(overrides), data_dir=args.data_dir)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m replica_proc",
+                                     description="Run one ringlog broker.")
+    parser.add_argument("--data-dir", required=True, help="the cluster's data directory")
+    parser.add_argument("--broker-id", type=int, required=True)
+    parser.add_argument("--config", help="a server.properties file")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker config, winning over --config (repeatable)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr,
+        format=f"%(asctime)s broker-{args.broker_id} %(levelname)s %(name)s: %(message)s")
+    try:
+        config = build_config(args)
+
+        def make_controller(cluster_id, page):
+            return Controller(config.data_dir, cluster_id, config["broker.id"], config, page)
+
+        broker = Broker(config, open_metadata=open_page, make_controller=make_controller)
+    except Exception as exc:  # noqa: BLE001 - a bad command line or config
+        log.error("cannot start broker %d: %s", args.broker_id, exc)
+        return 1
+
+    def request_stop(signum, frame):
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        broker.stop()
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        broker.run()
+    except Exception:  # noqa: BLE001 - logged with its traceback; the exit status says it
+        log.exception("broker %d failed", args.broker_id)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

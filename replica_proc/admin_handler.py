@@ -1,0 +1,124 @@
+"""CreateTopics v2-4, DeleteTopics v1-3, CreatePartitions v0-1: the controller's work.
+
+These change the cluster's metadata, which only the active controller writes. A broker
+whose own ``Controller`` is active calls it (``create_topics`` / ``delete_topics`` /
+``create_partitions``, each returning ``{name: (error_code, message)}``) and then picks up
+the image it just published, so its own new partitions are open before it answers. Any
+other broker answers NOT_CONTROLLER for every topic, naming the controller; clients
+retry there (Kafka's behaviour before request forwarding).
+
+Auto-creation (from Metadata) comes here too: the local controller when active, else a
+CreateTopics forwarded to the controller broker (``ControllerChannel``).
+
+The request ``timeout`` is not waited on: the controller's changes are durable and
+published when its call returns.
+
+Owner: the broker's loop thread.
+"""
+
+import logging
+
+from cluster import protocol
+from cluster.errors import NotControllerError
+from cluster.protocol import ApiKey
+
+from .responses import NO_THROTTLE, build, code_of, error, module
+
+log = logging.getLogger(__name__)
+
+
+class AdminHandler:
+    """The three admin APIs, and auto-creation, against ``controller`` (None: this broker
+    never runs one). ``on_metadata_change()`` makes the broker apply the newest image;
+    ``clock`` is the loop's monotonic seconds."""
+
+    def __init__(self, broker_id, metadata, controller, forwarder, on_metadata_change, clock):
+        self._broker_id = broker_id
+        self._metadata = metadata
+        self._controller = controller
+        self._forwarder = forwarder
+        self._on_metadata_change = on_metadata_change
+        self._clock = clock
+
+    def _active(self):
+        return self._controller is not None and self._controller.active
+
+    def _call(self, what, names, call):
+        """``{name: (code, message)}`` from the controller's ``call()``, or the same error
+        for every name when there is no active controller here or the call failed."""
+        if not self._active():
+            controller_id = self._metadata.image.controller_id
+            message = (f"broker {self._broker_id} is not the active controller; the "
+                       f"controller is broker {controller_id}" if controller_id >= 0 else
+                       f"broker {self._broker_id} is not the active controller; no broker "
+                       f"is yet")
+            return {name: (NotControllerError.errno, message) for name in names}
+        try:
+            results = call()
+        except Exception as exc:  # noqa: BLE001 - answered as every topic's error
+            code = code_of(exc, what)
+            return {name: (code, str(exc)) for name in names}
+        self._on_metadata_change()
+        return results
+
+    # -- the APIs ---------------------------------------------------------------------------
+
+    def create_topics(self, channel, header, request):
+        classes = module(ApiKey.CREATE_TOPICS, header.request_api_version)
+        specs = [{
+            "name": t.name, "num_partitions": t.num_partitions,
+            "replication_factor": t.replication_factor,
+            "assignments": {a.partition_index: list(a.broker_ids) for a in t.assignments},
+            "configs": {c.name: c.value for c in t.configs},
+        } for t in request.topics]
+        names = list(dict.fromkeys(spec["name"] for spec in specs))
+        results = self._call("CreateTopics", names, lambda: self._controller.create_topics(
+            specs, request.validate_only))
+        topics = tuple(build(classes.CreatableTopicResult, name=name,
+                             error_code=error(results[name][0]),
+                             error_message=results[name][1]) for name in names)
+        self._send(channel, header, build(classes.CreateTopicsResponse,
+                                          throttle_time=NO_THROTTLE, topics=topics))
+
+    def delete_topics(self, channel, header, request):
+        classes = module(ApiKey.DELETE_TOPICS, header.request_api_version)
+        names = list(request.topic_names)
+        results = self._call("DeleteTopics", names,
+                             lambda: self._controller.delete_topics(names))
+        unique = list(dict.fromkeys(names))
+        self._send(channel, header, build(
+            classes.DeleteTopicsResponse, throttle_time=NO_THROTTLE,
+            responses=tuple(build(classes.DeletableTopicResult, name=name,
+                                  error_code=error(results[name][0])) for name in unique)))
+
+    def create_partitions(self, channel, header, request):
+        classes = module(ApiKey.CREATE_PARTITIONS, header.request_api_version)
+        asked = {t.name: (t.count, [list(a.broker_ids) for a in t.assignments]
+                          if t.assignments else None) for t in request.topics}
+        results = self._call("CreatePartitions", list(asked),
+                             lambda: self._controller.create_partitions(
+                                 asked, request.validate_only))
+        self._send(channel, header, build(
+            classes.CreatePartitionsResponse, throttle_time=NO_THROTTLE,
+            results=tuple(build(classes.CreatePartitionsTopicResult, name=name,
+                                error_code=error(results[name][0]),
+                                error_message=results[name][1]) for name in asked)))
+
+    @staticmethod
+    def _send(channel, header, response):
+        channel.send(protocol.encode_response(response, header.correlation_id))
+
+    # -- auto-creation ----------------------------------------------------------------------
+
+    def auto_create(self, names):
+        """Create ``names`` with the broker defaults, without waiting for a remote
+        controller (Metadata answers LEADER_NOT_AVAILABLE meanwhile)."""
+        if self._active():
+            results = self._call("auto-creation", names, lambda: self._controller.create_topics(
+                [{"name": name} for name in names], False))
+            for name, (code, message) in results.items():
+                if code:
+                    log.warning("auto-creation of topic %r failed: %s", name, message)
+            return
+        self._forwarder.create_topics(self._metadata.image.controller_id, names,
+                                      self._clock())

@@ -1,0 +1,208 @@
+"""The broker process: start-up, the request loop, shutdown.
+
+``Broker(config, open_metadata=..., make_controller=...).run()`` is the whole life of a
+broker (``python -m replica_proc`` builds one; tests build one with a fake metadata
+source and controller). Start-up, in order:
+
+1. the cluster id from ``D/meta.properties`` (written by the first start);
+2. ``D/broker-<id>/broker.lock`` taken (another process running this broker id refuses
+   the start), meta.properties checked, broker.json ``starting`` (``cluster.broker_lock``);
+3. the metadata source (``open_metadata(cluster_id)``: the metadata page), the
+   ReplicaManager, this broker's Controller (``make_controller(cluster_id, source)``) and
+   its first poll — a broker that wins the election replays the metadata log and publishes
+   before it serves;
+4. the newest image applied: every partition placed on this broker is opened, which is
+   where a log left by a crash is recovered;
+5. the shm_ring Listener, then broker.json ``serving`` (the controller counts the broker
+   alive from then on and makes it leader of its partitions).
+
+The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell
+— at most ``POLL_INTERVAL``, less when a parked fetch or a log timer is due sooner — then
+poll the controller, apply a new image if the metadata page moved, accept connections,
+serve every connection with requests (in order per connection, see ``channel``), retry
+responses that found a full ring, answer parked fetches whose wait ran out, run the log
+timers, read forwarded answers, and drop connections whose client closed or died
+(``Listener.reap``, which unlinks a dead client's rings).
+
+A request that cannot be served — garbage, an unknown API, a bug in a handler — drops
+that connection only, with a log line naming it; the broker keeps serving. An exception
+outside the requests (the controller cannot read its metadata log, say) ends ``run()``
+after the same orderly shutdown, and ``python -m replica_proc`` exits with status 1.
+
+Shutdown (``stop()``, from SIGTERM or SIGINT): broker.json ``stopping``, then the listener
+closed (clients see PeerClosedError), the controllership resigned, every log flushed and
+closed with its clean-shutdown marker, the metadata page unmapped, the lock released.
+A SIGKILL skips all of it; the next start recovers the logs and takes the listener over.
+
+Owner: the thread that calls ``run()`` does everything; ``stop()`` may be called from a
+signal handler or another thread.
+"""
+
+import contextlib
+import logging
+import time
+
+import posix_ipc
+
+from cluster import data_dir as dd
+from cluster.broker_lock import register_broker
+
+from .broker_metadata import BrokerMetadata
+from .channel import BrokerListener, Channel, CloseConnection
+from .controller_channel import ControllerChannel
+from .log_manager import LogManager
+from .replica_manager import ReplicaManager
+from .request_handler import RequestHandler
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL = 0.05
+"""Longest wait of the loop, in seconds: how late a new metadata image or a controller
+duty may be noticed."""
+
+LIVENESS_INTERVAL = 0.5
+"""Seconds between checks that each client process is still alive."""
+
+
+class Broker:
+    """One broker (see the module doc).
+
+    ``config``: its ``BrokerConfig`` (``broker.id`` and ``data_dir`` set).
+    ``open_metadata(cluster_id)`` returns the metadata source (``version``, ``read()``,
+    ``close()``); ``make_controller(cluster_id, source)`` this broker's controller
+    (``poll(now)``, ``active``, ``create_topics``, ``delete_topics``,
+    ``create_partitions``, ``close()``), or pass None for a broker that never is one.
+    ``log_clock``: wall-clock milliseconds for the logs (None: the system's);
+    ``clock``: monotonic seconds for the loop's waits and timers.
+    """
+
+    def __init__(self, config, *, open_metadata, make_controller=None, log_clock=None,
+                 clock=time.monotonic, liveness_interval=LIVENESS_INTERVAL):
+        if config.data_dir is None or config["broker.id"] < 0:
+            raise ValueError(f"a broker needs a data directory and a broker.id >= 0; found "
+                             f"data_dir={config.data_dir!r}, broker.id={config['broker.id']}")
+        self.config = config
+        self.broker_id = config["broker.id"]
+        self.data_dir = config.data_dir
+        self.cluster_id = None
+        self._open_metadata = open_metadata
+        self._make_controller = make_controller
+        self._log_clock = log_clock
+        self._clock = clock
+        self._liveness_interval = liveness_interval
+        self._stopping = False
+        self._channels = {}  # Connection -> Channel
+
+    def stop(self):
+        """Ask the loop to stop (safe from a signal handler or another thread)."""
+        self._stopping = True
+
+    # -- life -------------------------------------------------------------------------------
+
+    def run(self):
+        """Start, serve until ``stop()``, shut down (see the module doc)."""
+        self.cluster_id = cluster_id = dd.ensure_cluster_id(self.data_dir)
+        with contextlib.ExitStack() as stack:  # closes in the reverse order of opening
+            registration = register_broker(self.data_dir, self.broker_id, cluster_id)
+            stack.callback(registration.close)
+            log.info("broker %d of cluster %s starting (pid registered in %s)",
+                     self.broker_id, cluster_id, registration.path)
+            source = self._open_metadata(cluster_id)
+            stack.callback(source.close)
+            replicas = ReplicaManager(self.broker_id, self.config["log.dirs"], self.config,
+                                      self._log_clock)
+            stack.callback(replicas.close)
+            forwarder = ControllerChannel(cluster_id, self.broker_id)
+            stack.callback(forwarder.close)
+            controller = None
+            if self._make_controller is not None:
+                controller = self._make_controller(cluster_id, source)
+                stack.callback(controller.close)
+                controller.poll(self._clock())
+            handler = RequestHandler(self.broker_id, self.config, replicas,
+                                     BrokerMetadata(source, cluster_id), controller,
+                                     forwarder, self._clock)
+            handler.refresh_metadata()
+            listener = BrokerListener(cluster_id, self.broker_id,
+                                      policy=self.config.wait_policy(self._clock),
+                                      liveness_interval=self._liveness_interval)
+            stack.callback(listener.close)
+            log_manager = LogManager(replicas, self.config, self._clock() * 1000)
+            registration.set_state(dd.STATE_SERVING)
+            log.info("broker %d serving: %d partition(s), listener %s", self.broker_id,
+                     len(replicas), listener.name)
+            try:
+                self._loop(listener, handler, log_manager, controller, forwarder)
+            finally:
+                registration.set_state(dd.STATE_STOPPING)
+                log.info("broker %d stopping", self.broker_id)
+                self._channels.clear()
+        log.info("broker %d stopped", self.broker_id)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _loop(self, listener, handler, log_manager, controller, forwarder):
+        clock = self._clock
+        channels = self._channels
+        fetch = handler.fetch
+        while not self._stopping:
+            now = clock()
+            timeout = min(POLL_INTERVAL, log_manager.next_due() / 1000 - now)
+            deadline = fetch.next_deadline()
+            if deadline is not None:
+                timeout = min(timeout, deadline - now)
+            if timeout > 0 and not any(c.needs_service for c in channels.values()):
+                try:
+                    listener.wait(timeout)
+                except posix_ipc.SignalError:
+                    pass  # a signal (SIGTERM: stop) interrupted the wait
+            if controller is not None:
+                controller.poll(clock())
+            handler.refresh_metadata()
+            for conn in listener.accept_pending():
+                channels[conn] = Channel(conn)
+            for conn in listener.ready():
+                channel = channels.get(conn)
+                if channel is not None:
+                    self._serve(listener, handler, channel)
+            fetch.expire(clock())
+            for channel in list(channels.values()):
+                if channel.closing:
+                    self._drop(listener, handler, channel)
+                elif channel.unsent is not None:
+                    if channel.retry_send():
+                        self._serve(listener, handler, channel)
+                elif channel.needs_service:
+                    self._serve(listener, handler, channel)
+            log_manager.tick(clock() * 1000)
+            forwarder.poll()
+            for conn in listener.reap():
+                channel = channels.pop(conn, None)
+                if channel is not None:
+                    fetch.cancel(channel)
+
+    def _serve(self, listener, handler, channel):
+        """Handle the channel's requests until it has none or is muted."""
+        handle = handler.handle
+        while (frame := channel.next_request()) is not None:
+            try:
+                handle(channel, frame)
+            except CloseConnection as exc:
+                channel.closing = str(exc)
+            except Exception as exc:  # noqa: BLE001 - a bug must not take the broker down
+                log.exception("%s: request failed", channel.name)
+                channel.closing = f"internal error {exc!r}"
+            frame = None  # the ring view must be gone before the connection may close
+            if channel.closing:
+                break
+        if channel.closing:
+            self._drop(listener, handler, channel)
+        else:
+            channel.settle()
+
+    def _drop(self, listener, handler, channel):
+        log.warning("dropping connection %s (client pid %d): %s", channel.name,
+                    channel.conn.client_pid, channel.closing)
+        handler.fetch.cancel(channel)
+        self._channels.pop(channel.conn, None)
+        channel.close(listener)

@@ -1,0 +1,32 @@
+"""This broker's view of the published metadata: the newest image, and when it moved.
+
+The source is the cluster's metadata page (``cluster.metadata_page.MetadataPage``) or
+anything with its two readers: ``version`` (cheap: one load, compared every loop
+iteration) and ``read()`` (the image, parsed only when the version moved). Tests hand in
+a fake.
+
+Owner: the broker's loop thread.
+"""
+
+from cluster.metadata import MetadataImage
+
+
+class BrokerMetadata:
+    """The newest MetadataImage of ``source`` as of the last ``refresh()``."""
+
+    def __init__(self, source, cluster_id):
+        self.source = source
+        self.image = MetadataImage.empty(cluster_id)
+        self._seen = None
+
+    def refresh(self):
+        """The new image if the source's version moved since the last call, else None."""
+        version = self.source.version
+        if version == self._seen:
+            return None
+        self._seen = version
+        image = self.source.read()
+        if image is self.image:
+            return None
+        self.image = image
+        return image

@@ -1,0 +1,157 @@
+"""One client connection as the broker's request loop sees it: requests answered in order.
+
+Kafka mutes a channel while one of its requests is in flight, so responses leave in request
+order; so does a ``Channel``. It is *muted* while
+
+- a Fetch of it waits in the purgatory (``parked``), or
+- a response could not be written because the client's response ring is full
+  (``unsent``; retried after the client frees room, which rings the broker's doorbell).
+
+Frames that arrive meanwhile are copied into ``backlog`` and left unreleased in the request
+ring, so the client feels back-pressure once its ring is full and the broker's wait is not
+woken again and again by frames it cannot handle yet. When the channel is unmuted the
+backlog is handled first, then the ring; the ring's frames are released once every frame
+read so far has been handled.
+
+Responses: ``send(frame)`` for an encoded frame, ``send_fetch(response)`` for a
+``FetchResponseFrame``, which is written straight into a claimed response-ring slot (log
+bytes read from the segment files into the shared memory); when no slot can be claimed now
+the frame is materialised into bytes and sent later like any other.
+
+Owner: the broker's loop thread, the only caller.
+"""
+
+import collections
+import logging
+
+from shm_ring import Listener
+
+log = logging.getLogger(__name__)
+
+
+class CloseConnection(Exception):
+    """Raised by a request handler: drop this connection (garbage on it, an API it may not
+    use, or an error Kafka answers by closing); the message says why."""
+
+
+class Channel:
+    """The broker's state for one accepted ``shm_ring.Connection`` (see the module doc)."""
+
+    __slots__ = ("conn", "name", "backlog", "parked", "unsent", "closing", "max_frame",
+                 "_unreleased")
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.name = conn.name
+        self.backlog = collections.deque()
+        self.parked = None  # the DelayedFetch of this channel in the purgatory
+        self.unsent = None  # a response frame waiting for room in the response ring
+        self.closing = None  # why the broker drops this connection, once it decided to
+        # Largest response frame the client's ring can take. (shm_ring.Connection has no
+        # public accessor for it yet; its response Ring knows.)
+        self.max_frame = conn._rsp.max_frame_length
+        self._unreleased = False
+
+    def __repr__(self):
+        state = ("closing" if self.closing else "parked" if self.parked is not None
+                 else "unsent" if self.unsent is not None else "open")
+        return f"Channel({self.name!r}, {state}, backlog={len(self.backlog)})"
+
+    # -- requests -------------------------------------------------------------------------
+
+    def next_request(self):
+        """The next request frame to handle (the backlog's first, else the ring's next), or
+        None when muted, closing or there is none."""
+        if self.parked is not None or self.unsent is not None or self.closing:
+            return None
+        if self.backlog:
+            return self.backlog.popleft()
+        frame = self.conn.recv()
+        if frame is not None:
+            self._unreleased = True
+        return frame
+
+    def settle(self):
+        """After handling: release the ring's frames if nothing is pending, else copy the
+        frames that arrived into the backlog (without releasing them)."""
+        if self.closing:
+            return
+        if self.parked is None and self.unsent is None:
+            if self._unreleased:
+                self._unreleased = False
+                self.conn.release()
+            return
+        conn = self.conn
+        while (frame := conn.recv()) is not None:
+            self._unreleased = True
+            self.backlog.append(bytes(frame))
+
+    @property
+    def needs_service(self):
+        """Unmuted with requests in the backlog, or handled frames still to release."""
+        return (self.parked is None and self.unsent is None and not self.closing
+                and (bool(self.backlog) or self._unreleased))
+
+    # -- responses ------------------------------------------------------------------------
+
+    def send(self, frame):
+        """Write ``frame`` (an encoded response frame) or keep it until there is room."""
+        if self.unsent is None and self.conn.try_send(frame):
+            return
+        self._keep(frame)
+
+    def send_fetch(self, response):
+        """Write a ``FetchResponseFrame`` into a claimed response slot (or keep its bytes
+        until there is room)."""
+        if self.unsent is None:
+            view = self.conn.claim(response.size)
+            if view is not None:
+                try:
+                    response.write_into(view)
+                except BaseException:
+                    view.release()
+                    self.conn.abort()
+                    raise
+                view.release()
+                self.conn.commit()
+                return
+        self._keep(response.tobytes())
+
+    def _keep(self, frame):
+        if self.unsent is not None:
+            raise AssertionError(f"{self.name}: a second response while one is unsent")
+        self.unsent = frame
+
+    def retry_send(self):
+        """Try the unsent response again; True once it is sent."""
+        if self.conn.try_send(self.unsent):
+            self.unsent = None
+            return True
+        return False
+
+    # -- closing --------------------------------------------------------------------------
+
+    def close(self, listener):
+        """Drop the connection: the client's next call raises PeerClosedError (it unlinks
+        the connection's names, which it owns)."""
+        self.backlog.clear()
+        self.unsent = None
+        listener.drop(self.conn)
+
+
+class BrokerListener(Listener):
+    """``shm_ring.Listener`` plus ``drop(connection)``: the broker closes one connection
+    (garbage on it, or an error Kafka answers by closing) and stops watching it.
+
+    Listener has no such method yet: closing a Connection it still lists would make its
+    wait() and ready() read the closed rings.
+    """
+
+    def drop(self, connection):
+        if connection in self._connections:
+            self._connections.remove(connection)
+        try:
+            connection.close()
+        except BufferError as exc:  # a view of the rings is still referenced somewhere
+            log.error("%s: closing connection %s left its mapping open: %s", self.name,
+                      connection.name, exc)

@@ -1,0 +1,166 @@
+"""Fetch v4-11: whole batches from the logs, long-polled, written straight into the ring.
+
+For each partition, in request order (Kafka's ReplicaManager.readFromLog rules):
+
+- the partition must exist and be led here (UNKNOWN_TOPIC_OR_PARTITION,
+  NOT_LEADER_OR_FOLLOWER; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a
+  ``current_leader_epoch`` (v9+) that is not the leader's);
+- the read starts at the batch holding ``fetch_offset`` (the whole batch, even if the
+  offset is in its middle) and holds whole batches only, none with an offset at or past the
+  high watermark (consumers; a follower — ``replica_id`` >= 0 — reads to the log end);
+- at most ``partition_max_bytes`` from a partition and ``max_bytes`` in all, except that
+  the first partition with data returns at least one batch even if it is larger (KIP-74);
+- an offset outside the log gives OFFSET_OUT_OF_RANGE, with the high watermark (the log
+  end, for consumers) and the log start offset filled in so the client can reset.
+
+The response must fit one frame of the client's response ring: that is a hard cap on top
+of ``max_bytes``. A single batch too large for it cannot be served over this connection:
+its partition answers MESSAGE_TOO_LARGE (the client's ring is smaller than
+``ringlog.ring.bytes`` says it should be).
+
+Long poll: with no error, fewer than ``min_bytes`` found and ``max_wait`` > 0, the fetch is
+parked in the purgatory (its channel muted) and answered — read again — once appends bring
+``min_bytes``, a watched partition changes, or ``max_wait`` passes.
+
+The answer is a ``FetchResponseFrame``: the channel claims a slot of its exact size in the
+response ring and the batches are copied from the segment files into it.
+
+Owner: the broker's loop thread.
+"""
+
+import logging
+
+from cluster.errors import OffsetOutOfRangeError, RecordTooLargeError
+
+from .channel import CloseConnection
+from .delayed_fetch import DelayedFetch
+from .fetch_response import (FetchResponseFrame, PartitionData, frame_overhead,
+                             partition_overhead, topic_overhead)
+from .responses import code_of
+
+log = logging.getLogger(__name__)
+
+#: Fetch's isolation_level for read_committed.
+READ_COMMITTED = 1
+
+
+class FetchHandler:
+    """Handles Fetch requests against ``replicas``, parking them in ``purgatory``.
+
+    ``clock``: the loop's monotonic clock in seconds (deadlines of parked fetches).
+    """
+
+    def __init__(self, replicas, purgatory, clock):
+        self._replicas = replicas
+        self._purgatory = purgatory
+        self._clock = clock
+
+    def __call__(self, channel, header, request):
+        self._answer(channel, header, request, may_park=True)
+
+    # -- completing parked fetches ----------------------------------------------------------
+
+    def on_append(self, key, size):
+        """``size`` bytes became readable in ``key``: answer the fetches that have enough."""
+        for fetch in self._purgatory.on_append(key, size):
+            self._complete(fetch)
+
+    def on_change(self, keys):
+        """Partitions in ``keys`` changed (leader, epoch, deleted): answer their fetches."""
+        for fetch in self._purgatory.on_change(keys):
+            self._complete(fetch)
+
+    def expire(self, now):
+        """Answer the fetches whose max wait ran out by ``now``."""
+        for fetch in self._purgatory.expire(now):
+            self._complete(fetch)
+
+    def next_deadline(self):
+        return self._purgatory.next_deadline()
+
+    def cancel(self, channel):
+        """The channel's client went away: forget its parked fetch."""
+        if channel.parked is not None:
+            self._purgatory.cancel(channel.parked)
+            channel.parked = None
+
+    def _complete(self, fetch):
+        """Answer a fetch leaving the purgatory. This runs while another request (the
+        append, the metadata change) is being served, so a failure here is not allowed to
+        escape into that one: it marks the fetch's own channel for closing instead."""
+        channel, header, request = fetch.context
+        channel.parked = None
+        try:
+            self._answer(channel, header, request, may_park=False)
+        except Exception as exc:  # noqa: BLE001 - that channel is dropped, nothing else
+            log.exception("%s: answering a parked fetch failed", channel.name)
+            channel.closing = f"answering a parked fetch failed: {exc!r}"
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _answer(self, channel, header, request, may_park):
+        version = header.request_api_version
+        follower = request.replica_id >= 0
+        per_partition = partition_overhead(version)
+        overhead = frame_overhead(version) + sum(
+            topic_overhead(t.topic) + per_partition * len(t.partitions) for t in request.topics)
+        room = channel.max_frame - overhead
+        if room < 0:
+            raise CloseConnection(
+                f"a Fetch response for {sum(len(t.partitions) for t in request.topics)} "
+                f"partition(s) needs {overhead} bytes before any record, more than the "
+                f"{channel.max_frame}-byte frames of the client's response ring")
+        limit = max(0, min(request.max_bytes, room))
+        min_one = True
+        total = 0
+        failed = False
+        topics = []
+        read = self._read
+        for topic in request.topics:
+            name = topic.topic
+            partitions = []
+            for p in topic.partitions:
+                data = read(name, p, max(0, min(p.partition_max_bytes, limit)), min_one,
+                            follower, room - total)
+                size = data.records_size
+                if size:
+                    min_one = False
+                    total += size
+                    limit = max(0, limit - size)
+                elif data.error_code:
+                    failed = True
+                partitions.append(data)
+            topics.append((name, partitions))
+        if (may_park and total < request.min_bytes and not failed and topics
+                and request.max_wait.total_seconds() > 0):
+            keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+            fetch = DelayedFetch(self._clock() + request.max_wait.total_seconds(),
+                                 request.min_bytes, total, keys, (channel, header, request))
+            self._purgatory.park(fetch)
+            channel.parked = fetch
+            return
+        channel.send_fetch(FetchResponseFrame(
+            version, header.correlation_id, topics,
+            read_committed=request.isolation_level == READ_COMMITTED))
+
+    def _read(self, topic, p, max_bytes, min_one, follower, room):
+        """The PartitionData of one partition of the request (see the module doc)."""
+        index = p.partition
+        try:
+            partition = self._replicas.leader(topic, index,
+                                              getattr(p, "current_leader_epoch", -1))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes this partition's error
+            return PartitionData(index, code_of(exc, f"fetch from {topic}-{index}"))
+        high_watermark = partition.high_watermark
+        log_start = partition.log.log_start_offset
+        try:
+            found = partition.read_slice(p.fetch_offset, max_bytes, min_one, follower)
+        except OffsetOutOfRangeError as exc:
+            return PartitionData(index, exc.errno, high_watermark, high_watermark, log_start)
+        if found.size > room:
+            log.warning("%s-%d: the batch at offset %d is %d bytes, more than the %d a "
+                        "response frame of this client's ring can hold", topic, index,
+                        found.first_offset, found.size, room)
+            return PartitionData(index, RecordTooLargeError.errno, high_watermark,
+                                 high_watermark, log_start)
+        return PartitionData(index, 0, high_watermark, high_watermark, log_start, found)

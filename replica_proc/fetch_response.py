@@ -1,0 +1,142 @@
+"""A Fetch response frame written in place, the log bytes copied straight from the files.
+
+This design's sendfile: the response's size is known before a byte is written (the fixed
+fields plus each partition's ``LogSlice.size``), so the broker claims one response-ring slot
+of exactly that size, packs the fields into it and lets ``LogSlice.read_into`` ``preadv``
+each partition's batches from its segment file into the shared memory. The batches are
+never decoded nor held in a Python object.
+
+The layout (FetchResponse v4-11 behind response header v0) is ``cluster.protocol_descriptor``'s;
+the bytes are those ``cluster.protocol.encode_response`` writes for the same response
+(``tests/test_broker_responses.py`` checks byte for byte at every version). Records are
+an empty (length 0) field where a partition has none, as Kafka's MemoryRecords.EMPTY;
+``aborted_transactions`` is null for read_uncommitted and empty for read_committed (there
+are no transactions yet).
+
+Pure: no state beyond the frame being built; any thread, though the slices it reads from
+belong to the broker's loop thread.
+"""
+
+from cluster import protocol_descriptor as d
+
+#: ``preferred_read_replica`` (v11) when there is none.
+NO_PREFERRED_REPLICA = -1
+
+
+class PartitionData:
+    """One partition's part of a Fetch response; ``records`` is a LogSlice or None."""
+
+    __slots__ = ("index", "error_code", "high_watermark", "last_stable_offset",
+                 "log_start_offset", "records")
+
+    def __init__(self, index, error_code, high_watermark=-1, last_stable_offset=-1,
+                 log_start_offset=-1, records=None):
+        self.index = index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.records = records
+
+    @property
+    def records_size(self):
+        return self.records.size if self.records is not None else 0
+
+
+def partition_overhead(version):
+    """Bytes of one partition's fixed fields (no aborted transactions, no records)."""
+    return ((d.FETCH_PARTITION_V5 if version >= 5 else d.FETCH_PARTITION_V4).size
+            + (d.FETCH_RECORDS_V11 if version >= 11 else d.FETCH_RECORDS).size)
+
+
+def topic_overhead(name):
+    """Bytes of one topic's fixed fields: its name and its partition count."""
+    return d.STRING_LENGTH.size + len(name.encode()) + d.ARRAY_LENGTH.size
+
+
+def frame_overhead(version):
+    """Bytes of the response header and the top-level fields."""
+    return d.RESPONSE_BODY_OFFSET + (d.FETCH_TOP_V7 if version >= 7 else d.FETCH_TOP_V4).size
+
+
+class FetchResponseFrame:
+    """A whole Fetch response frame: ``topics`` is a list of ``(name, [PartitionData])``.
+
+    ``size`` is the frame's length, size prefix included; ``write_into(view)`` writes it at
+    the start of ``view`` (a writable memoryview of at least ``size`` bytes).
+    """
+
+    __slots__ = ("version", "correlation_id", "topics", "error_code", "session_id",
+                 "read_committed", "size")
+
+    def __init__(self, version, correlation_id, topics, *, error_code=0, session_id=0,
+                 read_committed=False):
+        self.version = version
+        self.correlation_id = correlation_id
+        self.topics = topics
+        self.error_code = error_code
+        self.session_id = session_id
+        self.read_committed = read_committed
+        per_partition = partition_overhead(version)
+        size = frame_overhead(version)
+        for name, partitions in topics:
+            size += topic_overhead(name) + per_partition * len(partitions)
+            for partition in partitions:
+                size += partition.records_size
+        self.size = size
+
+    def write_into(self, view):
+        """Write the frame at the start of ``view``; return its size."""
+        version = self.version
+        d.RESPONSE_PREFIX.pack_into(view, 0, self.size - d.SIZE_PREFIX_LENGTH,
+                                    self.correlation_id)
+        position = d.RESPONSE_BODY_OFFSET
+        if version >= 7:
+            d.FETCH_TOP_V7.pack_into(view, position, 0, self.error_code, self.session_id,
+                                     len(self.topics))
+            position += d.FETCH_TOP_V7.size
+        else:
+            d.FETCH_TOP_V4.pack_into(view, position, 0, len(self.topics))
+            position += d.FETCH_TOP_V4.size
+        aborted = 0 if self.read_committed else d.NULL_LENGTH
+        v5 = version >= 5
+        v11 = version >= 11
+        for name, partitions in self.topics:
+            encoded = name.encode()
+            d.STRING_LENGTH.pack_into(view, position, len(encoded))
+            position += d.STRING_LENGTH.size
+            view[position:position + len(encoded)] = encoded
+            position += len(encoded)
+            d.ARRAY_LENGTH.pack_into(view, position, len(partitions))
+            position += d.ARRAY_LENGTH.size
+            for p in partitions:
+                if v5:
+                    d.FETCH_PARTITION_V5.pack_into(
+                        view, position, p.index, p.error_code, p.high_watermark,
+                        p.last_stable_offset, p.log_start_offset, aborted)
+                    position += d.FETCH_PARTITION_V5.size
+                else:
+                    d.FETCH_PARTITION_V4.pack_into(
+                        view, position, p.index, p.error_code, p.high_watermark,
+                        p.last_stable_offset, aborted)
+                    position += d.FETCH_PARTITION_V4.size
+                size = p.records_size
+                if v11:
+                    d.FETCH_RECORDS_V11.pack_into(view, position, NO_PREFERRED_REPLICA, size)
+                    position += d.FETCH_RECORDS_V11.size
+                else:
+                    d.FETCH_RECORDS.pack_into(view, position, size)
+                    position += d.FETCH_RECORDS.size
+                if size:
+                    p.records.read_into(view[position:position + size])
+                    position += size
+        if position != self.size:
+            raise AssertionError(f"fetch response wrote {position} bytes, sized {self.size}")
+        return position
+
+    def tobytes(self):
+        """The frame as a bytearray (when no ring slot can be claimed now)."""
+        frame = bytearray(self.size)
+        with memoryview(frame) as view:
+            self.write_into(view)
+        return frame

@@ -1,0 +1,70 @@
+"""A Produce response frame, packed field by field (the Produce hot path's answer).
+
+kio builds three dataclasses per answer and writes them through a BytesIO: about 10 µs, as
+much as the append itself. The answer's fields are few and fixed (layout:
+``produce_response_descriptor``), so this packs them with ``struct.pack_into`` into one
+bytearray: the same bytes as ``cluster.protocol.encode_response`` (checked at every
+version by ``tests/test_broker_responses.py``).
+
+``topics`` is a list of ``(name, [PartitionResult])``. Pure: any thread.
+"""
+
+from collections import namedtuple
+
+from cluster import protocol_descriptor as pd
+
+from . import produce_response_descriptor as d
+
+#: One partition's answer: error code, base offset, log append time in ms (-1: CreateTime),
+#: log start offset, error message (None when there is no error).
+PartitionResult = namedtuple(
+    "PartitionResult", "index error_code base_offset log_append_time log_start_offset message")
+
+
+def produce_response_frame(version, correlation_id, topics):
+    """The whole response frame (size prefix and header included) as a bytearray."""
+    partition_layout = d.PARTITION_V5 if version >= 5 else d.PARTITION_V3
+    v5 = version >= 5
+    v8 = version >= 8
+    names = [name.encode() for name, _ in topics]
+    messages = {}
+    size = pd.RESPONSE_BODY_OFFSET + d.ARRAY_LENGTH.size + d.THROTTLE_TIME.size
+    for encoded, (_, partitions) in zip(names, topics):
+        size += d.STRING_LENGTH.size + len(encoded) + d.ARRAY_LENGTH.size
+        size += len(partitions) * (partition_layout.size + (d.ERRORS_V8.size if v8 else 0))
+        if v8:
+            for result in partitions:
+                if result.message is not None:
+                    message = messages[id(result)] = result.message.encode()
+                    size += len(message)
+    frame = bytearray(size)
+    pd.RESPONSE_PREFIX.pack_into(frame, 0, size - pd.SIZE_PREFIX_LENGTH, correlation_id)
+    position = pd.RESPONSE_BODY_OFFSET
+    d.ARRAY_LENGTH.pack_into(frame, position, len(topics))
+    position += d.ARRAY_LENGTH.size
+    for encoded, (_, partitions) in zip(names, topics):
+        d.STRING_LENGTH.pack_into(frame, position, len(encoded))
+        position += d.STRING_LENGTH.size
+        frame[position:position + len(encoded)] = encoded
+        position += len(encoded)
+        d.ARRAY_LENGTH.pack_into(frame, position, len(partitions))
+        position += d.ARRAY_LENGTH.size
+        for r in partitions:
+            if v5:
+                partition_layout.pack_into(frame, position, r.index, r.error_code,
+                                           r.base_offset, r.log_append_time,
+                                           r.log_start_offset)
+            else:
+                partition_layout.pack_into(frame, position, r.index, r.error_code,
+                                           r.base_offset, r.log_append_time)
+            position += partition_layout.size
+            if v8:
+                message = messages.get(id(r))
+                d.ERRORS_V8.pack_into(frame, position, 0,
+                                      d.NULL_LENGTH if message is None else len(message))
+                position += d.ERRORS_V8.size
+                if message is not None:
+                    frame[position:position + len(message)] = message
+                    position += len(message)
+    d.THROTTLE_TIME.pack_into(frame, position, 0)
+    return frame

@@ -1,0 +1,196 @@
+"""The replicas this broker hosts, kept in step with the controller's metadata.
+
+``apply(image)`` reconciles the open partitions with a new ``MetadataImage``:
+
+- every partition with a replica on this broker is open (its ``PartitionLog`` under
+  ``<log dir>/<topic>-<partition>``, created or recovered) and has the image's leader,
+  epoch, replicas and ISR;
+- a partition no longer placed here, or whose topic was deleted, is closed and its
+  directory deleted; so is a directory whose ``partition.metadata`` names another topic id
+  (the topic was deleted and created again while this broker was down), and, on the first
+  image, any directory the image does not place here (a stray left by a deletion this
+  broker missed);
+- topic configs become each log's ``LogConfig`` (``BrokerConfig.log_config``) and the
+  partition's ``min.insync.replicas``.
+
+An image of version 0 (the empty page before any controller published) is ignored: it
+says nothing about which logs to keep.
+
+Lookups for requests: ``partition(topic, index)`` raises UNKNOWN_TOPIC_OR_PARTITION for a
+topic or partition the image does not have and NOT_LEADER_OR_FOLLOWER for one placed on
+other brokers; ``leader(...)`` also refuses replicas this broker does not lead.
+
+Owner: the broker's loop thread, the only caller.
+"""
+
+import logging
+import os
+import shutil
+
+from cluster.errors import (InvalidConfigurationError, KafkaStorageError,
+                            NotLeaderForPartitionError, UnknownTopicOrPartitionError)
+from segments.log import PartitionLog
+
+from .partition import (Partition, directory_name, parse_directory_name, read_topic_id,
+                        write_topic_id)
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaManager:
+    """The partitions of broker ``broker_id`` in ``log_dir`` (see the module doc).
+
+    ``clock`` (milliseconds since the epoch) is handed to every PartitionLog.
+    """
+
+    def __init__(self, broker_id, log_dir, config, clock=None):
+        self.broker_id = broker_id
+        self.log_dir = os.fspath(log_dir)
+        self.config = config
+        self.clock = clock
+        self.image = None
+        self._partitions = {}  # (topic, index) -> Partition
+        self._topic_settings = {}  # topic -> (configs, LogConfig, min.insync.replicas)
+        os.makedirs(self.log_dir, exist_ok=True)
+
+    def __len__(self):
+        return len(self._partitions)
+
+    def partitions(self):
+        """The open partitions (a list: the caller may apply images while iterating)."""
+        return list(self._partitions.values())
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def partition(self, topic, index):
+        """The open Partition ``topic``-``index`` (leader or follower), else raise."""
+        found = self._partitions.get((topic, index))
+        if found is not None:
+            return found
+        image = self.image
+        info = image.topics.get(topic) if image is not None else None
+        if info is None:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} does not exist (broker {self.broker_id})")
+        if not 0 <= index < len(info.partitions):
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has partitions 0..{len(info.partitions) - 1}, not {index}")
+        state = info.partitions[index]
+        raise NotLeaderForPartitionError(
+            f"{topic}-{index} is not hosted on broker {self.broker_id} (leader: "
+            f"{state.leader}, replicas {list(state.replicas)})")
+
+    def leader(self, topic, index, current_leader_epoch=-1):
+        """The Partition ``topic``-``index`` if this broker leads it, else raise."""
+        partition = self._partitions.get((topic, index)) or self.partition(topic, index)
+        partition.check_leader(current_leader_epoch)
+        return partition
+
+    # -- reconciliation -------------------------------------------------------------------
+
+    def apply(self, image):
+        """Reconcile with ``image``; return the keys ``(topic, index)`` of the partitions
+        opened, changed or removed (for waking requests that wait on them)."""
+        if image.version == 0:
+            return set()
+        first = self.image is None
+        self.image = image
+        hosted = {(state.topic, state.partition): state
+                  for state in image.partitions_on(self.broker_id)}
+        changed = set()
+        for key, partition in list(self._partitions.items()):
+            info = image.topics.get(key[0])
+            if key not in hosted or info.topic_id != partition.topic_id:
+                self._remove(key, "topic deleted" if info is None else
+                             "topic re-created" if info.topic_id != partition.topic_id
+                             else "partition moved to other brokers")
+                changed.add(key)
+        if first:
+            self._delete_strays(image, hosted)
+        for key, state in hosted.items():
+            info = image.topics[key[0]]
+            log_config, min_isr = self._settings(info)
+            partition = self._partitions.get(key)
+            if partition is None:
+                partition = self._open(info, key[1], log_config, min_isr)
+                if partition is None:
+                    continue
+                changed.add(key)
+            elif partition.log.config != log_config:
+                partition.log.update_config(log_config)
+            partition.min_insync_replicas = min_isr
+            if partition.update(state):
+                changed.add(key)
+        for name in self._topic_settings.keys() - image.topics.keys():
+            del self._topic_settings[name]
+        return changed
+
+    def _settings(self, info):
+        """``(LogConfig, min.insync.replicas)`` of a topic, rebuilt when its configs change."""
+        cached = self._topic_settings.get(info.name)
+        if cached is not None and cached[0] == info.configs:
+            return cached[1], cached[2]
+        try:
+            merged = self.config.topic_config(info.configs)
+            log_config = self.config.log_config(info.configs)
+        except InvalidConfigurationError as exc:
+            log.error("topic %s: %s; using the broker's defaults", info.name, exc)
+            merged = self.config.topic_config()
+            log_config = self.config.log_config()
+        settings = (dict(info.configs), log_config, merged["min.insync.replicas"])
+        self._topic_settings[info.name] = settings
+        return settings[1], settings[2]
+
+    def _open(self, info, index, log_config, min_isr):
+        """Open (recover) or create the log of ``info.name``-``index``; None on a storage
+        error, which is logged (the partition stays unavailable here)."""
+        path = os.path.join(self.log_dir, directory_name(info.name, index))
+        try:
+            found_id = read_topic_id(path) if os.path.isdir(path) else None
+            if found_id is not None and found_id != info.topic_id:
+                log.warning("%s: topic id %s on disk, %s in the metadata: deleting the old "
+                            "log", path, found_id, info.topic_id)
+                shutil.rmtree(path)
+            partition_log = PartitionLog(path, log_config, clock=self.clock)
+            if found_id != info.topic_id:
+                write_topic_id(path, info.topic_id)
+        except (KafkaStorageError, OSError) as exc:
+            log.error("cannot open the log of %s-%d at %s: %s", info.name, index, path, exc)
+            return None
+        recovery = partition_log.recovery
+        log.info("opened %s: offsets %d..%d%s", path, partition_log.log_start_offset,
+                 partition_log.log_end_offset,
+                 f" (recovered {recovery.segments_recovered} segment(s), dropped "
+                 f"{recovery.bytes_dropped} bytes)" if recovery.segments_recovered else "")
+        partition = Partition(info.name, index, info.topic_id, self.broker_id, partition_log,
+                              min_isr)
+        self._partitions[(info.name, index)] = partition
+        return partition
+
+    def _remove(self, key, reason):
+        partition = self._partitions.pop(key)
+        log.info("deleting %s-%d (%s)", key[0], key[1], reason)
+        partition.delete()
+
+    def _delete_strays(self, image, hosted):
+        """Delete partition directories the first image does not place on this broker."""
+        for name in os.listdir(self.log_dir):
+            path = os.path.join(self.log_dir, name)
+            key = parse_directory_name(name)
+            if key is None or not os.path.isdir(path) or key in hosted:
+                continue
+            log.info("deleting stray log %s: not a partition of broker %d in metadata "
+                     "version %d", path, self.broker_id, image.version)
+            shutil.rmtree(path, ignore_errors=True)
+
+    # -- ending ---------------------------------------------------------------------------
+
+    def close(self):
+        """Flush and close every log (clean shutdown); a failure is logged, the rest still
+        close."""
+        for key, partition in list(self._partitions.items()):
+            try:
+                partition.close()
+            except (KafkaStorageError, OSError) as exc:
+                log.error("closing %s-%d failed: %s", key[0], key[1], exc)
+        self._partitions.clear()

@@ -1,0 +1,124 @@
+"""Decode each request frame and hand it to the handler of its API.
+
+``handle(channel, frame)`` decodes the frame with ``cluster.protocol`` and dispatches on the
+API key:
+
+========================  ================================  =======================
+API                       versions                          handler
+========================  ================================  =======================
+Produce                   3-8                               produce_handler
+Fetch                     4-11                              fetch_handler
+ListOffsets               1-5                               list_offsets_handler
+Metadata                  1-8                               metadata_handler
+ApiVersions               0-2                               here
+CreateTopics              2-4                               admin_handler
+DeleteTopics              1-3                               admin_handler
+CreatePartitions          0-1                               admin_handler
+========================  ================================  =======================
+
+ApiVersions advertises exactly these. Bad input never stops the broker:
+
+- an ApiVersions request of a version outside 0-2 is answered with ApiVersions v0 and
+  UNSUPPORTED_VERSION, listing what is supported (Kafka's rule, so a newer client can
+  pick a version);
+- a frame that does not decode — garbage, a truncated body, an API or version not in the
+  table (this includes the group and transaction APIs, which come with later issues) —
+  raises ``CloseConnection``: the broker logs it and drops that connection, as Kafka
+  closes the socket; every other connection keeps being served.
+
+``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
+something) applies a new image to the ReplicaManager and answers parked fetches of the
+partitions that changed.
+
+Owner: the broker's loop thread, the only caller.
+"""
+
+import logging
+
+from cluster import protocol
+from cluster.errors import InvalidRequestError, UnsupportedVersionError
+from cluster.protocol import ApiKey
+
+from .admin_handler import AdminHandler
+from .channel import CloseConnection
+from .delayed_fetch import FetchPurgatory
+from .fetch_handler import FetchHandler
+from .list_offsets_handler import ListOffsetsHandler
+from .metadata_handler import MetadataHandler
+from .produce_handler import ProduceHandler
+from .responses import NO_THROTTLE, build, error, module
+
+log = logging.getLogger(__name__)
+
+
+class RequestHandler:
+    """Every API this broker serves, over ``replicas`` (ReplicaManager), ``metadata``
+    (BrokerMetadata), ``controller`` (this broker's Controller, or None) and ``forwarder``
+    (ControllerChannel). ``clock``: the loop's monotonic seconds."""
+
+    def __init__(self, broker_id, config, replicas, metadata, controller, forwarder, clock):
+        self.replicas = replicas
+        self.metadata = metadata
+        self.purgatory = FetchPurgatory()
+        self.fetch = FetchHandler(replicas, self.purgatory, clock)
+        self.admin = AdminHandler(broker_id, metadata, controller, forwarder,
+                                  self.refresh_metadata, clock)
+        self._handlers = {
+            ApiKey.PRODUCE: ProduceHandler(replicas, self.fetch.on_append),
+            ApiKey.FETCH: self.fetch,
+            ApiKey.LIST_OFFSETS: ListOffsetsHandler(replicas),
+            ApiKey.METADATA: MetadataHandler(broker_id, config, metadata,
+                                             self.admin.auto_create),
+            ApiKey.API_VERSIONS: self._api_versions,
+            ApiKey.CREATE_TOPICS: self.admin.create_topics,
+            ApiKey.DELETE_TOPICS: self.admin.delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.admin.create_partitions,
+        }
+
+    def refresh_metadata(self):
+        """Apply the newest image if the metadata moved; True if it did."""
+        image = self.metadata.refresh()
+        if image is None:
+            return False
+        changed = self.replicas.apply(image)
+        if changed:
+            self.fetch.on_change(changed)
+        return True
+
+    def handle(self, channel, frame):
+        """Serve one request frame of ``channel`` (answered now, later, or never for
+        acks=0); CloseConnection when the connection must be dropped."""
+        try:
+            header, request = protocol.decode_request(frame)
+        except UnsupportedVersionError as exc:
+            header = exc.header
+            if header is None or header.request_api_key != ApiKey.API_VERSIONS:
+                raise CloseConnection(str(exc)) from None
+            channel.send(protocol.encode_response(
+                self._api_versions_response(0, UnsupportedVersionError.errno),
+                header.correlation_id))
+            return
+        except InvalidRequestError as exc:
+            raise CloseConnection(str(exc)) from None
+        handler = self._handlers.get(header.request_api_key)
+        if handler is None:
+            raise CloseConnection(
+                f"{ApiKey(header.request_api_key).name} (correlation_id "
+                f"{header.correlation_id}) is not served by this broker yet")
+        handler(channel, header, request)
+
+    # -- ApiVersions ------------------------------------------------------------------------
+
+    def _api_versions(self, channel, header, request):
+        channel.send(protocol.encode_response(
+            self._api_versions_response(header.request_api_version, 0),
+            header.correlation_id))
+
+    def _api_versions_response(self, version, code):
+        classes = module(ApiKey.API_VERSIONS, version)
+        keys = tuple(
+            classes.ApiVersion(api_key=int(key), min_version=low, max_version=high)
+            for key, (low, high) in sorted(protocol.SUPPORTED_VERSIONS.items())
+            if key in self._handlers)
+        return build(classes.ApiVersionsResponse, error_code=error(code), api_keys=keys,
+                     throttle_time=NO_THROTTLE)
