@@ -46,9 +46,10 @@ import posix_ipc
 
 from cluster import data_dir as dd
 from cluster.broker_lock import register_broker
+from shm_ring import Listener
 
 from .broker_metadata import BrokerMetadata
-from .channel import BrokerListener, Channel, CloseConnection
+from .channel import Channel, CloseConnection
 from .controller_channel import ControllerChannel
 from .log_manager import LogManager
 from .replica_manager import ReplicaManager
@@ -123,7 +124,7 @@ class Broker:
                                      BrokerMetadata(source, cluster_id), controller,
                                      forwarder, self._clock)
             handler.refresh_metadata()
-            listener = BrokerListener(cluster_id, self.broker_id,
+            listener = Listener(cluster_id, self.broker_id,
                                       policy=self.config.wait_policy(self._clock),
                                       liveness_interval=self._liveness_interval)
             stack.callback(listener.close)

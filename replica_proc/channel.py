@@ -24,8 +24,6 @@ Owner: the broker's loop thread, the only caller.
 import collections
 import logging
 
-from shm_ring import Listener
-
 log = logging.getLogger(__name__)
 
 
@@ -49,7 +47,7 @@ class Channel:
         self.closing = None  # why the broker drops this connection, once it decided to
         # Largest response frame the client's ring can take. (shm_ring.Connection has no
         # public accessor for it yet; its response Ring knows.)
-        self.max_frame = conn._rsp.max_frame_length
+        self.max_frame = conn.max_response_frame
         self._unreleased = False
 
     def __repr__(self):
@@ -137,21 +135,3 @@ class Channel:
         self.backlog.clear()
         self.unsent = None
         listener.drop(self.conn)
-
-
-class BrokerListener(Listener):
-    """``shm_ring.Listener`` plus ``drop(connection)``: the broker closes one connection
-    (garbage on it, or an error Kafka answers by closing) and stops watching it.
-
-    Listener has no such method yet: closing a Connection it still lists would make its
-    wait() and ready() read the closed rings.
-    """
-
-    def drop(self, connection):
-        if connection in self._connections:
-            self._connections.remove(connection)
-        try:
-            connection.close()
-        except BufferError as exc:  # a view of the rings is still referenced somewhere
-            log.error("%s: closing connection %s left its mapping open: %s", self.name,
-                      connection.name, exc)

@@ -181,6 +181,11 @@ class Connection:
         self._req.release()
         self._req_space.notify()
 
+    @property
+    def max_response_frame(self) -> int:
+        """The largest response frame this connection's response ring can carry."""
+        return self._rsp.max_frame_length
+
     def try_send(self, frame, frame_type: int = rd.DATA_TYPE) -> bool:
         """Write a response frame; False when the response ring is full.
 
@@ -431,6 +436,18 @@ class Listener:
         if dropped:
             self._connections = [c for c in self._connections if c not in dropped]
         return dropped
+
+    def drop(self, connection: Connection) -> None:
+        """Close one connection the broker gives up on (garbage on it, or an error Kafka
+        answers by closing) and stop watching it; its client's next call raises
+        PeerClosedError and the client unlinks the names, which it owns."""
+        if connection in self._connections:
+            self._connections.remove(connection)
+        try:
+            connection.close()
+        except BufferError as exc:  # a view of the rings is still referenced somewhere
+            log.error("%s: closing connection %s left its mapping open: %s", self.name,
+                      connection.name, exc)
 
     def close(self) -> None:
         """Close every connection (clients get PeerClosedError), then close and unlink the

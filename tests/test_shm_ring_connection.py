@@ -327,3 +327,28 @@ def test_cleanup_stale_after_broker_and_client_crash(cluster_id, spawn):
 def _broker_loop_forever(cluster_id: str) -> None:
     listener = Listener(cluster_id, 1, policy=FAST)
     serve_until(listener, lambda _: False)
+
+
+def _client_expecting_close(cluster_id: str, pipe) -> None:
+    client = connect(cluster_id, 1, timeout=BOUND, policy=FAST)
+    pipe.send("connected")
+    try:
+        client.recv(BOUND)
+        pipe.send("no error")
+    except PeerClosedError as exc:
+        pipe.send(str(exc))
+
+
+def test_the_broker_drops_one_connection_and_its_client_sees_it_closed(cluster_id, spawn,
+                                                                        listener):
+    parent, child = CTX.Pipe()
+    client = spawn(_client_expecting_close, cluster_id, child)
+    serve_until(listener, lambda _: parent.poll(), echo=False)
+    expect(parent, "connected")
+    [connection] = listener.connections
+    assert 0 < connection.max_response_frame < 1 << 20
+    listener.drop(connection)
+    assert listener.connections == [] and listener.ready() == []
+    assert f"broker 1 of cluster {cluster_id} closed" in expect(parent)
+    client.join(BOUND)
+    assert client.exitcode == 0
