@@ -1,0 +1,46 @@
+"""ringlog's public API, named as kafka-python names it, so code ports to a real Kafka by
+changing the import::
+
+    from cluster import KafkaProducer, KafkaConsumer, KafkaAdminClient, NewTopic
+
+``bootstrap_servers`` is the cluster's data directory. ``Cluster`` starts and stops the
+broker processes of one (``ringlog cluster start`` does the same from a shell).
+
+Names are imported on first use (PEP 562), so a broker process, which imports
+``cluster.protocol`` and friends, does not load the clients, and ``consumer_proc`` (which
+builds on ``cluster.client``) can import this package without a cycle.
+"""
+
+import importlib
+
+#: public name -> module that defines it
+_EXPORTS = {
+    "Cluster": "cluster.cluster",
+    "ConsumerRecord": "consumer_proc.consumer_record",
+    "KafkaAdminClient": "cluster.admin",
+    "KafkaConsumer": "consumer_proc.consumer",
+    "KafkaProducer": "cluster.producer",
+    "NewPartitions": "cluster.admin",
+    "NewTopic": "cluster.admin",
+    "OffsetAndMetadata": "cluster.structs",
+    "OffsetAndTimestamp": "cluster.structs",
+    "RecordMetadata": "cluster.producer_batch",
+    "TopicPartition": "cluster.structs",
+    "errors": "cluster.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'cluster' has no attribute {name!r}")
+    module = importlib.import_module(module_name)
+    value = module if name == "errors" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -383,6 +383,7 @@ class ConsumerConfig(ClientConfig):
         Key("partition_assignment_strategy", _assignors, ("range", "roundrobin")),
         Key("exclude_internal_topics", Bool(), True),
         Key("allow_auto_create_topics", Bool(), True),
+        Key("default_api_timeout_ms", _int_ms, 60000),
         *_compat(COMPAT_KEYS, _CLIENT_COMPAT_KEYS, _CONSUMER_COMPAT_KEYS),
     )
 

@@ -517,19 +517,18 @@ class ClientConnection:
         """
         self._usable()
         try:
-            now = self._policy.clock()
-            if now >= self._next_check:
-                self._next_check = now + self._policy.poll_interval
-                self._check_broker()
+            self._check_broker_due()
             return self._writer.write(frame, timeout, frame_type)
         except (PeerDiedError, PeerClosedError) as exc:
             raise self._fail(exc) from None
 
     def claim(self, size: int, timeout: float | None = None, frame_type: int = rd.DATA_TYPE):
-        """Reserve a request frame of up to size bytes to encode in place; None on timeout."""
+        """Reserve a request frame of up to size bytes to encode in place; None on timeout.
+
+        The broker's liveness is checked as for send(): at least every poll interval."""
         self._usable()
         try:
-            self._check_broker()
+            self._check_broker_due()
             return self._writer.claim(size, timeout, frame_type)
         except (PeerDiedError, PeerClosedError) as exc:
             raise self._fail(exc) from None
@@ -557,6 +556,13 @@ class ClientConnection:
         """Free every response frame received so far."""
         self._usable()
         self._reader.release()
+
+    def _check_broker_due(self) -> None:
+        """_check_broker(), at most once per poll interval (it reads /proc: tens of µs)."""
+        now = self._policy.clock()
+        if now >= self._next_check:
+            self._next_check = now + self._policy.poll_interval
+            self._check_broker()
 
     def _usable(self) -> None:
         if self._error is not None:

@@ -1,0 +1,296 @@
+"""The producer's RecordAccumulator: batches per partition between send() and the sender.
+
+Kafka's design (``RecordAccumulator``), in Python:
+
+* One deque of ``ProducerBatch`` per partition. ``append()`` adds a record to the last batch
+  of its partition's deque through the batch's ``RecordBatchBuilder``; when the builder
+  refuses it (full), a new batch is opened over a fresh buffer from the ``BufferPool``
+  (``batch_size`` bytes, or the record's size if larger) — the only place ``send()`` may
+  block, up to ``max_block_ms``, raising KafkaTimeoutError when memory stays short.
+* ``ready()`` tells the sender which brokers lead partitions with a *sendable* batch: full
+  (or followed by another), lingered ``linger_ms``, a retry whose backoff passed, or
+  anything at all while a flush or close is under way or appenders wait for memory.
+  ``drain()`` then takes, per ready broker, at most one batch per partition, up to
+  ``max_request_size`` bytes per request (always at least one batch).
+* A retried batch goes back to the front of its deque (``reenqueue``) with a backoff; a
+  completed one gives its buffer back to the pool (``deallocate``).
+* ``append_built()`` queues batches that arrive built (the bulk send), behind the
+  partition's open batch, so a partition's records keep their order.
+
+The sticky partitioner's "abort on new batch" (Kafka's KIP-480 hook) is ``append(...,
+abort_on_new_batch=True)``: it returns None instead of opening a batch, so the producer can
+pick another partition first.
+
+Thread safety: every deque and ``_incomplete`` are guarded by ``_lock``; appenders (any
+user thread) hold it for one builder append; the sender thread holds it to scan and drain.
+A drained batch is reachable by the sender only, which builds it outside the lock.
+"""
+
+import threading
+import time
+from collections import deque
+
+from segments.compression import codec_id
+from segments.records import RecordBatchBuilder, as_bytes
+from shm_ring.buffer_pool import BufferExhaustedError, BufferPool, BufferPoolClosedError
+
+from .errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
+from .producer_batch import ProducerBatch
+
+
+class RecordAccumulator:
+    """Batches per partition (module doc). Owner: one KafkaProducer.
+
+    ``clock`` is monotonic seconds (linger, backoff, delivery timeout, and the pool's waits,
+    which need a clock that advances). ``wakeup`` is called (without the lock) whenever a
+    batch may have become sendable.
+    """
+
+    def __init__(self, *, batch_size, buffer_memory, compression_type, linger_ms, max_block_ms,
+                 max_request_size, clock=time.monotonic, wakeup=lambda: None):
+        self.batch_size = batch_size
+        self.max_block_ms = max_block_ms
+        self._max_request_size = max_request_size
+        self._buffer_memory = buffer_memory
+        self._codec = codec_id(compression_type or "none")
+        self._linger = linger_ms / 1000
+        self._clock = clock
+        self.wakeup = wakeup
+        self.pool = BufferPool(buffer_memory, batch_size, clock)
+        self._batches = {}          # topic -> {partition: deque of ProducerBatch}
+        self._incomplete = set()    # every batch appended and not yet done
+        self._flushes = 0           # flush() calls under way
+        self._closed = False
+        self._lock = threading.Lock()
+
+    # -- appending (any thread) ------------------------------------------------------------
+
+    def append(self, topic, partition, timestamp, key, value, headers,
+               abort_on_new_batch=False):
+        """Add a record; return ``(batch, index in batch)``, or None when
+        ``abort_on_new_batch`` and the record would need a new batch."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self._closed:
+                raise IllegalStateError(f"producer closed; cannot append to {topic}-{partition}")
+            partitions = self._batches.get(topic)
+            batches = None if partitions is None else partitions.get(partition)
+            if batches:
+                batch = batches[-1]
+                builder = batch.builder
+                if builder is not None:
+                    index = builder.append(timestamp, key, value, headers)
+                    if index is not None:
+                        return batch, index
+                    batch.full = True
+        finally:
+            lock.release()
+        if abort_on_new_batch:
+            return None
+        return self._append_new(topic, partition, timestamp, key, value, headers)
+
+    def _append_new(self, topic, partition, timestamp, key, value, headers):
+        """Open a new batch (blocking for memory up to max_block_ms) and append to it."""
+        if key is not None and key.__class__ is not bytes:
+            key = as_bytes(key, "key")
+        if value is not None and value.__class__ is not bytes:
+            value = as_bytes(value, "value")
+        estimate = RecordBatchBuilder.estimate_size_in_bytes(key, value, headers or ())
+        self._check_record_size(estimate, topic, partition)
+        buffer = self._allocate(max(self.batch_size, estimate), f"{topic}-{partition}")
+        with self._lock:
+            if self._closed:
+                self.pool.deallocate(buffer)
+                raise IllegalStateError(f"producer closed; cannot append to {topic}-{partition}")
+            batches = self._batches.setdefault(topic, {}).setdefault(partition, deque())
+            if batches:  # another thread may have opened one meanwhile
+                last = batches[-1]
+                if last.builder is not None:
+                    index = last.builder.append(timestamp, key, value, headers)
+                    if index is not None:
+                        self.pool.deallocate(buffer)
+                        return last, index
+                    last.full = True
+            builder = RecordBatchBuilder(self._codec, self.batch_size, buffer=buffer)
+            batch = ProducerBatch(topic, partition, builder, buffer, self._clock())
+            try:
+                index = builder.append(timestamp, key, value, headers)
+            except BaseException:
+                self.pool.deallocate(buffer)
+                raise
+            batches.append(batch)
+            self._incomplete.add(batch)
+        self.wakeup()
+        return batch, index
+
+    def _check_record_size(self, size, topic, partition):
+        """Kafka's producer-side limits on one record (MessageSizeTooLargeError)."""
+        for limit, name in ((self._max_request_size, "max_request_size"),
+                            (self._buffer_memory, "buffer_memory")):
+            if size > limit:
+                raise MessageSizeTooLargeError(
+                    f"{topic}-{partition}: the message is {size} bytes when serialized, "
+                    f"which is larger than {limit}, the value of {name}")
+
+    def _allocate(self, size, what):
+        try:
+            return self.pool.allocate(size, self.max_block_ms)
+        except BufferExhaustedError as exc:
+            raise KafkaTimeoutError(f"{what}: {exc}") from exc
+        except BufferPoolClosedError as exc:
+            raise IllegalStateError(f"producer closed; cannot append to {what}") from exc
+
+    def append_built(self, topic, partition, data, record_count, record_indices):
+        """Queue a batch that arrives built (``data``: its bytes), copying it into a pool
+        buffer (blocking for memory up to max_block_ms); returns the ProducerBatch."""
+        buffer = self._allocate(len(data), f"{topic}-{partition}")
+        buffer[:] = data
+        batch = ProducerBatch.of_built(topic, partition, buffer, record_count, buffer,
+                                       self._clock())
+        batch.record_indices = record_indices
+        batch.full = True
+        with self._lock:
+            if self._closed:
+                self.pool.deallocate(buffer)
+                raise IllegalStateError(f"producer closed; cannot append to {topic}-{partition}")
+            self._batches.setdefault(topic, {}).setdefault(partition, deque()).append(batch)
+            self._incomplete.add(batch)
+        self.wakeup()
+        return batch
+
+    # -- the sender thread -------------------------------------------------------------------
+
+    def ready(self, now, topics):
+        """``(nodes, unknown_topics, delay)``: the leaders of partitions with a sendable batch,
+        the topics whose sendable batches have no known leader, and the seconds until a
+        batch not yet sendable becomes so (None if there is none). ``topics``: the metadata
+        cache's TopicMetadata by name."""
+        nodes = set()
+        unknown = set()
+        delay = None
+        with self._lock:
+            hurry = self._flushes > 0 or self._closed or self.pool.queued > 0
+            for topic, partitions in self._batches.items():
+                info = topics.get(topic)
+                for partition, batches in partitions.items():
+                    if not batches:
+                        continue
+                    wait = self._wait(batches, now, hurry)
+                    if wait > 0:
+                        delay = wait if delay is None else min(delay, wait)
+                        continue
+                    leader = -1 if info is None else info.leaders.get(partition, -1)
+                    if leader < 0:
+                        unknown.add(topic)
+                    else:
+                        nodes.add(leader)
+        return nodes, unknown, delay
+
+    def _wait(self, batches, now, hurry):
+        """Seconds before the first of ``batches`` is sendable (<= 0: now)."""
+        batch = batches[0]
+        if batch.attempts:
+            return batch.retry_at - now
+        if hurry or batch.full or len(batches) > 1:
+            return 0.0
+        return batch.created + self._linger - now
+
+    def drain(self, now, topics, nodes, max_request_size, muted=()):
+        """Take the sendable batches led by ``nodes``: ``{node: [batches]}``, one batch per
+        partition, up to ``max_request_size`` bytes per node (at least one batch). Partitions
+        in ``muted`` (TopicPartitions) are skipped."""
+        drained = {}
+        sizes = {}
+        with self._lock:
+            hurry = self._flushes > 0 or self._closed or self.pool.queued > 0
+            for topic, partitions in self._batches.items():
+                info = topics.get(topic)
+                if info is None:
+                    continue
+                leaders = info.leaders
+                for partition, batches in partitions.items():
+                    if not batches:
+                        continue
+                    leader = leaders.get(partition, -1)
+                    if leader not in nodes or self._wait(batches, now, hurry) > 0:
+                        continue
+                    batch = batches[0]
+                    if muted and batch.topic_partition in muted:
+                        continue
+                    size = batch.size
+                    total = sizes.get(leader, 0)
+                    if total and total + size > max_request_size:
+                        continue
+                    batches.popleft()
+                    sizes[leader] = total + size
+                    drained.setdefault(leader, []).append(batch)
+        return drained
+
+    def reenqueue(self, batch, retry_at):
+        """Put a batch that failed with a retriable error back at the front of its deque,
+        not to be sent before ``retry_at`` (clock seconds)."""
+        batch.retry_at = retry_at
+        with self._lock:
+            self._batches.setdefault(batch.topic, {}).setdefault(
+                batch.partition, deque()).appendleft(batch)
+
+    def expired(self, now, delivery_timeout):
+        """Remove and return the queued batches older than ``delivery_timeout`` seconds."""
+        found = []
+        with self._lock:
+            for partitions in self._batches.values():
+                for batches in partitions.values():
+                    if batches and now - batches[0].created >= delivery_timeout:
+                        keep = deque(b for b in batches if now - b.created < delivery_timeout)
+                        found += [b for b in batches if now - b.created >= delivery_timeout]
+                        batches.clear()
+                        batches.extend(keep)
+        return found
+
+    def deallocate(self, batch):
+        """The batch is done: give its buffer back and forget it."""
+        with self._lock:
+            self._incomplete.discard(batch)
+        if batch.buffer is not None:
+            buffer, batch.buffer = batch.buffer, None
+            batch.builder = None
+            self.pool.deallocate(buffer)
+
+    def has_undrained(self):
+        with self._lock:
+            return any(batches for partitions in self._batches.values()
+                       for batches in partitions.values())
+
+    def drain_all(self):
+        """Remove and return every queued batch (a forced close aborts them)."""
+        with self._lock:
+            found = [b for partitions in self._batches.values()
+                     for batches in partitions.values() for b in batches]
+            self._batches.clear()
+        return found
+
+    # -- flush and close (any thread) --------------------------------------------------------
+
+    def begin_flush(self):
+        """Make every batch sendable at once until end_flush()."""
+        with self._lock:
+            self._flushes += 1
+        self.wakeup()
+
+    def end_flush(self):
+        with self._lock:
+            self._flushes -= 1
+
+    def incomplete(self):
+        """A snapshot of the batches appended and not yet done."""
+        with self._lock:
+            return list(self._incomplete)
+
+    def close(self):
+        """Refuse new appends (what is queued is still sent); wakes appenders waiting for
+        memory with IllegalStateError."""
+        with self._lock:
+            self._closed = True
+        self.pool.close()
+        self.wakeup()

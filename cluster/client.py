@@ -1,0 +1,645 @@
+"""Client networking shared by the producer, the consumer and the admin client.
+
+``KafkaClient`` plays kafka-python's ``KafkaClient`` on the rings:
+
+* **Bootstrap.** ``bootstrap_servers`` names the cluster's data directory D: the cluster id
+  comes from ``D/meta.properties``, the brokers to try first from the metadata page (the
+  live ones in the controller's newest image). After that, Metadata responses say which
+  brokers exist and lead which partitions (``cluster``, a ``ClusterMetadata``).
+* **Connections.** One ``shm_ring`` connection per broker, opened when first needed, with an
+  ApiVersions exchange; a request of a version the broker does not serve fails with
+  IncompatibleBrokerVersion (this client speaks ``API_VERSIONS``). A broker the metadata
+  page does not list as alive is not tried (the page is mapped afresh before saying no: a
+  cluster started again has a new one); a failed attempt waits ``reconnect_backoff_ms``,
+  doubling up to ``reconnect_backoff_max_ms``, with 20 % jitter — and every new metadata
+  version clears the waits (a restarted broker is tried as soon as the controller
+  publishes it again).
+* **Requests.** ``send(node_id, request)`` writes the request frame with the next
+  correlation id — a Produce request is encoded straight into a claimed request-ring slot,
+  its batches copied once — and returns a ``Future`` of the decoded response body. Responses
+  come back in request order (the broker answers one connection in order); each is matched
+  against the oldest request in flight by correlation id, a mismatch is a protocol error.
+  A request not answered within ``request_timeout_ms`` fails with RequestTimedOutError and
+  the connection is closed (its later answers could not be matched any more), as in
+  kafka-python. A request without a response (Produce with acks=0) completes with None as
+  soon as it is written.
+* **Failures.** A broker that died or closed (``PeerDiedError`` / ``PeerClosedError`` from the
+  rings) fails every request in flight on that connection with ``KafkaConnectionError``
+  (retriable, invalid metadata), drops the connection and asks for a metadata refresh.
+* **Metadata.** ``poll()`` sends a Metadata request (to the least loaded broker) when an
+  update was requested — by a caller, by an invalid-metadata error, or because the cache is
+  older than ``metadata_max_age_ms`` — at most once per ``retry_backoff_ms``.
+
+Thread safety: one thread owns a KafkaClient and makes every call (the producer's sender
+thread; the consumer's or the admin client's calling thread), as kafka-python's client
+and the rings require. Other threads talk to it only through ``cluster`` (the metadata
+cache) and whatever wake-up their owner provides.
+"""
+
+import collections
+import logging
+import os
+import random
+import time
+
+from shm_ring import PeerClosedError, PeerDiedError, connect
+from shm_ring import ring_descriptor as rd
+from shm_ring.connection import DEFAULT_CAPACITY
+
+from . import data_dir as dd
+from . import protocol
+from .client_metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
+from .errors import (
+    CorrelationIdError, IncompatibleBrokerVersion, KafkaConnectionError, KafkaProtocolError,
+    KafkaTimeoutError, MessageSizeTooLargeError, NoBrokersAvailable, RequestTimedOutError,
+    for_code)
+from .future import Future
+from .metadata_page import MetadataPage
+from .protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+#: The version of each API this client sends: the highest ringlog serves.
+API_VERSIONS = {key: high for key, (_, high) in protocol.SUPPORTED_VERSIONS.items()}
+
+#: Longest wait for a broker to accept a connection, in seconds. It blocks the owning
+#: thread (a producer's sender: every broker's traffic), and a broker killed a moment ago may
+#: still be alive on the page, so it is short; a slow accept is simply tried again.
+CONNECT_TIMEOUT = 0.5
+
+#: While requests are in flight on several connections, each wait on one of them lasts at
+#: most this long before the others are looked at (the rings have no select()).
+MULTI_WAIT_SLICE = 0.001
+
+#: Fraction of random jitter on reconnect backoff (Kafka's 0.2).
+RECONNECT_JITTER = 0.2
+
+_MAX_CORRELATION_ID = 2**31 - 1
+
+
+def ring_capacity_for(frame_length):
+    """The smallest ring capacity (a power of two, at least shm_ring's default) whose largest
+    frame holds ``frame_length`` bytes."""
+    capacity = DEFAULT_CAPACITY
+    while rd.max_frame_length(capacity) < frame_length:
+        capacity <<= 1
+    return capacity
+
+
+def locate_cluster(bootstrap_servers):
+    """``(data_dir, cluster_id)`` of the first of ``bootstrap_servers`` that is a ringlog
+    data directory; NoBrokersAvailable naming them all otherwise."""
+    for server in bootstrap_servers:
+        cluster_id = dd.read_cluster_id(server) if os.path.isdir(server) else None
+        if cluster_id is not None:
+            return os.path.abspath(server), cluster_id
+    raise NoBrokersAvailable(
+        f"bootstrap_servers {list(bootstrap_servers)!r}: none is a ringlog data directory "
+        f"with a {dd.META_PROPERTIES} (start a cluster there first)")
+
+
+class _InFlight:
+    """A request written and not yet answered."""
+
+    __slots__ = ("correlation_id", "api_key", "api_version", "future", "deadline")
+
+    def __init__(self, correlation_id, api_key, api_version, future, deadline):
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.future = future
+        self.deadline = deadline
+
+
+class _Node:
+    """What the client knows of one broker: its connection, requests in flight, backoff."""
+
+    __slots__ = ("node_id", "connection", "versions", "in_flight", "backoff", "next_attempt",
+                 "last_error")
+
+    def __init__(self, node_id):
+        self.node_id = node_id
+        self.connection = None
+        self.versions = {}       # api key -> (min, max) the broker serves, from ApiVersions
+        self.in_flight = collections.deque()
+        self.backoff = 0.0       # seconds of the current reconnect backoff (0: none yet)
+        self.next_attempt = 0.0  # clock value before which no connection attempt is made
+        self.last_error = None   # why the last attempt or connection failed
+
+
+class KafkaClient:
+    """Connections to the brokers of one cluster, with the metadata cache (module doc).
+
+    ``config`` is a ClientConfig (ProducerConfig, ConsumerConfig, AdminClientConfig);
+    ``client_id`` overrides its ``client_id`` (the producer numbers its own).
+    ``ring_capacity`` sizes both rings of each connection (see ``ring_capacity_for``).
+    ``clock`` is monotonic seconds, for deadlines and backoff; ``policy`` (a WaitPolicy,
+    default the config's) is how the rings wait. Metadata requests ask the
+    brokers to create unknown topics when ``allow_auto_topic_creation`` (default: the
+    config's ``allow_auto_create_topics``, False if it has none).
+    """
+
+    def __init__(self, config, *, client_id=None, ring_capacity=DEFAULT_CAPACITY,
+                 clock=time.monotonic, policy=None, allow_auto_topic_creation=None):
+        self.config = config
+        self.client_id = config["client_id"] if client_id is None else client_id
+        self.data_dir, self.cluster_id = locate_cluster(config["bootstrap_servers"])
+        self.cluster = ClusterMetadata(self.cluster_id)
+        self._clock = clock
+        self._policy = config.wait_policy(clock) if policy is None else policy
+        self._ring_capacity = ring_capacity
+        self._max_frame_length = rd.max_frame_length(ring_capacity)
+        self._request_timeout = config["request_timeout_ms"] / 1000
+        self._retry_backoff = config["retry_backoff_ms"] / 1000
+        self._metadata_max_age = config["metadata_max_age_ms"] / 1000
+        self._reconnect_backoff = config["reconnect_backoff_ms"] / 1000
+        self._reconnect_backoff_max = config["reconnect_backoff_max_ms"] / 1000
+        self._auto_create = (config.get("allow_auto_create_topics", False)
+                             if allow_auto_topic_creation is None else allow_auto_topic_creation)
+        self._nodes = {}
+        self._correlation_id = 0
+        self._page = None
+        self._page_image = None
+        self._metadata_in_flight = False
+        self._metadata_next_attempt = 0.0
+        self._rng = random.Random()
+        self._closed = False
+
+    # -- bootstrap and liveness -----------------------------------------------------------------
+
+    def _image(self, reopen=False):
+        """The controller's newest image from the metadata page, or None if there is none
+        (the cluster is not running). ``reopen`` maps the page afresh: a cluster stopped and
+        started again has a new page under the same name."""
+        if reopen and self._page is not None:
+            self._page.close()
+            self._page = self._page_image = None
+        if self._page is None:
+            try:
+                self._page = MetadataPage.open(self.cluster_id)
+            except FileNotFoundError:
+                return None
+        try:
+            self._page_image = self._page.read()
+        except TimeoutError:
+            pass  # a writer died mid-publish: keep the last image
+        return self._page_image
+
+    def bootstrap_brokers(self):
+        """Ids of the brokers to try when no Metadata response said better, or none of the
+        brokers it named can be reached: the live ones on the metadata page."""
+        image = self._image(reopen=True)
+        return [] if image is None else image.live_brokers()
+
+    def broker_alive(self, node_id):
+        """True while the metadata page lists the broker as alive (False without a page).
+        A "no" is checked again on the page mapped afresh (it may be a stale page)."""
+        for reopen in (False, True):
+            image = self._image(reopen)
+            info = None if image is None else image.brokers.get(node_id)
+            if info is not None and info.alive:
+                return True
+        return False
+
+    # -- connections ----------------------------------------------------------------------------
+
+    def _node(self, node_id):
+        node = self._nodes.get(node_id)
+        if node is None:
+            node = self._nodes[node_id] = _Node(node_id)
+        return node
+
+    def connected(self, node_id):
+        """True while a connection to ``node_id`` is open."""
+        node = self._nodes.get(node_id)
+        return node is not None and node.connection is not None
+
+    def is_ready(self, node_id):
+        """True if a request to ``node_id`` can be written now: connected, or connecting
+        succeeds (not during its reconnect backoff)."""
+        return self._ensure_connected(self._node(node_id))
+
+    def connection_delay(self, node_id):
+        """Seconds until ``node_id`` may be tried again (0 if now)."""
+        node = self._nodes.get(node_id)
+        if node is None or node.connection is not None:
+            return 0.0
+        return max(0.0, node.next_attempt - self._clock())
+
+    def _ensure_connected(self, node):
+        if node.connection is not None:
+            return True
+        if self._closed:
+            raise KafkaConnectionError("client is closed")
+        now = self._clock()
+        if now < node.next_attempt:
+            return False
+        if not self.broker_alive(node.node_id):
+            self._backoff(node, now, ConnectionRefusedError(
+                f"broker {node.node_id} is not alive on the metadata page of cluster "
+                f"{self.cluster_id}"))
+            return False
+        try:
+            connection = connect(self.cluster_id, node.node_id,
+                                 timeout=min(CONNECT_TIMEOUT, self._request_timeout),
+                                 capacity=self._ring_capacity, policy=self._policy)
+        except (ConnectionError, TimeoutError) as exc:  # refused, died, closed, not accepted
+            self._backoff(node, now, exc)
+            return False
+        try:
+            self._check_api_versions(node, connection)
+        except (ConnectionError, KafkaTimeoutError, KafkaProtocolError) as exc:
+            connection.close()
+            self._backoff(node, now, exc)
+            return False
+        except BaseException:
+            connection.close()
+            raise
+        node.connection = connection
+        node.backoff = 0.0
+        node.last_error = None
+        log.debug("connected to broker %d (%s)", node.node_id, connection.name)
+        return True
+
+    def _check_api_versions(self, node, connection):
+        """The ApiVersions exchange on a new connection (blocking, request timeout)."""
+        version = API_VERSIONS[ApiKey.API_VERSIONS]
+        request = protocol.request_class(ApiKey.API_VERSIONS, version)()
+        correlation_id = self._next_correlation_id()
+        frame = protocol.encode_request(request, correlation_id, self.client_id)
+        if not connection.send(frame, timeout=self._request_timeout):
+            raise KafkaTimeoutError(f"broker {node.node_id} took no ApiVersions request "
+                                    f"within {self._request_timeout} s")
+        reply = connection.recv(timeout=self._request_timeout)
+        if reply is None:
+            raise KafkaTimeoutError(f"broker {node.node_id} did not answer ApiVersions "
+                                    f"within {self._request_timeout} s")
+        try:
+            answered, response = protocol.decode_response(reply, ApiKey.API_VERSIONS, version)
+        finally:
+            del reply
+            connection.release()
+        if answered != correlation_id:
+            raise CorrelationIdError(f"broker {node.node_id} answered ApiVersions with "
+                                     f"correlation id {answered}, expected {correlation_id}")
+        if response.error_code:
+            raise for_code(response.error_code)(
+                f"broker {node.node_id} refused ApiVersions v{version}")
+        node.versions = {entry.api_key: (entry.min_version, entry.max_version)
+                         for entry in response.api_keys}
+
+    def _backoff(self, node, now, error):
+        """A connection attempt or connection failed: wait before the next attempt."""
+        base = self._reconnect_backoff if not node.backoff else min(
+            node.backoff * 2, self._reconnect_backoff_max)
+        node.backoff = base
+        jitter = 1 + RECONNECT_JITTER * (2 * self._rng.random() - 1)
+        node.next_attempt = now + base * jitter
+        node.last_error = error
+        log.debug("broker %d unavailable for %.3f s: %s", node.node_id, base * jitter, error)
+
+    def _connection_failed(self, node, error):
+        """Drop the connection of ``node`` and fail its requests in flight with ``error``;
+        returns how many failed."""
+        connection, node.connection = node.connection, None
+        if connection is not None:
+            connection.close()
+        self._backoff(node, self._clock(), error)
+        failed = list(node.in_flight)
+        node.in_flight.clear()
+        self.cluster.request_update()
+        for request in failed:
+            request.future.failure(error)
+        return len(failed)
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def _next_correlation_id(self):
+        self._correlation_id = (self._correlation_id + 1) & _MAX_CORRELATION_ID
+        return self._correlation_id
+
+    def send(self, node_id, request, expect_response=True):
+        """Write ``request`` (a kio request object) to broker ``node_id``; return a Future
+        of the decoded response body (None when ``expect_response`` is False).
+
+        Never raises for network trouble: the future fails with KafkaConnectionError if
+        the broker cannot be reached, IncompatibleBrokerVersion if it does not serve the
+        request's version, MessageSizeTooLargeError if the frame is larger than the ring can
+        hold, or KafkaTimeoutError if its request ring stays full for ``request_timeout_ms``.
+        """
+        future = Future()
+        node = self._node(node_id)
+        if not self._ensure_connected(node):
+            return future.failure(KafkaConnectionError(
+                f"broker {node_id} is not reachable: {node.last_error}"))
+        connection = node.connection
+        api_key = request.__api_key__
+        low, high = node.versions.get(api_key, (None, None))
+        if low is None or not low <= request.__version__ <= high:
+            return future.failure(IncompatibleBrokerVersion(
+                f"broker {node_id} serves {ApiKey(api_key).name} versions {low}..{high}, "
+                f"not v{request.__version__}"))
+        correlation_id = self._next_correlation_id()
+        try:
+            if api_key == ApiKey.PRODUCE:
+                size = protocol.request_frame_size(request, self.client_id)
+                self._check_frame_size(connection, node_id, request, size)
+                written = self._write_in_place(connection, request, size, correlation_id)
+            else:
+                frame = protocol.encode_request(request, correlation_id, self.client_id)
+                self._check_frame_size(connection, node_id, request, len(frame))
+                written = connection.send(frame, timeout=self._request_timeout)
+        except MessageSizeTooLargeError as exc:
+            return future.failure(exc)
+        except (PeerDiedError, PeerClosedError) as exc:
+            error = KafkaConnectionError(f"broker {node_id}: {exc}")
+            self._connection_failed(node, error)
+            return future.failure(error)
+        if not written:
+            return future.failure(KafkaTimeoutError(
+                f"broker {node_id} read no requests for {self._request_timeout} s: its "
+                f"request ring stayed full"))
+        if not expect_response:
+            return future.success(None)
+        node.in_flight.append(_InFlight(correlation_id, api_key, request.__version__, future,
+                                        self._clock() + self._request_timeout))
+        return future
+
+    def _check_frame_size(self, connection, node_id, request, size):
+        """MessageSizeTooLargeError if a request frame of ``size`` bytes cannot fit the ring."""
+        if size > self._max_frame_length:
+            raise MessageSizeTooLargeError(
+                f"{type(request).__name__} of {size} bytes to broker {node_id} exceeds the "
+                f"largest frame of its request ring, {self._max_frame_length} bytes "
+                f"({connection.name})")
+
+    def _write_in_place(self, connection, request, size, correlation_id):
+        """Encode ``request`` (a frame of ``size`` bytes) straight into a claimed
+        request-ring slot; False on timeout."""
+        slot = connection.claim(size, timeout=self._request_timeout)
+        if slot is None:
+            return False
+        try:
+            protocol.encode_request_into(slot, 0, request, correlation_id, self.client_id)
+        except BaseException:
+            slot.release()
+            connection.abort()
+            raise
+        slot.release()
+        connection.commit(size)
+        return True
+
+    def in_flight_count(self, node_id=None):
+        """Requests awaiting a response, on ``node_id`` or on all connections."""
+        if node_id is not None:
+            node = self._nodes.get(node_id)
+            return 0 if node is None else len(node.in_flight)
+        return sum(len(node.in_flight) for node in self._nodes.values())
+
+    def least_loaded_node(self):
+        """The broker to send a request that any broker can answer: connected with the
+        fewest requests in flight, else one that may be tried now; None if none can."""
+        known = set(self.cluster.brokers) or set(self.bootstrap_brokers())
+        best = None
+        for node_id in known:
+            node = self._nodes.get(node_id)
+            if node is not None and node.connection is not None:
+                load = len(node.in_flight)
+                if best is None or load < best[0]:
+                    best = (load, node_id)
+        if best is not None:
+            return best[1]
+        candidates = self._connectable(sorted(known))
+        if not candidates and self.cluster.brokers:
+            # The listed brokers all failed: the page may know of restarted ones.
+            candidates = self._connectable(self.bootstrap_brokers())
+        return candidates[0] if candidates else None
+
+    def _connectable(self, node_ids):
+        """Those of ``node_ids`` alive on the page and not waiting out a backoff."""
+        now = self._clock()
+        return [n for n in node_ids if (n not in self._nodes or self._nodes[n].next_attempt <= now)
+                and self.broker_alive(n)]
+
+    # -- receiving ------------------------------------------------------------------------------
+
+    def poll(self, timeout=0.0, wakeup=None):
+        """Do the network work: send a metadata refresh if one is due, read every response
+        that arrived and complete its future, fail requests past their deadline.
+
+        Waits up to ``timeout`` seconds for the first response when none is there yet;
+        returns early once a request completed (answered, or failed) or ``wakeup`` (a
+        threading.Event, the owner's "new work" signal) is set. Returns how many requests
+        completed.
+        """
+        self._maybe_update_metadata()
+        handled = self._receive_ready()
+        clock = self._clock
+        deadline = clock() + timeout
+        while not handled:
+            handled = self._check_timeouts(clock())
+            remaining = deadline - clock()
+            if handled:
+                break
+            if remaining <= 0 or (wakeup is not None and wakeup.is_set()):
+                break
+            waiting = [node for node in self._nodes.values() if node.in_flight]
+            if not waiting:
+                self._idle(remaining, wakeup)
+                break
+            node = min(waiting, key=lambda n: n.in_flight[0].deadline)
+            alone = len(waiting) == 1 and wakeup is None
+            wait = min(remaining, node.in_flight[0].deadline - clock())
+            handled = self._receive(node, max(0.0, wait if alone else min(wait, MULTI_WAIT_SLICE)))
+            if len(waiting) > 1:
+                handled += self._receive_ready()
+            self._maybe_update_metadata()
+        return handled + self._check_timeouts(clock())
+
+    def _idle(self, remaining, wakeup):
+        """Nothing in flight: wait for the owner's wake-up or the next metadata attempt."""
+        if self.cluster.need_update:
+            remaining = min(remaining, max(0.0, self._metadata_next_attempt - self._clock()))
+        if wakeup is not None:
+            wakeup.wait(remaining)
+        elif remaining > 0:
+            time.sleep(remaining)
+
+    def _receive_ready(self):
+        """Read what arrived on every connection with requests in flight, without waiting
+        beyond the rings' short spin."""
+        handled = 0
+        for node in list(self._nodes.values()):
+            if node.in_flight:
+                handled += self._receive(node, 0.0)
+        return handled
+
+    def _receive(self, node, timeout):
+        """Read the responses waiting on ``node``'s connection (up to ``timeout`` seconds for
+        the first); complete their futures after releasing the ring."""
+        connection = node.connection
+        in_flight = node.in_flight
+        completed = []
+        failed = 0
+        try:
+            frame = connection.recv(timeout)
+            while frame is not None:
+                request = in_flight[0]
+                try:
+                    correlation_id, body = protocol.decode_response(
+                        frame, request.api_key, request.api_version)
+                finally:
+                    del frame
+                if correlation_id != request.correlation_id:
+                    raise CorrelationIdError(
+                        f"broker {node.node_id} answered correlation id {correlation_id}, "
+                        f"expected {request.correlation_id} "
+                        f"({ApiKey(request.api_key).name})")
+                in_flight.popleft()
+                completed.append((request.future, body))
+                frame = connection.recv(0.0) if in_flight else None
+            connection.release()
+        except (PeerDiedError, PeerClosedError) as exc:
+            failed = self._connection_failed(
+                node, KafkaConnectionError(f"broker {node.node_id}: {exc}"))
+        except KafkaProtocolError as exc:
+            log.error("closing the connection to broker %d: %s", node.node_id, exc)
+            failed = self._connection_failed(node, exc)
+        for future, body in completed:
+            future.success(body)
+        return len(completed) + failed
+
+    def _check_timeouts(self, now):
+        """Fail the requests of connections whose oldest request is past its deadline;
+        returns how many failed."""
+        failed = 0
+        for node in list(self._nodes.values()):
+            if node.in_flight and node.in_flight[0].deadline <= now:
+                request = node.in_flight[0]
+                failed += self._connection_failed(node, RequestTimedOutError(
+                    f"broker {node.node_id} did not answer {ApiKey(request.api_key).name} "
+                    f"(correlation id {request.correlation_id}) within "
+                    f"{self._request_timeout * 1000:.0f} ms; connection closed"))
+        return failed
+
+    def request(self, node_id, request, timeout=None):
+        """Send ``request`` to ``node_id`` and wait for its response body (blocking; the
+        owning thread), first waiting out a reconnect backoff if the broker is in one.
+        Raises the request's error (KafkaConnectionError if the broker stays unreachable),
+        or KafkaTimeoutError after ``timeout`` seconds (default: the request timeout)."""
+        timeout = self._request_timeout if timeout is None else timeout
+        deadline = self._clock() + timeout
+        while not self.is_ready(node_id):
+            wait = min(self.connection_delay(node_id), deadline - self._clock())
+            if wait <= 0:
+                break  # send() fails the future, naming why
+            time.sleep(wait)
+        future = self.send(node_id, request)
+        self.poll_until(future, max(0.0, deadline - self._clock()))
+        return future.get(0)
+
+    def poll_until(self, future, timeout):
+        """poll() until ``future`` is done; KafkaTimeoutError after ``timeout`` seconds."""
+        deadline = self._clock() + timeout
+        while not future.is_done:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"no response within {timeout} s")
+            self.poll(remaining)
+
+    # -- metadata -------------------------------------------------------------------------------
+
+    def _maybe_update_metadata(self):
+        cluster = self.cluster
+        if self._metadata_in_flight:
+            return
+        now = self._clock()
+        due = cluster.need_update or (cluster.last_refresh is not None
+                                      and now - cluster.last_refresh >= self._metadata_max_age)
+        if not due or now < self._metadata_next_attempt:
+            return
+        self._metadata_next_attempt = now + self._retry_backoff
+        node_id = self.least_loaded_node()
+        if node_id is None:
+            reasons = "; ".join(f"broker {n.node_id}: {n.last_error}"
+                                for n in self._nodes.values() if n.last_error is not None)
+            cluster.update_failed(NoBrokersAvailable(
+                f"no broker of cluster {self.cluster_id} ({self.data_dir}) can be reached: "
+                + (reasons or "none is live on the metadata page")))
+            return
+        all_topics = cluster.need_all_topics
+        module = protocol.request_module(ApiKey.METADATA, API_VERSIONS[ApiKey.METADATA])
+        topics = None if all_topics else tuple(
+            module.MetadataRequestTopic(name=name) for name in sorted(cluster.topics_of_interest))
+        request = module.MetadataRequest(
+            topics=topics, allow_auto_topic_creation=self._auto_create,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False)
+        future = self.send(node_id, request)
+        if future.is_done and future.failed():
+            cluster.update_failed(future.exception)
+            return
+        self._metadata_in_flight = True
+        future.add_callback(self._handle_metadata, all_topics)
+        future.add_errback(self._metadata_failed)
+
+    def _metadata_failed(self, exception):
+        self._metadata_in_flight = False
+        self.cluster.update_failed(exception)
+
+    def _handle_metadata(self, all_topics, response):
+        self._metadata_in_flight = False
+        brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack)
+                   for b in response.brokers}
+        topics = {}
+        for topic in response.topics:
+            partitions = [
+                PartitionMetadata(topic.name, p.partition_index, p.leader_id, p.leader_epoch,
+                                  tuple(p.replica_nodes), tuple(p.isr_nodes),
+                                  tuple(p.offline_replicas), int(p.error_code))
+                for p in topic.partitions]
+            topics[topic.name] = TopicMetadata(topic.name, int(topic.error_code),
+                                               topic.is_internal, partitions)
+        self.cluster.update(brokers, response.controller_id, topics, self._clock(), all_topics)
+        for node in self._nodes.values():  # new metadata, new chances (module doc)
+            if node.connection is None:
+                node.next_attempt = 0.0
+                node.backoff = 0.0
+        log.debug("metadata version %d: brokers %s, controller %d, topics %s",
+                  self.cluster.version, sorted(brokers), response.controller_id, topics)
+
+    def wait_for_metadata(self, timeout, all_topics=False):
+        """Refresh the metadata now and wait for the answer (the owning thread); raises the
+        refresh's error, or KafkaTimeoutError."""
+        attempts = self.cluster.request_update(all_topics)
+        self._metadata_next_attempt = 0.0
+        deadline = self._clock() + timeout
+        while self.cluster.attempts == attempts:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"metadata of cluster {self.cluster_id} not updated within {timeout} s"
+                    + (f": {self.cluster.last_error}" if self.cluster.last_error else ""))
+            self.poll(remaining)
+        if self.cluster.last_error is not None:
+            raise self.cluster.last_error
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self):
+        """Close every connection (unlinking its rings) and fail what is in flight; safe to
+        call twice."""
+        if self._closed:
+            return
+        for node in self._nodes.values():
+            if node.connection is not None:
+                self._connection_failed(node, KafkaConnectionError("client closed"))
+        self._closed = True
+        if self._page is not None:
+            self._page.close()
+            self._page = None
+
+    def __repr__(self):
+        return (f"KafkaClient(cluster={self.cluster_id}, data_dir={self.data_dir!r}, "
+                f"connected={sorted(n for n, node in self._nodes.items() if node.connection)})")
+

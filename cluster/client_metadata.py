@@ -1,0 +1,176 @@
+"""A client's cache of cluster metadata: brokers, controller, topics, partition leaders.
+
+The client's network thread fills it from Metadata responses (``KafkaClient``); any thread
+reads it. Every update installs new immutable objects (a new ``topics`` dict, new
+``TopicMetadata``), so a reader that took ``cache.topics`` once sees one consistent
+snapshot without a lock — the producer's ``send()`` does exactly that, one dict lookup
+per record.
+
+Other threads ask for fresher metadata with ``request_update()`` (and name the topics they
+need with ``add_topics``), then ``wait_for_update(version, timeout)``; the network thread
+sees ``need_update``, sends a Metadata request, and ``update()`` or ``update_failed()``
+wakes the waiters. Thread safety: ``_condition`` guards the flags, the topic set and the
+version; the snapshots are replaced under it and read without it.
+"""
+
+import threading
+from typing import NamedTuple
+
+from .errors import for_code
+
+
+class BrokerMetadata(NamedTuple):
+    """A broker as Metadata responses list it (host and port mean nothing on the rings)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: object
+
+
+class PartitionMetadata(NamedTuple):
+    """One partition's leadership as last reported; ``leader`` -1 while it has none."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple
+    isr: tuple
+    offline_replicas: tuple
+    error_code: int
+
+
+class TopicMetadata:
+    """One topic as last reported: its error (0 if none), partitions and which have a leader.
+
+    Immutable once built. ``partition_ids`` is every partition in order (the keyed
+    partitioner hashes over all of them), ``available`` those with a leader.
+    """
+
+    __slots__ = ("name", "error_code", "is_internal", "partitions", "partition_ids",
+                 "available", "leaders")
+
+    def __init__(self, name, error_code, is_internal, partitions):
+        self.name = name
+        self.error_code = error_code
+        self.is_internal = is_internal
+        self.partitions = tuple(sorted(partitions, key=lambda p: p.partition))
+        self.partition_ids = tuple(p.partition for p in self.partitions)
+        self.available = tuple(p.partition for p in self.partitions if p.leader >= 0)
+        self.leaders = {p.partition: p.leader for p in self.partitions}
+
+    @property
+    def error(self):
+        """The error class of ``error_code`` (NoError when there is none)."""
+        return for_code(self.error_code)
+
+    def __repr__(self):
+        return (f"TopicMetadata({self.name!r}, error={self.error.message}, partitions="
+                f"{ {p.partition: p.leader for p in self.partitions} })")
+
+
+class ClusterMetadata:
+    """The client's metadata cache (module doc).
+
+    ``version`` counts updates (0: none yet). ``topics`` maps name -> TopicMetadata for the
+    topics the last response described; ``brokers`` maps id -> BrokerMetadata;
+    ``controller_id`` is -1 while unknown.
+    """
+
+    def __init__(self, cluster_id):
+        self.cluster_id = cluster_id
+        self.version = 0
+        self.brokers = {}
+        self.controller_id = -1
+        self.topics = {}
+        self.last_refresh = None   # clock value of the last update, None before the first
+        self.last_error = None     # the exception of the last failed update, if any
+        self.attempts = 0          # updates plus failed attempts: what waiters watch
+        self.need_update = True
+        self.need_all_topics = False
+        self._interest = frozenset()
+        self._condition = threading.Condition()
+
+    # -- any thread -------------------------------------------------------------------------
+
+    @property
+    def topics_of_interest(self):
+        """The topics the next Metadata request asks for (a frozenset)."""
+        return self._interest
+
+    def add_topics(self, topics):
+        """Ask for these topics from now on; returns True if any was new."""
+        with self._condition:
+            new = frozenset(topics) - self._interest
+            if new:
+                self._interest |= new
+                self.need_update = True
+            return bool(new)
+
+    def request_update(self, all_topics=False):
+        """Ask the network thread for a refresh; returns the ``attempts`` value to pass to
+        ``wait_for_update``."""
+        with self._condition:
+            self.need_update = True
+            self.need_all_topics |= all_topics
+            return self.attempts
+
+    def wait_for_update(self, attempts, timeout):
+        """Wait up to ``timeout`` seconds for an update, or a failed attempt, after the
+        ``request_update`` that returned ``attempts``; True if one came."""
+        with self._condition:
+            return self._condition.wait_for(lambda: self.attempts > attempts, timeout)
+
+    def topic(self, name):
+        """The TopicMetadata of ``name``, or None if the last update did not describe it."""
+        return self.topics.get(name)
+
+    def leader_for(self, topic, partition):
+        """The leader of a partition, -1 if unknown or offline."""
+        info = self.topics.get(topic)
+        return -1 if info is None else info.leaders.get(partition, -1)
+
+    def partitions_for_topic(self, topic):
+        """The set of partition ids of ``topic``, or None if unknown or in error."""
+        info = self.topics.get(topic)
+        if info is None or info.error_code:
+            return None
+        return set(info.partition_ids)
+
+    # -- the network thread ---------------------------------------------------------------------
+
+    def update(self, brokers, controller_id, topics, now, all_topics):
+        """Install what a Metadata response said and wake the waiters.
+
+        ``topics``: TopicMetadata by name; when the request named topics (``all_topics``
+        False), topics known before and not in the answer are kept.
+        """
+        with self._condition:
+            merged = dict(topics) if all_topics else {**self.topics, **topics}
+            self.brokers = dict(brokers)
+            self.controller_id = controller_id
+            self.topics = merged
+            self.version += 1
+            self.last_refresh = now
+            self.last_error = None
+            self.attempts += 1
+            self.need_update = False
+            if all_topics:
+                self.need_all_topics = False
+            self._condition.notify_all()
+
+    def update_failed(self, exception):
+        """A refresh attempt failed: remember why and wake the waiters (they may give up)."""
+        with self._condition:
+            self.last_error = exception
+            self.attempts += 1
+            self._condition.notify_all()
+
+    def forget_topics(self, names):
+        """Drop topics from the cache (e.g. after deleting them)."""
+        with self._condition:
+            self.topics = {n: t for n, t in self.topics.items() if n not in names}
+            self._interest -= frozenset(names)
+            self.need_update = True
+

@@ -1,0 +1,451 @@
+"""KafkaProducer: kafka-python's producer API over ringlog's rings.
+
+::
+
+    producer = KafkaProducer(bootstrap_servers=data_dir, linger_ms=5, acks=1)
+    future = producer.send("app-logs", b"GET /index 200", key=b"host-1")
+    metadata = future.get(timeout=10)        # RecordMetadata(topic, partition, offset, ...)
+    producer.send_batch("app-logs", values)  # bulk: a list, or a 2-D uint8 numpy array
+    producer.flush(); producer.close()
+
+``send()`` serializes, picks the partition (murmur2 of the key over all partitions, as
+Kafka; sticky without a key, rotating when a batch fills — or the configured partitioner),
+appends to the ``RecordAccumulator`` and returns a light ``FutureRecordMetadata`` (a tuple
+over the batch's one future: no per-record lock or callback list). Everything else — building
+batches (one encode, one CRC-32C each), Produce requests, retries, completions — happens per
+batch in the ``Sender`` thread. The configuration keys and defaults are kafka-python's
+(``cluster.config.ProducerConfig``); ``bootstrap_servers`` is the cluster's data directory.
+
+``send_batch(topic, values, keys=None, partition=None)`` is ringlog's bulk send: records
+are encoded many at a time by ``segments.bulk.build_batches`` (vectorised with numpy; fixed-size
+values take its fastest path) into batches of up to ``bulk_batch_size`` bytes, each queued
+behind the partition's open batch, one ``FutureBatchMetadata`` per batch.
+
+A batch holds at most ``batch_size`` bytes, and never more than one request may carry
+(``max_request_size`` less the request's own overhead), so a request always fits the ring.
+
+Not implemented: idempotence and transactions (the brokers have no InitProducerId yet), so
+``enable_idempotence`` is accepted and has no effect, and ``transactional_id`` is refused;
+splitting a batch the broker rejects as too large (Kafka splits and retries).
+
+Thread safety: any number of threads may call ``send``, ``send_batch``, ``flush``,
+``partitions_for`` and ``metrics``; ``close`` once, from any thread but the sender's own
+callbacks (which get a zero timeout, as in kafka-python).
+"""
+
+import atexit
+import dataclasses
+import itertools
+import logging
+import threading
+import time
+import weakref
+from time import time_ns
+
+import numpy as np
+
+from segments.batch_header import BatchHeader
+from segments.bulk import build_batches
+
+from .accumulator import RecordAccumulator
+from .client import KafkaClient, ring_capacity_for
+from .config import ProducerConfig
+from .errors import (
+    IllegalStateError, KafkaConfigurationError, KafkaTimeoutError, MessageSizeTooLargeError)
+from .partitioner import DefaultPartitioner, partitions_for_keys
+from .producer_batch import FailedSend, FutureBatchMetadata, FutureRecordMetadata
+from .sender import Sender
+
+log = logging.getLogger(__name__)
+
+#: Room a Produce request needs besides its batches (header, client id, topic names).
+REQUEST_OVERHEAD = 1024
+
+#: Largest batch the bulk send makes by default: Kafka's default max.message.bytes is
+#: 1 MiB + 12; one bulk batch per partition per request.
+BULK_BATCH_BYTES = 1 << 20
+
+#: Records the bulk send encodes per build_batches call (bounds its temporary memory).
+BULK_CHUNK_RECORDS = 1 << 17
+
+#: The sender's rings park at once instead of spinning (unless ``ringlog_spin_iterations``
+#: is given): a sender spinning on a response ring holds the GIL that the threads calling
+#: send() need, and it often has other work (more batches) anyway.
+SENDER_SPIN = 0
+
+_PRODUCER_IDS = itertools.count(1)
+
+
+def _serializer(hook):
+    """A ``(topic, headers, data) -> bytes`` callable for a kafka-python serializer hook:
+    a plain callable takes the data only; a Serializer object's ``serialize`` takes
+    (topic, headers, data), or (topic, data) in older code."""
+    if hook is None:
+        return None
+    serialize = getattr(hook, "serialize", None)
+    if serialize is None:
+        return lambda topic, headers, data: hook(data)
+
+    def call(topic, headers, data):
+        try:
+            return serialize(topic, headers, data)
+        except TypeError:
+            return serialize(topic, data)
+    return call
+
+
+class KafkaProducer:
+    """Publish records to a ringlog cluster (module doc). ``configs``: kafka-python's
+    keyword arguments; ``clock`` (monotonic seconds) is for tests."""
+
+    DEFAULT_CONFIG = ProducerConfig.DEFAULT_CONFIG
+
+    def __init__(self, *, clock=time.monotonic, **configs):
+        config = ProducerConfig(**configs)
+        if config["transactional_id"] is not None:
+            raise KafkaConfigurationError(
+                f"transactional_id={config['transactional_id']!r}: transactions are not "
+                f"supported by ringlog yet")
+        self.config = config
+        self.client_id = config["client_id"] or f"ringlog-producer-{next(_PRODUCER_IDS)}"
+        self._clock = clock
+        self._closed = False
+        self._key_serializer = _serializer(config["key_serializer"])
+        self._value_serializer = _serializer(config["value_serializer"])
+        self._partitioner = config["partitioner"]
+        self._sticky = isinstance(self._partitioner, DefaultPartitioner)
+        self._max_block = config["max_block_ms"] / 1000
+        self._largest_batch = max(1, config["max_request_size"] - REQUEST_OVERHEAD)
+        self.bulk_batch_size = min(max(config["batch_size"], BULK_BATCH_BYTES),
+                                   self._largest_batch)
+        policy = config.wait_policy(clock)
+        if "ringlog_spin_iterations" not in config.provided:
+            policy = dataclasses.replace(policy, spin=SENDER_SPIN)
+        self._client = KafkaClient(
+            config, client_id=self.client_id, clock=clock, policy=policy,
+            ring_capacity=ring_capacity_for(config["max_request_size"] + REQUEST_OVERHEAD))
+        self._cluster = self._client.cluster
+        self._accumulator = RecordAccumulator(
+            batch_size=min(config["batch_size"], self._largest_batch),
+            buffer_memory=config["buffer_memory"], compression_type=config["compression_type"],
+            linger_ms=config["linger_ms"],
+            max_block_ms=config["max_block_ms"], max_request_size=config["max_request_size"],
+            clock=clock)
+        self._append = self._accumulator.append
+        try:
+            self._client.wait_for_metadata(self._max_block)
+        except BaseException:
+            self._client.close()
+            raise
+        self._sender = Sender(self._client, self._accumulator, config, clock=clock)
+        self._accumulator.wakeup = self._sender.wakeup
+        self._sender.start()
+        self._at_exit = _close_at_exit(self)
+        atexit.register(self._at_exit)
+
+    # -- sending ---------------------------------------------------------------------------------
+
+    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+        """Queue a record; return a FutureRecordMetadata resolving to its RecordMetadata.
+
+        ``value`` and ``key``: bytes (or bytes-like), or anything the configured serializers
+        turn into bytes; one may be None, not both. ``headers``: a list of (str, bytes).
+        ``partition``: a partition id, or None to let the partitioner choose.
+        ``timestamp_ms``: the record's CreateTime (default: now).
+
+        Raises KafkaTimeoutError when the topic's metadata or buffer memory is not available
+        within ``max_block_ms``; TypeError / ValueError for bad arguments; IllegalStateError
+        after close(). A record too large for ``max_request_size`` or ``buffer_memory``
+        gives a failed future (MessageSizeTooLargeError), as in kafka-python.
+        """
+        if self._closed:
+            raise IllegalStateError("KafkaProducer already closed!")
+        if headers:
+            _check_headers(headers)
+        serialize = self._key_serializer
+        if serialize is not None:
+            key = serialize(topic, headers, key)
+        serialize = self._value_serializer
+        if serialize is not None:
+            value = serialize(topic, headers, value)
+        if value is None and key is None:
+            raise ValueError("Need at least one: key or value")
+        info = self._cluster.topics.get(topic)
+        if info is None or info.error_code or (partition is not None
+                                               and partition not in info.leaders):
+            info = self._wait_on_metadata(topic, partition)
+        if timestamp_ms is None:
+            timestamp_ms = time_ns() // 1_000_000
+        try:
+            if partition is None:
+                partitioner = self._partitioner
+                partition = partitioner.partition(topic, key, info.partition_ids, info.available)
+                if key is None and self._sticky:
+                    appended = self._append(topic, partition, timestamp_ms, key, value,
+                                            headers, True)
+                    if appended is None:
+                        partitioner.on_new_batch(topic, partition, info.partition_ids,
+                                                 info.available)
+                        partition = partitioner.partition(topic, key, info.partition_ids,
+                                                          info.available)
+                        appended = self._append(topic, partition, timestamp_ms, key, value,
+                                                headers)
+                else:
+                    appended = self._append(topic, partition, timestamp_ms, key, value, headers)
+            else:
+                appended = self._append(topic, partition, timestamp_ms, key, value, headers)
+        except MessageSizeTooLargeError as exc:
+            return FutureRecordMetadata((FailedSend(topic, partition, exc), -1, timestamp_ms,
+                                         *_sizes(key, value, headers)))
+        batch, index = appended
+        return FutureRecordMetadata((
+            batch, index, timestamp_ms, -1 if key is None else len(key),
+            -1 if value is None else len(value), -1 if not headers else _header_size(headers)))
+
+    def send_batch(self, topic, values, keys=None, partition=None, timestamp_ms=None,
+                   batch_size=None):
+        """Queue many records at once; return one FutureBatchMetadata per batch made.
+
+        ``values``: a 2-D uint8 numpy array (one fixed-size value per row) or a sequence of
+        bytes-like (None for a tombstone). ``keys``: None, or one key per value (a sequence
+        of bytes, or a 2-D uint8 array). ``partition``: all records to this partition; else
+        keyed records go where ``send()`` would put them (murmur2), and unkeyed ones fill one
+        batch per partition, the partitioner choosing each batch's partition. Every record
+        gets ``timestamp_ms`` (default: now, read once). ``batch_size`` (default
+        ``bulk_batch_size``: 1 MiB, or less to fit ``max_request_size``) bounds each batch.
+        Each future's ``record_indices`` lists the positions in ``values`` its batch holds,
+        in offset order.
+
+        Blocks up to ``max_block_ms`` for metadata and buffer memory (KafkaTimeoutError);
+        serializers are not applied: values and keys are bytes already.
+        """
+        if self._closed:
+            raise IllegalStateError("KafkaProducer already closed!")
+        count = len(values)
+        if keys is not None and len(keys) != count:
+            raise ValueError(f"{len(keys)} keys for {count} values")
+        info = self._cluster.topics.get(topic)
+        if info is None or info.error_code or (partition is not None
+                                               and partition not in info.leaders):
+            info = self._wait_on_metadata(topic, partition)
+        if timestamp_ms is None:
+            timestamp_ms = time_ns() // 1_000_000
+        size = self.bulk_batch_size if batch_size is None else min(batch_size,
+                                                                   self._largest_batch)
+        futures = []
+        if partition is not None:
+            self._queue_bulk(topic, lambda _: partition, values, keys, None, timestamp_ms,
+                             size, futures)
+        elif keys is not None:
+            key_list = [row.tobytes() for row in keys] if isinstance(keys, np.ndarray) else keys
+            if None in key_list:
+                raise ValueError(f"send_batch to {topic!r}: keys must all be bytes (a null "
+                                 f"key has no partition of its own); found None at index "
+                                 f"{list(key_list).index(None)}")
+            targets = partitions_for_keys(key_list, len(info.partition_ids))
+            order = np.argsort(targets, kind="stable")
+            bounds = np.flatnonzero(np.diff(targets[order])) + 1
+            for group in np.split(order, bounds):
+                chosen = info.partition_ids[int(targets[group[0]])]
+                self._queue_bulk(topic, lambda _, p=chosen: p, values, keys, group,
+                                 timestamp_ms, size, futures)
+        else:
+            partitioner = self._partitioner
+
+            def next_partition(previous):
+                if previous is not None:
+                    partitioner.on_new_batch(topic, previous, info.partition_ids,
+                                             info.available)
+                return partitioner.partition(topic, None, info.partition_ids, info.available)
+            self._queue_bulk(topic, next_partition, values, None, None, timestamp_ms, size,
+                             futures)
+        self._sender.wakeup()
+        return futures
+
+    def _queue_bulk(self, topic, choose, values, keys, indices, timestamp_ms, size, futures):
+        """Encode ``values[indices]`` (all when None) chunk by chunk and queue each batch on
+        ``choose(previous partition)``."""
+        total = len(values) if indices is None else len(indices)
+        append_built = self._accumulator.append_built
+        codec = self.config["compression_type"] or "none"
+        partition = None
+        for start in range(0, total, BULK_CHUNK_RECORDS):
+            stop = min(total, start + BULK_CHUNK_RECORDS)
+            if indices is None:
+                where = np.arange(start, stop)
+                chunk_values = values[start:stop]
+                chunk_keys = None if keys is None else keys[start:stop]
+            else:
+                where = indices[start:stop]
+                chunk_values = _take(values, where)
+                chunk_keys = None if keys is None else _take(keys, where)
+            built = build_batches(chunk_values, chunk_keys, timestamp_ms,
+                                  compression_type=codec, batch_size=size)
+            first = 0
+            for data in built:
+                records = BatchHeader(data).record_count
+                partition = choose(partition)
+                batch = append_built(topic, partition, data, records,
+                                     where[first:first + records])
+                first += records
+                futures.append(FutureBatchMetadata((batch,)))
+
+    def _wait_on_metadata(self, topic, partition=None):
+        """The topic's metadata once it lists the topic (and ``partition``), waiting up to
+        ``max_block_ms`` (KafkaTimeoutError); a non-retriable topic error is raised."""
+        cluster = self._cluster
+        cluster.add_topics((topic,))
+        deadline = self._clock() + self._max_block
+        while True:
+            info = cluster.topics.get(topic)
+            if info is not None and info.error_code and not info.error.retriable:
+                raise info.error(f"topic {topic!r}: {info.error.description}")
+            if info is not None and not info.error_code and info.partition_ids and (
+                    partition is None or partition in info.leaders):
+                return info
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise KafkaTimeoutError(self._metadata_timeout_message(topic, partition, info))
+            attempts = cluster.request_update()
+            self._sender.wakeup()
+            cluster.wait_for_update(attempts, remaining)
+
+    def _metadata_timeout_message(self, topic, partition, info):
+        wait = f"after {self._max_block * 1000:.0f} ms (max_block_ms)"
+        if info is not None and partition is not None and not info.error_code:
+            return (f"partition {partition} of topic {topic!r} with partition count "
+                    f"{len(info.partition_ids)} is not present in metadata {wait}")
+        reason = (info.error.message if info is not None and info.error_code else
+                  str(self._cluster.last_error or "no answer"))
+        return f"topic {topic!r} not present in metadata {wait}: {reason}"
+
+    # -- waiting and closing ---------------------------------------------------------------------
+
+    def flush(self, timeout=None):
+        """Send everything queued now (ignoring linger) and wait until every record sent
+        before this call is acknowledged or failed; KafkaTimeoutError after ``timeout``
+        seconds (None: no limit)."""
+        accumulator = self._accumulator
+        accumulator.begin_flush()
+        try:
+            self._sender.wakeup()
+            deadline = None if timeout is None else self._clock() + timeout
+            for batch in accumulator.incomplete():
+                remaining = None if deadline is None else max(0.0, deadline - self._clock())
+                if not batch.done.wait(remaining):
+                    raise KafkaTimeoutError(
+                        f"flush: {batch.topic}-{batch.partition} still has records "
+                        f"unacknowledged after {timeout} s")
+        finally:
+            accumulator.end_flush()
+
+    def close(self, timeout=None):
+        """Send what is queued and stop: waits up to ``timeout`` seconds (None: no limit)
+        for it to be acknowledged, then fails whatever is left (IllegalStateError) and closes
+        the connections. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self._at_exit)
+        sender = self._sender
+        if threading.current_thread() is sender:
+            timeout = 0  # a callback cannot wait for its own thread
+        sender.initiate_close()
+        if timeout != 0:
+            sender.join(timeout)
+        if sender.is_alive():
+            sender.force_close()
+            if threading.current_thread() is not sender:
+                sender.join()
+        for hook in (self.config["key_serializer"], self.config["value_serializer"]):
+            if hasattr(hook, "close"):
+                hook.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    # -- information -------------------------------------------------------------------------------
+
+    def partitions_for(self, topic):
+        """The set of partition ids of ``topic`` (waits for its metadata up to max_block_ms)."""
+        info = self._cluster.topics.get(topic)
+        if info is None or info.error_code:
+            info = self._wait_on_metadata(topic)
+        return set(info.partition_ids)
+
+    def bootstrap_connected(self):
+        """True while the producer has a connection to at least one broker."""
+        client = self._client
+        return any(client.connected(node) for node in client.cluster.brokers)
+
+    def metrics(self, raw=False):
+        """Producer metrics with Kafka's names: ``{"producer-metrics": {name: value}}``
+        (``raw`` is accepted for kafka-python compatibility and changes nothing)."""
+        m = self._sender.metrics
+        pool = self._accumulator.pool
+        batches = m.batch_total
+        return {"producer-metrics": {
+            "record-send-total": m.record_send_total,
+            "record-error-total": m.record_error_total,
+            "record-retry-total": m.record_retry_total,
+            "batch-size-avg": m.batch_bytes_total / batches if batches else 0.0,
+            "batch-size-max": m.batch_bytes_max,
+            "records-per-request-avg": (m.record_send_total / m.request_total
+                                        if m.request_total else 0.0),
+            "request-total": m.request_total,
+            "request-latency-avg": (m.request_latency_total / m.request_total * 1000
+                                    if m.request_total else 0.0),
+            "request-latency-max": m.request_latency_max * 1000,
+            "outgoing-byte-total": m.outgoing_byte_total,
+            "requests-in-flight": self._client.in_flight_count(),
+            "buffer-total-bytes": pool.total_memory,
+            "buffer-available-bytes": pool.available_memory,
+            "bufferpool-wait-time-ns-total": pool.wait_time_ns_total,
+            "buffer-exhausted-total": pool.exhausted_total,
+        }}
+
+    def __repr__(self):
+        return f"<KafkaProducer client_id={self.client_id} cluster={self._client.cluster_id}>"
+
+
+def _close_at_exit(producer):
+    """An atexit hook that closes ``producer`` (1 s grace) unless it is gone already, as
+    kafka-python's, so an interpreter exit still sends what is queued and unlinks the
+    rings."""
+    proxy = weakref.proxy(producer)
+
+    def close():
+        try:
+            proxy.close(timeout=1)
+        except ReferenceError:
+            pass
+    return close
+
+
+def _check_headers(headers):
+    if not isinstance(headers, list) or not all(
+            isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+            and (item[1] is None or isinstance(item[1], (bytes, bytearray, memoryview)))
+            for item in headers):
+        raise TypeError(f"headers must be a list of (str, bytes) tuples, found {headers!r}")
+
+
+def _header_size(headers):
+    """kafka-python's serialized_header_size: UTF-8 keys plus values."""
+    return sum(len(k.encode()) + (0 if v is None else len(v)) for k, v in headers)
+
+
+def _sizes(key, value, headers):
+    return (-1 if key is None else len(key), -1 if value is None else len(value),
+            -1 if not headers else _header_size(headers))
+
+
+def _take(items, where):
+    if isinstance(items, np.ndarray):
+        return items[where]
+    return [items[i] for i in where.tolist()]
+
+

@@ -1,0 +1,278 @@
+"""The producer's Sender: the thread that moves batches from the accumulator to the brokers.
+
+Each turn of the loop (Kafka's ``Sender.runOnce``):
+
+1. fail the batches older than ``delivery_timeout_ms`` (queued or in flight) with
+   KafkaTimeoutError naming the partition;
+2. ask the accumulator which brokers lead partitions with sendable batches; topics whose
+   leader is unknown trigger a metadata refresh;
+3. for each such broker that is connected (or connects now) and has fewer than
+   ``max_in_flight_requests_per_connection`` requests in flight, drain its batches, build
+   each once (``ProducerBatch.build``: one encode, one CRC-32C) and write one Produce
+   request — encoded straight into a request-ring slot by the client;
+4. ``client.poll()``: wait for responses, the next linger deadline, or a wake-up from
+   ``send()`` (a new or full batch), whichever comes first.
+
+A response completes its batches (offset, log-append time) or, for a retriable error while
+``retries`` and the delivery timeout allow, puts them back at the front of their deque after
+``retry_backoff_ms`` — refreshing metadata first on NOT_LEADER_OR_FOLLOWER and the other
+invalid-metadata errors, including a broker that died. With acks=0 the broker sends no
+response: batches complete (offset -1) once their request is written. With
+``max_in_flight_requests_per_connection=1`` a partition with a batch in flight is not
+drained again until it completes, so retries cannot reorder it (kafka-python's
+``guarantee_message_order``); without idempotence (not implemented: no InitProducerId) more
+requests in flight may reorder or duplicate records across retries, as in Kafka.
+
+Thread safety: the Sender thread alone runs the loop, owns the KafkaClient, and completes
+batches; ``wakeup()``, ``initiate_close()`` and ``force_close()`` may be called from any
+thread; ``metrics`` is written by the sender and read by anyone.
+"""
+
+import datetime
+import logging
+import threading
+import time
+
+from . import protocol
+from .client import API_VERSIONS
+from .errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
+from .protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+#: Longest the loop waits with nothing to do (it wakes earlier for any work).
+IDLE_WAIT = 0.5
+
+
+class SenderMetrics:
+    """Counters the sender keeps (Kafka's producer-metrics names); single writer."""
+
+    def __init__(self):
+        self.record_send_total = 0
+        self.record_error_total = 0
+        self.record_retry_total = 0
+        self.batch_total = 0
+        self.batch_bytes_total = 0
+        self.batch_bytes_max = 0
+        self.request_total = 0
+        self.request_latency_total = 0.0
+        self.request_latency_max = 0.0
+        self.outgoing_byte_total = 0
+
+
+class Sender(threading.Thread):
+    """The producer's network thread (module doc). Started by the KafkaProducer."""
+
+    def __init__(self, client, accumulator, config, *, clock=time.monotonic):
+        super().__init__(name=f"ringlog-producer-network-thread | {client.client_id}",
+                         daemon=True)
+        self._client = client
+        self._accumulator = accumulator
+        self._clock = clock
+        self._acks = config["acks"]
+        self._retries = config["retries"]
+        self._retry_backoff = config["retry_backoff_ms"] / 1000
+        self._delivery_timeout = config["delivery_timeout_ms"] / 1000
+        self._request_timeout = datetime.timedelta(milliseconds=config["request_timeout_ms"])
+        self._max_request_size = config["max_request_size"]
+        self._max_in_flight = config["max_in_flight_requests_per_connection"]
+        self._guarantee_order = self._max_in_flight == 1
+        self._produce = protocol.request_module(ApiKey.PRODUCE, API_VERSIONS[ApiKey.PRODUCE])
+        self._in_flight = {}     # batch -> broker id, for every batch in a request in flight
+        self._muted = set()      # TopicPartitions in flight (only with guaranteed order)
+        self._wakeup = threading.Event()
+        self._running = True
+        self._forced = False
+        self._aborting = False
+        self.metrics = SenderMetrics()
+        self.failure = None      # what killed the loop, if anything did
+
+    # -- any thread --------------------------------------------------------------------------
+
+    def wakeup(self):
+        """There is new work (a batch opened or filled, a flush, a metadata need)."""
+        self._wakeup.set()
+
+    def initiate_close(self):
+        """Stop once everything queued and in flight is done."""
+        self._running = False
+        self._accumulator.close()
+        self.wakeup()
+
+    def force_close(self):
+        """Stop now: fail what is queued or in flight with IllegalStateError."""
+        self._forced = True
+        self.initiate_close()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self):
+        accumulator, client = self._accumulator, self._client
+        try:
+            while self._running:
+                self.run_once()
+            while not self._forced and (accumulator.has_undrained()
+                                        or client.in_flight_count() or self._in_flight):
+                self.run_once()
+        except BaseException as exc:  # noqa: BLE001 - a bug must not leave futures hanging
+            log.exception("the producer's sender thread failed")
+            self.failure = exc
+        finally:
+            self._abort(IllegalStateError("Producer is closed forcefully.")
+                        if self.failure is None else self.failure)
+
+    def _abort(self, error):
+        """Fail everything still queued or in flight with ``error``; close the client."""
+        self._aborting = True
+        self._client.close()  # in-flight requests fail; their batches come to _retry_or_fail
+        for batch in list(self._in_flight):
+            self._fail(batch, error)
+        for batch in self._accumulator.drain_all():
+            self._fail(batch, error)
+
+    def run_once(self):
+        """One turn of the loop (module doc)."""
+        accumulator, client = self._accumulator, self._client
+        self._wakeup.clear()
+        now = self._clock()
+        self._expire(now)
+        cluster = client.cluster
+        topics = cluster.topics
+        nodes, unknown, delay = accumulator.ready(now, topics)
+        if unknown:
+            cluster.add_topics(unknown)
+            cluster.request_update()
+        sendable = set()
+        for node in nodes:
+            if client.in_flight_count(node) >= self._max_in_flight:
+                continue  # its responses will wake the poll below
+            if client.is_ready(node):
+                sendable.add(node)
+            else:
+                wait = client.connection_delay(node)
+                delay = wait if delay is None else min(delay, wait)
+        if sendable:
+            drained = accumulator.drain(now, topics, sendable, self._max_request_size,
+                                        self._muted)
+            for node, batches in drained.items():
+                self._send(node, batches, now)
+            if drained:
+                delay = 0.0
+        client.poll(IDLE_WAIT if delay is None else delay, wakeup=self._wakeup)
+
+    def _send(self, node, batches, now):
+        """Build ``batches`` and write them to ``node`` as one Produce request."""
+        module = self._produce
+        by_topic = {}
+        sent = []
+        for batch in batches:
+            try:
+                data = batch.build()
+            except Exception as exc:  # noqa: BLE001 - e.g. a compression library error
+                self._fail(batch, exc)
+                continue
+            batch.attempts += 1
+            sent.append(batch)
+            by_topic.setdefault(batch.topic, []).append(
+                module.PartitionProduceData(index=batch.partition, records=data))
+            self._in_flight[batch] = node
+            if self._guarantee_order:
+                self._muted.add(batch.topic_partition)
+        if not sent:
+            return
+        request = module.ProduceRequest(
+            transactional_id=None, acks=self._acks, timeout=self._request_timeout,
+            topic_data=tuple(module.TopicProduceData(name=topic, partition_data=tuple(parts))
+                             for topic, parts in by_topic.items()))
+        metrics = self.metrics
+        metrics.request_total += 1
+        metrics.outgoing_byte_total += sum(len(b.built) for b in sent)
+        future = self._client.send(node, request, expect_response=self._acks != 0)
+        future.add_callback(self._handle_response, node, sent, now)
+        future.add_errback(self._handle_failure, sent)
+
+    def _expire(self, now):
+        timeout = self._delivery_timeout
+        expired = self._accumulator.expired(now, timeout)
+        expired += [b for b in self._in_flight if now - b.created >= timeout]
+        for batch in expired:
+            self._fail(batch, KafkaTimeoutError(
+                f"Expiring {batch.record_count or batch.builder.record_count} record(s) for "
+                f"{batch.topic}-{batch.partition}: {(now - batch.created) * 1000:.0f} ms has "
+                f"passed since batch creation (delivery_timeout_ms "
+                f"{timeout * 1000:.0f})"))
+
+    # -- completions ---------------------------------------------------------------------------
+
+    def _handle_response(self, node, batches, sent_at, response):
+        latency = self._clock() - sent_at
+        metrics = self.metrics
+        metrics.request_latency_total += latency
+        metrics.request_latency_max = max(metrics.request_latency_max, latency)
+        if response is None:  # acks=0
+            for batch in batches:
+                self._complete(batch, -1, -1)
+            return
+        results = {(topic.name, p.index): p for topic in response.responses
+                   for p in topic.partition_responses}
+        for batch in batches:
+            result = results.get((batch.topic, batch.partition))
+            if result is None:
+                self._retry_or_fail(batch, KafkaProtocolError(
+                    f"broker {node} answered a Produce request without a result for topic "
+                    f"{batch.topic!r} partition {batch.partition}"))
+            elif not result.error_code:
+                append_time = result.log_append_time
+                self._complete(batch, result.base_offset, -1 if append_time is None else
+                               round(append_time.timestamp() * 1000))
+            else:
+                error = for_code(int(result.error_code))
+                self._retry_or_fail(batch, error(
+                    f"topic {batch.topic!r} partition {batch.partition} on broker {node}: "
+                    f"{result.error_message or error.description}"))
+
+    def _handle_failure(self, batches, error):
+        for batch in batches:
+            self._retry_or_fail(batch, error)
+
+    def _retry_or_fail(self, batch, error):
+        self._in_flight.pop(batch, None)
+        self._muted.discard(batch.topic_partition)
+        if batch.done.is_done:
+            return  # expired while in flight
+        now = self._clock()
+        if (not self._aborting and getattr(error, "retriable", False)
+                and batch.attempts <= self._retries
+                and now - batch.created < self._delivery_timeout):
+            if getattr(error, "invalid_metadata", False):
+                self._client.cluster.request_update()
+            self.metrics.record_retry_total += batch.record_count
+            log.warning("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition,
+                        batch.attempts + 1, error)
+            self._accumulator.reenqueue(batch, now + self._retry_backoff)
+        else:
+            self._fail(batch, error)
+
+    def _complete(self, batch, base_offset, log_append_time):
+        self._in_flight.pop(batch, None)
+        self._muted.discard(batch.topic_partition)
+        if batch.done.is_done:
+            return
+        metrics = self.metrics
+        size = len(batch.built)
+        metrics.record_send_total += batch.record_count
+        metrics.batch_total += 1
+        metrics.batch_bytes_total += size
+        metrics.batch_bytes_max = max(metrics.batch_bytes_max, size)
+        self._accumulator.deallocate(batch)
+        batch.complete(base_offset, log_append_time)
+
+    def _fail(self, batch, error):
+        self._in_flight.pop(batch, None)
+        self._muted.discard(batch.topic_partition)
+        if batch.done.is_done:
+            return
+        self.metrics.record_error_total += batch.record_count or (
+            batch.builder.record_count if batch.builder is not None else 0)
+        self._accumulator.deallocate(batch)
+        batch.fail(error)

@@ -1,0 +1,395 @@
+"""Fetch requests to partition leaders, and the records they bring back.
+
+The fetcher keeps at most **one Fetch in flight per broker**, carrying every fetchable
+partition that broker leads (assigned, positioned, not paused), in the order of
+``SubscriptionState.assignment`` — a partition that just got data moves to the end, so a
+response capped by ``fetch_max_bytes`` (or by the ring frame) cannot starve the others.
+
+**Pipelining.** A response is kept as bytes (``PartitionRecords``: only its batch headers
+are read on arrival), which tells at once where the partition's next fetch starts (the
+offset after its last batch). So the next Fetch goes out while the application still
+works through the records of the previous one — the consumer calls ``send_fetches``
+right after draining records, before handing them over — and up to
+``MAX_BUFFERED_RESPONSES`` responses per partition wait, parsed only as they are taken.
+The broker meanwhile long-polls (``fetch_max_wait_ms``, ``fetch_min_bytes``) and copies
+the next batches into this consumer's response ring.
+
+**Positions.** Records are handed out only in order: the first buffered response of a
+partition must start at its position (``next_offset`` of the PartitionRecords), and each
+buffered response where the previous one ends. A seek, reset or reassignment breaks that
+chain; the stale responses are dropped when next looked at, and a response that arrives
+for an offset no longer expected is ignored (the same bytes at the same offset would be
+identical, so matching offsets are always safe to use).
+
+**Errors per partition** (Kafka's and kafka-python's handling):
+
+* NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+  REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH and
+  any other invalid-metadata error: refresh the metadata, fetch again from the leader it
+  names;
+* OFFSET_OUT_OF_RANGE: reset the position by ``auto_offset_reset`` (earliest / latest),
+  or with 'none' raise OffsetOutOfRangeError from the next poll;
+* MESSAGE_TOO_LARGE (the broker's answer when one batch exceeds this consumer's response
+  ring frame): RecordTooLargeError naming the ring and what to raise;
+* anything else retriable: retry; not retriable: raised from the next poll. An error for
+  the whole response (its top-level error code, v7+) is handled the same way.
+
+**A broker that dies** fails its request in flight (KafkaConnectionError from the client):
+logged once per outage, counted in ``fetch-error-total``, and the partitions it led are
+fetched again once the metadata names a leader for them — the same broker restarted, when
+the controller publishes it. Records of other brokers keep flowing meanwhile.
+
+Errors found while handling a response (which happens inside ``KafkaClient.poll``) are
+queued and raised by the next ``fetched_records`` / ``fetched_columns``; an error met while
+draining, after some records were already drained, is raised by the next call instead,
+so no record is lost (kafka-python's rule).
+
+Owner: the consumer's thread, the only caller (the client's callbacks run in its poll).
+"""
+
+import collections
+import dataclasses
+import datetime
+import logging
+import time
+
+from cluster import protocol
+from cluster.client import API_VERSIONS
+from cluster.errors import (
+    KafkaError, OffsetOutOfRangeError, RecordTooLargeError, for_code)
+from cluster.protocol import ApiKey
+from cluster.structs import TopicPartition
+from segments.errors import CorruptRecordError
+
+from .partition_records import PartitionRecords
+
+log = logging.getLogger(__name__)
+
+#: Responses per partition that may wait, parsed or not, to be taken by the application;
+#: a partition with that many is left out of the next Fetch.
+MAX_BUFFERED_RESPONSES = 2
+
+#: Fetch's isolation_level values.
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+
+_NO_ERROR = 0
+_OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.errno
+_MESSAGE_TOO_LARGE = RecordTooLargeError.errno
+
+
+def build(cls, **fields):
+    """An instance of the kio class ``cls`` from the ``fields`` it has (others dropped), so
+    one call site serves every version of a request."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{name: value for name, value in fields.items() if name in names})
+
+
+class Fetcher:
+    """Fetches for one consumer (module doc).
+
+    ``client``: the consumer's KafkaClient; ``subscriptions``: its SubscriptionState;
+    ``config``: its ConsumerConfig; ``metrics``: a FetchMetrics; ``key_deserializer`` /
+    ``value_deserializer``: ``(topic, headers, data) -> object`` callables or None;
+    ``max_frame``: the largest response frame the client's rings carry (for messages).
+    """
+
+    def __init__(self, client, subscriptions, config, metrics, *, key_deserializer=None,
+                 value_deserializer=None, max_frame=None, clock=time.monotonic):
+        self._client = client
+        self._subscriptions = subscriptions
+        self._metrics = metrics
+        self._clock = clock
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._max_frame = max_frame
+        self._check_crcs = config["check_crcs"]
+        self._partition_max_bytes = config["max_partition_fetch_bytes"]
+        self._module = protocol.request_module(ApiKey.FETCH, API_VERSIONS[ApiKey.FETCH])
+        self._request_fields = dict(
+            replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=config["fetch_max_wait_ms"]),
+            min_bytes=config["fetch_min_bytes"], max_bytes=config["fetch_max_bytes"],
+            isolation_level=ISOLATION_LEVELS[config["isolation_level"]],
+            session_id=0, session_epoch=-1,  # no fetch session: every fetch is a full one
+            forgotten_topics_data=(), rack_id="")
+        self._buffers = {}     # TopicPartition -> deque of PartitionRecords, in offset order
+        self._in_flight = {}   # node id -> {TopicPartition: fetch offset} of its one Fetch
+        self._handed_out = {}  # TopicPartition -> position before an update_offsets=False drain
+        self._errors = collections.deque()  # raised by the next drain
+        self._closed = False
+        self._failed_nodes = set()  # nodes whose failure was logged and not yet recovered
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def in_flight(self):
+        """True while a Fetch is out."""
+        return bool(self._in_flight)
+
+    def has_buffered(self):
+        """True if records (possibly paused) wait to be taken."""
+        return bool(self._buffers)
+
+    def _chain(self, tp, state):
+        """The buffered responses of ``tp`` if they continue its position, else drop them
+        (stale after a seek or reset) and return None. Records drained without updating the
+        position (``update_offsets`` False) still count as continuing while the caller's
+        position lies within them."""
+        queue = self._buffers.get(tp)
+        if queue is None:
+            return None
+        position = None if state is None else state.position
+        start = queue[0].next_offset
+        if position != start:
+            handed_out = self._handed_out.get(tp)
+            if position is None or handed_out is None or not handed_out <= position <= start:
+                self._drop(tp)
+                return None
+        return queue
+
+    def _drop(self, tp):
+        self._buffers.pop(tp, None)
+        self._handed_out.pop(tp, None)
+
+    def leader(self, tp):
+        """``(leader id, leader epoch)`` of ``tp`` from the metadata cache; leader -1 if
+        unknown or offline."""
+        info = self._client.cluster.topics.get(tp.topic)
+        if info is None:
+            return -1, -1
+        partitions = info.partitions
+        index = tp.partition
+        if 0 <= index < len(partitions) and partitions[index].partition == index:
+            found = partitions[index]
+        else:
+            found = next((p for p in partitions if p.partition == index), None)
+            if found is None:
+                return -1, -1
+        return found.leader, found.leader_epoch
+
+    def send_fetches(self):
+        """Send a Fetch to every broker that leads a fetchable partition and has none in
+        flight; returns how many were sent."""
+        assignment = self._subscriptions.assignment
+        wanted = {}  # node -> {tp: (fetch offset, leader epoch)}
+        need_metadata = False
+        for tp in self._subscriptions.fetchable_partitions():
+            state = assignment[tp]
+            queue = self._chain(tp, state)
+            if queue is not None and len(queue) >= MAX_BUFFERED_RESPONSES:
+                continue
+            node, epoch = self.leader(tp)
+            if node < 0:
+                need_metadata = True
+                continue
+            if node in self._in_flight or self._client.connection_delay(node) > 0:
+                continue
+            offset = queue[-1].end_offset if queue else state.position
+            wanted.setdefault(node, {})[tp] = (offset, epoch)
+        if need_metadata:
+            self._client.cluster.request_update()
+        for node, partitions in wanted.items():
+            self._send(node, partitions)
+        return len(wanted)
+
+    def _send(self, node, partitions):
+        module = self._module
+        topics = {}
+        for tp, (offset, epoch) in partitions.items():
+            topics.setdefault(tp.topic, []).append(build(
+                module.FetchPartition, partition=tp.partition, current_leader_epoch=epoch,
+                fetch_offset=offset, log_start_offset=-1,
+                partition_max_bytes=self._partition_max_bytes))
+        request = build(module.FetchRequest, topics=tuple(
+            build(module.FetchTopic, topic=name, partitions=tuple(parts))
+            for name, parts in topics.items()), **self._request_fields)
+        offsets = {tp: offset for tp, (offset, _) in partitions.items()}
+        self._in_flight[node] = offsets
+        log.debug("fetch from broker %d: %s", node, offsets)
+        future = self._client.send(node, request)
+        future.add_callback(self._handle_response, node, offsets, self._clock())
+        future.add_errback(self._handle_failure, node, offsets)
+
+    # -- receiving ----------------------------------------------------------------------------
+
+    def _handle_failure(self, node, offsets, exception):
+        if self._in_flight.get(node) is offsets:
+            del self._in_flight[node]
+        if self._closed:
+            return
+        self._metrics.fetch_failed()
+        if node not in self._failed_nodes:
+            self._failed_nodes.add(node)
+            log.warning("fetch from broker %d failed (%s); fetching %s again once the "
+                        "metadata names their leaders", node, exception, sorted(offsets))
+        if isinstance(exception, KafkaError) and exception.invalid_metadata:
+            self._client.cluster.request_update()
+
+    def _handle_response(self, node, offsets, sent_at, response):
+        if self._in_flight.get(node) is offsets:
+            del self._in_flight[node]
+        if node in self._failed_nodes:
+            self._failed_nodes.discard(node)
+            log.info("fetching from broker %d again", node)
+        code = int(getattr(response, "error_code", _NO_ERROR))  # v7+: the whole fetch failed
+        if code != _NO_ERROR:
+            error = for_code(code)
+            log.debug("fetch from broker %d: %s", node, error.message)
+            if error.invalid_metadata:
+                self._client.cluster.request_update()
+            elif not error.retriable:
+                self._errors.append(error(f"fetch from broker {node} of {sorted(offsets)}"))
+            return
+        size = records = 0
+        for topic in response.responses:
+            for data in topic.partitions:
+                tp = TopicPartition(topic.topic, data.partition_index)
+                offset = offsets.get(tp)
+                if offset is None:
+                    continue
+                part = self._handle_partition(tp, offset, data)
+                if part is not None:
+                    size += part.size_in_bytes
+                    records += part.record_count
+        self._metrics.fetch_received(self._clock() - sent_at, size, records)
+
+    def _handle_partition(self, tp, offset, data):
+        """One partition's answer to a fetch at ``offset``; the PartitionRecords buffered,
+        if any."""
+        subscriptions = self._subscriptions
+        state = subscriptions.assignment.get(tp)
+        queue = self._chain(tp, state)
+        if queue:
+            expected = queue[-1].end_offset
+        else:
+            expected = None if state is None else state.position
+        if offset != expected:
+            log.debug("ignoring the fetch of %s at %d: expected %s", tp, offset, expected)
+            return None
+        code = int(data.error_code)
+        if code == _NO_ERROR:
+            state.highwater = data.high_watermark
+            state.last_stable_offset = data.last_stable_offset
+            if data.log_start_offset >= 0:
+                state.log_start_offset = data.log_start_offset
+            if not data.records:
+                return None
+            try:
+                part = PartitionRecords(tp, offset, data.records, self._check_crcs)
+            except CorruptRecordError as exc:
+                self._errors.append(exc)
+                return None
+            if not part.batch_count:
+                self._errors.append(RecordTooLargeError(
+                    f"{tp.topic}-{tp.partition} at offset {offset}: the {len(data.records)} "
+                    f"bytes fetched hold no whole batch (a batch larger than "
+                    f"max_partition_fetch_bytes {self._partition_max_bytes}?)"))
+                return None
+            if queue is None:
+                queue = self._buffers[tp] = collections.deque()
+            queue.append(part)
+            subscriptions.move_to_end(tp)
+            return part
+        error = for_code(code)
+        where = f"{tp.topic}-{tp.partition} at offset {offset}"
+        if code == _OFFSET_OUT_OF_RANGE:
+            if subscriptions.has_default_reset_policy():
+                log.info("fetch offset %d of %s is out of range (log start %d, high watermark "
+                         "%d): resetting", offset, tp, data.log_start_offset,
+                         data.high_watermark)
+                subscriptions.request_offset_reset(tp)
+                self._drop(tp)
+            else:
+                self._errors.append(OffsetOutOfRangeError(
+                    f"fetch offset {offset} of {tp.topic}-{tp.partition} is out of range (log "
+                    f"start {data.log_start_offset}, high watermark {data.high_watermark}) "
+                    f"and auto_offset_reset is 'none'"))
+        elif code == _MESSAGE_TOO_LARGE:
+            self._errors.append(RecordTooLargeError(
+                f"{where}: the batch there does not fit this consumer's response frames "
+                f"({self._max_frame} bytes); raise max_partition_fetch_bytes to at least "
+                f"the topic's max.message.bytes"))
+        elif error.invalid_metadata:
+            log.debug("fetch of %s: %s; refreshing metadata", where, error.message)
+            self._client.cluster.request_update()
+        elif not error.retriable:
+            self._errors.append(error(f"fetch of {where}"))
+        return None
+
+    # -- draining -----------------------------------------------------------------------------
+
+    def fetched_records(self, max_records, update_offsets=True):
+        """Up to ``max_records`` buffered records as ``{TopicPartition: [ConsumerRecord]}``,
+        advancing the positions (unless ``update_offsets`` is False: the caller advances
+        them record by record). Raises a queued error first (module doc)."""
+        return self._drain(max_records, update_offsets, columns=False)
+
+    def fetched_columns(self, max_records):
+        """Up to ``max_records`` buffered records as ``{TopicPartition: [RecordColumns]}``,
+        advancing the positions."""
+        return self._drain(max_records, True, columns=True)
+
+    def _drain(self, max_records, update_offsets, columns):
+        if self._errors:
+            raise self._errors.popleft()
+        assignment = self._subscriptions.assignment
+        drained = {}
+        remaining = max_records
+        taken = 0
+        for tp in list(self._buffers):
+            if remaining <= 0:
+                break
+            state = assignment.get(tp)
+            queue = self._buffers[tp]
+            if state is None or queue[0].next_offset != state.position:
+                self._drop(tp)  # stale: reassigned, sought, reset, or left mid-way
+                continue
+            if state.paused:
+                continue
+            position = state.position
+            if update_offsets:
+                self._handed_out.pop(tp, None)
+            else:
+                self._handed_out[tp] = position
+            while queue and remaining > 0:
+                part = queue[0]
+                try:
+                    if columns:
+                        got = part.take_columns(remaining)
+                        count = sum(map(len, got))
+                    else:
+                        got = part.take(remaining, self._key_deserializer,
+                                        self._value_deserializer)
+                        count = len(got)
+                except KafkaError as exc:
+                    self._drop(tp)
+                    if not drained:
+                        raise
+                    self._errors.append(exc)
+                    return drained
+                if count:
+                    drained.setdefault(tp, []).extend(got)
+                    remaining -= count
+                    taken += count
+                position = part.next_offset
+                if update_offsets or not count:
+                    state.position = position
+                if not part:
+                    queue.popleft()
+            if not queue:
+                del self._buffers[tp]
+            if state.highwater is not None:
+                self._metrics.lag(max(0, state.highwater - position))
+        if taken:
+            self._metrics.consumed(taken)
+        return drained
+
+    def discard(self):
+        """Drop every buffered record (the assignment is gone)."""
+        self._buffers.clear()
+        self._handed_out.clear()
+
+    def close(self):
+        """The consumer is closing: drop what is buffered; fetches failing from now on (the
+        client closing fails them) are not reported."""
+        self._closed = True
+        self.discard()

@@ -1,0 +1,166 @@
+"""One partition's records from one Fetch response, parsed as they are taken.
+
+A Fetch response carries, per partition, whole batches as bytes. ``PartitionRecords``
+keeps them as they came (no copy) and, when built, only walks the 61-byte batch headers
+(``iter_batches``: a few microseconds per 16 KB batch), which tells it the offset after
+the last batch (``end_offset``: where the next fetch of this partition starts, so it can
+be sent before these records are parsed — the fetcher's pipelining). Records are parsed
+when the consumer takes them, a group of batches at a time (``columns_parser``: vectorised
+for uniform batches), at least ``PARSE_GROUP_BYTES`` per group so the per-call costs of
+the vectorised parse are shared by many records.
+
+The broker answers a fetch at offset o with the whole batch holding o (it never splits a
+batch), so the first records may lie before o: they are skipped. ``next_offset`` is the
+offset of the next record to hand out; once everything is taken it is ``end_offset``,
+which may be past the last record's offset + 1 (a compacted batch keeps its last offset
+delta; a control batch has no records for the application).
+
+A batch that fails its CRC check (``check_crcs``) or does not decode raises
+CorruptRecordError naming the partition and offset from ``take``/``take_columns`` — after
+the records of the batches before it were taken; the object is then exhausted, and the
+fetcher discards it (the position stays on the bad batch, as in kafka-python: seek past
+it to go on).
+
+Owner: the consumer's thread (the fetcher makes it, the consumer's poll takes from it).
+"""
+
+import numpy as np
+
+from segments.batch_header import iter_batches
+from segments.errors import CorruptRecordError
+
+from .columns_parser import parse_batches
+
+#: Fewest bytes of batches parsed per group (unless the data ends first).
+PARSE_GROUP_BYTES = 256 * 1024
+
+
+class PartitionRecords:
+    """The batches fetched at ``fetch_offset`` for ``tp`` (a TopicPartition), as bytes
+    (module doc). Raises CorruptRecordError if a batch header does not frame."""
+
+    __slots__ = ("tp", "fetch_offset", "buffer", "next_offset", "end_offset", "size_in_bytes",
+                 "_headers", "_next_batch", "_parsed", "_check_crcs", "_error")
+
+    def __init__(self, tp, fetch_offset, buffer, check_crcs=True):
+        self.tp = tp
+        self.fetch_offset = fetch_offset
+        self.buffer = buffer
+        try:
+            self._headers = list(iter_batches(buffer))
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"{tp.topic}-{tp.partition} fetched at offset "
+                                     f"{fetch_offset}: {exc}") from None
+        self.next_offset = fetch_offset
+        self.end_offset = self._headers[-1].next_offset if self._headers else fetch_offset
+        self.size_in_bytes = (self._headers[-1].position + self._headers[-1].size_in_bytes
+                              if self._headers else 0)
+        self._next_batch = 0
+        self._parsed = []  # RecordColumns parsed and not yet (fully) taken, in order
+        self._check_crcs = check_crcs
+        self._error = None  # met while taking, raised by the next take
+
+    def __bool__(self):
+        """True while records (or batches not yet parsed, or an error) remain."""
+        return (self._error is not None or bool(self._parsed)
+                or self._next_batch < len(self._headers))
+
+    @property
+    def batch_count(self):
+        return len(self._headers)
+
+    @property
+    def record_count(self):
+        """Records in the fetched batches (those before ``fetch_offset`` included)."""
+        return sum(header.record_count for header in self._headers)
+
+    def _parse_more(self, wanted):
+        """Parse the next group of batches (at least ``wanted`` records' worth when there are
+        that many, and at least PARSE_GROUP_BYTES). A batch failing its CRC ends the group
+        before it, so the records ahead of it are handed out first; it raises when it is
+        the first of a group."""
+        headers = self._headers
+        first = last = self._next_batch
+        records = size = 0
+        while last < len(headers) and (records < wanted or size < PARSE_GROUP_BYTES):
+            header = headers[last]
+            if self._check_crcs:
+                try:
+                    header.validate()
+                except CorruptRecordError as exc:
+                    if last > first:
+                        break
+                    self._exhaust()
+                    raise CorruptRecordError(
+                        f"{self.tp.topic}-{self.tp.partition}: batch at offset "
+                        f"{header.base_offset}: {exc}") from None
+            records += header.record_count
+            size += header.size_in_bytes
+            last += 1
+        self._next_batch = last
+        try:
+            parsed = parse_batches(self.buffer, headers[first:last], check_crcs=False)
+        except CorruptRecordError as exc:
+            self._exhaust()
+            raise CorruptRecordError(
+                f"{self.tp.topic}-{self.tp.partition}: batches from offset "
+                f"{headers[first].base_offset}: {exc}") from None
+        for columns in parsed:
+            skip = int(np.searchsorted(columns.offsets, self.next_offset))
+            if skip < len(columns):
+                self._parsed.append(columns.slice(skip, len(columns)) if skip else columns)
+
+    def _exhaust(self):
+        self._next_batch = len(self._headers)
+        self._parsed.clear()
+
+    def take_columns(self, max_records):
+        """Up to ``max_records`` next records as a list of RecordColumns; advances
+        ``next_offset``. Raises CorruptRecordError (module doc)."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        out = []
+        remaining = max_records
+        parsed = self._parsed
+        while remaining > 0:
+            if not parsed:
+                if self._next_batch == len(self._headers):
+                    break
+                try:
+                    self._parse_more(remaining)
+                except CorruptRecordError as exc:
+                    if not out:
+                        raise
+                    self._error = exc  # hand out what came before it first
+                    break
+                continue
+            columns = parsed[0]
+            if len(columns) <= remaining:
+                parsed.pop(0)
+                out.append(columns)
+                remaining -= len(columns)
+            else:
+                out.append(columns.slice(0, remaining))
+                parsed[0] = columns.slice(remaining, len(columns))
+                remaining = 0
+            self.next_offset = int(out[-1].offsets[-1]) + 1
+        if not parsed and self._next_batch == len(self._headers) and self._error is None:
+            self.next_offset = self.end_offset
+        return out
+
+    def take(self, max_records, key_deserializer=None, value_deserializer=None):
+        """Up to ``max_records`` next records as ConsumerRecords (deserializers as in
+        ``RecordColumns.to_records``); advances ``next_offset``."""
+        runs = self.take_columns(max_records)
+        topic, partition = self.tp
+        records = []
+        for columns in runs:
+            records += columns.to_records(topic, partition, key_deserializer,
+                                          value_deserializer)
+        return records
+
+    def __repr__(self):
+        return (f"PartitionRecords({self.tp.topic}-{self.tp.partition}, fetched at "
+                f"{self.fetch_offset}, next {self.next_offset}, end {self.end_offset}, "
+                f"{len(self._headers)} batches)")
