@@ -324,7 +324,7 @@ class ProducerConfig(ClientConfig):
     def _resolve_idempotence(values, given):
         """Kafka's KIP-679 rules, as kafka-python 3 applies them: idempotence (the default)
         needs acks=all, retries > 0 and at most 5 requests in flight. A conflicting key the
-        user set turns idempotence off with a warning, unless the user also asked for
+        user set turns idempotence off (logged at info, as Kafka does), unless the user also asked for
         idempotence or a transactional_id: then it raises."""
         explicit = "enable_idempotence" in given
         if values["transactional_id"] is not None:
@@ -349,7 +349,7 @@ class ProducerConfig(ClientConfig):
                 f"found {', '.join(conflicts)}")
         if explicit:
             raise KafkaConfigurationError(f"enable_idempotence=True conflicts: {text}")
-        log.warning("idempotence disabled: %s", text)
+        log.info("idempotence disabled: %s", text)  # as Kafka: info, not a warning
         values["enable_idempotence"] = False
 
 

@@ -1,170 +1,163 @@
-"""`make demo`: the storage and transport layers at work, end to end across processes.
+"""`make demo`: a 3-broker cluster, several producer and consumer processes, checked exactly once.
 
-Until the broker exists, this process plays the broker's part with the real pieces:
-
-1. A producer process encodes records into RecordBatch v2 batches (the bulk builder),
-   connects to this process over a shared-memory connection and sends each batch as a frame.
-2. This process appends every frame to a partition log (offsets stamped in place, CRC
-   checked, nothing decoded) and answers with the first offset it assigned.
-3. The log is read back and every record checked against what the producer generated.
-4. A process appends more batches and is SIGKILLed halfway through writing one; the log is
-   opened again and recovery truncates the torn batch, reporting the bytes dropped.
-5. ``ringlog dump-log`` shows the first batches; nothing is left in /dev/shm.
+1. Start a 3-broker cluster in a fresh directory and create a 6-partition topic.
+2. Start the consumer processes (each assigned two partitions), then the producer processes;
+   every producer sends its numbered records with keys, so murmur2 spreads them over the
+   partitions as Kafka would.
+3. When the producers are done, tell the consumers where each partition ends; each consumer
+   reads up to there and checks, per partition, that every producer's sequence numbers only
+   grow (order), and reports which records it saw.
+4. Check that every record of every producer arrived exactly once, print the throughput,
+   stop the cluster and check that nothing is left running or in /dev/shm.
 """
 
 import argparse
-import logging
+import multiprocessing
 import os
 import shutil
-import signal
-import struct
-import subprocess
 import sys
 import time
-import uuid
 
 import numpy as np
 
-from segments.bulk import build_batches
-from segments.log import PartitionLog
-from segments.records import iter_records
-from shm_ring import Listener, cleanup_stale, connect, list_objects
+from cluster import (Cluster, KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic,
+                     TopicPartition)
+from shm_ring import list_objects
 
+TOPIC = "demo"
+PARTITIONS = 6
 VALUE_SIZE = 100
-BATCH_SIZE = 16384
-OFFSET_REPLY = struct.Struct(">q")
+KEYS_PER_PRODUCER = 1000
+CTX = multiprocessing.get_context("spawn")
 
 
-def values_for(count, seed):
-    """The records the producer sends: reproducible from the seed, so the reader can check."""
-    return np.random.default_rng(seed).integers(0, 256, (count, VALUE_SIZE), dtype=np.uint8)
+def encode(producer, seq):
+    """A 100-byte value that says who sent it and its sequence number."""
+    return b"%02d:%010d:" % (producer, seq) + b"x" * (VALUE_SIZE - 14)
 
 
-def produce(cluster_id, count, seed):
-    """Producer process: encode in bulk, send each batch as one frame, wait for the offsets."""
-    batches = build_batches(values_for(count, seed), batch_size=BATCH_SIZE,
-                            compression_type="lz4")
-    conn = connect(cluster_id, 0, timeout=10)
-    try:
-        for batch in batches:
-            if not conn.send(batch, timeout=10):
-                raise TimeoutError("broker did not take a batch within 10 s")
-        for _ in batches:
-            reply = conn.recv(timeout=10)
-            if reply is None:
-                raise TimeoutError("no offset from the broker within 10 s")
-            conn.release()
-    finally:
-        conn.close()
+def produce(bootstrap, producer, count, results):
+    """Producer process: send ``count`` keyed records, wait for every acknowledgement."""
+    started = time.perf_counter()
+    with KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5) as p:
+        futures = [p.send(TOPIC, encode(producer, seq),
+                          key=b"p%d-k%d" % (producer, seq % KEYS_PER_PRODUCER))
+                   for seq in range(count)]
+        p.flush(timeout=120)
+        failed = sum(1 for f in futures if f.failed())
+    results.put(("producer", producer, failed, time.perf_counter() - started))
 
 
-def serve(listener, log, expected_batches, timeout):
-    """Append every request frame to the log and answer with its first offset."""
-    deadline = time.monotonic() + timeout
-    appended = 0
-    while appended < expected_batches:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {appended} of {expected_batches} batches arrived")
-        listener.wait(timeout=0.1)
-        listener.accept_pending()
-        for conn in listener.ready():
-            while (frame := conn.recv()) is not None:
-                first, _ = log.append(frame)  # stamps offsets into the ring's memory
-                appended += 1
-                while not conn.try_send(OFFSET_REPLY.pack(first)):
-                    listener.wait(timeout=0.01)
-            conn.release()
-        listener.reap()
-    return appended
-
-
-def verify(log, count, seed):
-    """Read offsets 0..count-1 back through the fetch path and compare every value."""
-    expected = values_for(count, seed)
-    seen = 0
-    while seen < count and seen < log.log_end_offset:
-        for record in iter_records(log.read(seen, 1 << 20)):
-            if record.offset >= count:
+def consume(bootstrap, consumer, partitions, producers, count, ends, results):
+    """Consumer process: read its partitions up to the end offsets the parent sends; check
+    order per partition and return a bitmap of the records it saw, per producer."""
+    seen = np.zeros((producers, count), dtype=np.uint8)
+    out_of_order = 0
+    tps = [TopicPartition(TOPIC, p) for p in partitions]
+    last = {}  # (partition, producer) -> last sequence number
+    targets = None
+    with KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            for tp, records in c.poll(timeout_ms=100, max_records=5000).items():
+                for record in records:
+                    producer, seq = int(record.value[:2]), int(record.value[3:13])
+                    seen[producer, seq] += 1
+                    if last.get((tp.partition, producer), -1) >= seq:
+                        out_of_order += 1
+                    last[tp.partition, producer] = seq
+            if targets is None and not ends.empty():
+                targets = ends.get()
+            if targets is not None and all(c.position(tp) >= targets[tp.partition] for tp in tps):
                 break
-            if record.offset != seen or record.value != expected[seen].tobytes():
-                raise AssertionError(f"record {seen} differs at offset {record.offset}")
-            seen += 1
-    if seen != count:
-        raise AssertionError(f"read back {seen} records, produced {count}")
-    return seen
-
-
-def crash_mid_append(log_dir, count, seed):
-    """Crashing process: append more batches, then die by SIGKILL halfway through writing one."""
-    log = PartitionLog(log_dir)
-    batches = build_batches(values_for(count, seed), batch_size=BATCH_SIZE)
-    for batch in batches[:-1]:
-        log.append(batch)
-    with open(log.active_segment.log_path, "ab") as f:
-        f.write(batches[-1][: len(batches[-1]) // 2])
-    os.kill(os.getpid(), signal.SIGKILL)
+    results.put(("consumer", consumer, seen, out_of_order))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--data-dir", default="demo-data")
+    parser.add_argument("--producers", type=int, default=3)
+    parser.add_argument("--consumers", type=int, default=3)
+    parser.add_argument("--records", type=int, default=300_000, help="records per producer")
     args = parser.parse_args(argv)
-    logging.basicConfig(format="   [%(name)s] %(message)s", level=logging.WARNING)
+    if PARTITIONS % args.consumers:
+        parser.error(f"--consumers must divide the {PARTITIONS} partitions, found {args.consumers}")
 
-    cluster_id = "demo" + uuid.uuid4().hex[:12]
     shutil.rmtree(args.data_dir, ignore_errors=True)
-    log_dir = os.path.join(args.data_dir, "broker-0", "demo-0")
-    seed = 20261121
-    expected_batches = len(build_batches(values_for(args.records, seed), batch_size=BATCH_SIZE,
-                                         compression_type="lz4"))
-    listener = Listener(cluster_id, 0)
-    producer = None
+    cluster = Cluster(args.data_dir, brokers=3)
+    processes, broker_pids, ok = [], {}, False
     try:
-        log = PartitionLog(log_dir)
-        print(f"ringlog demo: {args.records:,} records of {VALUE_SIZE} B, lz4, "
-              f"{expected_batches:,} batches, cluster id {cluster_id}")
+        cluster.start()
+        bootstrap = cluster.bootstrap_servers
+        broker_pids = cluster.pids()
+        print(f"ringlog demo: cluster {cluster.cluster_id} in {args.data_dir}, brokers (id: pid) "
+              f"{broker_pids}")
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])
+        for topic in admin.describe_topics([TOPIC]):
+            leaders = [p["leader_id"] for p in topic["partitions"]]
+            print(f"1. topic {TOPIC!r}: {PARTITIONS} partitions, leaders {leaders}")
+        admin.close()
+
+        results, ends = CTX.Queue(), [CTX.Queue() for _ in range(args.consumers)]
+        per_consumer = PARTITIONS // args.consumers
+        for n in range(args.consumers):
+            partitions = list(range(n * per_consumer, (n + 1) * per_consumer))
+            processes.append(CTX.Process(target=consume, args=(
+                bootstrap, n, partitions, args.producers, args.records, ends[n], results)))
+        for n in range(args.producers):
+            processes.append(CTX.Process(target=produce, args=(bootstrap, n, args.records, results)))
+        for process in processes:
+            process.start()
         started = time.perf_counter()
-        producer = subprocess.Popen(
-            [sys.executable, "-c",
-             f"from cluster.demo import produce; produce({cluster_id!r}, {args.records}, {seed})"])
-        serve(listener, log, expected_batches, timeout=120)
-        if producer.wait(timeout=60) != 0:
-            raise SystemExit(f"producer process failed with exit code {producer.returncode}")
+        total = args.producers * args.records
+        producer_reports = [results.get(timeout=300) for _ in range(args.producers)]
+        produced = time.perf_counter() - started
+        failed = sum(r[2] for r in producer_reports if r[0] == "producer")
+        print(f"2. {args.producers} producer processes sent {total:,} records of {VALUE_SIZE} B "
+              f"({failed} failed): {total / produced:,.0f} records/s together")
+
+        with KafkaConsumer(bootstrap_servers=bootstrap) as probe:
+            end_offsets = probe.end_offsets([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+        targets = {tp.partition: offset for tp, offset in end_offsets.items()}
+        for queue in ends:
+            queue.put(targets)
+        consumer_reports = [results.get(timeout=300) for _ in range(args.consumers)]
         elapsed = time.perf_counter() - started
-        print(f"1. produced and appended across processes: {args.records / elapsed:,.0f} records/s "
-              f"({log.size_in_bytes / elapsed / 1e6:,.0f} MB/s on disk, compressed)")
-        started = time.perf_counter()
-        seen = verify(log, args.records, seed)
-        elapsed = time.perf_counter() - started
-        print(f"2. read back {seen:,} records, every value as sent, offsets 0..{seen - 1}: "
-              f"{seen / elapsed:,.0f} records/s")
-        log.close()
-        crash = subprocess.run(
-            [sys.executable, "-c", "from cluster.demo import crash_mid_append; "
-             f"crash_mid_append({log_dir!r}, 1000, {seed + 1})"], timeout=60)
-        log = PartitionLog(log_dir)
-        dropped = log.recovery.bytes_dropped
-        print(f"3. a writer SIGKILLed mid-batch (exit {crash.returncode}): recovery dropped "
-              f"{dropped} bytes of the torn batch; log end offset {log.log_end_offset:,}")
-        if crash.returncode != -signal.SIGKILL or dropped == 0:
-            raise SystemExit("the staged crash did not leave a torn batch to recover")
-        verify(log, args.records, seed)
-        segment = log.active_segment.log_path
-        log.close()
-        print(f"4. ringlog dump-log --files {segment} (first batches):")
-        dump = subprocess.run([sys.executable, "-m", "cluster.cli", "dump-log", "--files", segment],
-                              capture_output=True, text=True, check=True).stdout.splitlines()
-        print("\n".join("   " + line for line in dump[:5]))
+        seen = sum(r[2].astype(np.int64) for r in consumer_reports)
+        out_of_order = sum(r[3] for r in consumer_reports)
+        missing, duplicated = int((seen == 0).sum()), int((seen > 1).sum())
+        print(f"3. {args.consumers} consumer processes read {int(seen.sum()):,} records; end offsets "
+              f"{[targets[p] for p in range(PARTITIONS)]} (sum {sum(targets.values()):,})")
+        print(f"4. exactly once: {missing} missing, {duplicated} duplicated; in order per partition: "
+              f"{out_of_order} out of order; end to end {total / elapsed:,.0f} records/s")
+        for process in processes:
+            process.join(timeout=60)
+        ok = (failed == 0 and missing == 0 and duplicated == 0 and out_of_order == 0
+              and sum(targets.values()) == total)
     finally:
-        if producer is not None and producer.poll() is None:
-            producer.kill()
-            producer.wait()
-        listener.close()
-        cleanup_stale(cluster_id)
-    left = list_objects(cluster_id)
-    print(f"5. shared-memory objects left: {len(left)}")
-    return 1 if left else 0
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=10)
+        cluster.stop()
+    left = list_objects(cluster.cluster_id) if cluster.cluster_id else []
+    running = [pid for pid in list(broker_pids.values()) + [p.pid for p in processes]
+               if pid and _alive(pid)]
+    print(f"5. cluster stopped: {len(running)} of its processes still running, "
+          f"{len(left)} shared-memory objects left")
+    print("demo " + ("passed" if ok and not left and not running else "FAILED"))
+    return 0 if ok and not left and not running else 1
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -720,9 +720,10 @@ def test_serializers_accept_callables_and_serializer_objects():
     assert isinstance(config["value_serializer"], Json)
 
 
-def test_conflicting_key_turns_default_idempotence_off_with_a_warning(caplog):
-    with caplog.at_level(logging.WARNING):
+def test_conflicting_key_turns_default_idempotence_off_logged_at_info(caplog):
+    with caplog.at_level(logging.INFO):
         config = ProducerConfig(acks=1)
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
     assert config["enable_idempotence"] is False and config["acks"] == 1
     assert "acks=1" in caplog.text
     assert ProducerConfig(max_in_flight_requests_per_connection=6)["enable_idempotence"] is False
