@@ -13,6 +13,18 @@ import sys
 COMMANDS = {
     "cluster": ("cluster.tools.cluster_cmd", "start, stop or report the broker processes of a data "
                                              "directory [kafka-server-start / -stop]"),
+    "topics": ("cluster.tools.topics", "create, list, describe, alter and delete topics "
+                                       "[kafka-topics]"),
+    "console-producer": ("cluster.tools.console_producer", "send lines of standard input as "
+                                                           "records [kafka-console-producer]"),
+    "console-consumer": ("cluster.tools.console_consumer", "print records to standard output "
+                                                           "[kafka-console-consumer]"),
+    "producer-perf-test": ("cluster.tools.producer_perf", "producer throughput and latency "
+                                                          "[kafka-producer-perf-test]"),
+    "consumer-perf-test": ("cluster.tools.consumer_perf", "consumer throughput "
+                                                          "[kafka-consumer-perf-test]"),
+    "e2e-latency": ("cluster.tools.e2e_latency", "latency from send() to a consumer in another "
+                                                 "process [EndToEndLatency]"),
     "dump-log": ("segments.dump", "print the batches, records and index entries of segment files "
                                   "[kafka-dump-log]"),
 }

@@ -1,0 +1,142 @@
+"""What the client tools' command lines share: the bootstrap option, client properties from
+files and ``key=value`` arguments, Kafka's topic patterns, and a clean stop on SIGTERM.
+
+The tools take Kafka's flags. ``--bootstrap-server D`` names the cluster's data directory
+(what every ringlog client takes as ``bootstrap_servers``); Kafka's ``bootstrap.servers``
+in a properties file or a ``key=value`` argument works too, the flag winning.
+
+Client properties use Kafka's dotted names (``acks``, ``linger.ms``, ``max.poll.records``),
+which ringlog's client configs accept as they are (``cluster.config_client``); an unknown
+name or a bad value fails the tool with the config's message, naming it.
+
+Pure helpers and one context manager; any thread may call the helpers,
+``stop_on_sigterm`` only the main thread (it installs a signal handler).
+"""
+
+import contextlib
+import logging
+import re
+import signal
+import sys
+
+from ..config import load_properties, parse_overrides
+
+#: Exit code of a tool that failed (Kafka's tools exit 1).
+FAILED = 1
+
+
+class ToolError(Exception):
+    """A tool cannot go on: its message is printed (to stderr) and the tool exits 1."""
+
+
+def add_bootstrap_argument(parser):
+    parser.add_argument("--bootstrap-server", metavar="DATA_DIR",
+                        help="the cluster's data directory (ringlog's bootstrap servers)")
+
+
+def setup_logging():
+    """Client warnings to stderr, as the ``cluster`` command does."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+def properties(config_file=None, pairs=(), what="properties file"):
+    """The properties of ``config_file`` (a Java properties file; None: none), then the
+    ``key=value`` ``pairs`` on top. ToolError naming the file when it cannot be read."""
+    props = {}
+    if config_file is not None:
+        try:
+            props.update(load_properties(config_file))
+        except OSError as exc:
+            raise ToolError(f"cannot read the {what} {str(config_file)!r}: "
+                            f"{exc.strerror}") from None
+    props.update(parse_overrides(pairs))
+    return props
+
+
+def client_properties(bootstrap_server, config_file=None, pairs=(), defaults=None):
+    """Kafka-named client properties: ``defaults``, then the properties file, then the
+    ``key=value`` ``pairs``, then ``bootstrap.servers`` from ``--bootstrap-server``.
+    ToolError when no bootstrap server is given anywhere or the file cannot be read."""
+    props = dict(defaults or {})
+    props.update(properties(config_file, pairs))
+    if "bootstrap_servers" in props:  # kafka-python's spelling: one key from here on
+        props.setdefault("bootstrap.servers", props.pop("bootstrap_servers"))
+    if bootstrap_server is not None:
+        props["bootstrap.servers"] = bootstrap_server
+    if not props.get("bootstrap.servers"):
+        raise ToolError("--bootstrap-server must be specified (the cluster's data directory)")
+    return props
+
+
+def has_property(props, name):
+    """Whether ``props`` sets Kafka's ``name`` in either spelling (dotted or kafka-python's)."""
+    return name in props or name.replace(".", "_") in props
+
+
+def producer_properties(props):
+    """``props`` with ``enable.idempotence=false`` unless they set it: ringlog has no
+    idempotent producer yet (the key has no effect), and leaving it on would only turn
+    Kafka's rules between ``acks``, ``retries`` and idempotence into warnings."""
+    if has_property(props, "enable.idempotence"):
+        return props
+    return {**props, "enable.idempotence": "false"}
+
+
+def topic_pattern(raw):
+    """Kafka's topic include list (``IncludeList``): a regular expression matching whole
+    names, commas standing for ``|``, spaces and surrounding quotes dropped."""
+    regex = raw.strip().replace(",", "|").replace(" ", "")
+    regex = re.sub(r"^[\"']+", "", re.sub(r"[\"']+$", "", regex))
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise ToolError(f"{raw!r} is an invalid regex: {exc}") from None
+
+
+def parse_bool(value):
+    """Kafka's reading of a boolean property: true when it is "true" in any case."""
+    return value.strip().lower() == "true"
+
+
+def fail(exc, prefix=""):
+    """Print why a tool failed — a ToolError, or a KafkaError (which names its class) — to
+    stderr, after ``prefix``; return the tool's exit code."""
+    print(f"{prefix}{exc}", file=sys.stderr, flush=True)
+    return FAILED
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: unwinds like Ctrl-C, so ``finally`` blocks close the clients."""
+
+
+@contextlib.contextmanager
+def stop_on_sigterm():
+    """While inside, SIGTERM raises ``Terminated`` in the main thread (Kafka's tools stop
+    cleanly on SIGTERM through their shutdown hooks); outside the main thread a no-op."""
+    def handler(signum, frame):
+        raise Terminated(f"signal {signum}")
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def print_metrics(metrics, client_id, out=None):
+    """Print a client's ``metrics()`` (``{group: {name: value}}``) as Kafka's tools do with
+    ``--print-metrics``: ``group:name:{client-id=..}  : value``, sorted, under a header."""
+    out = sys.stdout if out is None else out
+    tags = f"{{client-id={client_id}}}"
+    rows = sorted((f"{group}:{name}:{tags}", value)
+                  for group, values in metrics.items() for name, value in values.items())
+    if not rows:
+        return
+    width = max(len(name) for name, _ in rows)
+    print(f"\n{'Metric Name':<{width}}   Value", file=out)
+    for name, value in rows:
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        print(f"{name:<{width}} : {shown}", file=out)
