@@ -45,6 +45,7 @@ import time
 from shm_ring import PeerClosedError, PeerDiedError, connect
 from shm_ring import ring_descriptor as rd
 from shm_ring.connection import DEFAULT_CAPACITY
+from shm_ring.liveness import process_start_time
 
 from . import data_dir as dd
 from . import protocol
@@ -192,12 +193,18 @@ class KafkaClient:
         return [] if image is None else image.live_brokers()
 
     def broker_alive(self, node_id):
-        """True while the metadata page lists the broker as alive (False without a page).
-        A "no" is checked again on the page mapped afresh (it may be a stale page)."""
+        """True while the metadata page lists the broker as alive (False without a page)
+        and the process it lists for it has not exited. A "no" is checked again on the
+        page mapped afresh (it may be a stale page).
+
+        The page alone says "alive" until a controller notices a death — never, when the
+        dead broker was the last one — and a connect() to a dead broker waits its whole
+        timeout for it; a process that is gone is a refusal at once, as TCP's."""
         for reopen in (False, True):
             image = self._image(reopen)
             info = None if image is None else image.brokers.get(node_id)
-            if info is not None and info.alive:
+            if info is not None and info.alive and (
+                    info.pid <= 0 or process_start_time(info.pid) is not None):
                 return True
         return False
 
@@ -565,7 +572,7 @@ class KafkaClient:
                                 for n in self._nodes.values() if n.last_error is not None)
             cluster.update_failed(NoBrokersAvailable(
                 f"no broker of cluster {self.cluster_id} ({self.data_dir}) can be reached: "
-                + (reasons or "none is live on the metadata page")))
+                + (reasons or "none is live on the metadata page")), cluster.requested)
             return
         all_topics = cluster.need_all_topics
         module = protocol.request_module(ApiKey.METADATA, API_VERSIONS[ApiKey.METADATA])
@@ -575,19 +582,20 @@ class KafkaClient:
             topics=topics, allow_auto_topic_creation=self._auto_create,
             include_cluster_authorized_operations=False,
             include_topic_authorized_operations=False)
+        sent_for = cluster.requested
         future = self.send(node_id, request)
         if future.is_done and future.failed():
-            cluster.update_failed(future.exception)
+            cluster.update_failed(future.exception, sent_for)
             return
         self._metadata_in_flight = True
-        future.add_callback(self._handle_metadata, all_topics)
-        future.add_errback(self._metadata_failed)
+        future.add_callback(self._handle_metadata, all_topics, sent_for)
+        future.add_errback(self._metadata_failed, sent_for)
 
-    def _metadata_failed(self, exception):
+    def _metadata_failed(self, sent_for, exception):
         self._metadata_in_flight = False
-        self.cluster.update_failed(exception)
+        self.cluster.update_failed(exception, sent_for)
 
-    def _handle_metadata(self, all_topics, response):
+    def _handle_metadata(self, all_topics, sent_for, response):
         self._metadata_in_flight = False
         brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack)
                    for b in response.brokers}
@@ -600,7 +608,8 @@ class KafkaClient:
                 for p in topic.partitions]
             topics[topic.name] = TopicMetadata(topic.name, int(topic.error_code),
                                                topic.is_internal, partitions)
-        self.cluster.update(brokers, response.controller_id, topics, self._clock(), all_topics)
+        self.cluster.update(brokers, response.controller_id, topics, self._clock(), all_topics,
+                            sent_for)
         for node in self._nodes.values():  # new metadata, new chances (module doc)
             if node.connection is None:
                 node.next_attempt = 0.0
@@ -611,10 +620,10 @@ class KafkaClient:
     def wait_for_metadata(self, timeout, all_topics=False):
         """Refresh the metadata now and wait for the answer (the owning thread); raises the
         refresh's error, or KafkaTimeoutError."""
-        attempts = self.cluster.request_update(all_topics)
+        ticket = self.cluster.request_update(all_topics)
         self._metadata_next_attempt = 0.0
         deadline = self._clock() + timeout
-        while self.cluster.attempts == attempts:
+        while self.cluster.answered < ticket:
             remaining = deadline - self._clock()
             if remaining <= 0:
                 raise KafkaTimeoutError(

@@ -7,7 +7,7 @@ snapshot without a lock — the producer's ``send()`` does exactly that, one dic
 per record.
 
 Other threads ask for fresher metadata with ``request_update()`` (and name the topics they
-need with ``add_topics``), then ``wait_for_update(version, timeout)``; the network thread
+need with ``add_topics``), then ``wait_for_update(ticket, timeout)``; the network thread
 sees ``need_update``, sends a Metadata request, and ``update()`` or ``update_failed()``
 wakes the waiters. Thread safety: ``_condition`` guards the flags, the topic set and the
 version; the snapshots are replaced under it and read without it.
@@ -86,7 +86,12 @@ class ClusterMetadata:
         self.topics = {}
         self.last_refresh = None   # clock value of the last update, None before the first
         self.last_error = None     # the exception of the last failed update, if any
-        self.attempts = 0          # updates plus failed attempts: what waiters watch
+        # Tickets: request_update() bumps ``requested``; each attempt remembers the value it
+        # was sent for, and when it ends ``answered`` moves up to it. A waiter holding ticket
+        # T is served once ``answered >= T``: by an attempt sent after it asked, never by one
+        # already in flight with older facts (Kafka's Metadata.requestUpdate / updateVersion).
+        self.requested = 0
+        self.answered = 0
         self.need_update = True
         self.need_all_topics = False
         self._interest = frozenset()
@@ -106,21 +111,23 @@ class ClusterMetadata:
             if new:
                 self._interest |= new
                 self.need_update = True
+                self.requested += 1
             return bool(new)
 
     def request_update(self, all_topics=False):
-        """Ask the network thread for a refresh; returns the ``attempts`` value to pass to
+        """Ask the network thread for a refresh; returns the ticket to pass to
         ``wait_for_update``."""
         with self._condition:
             self.need_update = True
             self.need_all_topics |= all_topics
-            return self.attempts
+            self.requested += 1
+            return self.requested
 
-    def wait_for_update(self, attempts, timeout):
-        """Wait up to ``timeout`` seconds for an update, or a failed attempt, after the
-        ``request_update`` that returned ``attempts``; True if one came."""
+    def wait_for_update(self, ticket, timeout):
+        """Wait up to ``timeout`` seconds for an attempt (an update or a failure) sent after
+        the ``request_update`` that returned ``ticket``; True if one ended."""
         with self._condition:
-            return self._condition.wait_for(lambda: self.attempts > attempts, timeout)
+            return self._condition.wait_for(lambda: self.answered >= ticket, timeout)
 
     def topic(self, name):
         """The TopicMetadata of ``name``, or None if the last update did not describe it."""
@@ -140,8 +147,9 @@ class ClusterMetadata:
 
     # -- the network thread ---------------------------------------------------------------------
 
-    def update(self, brokers, controller_id, topics, now, all_topics):
-        """Install what a Metadata response said and wake the waiters.
+    def update(self, brokers, controller_id, topics, now, all_topics, sent_for):
+        """Install what a Metadata response said and wake the waiters. ``sent_for``: the
+        ``requested`` value when the request was sent (updates asked for since stay due).
 
         ``topics``: TopicMetadata by name; when the request named topics (``all_topics``
         False), topics known before and not in the answer are kept.
@@ -154,17 +162,17 @@ class ClusterMetadata:
             self.version += 1
             self.last_refresh = now
             self.last_error = None
-            self.attempts += 1
-            self.need_update = False
+            self.answered = max(self.answered, sent_for)
+            self.need_update = self.requested > sent_for
             if all_topics:
                 self.need_all_topics = False
             self._condition.notify_all()
 
-    def update_failed(self, exception):
+    def update_failed(self, exception, sent_for):
         """A refresh attempt failed: remember why and wake the waiters (they may give up)."""
         with self._condition:
             self.last_error = exception
-            self.attempts += 1
+            self.answered = max(self.answered, sent_for)
             self._condition.notify_all()
 
     def forget_topics(self, names):

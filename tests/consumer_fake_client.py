@@ -51,7 +51,8 @@ class FakeClient:
             topics.setdefault(tp.topic, []).append(PartitionMetadata(
                 tp.topic, tp.partition, leader, epoch, (leader,), (leader,), (), 0))
         self.cluster.update({}, 0, {name: TopicMetadata(name, 0, False, parts)
-                                    for name, parts in topics.items()}, 0.0, True)
+                                    for name, parts in topics.items()}, 0.0, True,
+                            self.cluster.requested)
 
     def send(self, node, request):
         future = Future()

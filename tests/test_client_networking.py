@@ -264,24 +264,37 @@ def test_a_cluster_started_again_is_found_through_its_new_page(tmp_path):
 
 def test_waiters_wake_on_update_and_on_failure():
     cache = ClusterMetadata("c")
-    attempts = cache.request_update()
-    assert not cache.wait_for_update(attempts, 0.01)
+    ticket = cache.request_update()
+    assert not cache.wait_for_update(ticket, 0.01)
     woke = []
-    waiter = threading.Thread(target=lambda: woke.append(cache.wait_for_update(attempts, BOUND)))
+    waiter = threading.Thread(target=lambda: woke.append(cache.wait_for_update(ticket, BOUND)))
     waiter.start()
-    cache.update_failed(KafkaConnectionError("down"))
+    cache.update_failed(KafkaConnectionError("down"), sent_for=cache.requested)
     waiter.join(BOUND)
     assert woke == [True]
     assert isinstance(cache.last_error, KafkaConnectionError)
     assert cache.need_update  # a failed attempt leaves the request standing
-    cache.update({}, 3, {}, now=1.0, all_topics=True)
-    assert cache.wait_for_update(attempts + 1, 0.01)
+    ticket = cache.request_update()
+    cache.update({}, 3, {}, now=1.0, all_topics=True, sent_for=cache.requested)
+    assert cache.wait_for_update(ticket, 0.01)
     assert cache.last_error is None and not cache.need_update and cache.controller_id == 3
+
+
+def test_an_answer_already_in_flight_does_not_serve_a_later_request():
+    cache = ClusterMetadata("c")
+    in_flight = cache.requested          # a Metadata request goes out now...
+    ticket = cache.request_update()      # ...then someone learns the broker list is stale
+    cache.update({0: "old"}, 0, {}, now=1.0, all_topics=True, sent_for=in_flight)
+    assert not cache.wait_for_update(ticket, 0.01)
+    assert cache.need_update             # so the network thread asks again
+    cache.update({1: "new"}, 1, {}, now=2.0, all_topics=True, sent_for=cache.requested)
+    assert cache.wait_for_update(ticket, 0.01) and not cache.need_update
+    assert cache.brokers == {1: "new"}
 
 
 def test_topics_of_interest_and_forgetting():
     cache = ClusterMetadata("c")
-    cache.update({}, 0, {}, now=0.0, all_topics=True)
+    cache.update({}, 0, {}, now=0.0, all_topics=True, sent_for=cache.requested)
     assert cache.add_topics(["a", "b"])
     assert cache.need_update
     assert not cache.add_topics(["a"])
