@@ -7,11 +7,21 @@ Kafka's design (``RecordAccumulator``), in Python:
   refuses it (full), a new batch is opened over a fresh buffer from the ``BufferPool``
   (``batch_size`` bytes, or the record's size if larger) — the only place ``send()`` may
   block, up to ``max_block_ms``, raising KafkaTimeoutError when memory stays short.
+* A batch takes records only while it is the last of its deque: it is closed for appends
+  (Kafka's ``closeForRecordAppends``) when it refuses a record, when another batch is queued
+  behind it, and when it leaves the deque (drained, expired, aborted) — and every batch at
+  ``close()``. That makes ``send()``'s fast path safe: the producer keeps the open batch of
+  its topic's sticky partition and appends to it directly with
+  ``RecordBatchBuilder.append_value(..., append_lock)``, which holds the lock only around
+  its check-and-store (no Python call made while holding it, so no appender waits for a
+  thread switched out mid-call); a batch that has been closed meanwhile refuses, and the
+  record goes through ``append()``.
 * ``ready()`` tells the sender which brokers lead partitions with a *sendable* batch: full
   (or followed by another), lingered ``linger_ms``, a retry whose backoff passed, or
   anything at all while a flush or close is under way or appenders wait for memory.
   ``drain()`` then takes, per ready broker, at most one batch per partition, up to
-  ``max_request_size`` bytes per request (always at least one batch).
+  ``max_request_size`` bytes per request (always at least one batch);
+  ``drain_requests()`` takes several such requests per broker under one lock.
 * A retried batch goes back to the front of its deque (``reenqueue``) with a backoff; a
   completed one gives its buffer back to the pool (``deallocate``).
 * ``append_built()`` queues batches that arrive built (the bulk send), behind the
@@ -21,9 +31,10 @@ The sticky partitioner's "abort on new batch" (Kafka's KIP-480 hook) is ``append
 abort_on_new_batch=True)``: it returns None instead of opening a batch, so the producer can
 pick another partition first.
 
-Thread safety: every deque and ``_incomplete`` are guarded by ``_lock``; appenders (any
-user thread) hold it for one builder append; the sender thread holds it to scan and drain.
-A drained batch is reachable by the sender only, which builds it outside the lock.
+Thread safety: every deque, every open batch's builder and ``_incomplete`` are guarded by
+``_lock`` (also published as ``append_lock``); appenders (any user thread) hold it for one
+builder append; the sender thread holds it to scan and drain. A drained batch is closed
+for appends and reachable by the sender only, which builds it outside the lock.
 """
 
 import threading
@@ -60,8 +71,12 @@ class RecordAccumulator:
         self._batches = {}          # topic -> {partition: deque of ProducerBatch}
         self._incomplete = set()    # every batch appended and not yet done
         self._flushes = 0           # flush() calls under way
+        self.oldest_created = None  # set by expired()
         self._closed = False
         self._lock = threading.Lock()
+        #: The lock a fast append to a batch this accumulator handed out holds
+        #: (``RecordBatchBuilder.append_value``): the one guarding every deque.
+        self.append_lock = self._lock
 
     # -- appending (any thread) ------------------------------------------------------------
 
@@ -83,7 +98,7 @@ class RecordAccumulator:
                     index = builder.append(timestamp, key, value, headers)
                     if index is not None:
                         return batch, index
-                    batch.full = True
+                    _close(batch)
         finally:
             lock.release()
         if abort_on_new_batch:
@@ -111,7 +126,7 @@ class RecordAccumulator:
                     if index is not None:
                         self.pool.deallocate(buffer)
                         return last, index
-                    last.full = True
+                    _close(last)
             builder = RecordBatchBuilder(self._codec, self.batch_size, buffer=buffer)
             batch = ProducerBatch(topic, partition, builder, buffer, self._clock())
             try:
@@ -154,7 +169,10 @@ class RecordAccumulator:
             if self._closed:
                 self.pool.deallocate(buffer)
                 raise IllegalStateError(f"producer closed; cannot append to {topic}-{partition}")
-            self._batches.setdefault(topic, {}).setdefault(partition, deque()).append(batch)
+            batches = self._batches.setdefault(topic, {}).setdefault(partition, deque())
+            if batches:
+                _close(batches[-1])  # records sent later must not go in front of this batch
+            batches.append(batch)
             self._incomplete.add(batch)
         self.wakeup()
         return batch
@@ -200,20 +218,35 @@ class RecordAccumulator:
         """Take the sendable batches led by ``nodes``: ``{node: [batches]}``, one batch per
         partition, up to ``max_request_size`` bytes per node (at least one batch). Partitions
         in ``muted`` (TopicPartitions) are skipped."""
+        requests = self.drain_requests(now, topics, dict.fromkeys(nodes, 1), max_request_size,
+                                       muted)
+        return {node: found[0] for node, found in requests.items()}
+
+    def drain_requests(self, now, topics, slots, max_request_size, muted=()):
+        """Take the batches of up to ``slots[node]`` requests per node: ``{node: [[batches
+        of one request], ...]}``, requests in the order they must be sent. Each request
+        holds at most one batch per partition and ``max_request_size`` bytes (at least one
+        batch) — what ``drain`` takes, that many times over, under one lock."""
         drained = {}
-        sizes = {}
         with self._lock:
             hurry = self._flushes > 0 or self._closed or self.pool.queued > 0
+            queues = []  # (leader, deque) of the partitions led by a node with slots
             for topic, partitions in self._batches.items():
                 info = topics.get(topic)
                 if info is None:
                     continue
                 leaders = info.leaders
                 for partition, batches in partitions.items():
-                    if not batches:
-                        continue
-                    leader = leaders.get(partition, -1)
-                    if leader not in nodes or self._wait(batches, now, hurry) > 0:
+                    if batches:
+                        leader = leaders.get(partition, -1)
+                        if leader in slots:
+                            queues.append((leader, batches))
+            left = {node: count for node, count in slots.items() if count > 0}
+            while queues and left:
+                taken = {}
+                sizes = {}
+                for leader, batches in queues:
+                    if leader not in left or not batches or self._wait(batches, now, hurry) > 0:
                         continue
                     batch = batches[0]
                     if muted and batch.topic_partition in muted:
@@ -222,9 +255,26 @@ class RecordAccumulator:
                     total = sizes.get(leader, 0)
                     if total and total + size > max_request_size:
                         continue
-                    batches.popleft()
+                    _take(batches)
                     sizes[leader] = total + size
-                    drained.setdefault(leader, []).append(batch)
+                    found = taken.get(leader)
+                    if found is None:
+                        taken[leader] = [batch]
+                    else:
+                        found.append(batch)
+                for node in list(left):
+                    found = taken.get(node)
+                    if found is None:
+                        del left[node]  # nothing more for it now
+                        continue
+                    requests = drained.get(node)
+                    if requests is None:
+                        drained[node] = [found]
+                    else:
+                        requests.append(found)
+                    left[node] -= 1
+                    if not left[node]:
+                        del left[node]
         return drained
 
     def reenqueue(self, batch, retry_at):
@@ -236,16 +286,30 @@ class RecordAccumulator:
                 batch.partition, deque()).appendleft(batch)
 
     def expired(self, now, delivery_timeout):
-        """Remove and return the queued batches older than ``delivery_timeout`` seconds."""
+        """Remove and return the queued batches older than ``delivery_timeout`` seconds.
+        Sets ``oldest_created``: the creation time of the oldest batch still queued (None if
+        none is), so the caller knows when the next one can expire."""
         found = []
+        oldest = None
         with self._lock:
             for partitions in self._batches.values():
                 for batches in partitions.values():
-                    if batches and now - batches[0].created >= delivery_timeout:
-                        keep = deque(b for b in batches if now - b.created < delivery_timeout)
-                        found += [b for b in batches if now - b.created >= delivery_timeout]
+                    if not batches:
+                        continue
+                    if now - batches[0].created >= delivery_timeout:
+                        old = [b for b in batches if now - b.created >= delivery_timeout]
+                        keep = [b for b in batches if now - b.created < delivery_timeout]
+                        for batch in old:
+                            batch.close_for_appends()
+                        found += old
                         batches.clear()
                         batches.extend(keep)
+                    for batch in batches:  # retried batches keep their creation time
+                        if oldest is None or batch.created < oldest:
+                            oldest = batch.created
+                        if not batch.attempts:
+                            break  # fresh batches behind it are younger
+            self.oldest_created = oldest
         return found
 
     def deallocate(self, batch):
@@ -265,9 +329,13 @@ class RecordAccumulator:
     def drain_all(self):
         """Remove and return every queued batch (a forced close aborts them)."""
         with self._lock:
-            found = [b for partitions in self._batches.values()
-                     for batches in partitions.values() for b in batches]
-            self._batches.clear()
+            found = []
+            for partitions in self._batches.values():
+                for batches in partitions.values():
+                    for batch in batches:
+                        batch.close_for_appends()
+                    found += batches
+                    batches.clear()  # the deques stay: producers hold them (queue())
         return found
 
     # -- flush and close (any thread) --------------------------------------------------------
@@ -292,5 +360,24 @@ class RecordAccumulator:
         memory with IllegalStateError."""
         with self._lock:
             self._closed = True
+            for partitions in self._batches.values():
+                for batches in partitions.values():
+                    for batch in batches:
+                        batch.close_for_appends()
         self.pool.close()
         self.wakeup()
+
+
+def _close(batch):
+    """A batch refused a record, or another batch was queued behind it: it takes no more
+    (Kafka's closeForRecordAppends) and is sendable at once. Caller holds the lock."""
+    batch.full = True
+    batch.close_for_appends()
+
+
+def _take(batches):
+    """Pop the first of a partition's batches for sending, closed for appends first (an
+    appender that picked it a moment ago then finds it full). Caller holds the lock."""
+    batch = batches[0]
+    batch.close_for_appends()
+    return batches.popleft()

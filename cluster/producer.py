@@ -16,6 +16,19 @@ batches (one encode, one CRC-32C each), Produce requests, retries, completions �
 batch in the ``Sender`` thread. The configuration keys and defaults are kafka-python's
 (``cluster.config.ProducerConfig``); ``bootstrap_servers`` is the cluster's data directory.
 
+The fast path: a record with no key, headers or partition and a bytes value (after the
+serializers) goes to its topic's *lane* — the open batch of the sticky partition that the
+last general send appended to, remembered with the metadata version it was chosen under —
+through ``RecordBatchBuilder.append_value`` under the accumulator's lock: no metadata
+lookup, no partitioner call, one lock, three Python calls in all. A batch takes records
+only while it is the last of its partition (the accumulator closes it for appends when it
+refuses a record, when another batch is queued behind it, and when it leaves the queue),
+so the lane appends exactly where the general path would. When the batch refuses (full,
+closed) or the metadata changed, the record takes the general path, which asks the
+partitioner (rotating on a new batch, as KIP-480 says), opens the batch and points the lane
+at it. A sticky partition changes only when a batch is opened, so asking the partitioner
+once per batch instead of once per record puts every record where it would have gone.
+
 ``send_batch(topic, values, keys=None, partition=None)`` is ringlog's bulk send: records
 are encoded many at a time by ``segments.bulk.build_batches`` (vectorised with numpy; fixed-size
 values take its fastest path) into batches of up to ``bulk_batch_size`` bytes, each queued
@@ -112,8 +125,18 @@ class KafkaProducer:
         self._closed = False
         self._key_serializer = _serializer(config["key_serializer"])
         self._value_serializer = _serializer(config["value_serializer"])
+        self._serializing = (self._key_serializer is not None
+                             or self._value_serializer is not None)
         self._partitioner = config["partitioner"]
         self._sticky = isinstance(self._partitioner, DefaultPartitioner)
+        # topic -> (metadata version, the open ProducerBatch of its sticky partition, that
+        # batch's builder.append_value): where send()'s fast path appends records without a
+        # key; module doc. Only with the built-in sticky choice (a subclass may choose
+        # otherwise per record).
+        self._lanes = {}
+        self._laned = self._sticky and all(
+            getattr(type(self._partitioner), name) is getattr(DefaultPartitioner, name)
+            for name in ("partition", "on_new_batch"))
         self._max_block = config["max_block_ms"] / 1000
         self._largest_batch = max(1, config["max_request_size"] - REQUEST_OVERHEAD)
         self.bulk_batch_size = min(max(config["batch_size"], BULK_BATCH_BYTES),
@@ -132,6 +155,7 @@ class KafkaProducer:
             max_block_ms=config["max_block_ms"], max_request_size=config["max_request_size"],
             clock=clock)
         self._append = self._accumulator.append
+        self._append_lock = self._accumulator.append_lock
         try:
             self._client.wait_for_metadata(self._max_block)
         except BaseException:
@@ -162,15 +186,34 @@ class KafkaProducer:
             raise IllegalStateError("KafkaProducer already closed!")
         if headers:
             _check_headers(headers)
-        serialize = self._key_serializer
-        if serialize is not None:
-            key = serialize(topic, headers, key)
-        serialize = self._value_serializer
-        if serialize is not None:
-            value = serialize(topic, headers, value)
+        if self._serializing:
+            serialize = self._key_serializer
+            if serialize is not None:
+                key = serialize(topic, headers, key)
+            serialize = self._value_serializer
+            if serialize is not None:
+                value = serialize(topic, headers, value)
+        if key is None and partition is None and headers is None and value.__class__ is bytes:
+            # The fast path (module doc): the open batch of the topic's sticky partition,
+            # from an earlier send under the same metadata, if it still takes records.
+            lane = self._lanes.get(topic)
+            if lane is not None and lane[0] == self._cluster.version:
+                if timestamp_ms is None:
+                    timestamp_ms = time_ns() // 1_000_000
+                if timestamp_ms.__class__ is int:
+                    index = lane[2](timestamp_ms, value, self._append_lock)
+                    if index is not None:
+                        return FutureRecordMetadata(
+                            (lane[1], index, timestamp_ms, -1, len(value), -1))
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    def _send(self, topic, value, key, headers, partition, timestamp_ms):
+        """send() for any record (serialized): partitioner, metadata waits, new batches."""
         if value is None and key is None:
             raise ValueError("Need at least one: key or value")
-        info = self._cluster.topics.get(topic)
+        cluster = self._cluster
+        version = cluster.version  # read before the topics: a lane never outlives its metadata
+        info = cluster.topics.get(topic)
         if info is None or info.error_code or (partition is not None
                                                and partition not in info.leaders):
             info = self._wait_on_metadata(topic, partition)
@@ -190,6 +233,12 @@ class KafkaProducer:
                                                           info.available)
                         appended = self._append(topic, partition, timestamp_ms, key, value,
                                                 headers)
+                    batch = appended[0]
+                    builder = batch.builder  # None if already sent and done
+                    lane = self._lanes.get(topic)
+                    if self._laned and builder is not None and (
+                            lane is None or lane[1] is not batch or lane[0] != version):
+                        self._lanes[topic] = (version, batch, builder.append_value)
                 else:
                     appended = self._append(topic, partition, timestamp_ms, key, value, headers)
             else:

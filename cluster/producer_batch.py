@@ -81,6 +81,13 @@ class ProducerBatch:
         batch.record_count = record_count
         return batch
 
+    def close_for_appends(self):
+        """Refuse every later append: the batch is no longer its partition's open batch
+        (it refused a record, another was queued behind it, or it left the queue). Caller
+        holds the accumulator's lock."""
+        if self.builder is not None:
+            self.builder.close_for_appends()
+
     def build(self):
         """Encode the batch (once) and return its bytes; appends are refused from now on."""
         if self.built is None:

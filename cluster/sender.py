@@ -13,6 +13,12 @@ Each turn of the loop (Kafka's ``Sender.runOnce``):
 4. ``client.poll()``: wait for responses, the next linger deadline, or a wake-up from
    ``send()`` (a new or full batch), whichever comes first.
 
+Each turn drains up to ``max_in_flight_requests_per_connection`` requests per broker at once
+(the same batches, in the same order, as that many turns would drain: at most one batch per
+partition per request), so the per-turn costs — the accumulator's scans, a GIL hand-over
+from the threads calling ``send()`` — are paid once for a burst, and expiry is looked for
+only when the oldest batch can have expired.
+
 A response completes its batches (offset, log-append time) or, for a retriable error while
 ``retries`` and the delivery timeout allow, puts them back at the front of their deque after
 ``retry_backoff_ms`` — refreshing metadata first on NOT_LEADER_OR_FOLLOWER and the other
@@ -24,8 +30,9 @@ drained again until it completes, so retries cannot reorder it (kafka-python's
 requests in flight may reorder or duplicate records across retries, as in Kafka.
 
 Thread safety: the Sender thread alone runs the loop, owns the KafkaClient, and completes
-batches; ``wakeup()``, ``initiate_close()`` and ``force_close()`` may be called from any
-thread; ``metrics`` is written by the sender and read by anyone.
+batches (so callbacks and errbacks run there, as in kafka-python); ``wakeup()``,
+``initiate_close()`` and ``force_close()`` may be called from any thread; ``metrics`` is
+written by the sender and read by anyone.
 """
 
 import datetime
@@ -77,8 +84,13 @@ class Sender(threading.Thread):
         self._max_request_size = config["max_request_size"]
         self._max_in_flight = config["max_in_flight_requests_per_connection"]
         self._guarantee_order = self._max_in_flight == 1
-        self._produce = protocol.request_module(ApiKey.PRODUCE, API_VERSIONS[ApiKey.PRODUCE])
+        produce = protocol.request_module(ApiKey.PRODUCE, API_VERSIONS[ApiKey.PRODUCE])
+        self._produce_request = produce.ProduceRequest
+        self._topic_data = produce.TopicProduceData
+        self._partition_data = produce.PartitionProduceData
         self._in_flight = {}     # batch -> broker id, for every batch in a request in flight
+        self._pending = []       # (future, node, batches, sent at) per request not yet handled
+        self._next_expiry = 0.0  # clock value before which no batch can expire
         self._muted = set()      # TopicPartitions in flight (only with guaranteed order)
         self._wakeup = threading.Event()
         self._running = True
@@ -125,6 +137,7 @@ class Sender(threading.Thread):
         """Fail everything still queued or in flight with ``error``; close the client."""
         self._aborting = True
         self._client.close()  # in-flight requests fail; their batches come to _retry_or_fail
+        self._handle_completed()
         for batch in list(self._in_flight):
             self._fail(batch, error)
         for batch in self._accumulator.drain_all():
@@ -135,36 +148,42 @@ class Sender(threading.Thread):
         accumulator, client = self._accumulator, self._client
         self._wakeup.clear()
         now = self._clock()
-        self._expire(now)
+        if now >= self._next_expiry:
+            self._expire(now)
         cluster = client.cluster
         topics = cluster.topics
         nodes, unknown, delay = accumulator.ready(now, topics)
         if unknown:
             cluster.add_topics(unknown)
             cluster.request_update()
-        sendable = set()
+        slots = {}
         for node in nodes:
-            if client.in_flight_count(node) >= self._max_in_flight:
+            free = self._max_in_flight - client.in_flight_count(node)
+            if free <= 0:
                 continue  # its responses will wake the poll below
             if client.is_ready(node):
-                sendable.add(node)
+                slots[node] = free
             else:
                 wait = client.connection_delay(node)
                 delay = wait if delay is None else min(delay, wait)
-        if sendable:
-            drained = accumulator.drain(now, topics, sendable, self._max_request_size,
-                                        self._muted)
-            for node, batches in drained.items():
-                self._send(node, batches, now)
-            if drained:
-                delay = 0.0
+        if slots:
+            drained = accumulator.drain_requests(now, topics, slots, self._max_request_size,
+                                                 self._muted)
+            for node, requests in drained.items():
+                for batches in requests:
+                    self._send(node, batches, now)
+            if any(entry[0].is_done for entry in self._pending):
+                delay = 0.0  # acks=0 (done once written), or a request that failed at once
         client.poll(IDLE_WAIT if delay is None else delay, wakeup=self._wakeup)
+        self._handle_completed()
 
     def _send(self, node, batches, now):
         """Build ``batches`` and write them to ``node`` as one Produce request."""
-        module = self._produce
+        partition_data = self._partition_data
         by_topic = {}
         sent = []
+        size = 0
+        in_flight = self._in_flight
         for batch in batches:
             try:
                 data = batch.build()
@@ -173,28 +192,56 @@ class Sender(threading.Thread):
                 continue
             batch.attempts += 1
             sent.append(batch)
-            by_topic.setdefault(batch.topic, []).append(
-                module.PartitionProduceData(index=batch.partition, records=data))
-            self._in_flight[batch] = node
+            size += len(data)
+            parts = by_topic.get(batch.topic)
+            if parts is None:
+                by_topic[batch.topic] = parts = []
+            parts.append(partition_data(index=batch.partition, records=data))
+            in_flight[batch] = node
             if self._guarantee_order:
                 self._muted.add(batch.topic_partition)
         if not sent:
             return
-        request = module.ProduceRequest(
+        topic_data = self._topic_data
+        request = self._produce_request(
             transactional_id=None, acks=self._acks, timeout=self._request_timeout,
-            topic_data=tuple(module.TopicProduceData(name=topic, partition_data=tuple(parts))
+            topic_data=tuple(topic_data(name=topic, partition_data=tuple(parts))
                              for topic, parts in by_topic.items()))
         metrics = self.metrics
         metrics.request_total += 1
-        metrics.outgoing_byte_total += sum(len(b.built) for b in sent)
+        metrics.outgoing_byte_total += size
         future = self._client.send(node, request, expect_response=self._acks != 0)
-        future.add_callback(self._handle_response, node, sent, now)
-        future.add_errback(self._handle_failure, sent)
+        self._pending.append((future, node, sent, now))
+
+    def _handle_completed(self):
+        """Handle the Produce requests whose futures completed, in the order written."""
+        pending = self._pending
+        if not pending:
+            return
+        waiting = []
+        for entry in pending:
+            future, node, batches, sent_at = entry
+            if not future.is_done:
+                waiting.append(entry)
+            elif future.exception is None:
+                self._handle_response(node, batches, sent_at, future.value)
+            else:
+                self._handle_failure(batches, future.exception)
+        self._pending = waiting
 
     def _expire(self, now):
+        """Fail the batches past the delivery timeout; note when the next one may be."""
         timeout = self._delivery_timeout
-        expired = self._accumulator.expired(now, timeout)
-        expired += [b for b in self._in_flight if now - b.created >= timeout]
+        accumulator = self._accumulator
+        expired = accumulator.expired(now, timeout)
+        oldest = now if accumulator.oldest_created is None else min(
+            now, accumulator.oldest_created)
+        for batch in self._in_flight:
+            if now - batch.created >= timeout:
+                expired.append(batch)
+            elif batch.created < oldest:
+                oldest = batch.created
+        self._next_expiry = oldest + timeout  # batches made later expire later still
         for batch in expired:
             self._fail(batch, KafkaTimeoutError(
                 f"Expiring {batch.record_count or batch.builder.record_count} record(s) for "

@@ -1,11 +1,18 @@
-"""KafkaProducer throughput: ``send()`` one record at a time, and the bulk ``send_batch``.
+"""KafkaProducer throughput — ``send()`` one record at a time, and the bulk ``send_batch`` —
+and latency.
 
     .venv/bin/python -m perf.producer_bench [--repeat 5] [--records 300000]
-                                            [--bulk-records 2000000] [--no-cluster]
+                                            [--bulk-records 2000000] [--latency-records 5000]
+                                            [--no-cluster]
 
 The standard workload: 100-byte values, no keys, acks=1, one partition, batch_size 16384,
 linger_ms 5; the clock runs from the first send until flush() returns (every record
-acknowledged). Two brokers in their own process:
+acknowledged). For ``send()`` the run also reports the CPU time per record of the calling
+thread (``send()`` itself) and of the sender thread (batches, requests, responses): both
+hold one GIL, so their sum bounds the rate. Latency: records sent at 10,000 records/s with
+linger_ms 0, each timed from just before ``send()`` to its callback (the broker's
+acknowledgement, in the sender thread) — the producer's share of Kafka's end-to-end figure.
+Two brokers in their own process:
 
 * ``sink``: a Listener that decodes each Produce request and acknowledges it without
   storing anything — the client's own cost plus the ring transport;
@@ -14,7 +21,8 @@ acknowledged). Two brokers in their own process:
 Peers in the same run, for scale: ``builder``, RecordBatchBuilder.append + build alone —
 the floor under send()'s per-record work, as the accumulator must use it; ``bulk encode``,
 segments.bulk.build_batches alone — the floor under send_batch. Prints the median
-records/s over repeats and the ratios.
+records/s over repeats and the ratios; for latency the median over repeats of each run's
+p50 and p99.
 """
 
 import argparse
@@ -46,6 +54,9 @@ from shm_ring.naming import cleanup_stale
 TOPIC = "bench"
 VALUE = b"v" * 100
 PRODUCER = dict(acks=1, linger_ms=5, batch_size=16384, enable_idempotence=False)
+LATENCY_PRODUCER = dict(acks=1, linger_ms=0, enable_idempotence=False)
+#: Records per second of the latency run (the issue's e2e-latency target rate).
+LATENCY_RATE = 10_000
 _NO_TIME = datetime.timedelta(0)
 
 
@@ -141,15 +152,41 @@ class SinkCluster:
 
 # -- workloads ------------------------------------------------------------------------------------
 
-def run_send(bootstrap, records):
+def run_send(bootstrap, records, cpu):
+    """send() records/s; appends (caller µs/record, sender µs/record) of CPU to ``cpu``."""
     with KafkaProducer(bootstrap_servers=bootstrap, **PRODUCER) as producer:
         producer.send(TOPIC, VALUE).get(30)  # metadata, connection
         send = producer.send
+        sender = time.pthread_getcpuclockid(producer._sender.ident)
+        caller_start, sender_start = time.thread_time(), time.clock_gettime(sender)
         start = time.perf_counter()
         for _ in range(records):
             send(TOPIC, VALUE)
         producer.flush(120)
-        return records / (time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        cpu.append(((time.thread_time() - caller_start) / records * 1e6,
+                    (time.clock_gettime(sender) - sender_start) / records * 1e6))
+        return records / elapsed
+
+
+def run_latency(bootstrap, records):
+    """(p50, p99) in µs of send() -> acknowledged, at LATENCY_RATE records/s, linger 0."""
+    latencies = np.zeros(records, dtype=np.int64)
+    clock = time.perf_counter_ns
+    with KafkaProducer(bootstrap_servers=bootstrap, **LATENCY_PRODUCER) as producer:
+        for _ in range(100):  # warm up: connection, metadata, buffers
+            producer.send(TOPIC, VALUE).get(30)
+        start = time.perf_counter()
+        for i in range(records):
+            sent = clock()
+            producer.send(TOPIC, VALUE).add_callback(
+                lambda _, i=i, sent=sent: latencies.__setitem__(i, clock() - sent))
+            ahead = start + (i + 1) / LATENCY_RATE - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)
+        producer.flush(60)
+    micros = latencies / 1000
+    return float(np.percentile(micros, 50)), float(np.percentile(micros, 99))
 
 
 def run_bulk(bootstrap, records):
@@ -188,35 +225,45 @@ def median_of(repeat, run, *args):
     return statistics.median(figures), figures
 
 
-def main():
+def measure_target(name, bootstrap, args, results, cpu, latency):
+    send_cpu = []
+    results[f"send() -> {name}"] = median_of(args.repeat, run_send, bootstrap, args.records,
+                                             send_cpu)
+    cpu[name] = (statistics.median(c for c, _ in send_cpu),
+                 statistics.median(s for _, s in send_cpu))
+    results[f"send_batch -> {name}"] = median_of(args.repeat, run_bulk, bootstrap,
+                                                 args.bulk_records)
+    if args.latency_records:
+        runs = [run_latency(bootstrap, args.latency_records) for _ in range(args.repeat)]
+        latency[name] = (statistics.median(p50 for p50, _ in runs),
+                         statistics.median(p99 for _, p99 in runs), runs)
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--bulk-records", type=int, default=2_000_000)
+    parser.add_argument("--latency-records", type=int, default=5_000,
+                        help="records per latency run at 10,000/s (0: no latency runs)")
     parser.add_argument("--no-cluster", action="store_true",
                         help="skip the real broker (sink only)")
-    args = parser.parse_args()
-    results = {}
+    args = parser.parse_args(argv)
+    results, cpu, latency = {}, {}, {}
     results["builder (floor of send)"] = median_of(args.repeat, run_builder, args.records)
     results["bulk encode (floor of send_batch)"] = median_of(args.repeat, run_bulk_encode,
                                                              args.bulk_records)
     sink = SinkCluster()
     try:
-        results["send() -> sink"] = median_of(args.repeat, run_send, sink.bootstrap_servers,
-                                              args.records)
-        results["send_batch -> sink"] = median_of(args.repeat, run_bulk,
-                                                  sink.bootstrap_servers, args.bulk_records)
+        measure_target("sink", sink.bootstrap_servers, args, results, cpu, latency)
     finally:
         sink.close()
     if not args.no_cluster:
         data_dir = tempfile.mkdtemp(prefix="ringlog-bench-")
         try:
             with Cluster(data_dir, brokers=1, num_partitions=1) as cluster:
-                bootstrap = cluster.bootstrap_servers
-                results["send() -> broker"] = median_of(args.repeat, run_send, bootstrap,
-                                                        args.records)
-                results["send_batch -> broker"] = median_of(args.repeat, run_bulk, bootstrap,
-                                                            args.bulk_records)
+                measure_target("broker", cluster.bootstrap_servers, args, results, cpu,
+                               latency)
         finally:
             shutil.rmtree(data_dir, ignore_errors=True)
     print(f"KafkaProducer, 100-byte values, acks=1, one partition; median of {args.repeat} "
@@ -224,6 +271,14 @@ def main():
     for name, (median, figures) in results.items():
         spread = ", ".join(f"{f / 1e6:.2f}" for f in figures)
         print(f"  {name:36s} {median / 1e6:7.3f} M records/s   [{spread}]")
+    for name, (caller, sender) in cpu.items():
+        print(f"  send() -> {name}: CPU per record     caller {caller:.2f} us + sender "
+              f"{sender:.2f} us = {caller + sender:.2f} us (one GIL: at most "
+              f"{1 / (caller + sender):.2f} M records/s)")
+    for name, (p50, p99, runs) in latency.items():
+        spread = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in runs)
+        print(f"  send() -> ack, {name}, {LATENCY_RATE} records/s, linger 0: p50 {p50:.0f} us,"
+              f" p99 {p99:.0f} us   [p50/p99: {spread}]")
     ratios = [("send() -> sink / builder", "send() -> sink", "builder (floor of send)"),
               ("send_batch -> sink / bulk encode", "send_batch -> sink",
                "bulk encode (floor of send_batch)"),

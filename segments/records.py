@@ -16,19 +16,24 @@ back (or by one compressed blob of them, see ``compression``). Each record::
 
 How the builder keeps ``append()`` cheap in pure Python: it computes the record's exact
 size from lookup tables (so its "None when full" answer is exact, the same
-as kafka-python's and Kafka's), and keeps a reference to the record; ``build()`` encodes
-every record of the batch at once, with C-level ``map``/table look-ups producing each
-field for all records, one ``bytes.join`` laying them out, one compression call and one
-CRC-32C. Every per-batch cost is paid once per batch.
+as kafka-python's and Kafka's), and keeps references to the record's timestamp and value
+(keys and headers only once some record has them); ``build()`` encodes every record of the
+batch at once and pays every per-batch cost once: one ``bytes.join``, one compression
+call, one CRC-32C. A *plain* batch — null keys, no headers, values of one length, every
+timestamp delta one varint byte: what a producer sends most — is its values interleaved
+with per-record prefixes looked up whole from a cache keyed by (value length, timestamp
+delta); any other batch has each field produced for all records by C-level ``map``/table
+look-ups (``encode_records``). ``append_value()`` is the producer's hot path for the plain
+record, with its owner's lock held around the check and the store.
 
-Who may call what: a builder belongs to one producer thread (the accumulator hands a
-batch to one appender at a time, then to the sender, which builds it); it takes no lock.
+Who may call what: a builder belongs to one producer (the accumulator lets appenders in one
+at a time, then hands the batch to the sender, which builds it); it has no lock of its own.
 A reader is a view over bytes its caller owns and does no I/O.
 """
 
 import operator
-from itertools import repeat
-from operator import sub
+from itertools import groupby, repeat
+from operator import add, sub
 from time import time_ns
 
 from crc32c import crc32c
@@ -58,6 +63,8 @@ MAX_RECORD_OVERHEAD = 21
 _LENGTH_ATTRIBUTES = [VARINT[n] + RECORD_ATTRIBUTES for n in range(TABLE_SIZE)]
 _NO_HEADERS_LENGTH_ATTRIBUTES = [NO_HEADERS + part for part in _LENGTH_ATTRIBUTES]
 _OFFSET_DELTA_NULL_KEY = [VARINT[n] + NULL_LENGTH for n in range(TABLE_SIZE)]
+#: Largest timestamp delta (either way) one varint byte holds: zigzag(-64) = 127.
+_ONE_BYTE_DELTA = 63
 
 
 def as_bytes(data, what):
@@ -233,12 +240,17 @@ class RecordBatchBuilder:
     'lz4', 'zstd'). ``buffer``, when given, is a bytearray that ``build()`` encodes the
     batch into if it fits (a BufferPool's ``batch_size`` buffer); ``clock`` returns the
     time in milliseconds for records appended with ``timestamp=None``.
+
+    What an append keeps: the timestamp and the value in two lists; keys and encoded
+    headers in two more lists that exist only once a record has a key or headers (a
+    *plain* batch — null keys, no headers, bytes values — never makes them).
     """
 
     __slots__ = (
         "_codec", "_batch_size", "_producer_id", "_producer_epoch", "_base_sequence",
-        "_partition_leader_epoch", "_flags", "_buffer", "_clock", "_records", "_count",
-        "_room", "_base_timestamp", "_built")
+        "_partition_leader_epoch", "_flags", "_buffer", "_clock", "_timestamps", "_values",
+        "_keys", "_suffixes", "_plain", "_open", "_count", "_room", "_base_timestamp",
+        "_built")
 
     def __init__(self, compression_type=0, batch_size=16384, *, producer_id=-1,
                  producer_epoch=-1, base_sequence=-1, partition_leader_epoch=-1,
@@ -256,7 +268,12 @@ class RecordBatchBuilder:
                        | (d.TIMESTAMP_TYPE_MASK if timestamp_type else 0))
         self._buffer = buffer
         self._clock = clock
-        self._records = []
+        self._timestamps = []
+        self._values = []
+        self._keys = None      # one key per record, once some record has a key
+        self._suffixes = None  # encoded headers per record, once some record has headers
+        self._plain = True     # null keys, no headers and bytes values so far
+        self._open = True      # until close_for_appends() (the full check covers the rest)
         self._count = 0
         self._room = batch_size - d.HEADER_SIZE  # bytes left before the batch is full
         self._base_timestamp = 0
@@ -276,62 +293,116 @@ class RecordBatchBuilder:
             timestamp = time_ns() // 1_000_000 if clock is None else clock()
         elif timestamp.__class__ is not int:
             timestamp = _as_timestamp(timestamp)
-        if headers:
-            suffix = encode_headers(headers)
-            body = len(suffix) + 1
-        else:
-            suffix = NO_HEADERS
-            body = 2
+        if key is None and value.__class__ is bytes and not headers and self._plain:
+            # The common record: attributes, null key and headerCount 0 take a byte each.
+            try:
+                body = (3 + SIGNED_VARINT_SIZE[timestamp - self._base_timestamp]
+                        + VARINT_SIZE[count] + SIZED[len(value)])
+                room = self._room - body - VARINT_SIZE[body]
+            except (KeyError, IndexError):  # a number outside the tables
+                body = record_body_size(timestamp - self._base_timestamp, count, None, value,
+                                        NO_HEADERS)
+                room = self._room - body - size_of_varint(body)
+            if room < 0:
+                return None
+            self._room = room
+            self._count = count + 1
+            self._timestamps.append(timestamp)
+            self._values.append(value)
+            return count
+        return self._append_any(count, timestamp, key, value, headers)
+
+    def append_value(self, timestamp, value, lock):
+        """``append(timestamp, None, value)`` for the common record of a producer's hot
+        path — ``timestamp`` an int, ``value`` bytes, no key, no headers — storing it with
+        ``lock`` held; returns its offset delta, or None when the batch is full (or
+        closed), or when this path does not take the record (the batch's first record, a
+        batch that holds keys or headers, a number outside the size tables): then
+        ``append()`` decides.
+
+        The builder has no lock of its own: ``lock`` is its owner's (a ``threading.Lock``
+        that guards who may append), held only around the check and the store — so a
+        thread never waits for another that was switched out in the middle of a call.
+        """
+        lock.acquire()
         try:
-            body += SIGNED_VARINT_SIZE[timestamp - self._base_timestamp] + VARINT_SIZE[count]
-            if key is None:
-                body += 1
-            elif key.__class__ is bytes:
-                body += SIZED[len(key)]
-            else:
-                key = as_bytes(key, "key")
-                body += SIZED[len(key)]
-            if value.__class__ is bytes:
-                body += SIZED[len(value)]
-            elif value is None:
-                body += 1
-            else:
-                value = as_bytes(value, "value")
-                body += SIZED[len(value)]
-            size = body + VARINT_SIZE[body]
-        except (KeyError, IndexError):  # a number outside the tables
-            if key is not None and key.__class__ is not bytes:
-                key = as_bytes(key, "key")
-            if value is not None and value.__class__ is not bytes:
-                value = as_bytes(value, "value")
-            body = record_body_size(
-                timestamp - self._base_timestamp, count, key, value, suffix)
-            size = body + size_of_varint(body)
-        if size > self._room:
+            count = self._count
+            if count and self._plain:
+                try:
+                    body = (3 + SIGNED_VARINT_SIZE[timestamp - self._base_timestamp]
+                            + VARINT_SIZE[count] + SIZED[len(value)])
+                    room = self._room - body - VARINT_SIZE[body]
+                except (KeyError, IndexError):
+                    return None
+                if room >= 0:
+                    self._room = room
+                    self._count = count + 1
+                    self._timestamps.append(timestamp)
+                    self._values.append(value)
+                    return count
             return None
-        self._room -= size
-        self._count = count + 1
-        # Flat, five entries per record: no tuple per record for the garbage collector to track.
-        self._records += (timestamp, key, value, suffix, body)
+        finally:
+            lock.release()
+
+    def close_for_appends(self):
+        """Refuse every later append (as for a full batch); ``build()`` still works."""
+        self._open = False
+        if self._room >= 0:
+            self._batch_size -= self._room + 1  # size_in_bytes() stays what it is
+            self._room = -1
+
+    def _append_any(self, count, timestamp, key, value, headers):
+        """append() for a record with a key, headers or a non-bytes value, or into a batch
+        that holds such records."""
+        if value is not None and value.__class__ is not bytes:
+            value = as_bytes(value, "value")
+        if key is not None and key.__class__ is not bytes:
+            key = as_bytes(key, "key")
+        suffix = encode_headers(headers) if headers else NO_HEADERS
+        body = record_body_size(timestamp - self._base_timestamp, count, key, value, suffix)
+        room = self._room - body - size_of_varint(body)
+        if room < 0:
+            return None
+        self._room = room
+        self._keep(count, timestamp, key, value, suffix)
         return count
 
     def _append_first(self, timestamp, key, value, headers):
-        """The first record: it sets baseTimestamp and fits whatever its size."""
+        """The first record: it sets baseTimestamp and fits whatever its size (unless the
+        builder was closed for appends)."""
+        if not self._open:
+            return None
         if timestamp is None:
             timestamp = time_ns() // 1_000_000 if self._clock is None else self._clock()
         else:
             timestamp = _as_timestamp(timestamp)
-        if key is not None:
-            key = key if key.__class__ is bytes else as_bytes(key, "key")
-        if value is not None:
-            value = value if value.__class__ is bytes else as_bytes(value, "value")
+        if key is not None and key.__class__ is not bytes:
+            key = as_bytes(key, "key")
+        if value is not None and value.__class__ is not bytes:
+            value = as_bytes(value, "value")
         suffix = encode_headers(headers) if headers else NO_HEADERS
         body = 3 + field_size(key) + field_size(value) + len(suffix)  # deltas 0: 1 byte each
-        self._room -= body + (VARINT_SIZE[body] if body < TABLE_SIZE else size_of_varint(body))
+        self._room -= body + size_of_varint(body)
         self._base_timestamp = timestamp
-        self._count = 1
-        self._records += (timestamp, key, value, suffix, body)
+        self._keep(0, timestamp, key, value, suffix)
         return 0
+
+    def _keep(self, count, timestamp, key, value, suffix):
+        """Store record ``count`` (it fits), making the key and header lists when the
+        first key or headers arrive."""
+        self._count = count + 1
+        self._timestamps.append(timestamp)
+        self._values.append(value)
+        if key is not None and self._keys is None:
+            self._keys = [None] * count
+        if self._keys is not None:
+            self._keys.append(key)
+        if suffix is not NO_HEADERS and self._suffixes is None:
+            self._suffixes = [NO_HEADERS] * count
+        if self._suffixes is not None:
+            self._suffixes.append(suffix)
+        if value is None or self._keys is not None or self._suffixes is not None:
+            self._plain = False
 
     @staticmethod
     def estimate_size_in_bytes(key, value, headers=()):
@@ -370,25 +441,110 @@ class RecordBatchBuilder:
         """
         if self._built is not None:
             return self._built
-        records = self._records
-        if not records:
+        count = self._count
+        if not count:
             raise ValueError("cannot build a batch with no records")
-        payload, max_timestamp = encode_records(
-            records[0::5], records[1::5], records[2::5], records[3::5], records[4::5])
+        timestamps = self._timestamps
+        base_timestamp = self._base_timestamp
+        encoded = _encode_plain(timestamps, self._values) if self._plain else None
+        if encoded is None:
+            keys = self._keys or [None] * count
+            suffixes = self._suffixes or [NO_HEADERS] * count
+            encoded = encode_records(timestamps, keys, self._values, suffixes,
+                                     _record_bodies(timestamps, keys, self._values, suffixes))
+        payload, max_timestamp = encoded
         if self._codec:
             payload = compress(self._codec, payload)
         self._built = pack_batch(
-            payload, self._count, self._base_timestamp, max_timestamp,
+            payload, count, base_timestamp, max_timestamp,
             self._flags | self._codec, producer_id=self._producer_id,
             producer_epoch=self._producer_epoch, base_sequence=self._base_sequence,
             partition_leader_epoch=self._partition_leader_epoch, buffer=self._buffer)
-        self._records = None
+        self._timestamps = self._values = self._keys = self._suffixes = None
         self._room = -1  # closed: every append answers "full"
         return self._built
 
     def __repr__(self):
         return (f"RecordBatchBuilder(records={self._count}, size={self.size_in_bytes()}, "
                 f"codec={self._codec}, built={self._built is not None})")
+
+
+def _record_bodies(timestamps, keys, values, suffixes):
+    """Each record's length field (``record_body_size``), for all records at once."""
+    count = len(timestamps)
+    base = timestamps[0]
+    try:
+        bodies = list(map(SIGNED_VARINT_SIZE.__getitem__,
+                          map(sub, timestamps, repeat(base, count))))
+    except KeyError:
+        bodies = [size_of_varint(timestamp - base) for timestamp in timestamps]
+    offsets = VARINT_SIZE[:count] if count <= TABLE_SIZE else map(size_of_varint, range(count))
+    bodies = map(add, bodies, map(add, offsets, repeat(1, count)))  # attributes: 1 byte
+    bodies = map(add, bodies, map(field_size, keys))
+    bodies = map(add, bodies, map(field_size, values))
+    return list(map(add, bodies, map(len, suffixes)))  # headerCount and headers
+
+
+# -- the plain batch: null keys, no headers, bytes values of one length --------------------------
+#
+# Such a record is [length, attributes, timestampDelta, offsetDelta, keyLength -1,
+# valueLength] then the value, then headerCount 0. Everything but the value depends only on
+# (value length, timestampDelta, offsetDelta), so it is looked up: _PLAIN_PREFIXES[(length,
+# delta)][offset delta] holds those bytes, each (but the first) led by the previous record's
+# headerCount 0. A batch is then its prefixes and values interleaved, one join.
+
+#: Most (value length, timestamp delta) prefix lists kept, and longest list (offset deltas).
+_PLAIN_CACHE_KEYS = 256
+_PLAIN_MAX_RECORDS = TABLE_SIZE
+_PLAIN_PREFIXES = {}
+
+
+def _plain_prefixes(length, delta, count):
+    """The prefix bytes of records 0..count-1 of a plain batch with ``length``-byte values
+    and timestamp delta ``delta`` (one varint byte); cached, grown on demand."""
+    key = (length, delta)
+    prefixes = _PLAIN_PREFIXES.get(key)
+    if prefixes is None or len(prefixes) < count:
+        start = 0 if prefixes is None else len(prefixes)
+        tail = NULL_LENGTH + VARINT[length]
+        delta_byte = SIGNED_VARINT[delta]
+        fresh = [
+            (NO_HEADERS if n else b"") + VARINT[4 + VARINT_SIZE[n] + SIZED[length]]
+            + RECORD_ATTRIBUTES + delta_byte + VARINT[n] + tail
+            for n in range(start, max(count, 2 * start))]
+        prefixes = fresh if prefixes is None else prefixes + fresh
+        if len(_PLAIN_PREFIXES) >= _PLAIN_CACHE_KEYS:
+            _PLAIN_PREFIXES.clear()
+        _PLAIN_PREFIXES[key] = prefixes  # a new list: readers of the old one are unaffected
+    return prefixes
+
+
+def _encode_plain(timestamps, values):
+    """``(records as bytes, max timestamp)`` of a plain batch, or None when it is not of the
+    shape the prefix tables cover (values of one length under the tables' size, every
+    timestamp delta one varint byte, at most _PLAIN_MAX_RECORDS records)."""
+    count = len(values)
+    length = len(values[0])
+    base = timestamps[0]
+    if (count > _PLAIN_MAX_RECORDS or length + 8 >= TABLE_SIZE
+            or list(map(len, values)).count(length) != count):
+        return None
+    max_timestamp = max(timestamps)
+    if max_timestamp - base > _ONE_BYTE_DELTA or min(timestamps) - base < -_ONE_BYTE_DELTA - 1:
+        return None
+    if timestamps.count(base) == count:
+        prefixes = _plain_prefixes(length, 0, count)[:count]
+    else:
+        prefixes = []
+        start = 0
+        for timestamp, run in groupby(timestamps):
+            stop = start + len(list(run))
+            prefixes += _plain_prefixes(length, timestamp - base, stop)[start:stop]
+            start = stop
+    parts = [NO_HEADERS] * (2 * count + 1)
+    parts[0:-1:2] = prefixes
+    parts[1::2] = values
+    return b"".join(parts), max_timestamp
 
 
 # -- reading ------------------------------------------------------------------------------------
