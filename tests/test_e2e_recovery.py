@@ -69,6 +69,7 @@ class Writer(threading.Thread):
         self.sent = 0  # records sent so far (the next seq)
         self.acked = {}
         self.failed = {}
+        self._lock = threading.Lock()  # guards acked and failed (the sender thread writes them)
         self.stopping = threading.Event()
         self.error = None
 
@@ -87,16 +88,19 @@ class Writer(threading.Thread):
             self.error = exc
 
     def _acked(self, seq, metadata):
-        self.acked[seq] = (metadata.partition, metadata.offset)
+        with self._lock:
+            self.acked[seq] = (metadata.partition, metadata.offset)
 
     def _failed(self, seq, exception):
-        self.failed[seq] = exception
+        with self._lock:
+            self.failed[seq] = exception
 
     def on(self, partitions, table):
         """Entries of ``table`` (acked or failed) for records keyed to ``partitions``."""
         where = self.partition_of_key
-        return {seq: v for seq, v in list(table.items())
-                if where[seq % KEYS_PER_PRODUCER] in partitions}
+        with self._lock:
+            items = list(table.items())
+        return {seq: v for seq, v in items if where[seq % KEYS_PER_PRODUCER] in partitions}
 
 
 def wait_until(condition, what):
