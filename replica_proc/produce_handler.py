@@ -81,8 +81,15 @@ class ProduceHandler:
                 append_time = UNKNOWN
         except Exception as exc:  # noqa: BLE001 - every failure becomes this partition's error
             code = code_of(exc, f"produce to {topic}-{index}")
-            return PartitionResult(index, code, UNKNOWN, UNKNOWN, UNKNOWN, str(exc))
+            return PartitionResult(index, code, UNKNOWN, UNKNOWN, UNKNOWN, _message(exc))
         if partition.high_watermark > high_watermark:
             self._on_append((topic, index), len(records))
         return PartitionResult(index, 0, base_offset, append_time,
                                partition.log.log_start_offset, None)
+
+
+def _message(exc):
+    """The error's own text: the client prefixes its error class and code itself."""
+    if len(exc.args) == 1 and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return str(exc)
