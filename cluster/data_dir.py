@@ -27,7 +27,7 @@ import os
 import re
 import uuid
 
-from segments.checkpoint import fsync_directory
+from segments.checkpoint import write_atomically
 
 from .config_properties import load_properties
 from .errors import InconsistentClusterIdError
@@ -51,7 +51,6 @@ CLUSTER_META_VERSION = 1
 BROKER_META_VERSION = 0
 
 _BROKER_DIR = re.compile(r"broker-(0|[1-9][0-9]*)")
-_TMP_SUFFIX = ".tmp"
 
 
 def broker_dir(data_dir, broker_id):
@@ -84,22 +83,6 @@ def new_uuid():
 
 
 # -- atomic small files ------------------------------------------------------------------------
-
-def write_atomically(path, data):
-    """Replace the file at ``path`` with ``data`` (bytes) so readers see old or new only."""
-    path = os.fspath(path)
-    tmp = path + _TMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_directory(os.path.dirname(path) or ".")
-
 
 def write_json(path, value):
     write_atomically(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())

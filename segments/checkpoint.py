@@ -43,18 +43,7 @@ class CheckpointFile:
                     f"checkpoint {self.path}: entry {entry!r} must have {self.fields} "
                     f"non-empty fields without spaces")
             lines.append(" ".join(texts))
-        data = ("\n".join(lines) + "\n").encode()
-        tmp = self.path + TMP_SUFFIX
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        fsync_directory(os.path.dirname(self.path) or ".")
+        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
 
     def read(self):
         """The entries as tuples of strings; ``[]`` if the file does not exist.
@@ -116,6 +105,23 @@ class OffsetCheckpoint:
                     f"checkpoint {self.path}: offset {offset!r} of {name!r} is not an "
                     f"integer") from None
         return result
+
+
+def write_atomically(path, data):
+    """Replace the file at ``path`` with ``data`` (bytes) so readers see the old or the new
+    content only, after a crash too: temp file, fsync, rename, fsync of the directory."""
+    path = os.fspath(path)
+    tmp = path + TMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_directory(os.path.dirname(path) or ".")
 
 
 def fsync_directory(path):
