@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $(STAMP)
 
 demo: $(STAMP)
