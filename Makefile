@@ -25,8 +25,20 @@ test: $(STAMP)
 	if [ -s $(VENV)/shm.leaked ]; then \
 	  echo "shared-memory objects left behind by the tests:"; cat $(VENV)/shm.leaked; exit 1; fi
 
+# `make bench`: ringlog and its peers side by side (perf/suite; BENCH_ARGS=--quick for a
+# one-minute subset). redis-server is one of the peers: when it is missing and we may
+# (root, or sudo without a password) it is installed from Debian; otherwise the suite skips
+# Redis Streams and says how to install it.
 bench: $(STAMP)
-	$(PY) -m perf
+	@command -v redis-server >/dev/null 2>&1 || test -x /usr/bin/redis-server || { \
+	  if [ "$$(id -u)" = 0 ]; then APT="apt-get"; \
+	  elif sudo -n true 2>/dev/null; then APT="sudo apt-get"; fi; \
+	  if [ -n "$$APT" ]; then \
+	    $$APT install -y redis-server || { $$APT update && $$APT install -y redis-server; } \
+	      || echo "could not install redis-server: the suite skips Redis Streams"; \
+	  else echo "redis-server missing and no root or passwordless sudo: the suite skips" \
+	    "Redis Streams (install it with: sudo apt-get install -y redis-server)"; fi; }
+	$(PY) -m perf $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,166 @@
+"""ringlog through its public API: a ``Cluster`` in a temporary directory, one topic whose
+partitions are the channels (replication factor 1), ``KafkaProducer`` and ``KafkaConsumer``
+in their own processes.
+
+* record by record: ``send()`` per record (acks=1, linger_ms=5, batch_size 16 KB, no
+  idempotence: ``perf.producer_bench``'s settings), ``poll()`` — a ConsumerRecord per record;
+* bulk: ``send_batch`` of ``BULK_CALL`` records per call, ``poll_batches`` (columns, no
+  per-record object);
+* latency: ``send()`` with linger_ms=0, ``poll_batches`` and each value's stamp.
+
+A producer given every partition lets the default partitioner spread its records (sticky
+batches, as Kafka); given one, it sends there. Consumers ``assign`` their partitions and
+read from the beginning (no group). The brokers are the servers whose RSS is reported.
+"""
+
+import glob
+import os
+import shutil
+import tempfile
+
+from .. import latency, payloads
+
+NAME = "ringlog"
+DESCRIPTION = ("shared-memory rings to broker processes, segment files on disk; acks=1; "
+               "send()/poll(), bulk send_batch()/poll_batches()")
+TOPIC = "bench"
+PRODUCER = dict(acks=1, linger_ms=5, batch_size=16384, enable_idempotence=False)
+LATENCY_PRODUCER = dict(acks=1, linger_ms=0, enable_idempotence=False)
+#: Records per send_batch call (what producer-perf-test --bulk uses).
+BULK_CALL = 100_000
+POLL_MS = 100
+
+
+def missing(options):
+    return None
+
+
+class Deployment:
+    """A started cluster of ``brokers`` brokers with topic TOPIC of ``channels``
+    partitions, in a fresh directory under ``workdir``. Owned by the suite's main thread."""
+
+    def __init__(self, workdir, channels, brokers):
+        from cluster import Cluster, KafkaAdminClient, NewTopic
+        self.data_dir = tempfile.mkdtemp(prefix="ringlog-", dir=workdir)
+        self.leftovers = []
+        self.cluster = Cluster(self.data_dir, brokers=brokers, auto_create_topics_enable=False)
+        try:
+            self.cluster.start()
+            with KafkaAdminClient(bootstrap_servers=self.data_dir) as admin:
+                admin.create_topics([NewTopic(TOPIC, channels, 1)])
+        except BaseException:
+            self.stop()
+            raise
+        self.endpoint = {"bootstrap": self.data_dir, "topic": TOPIC, "partitions": channels}
+
+    def server_pids(self):
+        return list(self.cluster.pids().values())
+
+    def _objects(self):
+        cluster_id = self.cluster.cluster_id
+        if not cluster_id:
+            return []
+        return sorted(glob.glob(f"/dev/shm/ringlog.{cluster_id}*") +
+                      glob.glob(f"/dev/shm/sem.ringlog.{cluster_id}*"))
+
+    def stop(self):
+        """Stop the brokers (the cluster removes its shared memory), note what of this
+        cluster is still in /dev/shm (``leftovers``: what ringlog failed to clean), unlink
+        it, remove the directory. Safe twice."""
+        self.cluster.stop()
+        for path in self._objects():
+            self.leftovers.append(path)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def deploy(workdir, channels, brokers, options):
+    return Deployment(workdir, channels, brokers)
+
+
+# -- client processes ---------------------------------------------------------------------------
+
+def produce(endpoint, task, gate):
+    from cluster import KafkaProducer
+    topic = endpoint["topic"]
+    every = len(task.channels) == endpoint["partitions"]
+    if not every and len(task.channels) != 1:
+        raise ValueError(f"a ringlog producer writes to one partition or to all "
+                         f"{endpoint['partitions']}, found {task.channels}")
+    partition = None if every else task.channels[0]
+    props = LATENCY_PRODUCER if task.latency else PRODUCER
+    with KafkaProducer(bootstrap_servers=endpoint["bootstrap"], **props) as producer:
+        producer.partitions_for(topic)
+        if task.bulk:
+            values = payloads.rows(task.size, min(task.records, BULK_CALL))
+        elif task.latency:
+            buffer = latency.stamped_value(task.size)
+            pacer = latency.Pacer(task.rate)
+        else:
+            pool = payloads.pool(task.size)
+        send = producer.send
+        gate.ready()
+        first = latency.clock_ns()
+        if task.bulk:
+            for count in payloads.units(task.records, len(values)):
+                producer.send_batch(topic, values[:count], partition=partition)
+        elif task.latency:
+            for i in range(task.records):
+                pacer.wait(i)
+                send(topic, latency.stamp(buffer), partition=partition)
+        else:
+            n = len(pool)
+            for i in range(task.records):
+                send(topic, pool[i % n], partition=partition)
+        producer.flush()
+        last = latency.clock_ns()
+    return {"records": task.records, "first_ns": first, "last_ns": last}
+
+
+def consume(endpoint, task, gate):
+    from cluster import KafkaConsumer, TopicPartition
+    topic = endpoint["topic"]
+    consumer = KafkaConsumer(bootstrap_servers=endpoint["bootstrap"],
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in task.channels]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        for tp in tps:
+            consumer.position(tp)
+        recorder = latency.Recorder(task.records) if task.latency else None
+        columns = task.bulk or task.latency
+        count = 0
+        first = last = None
+        gate.ready()
+        while not gate.expired():
+            if columns:
+                polled = consumer.poll_batches(timeout_ms=POLL_MS)
+            else:
+                polled = consumer.poll(timeout_ms=POLL_MS)
+            if not polled:
+                if gate.received(count):
+                    break
+                continue
+            now = latency.clock_ns()
+            first = now if first is None else first
+            last = now
+            for runs in polled.values():
+                if columns:
+                    for run in runs:
+                        count += len(run)
+                        if recorder is not None:
+                            recorder.record(run.values(), now)
+                else:
+                    count += len(runs)
+            if gate.received(count):
+                break
+    finally:
+        consumer.close()
+    figures = {"records": count, "first_ns": first, "last_ns": last}
+    if recorder is not None:
+        figures["latencies_ns"] = recorder.result()
+    return figures

@@ -1,0 +1,127 @@
+"""What a suite run found, as one JSON document: ``perf/results/<timestamp>.json``.
+
+Layout::
+
+    {"profile", "started" (UTC, ISO 8601), "wall_s", "interrupted",
+     "machine":   describe() + memcpy_gb_s, write_mb_s, load_average_end,
+     "peers":     {name: {"available", "description" | "reason"}},
+     "workloads": {"1": {"title", "cases": [{"peer", "x", "params", "figures" | "error"}],
+                         "ratios": [{"x", "peer", "figure", "ringlog", "other", "ratio"}]}},
+     "targets":   [{"name", "ratio", "target", "comparison", "met", "note" (when a latency
+                    run's sender fell behind its rate)}],
+     "plots":     [PNG paths],
+     "shm_leftovers": [/dev/shm objects a stopped ringlog cluster left, unlinked by the suite]}
+
+Rates are records/s and MB/s (1e6 bytes of values); memory in bytes; latencies in µs.
+Ratios are always ringlog ÷ peer, on the same figure measured in the same run: above 1
+ringlog is faster for a rate, below 1 ringlog is faster for a latency.
+
+Owner: the suite's main thread (``Results`` is not thread safe).
+"""
+
+import datetime
+import json
+import os
+
+import numpy as np
+
+from .peers import BASELINE
+from .workloads import WORKLOADS
+
+#: A latency run whose sender achieved less than this share of its rate fell behind.
+BEHIND = 0.95
+#: Figures compared per workload (the first is the headline of its table).
+THROUGHPUT = ("e2e_rps", "producer_rps", "consumer_rps")
+LATENCY = ("p50", "p99", "p99.9")
+#: The issue's targets on workload 1 (and 4 at 10,000 records/s).
+TARGETS = (
+    ("end-to-end records/s, ringlog ÷ Redis Streams", 1, None, "e2e_rps", "redis_streams",
+     ">=", 15.0),
+    ("end-to-end records/s, ringlog ÷ pyzmq PUSH/PULL", 1, None, "e2e_rps", "zmq_pushpull",
+     ">=", 1.0),
+    ("latency p99 at 10,000 records/s, ringlog ÷ Redis Streams", 4, 10_000, "p99",
+     "redis_streams", "<", 1.0),
+)
+
+
+def ratio(ours, theirs):
+    """ringlog ÷ peer, None when either is missing or the peer's is zero."""
+    if ours is None or theirs is None or theirs == 0:
+        return None
+    return ours / theirs
+
+
+def figure(case_entry, name):
+    """A figure of a case entry: a top-level one, or a latency percentile."""
+    figures = case_entry.get("figures") or {}
+    if name in LATENCY:
+        return (figures.get("latency") or {}).get(name)
+    return figures.get(name)
+
+
+class Results:
+    def __init__(self, profile, clock=datetime.datetime.now):
+        self._clock = clock
+        started = clock(datetime.timezone.utc)
+        self.stamp = started.strftime("%Y%m%dT%H%M%SZ")
+        self.doc = {"profile": profile, "started": started.isoformat(timespec="seconds"),
+                    "wall_s": None, "interrupted": False, "machine": {}, "peers": {},
+                    "workloads": {}, "targets": [], "plots": [], "shm_leftovers": []}
+
+    def add_case(self, case, figures=None, error=None):
+        workload = self.doc["workloads"].setdefault(
+            str(case.workload), {"title": WORKLOADS[case.workload], "cases": [], "ratios": []})
+        params = {k: v for k, v in vars(case).items() if k not in ("workload", "peer", "x")}
+        entry = {"peer": case.peer, "x": case.x, "params": params}
+        if error is not None:
+            entry["error"] = error
+        else:
+            entry["figures"] = figures
+        workload["cases"].append(entry)
+
+    def compute_ratios(self):
+        """Fill every workload's ratios and the targets (after the last case)."""
+        for key, workload in self.doc["workloads"].items():
+            names = LATENCY if key == "4" else THROUGHPUT
+            ours = {e["x"]: e for e in workload["cases"] if e["peer"] == BASELINE}
+            workload["ratios"] = [
+                {"x": e["x"], "peer": e["peer"], "figure": name,
+                 "ringlog": figure(ours[e["x"]], name), "other": figure(e, name),
+                 "ratio": ratio(figure(ours[e["x"]], name), figure(e, name))}
+                for e in workload["cases"] if e["peer"] != BASELINE and e["x"] in ours
+                for name in names]
+        self.doc["targets"] = [self._target(*t) for t in TARGETS]
+
+    def _target(self, name, workload, x, figure_name, peer, comparison, target):
+        found = [r for r in self.doc["workloads"].get(str(workload), {}).get("ratios", [])
+                 if r["x"] == x and r["peer"] == peer and r["figure"] == figure_name]
+        value = found[0]["ratio"] if found else None
+        met = None if value is None else (value >= target if comparison == ">=" else
+                                          value < target)
+        entry = {"name": name, "ratio": value, "target": target, "comparison": comparison,
+                 "met": met}
+        behind = [e for e in self.doc["workloads"].get(str(workload), {}).get("cases", [])
+                  if x and e["x"] == x and e["peer"] in (BASELINE, peer) and "figures" in e
+                  and (e["figures"].get("achieved_rate") or 0) < BEHIND * x]
+        if behind:
+            entry["note"] = "; ".join(
+                f"{e['peer']}'s sender fell behind ({e['figures'].get('achieved_rate') or 0:,.0f}"
+                f" of {x:,} records/s): not a like-for-like comparison" for e in behind)
+        return entry
+
+    def write(self, directory):
+        """Write the document to ``directory``/<stamp>.json; return the path."""
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, f"{self.stamp}.json")
+        with open(path, "w") as out:
+            json.dump(self.doc, out, indent=1, default=_plain)
+            out.write("\n")
+        return path
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot store {type(value).__name__} in the results JSON")
