@@ -34,7 +34,7 @@ ringlog's own keys (prefix ``ringlog.``):
   (request and response). A power of two from 64 bytes to 1 GiB, and large enough that one
   frame can carry ``max(message.max.bytes, replica.fetch.max.bytes)`` plus
   ``FRAME_HEADROOM_BYTES`` (a ring accepts frames up to half its capacity).
-- ``ringlog.spin.iterations`` (default 200): checks of a ring before a waiter parks.
+- ``ringlog.spin.iterations`` (default 20): checks of a ring before a waiter parks.
 - ``ringlog.park.timeout.ms`` (default 50): longest single block while parked; the peer's
   liveness is checked after each (``shm_ring.wakeup.WaitPolicy.poll_interval``).
 

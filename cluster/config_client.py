@@ -26,7 +26,7 @@ Keys about sockets, TLS, SASL, DNS, proxies and metrics are accepted with kafka-
 defaults so that kafka-python code runs unchanged, and have no effect: connections here are
 shared-memory rings, private to the host (``COMPAT_KEYS``).
 
-ringlog's own keys, also on every client: ``ringlog_spin_iterations`` (200) and
+ringlog's own keys, also on every client: ``ringlog_spin_iterations`` (20) and
 ``ringlog_park_timeout_ms`` (50), as on the broker (``config_broker``); ``wait_policy()``
 turns them into the rings' ``WaitPolicy``.
 

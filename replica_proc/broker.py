@@ -19,7 +19,8 @@ source and controller). Start-up, in order:
 The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell
 — at most ``POLL_INTERVAL``, less when a parked fetch or a log timer is due sooner — then
 poll the controller, apply a new image if the metadata page moved, accept connections,
-serve every connection with requests (in order per connection, see ``channel``), retry
+serve every connection with requests (in order per connection, see ``channel``; at most
+``REQUESTS_PER_TURN`` of each per turn, so no client waits behind another's stream), retry
 responses that found a full ring, answer parked fetches whose wait ran out, run the log
 timers, read forwarded answers, and drop connections whose client closed or died
 (``Listener.reap``, which unlinks a dead client's rings).
@@ -60,6 +61,12 @@ log = logging.getLogger(__name__)
 POLL_INTERVAL = 0.05
 """Longest wait of the loop, in seconds: how late a new metadata image or a controller
 duty may be noticed."""
+
+REQUESTS_PER_TURN = 4
+"""Most requests of one connection handled in one turn of the loop. Without a bound, a
+producer whose requests arrive faster than the broker handles them (several in flight, a
+busy machine) keeps the loop on its connection and every other client waits: a
+consumer's fetch went unread for 100-500 ms behind a stream of produce requests."""
 
 LIVENESS_INTERVAL = 0.5
 """Seconds between checks that each client process is still alive."""
@@ -183,9 +190,13 @@ class Broker:
                     fetch.cancel(channel)
 
     def _serve(self, listener, handler, channel):
-        """Handle the channel's requests until it has none or is muted."""
+        """Handle up to ``REQUESTS_PER_TURN`` of the channel's requests (fewer if it runs out
+        or is muted); what is left waits for the next turn of the loop."""
         handle = handler.handle
-        while (frame := channel.next_request()) is not None:
+        for _ in range(REQUESTS_PER_TURN):
+            frame = channel.next_request()
+            if frame is None:
+                break
             try:
                 handle(channel, frame)
             except CloseConnection as exc:

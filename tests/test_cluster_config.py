@@ -166,10 +166,10 @@ def test_broker_defaults_are_kafkas():
     assert {k: config[k] for k in KAFKA_BROKER_DEFAULTS} == KAFKA_BROKER_DEFAULTS
 
 
-def test_ringlog_defaults_are_the_rings():
+def test_ringlog_transport_defaults():
     config = BrokerConfig()
     assert config["ringlog.ring.bytes"] == 4 * 1024 * 1024
-    assert config["ringlog.spin.iterations"] == WaitPolicy().spin == 200
+    assert config["ringlog.spin.iterations"] == config.wait_policy().spin == 20
     assert config["ringlog.park.timeout.ms"] == 50
     assert config.wait_policy().poll_interval == WaitPolicy().poll_interval
 

@@ -81,7 +81,8 @@ def expected(buf):
 
 
 def vector_batches(monkeypatch):
-    """Count the batches the vectorised path accepted."""
+    """Count the batches the vectorised path accepted (offered every run, however small)."""
+    monkeypatch.setattr(columns_parser, "VECTOR_MIN_RECORDS", 1)
     accepted = []
     original = columns_parser._vector_parse
 
@@ -103,6 +104,24 @@ def test_uniform_batches_vectorised_match_the_record_decoder(monkeypatch, value_
     buf = log_of(build_batches(values, timestamps=T0, batch_size=16384), first_offset=77)
     assert parsed(buf) == expected(buf)
     assert len(accepted) == len(list(iter_batches(buf)))  # all took the fast path
+
+
+@pytest.mark.parametrize("count", [1, 5, columns_parser.VECTOR_MIN_RECORDS - 1])
+def test_small_runs_are_walked_record_by_record(monkeypatch, count):
+    accepted = []
+    original = columns_parser._vector_parse
+    monkeypatch.setattr(columns_parser, "_vector_parse",
+                        lambda data, headers, *args: accepted.extend(headers)
+                        or original(data, headers, *args))
+    values = np.random.default_rng(count).integers(0, 256, (count, 100), np.uint8)
+    buf = log_of(build_batches(values, timestamps=T0, batch_size=16384), first_offset=9)
+    assert parsed(buf) == expected(buf)
+    assert not accepted
+    big = np.random.default_rng(0).integers(0, 256, (columns_parser.VECTOR_MIN_RECORDS, 100),
+                                            np.uint8)
+    buf = log_of(build_batches(big, timestamps=T0, batch_size=1 << 20))
+    assert parsed(buf) == expected(buf)
+    assert accepted
 
 
 def test_fixed_keys_spread_timestamps_and_big_batches(monkeypatch):
