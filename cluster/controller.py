@@ -352,14 +352,17 @@ class Controller:
 
     @staticmethod
     def _new_partitions(image, name, replica_lists, first_partition):
-        """Partition records for new partitions: the ISR is the live replicas, the first
-        of them leads, epoch 0."""
+        """Partition records for new partitions: the first live replica leads, epoch 0, and
+        the ISR is that leader alone — followers do not fetch from leaders yet (replication
+        is not built), so no follower is ever in sync. Claiming them would let the high
+        watermark wait for replicas that never catch up (nothing readable) and let a
+        follower with an empty log be elected on failover (acknowledged data lost)."""
         live = set(image.live_brokers())
         records = []
         for n, replicas in enumerate(replica_lists, start=first_partition):
-            isr = tuple(b for b in replicas if b in live)
+            leader = next(b for b in replicas if b in live)
             records.append(mr.partition_record(
-                PartitionState(name, n, isr[0], 0, tuple(replicas), isr)))
+                PartitionState(name, n, leader, 0, tuple(replicas), (leader,))))
         return records
 
     def _check_fits(self, image, what):
