@@ -7,8 +7,11 @@
 3. When the producers are done, tell the consumers where each partition ends; each consumer
    reads up to there and checks, per partition, that every producer's sequence numbers only
    grow (order), and reports which records it saw.
-4. Check that every record of every producer arrived exactly once, print the throughput,
-   stop the cluster and check that nothing is left running or in /dev/shm.
+4. Check that every record of every producer arrived exactly once and print the throughput.
+5. Spark: count the records per key with a local-mode Spark batch read of the topic
+   (``spark.read.format("ringlog")``, Spark's Kafka source schema) and check every count
+   against what the producers sent.
+6. Stop Spark and the cluster and check that nothing is left running or in /dev/shm.
 """
 
 import argparse
@@ -19,10 +22,12 @@ import sys
 import time
 
 import numpy as np
+import psutil
 
 from cluster import (Cluster, KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic,
                      TopicPartition)
 from shm_ring import list_objects
+from spark_bridge import jvm
 
 TOPIC = "demo"
 PARTITIONS = 6
@@ -75,6 +80,32 @@ def consume(bootstrap, consumer, partitions, producers, count, ends, results):
     results.put(("consumer", consumer, seen, out_of_order))
 
 
+def expected_counts(producers, count):
+    """{key: records} for what ``producers`` producers sending ``count`` records each send."""
+    full, extra = divmod(count, KEYS_PER_PRODUCER)
+    return {b"p%d-k%d" % (producer, k): full + (k < extra)
+            for producer in range(producers) for k in range(min(count, KEYS_PER_PRODUCER))}
+
+
+def spark_counts(bootstrap):
+    """Spark's answer: {key: records} over the whole topic, from a batch read through the
+    ringlog source; the seconds Spark took to start and to count; the JVM and its Python
+    workers (stopped on return)."""
+    started = time.perf_counter()
+    spark = jvm.start_spark("ringlog-demo")
+    try:
+        ready = time.perf_counter()
+        records = (spark.read.format("ringlog").option("bootstrap.servers", bootstrap)
+                   .option("subscribe", TOPIC).load())
+        counts = {bytes(row["key"]): row["count"]
+                  for row in records.groupBy("key").count().collect()}
+        counted = time.perf_counter()
+        processes = jvm.spark_processes()
+    finally:
+        jvm.stop_spark(spark)
+    return counts, ready - started, counted - ready, processes
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default="demo-data")
@@ -87,7 +118,7 @@ def main(argv=None):
 
     shutil.rmtree(args.data_dir, ignore_errors=True)
     cluster = Cluster(args.data_dir, brokers=3)
-    processes, broker_pids, ok = [], {}, False
+    processes, broker_pids, spark_processes, ok = [], {}, [], False
     try:
         cluster.start()
         bootstrap = cluster.bootstrap_servers
@@ -139,6 +170,20 @@ def main(argv=None):
             process.join(timeout=60)
         ok = (failed == 0 and missing == 0 and duplicated == 0 and out_of_order == 0
               and sum(targets.values()) == total)
+
+        counts, start_up, counting, spark_processes = spark_counts(bootstrap)
+        expected = expected_counts(args.producers, args.records)
+        wrong = sorted(k for k in set(counts) | set(expected) if counts.get(k) != expected.get(k))
+        per_producer = {p: sum(counts.get(k, 0) for k in expected if k.startswith(b"p%d-" % p))
+                        for p in range(args.producers)}
+        verdict = ("equal to what the producers sent" if not wrong else
+                   f"DIFFERENT from what the producers sent for {len(wrong)} keys, e.g. "
+                   f"{wrong[:3]}")
+        print(f"5. Spark (local[2]) read the topic through spark.read.format(\"ringlog\") and "
+              f"counted {sum(counts.values()):,} records over {len(counts):,} keys "
+              f"(groupBy(key).count()) in {counting:.1f} s, after {start_up:.1f} s of Spark "
+              f"start-up;\n   counts per key {verdict}; per producer {per_producer}")
+        ok = ok and not wrong
     finally:
         for process in processes:
             if process.is_alive():
@@ -148,7 +193,8 @@ def main(argv=None):
     left = list_objects(cluster.cluster_id) if cluster.cluster_id else []
     running = [pid for pid in list(broker_pids.values()) + [p.pid for p in processes]
                if pid and _alive(pid)]
-    print(f"5. cluster stopped: {len(running)} of its processes still running, "
+    running += [p.pid for p in psutil.wait_procs(spark_processes, timeout=30)[1]]
+    print(f"6. Spark and the cluster stopped: {len(running)} of its processes still running, "
           f"{len(left)} shared-memory objects left")
     print("demo " + ("passed" if ok and not left and not running else "FAILED"))
     return 0 if ok and not left and not running else 1

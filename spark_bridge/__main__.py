@@ -1,0 +1,7 @@
+"""``python -m spark_bridge ARGS``: the same as ``ringlog spark-bridge ARGS``."""
+
+import sys
+
+from cluster.cli import main
+
+sys.exit(main(["spark-bridge", *sys.argv[1:]]))

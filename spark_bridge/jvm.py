@@ -1,0 +1,112 @@
+"""The Spark JVM behind a PySpark driver: starting it quietly, its processes, its end.
+
+PySpark's driver (this Python process) starts the JVM (``java ... PythonGatewayServer``) as
+its child, with a pipe on the JVM's standard input; the JVM exits when it reads end of file
+there — when the driver closes the pipe, or dies. The JVM in turn starts Spark's Python
+workers (``pyspark.daemon`` in its own process group, which forks the task workers; the
+Python data source's planner and streaming runners), which exit when the JVM does.
+
+So nothing outlives a driver killed with SIGKILL for long, but its JVM does live on for a few
+seconds while its shutdown hooks stop Spark — long enough to still commit a micro-batch. A
+bridge restarted at once on the same checkpoint would then run a second query on it
+beside the first. The bridge therefore records its JVM in the checkpoint directory
+(``record_processes``) and, on start, waits for a recorded JVM that is still alive
+(``wait_for_recorded``). A process is identified by pid and start time, so a recycled pid
+is not mistaken for it.
+
+Functions for the driver's main thread.
+"""
+
+import os
+import subprocess
+
+import psutil
+
+#: Seconds a recorded JVM of a killed bridge may take to exit before the new bridge gives up.
+PREVIOUS_EXIT_TIMEOUT = 60.0
+#: Seconds the JVM may take to exit once Spark is stopped and its stdin is closed.
+EXIT_TIMEOUT = 30.0
+
+
+class PreviousBridgeRunning(RuntimeError):
+    """Processes recorded by an earlier bridge on the same checkpoint are still alive."""
+
+
+def spark_processes():
+    """psutil.Process of the running Spark JVM and of every process below it (Spark's Python
+    workers, once started)."""
+    from pyspark import SparkContext
+
+    process = psutil.Process(SparkContext._gateway.proc.pid)
+    return [process] + process.children(recursive=True)
+
+
+def record_processes(path, processes):
+    """Write the ``pid start-time`` of ``processes`` to ``path`` (replaced atomically)."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="ascii") as file:
+        for process in processes:
+            file.write(f"{process.pid} {process.create_time()!r}\n")
+    os.replace(temporary, path)
+
+
+def wait_for_recorded(path, timeout=PREVIOUS_EXIT_TIMEOUT, on_wait=None):
+    """Wait until every process recorded in ``path`` (record_processes) has exited; return
+    how many were still alive when called. ``on_wait(processes)`` is called first if any
+    is. PreviousBridgeRunning naming their pids if some outlive ``timeout`` seconds."""
+    try:
+        with open(path, encoding="ascii") as file:
+            lines = file.read().split("\n")
+    except FileNotFoundError:
+        return 0
+    alive = []
+    for line in filter(None, lines):
+        pid, started = line.split()
+        try:
+            process = psutil.Process(int(pid))
+            if process.create_time() == float(started):
+                alive.append(process)
+        except psutil.NoSuchProcess:
+            pass
+    if alive and on_wait is not None:
+        on_wait(alive)
+    _, left = psutil.wait_procs(alive, timeout=timeout)
+    if left:
+        raise PreviousBridgeRunning(
+            f"processes {[p.pid for p in left]} of an earlier bridge on this checkpoint "
+            f"({path}) still run after {timeout} s; stop them before starting again")
+    return len(alive)
+
+
+def stop_spark(spark, timeout=EXIT_TIMEOUT):
+    """Stop ``spark`` (the SparkSession), close its JVM's standard input and wait up to
+    ``timeout`` seconds for the JVM to exit — its Python workers exit with it — so that
+    nothing this driver started outlives it. Returns the JVM's exit code. A JVM already
+    exiting on its own (a signal sent to the whole process group reaches it too, and its
+    shutdown hook stops Spark) is only waited for."""
+    from py4j.protocol import Py4JError
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    jvm_process = gateway.proc
+    try:
+        spark.stop()
+    except (Py4JError, ConnectionError):
+        pass  # the JVM is going: the wait below says whether it went
+    gateway.shutdown()
+    jvm_process.stdin.close()
+    code = jvm_process.wait(timeout)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    return code
+
+
+def exits(timeout):
+    """Whether the running Spark JVM exits within ``timeout`` seconds."""
+    from pyspark import SparkContext
+
+    try:
+        SparkContext._gateway.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return True

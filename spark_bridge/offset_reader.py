@@ -1,0 +1,106 @@
+"""The driver's view of the cluster: which partitions a query reads and where they begin
+and end (Spark's ``KafkaOffsetReader``).
+
+One ``KafkaConsumer`` without a group answers the metadata and ListOffsets questions:
+``partitions()`` from the query's ConsumerStrategy, ``earliest`` (log start offsets) and
+``latest`` (high watermarks: only committed records are ever read), and the resolution of
+``startingOffsets`` / ``endingOffsets`` to real offsets. It never fetches records.
+
+Owner: the reader that made it (Spark calls a data source reader from one thread); the
+consumer is opened on first use and closed by ``close()`` (safe twice) — a ``with`` block
+closes it for the batch reader, the stream reader's ``stop()`` for streaming. Not pickled:
+``__getstate__`` leaves the consumer behind.
+"""
+
+from spark_bridge.offsets import EARLIEST, LATEST
+from spark_bridge.options import InvalidOptionError
+
+#: Where the consumer's ListOffsets and metadata calls give up (ms).
+API_TIMEOUT_MS = 60_000
+#: The consumer's retry_backoff_ms. A new consumer's first poll has no fetch to send until
+#: its connection to the leader is up and then waits this long (kafka-python's 100 ms, a
+#: tenth of a second on every Spark task's start).
+RETRY_BACKOFF_MS = 10
+
+
+def open_consumer(bootstrap_servers, **config):
+    """A KafkaConsumer without a group for the ringlog source: no automatic resets (the
+    source decides what a missing offset means), no topic creation, short retry backoff."""
+    from cluster import KafkaConsumer
+
+    return KafkaConsumer(bootstrap_servers=bootstrap_servers, auto_offset_reset="none",
+                         enable_auto_commit=False, allow_auto_create_topics=False,
+                         client_id="ringlog-spark", retry_backoff_ms=RETRY_BACKOFF_MS,
+                         **config)
+
+
+class OffsetReader:
+    """Partitions and offsets of ``options`` (a SourceOptions) for planning (module doc)."""
+
+    def __init__(self, options):
+        self._options = options
+        self._consumer = None
+
+    @property
+    def consumer(self):
+        if self._consumer is None:
+            self._consumer = open_consumer(self._options.bootstrap_servers,
+                                           default_api_timeout_ms=API_TIMEOUT_MS)
+        return self._consumer
+
+    def partitions(self):
+        """The partitions the strategy names now, sorted."""
+        return self._options.strategy.partitions(self.consumer)
+
+    def earliest(self, partitions):
+        """``{TopicPartition: log start offset}``."""
+        partitions = list(partitions)
+        return dict(self.consumer.beginning_offsets(partitions)) if partitions else {}
+
+    def latest(self, partitions):
+        """``{TopicPartition: high watermark}``: the offset after the last committed record."""
+        partitions = list(partitions)
+        return dict(self.consumer.end_offsets(partitions)) if partitions else {}
+
+    def resolve(self, spec, partitions, option, exact):
+        """``spec`` (``"earliest"``, ``"latest"`` or ``{TopicPartition: offset}`` with -2 /
+        -1) as ``{TopicPartition: offset}`` over ``partitions``. With JSON offsets, the
+        partitions named must be exactly ``partitions`` (``exact``, batch queries) or some
+        of them (streaming: the others are picked up later as new partitions, from their
+        earliest offset) — Spark's rule; InvalidOptionError naming ``option`` otherwise."""
+        if spec == "earliest":
+            return self.earliest(partitions)
+        if spec == "latest":
+            return self.latest(partitions)
+        named, known = set(spec), set(partitions)
+        if (named != known) if exact else not named <= known:
+            raise InvalidOptionError(
+                f"option '{option}' names partitions {_names(named)} but the query reads "
+                f"{_names(known)}: {'name every partition' if exact else 'name only those'} "
+                f"(use -2 for earliest, -1 for latest)")
+        earliest = self.earliest(tp for tp, o in spec.items() if o == EARLIEST)
+        latest = self.latest(tp for tp, o in spec.items() if o == LATEST)
+        return {tp: earliest[tp] if o == EARLIEST else latest[tp] if o == LATEST else o
+                for tp, o in sorted(spec.items())}
+
+    def close(self):
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            consumer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __getstate__(self):
+        return {"_options": self._options, "_consumer": None}
+
+    def __repr__(self):
+        return f"OffsetReader({self._options.strategy}, {self._options.bootstrap_servers!r})"
+
+
+def _names(partitions):
+    return "[" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(partitions)) + "]"
+

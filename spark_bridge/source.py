@@ -1,0 +1,77 @@
+"""The ``ringlog`` PySpark Python Data Source: ``spark.read.format("ringlog")`` and
+``spark.readStream.format("ringlog")``.
+
+Schema and options mirror Spark's Kafka source (``format("kafka")``), so a job moves between
+the two by changing the format name and ``bootstrap.servers``: here ``bootstrap.servers`` is
+the cluster's data directory. See ``spark_bridge.options`` for the options and their rules.
+
+Spark builds one instance per ``load()`` in the driver and pickles the readers it returns to
+its Python workers; nothing here holds a connection.
+"""
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from spark_bridge.options import (
+    include_headers, parse_batch_options, parse_stream_options, validate_common)
+
+#: The columns of Spark's Kafka source, in its order.
+KAFKA_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+)
+
+#: ``headers`` as Spark's Kafka source types it when ``includeHeaders=true``.
+HEADERS_FIELD = StructField(
+    "headers",
+    ArrayType(
+        StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    ),
+)
+
+
+def ringlog_schema(include_headers):
+    """The source's schema: KAFKA_SCHEMA, plus ``headers`` when asked for."""
+    if include_headers:
+        return StructType(KAFKA_SCHEMA.fields + [HEADERS_FIELD])
+    return KAFKA_SCHEMA
+
+
+class RinglogDataSource(DataSource):
+    """Registered as ``ringlog``; options are Spark's Kafka source options."""
+
+    @classmethod
+    def name(cls):
+        return "ringlog"
+
+    def schema(self):
+        # Spark calls schema() at load(): options every read needs are checked here already,
+        # as Spark's Kafka source checks them; batch or stream rules wait for the reader.
+        validate_common(self.options)
+        return ringlog_schema(include_headers(self.options))
+
+    def reader(self, schema):
+        from spark_bridge.batch_reader import RinglogBatchReader
+
+        return RinglogBatchReader(parse_batch_options(self.options), schema)
+
+    def streamReader(self, schema):
+        from spark_bridge.stream_reader import RinglogStreamReader
+
+        return RinglogStreamReader(parse_stream_options(self.options), schema)
