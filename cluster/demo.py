@@ -28,6 +28,7 @@ from cluster import (Cluster, KafkaAdminClient, KafkaConsumer, KafkaProducer, Ne
                      TopicPartition)
 from shm_ring import list_objects
 from spark_bridge import jvm
+from spark_bridge.session import get_spark
 
 TOPIC = "demo"
 PARTITIONS = 6
@@ -92,7 +93,7 @@ def spark_counts(bootstrap):
     ringlog source; the seconds Spark took to start and to count; the JVM and its Python
     workers (stopped on return)."""
     started = time.perf_counter()
-    spark = jvm.start_spark("ringlog-demo")
+    spark = get_spark("ringlog-demo")
     try:
         ready = time.perf_counter()
         records = (spark.read.format("ringlog").option("bootstrap.servers", bootstrap)
