@@ -109,6 +109,7 @@ class _Codec(NamedTuple):
 #: The hand encoders, by (kind, api_key): (size, write_into).
 _HAND_ENCODERS = {
     ("request", ApiKey.PRODUCE): (records.produce_request_size, records.write_produce_request),
+    ("request", ApiKey.FETCH): (records.fetch_request_size, records.write_fetch_request),
     ("response", ApiKey.FETCH): (records.fetch_response_size, records.write_fetch_response),
 }
 _LOADERS = {"request": load_request_schema, "response": load_response_schema}

@@ -22,8 +22,9 @@ Body primitives (Kafka's names): STRING = int16 length + UTF-8 bytes; NULLABLE_S
 same with length -1 for null; NULLABLE_BYTES / RECORDS = int32 length + bytes, -1 for null;
 ARRAY = int32 count + elements, -1 for null.
 
-The two bodies that carry record batches are written field by field by ``protocol_records``;
-their layouts, ``[...]`` marking a repeated group::
+The two bodies that carry record batches, and the Fetch request that every consumer sends
+for each response, are written field by field by ``protocol_records``; their layouts,
+``[...]`` marking a repeated group::
 
     ProduceRequest v3-8                     FetchResponse v4-11
       transactional_id  NULLABLE_STRING       throttle_time_ms     int32
@@ -42,6 +43,27 @@ their layouts, ``[...]`` marking a repeated group::
                                                     first_offset   int64
                                                   preferred_read_replica int32  (v11)
                                                   records          RECORDS
+
+    FetchRequest v4-11
+      replica_id        int32
+      max_wait_ms       int32
+      min_bytes         int32
+      max_bytes         int32
+      isolation_level   int8
+      session_id        int32   (v7+)
+      session_epoch     int32   (v7+)
+      [topics]          ARRAY
+        topic           STRING
+        [partitions]    ARRAY
+          partition     int32
+          current_leader_epoch int32  (v9+)
+          fetch_offset  int64
+          log_start_offset int64  (v5+)
+          partition_max_bytes int32
+      [forgotten_topics_data] ARRAY  (v7+)
+        topic           STRING
+        [partitions]    ARRAY of int32
+      rack_id           STRING  (v11)
 """
 
 import struct
@@ -103,3 +125,17 @@ FETCH_ABORTED = struct.Struct(">qq")
 FETCH_RECORDS_V11 = struct.Struct(">ii")
 #: v4-10: records length.
 FETCH_RECORDS = INT32
+
+# -- FetchRequest v4-11 -------------------------------------------------------------------
+
+#: v4-6: replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level.
+FETCH_REQUEST_TOP_V4 = struct.Struct(">iiiib")
+#: v7-11: ... isolation_level, session_id, session_epoch.
+FETCH_REQUEST_TOP_V7 = struct.Struct(">iiiibii")
+#: v4: partition, fetch_offset, partition_max_bytes.
+FETCH_REQUEST_PARTITION_V4 = struct.Struct(">iqi")
+#: v5-8: partition, fetch_offset, log_start_offset, partition_max_bytes.
+FETCH_REQUEST_PARTITION_V5 = struct.Struct(">iqqi")
+#: v9-11: partition, current_leader_epoch, fetch_offset, log_start_offset,
+#: partition_max_bytes.
+FETCH_REQUEST_PARTITION_V9 = struct.Struct(">iiqqi")

@@ -11,7 +11,9 @@ Each turn of the loop (Kafka's ``Sender.runOnce``):
    each once (``ProducerBatch.build``: one encode, one CRC-32C) and write one Produce
    request — encoded straight into a request-ring slot by the client;
 4. ``client.poll()``: wait for responses, the next linger deadline, or a wake-up from
-   ``send()`` (a new or full batch), whichever comes first.
+   ``send()`` (a new or full batch), whichever comes first — a wake-up while requests are
+   in flight waits up to ``client.MULTI_WAIT_SLICE`` for their response first, so the new
+   batches go out together (``client.Wakeup``); close wakes it at once.
 
 Each turn drains up to ``max_in_flight_requests_per_connection`` requests per broker at once
 (the same batches, in the same order, as that many turns would drain: at most one batch per
@@ -41,7 +43,7 @@ import threading
 import time
 
 from . import protocol
-from .client import API_VERSIONS
+from .client import API_VERSIONS, Wakeup
 from .errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
 from .protocol import ApiKey
 
@@ -92,7 +94,7 @@ class Sender(threading.Thread):
         self._pending = []       # (future, node, batches, sent at) per request not yet handled
         self._next_expiry = 0.0  # clock value before which no batch can expire
         self._muted = set()      # TopicPartitions in flight (only with guaranteed order)
-        self._wakeup = threading.Event()
+        self._wakeup = Wakeup()
         self._running = True
         self._forced = False
         self._aborting = False
@@ -109,7 +111,7 @@ class Sender(threading.Thread):
         """Stop once everything queued and in flight is done."""
         self._running = False
         self._accumulator.close()
-        self.wakeup()
+        self._wakeup.set(urgent=True)
 
     def force_close(self):
         """Stop now: fail what is queued or in flight with IllegalStateError."""

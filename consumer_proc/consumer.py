@@ -343,10 +343,8 @@ class KafkaConsumer:
         if not fetcher.in_flight():
             wait = min(wait, self._retry_backoff)
         self._client.poll(max(0.0, wait))
-        records = self._drain(max_records, update_offsets, columns)
-        if records:
-            fetcher.send_fetches()
-        return records
+        fetcher.send_fetches()  # the next fetch goes out before these records are parsed
+        return self._drain(max_records, update_offsets, columns)
 
     def _drain(self, max_records, update_offsets, columns):
         if columns:

@@ -9,7 +9,7 @@ response capped by ``fetch_max_bytes`` (or by the ring frame) cannot starve the 
 are read on arrival), which tells at once where the partition's next fetch starts (the
 offset after its last batch). So the next Fetch goes out while the application still
 works through the records of the previous one — the consumer calls ``send_fetches``
-right after draining records, before handing them over — and up to
+as soon as a response arrived, before its records are parsed and handed over — and up to
 ``MAX_BUFFERED_RESPONSES`` responses per partition wait, parsed only as they are taken.
 The broker meanwhile long-polls (``fetch_max_wait_ms``, ``fetch_min_bytes``) and copies
 the next batches into this consumer's response ring.
@@ -123,7 +123,9 @@ class Fetcher:
         self._buffers = {}     # TopicPartition -> deque of PartitionRecords, in offset order
         self._in_flight = {}   # node id -> {TopicPartition: fetch offset} of its one Fetch
         self._handed_out = {}  # TopicPartition -> position before an update_offsets=False drain
-        self._errors = collections.deque()  # raised by the next drain
+        # (TopicPartition or None, fetch offset, error): raised by the next drain, unless the
+        # partition was sought or reset since (``_raise_errors``)
+        self._errors = collections.deque()
         self._closed = False
         self._failed_nodes = set()  # nodes whose failure was logged and not yet recovered
 
@@ -153,6 +155,14 @@ class Fetcher:
                 self._drop(tp)
                 return None
         return queue
+
+    @staticmethod
+    def _expected(state, queue):
+        """The offset the next fetch of a partition must start at to continue its position
+        and its buffered responses ``queue`` (``_chain``); None once it is unassigned."""
+        if queue:
+            return queue[-1].end_offset
+        return None if state is None else state.position
 
     def _drop(self, tp):
         self._buffers.pop(tp, None)
@@ -245,7 +255,8 @@ class Fetcher:
             if error.invalid_metadata:
                 self._client.cluster.request_update()
             elif not error.retriable:
-                self._errors.append(error(f"fetch from broker {node} of {sorted(offsets)}"))
+                self._errors.append((None, None, error(
+                    f"fetch from broker {node} of {sorted(offsets)}")))
             return
         size = records = 0
         for topic in response.responses:
@@ -266,10 +277,7 @@ class Fetcher:
         subscriptions = self._subscriptions
         state = subscriptions.assignment.get(tp)
         queue = self._chain(tp, state)
-        if queue:
-            expected = queue[-1].end_offset
-        else:
-            expected = None if state is None else state.position
+        expected = self._expected(state, queue)
         if offset != expected:
             log.debug("ignoring the fetch of %s at %d: expected %s", tp, offset, expected)
             return None
@@ -284,13 +292,13 @@ class Fetcher:
             try:
                 part = PartitionRecords(tp, offset, data.records, self._check_crcs)
             except CorruptRecordError as exc:
-                self._errors.append(exc)
+                self._errors.append((tp, offset, exc))
                 return None
             if not part.batch_count:
-                self._errors.append(RecordTooLargeError(
+                self._errors.append((tp, offset, RecordTooLargeError(
                     f"{tp.topic}-{tp.partition} at offset {offset}: the {len(data.records)} "
                     f"bytes fetched hold no whole batch (a batch larger than "
-                    f"max_partition_fetch_bytes {self._partition_max_bytes}?)"))
+                    f"max_partition_fetch_bytes {self._partition_max_bytes}?)")))
                 return None
             if queue is None:
                 queue = self._buffers[tp] = collections.deque()
@@ -307,20 +315,20 @@ class Fetcher:
                 subscriptions.request_offset_reset(tp)
                 self._drop(tp)
             else:
-                self._errors.append(OffsetOutOfRangeError(
+                self._errors.append((tp, offset, OffsetOutOfRangeError(
                     f"fetch offset {offset} of {tp.topic}-{tp.partition} is out of range (log "
                     f"start {data.log_start_offset}, high watermark {data.high_watermark}) "
-                    f"and auto_offset_reset is 'none'"))
+                    f"and auto_offset_reset is 'none'")))
         elif code == _MESSAGE_TOO_LARGE:
-            self._errors.append(RecordTooLargeError(
+            self._errors.append((tp, offset, RecordTooLargeError(
                 f"{where}: the batch there does not fit this consumer's response frames "
                 f"({self._max_frame} bytes); raise max_partition_fetch_bytes to at least "
-                f"the topic's max.message.bytes"))
+                f"the topic's max.message.bytes")))
         elif error.invalid_metadata:
             log.debug("fetch of %s: %s; refreshing metadata", where, error.message)
             self._client.cluster.request_update()
         elif not error.retriable:
-            self._errors.append(error(f"fetch of {where}"))
+            self._errors.append((tp, offset, error(f"fetch of {where}")))
         return None
 
     # -- draining -----------------------------------------------------------------------------
@@ -336,9 +344,23 @@ class Fetcher:
         advancing the positions."""
         return self._drain(max_records, True, columns=True)
 
+    def _raise_errors(self):
+        """Raise the first error still current. A partition's error is stale once its
+        position and buffered responses no longer lead to the offset the failed fetch
+        asked for (sought or reset since, e.g. by the caller handling the same error from
+        an earlier fetch): dropped."""
+        assignment = self._subscriptions.assignment
+        while self._errors:
+            tp, offset, error = self._errors.popleft()
+            if tp is None:
+                raise error
+            state = assignment.get(tp)
+            if self._expected(state, self._chain(tp, state)) == offset:
+                raise error
+            log.debug("dropping a stale error of %s at offset %d: %s", tp, offset, error)
+
     def _drain(self, max_records, update_offsets, columns):
-        if self._errors:
-            raise self._errors.popleft()
+        self._raise_errors()
         assignment = self._subscriptions.assignment
         drained = {}
         remaining = max_records
@@ -372,7 +394,7 @@ class Fetcher:
                     self._drop(tp)
                     if not drained:
                         raise
-                    self._errors.append(exc)
+                    self._errors.append((None, None, exc))
                     return drained
                 if count:
                     drained.setdefault(tp, []).extend(got)

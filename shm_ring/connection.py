@@ -38,6 +38,7 @@ import fcntl
 import logging
 import secrets
 import time
+from typing import Callable
 
 import posix_ipc
 
@@ -478,7 +479,8 @@ class ClientConnection:
 
     Ownership: the client process that connected owns the connection's named objects and
     unlinks them in close(), or when it finds the broker gone. Not thread-safe: one thread at a
-    time calls it (kafka-python's sender thread both sends and receives). After the broker died
+    time calls it (kafka-python's sender thread both sends and receives) — except interrupt(),
+    which any thread may call to cut short that thread's recv(). After the broker died
     or closed, every call raises the same PeerDiedError / PeerClosedError.
     """
 
@@ -543,14 +545,25 @@ class ClientConnection:
         self._usable()
         self._writer.abort()
 
-    def recv(self, timeout: float | None = None):
+    def recv(self, timeout: float | None = None, stop: Callable[[], bool] | None = None):
         """The next response frame as a read-only memoryview, waiting up to timeout seconds
-        (None: forever); None on timeout. The view stays valid until release()."""
+        (None: forever); None on timeout, or once stop() is true (RingReader.read). The view
+        stays valid until release()."""
         self._usable()
         try:
-            return self._reader.read(timeout)
+            return self._reader.read(timeout, stop)
         except (PeerDiedError, PeerClosedError) as exc:
             raise self._fail(exc) from None
+
+    def interrupt(self) -> None:
+        """Wake a recv() parked in another thread so it re-checks its stop(). The one call
+        any thread may make; a no-op once the connection is closed."""
+        if self._closed or self._error is not None:
+            return
+        try:
+            self._reader.interrupt()
+        except (posix_ipc.ExistentialError, ValueError):
+            pass  # closed meanwhile by the owning thread: nobody is parked any more
 
     def release(self) -> None:
         """Free every response frame received so far."""

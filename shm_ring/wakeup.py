@@ -268,9 +268,11 @@ class RingReader:
         self._check = end_watch(ring, WRITER_END, peer, ring.readable)
         self._policy = policy
 
-    def read(self, timeout: float | None = None):
+    def read(self, timeout: float | None = None, stop: Callable[[], bool] | None = None):
         """The next frame's payload as a memoryview, waiting up to timeout seconds (None:
-        forever); None on timeout.
+        forever); None on timeout, or as soon as stop() (if given) is true while no frame
+        is there — another thread that makes stop() true calls interrupt() after, so a
+        parked reader sees it at once.
 
         Raises PeerClosedError once the writer closed and every frame was read, PeerDiedError
         once the writer died and every committed frame was read (a frame it claimed and never
@@ -281,9 +283,15 @@ class RingReader:
             return view
         ring = self.ring
         deadline = self._policy.deadline(timeout)
+        if stop is None:
+            def ready() -> bool:
+                return ring.readable() or ring.end_closed(WRITER_END)
+        else:
+            if stop():
+                return None
 
-        def ready() -> bool:
-            return ring.readable() or ring.end_closed(WRITER_END)
+            def ready() -> bool:
+                return ring.readable() or ring.end_closed(WRITER_END) or stop()
         while True:
             if ring.end_closed(WRITER_END):
                 self._check()  # raises PeerClosedError once nothing is left to read
@@ -292,6 +300,12 @@ class RingReader:
             view = self._read()
             if view is not None:
                 return view
+            if stop is not None and stop():
+                return None
+
+    def interrupt(self) -> None:
+        """Wake this reader if it is parked, so a read() re-checks its stop() (any thread)."""
+        self._data_slot.notify()
 
     def release(self) -> None:
         """Ring.release (frees every frame read so far), then wake the writer if it is parked."""

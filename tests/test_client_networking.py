@@ -8,7 +8,8 @@ import pytest
 from fake_broker import FakeCluster, fake_cluster  # noqa: F401 - the fixture
 
 from cluster import protocol
-from cluster.client import API_VERSIONS, KafkaClient, locate_cluster, ring_capacity_for
+from cluster.client import (
+    API_VERSIONS, KafkaClient, Wakeup, locate_cluster, ring_capacity_for)
 from cluster.client_metadata import ClusterMetadata
 from cluster.config import AdminClientConfig, ProducerConfig
 from cluster.errors import (
@@ -153,6 +154,51 @@ def test_unanswered_request_times_out_and_closes_the_connection(fake_cluster, cl
     cluster.brokers[0].paused.clear()
     assert client.request(0, metadata_request()).controller_id == 0
     assert client.connected(0)
+
+
+def test_wakeup_wait_ends_on_set_and_blocks_again_after_clear():
+    wakeup = Wakeup()
+
+    def waiter(done):
+        wakeup.wait(BOUND * 60)
+        done.set()
+    for _ in range(2):  # the second round checks that clear() closed it again
+        done = threading.Event()
+        threading.Thread(target=waiter, args=(done,), daemon=True).start()
+        assert not done.wait(0.05)  # not set: the wait blocks
+        wakeup.set()
+        assert done.wait(BOUND), "set() did not end the wait"
+        assert wakeup.is_set() and not wakeup.is_urgent()
+        wakeup.set()  # twice is harmless
+        wakeup.wait(BOUND * 60)  # still set until cleared: no wait at all
+        wakeup.clear()
+        assert not wakeup.is_set()
+
+
+def test_an_urgent_wakeup_from_another_thread_ends_the_wait_for_a_response(fake_cluster, client_of):
+    cluster = fake_cluster(brokers=1)
+    # Parks for up to 60 s at a time: only the wake-up can end the wait within the bound.
+    client = client_of(cluster, request_timeout_ms=60_000, ringlog_park_timeout_ms=60_000)
+    client.wait_for_metadata(BOUND)
+    cluster.brokers[0].paused.set()
+    future = client.send(0, metadata_request())
+    wakeup = Wakeup()
+    waker = threading.Timer(0.05, wakeup.set, kwargs={"urgent": True})
+    # Should the wake-up be missed, the answer ends the wait instead, and the poll says so.
+    safety = threading.Timer(BOUND, cluster.brokers[0].paused.clear)
+    waker.start()
+    safety.start()
+    try:
+        assert client.poll(BOUND * 60, wakeup=wakeup) == 0  # back with nothing completed
+    finally:
+        waker.cancel()
+        safety.cancel()
+    assert wakeup.is_set() and wakeup.is_urgent() and wakeup.waiting_on is None
+    assert not future.is_done and client.in_flight_count(0) == 1
+    wakeup.clear()
+    cluster.brokers[0].paused.clear()
+    client.poll_until(future, BOUND)
+    assert future.get(0).controller_id == 0
 
 
 def test_correlation_id_mismatch_fails_the_connection(fake_cluster, client_of):

@@ -453,3 +453,48 @@ def test_encoding_into_a_buffer_too_small_writes_nothing():
     response = fetch_response(11, [])
     with pytest.raises(IllegalArgumentError, match="does not fit at position -1"):
         protocol.encode_response_into(bytearray(100), -1, response, 1)
+
+
+def fetch_request(version, topics, forgotten=(), rack_id="", **top):
+    m = protocol.request_module(ApiKey.FETCH, version)
+    extra = {}
+    session = dict(session_id=top.pop("session_id", 0), session_epoch=top.pop("session_epoch", -1))
+    if version >= 7:
+        extra["forgotten_topics_data"] = tuple(
+            m.ForgottenTopic(topic=name, partitions=tuple(partitions))
+            for name, partitions in forgotten)
+        extra.update(session)
+    if version >= 11:
+        extra["rack_id"] = rack_id
+    partition_extra = lambda epoch: {"current_leader_epoch": epoch} if version >= 9 else {}
+    return m.FetchRequest(
+        max_wait=datetime.timedelta(milliseconds=top.pop("max_wait_ms", 500)),
+        min_bytes=top.pop("min_bytes", 1), **top, **extra,
+        topics=tuple(m.FetchTopic(topic=name, partitions=tuple(
+            m.FetchPartition(partition=index, fetch_offset=offset,
+                             partition_max_bytes=max_bytes, **partition_extra(epoch),
+                             **({"log_start_offset": 17} if version >= 5 else {}))
+            for index, epoch, offset, max_bytes in partitions)) for name, partitions in topics))
+
+
+FETCH_REQUEST_SHAPES = {
+    "one partition": dict(topics=[("app-logs", [(0, 3, 123_456_789_012, 1 << 20)])]),
+    "several topics, forgotten, rack": dict(
+        topics=[("app-logs", [(0, -1, 0, 1), (5, 7, 2**40, 2**31 - 1)]), ("journ\u00e9es", []),
+                ("m", [(1, 0, 9, 100)])],
+        forgotten=[("old", [1, 2, 3]), ("gone", [])], rack_id="rack-\u00e9",
+        replica_id=2, max_wait_ms=0, min_bytes=0, max_bytes=52_428_800, isolation_level=1,
+        session_id=9, session_epoch=4),
+    "no topics": dict(topics=[]),
+}
+
+
+@pytest.mark.parametrize("version", range(4, 12))
+@pytest.mark.parametrize("shape", FETCH_REQUEST_SHAPES)
+def test_fetch_request_hand_encoder_equals_kio(version, shape):
+    request = fetch_request(version, **FETCH_REQUEST_SHAPES[shape])
+    frame = protocol.encode_request(request, 78, "consumer-1")
+    assert bytes(frame[d.CLIENT_ID_OFFSET + 10:]) == kio_body(request)
+    assert protocol.request_frame_size(request, "consumer-1") == len(frame)
+    assert protocol.decode_request(frame)[1] == request
+

@@ -155,6 +155,23 @@ def test_out_of_range_without_policy_raises_from_the_next_drain():
     assert subscriptions.position(A0) == 999
 
 
+def test_an_error_of_a_fetch_before_a_seek_is_dropped():
+    """Two fetches at 999 fail out of range (the second went out before the first error
+    was raised); the caller seeks to 50 on the first error: the second is stale."""
+    client, subscriptions, fetcher, _ = setup({A0: 0}, reset="none")
+    subscriptions.seek(A0, 999)
+    fetcher.send_fetches()
+    client.take()[0][2].success(response((A0, OffsetOutOfRangeError.errno, 50, None)))
+    fetcher.send_fetches()
+    client.take()[0][2].success(response((A0, OffsetOutOfRangeError.errno, 50, None)))
+    with pytest.raises(OffsetOutOfRangeError, match="fetch offset 999"):
+        fetcher.fetched_records(10)
+    subscriptions.seek(A0, 50)
+    assert fetcher.fetched_records(10) == {}
+    fetcher.send_fetches()
+    assert [offsets for _, offsets, _ in client.take()] == [{A0: 50}]
+
+
 @pytest.mark.parametrize("code", [6, 3, 5, 74, 56])  # not leader, unknown, no leader,
 def test_invalid_metadata_errors_refresh_the_metadata(code):  # fenced epoch, storage
     client, _, fetcher, _ = setup({A0: 0})

@@ -296,6 +296,46 @@ def test_records_before_the_fetch_offset_are_skipped():
     assert not part and part.next_offset == 130
 
 
+def test_a_few_records_are_taken_straight_as_the_columns_would_give_them():
+    control = bytearray(hand_batch([(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")]))
+    attributes = d.INT16.unpack_from(control, d.ATTRIBUTES_OFFSET)[0] | d.CONTROL_MASK
+    d.INT16.pack_into(control, d.ATTRIBUTES_OFFSET, attributes)
+    d.UINT32.pack_into(control, d.CRC_OFFSET, BatchHeader(control).compute_crc())
+    buf = log_of([
+        built([(T0, b"k1", b"v1", [("h", b"xy"), ("\u00e9", None)]), (T0 + 5, None, None, ())]),
+        control,
+        built([(T0 + 1, b"k3", b"v3", ()), (T0 + 2, b"", b"", ())], timestamp_type=1),
+        built([(T0 + 3, b"k5", b"v5", ())])], first_offset=40, epoch=7)
+    deserializers = (lambda topic, headers, data: (topic, headers, data),
+                     lambda topic, headers, data: None if data is None else data.decode())
+    for fetch_offset in (40, 41, 44):
+        straight = PartitionRecords(TP, fetch_offset, buf)
+        columns = PartitionRecords(TP, fetch_offset, buf)
+        got = straight.take(100, *deserializers)
+        assert got == sum((c.to_records(TP.topic, TP.partition, *deserializers)
+                           for c in columns.take_columns(100)), [])
+        assert [r.offset for r in got] == [o for o in (40, 41, 43, 44, 45) if o >= fetch_offset]
+        assert straight.next_offset == columns.next_offset == 46 and not straight
+
+
+def test_a_few_records_past_max_records_or_compressed_go_through_the_columns(monkeypatch):
+    calls = []
+    real = PartitionRecords.take_columns
+    monkeypatch.setattr(PartitionRecords, "take_columns",
+                        lambda self, n: calls.append(n) or real(self, n))
+    buf = log_of([built([(T0, None, b"%d" % i, ()) for i in range(5)])])
+    part = PartitionRecords(TP, 0, buf)
+    assert [r.value for r in part.take(3)] == [b"0", b"1", b"2"]  # more than max_records
+    assert [r.value for r in part.take(3)] == [b"3", b"4"]  # rest of a parsed group
+    assert calls == [3, 3]
+    lz4 = log_of([built([(T0, None, b"z", ())], compression="lz4")])
+    assert [r.value for r in PartitionRecords(TP, 0, lz4).take(10)] == [b"z"]
+    assert calls == [3, 3, 10]
+    assert [r.value for r in PartitionRecords(TP, 0, buf).take(10)] == [
+        b"%d" % i for i in range(5)]
+    assert calls == [3, 3, 10]  # taken straight
+
+
 def test_take_in_pieces_across_parse_groups(monkeypatch):
     monkeypatch.setattr("consumer_proc.partition_records.PARSE_GROUP_BYTES", 1)
     values = np.arange(5000 * 10, dtype=np.uint8).reshape(5000, 10)

@@ -239,3 +239,30 @@ def test_a_replicated_topic_is_readable_and_never_fails_over_to_an_empty_followe
     cluster.start_broker(state.leader)
     image = cluster.wait_for_metadata(
         lambda i: i.topics["replicated"].partitions[0].leader == state.leader)
+
+
+def test_a_hung_broker_does_not_hold_back_records_for_the_others(e2e):
+    """A producer waiting on a stopped (SIGSTOP) broker's response still sends, and gets
+    acknowledged, records for the partition another broker leads."""
+    import os
+    import signal
+    cluster = e2e.cluster(brokers=2)
+    leaders = create_topic(cluster, "spread", 2)
+    by_broker = {broker: partition for partition, broker in leaders.items()}
+    assert sorted(by_broker) == [0, 1]
+    hung_pid = cluster.pids()[0]
+    with KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=1, linger_ms=0,
+                       max_block_ms=BOUND * 1000, request_timeout_ms=60_000) as p:
+        for partition in (0, 1):
+            p.send("spread", b"warm", partition=partition).get(BOUND)
+        os.kill(hung_pid, signal.SIGSTOP)
+        try:
+            stuck = p.send("spread", b"to the hung broker", partition=by_broker[0])
+            time.sleep(0.2)  # its request is in flight; the sender waits for the answer
+            assert not stuck.is_done
+            metadata = p.send("spread", b"to the live broker", partition=by_broker[1]).get(10)
+            assert (metadata.partition, metadata.offset) == (by_broker[1], 1)
+            assert not stuck.is_done
+        finally:
+            os.kill(hung_pid, signal.SIGCONT)
+        assert stuck.get(BOUND).offset == 1

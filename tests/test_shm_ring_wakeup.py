@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -228,6 +229,35 @@ class SteppingClock:
     def __call__(self) -> float:
         self.now += 1.0
         return self.now
+
+
+def test_parked_read_returns_none_once_another_thread_stops_and_interrupts_it(owned_ring):
+    ring = owned_ring("interrupt", 4096)
+    ring.writer()
+    # It polls every 60 s: only interrupt() can wake it within the test's bound.
+    reader = ring.reader(WaitPolicy(spin=10, poll_interval=60))
+    stopped = threading.Event()
+    results = []
+    thread = threading.Thread(target=lambda: results.append(
+        reader.read(BOUND * 2, stop=stopped.is_set)))
+    thread.start()
+    words = reader.ring.header_words
+    wait_for(lambda: words[READER_PARKED_WORD] != 0, "the reader to park")
+    stopped.set()
+    reader.interrupt()
+    thread.join(BOUND)
+    assert not thread.is_alive(), "interrupt() did not wake the parked reader"
+    assert results == [None]
+    assert reader.read(0.0, stop=stopped.is_set) is None  # stopped: no wait at all
+
+
+def test_a_frame_wins_over_stop(owned_ring):
+    ring = owned_ring("frame-first", 4096)
+    writer = ring.writer()
+    reader = ring.reader()
+    assert writer.write(b"here", BOUND)
+    assert bytes(reader.read(BOUND, stop=lambda: True)) == b"here"
+    reader.release()
 
 
 def test_timeouts_follow_the_injected_clock(owned_ring):

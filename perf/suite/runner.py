@@ -134,22 +134,24 @@ def _run(args, options, results, workdir):
     with SuiteProgress(sum(c.repeats for c in cases)) as progress:
         for case in cases:
             runs, error = [], None
-            for repeat in range(case.repeats):
-                progress.begin(case.key + (f" #{repeat + 1}" if case.repeats > 1 else ""))
-                try:
-                    figures = _run_once(case, workdir, options, timeout, progress.tick,
-                                        results.doc["shm_leftovers"])
-                except CaseFailed as exc:
-                    error = str(exc)
-                    progress.end("FAILED: " + error.splitlines()[0])
-                    break
-                runs.append(figures)
-                progress.end(_outcome(figures))
-            if error is not None:
-                failed += 1
-                results.add_case(case, error=error)
-            else:
-                results.add_case(case, workloads.median_figures(runs))
+            try:
+                for repeat in range(case.repeats):
+                    progress.begin(case.key + (f" #{repeat + 1}" if case.repeats > 1 else ""))
+                    try:
+                        figures = _run_once(case, workdir, options, timeout, progress.tick,
+                                            results.doc["shm_leftovers"])
+                    except CaseFailed as exc:
+                        error = str(exc)
+                        progress.end("FAILED: " + error.splitlines()[0])
+                        break
+                    runs.append(figures)
+                    progress.end(_outcome(figures))
+            finally:  # interrupted too: the repeats that finished are kept
+                if error is not None:
+                    failed += 1
+                    results.add_case(case, error=error)
+                elif runs:
+                    results.add_case(case, workloads.median_figures(runs))
     return 1 if failed else 0
 
 
