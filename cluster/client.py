@@ -551,7 +551,8 @@ class KafkaClient:
     def _idle(self, remaining, wakeup):
         """Nothing in flight: wait for the owner's wake-up or the next metadata attempt."""
         if self.cluster.need_update:
-            remaining = min(remaining, max(0.0, self._metadata_next_attempt - self._clock()))
+            next_attempt = 0.0 if self.cluster.new_topics else self._metadata_next_attempt
+            remaining = min(remaining, max(0.0, next_attempt - self._clock()))
         if wakeup is not None:
             wakeup.wait(remaining)
         elif remaining > 0:
@@ -649,8 +650,9 @@ class KafkaClient:
         now = self._clock()
         due = cluster.need_update or (cluster.last_refresh is not None
                                       and now - cluster.last_refresh >= self._metadata_max_age)
-        if not due or now < self._metadata_next_attempt:
+        if not due or (now < self._metadata_next_attempt and not cluster.new_topics):
             return
+        cluster.new_topics = False
         self._metadata_next_attempt = now + self._retry_backoff
         node_id = self.least_loaded_node()
         if node_id is None:

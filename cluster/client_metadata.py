@@ -94,6 +94,9 @@ class ClusterMetadata:
         self.answered = 0
         self.need_update = True
         self.need_all_topics = False
+        # A topic of interest was added since the last attempt: the next refresh goes out
+        # without waiting out retry_backoff_ms (Kafka's requestUpdateForNewTopics).
+        self.new_topics = False
         self._interest = frozenset()
         self._condition = threading.Condition()
 
@@ -111,6 +114,7 @@ class ClusterMetadata:
             if new:
                 self._interest |= new
                 self.need_update = True
+                self.new_topics = True
                 self.requested += 1
             return bool(new)
 

@@ -17,21 +17,16 @@ from spark_bridge.options import InvalidOptionError
 
 #: Where the consumer's ListOffsets and metadata calls give up (ms).
 API_TIMEOUT_MS = 60_000
-#: The consumer's retry_backoff_ms. A new consumer's first poll has no fetch to send until
-#: its connection to the leader is up and then waits this long (kafka-python's 100 ms, a
-#: tenth of a second on every Spark task's start).
-RETRY_BACKOFF_MS = 10
 
 
 def open_consumer(bootstrap_servers, **config):
     """A KafkaConsumer without a group for the ringlog source: no automatic resets (the
-    source decides what a missing offset means), no topic creation, short retry backoff."""
+    source decides what a missing offset means), no topic creation."""
     from cluster import KafkaConsumer
 
     return KafkaConsumer(bootstrap_servers=bootstrap_servers, auto_offset_reset="none",
                          enable_auto_commit=False, allow_auto_create_topics=False,
-                         client_id="ringlog-spark", retry_backoff_ms=RETRY_BACKOFF_MS,
-                         **config)
+                         client_id="ringlog-spark", **config)
 
 
 class OffsetReader:

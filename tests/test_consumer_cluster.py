@@ -363,3 +363,15 @@ def test_a_broker_killed_and_restarted_under_a_consumer(tmp_path):
     finally:
         cluster.stop()
         assert cluster.cluster_id is None or list_objects(cluster.cluster_id) == []
+
+
+def test_a_new_topic_is_looked_up_without_waiting_out_the_retry_backoff(cluster):
+    """The consumer's own metadata refresh at start-up does not delay the lookup of a topic
+    assigned afterwards by retry_backoff_ms (Kafka's requestUpdateForNewTopics)."""
+    produce(cluster, "fresh-topic", [b"one"], partition=0)
+    tp = TopicPartition("fresh-topic", 0)
+    with consumer(cluster, retry_backoff_ms=60_000) as c:
+        c.assign([tp])
+        c.seek(tp, 0)
+        records = c.poll(timeout_ms=BOUND * 1000 / 3)
+    assert [r.value for r in records.get(tp, [])] == [b"one"]
