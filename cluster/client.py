@@ -322,13 +322,13 @@ class KafkaClient:
                                  timeout=min(CONNECT_TIMEOUT, self._request_timeout),
                                  capacity=self._ring_capacity, policy=self._policy)
         except (ConnectionError, TimeoutError) as exc:  # refused, died, closed, not accepted
-            self._backoff(node, now, exc)
+            self._backoff(node, self._clock(), exc)  # from the failure: connect() may wait
             return False
         try:
             self._check_api_versions(node, connection)
         except (ConnectionError, KafkaTimeoutError, KafkaProtocolError) as exc:
             connection.close()
-            self._backoff(node, now, exc)
+            self._backoff(node, self._clock(), exc)
             return False
         except BaseException:
             connection.close()
@@ -654,14 +654,6 @@ class KafkaClient:
             return
         cluster.new_topics = False
         self._metadata_next_attempt = now + self._retry_backoff
-        node_id = self.least_loaded_node()
-        if node_id is None:
-            reasons = "; ".join(f"broker {n.node_id}: {n.last_error}"
-                                for n in self._nodes.values() if n.last_error is not None)
-            cluster.update_failed(NoBrokersAvailable(
-                f"no broker of cluster {self.cluster_id} ({self.data_dir}) can be reached: "
-                + (reasons or "none is live on the metadata page")), cluster.requested)
-            return
         all_topics = cluster.need_all_topics
         module = protocol.request_module(ApiKey.METADATA, API_VERSIONS[ApiKey.METADATA])
         topics = None if all_topics else tuple(
@@ -671,10 +663,23 @@ class KafkaClient:
             include_cluster_authorized_operations=False,
             include_topic_authorized_operations=False)
         sent_for = cluster.requested
-        future = self.send(node_id, request)
-        if future.is_done and future.failed():
-            cluster.update_failed(future.exception, sent_for)
-            return
+        tried = set()
+        while True:  # a broker that cannot be reached is in its backoff: try the next one now
+            node_id = self.least_loaded_node()
+            if node_id is None or node_id in tried:
+                reasons = "; ".join(f"broker {n.node_id}: {n.last_error}"
+                                    for n in self._nodes.values() if n.last_error is not None)
+                cluster.update_failed(NoBrokersAvailable(
+                    f"no broker of cluster {self.cluster_id} ({self.data_dir}) can be reached: "
+                    + (reasons or "none is live on the metadata page")), sent_for)
+                return
+            tried.add(node_id)
+            future = self.send(node_id, request)
+            if not (future.is_done and future.failed()):
+                break
+            if not isinstance(future.exception, KafkaConnectionError):
+                cluster.update_failed(future.exception, sent_for)
+                return
         self._metadata_in_flight = True
         future.add_callback(self._handle_metadata, all_topics, sent_for)
         future.add_errback(self._metadata_failed, sent_for)

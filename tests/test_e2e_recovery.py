@@ -266,3 +266,23 @@ def test_a_hung_broker_does_not_hold_back_records_for_the_others(e2e):
         finally:
             os.kill(hung_pid, signal.SIGCONT)
         assert stuck.get(BOUND).offset == 1
+
+
+def test_clients_bootstrap_past_a_hung_broker(e2e):
+    """With broker 0 stopped (SIGSTOP: alive, never answering), new clients get their
+    metadata from broker 1 instead of failing on broker 0."""
+    import os
+    import signal
+    cluster = e2e.cluster(brokers=2)
+    leaders = create_topic(cluster, "around", 2)
+    hung_pid = cluster.pids()[0]
+    os.kill(hung_pid, signal.SIGSTOP)
+    try:
+        with KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers) as c:
+            assert "around" in c.topics()
+        live = next(p for p, broker in leaders.items() if broker == 1)
+        with KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=1,
+                           max_block_ms=BOUND * 1000) as p:
+            assert p.send("around", b"v", partition=live).get(BOUND).partition == live
+    finally:
+        os.kill(hung_pid, signal.SIGCONT)
