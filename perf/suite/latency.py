@@ -93,6 +93,29 @@ class Recorder:
         return self.latencies[:self.count]
 
 
+def send_paced(send, task, gate):
+    """A peer's workload-4 sender: ``task.records`` values of ``task.size`` bytes, each
+    stamped just before ``send(value)``, paced at ``task.rate``; ``gate.ready()`` first.
+    Returns the clock (ns) at the first send."""
+    buffer = stamped_value(task.size)
+    pacer = Pacer(task.rate)
+    gate.ready()
+    first = clock_ns()
+    for i in range(task.records):
+        pacer.wait(i)
+        send(stamp(buffer))
+    return first
+
+
+def receiver_figures(count, first_ns, last_ns, recorder):
+    """What a peer's consumer returns: records received, the clock at the first and last
+    receive, and the latencies when it recorded them (``recorder``, or None)."""
+    figures = {"records": count, "first_ns": first_ns, "last_ns": last_ns}
+    if recorder is not None:
+        figures["latencies_ns"] = recorder.result()
+    return figures
+
+
 def summarize(latencies_ns):
     """Percentiles (µs), mean, the histogram over HISTOGRAM_EDGES_US and the count, of the
     latencies after WARMUP."""

@@ -63,13 +63,7 @@ def produce(endpoint, task, gate):
     q = _queue(endpoint, task)
     put = q.put
     if task.latency:
-        buffer = latency.stamped_value(task.size)
-        pacer = latency.Pacer(task.rate)
-        gate.ready()
-        first = latency.clock_ns()
-        for i in range(task.records):
-            pacer.wait(i)
-            put(latency.stamp(buffer))
+        first = latency.send_paced(put, task, gate)
     elif task.bulk:
         pool = payloads.pool(task.size, payloads.bulk_records(task.size))
         gate.ready()
@@ -118,7 +112,4 @@ def consume(endpoint, task, gate):
                 recorder.record(got, now)
         if gate.received(count):
             break
-    figures = {"records": count, "first_ns": first, "last_ns": last}
-    if recorder is not None:
-        figures["latencies_ns"] = recorder.result()
-    return figures
+    return latency.receiver_figures(count, first, last, recorder)

@@ -120,14 +120,9 @@ def produce(endpoint, task, gate):
     client.ping()
     streams = [stream(c) for c in task.channels]
     if task.latency:
-        buffer = latency.stamped_value(task.size)
-        pacer = latency.Pacer(task.rate)
         execute = client.execute_command
-        gate.ready()
-        first = latency.clock_ns()
-        for i in range(task.records):
-            pacer.wait(i)
-            execute("XADD", streams[0], "*", "v", latency.stamp(buffer))
+        first = latency.send_paced(lambda value: execute("XADD", streams[0], "*", "v", value),
+                                   task, gate)
     else:
         pool = payloads.pool(task.size)
         depth = payloads.bulk_records(task.size) if task.bulk else PIPELINE
@@ -175,7 +170,4 @@ def consume(endpoint, task, gate):
         if gate.received(count):
             break
     client.close()
-    figures = {"records": count, "first_ns": first, "last_ns": last}
-    if recorder is not None:
-        figures["latencies_ns"] = recorder.result()
-    return figures
+    return latency.receiver_figures(count, first, last, recorder)

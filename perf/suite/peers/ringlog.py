@@ -94,25 +94,21 @@ def produce(endpoint, task, gate):
     props = LATENCY_PRODUCER if task.latency else PRODUCER
     with KafkaProducer(bootstrap_servers=endpoint["bootstrap"], **props) as producer:
         producer.partitions_for(topic)
-        if task.bulk:
-            values = payloads.rows(task.size, min(task.records, BULK_CALL))
-        elif task.latency:
-            buffer = latency.stamped_value(task.size)
-            pacer = latency.Pacer(task.rate)
-        else:
-            pool = payloads.pool(task.size)
         send = producer.send
-        gate.ready()
-        first = latency.clock_ns()
-        if task.bulk:
+        if task.latency:
+            first = latency.send_paced(lambda value: send(topic, value, partition=partition),
+                                       task, gate)
+        elif task.bulk:
+            values = payloads.rows(task.size, min(task.records, BULK_CALL))
+            gate.ready()
+            first = latency.clock_ns()
             for count in payloads.units(task.records, len(values)):
                 producer.send_batch(topic, values[:count], partition=partition)
-        elif task.latency:
-            for i in range(task.records):
-                pacer.wait(i)
-                send(topic, latency.stamp(buffer), partition=partition)
         else:
+            pool = payloads.pool(task.size)
             n = len(pool)
+            gate.ready()
+            first = latency.clock_ns()
             for i in range(task.records):
                 send(topic, pool[i % n], partition=partition)
         producer.flush()
@@ -160,7 +156,4 @@ def consume(endpoint, task, gate):
                 break
     finally:
         consumer.close()
-    figures = {"records": count, "first_ns": first, "last_ns": last}
-    if recorder is not None:
-        figures["latencies_ns"] = recorder.result()
-    return figures
+    return latency.receiver_figures(count, first, last, recorder)

@@ -67,13 +67,7 @@ def produce(endpoint, task, gate):
         sock.connect(endpoint["addresses"][channel])
     send = sock.send
     if task.latency:
-        buffer = latency.stamped_value(task.size)
-        pacer = latency.Pacer(task.rate)
-        gate.ready()
-        first = latency.clock_ns()
-        for i in range(task.records):
-            pacer.wait(i)
-            send(latency.stamp(buffer))
+        first = latency.send_paced(send, task, gate)
     elif task.bulk:
         per_frame = payloads.bulk_records(task.size)
         frame = payloads.rows(task.size, per_frame).tobytes()
@@ -132,7 +126,4 @@ def consume(endpoint, task, gate):
     finally:
         sock.close(linger=0)
         context.term()
-    figures = {"records": count, "first_ns": first, "last_ns": last}
-    if recorder is not None:
-        figures["latencies_ns"] = recorder.result()
-    return figures
+    return latency.receiver_figures(count, first, last, recorder)
