@@ -36,6 +36,7 @@ it. ``close()`` (at broker shutdown) releases the controllership and is safe to 
 
 import dataclasses
 import fcntl
+import functools
 import logging
 import os
 import time
@@ -240,30 +241,21 @@ class Controller:
         self._require_active()
         names = [spec["name"] for spec in topics]
         results = {}
-        staged = self._image
-        records = []
-        for spec in topics:
-            name = spec["name"]
-            if names.count(name) > 1:
-                results[name] = (InvalidRequestError.errno,
-                                 f"topic {name!r} appears {names.count(name)} times in the "
-                                 f"request; each topic may be created once")
-                continue
-            try:
-                topic_records = self._plan_topic(staged, spec)
-                new = mr.apply(staged, topic_records, staged.version)
-                self._check_fits(new, f"topic {name!r}")
-            except BrokerResponseError as exc:
-                results[name] = _error(exc)
-                continue
-            results[name] = NO_ERROR
-            if not validate_only:
-                staged = new
-                records += topic_records
-                self._start_index += 1
-        if records:
-            self._commit(records)
-        return results
+
+        def plans():
+            for spec in topics:
+                name = spec["name"]
+                if names.count(name) > 1:
+                    results[name] = (InvalidRequestError.errno,
+                                     f"topic {name!r} appears {names.count(name)} times in "
+                                     f"the request; each topic may be created once")
+                    continue
+                yield name, functools.partial(self._plan_topic, spec=spec)
+
+        def next_start():  # each created topic starts its assignment one broker further
+            self._start_index += 1
+
+        return self._stage(plans(), validate_only, results, on_staged=next_start)
 
     def _plan_topic(self, image, spec):
         """The records that create the topic ``spec`` describes, or the error why not."""
@@ -406,13 +398,23 @@ class Controller:
         None or one replica list per *new* partition (Kafka's CreatePartitions form).
         Returns ``{name: (error_code, message)}``."""
         self._require_active()
-        results = {}
+        plans = ((name, functools.partial(self._plan_partitions, name=name, count=count,
+                                          assignments=assignments))
+                 for name, (count, assignments) in requests.items())
+        return self._stage(plans, validate_only, {})
+
+    def _stage(self, plans, validate_only, results, on_staged=None):
+        """Create topics or partitions: for each ``(name, plan)`` in turn, ``plan(image)``
+        gives its metadata records against the image staged so far; applied, they must
+        fit the page. ``results[name]`` is NO_ERROR or the error of that one; unless
+        ``validate_only`` its records are staged (``on_staged()`` then called) and all
+        are committed together at the end. Returns ``results``."""
         staged = self._image
         records = []
-        for name, (count, assignments) in requests.items():
+        for name, plan in plans:
             try:
-                new_records = self._plan_partitions(staged, name, count, assignments)
-                new = mr.apply(staged, new_records, staged.version)
+                planned = plan(staged)
+                new = mr.apply(staged, planned, staged.version)
                 self._check_fits(new, f"topic {name!r}")
             except BrokerResponseError as exc:
                 results[name] = _error(exc)
@@ -420,7 +422,9 @@ class Controller:
             results[name] = NO_ERROR
             if not validate_only:
                 staged = new
-                records += new_records
+                records += planned
+                if on_staged is not None:
+                    on_staged()
         if records:
             self._commit(records)
         return results
