@@ -45,8 +45,8 @@ from segments.compression import codec_id
 from segments.records import RecordBatchBuilder, as_bytes
 from shm_ring.buffer_pool import BufferExhaustedError, BufferPool, BufferPoolClosedError
 
-from .errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
-from .producer_batch import ProducerBatch
+from cluster.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
+from cluster.producer_batch import ProducerBatch
 
 
 class RecordAccumulator:

@@ -24,13 +24,11 @@ Thread safety: one thread at a time (it owns a KafkaClient).
 import datetime
 import time
 
-from . import protocol
-from .client import API_VERSIONS, KafkaClient
-from .config import AdminClientConfig
-from .errors import (
-    IllegalArgumentError, KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable,
-    NotControllerError, RequestTimedOutError, for_code)
-from .protocol import ApiKey
+from cluster import protocol
+from cluster.client import API_VERSIONS, KafkaClient
+from cluster.config import AdminClientConfig
+from cluster.errors import IllegalArgumentError, KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable, NotControllerError, RequestTimedOutError, for_code
+from cluster.protocol import ApiKey
 
 
 class NewTopic:

@@ -16,7 +16,7 @@ version; the snapshots are replaced under it and read without it.
 import threading
 from typing import NamedTuple
 
-from .errors import for_code
+from cluster.errors import for_code
 
 
 class BrokerMetadata(NamedTuple):

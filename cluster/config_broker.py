@@ -49,11 +49,9 @@ import time
 from segments.log_config import INT_MAX, LONG_MAX, KNOWN_KEYS, InvalidLogConfigError, LogConfig
 from shm_ring import ring_descriptor
 
-from .config_keys import (
-    PARK_TIMEOUT_MS, SHORT_MAX, SPIN_ITERATIONS, Bool, FrozenConfig, Int, Key,
-    invalid_value, keys, wait_policy)
-from .config_properties import load_properties, parse_overrides
-from .errors import InvalidConfigurationError
+from cluster.config_keys import PARK_TIMEOUT_MS, SHORT_MAX, SPIN_ITERATIONS, Bool, FrozenConfig, Int, Key, invalid_value, keys, wait_policy
+from cluster.config_properties import load_properties, parse_overrides
+from cluster.errors import InvalidConfigurationError
 
 log = logging.getLogger(__name__)
 

@@ -44,11 +44,9 @@ import time
 from segments.compression import CODEC_NAMES
 from segments.log_config import INT_MAX, LONG_MAX
 
-from .config_keys import (
-    PARK_TIMEOUT_MS, SPIN_ITERATIONS, Anything, Bool, Choice, FrozenConfig, Hook, Int, Key,
-    Str, invalid_value, keys, wait_policy)
-from .errors import KafkaConfigurationError
-from .partitioner import PARTITIONERS, resolve_partitioner
+from cluster.config_keys import PARK_TIMEOUT_MS, SPIN_ITERATIONS, Anything, Bool, Choice, FrozenConfig, Hook, Int, Key, Str, invalid_value, keys, wait_policy
+from cluster.errors import KafkaConfigurationError
+from cluster.partitioner import PARTITIONERS, resolve_partitioner
 
 log = logging.getLogger(__name__)
 

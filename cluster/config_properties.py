@@ -27,7 +27,7 @@ Pure functions: any thread may call them.
 
 import re
 
-from .errors import InvalidConfigurationError
+from cluster.errors import InvalidConfigurationError
 
 _WHITESPACE = " \t\f"
 _LINE_END = re.compile(r"\r\n|\r|\n")

@@ -29,8 +29,8 @@ import uuid
 
 from segments.checkpoint import write_atomically
 
-from .config_properties import load_properties
-from .errors import InconsistentClusterIdError
+from cluster.config_properties import load_properties
+from cluster.errors import InconsistentClusterIdError
 
 META_PROPERTIES = "meta.properties"
 CLUSTER_JSON = "cluster.json"

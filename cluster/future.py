@@ -15,7 +15,7 @@ import functools
 import logging
 import threading
 
-from .errors import KafkaTimeoutError, RetriableError
+from cluster.errors import KafkaTimeoutError, RetriableError
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import dataclasses
 import json
 import re
 
-from .errors import InvalidTopicError
+from cluster.errors import InvalidTopicError
 
 #: Kafka's topic name rule (org.apache.kafka.common.internals.Topic).
 MAX_TOPIC_NAME_LENGTH = 249

@@ -35,7 +35,7 @@ import threading
 
 import numpy as np
 
-from .errors import KafkaConfigurationError
+from cluster.errors import KafkaConfigurationError
 
 #: Java's ``int seed = 0x9747b28c``.
 SEED = 0x9747B28C

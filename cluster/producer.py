@@ -60,14 +60,13 @@ import numpy as np
 from segments.batch_header import BatchHeader
 from segments.bulk import build_batches
 
-from .accumulator import RecordAccumulator
-from .client import KafkaClient, ring_capacity_for
-from .config import ProducerConfig
-from .errors import (
-    IllegalStateError, KafkaConfigurationError, KafkaTimeoutError, MessageSizeTooLargeError)
-from .partitioner import DefaultPartitioner, partitions_for_keys
-from .producer_batch import FailedSend, FutureBatchMetadata, FutureRecordMetadata
-from .sender import Sender
+from cluster.accumulator import RecordAccumulator
+from cluster.client import KafkaClient, ring_capacity_for
+from cluster.config import ProducerConfig
+from cluster.errors import IllegalStateError, KafkaConfigurationError, KafkaTimeoutError, MessageSizeTooLargeError
+from cluster.partitioner import DefaultPartitioner, partitions_for_keys
+from cluster.producer_batch import FailedSend, FutureBatchMetadata, FutureRecordMetadata
+from cluster.sender import Sender
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ owns it (builds, sends, completes). The futures may be read and waited on from a
 import collections
 import functools
 
-from .errors import KafkaTimeoutError, RetriableError
-from .future import Future
-from .structs import TopicPartition
+from cluster.errors import KafkaTimeoutError, RetriableError
+from cluster.future import Future
+from cluster.structs import TopicPartition
 
 RecordMetadata = collections.namedtuple(
     "RecordMetadata",

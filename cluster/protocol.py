@@ -44,10 +44,9 @@ from kio.schema.request_header.v1.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
-from . import protocol_descriptor as d
-from . import protocol_records as records
-from .errors import (IllegalArgumentError, InvalidRequestError, KafkaProtocolError,
-                     UnsupportedVersionError)
+from cluster import protocol_descriptor as d
+from cluster import protocol_records as records
+from cluster.errors import IllegalArgumentError, InvalidRequestError, KafkaProtocolError, UnsupportedVersionError
 
 
 class ApiKey(enum.IntEnum):

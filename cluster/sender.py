@@ -42,10 +42,10 @@ import logging
 import threading
 import time
 
-from . import protocol
-from .client import API_VERSIONS, Wakeup
-from .errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
-from .protocol import ApiKey
+from cluster import protocol
+from cluster.client import API_VERSIONS, Wakeup
+from cluster.errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
+from cluster.protocol import ApiKey
 
 log = logging.getLogger(__name__)
 

@@ -49,10 +49,10 @@ import posix_ipc
 from shm_ring.liveness import is_alive, process_start_time
 from shm_ring.naming import cleanup_stale
 
-from . import data_dir as dd
-from .broker_lock import broker_is_alive
-from .config_properties import parse_overrides
-from .metadata_page import MetadataPage, metadata_page_name
+from cluster import data_dir as dd
+from cluster.broker_lock import broker_is_alive
+from cluster.config_properties import parse_overrides
+from cluster.metadata_page import MetadataPage, metadata_page_name
 
 log = logging.getLogger("cluster.supervisor")  # also when run as __main__
 

@@ -45,7 +45,7 @@ from segments.errors import CorruptRecordError
 from segments.records import RecordBatch
 from segments.varint import decode_varint
 
-from .record_columns import RecordColumns
+from consumer_proc.record_columns import RecordColumns
 
 #: A zigzag varint takes k + 1 bytes for unsigned values below LIMITS[k]; the offset delta
 #: i (zigzag 2i) and a length n (zigzag 2n) cross those at half.

@@ -61,10 +61,10 @@ from cluster.structs import OffsetAndTimestamp, TopicPartition
 from segments.log_config import LogConfig
 from shm_ring import ring_descriptor
 
-from .fetch_metrics import FetchMetrics
-from .fetcher import Fetcher
-from .offset_lookup import OffsetLookup
-from .subscription_state import AUTO_PATTERN, EARLIEST, LATEST, SubscriptionState
+from consumer_proc.fetch_metrics import FetchMetrics
+from consumer_proc.fetcher import Fetcher
+from consumer_proc.offset_lookup import OffsetLookup
+from consumer_proc.subscription_state import AUTO_PATTERN, EARLIEST, LATEST, SubscriptionState
 
 log = logging.getLogger(__name__)
 

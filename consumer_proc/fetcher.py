@@ -62,7 +62,7 @@ from cluster.protocol import ApiKey
 from cluster.structs import TopicPartition
 from segments.errors import CorruptRecordError
 
-from .partition_records import PartitionRecords
+from consumer_proc.partition_records import PartitionRecords
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from cluster.errors import KafkaTimeoutError, for_code
 from cluster.protocol import ApiKey
 from cluster.structs import TopicPartition
 
-from .fetcher import ISOLATION_LEVELS, build
+from consumer_proc.fetcher import ISOLATION_LEVELS, build
 
 log = logging.getLogger(__name__)
 

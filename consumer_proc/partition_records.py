@@ -30,9 +30,9 @@ from segments.batch_header import iter_batches
 from segments.errors import CorruptRecordError
 from segments.records import RecordBatch
 
-from .columns_parser import VECTOR_MIN_RECORDS, parse_batches
-from .consumer_record import make_record
-from .record_columns import NO_HEADERS
+from consumer_proc.columns_parser import VECTOR_MIN_RECORDS, parse_batches
+from consumer_proc.consumer_record import make_record
+from consumer_proc.record_columns import NO_HEADERS
 
 #: Fewest bytes of batches parsed per group (unless the data ends first).
 PARSE_GROUP_BYTES = 256 * 1024

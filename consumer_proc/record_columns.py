@@ -25,7 +25,7 @@ from itertools import repeat
 
 import numpy as np
 
-from .consumer_record import make_record
+from consumer_proc.consumer_record import make_record
 
 _EMPTY = np.empty(0, dtype=np.int64)
 #: The headers of a record that has none (see ``to_records``).

@@ -17,7 +17,7 @@ from cluster.config import BrokerConfig, parse_overrides
 from cluster.controller import Controller
 from cluster.metadata_page import MetadataPage
 
-from .broker import Broker
+from replica_proc.broker import Broker
 
 log = logging.getLogger("replica_proc")
 

@@ -22,7 +22,7 @@ from cluster import protocol
 from cluster.errors import NotControllerError
 from cluster.protocol import ApiKey
 
-from .responses import NO_THROTTLE, build, code_of, error, module
+from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
 
 log = logging.getLogger(__name__)
 

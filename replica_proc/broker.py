@@ -49,12 +49,12 @@ from cluster import data_dir as dd
 from cluster.broker_lock import register_broker
 from shm_ring import Listener
 
-from .broker_metadata import BrokerMetadata
-from .channel import Channel, CloseConnection
-from .controller_channel import ControllerChannel
-from .log_manager import LogManager
-from .replica_manager import ReplicaManager
-from .request_handler import RequestHandler
+from replica_proc.broker_metadata import BrokerMetadata
+from replica_proc.channel import Channel, CloseConnection
+from replica_proc.controller_channel import ControllerChannel
+from replica_proc.log_manager import LogManager
+from replica_proc.replica_manager import ReplicaManager
+from replica_proc.request_handler import RequestHandler
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from cluster import protocol
 from cluster.protocol import ApiKey
 from segments.log import LATEST_TIMESTAMP
 
-from .responses import NO_THROTTLE, build, code_of, error, module
+from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
 
 UNKNOWN_EPOCH = -1
 

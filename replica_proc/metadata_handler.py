@@ -25,7 +25,7 @@ from cluster.metadata import validate_topic_name
 from cluster.protocol import ApiKey
 from shm_ring.naming import listener_name
 
-from .responses import NO_THROTTLE, build, error, module
+from replica_proc.responses import NO_THROTTLE, build, error, module
 
 log = logging.getLogger(__name__)
 

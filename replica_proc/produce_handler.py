@@ -26,9 +26,9 @@ Owner: the broker's loop thread.
 from cluster.errors import InvalidRecordError, InvalidRequiredAcksError
 from segments.batch_header import BatchHeader
 
-from .channel import CloseConnection
-from .produce_response import PartitionResult, produce_response_frame
-from .responses import code_of
+from replica_proc.channel import CloseConnection
+from replica_proc.produce_response import PartitionResult, produce_response_frame
+from replica_proc.responses import code_of
 
 ACKS = (0, 1, -1)
 #: ``base_offset``, ``log_start_offset`` and ``log_append_time`` of a partition's answer

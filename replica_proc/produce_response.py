@@ -13,7 +13,7 @@ from collections import namedtuple
 
 from cluster import protocol_descriptor as pd
 
-from . import produce_response_descriptor as d
+from replica_proc import produce_response_descriptor as d
 
 #: One partition's answer: error code, base offset, log append time in ms (-1: CreateTime),
 #: log start offset, error message (None when there is no error).

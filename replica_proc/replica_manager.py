@@ -31,8 +31,7 @@ from cluster.errors import (InvalidConfigurationError, KafkaStorageError,
                             NotLeaderForPartitionError, UnknownTopicOrPartitionError)
 from segments.log import PartitionLog
 
-from .partition import (Partition, directory_name, parse_directory_name, read_topic_id,
-                        write_topic_id)
+from replica_proc.partition import Partition, directory_name, parse_directory_name, read_topic_id, write_topic_id
 
 log = logging.getLogger(__name__)
 

@@ -39,14 +39,14 @@ from cluster import protocol
 from cluster.errors import InvalidRequestError, UnsupportedVersionError
 from cluster.protocol import ApiKey
 
-from .admin_handler import AdminHandler
-from .channel import CloseConnection
-from .delayed_fetch import FetchPurgatory
-from .fetch_handler import FetchHandler
-from .list_offsets_handler import ListOffsetsHandler
-from .metadata_handler import MetadataHandler
-from .produce_handler import ProduceHandler
-from .responses import NO_THROTTLE, build, error, module
+from replica_proc.admin_handler import AdminHandler
+from replica_proc.channel import CloseConnection
+from replica_proc.delayed_fetch import FetchPurgatory
+from replica_proc.fetch_handler import FetchHandler
+from replica_proc.list_offsets_handler import ListOffsetsHandler
+from replica_proc.metadata_handler import MetadataHandler
+from replica_proc.produce_handler import ProduceHandler
+from replica_proc.responses import NO_THROTTLE, build, error, module
 
 log = logging.getLogger(__name__)
 

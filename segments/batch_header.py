@@ -8,8 +8,8 @@ It does no I/O and holds no lock; whoever owns the buffer owns the view.
 
 from crc32c import crc32c
 
-from . import batch_descriptor as d
-from .errors import CorruptRecordError
+from segments import batch_descriptor as d
+from segments.errors import CorruptRecordError
 
 
 class BatchHeader:

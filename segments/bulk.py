@@ -30,12 +30,10 @@ from time import time_ns
 import numpy as np
 from crc32c import crc32c
 
-from . import batch_descriptor as d
-from .compression import codec_id, compress
-from .records import (
-    NO_HEADERS, NULL_LENGTH, RECORD_ATTRIBUTES, as_bytes, encode_headers, encode_records,
-    field_size, pack_batch)
-from .varint import encode_varint, size_of_varint
+from segments import batch_descriptor as d
+from segments.compression import codec_id, compress
+from segments.records import NO_HEADERS, NULL_LENGTH, RECORD_ATTRIBUTES, as_bytes, encode_headers, encode_records, field_size, pack_batch
+from segments.varint import encode_varint, size_of_varint
 
 #: A zigzag varint of n bytes holds values below 2 ** (7 * n); the thresholds as uint64.
 _VARINT_LIMITS = np.array([1 << (7 * n) for n in range(1, 10)], dtype=np.uint64)

@@ -19,7 +19,7 @@ log) is the only writer.
 
 import os
 
-from .errors import KafkaStorageError
+from segments.errors import KafkaStorageError
 
 TMP_SUFFIX = ".tmp"
 

@@ -44,15 +44,15 @@ import os
 
 from crc32c import crc32c
 
-from . import batch_descriptor as bd
-from . import index_descriptor as xd
-from .batch_header import BatchHeader
-from .checkpoint import OffsetCheckpoint
-from .compression import compress, decompress
-from .errors import CorruptRecordError, KafkaStorageError
-from .log_config import INT_MAX
-from .segment import CLEANED_SUFFIX, Segment, iter_file_batches, segment_paths
-from .varint import decode_varint
+from segments import batch_descriptor as bd
+from segments import index_descriptor as xd
+from segments.batch_header import BatchHeader
+from segments.checkpoint import OffsetCheckpoint
+from segments.compression import compress, decompress
+from segments.errors import CorruptRecordError, KafkaStorageError
+from segments.log_config import INT_MAX
+from segments.segment import CLEANED_SUFFIX, Segment, iter_file_batches, segment_paths
+from segments.varint import decode_varint
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from . import batch_descriptor as d
-from .errors import CorruptRecordError, UnsupportedCompressionTypeError
+from segments import batch_descriptor as d
+from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 #: Kafka's codec names (``compression.type``), by attribute id.
 CODEC_NAMES = {

@@ -25,14 +25,13 @@ a file could not be read. Read-only: it opens the files, never the log.
 import os
 import sys
 
-from . import batch_descriptor as bd
-from .batch_header import BatchHeader
-from .compression import CODEC_NAMES
-from .errors import CorruptRecordError, StorageError
-from .index import CorruptIndexError, OffsetIndex, TimeIndex
-from .records import RecordBatch
-from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, base_offset_from_name,
-                      iter_file_batches)
+from segments import batch_descriptor as bd
+from segments.batch_header import BatchHeader
+from segments.compression import CODEC_NAMES
+from segments.errors import CorruptRecordError, StorageError
+from segments.index import CorruptIndexError, OffsetIndex, TimeIndex
+from segments.records import RecordBatch
+from segments.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, base_offset_from_name, iter_file_batches
 
 #: Prefix of a record line (Kafka's RecordIndent).
 RECORD_INDENT = "|"

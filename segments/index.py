@@ -23,8 +23,8 @@ Thread safety: none. An index belongs to its ``Segment``, which belongs to the
 import mmap
 import os
 
-from . import index_descriptor as d
-from .errors import StorageError
+from segments import index_descriptor as d
+from segments.errors import StorageError
 
 NO_TIMESTAMP = -1
 

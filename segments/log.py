@@ -43,17 +43,15 @@ from collections import namedtuple
 
 from crc32c import crc32c
 
-from . import batch_descriptor as bd
-from . import index_descriptor as xd
-from .batch_header import BatchHeader
-from .checkpoint import OffsetCheckpoint, fsync_directory
-from .errors import (InvalidRecordError, KafkaStorageError,
-                     OffsetOutOfRangeError, RecordTooLargeError)
-from .log_config import LogConfig
-from .segment import (CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                      TIME_INDEX_SUFFIX, Segment, base_offset_from_name, read_into)
-from .index import CorruptIndexError
-from .records import RecordBatch
+from segments import batch_descriptor as bd
+from segments import index_descriptor as xd
+from segments.batch_header import BatchHeader
+from segments.checkpoint import OffsetCheckpoint, fsync_directory
+from segments.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
+from segments.log_config import LogConfig
+from segments.segment import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, Segment, base_offset_from_name, read_into
+from segments.index import CorruptIndexError
+from segments.records import RecordBatch
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ what was expected. The object is immutable; a config change makes a new one
 
 import dataclasses
 
-from .errors import InvalidLogConfigError
+from segments.errors import InvalidLogConfigError
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1

@@ -38,13 +38,11 @@ from time import time_ns
 
 from crc32c import crc32c
 
-from . import batch_descriptor as d
-from .batch_header import BatchHeader, iter_batches
-from .compression import codec_id, compress, decompress
-from .errors import CorruptRecordError
-from .varint import (
-    SIGNED_VARINT, SIGNED_VARINT_SIZE, SIZED, TABLE_SIZE, VARINT, VARINT_SIZE,
-    decode_varint, encode_varint, size_of_varint)
+from segments import batch_descriptor as d
+from segments.batch_header import BatchHeader, iter_batches
+from segments.compression import codec_id, compress, decompress
+from segments.errors import CorruptRecordError
+from segments.varint import SIGNED_VARINT, SIGNED_VARINT_SIZE, SIZED, TABLE_SIZE, VARINT, VARINT_SIZE, decode_varint, encode_varint, size_of_varint
 
 #: A record's attributes byte (always 0).
 RECORD_ATTRIBUTES = b"\x00"

@@ -28,11 +28,11 @@ import logging
 import os
 from collections import namedtuple
 
-from . import batch_descriptor as bd
-from . import index_descriptor as xd
-from .batch_header import BatchHeader
-from .errors import CorruptRecordError, KafkaStorageError
-from .index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
+from segments import batch_descriptor as bd
+from segments import index_descriptor as xd
+from segments.batch_header import BatchHeader
+from segments.errors import CorruptRecordError, KafkaStorageError
+from segments.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ outside the tables go through the scalar functions. The tables cost about 0.6 MB
 process (and ``records`` adds 0.5 MB of its own). Pure functions and read-only tables: any thread may call them.
 """
 
-from .errors import CorruptRecordError
+from segments.errors import CorruptRecordError
 
 #: Non-negative numbers below this are looked up in the list tables below (lengths, offset
 #: deltas, record sizes).

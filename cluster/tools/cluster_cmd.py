@@ -29,12 +29,10 @@ import subprocess
 import sys
 import time
 
-from .. import data_dir as dd
-from ..config import BrokerConfig, load_properties, parse_overrides
-from ..errors import InvalidConfigurationError
-from ..supervisor import (BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor,
-                          cluster_status, log_tail, override_args, read_record,
-                          running_brokers, serve_until_signalled, stop_cluster)
+from cluster import data_dir as dd
+from cluster.config import BrokerConfig, load_properties, parse_overrides
+from cluster.errors import InvalidConfigurationError
+from cluster.supervisor import BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor, cluster_status, log_tail, override_args, read_record, running_brokers, serve_until_signalled, stop_cluster
 
 #: Exit codes of ``status`` (as ``systemctl status``: 3 = not running).
 STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING = 0, 1, 3

@@ -35,10 +35,9 @@ import time
 
 from consumer_proc.consumer import KafkaConsumer
 
-from ..errors import KafkaError
-from ..structs import TopicPartition
-from .support import (FAILED, ToolError, add_bootstrap_argument, client_properties, fail,
-                      parse_bool, properties, setup_logging, stop_on_sigterm, topic_pattern)
+from cluster.errors import KafkaError
+from cluster.structs import TopicPartition
+from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, parse_bool, properties, setup_logging, stop_on_sigterm, topic_pattern
 
 #: Longest single poll while waiting without --timeout-ms (Ctrl-C is seen between polls).
 POLL_MS = 1000

@@ -38,11 +38,9 @@ after what was read before it is sent. On a terminal each line is prompted with 
 import re
 import sys
 
-from ..errors import KafkaError
-from ..producer import KafkaProducer
-from .support import (FAILED, ToolError, add_bootstrap_argument, client_properties, fail,
-                      has_property, parse_bool, producer_properties, properties,
-                      setup_logging, stop_on_sigterm)
+from cluster.errors import KafkaError
+from cluster.producer import KafkaProducer
+from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, has_property, parse_bool, producer_properties, properties, setup_logging, stop_on_sigterm
 
 #: (flag attribute, Kafka producer key, Kafka's default for this tool).
 _FLAG_KEYS = (

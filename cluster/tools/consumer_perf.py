@@ -39,10 +39,9 @@ from operator import itemgetter
 
 from consumer_proc.consumer import KafkaConsumer
 
-from ..errors import KafkaError
-from .progress import Progress
-from .support import (ToolError, add_bootstrap_argument, client_properties, fail,
-                      print_metrics, setup_logging, stop_on_sigterm, topic_pattern)
+from cluster.errors import KafkaError
+from cluster.tools.progress import Progress
+from cluster.tools.support import ToolError, add_bootstrap_argument, client_properties, fail, print_metrics, setup_logging, stop_on_sigterm, topic_pattern
 
 #: Kafka's poll timeout in this tool.
 POLL_MS = 100

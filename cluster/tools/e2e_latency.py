@@ -42,14 +42,13 @@ import numpy as np
 
 from consumer_proc.consumer import KafkaConsumer
 
-from ..admin import KafkaAdminClient, NewTopic
-from ..errors import KafkaError
-from ..producer import KafkaProducer
-from ..structs import TopicPartition
-from .progress import Progress
-from .support import (FAILED, ToolError, add_bootstrap_argument, client_properties, fail,
-                      producer_properties, setup_logging, stop_on_sigterm)
-from .throttle import Throttle
+from cluster.admin import KafkaAdminClient, NewTopic
+from cluster.errors import KafkaError
+from cluster.producer import KafkaProducer
+from cluster.structs import TopicPartition
+from cluster.tools.progress import Progress
+from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, producer_properties, setup_logging, stop_on_sigterm
+from cluster.tools.throttle import Throttle
 
 #: The value's header: run id, record number, send time (CLOCK_MONOTONIC ns).
 HEADER = struct.Struct("<qqq")

@@ -43,11 +43,10 @@ from array import array
 
 import numpy as np
 
-from ..errors import KafkaError, KafkaTimeoutError
-from ..producer import KafkaProducer
-from .support import (FAILED, ToolError, add_bootstrap_argument, client_properties, fail,
-                      print_metrics, producer_properties, setup_logging, stop_on_sigterm)
-from .throttle import Throttle
+from cluster.errors import KafkaError, KafkaTimeoutError
+from cluster.producer import KafkaProducer
+from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, print_metrics, producer_properties, setup_logging, stop_on_sigterm
+from cluster.tools.throttle import Throttle
 
 #: Records sent between two looks at completed batches (and at the 5-s report).
 CHUNK = 1024

@@ -32,8 +32,8 @@ from spark_bridge.bridge import Bridge, BridgeConfig
 from spark_bridge.sinks import parse_sink
 from spark_bridge.transform import load_transform
 
-from ..config import parse_overrides
-from .support import ToolError, add_bootstrap_argument, fail, setup_logging
+from cluster.config import parse_overrides
+from cluster.tools.support import ToolError, add_bootstrap_argument, fail, setup_logging
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)\Z")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}

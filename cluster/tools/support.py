@@ -19,7 +19,7 @@ import re
 import signal
 import sys
 
-from ..config import load_properties, parse_overrides
+from cluster.config import load_properties, parse_overrides
 
 #: Exit code of a tool that failed (Kafka's tools exit 1).
 FAILED = 1

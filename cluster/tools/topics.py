@@ -31,11 +31,10 @@ DescribeConfigs yet, are read from the cluster's metadata page.
 import re
 import sys
 
-from ..admin import KafkaAdminClient, NewPartitions, NewTopic
-from ..errors import KafkaError, TopicAlreadyExistsError
-from ..metadata_page import MetadataPage
-from .support import (ToolError, add_bootstrap_argument, client_properties, fail,
-                      setup_logging, topic_pattern)
+from cluster.admin import KafkaAdminClient, NewPartitions, NewTopic
+from cluster.errors import KafkaError, TopicAlreadyExistsError
+from cluster.metadata_page import MetadataPage
+from cluster.tools.support import ToolError, add_bootstrap_argument, client_properties, fail, setup_logging, topic_pattern
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 

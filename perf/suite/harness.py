@@ -37,7 +37,7 @@ import traceback
 import numpy as np
 import psutil
 
-from . import peers
+from perf.suite import peers
 
 CTX = multiprocessing.get_context("forkserver")
 #: Imported once by the fork server, so each client process starts with them loaded (the

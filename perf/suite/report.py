@@ -13,8 +13,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .peers import BASELINE
-from .results import BEHIND, figure
+from perf.suite.peers import BASELINE
+from perf.suite.results import BEHIND, figure
 
 _MB = 1e6
 _AXES = {5: "partitions", 6: "processes", 7: "value bytes", 4: "rate /s"}

@@ -25,8 +25,8 @@ import os
 
 import numpy as np
 
-from .peers import BASELINE
-from .workloads import WORKLOADS
+from perf.suite.peers import BASELINE
+from perf.suite.workloads import WORKLOADS
 
 #: A latency run whose sender achieved less than this share of its rate fell behind.
 BEHIND = 0.95

@@ -31,11 +31,11 @@ import sys
 import tempfile
 import time
 
-from . import machine, peers, plots, workloads
-from .harness import CaseFailed, run_case
-from .progress import SuiteProgress
-from .report import print_report
-from .results import Results
+from perf.suite import machine, peers, plots, workloads
+from perf.suite.harness import CaseFailed, run_case
+from perf.suite.progress import SuiteProgress
+from perf.suite.report import print_report
+from perf.suite.results import Results
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "results")

@@ -34,8 +34,8 @@ import statistics
 
 import numpy as np
 
-from . import latency
-from .harness import Task
+from perf.suite import latency
+from perf.suite.harness import Task
 
 WORKLOADS = {
     1: "1 producer + 1 consumer, 1 partition, 1 broker, acks=1",

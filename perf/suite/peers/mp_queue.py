@@ -15,7 +15,7 @@ A producer's time ends when its feeder thread has written everything to the pipe
 import multiprocessing
 import queue
 
-from .. import latency, payloads
+from perf.suite import latency, payloads
 
 NAME = "mp_queue"
 DESCRIPTION = "multiprocessing.Queue, not durable; put/get per record, bulk 100 KB lists"

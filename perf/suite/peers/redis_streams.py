@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 
-from .. import latency, payloads
+from perf.suite import latency, payloads
 
 NAME = "redis_streams"
 DESCRIPTION = ("redis-server, unix socket, AOF appendfsync everysec; pipelined XADD, "

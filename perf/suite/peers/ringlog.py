@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 
-from .. import latency, payloads
+from perf.suite import latency, payloads
 
 NAME = "ringlog"
 DESCRIPTION = ("shared-memory rings to broker processes, segment files on disk; acks=1; "

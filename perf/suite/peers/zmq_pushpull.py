@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 
-from .. import latency, payloads
+from perf.suite import latency, payloads
 
 NAME = "zmq_pushpull"
 DESCRIPTION = "pyzmq PUSH/PULL over ipc://, not durable; send/recv, bulk 100 KB frames"
