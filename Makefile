@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean redis-server
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,24 +12,23 @@ $(STAMP): setup.cfg pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m cluster.demo
+	$(PY) -m spark_bridge.demo
 
 # The suite must leave no ringlog* object in /dev/shm: compare before and after, so
 # objects of a cluster the user runs alongside are not blamed on the tests.
 SHM_LIST := ls /dev/shm | grep -E '^(sem\.)?ringlog' | sort
 
-test: $(STAMP)
+test: $(STAMP) redis-server
 	@$(SHM_LIST) > $(VENV)/shm.before || true
 	$(PY) -m pytest -q tests
 	@$(SHM_LIST) | comm -13 $(VENV)/shm.before - > $(VENV)/shm.leaked || true; \
 	if [ -s $(VENV)/shm.leaked ]; then \
 	  echo "shared-memory objects left behind by the tests:"; cat $(VENV)/shm.leaked; exit 1; fi
 
-# `make bench`: ringlog and its peers side by side (perf/suite; BENCH_ARGS=--quick for a
-# one-minute subset). redis-server is one of the peers: when it is missing and we may
-# (root, or sudo without a password) it is installed from Debian; otherwise the suite skips
-# Redis Streams and says how to install it.
-bench: $(STAMP)
+# redis-server is one of the bench's peers (and the perf suite's tests compare against it):
+# when it is missing and we may (root, or sudo without a password) it is installed from
+# Debian; otherwise the suite skips Redis Streams and says how to install it.
+redis-server:
 	@command -v redis-server >/dev/null 2>&1 || test -x /usr/bin/redis-server || { \
 	  if [ "$$(id -u)" = 0 ]; then APT="apt-get"; \
 	  elif sudo -n true 2>/dev/null; then APT="sudo apt-get"; fi; \
@@ -38,6 +37,10 @@ bench: $(STAMP)
 	      || echo "could not install redis-server: the suite skips Redis Streams"; \
 	  else echo "redis-server missing and no root or passwordless sudo: the suite skips" \
 	    "Redis Streams (install it with: sudo apt-get install -y redis-server)"; fi; }
+
+# `make bench`: ringlog and its peers side by side (perf/suite; BENCH_ARGS=--quick for a
+# one-minute subset).
+bench: $(STAMP) redis-server
 	$(PY) -m perf $(BENCH_ARGS)
 
 clean:

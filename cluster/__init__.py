@@ -7,24 +7,24 @@ changing the import::
 broker processes of one (``ringlog cluster start`` does the same from a shell).
 
 Names are imported on first use (PEP 562), so a broker process, which imports
-``cluster.protocol`` and friends, does not load the clients, and ``consumer_proc`` (which
-builds on ``cluster.client``) can import this package without a cycle.
+``cluster.protocol.frames`` and friends, does not load the clients, and ``consumer_proc`` (which
+builds on ``cluster.client.kafka_client``) can import this package without a cycle.
 """
 
 import importlib
 
 #: public name -> module that defines it
 _EXPORTS = {
-    "Cluster": "cluster.cluster",
+    "Cluster": "cluster.supervisor.cluster",
     "ConsumerRecord": "consumer_proc.consumer_record",
-    "KafkaAdminClient": "cluster.admin",
+    "KafkaAdminClient": "cluster.admin.kafka_admin_client",
     "KafkaConsumer": "consumer_proc.consumer",
-    "KafkaProducer": "cluster.producer",
-    "NewPartitions": "cluster.admin",
-    "NewTopic": "cluster.admin",
+    "KafkaProducer": "cluster.producer.kafka_producer",
+    "NewPartitions": "cluster.admin.kafka_admin_client",
+    "NewTopic": "cluster.admin.kafka_admin_client",
     "OffsetAndMetadata": "cluster.structs",
     "OffsetAndTimestamp": "cluster.structs",
-    "RecordMetadata": "cluster.producer_batch",
+    "RecordMetadata": "cluster.producer.batch",
     "TopicPartition": "cluster.structs",
     "errors": "cluster.errors",
 }

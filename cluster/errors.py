@@ -23,53 +23,20 @@ Construct errors with a message that names the bad value, expected versus found:
 ``for_code(errno)`` returns the class for a code read from a response; ``error_code(exc)``
 the code a broker puts in a response for a caught exception.
 
-One hierarchy for the storage layer too. ``segments`` imports nothing of ours, so its errors
-(``segments.errors``: CorruptRecordError 2, RecordTooLargeError 10, OffsetOutOfRangeError 1,
-InvalidRecordError 87, UnsupportedCompressionTypeError 76, KafkaStorageError 56) are defined
-there, and this module makes them *the* classes for their codes: it re-exports them, registers
-them for ``for_code`` and, at import, re-parents ``segments.errors.StorageError`` under
-``BrokerResponseError`` (and each retriable one under ``RetriableError``), which carries
-every other ``StorageError`` subclass along (e.g. ``segments.log_config.InvalidLogConfigError``,
-errno 40): ``error_code`` reports their own codes. A re-parent, not a subclass, because
-``except`` matches on the class's real MRO: a subclass defined here would not catch what
-``segments`` raises, and ``except KafkaError`` would miss storage errors. Hence
-``__slots__ = ()`` on the four bases below: it keeps their layout that of ``Exception``, which
-``__bases__`` assignment requires (instances still have a ``__dict__``, from ``Exception``).
+The roots (``KafkaError``, ``RetriableError``, ``InvalidMetadataError``,
+``BrokerResponseError``) and the storage layer's errors (CorruptRecordError 2,
+RecordTooLargeError 10, OffsetOutOfRangeError 1, InvalidRecordError 87,
+UnsupportedCompressionTypeError 76, KafkaStorageError 56, InvalidLogConfigError 40) live in ``segments.errors``, which imports
+nothing of ours; this module re-exports them, so one tree holds every error and
+``for_code`` returns the storage classes for their codes.
 
 Exceptions are plain values: any thread may create, raise and read them.
 """
 
-from segments import errors as _storage
-
-
-class KafkaError(Exception):
-    """Root of every ringlog error."""
-
-    __slots__ = ()
-    errno = None
-    message = None
-    description = None
-    retriable = False
-    invalid_metadata = False
-
-    def __str__(self):
-        if not self.args:
-            return type(self).__name__
-        return f"{type(self).__name__}: {super().__str__()}"
-
-
-class RetriableError(KafkaError):
-    """An error after which the same request may succeed (Kafka: RetriableException)."""
-
-    __slots__ = ()
-    retriable = True
-
-
-class InvalidMetadataError(RetriableError):
-    """A retriable error that needs a metadata refresh first (Kafka: InvalidMetadataException)."""
-
-    __slots__ = ()
-    invalid_metadata = True
+from segments.errors import (
+    BrokerResponseError, CorruptRecordError, InvalidMetadataError, InvalidRecordError, KafkaError,
+    KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError, RetriableError,
+    UnsupportedCompressionTypeError)
 
 
 # -- client-side errors (no error code on the wire), kafka-python's names -------------------
@@ -164,14 +131,6 @@ class TransactionAbortedError(KafkaError):
 
 
 # -- broker errors: one class per Kafka error code ------------------------------------------
-
-class BrokerResponseError(KafkaError):
-    """An error a broker reports with an error code; ``errno`` is that code."""
-
-    __slots__ = ()
-
-    def __str__(self):
-        return f"[Error {self.errno}] {super().__str__()}"
 
 
 class AuthorizationError(BrokerResponseError):
@@ -401,7 +360,7 @@ class UnsupportedVersionError(BrokerResponseError):
     errno = 35
     message = "UNSUPPORTED_VERSION"
     description = "The version of API is not supported."
-    #: ``cluster.protocol.decode_request`` sets the rejected frame's RequestHeader here.
+    #: ``cluster.protocol.frames.decode_request`` sets the rejected frame's RequestHeader here.
     header = None
 
 
@@ -449,7 +408,7 @@ class InvalidRequestError(BrokerResponseError):
         "or the message was sent to an incompatible broker. See the broker logs for more "
         "details."
     )
-    #: ``cluster.protocol.decode_request`` sets the rejected frame's RequestHeader here
+    #: ``cluster.protocol.frames.decode_request`` sets the rejected frame's RequestHeader here
     #: when the header parsed; None when the frame was garbage from its first bytes.
     header = None
 
@@ -1062,44 +1021,6 @@ class ShareSessionLimitReachedError(RetriableError, BrokerResponseError):
 class IncompatibleBrokerVersion(UnsupportedVersionError):
     """The broker does not support an API version this client needs (raised by the client)."""
 
-
-# -- the storage layer's errors are the classes for their codes -----------------------------
-
-OffsetOutOfRangeError = _storage.OffsetOutOfRangeError
-CorruptRecordError = _storage.CorruptRecordError
-RecordTooLargeError = _storage.RecordTooLargeError
-KafkaStorageError = _storage.KafkaStorageError
-UnsupportedCompressionTypeError = _storage.UnsupportedCompressionTypeError
-InvalidRecordError = _storage.InvalidRecordError
-
-_STORAGE_DESCRIPTIONS = {
-    OffsetOutOfRangeError:
-        "The requested offset is not within the range of offsets maintained by the server.",
-    CorruptRecordError:
-        "This message has failed its CRC checksum, exceeds the valid size, has a null key for "
-        "a compacted topic, or is otherwise corrupt.",
-    RecordTooLargeError:
-        "The request included a message larger than the max message size the server will "
-        "accept.",
-    KafkaStorageError: "Disk error when trying to access log file on the disk.",
-    UnsupportedCompressionTypeError:
-        "The requesting client does not support the compression type of given partition.",
-    InvalidRecordError:
-        "This record has failed the validation on broker and hence will be rejected.",
-}
-
-
-def _adopt_storage_errors():
-    """Re-parent the storage errors into this hierarchy (see the module doc for why)."""
-    _storage.StorageError.__bases__ = (BrokerResponseError,)
-    for cls, description in _STORAGE_DESCRIPTIONS.items():
-        kind = (InvalidMetadataError if cls.invalid_metadata
-                else RetriableError if cls.retriable else None)
-        cls.__bases__ = (_storage.StorageError,) + ((kind,) if kind else ())
-        cls.description = description
-
-
-_adopt_storage_errors()
 
 # -- other names for the same classes --------------------------------------------------------
 

@@ -53,9 +53,9 @@ import math
 import sys
 import time
 
-from cluster.client import KafkaClient, ring_capacity_for
+from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ConsumerConfig
-from cluster.config_broker import FRAME_HEADROOM_BYTES
+from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
 from cluster.errors import IllegalStateError, KafkaConfigurationError, KafkaTimeoutError
 from cluster.structs import OffsetAndTimestamp, TopicPartition
 from segments.log_config import LogConfig

@@ -54,11 +54,11 @@ import functools
 import logging
 import time
 
-from cluster import protocol
-from cluster.client import API_VERSIONS
+from cluster.protocol import frames as protocol
+from cluster.client.kafka_client import API_VERSIONS
 from cluster.errors import (
     KafkaError, OffsetOutOfRangeError, RecordTooLargeError, for_code)
-from cluster.protocol import ApiKey
+from cluster.protocol.frames import ApiKey
 from cluster.structs import TopicPartition
 from segments.errors import CorruptRecordError
 

@@ -24,10 +24,10 @@ import collections
 import logging
 import time
 
-from cluster import protocol
-from cluster.client import API_VERSIONS
+from cluster.protocol import frames as protocol
+from cluster.client.kafka_client import API_VERSIONS
 from cluster.errors import KafkaTimeoutError, for_code
-from cluster.protocol import ApiKey
+from cluster.protocol.frames import ApiKey
 from cluster.structs import TopicPartition
 
 from consumer_proc.fetcher import ISOLATION_LEVELS, build

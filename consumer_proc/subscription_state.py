@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 
 from cluster.errors import IllegalStateError, NoOffsetForPartitionError
-from cluster.metadata import validate_topic_name
+from cluster.metadata.model import validate_topic_name
 
 log = logging.getLogger(__name__)
 

@@ -38,10 +38,10 @@ import time
 
 import numpy as np
 
-from cluster import data_dir as dd
-from cluster import protocol
-from cluster.metadata_page import MetadataPage
-from cluster.protocol import ApiKey
+from cluster.metadata import data_dir as dd
+from cluster.protocol import frames as protocol
+from cluster.metadata.page import MetadataPage
+from cluster.protocol.frames import ApiKey
 from replica_proc.responses import build
 from segments.bulk import build_batches
 from segments.log import PartitionLog

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 
-from shm_ring.buffer_pool import BufferPool
+from cluster.producer.buffer_pool import BufferPool
 
 BATCH = 16384
 MEMORY = 32 * 1024 * 1024

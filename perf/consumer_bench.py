@@ -35,8 +35,8 @@ import time
 
 import numpy as np
 
-from cluster.cluster import Cluster
-from cluster.producer import KafkaProducer
+from cluster.supervisor.cluster import Cluster
+from cluster.producer.kafka_producer import KafkaProducer
 from cluster.structs import TopicPartition
 from consumer_proc.columns_parser import parse_batches
 from consumer_proc.consumer import KafkaConsumer

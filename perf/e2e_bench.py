@@ -94,7 +94,7 @@ def _consumer_main(data_dir, props, count, stamped, results):
 
 
 def _producer_main(data_dir, props, count, rate, go, results):
-    from cluster.producer import KafkaProducer
+    from cluster.producer.kafka_producer import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=data_dir, acks=1, linger_ms=0, **props)
     try:
         producer.partitions_for(TOPIC)
@@ -130,8 +130,8 @@ def _producer_main(data_dir, props, count, rate, go, results):
 def run_once(broker_props, producer_props, consumer_props, count, rate):
     """One cluster, one topic, producer and consumer processes at once; a dict of figures.
     ``rate`` None: throughput run; else records/s of the latency run."""
-    from cluster.admin import KafkaAdminClient, NewTopic
-    from cluster.cluster import Cluster
+    from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
+    from cluster.supervisor.cluster import Cluster
     data_dir = tempfile.mkdtemp(prefix="ringlog-e2e-bench-")
     processes = []
     try:

@@ -37,14 +37,14 @@ import time
 import numpy as np
 from kio.schema.errors import ErrorCode
 
-from cluster import data_dir as dd
-from cluster import protocol
-from cluster.client import API_VERSIONS
-from cluster.cluster import Cluster
-from cluster.metadata import BrokerInfo, MetadataImage, PartitionState, TopicInfo
-from cluster.metadata_page import MetadataPage
-from cluster.producer import KafkaProducer
-from cluster.protocol import ApiKey
+from cluster.metadata import data_dir as dd
+from cluster.protocol import frames as protocol
+from cluster.client.kafka_client import API_VERSIONS
+from cluster.supervisor.cluster import Cluster
+from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from cluster.metadata.page import MetadataPage
+from cluster.producer.kafka_producer import KafkaProducer
+from cluster.protocol.frames import ApiKey
 from segments.batch_header import BatchHeader
 from segments.bulk import build_batches
 from segments.records import RecordBatchBuilder

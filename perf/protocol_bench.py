@@ -1,5 +1,5 @@
 """Protocol codec on the two hot paths: a Produce v8 request with one 16 KB batch, a Fetch v11
-response with 1 MB of record bytes. ``cluster.protocol`` (hand codec for these two) against
+response with 1 MB of record bytes. ``cluster.protocol.frames`` (hand codec for these two) against
 kio used the straightforward way (entity writer into a BytesIO, entity reader), in one run.
 
     .venv/bin/python -m perf.protocol_bench [--repeat 7]
@@ -22,9 +22,9 @@ from kio.schema.request_header.v1.header import RequestHeader as KioRequestHeade
 from kio.schema.response_header.v0.header import ResponseHeader as KioResponseHeader
 from kio.serial import entity_reader, entity_writer
 
-from cluster import protocol
-from cluster.protocol import ApiKey
-from cluster.protocol_descriptor import INT32
+from cluster.protocol import frames as protocol
+from cluster.protocol.frames import ApiKey
+from cluster.protocol.frame_descriptor import INT32
 
 BATCH_BYTES = 16 * 1024
 FETCH_BYTES = 1024 * 1024

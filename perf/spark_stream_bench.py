@@ -48,9 +48,9 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 
-from cluster.admin import KafkaAdminClient, NewTopic
-from cluster.cluster import Cluster
-from cluster.producer import KafkaProducer
+from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
+from cluster.supervisor.cluster import Cluster
+from cluster.producer.kafka_producer import KafkaProducer
 from spark_bridge.sink_log import committed_batches
 
 TOPIC = "spark-stream-bench"
@@ -91,7 +91,7 @@ def produce(bootstrap, topic, rate, seconds, results):
 
 
 def start_bridge(bootstrap, topic, sink, checkpoint, trigger, log_path):
-    argv = [sys.executable, "-m", "cluster.cli", "spark-bridge", "--bootstrap-server",
+    argv = [sys.executable, "-m", "cluster.tools.cli", "spark-bridge", "--bootstrap-server",
             bootstrap, "--topic", topic, "--sink", f"parquet:{sink}", "--checkpoint",
             checkpoint, "--starting-offsets", "earliest"]  # the topic is empty until then
     if trigger != "none":

@@ -2,7 +2,7 @@
 
 Runs one broker of the cluster in data directory D until SIGTERM or SIGINT (graceful
 stop, exit status 0). ``--config`` is a server.properties file; ``--override`` pairs win
-over it, as with ``kafka-server-start.sh``. The supervisor (``cluster.supervisor``) starts
+over it, as with ``kafka-server-start.sh``. The supervisor (``cluster.supervisor.supervisor``) starts
 brokers this way, after it created the metadata page; a start that fails (the broker id
 already running, the page missing, a bad config) logs why and exits with status 1.
 """
@@ -14,8 +14,8 @@ import sys
 import time
 
 from cluster.config import BrokerConfig, parse_overrides
-from cluster.controller import Controller
-from cluster.metadata_page import MetadataPage
+from replica_proc.controller.controller import Controller
+from cluster.metadata.page import MetadataPage
 
 from replica_proc.broker import Broker
 

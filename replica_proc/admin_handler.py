@@ -18,9 +18,9 @@ Owner: the broker's loop thread.
 
 import logging
 
-from cluster import protocol
+from cluster.protocol import frames as protocol
 from cluster.errors import NotControllerError
-from cluster.protocol import ApiKey
+from cluster.protocol.frames import ApiKey
 
 from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
 

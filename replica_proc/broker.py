@@ -6,7 +6,7 @@ source and controller). Start-up, in order:
 
 1. the cluster id from ``D/meta.properties`` (written by the first start);
 2. ``D/broker-<id>/broker.lock`` taken (another process running this broker id refuses
-   the start), meta.properties checked, broker.json ``starting`` (``cluster.broker_lock``);
+   the start), meta.properties checked, broker.json ``starting`` (``cluster.metadata.broker_lock``);
 3. the metadata source (``open_metadata(cluster_id)``: the metadata page), the
    ReplicaManager, this broker's Controller (``make_controller(cluster_id, source)``) and
    its first poll — a broker that wins the election replays the metadata log and publishes
@@ -45,8 +45,8 @@ import time
 
 import posix_ipc
 
-from cluster import data_dir as dd
-from cluster.broker_lock import register_broker
+from cluster.metadata import data_dir as dd
+from cluster.metadata.broker_lock import register_broker
 from shm_ring import Listener
 
 from replica_proc.broker_metadata import BrokerMetadata

@@ -1,6 +1,6 @@
 """This broker's view of the published metadata: the newest image, and when it moved.
 
-The source is the cluster's metadata page (``cluster.metadata_page.MetadataPage``) or
+The source is the cluster's metadata page (``cluster.metadata.page.MetadataPage``) or
 anything with its two readers: ``version`` (cheap: one load, compared every loop
 iteration) and ``read()`` (the image, parsed only when the version moved). Tests hand in
 a fake.
@@ -8,7 +8,7 @@ a fake.
 Owner: the broker's loop thread.
 """
 
-from cluster.metadata import MetadataImage
+from cluster.metadata.model import MetadataImage
 
 
 class BrokerMetadata:

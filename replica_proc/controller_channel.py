@@ -17,9 +17,9 @@ them in ``close`` or when the controller broker goes away).
 import datetime
 import logging
 
-from cluster import protocol
+from cluster.protocol import frames as protocol
 from cluster.errors import KafkaProtocolError, TopicAlreadyExistsError
-from cluster.protocol import ApiKey
+from cluster.protocol.frames import ApiKey
 from shm_ring import PeerClosedError, PeerDiedError, connect
 
 log = logging.getLogger(__name__)

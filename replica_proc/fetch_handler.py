@@ -34,7 +34,7 @@ from cluster.errors import OffsetOutOfRangeError, RecordTooLargeError
 
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import DelayedFetch
-from replica_proc.fetch_response import FetchResponseFrame, PartitionData, frame_overhead, partition_overhead, topic_overhead
+from cluster.protocol.fetch_response import FetchResponseFrame, PartitionData, frame_overhead, partition_overhead, topic_overhead
 from replica_proc.responses import code_of
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ no leader-epoch cache to look an older offset's epoch up in.
 Owner: the broker's loop thread.
 """
 
-from cluster import protocol
-from cluster.protocol import ApiKey
+from cluster.protocol import frames as protocol
+from cluster.protocol.frames import ApiKey
 from segments.log import LATEST_TIMESTAMP
 
 from replica_proc.responses import NO_THROTTLE, build, code_of, error, module

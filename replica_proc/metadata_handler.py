@@ -18,11 +18,11 @@ Owner: the broker's loop thread.
 
 import logging
 
-from cluster import protocol
+from cluster.protocol import frames as protocol
 from cluster.errors import (InvalidTopicError, LeaderNotAvailableError,
                             UnknownTopicOrPartitionError)
-from cluster.metadata import validate_topic_name
-from cluster.protocol import ApiKey
+from cluster.metadata.model import validate_topic_name
+from cluster.protocol.frames import ApiKey
 from shm_ring.naming import listener_name
 
 from replica_proc.responses import NO_THROTTLE, build, error, module

@@ -27,7 +27,7 @@ from cluster.errors import InvalidRecordError, InvalidRequiredAcksError
 from segments.batch_header import BatchHeader
 
 from replica_proc.channel import CloseConnection
-from replica_proc.produce_response import PartitionResult, produce_response_frame
+from cluster.protocol.produce_response import PartitionResult, produce_response_frame
 from replica_proc.responses import code_of
 
 ACKS = (0, 1, -1)

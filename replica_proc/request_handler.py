@@ -1,6 +1,6 @@
 """Decode each request frame and hand it to the handler of its API.
 
-``handle(channel, frame)`` decodes the frame with ``cluster.protocol`` and dispatches on the
+``handle(channel, frame)`` decodes the frame with ``cluster.protocol.frames`` and dispatches on the
 API key:
 
 ========================  ================================  =======================
@@ -35,9 +35,9 @@ Owner: the broker's loop thread, the only caller.
 
 import logging
 
-from cluster import protocol
+from cluster.protocol import frames as protocol
 from cluster.errors import InvalidRequestError, UnsupportedVersionError
-from cluster.protocol import ApiKey
+from cluster.protocol.frames import ApiKey
 
 from replica_proc.admin_handler import AdminHandler
 from replica_proc.channel import CloseConnection

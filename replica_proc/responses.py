@@ -17,7 +17,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from cluster import protocol
+from cluster.protocol import frames as protocol
 from cluster.errors import UnknownError, error_code
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """``ringlog dump-log``: print segment files the way Kafka's kafka-dump-log does.
 
-The CLI (``cluster.cli``) builds an ``argparse`` sub-parser, calls ``add_arguments`` on
+The CLI (``cluster.tools.cli``) builds an ``argparse`` sub-parser, calls ``add_arguments`` on
 it and ``run(args)`` with the parsed namespace. For each file:
 
 - ``.log``: ``Dumping <file>``, ``Starting offset: <base offset>``, then one line per

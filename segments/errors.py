@@ -1,26 +1,66 @@
-"""Errors raised by the storage layer.
+"""The roots of ringlog's error tree, and the storage layer's errors.
 
-Each carries Kafka's error code (``errno``) and whether a retry can succeed
-(``retriable``), like every error of ringlog; ``cluster.errors`` re-exports these classes
-so a caller has one hierarchy to catch. This module imports nothing of ours.
+Every ringlog error carries, as class attributes, Kafka's error code (``errno``, ``None`` for
+client-side errors), Kafka's name for it (``message``), a one-line ``description``, and
+whether a retry can succeed (``retriable``) or needs a metadata refresh first
+(``invalid_metadata``). ``segments`` is the lowest room that speaks Kafka's error codes and
+imports nothing of ours, so the roots live here: the storage errors are Kafka errors by
+their own bases, ``except KafkaError`` catches what the log raises, and ``cluster.errors``
+(the public module, one class per Kafka error code) re-exports these classes and builds
+the rest of the tree on the same roots.
+
+Exceptions are plain values: any thread may create, raise and read them.
 """
 
 
-class StorageError(Exception):
-    """Base class of the storage layer's errors."""
+class KafkaError(Exception):
+    """Root of every ringlog error."""
 
-    errno = -1  # UNKNOWN_SERVER_ERROR
-    message = "UNKNOWN_SERVER_ERROR"
+    errno = None
+    message = None
+    description = None
     retriable = False
     invalid_metadata = False
 
+    def __str__(self):
+        if not self.args:
+            return type(self).__name__
+        return f"{type(self).__name__}: {super().__str__()}"
 
-class CorruptRecordError(StorageError):
+
+class RetriableError(KafkaError):
+    """An error after which the same request may succeed (Kafka: RetriableException)."""
+
+    retriable = True
+
+
+class InvalidMetadataError(RetriableError):
+    """A retriable error that needs a metadata refresh first (Kafka: InvalidMetadataException)."""
+
+    invalid_metadata = True
+
+
+class BrokerResponseError(KafkaError):
+    """An error a broker reports with an error code; ``errno`` is that code."""
+
+    def __str__(self):
+        return f"[Error {self.errno}] {super().__str__()}"
+
+
+class StorageError(BrokerResponseError):
+    """Base class of the storage layer's errors (UNKNOWN_SERVER_ERROR unless a subclass says)."""
+
+    errno = -1
+    message = "UNKNOWN_SERVER_ERROR"
+
+
+class CorruptRecordError(StorageError, RetriableError):
     """A batch whose header or CRC does not check out (Kafka: CORRUPT_MESSAGE)."""
 
     errno = 2
     message = "CORRUPT_MESSAGE"
-    retriable = True
+    description = ("This message has failed its CRC checksum, exceeds the valid size, has a "
+                   "null key for a compacted topic, or is otherwise corrupt.")
 
 
 class InvalidRecordError(StorageError):
@@ -28,6 +68,7 @@ class InvalidRecordError(StorageError):
 
     errno = 87
     message = "INVALID_RECORD"
+    description = "This record has failed the validation on broker and hence will be rejected."
 
 
 class RecordTooLargeError(StorageError):
@@ -35,6 +76,8 @@ class RecordTooLargeError(StorageError):
 
     errno = 10
     message = "MESSAGE_TOO_LARGE"
+    description = ("The request included a message larger than the max message size the "
+                   "server will accept.")
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -42,6 +85,8 @@ class OffsetOutOfRangeError(StorageError):
 
     errno = 1
     message = "OFFSET_OUT_OF_RANGE"
+    description = ("The requested offset is not within the range of offsets maintained by "
+                   "the server.")
 
 
 class UnsupportedCompressionTypeError(StorageError):
@@ -49,15 +94,19 @@ class UnsupportedCompressionTypeError(StorageError):
 
     errno = 76
     message = "UNSUPPORTED_COMPRESSION_TYPE"
+    description = ("The requesting client does not support the compression type of given "
+                   "partition.")
 
 
-class KafkaStorageError(StorageError):
-    """The log directory could not be read or written (Kafka: KAFKA_STORAGE_ERROR)."""
+class KafkaStorageError(StorageError, InvalidMetadataError):
+    """The log directory could not be read or written (Kafka: KAFKA_STORAGE_ERROR).
+
+    As in Kafka, the client refreshes metadata and retries.
+    """
 
     errno = 56
     message = "KAFKA_STORAGE_ERROR"
-    retriable = True
-    invalid_metadata = True  # as in Kafka: the client refreshes metadata and retries
+    description = "Disk error when trying to access log file on the disk."
 
 
 class InvalidLogConfigError(StorageError, ValueError):

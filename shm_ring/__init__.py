@@ -3,13 +3,10 @@
 Layers, bottom up: ring_descriptor (binary layout and ordering rules), ring (the
 single-producer/single-consumer ring), wakeup (spin, then park on a semaphore), shared_ring (a
 named ring), doorbell + connection (client/broker connections), naming (names, lifecycle,
-cleanup of stale objects), liveness (is the peer process still there), errors,
-buffer_pool (the producer's BufferPool).
-It knows nothing of Kafka.
+cleanup of stale objects), liveness (is the peer process still there), errors.
+It knows nothing of Kafka (the producer's BufferPool lives with the producer:
+``cluster.producer.buffer_pool``).
 """
-from shm_ring.buffer_pool import (
-    BufferExhaustedError, BufferPool, BufferPoolClosedError, BufferPoolError,
-)
 from shm_ring.connection import ClientConnection, Connection, Listener, connect
 from shm_ring.errors import PeerClosedError, PeerDiedError
 from shm_ring.naming import cleanup_stale, list_objects
@@ -19,7 +16,6 @@ from shm_ring.shared_ring import SharedRing
 from shm_ring.wakeup import RingReader, RingWriter, WaitPolicy
 
 __all__ = [
-    "BufferExhaustedError", "BufferPool", "BufferPoolClosedError", "BufferPoolError",
     "ClientConnection", "Connection", "DATA_TYPE", "Listener", "PeerClosedError",
     "PeerDiedError", "Ring", "RingReader", "RingWriter", "SharedRing", "WaitPolicy",
     "cleanup_stale", "connect", "format_ring", "list_objects", "max_frame_length",

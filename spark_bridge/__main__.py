@@ -2,6 +2,6 @@
 
 import sys
 
-from cluster.cli import main
+from cluster.tools.cli import main
 
 sys.exit(main(["spark-bridge", *sys.argv[1:]]))

@@ -15,10 +15,10 @@ import sys
 import time
 import uuid
 
-from cluster import data_dir as dd
-from cluster import protocol
-from cluster.metadata import BrokerInfo, MetadataImage, PartitionState, TopicInfo
-from cluster.protocol import ApiKey
+from cluster.metadata import data_dir as dd
+from cluster.protocol import frames as protocol
+from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from cluster.protocol.frames import ApiKey
 from replica_proc.responses import build
 from segments.records import RecordBatchBuilder
 from shm_ring import connect

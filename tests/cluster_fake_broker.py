@@ -16,11 +16,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cluster import data_dir as dd  # noqa: E402
-from cluster.broker_lock import register_broker  # noqa: E402
+from cluster.metadata import data_dir as dd  # noqa: E402
+from cluster.metadata.broker_lock import register_broker  # noqa: E402
 from cluster.config import BrokerConfig, parse_overrides  # noqa: E402
-from cluster.controller import Controller  # noqa: E402
-from cluster.metadata_page import MetadataPage  # noqa: E402
+from replica_proc.controller.controller import Controller  # noqa: E402
+from cluster.metadata.page import MetadataPage  # noqa: E402
 
 
 def main():

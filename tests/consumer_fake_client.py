@@ -10,10 +10,10 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
-from cluster import protocol
-from cluster.client_metadata import ClusterMetadata, PartitionMetadata, TopicMetadata
-from cluster.future import Future
-from cluster.protocol import ApiKey
+from cluster.protocol import frames as protocol
+from cluster.client.metadata import ClusterMetadata, PartitionMetadata, TopicMetadata
+from cluster.client.future import Future
+from cluster.protocol.frames import ApiKey
 from cluster.structs import TopicPartition
 from segments.batch_header import BatchHeader
 from segments.records import RecordBatchBuilder

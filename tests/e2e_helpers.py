@@ -27,7 +27,7 @@ import pytest
 
 from cluster import (
     Cluster, KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition)
-from cluster.partitioner import partition_for_key
+from cluster.producer.partitioner import partition_for_key
 from conftest import CTX
 from shm_ring.naming import list_objects
 

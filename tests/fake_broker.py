@@ -3,7 +3,7 @@
 ``FakeCluster(tmp_path, brokers=2)`` writes ``D/meta.properties``, creates the metadata page
 and publishes an image, as the supervisor and controller would; each ``FakeBroker`` is a
 shm_ring Listener served by a thread, answering ApiVersions, Metadata, Produce,
-CreateTopics, DeleteTopics and CreatePartitions with cluster.protocol. Produced batches
+CreateTopics, DeleteTopics and CreatePartitions with cluster.protocol.frames. Produced batches
 are validated (CRC) and kept per partition with their offsets, so tests can read back what
 arrived. Faults are injected by the test: ``fail_next(topic, partition, code, times)``
 makes Produce answer an error code, ``stop_broker(id)`` closes a listener (clients see the
@@ -22,11 +22,11 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster import data_dir as dd
-from cluster import protocol
-from cluster.metadata import BrokerInfo, MetadataImage, PartitionState, TopicInfo
-from cluster.metadata_page import MetadataPage
-from cluster.protocol import ApiKey
+from cluster.metadata import data_dir as dd
+from cluster.protocol import frames as protocol
+from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from cluster.metadata.page import MetadataPage
+from cluster.protocol.frames import ApiKey
 from segments.batch_header import BatchHeader
 from segments.records import RecordBatch
 from shm_ring import Listener

@@ -4,7 +4,7 @@ errors naming the topic, and the controller found again after NOT_CONTROLLER."""
 import pytest
 from fake_broker import fake_cluster  # noqa: F401 - the fixture
 
-from cluster.admin import KafkaAdminClient, NewPartitions, NewTopic
+from cluster.admin.kafka_admin_client import KafkaAdminClient, NewPartitions, NewTopic
 from cluster.errors import (
     IllegalArgumentError, InvalidPartitionsError, InvalidReplicationFactorError,
     InvalidTopicError, KafkaTimeoutError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)

@@ -6,8 +6,8 @@ import os
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster import data_dir as dd
-from cluster.metadata_page import MetadataPage
+from cluster.metadata import data_dir as dd
+from cluster.metadata.page import MetadataPage
 from segments.log import CLEAN_SHUTDOWN_MARKER
 from segments.records import iter_records
 from shm_ring import PeerClosedError, PeerDiedError, cleanup_stale, list_objects

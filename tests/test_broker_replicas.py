@@ -9,7 +9,7 @@ from cluster.config import BrokerConfig
 from cluster.errors import (FencedLeaderEpochError, NotEnoughReplicasError,
                             NotLeaderForPartitionError, UnknownLeaderEpochError,
                             UnknownTopicOrPartitionError)
-from cluster.metadata import PartitionState
+from cluster.metadata.model import PartitionState
 from replica_proc.delayed_fetch import DelayedFetch, FetchPurgatory
 from replica_proc.log_manager import (CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS,
                                       LogManager)

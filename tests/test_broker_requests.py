@@ -13,10 +13,11 @@ import signal
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster import data_dir as dd
-from cluster import protocol, protocol_descriptor
-from cluster.metadata_page import MetadataPage
-from cluster.protocol import ApiKey
+from cluster.metadata import data_dir as dd
+from cluster.protocol import frames as protocol
+from cluster.protocol import frame_descriptor as protocol_descriptor
+from cluster.metadata.page import MetadataPage
+from cluster.protocol.frames import ApiKey
 from segments.records import iter_records
 from shm_ring import PeerClosedError, cleanup_stale, list_objects
 

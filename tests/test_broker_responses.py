@@ -1,4 +1,4 @@
-"""The hand-packed answers of the hot paths write the bytes cluster.protocol writes for the
+"""The hand-packed answers of the hot paths write the bytes cluster.protocol.frames writes for the
 same response: FetchResponseFrame (from log slices) at every Fetch version, the Produce
 response at every Produce version."""
 
@@ -6,10 +6,10 @@ import datetime
 
 import pytest
 
-from cluster import protocol
-from cluster.protocol import ApiKey
-from replica_proc.fetch_response import FetchResponseFrame, PartitionData
-from replica_proc.produce_response import PartitionResult, produce_response_frame
+from cluster.protocol import frames as protocol
+from cluster.protocol.frames import ApiKey
+from cluster.protocol.fetch_response import FetchResponseFrame, PartitionData
+from cluster.protocol.produce_response import PartitionResult, produce_response_frame
 from replica_proc.responses import build, error
 from segments.log import PartitionLog
 

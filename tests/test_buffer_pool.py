@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from shm_ring.buffer_pool import (
+from cluster.producer.buffer_pool import (
     BufferExhaustedError,
     BufferPool,
     BufferPoolClosedError,

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from cluster.cli import main
+from cluster.tools.cli import main
 from segments.log import PartitionLog
 from segments.records import RecordBatchBuilder
 
@@ -32,7 +32,7 @@ def test_dump_log_prints_batches_and_records(tmp_path, capsys):
 
 
 def test_console_script_help_lists_the_tools():
-    out = subprocess.run([sys.executable, "-m", "cluster.cli", "--help"],
+    out = subprocess.run([sys.executable, "-m", "cluster.tools.cli", "--help"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     assert "dump-log" in out
 

@@ -1,4 +1,4 @@
-"""cluster.client: bootstrap, connections, correlation ids, in-order responses, timeouts,
+"""cluster.client.kafka_client: bootstrap, connections, correlation ids, in-order responses, timeouts,
 broker failures and reconnection, the metadata cache — against fake brokers (threads)."""
 
 import datetime
@@ -7,15 +7,15 @@ import threading
 import pytest
 from fake_broker import FakeCluster, fake_cluster  # noqa: F401 - the fixture
 
-from cluster import protocol
-from cluster.client import (
+from cluster.protocol import frames as protocol
+from cluster.client.kafka_client import (
     API_VERSIONS, KafkaClient, Wakeup, locate_cluster, ring_capacity_for)
-from cluster.client_metadata import ClusterMetadata
+from cluster.client.metadata import ClusterMetadata
 from cluster.config import AdminClientConfig, ProducerConfig
 from cluster.errors import (
     CorrelationIdError, KafkaConnectionError, KafkaTimeoutError, MessageSizeTooLargeError,
     NoBrokersAvailable, RequestTimedOutError)
-from cluster.protocol import ApiKey
+from cluster.protocol.frames import ApiKey
 from shm_ring import ring_descriptor as rd
 from shm_ring.connection import DEFAULT_CAPACITY
 

@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from cluster import data_dir as dd
-from cluster.broker_lock import broker_is_alive, register_broker
+from cluster.metadata import data_dir as dd
+from cluster.metadata.broker_lock import broker_is_alive, register_broker
 from cluster.errors import InconsistentClusterIdError
 
 CTX = multiprocessing.get_context("fork")

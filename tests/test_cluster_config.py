@@ -15,7 +15,9 @@ from cluster.config import (
     BROKER_KEYS, TOPIC_SYNONYMS, AdminClientConfig, BrokerConfig, ConsumerConfig,
     ProducerConfig, load_properties, parse_overrides, parse_properties)
 from cluster.errors import InvalidConfigurationError, KafkaConfigurationError, error_code
-from cluster.partitioner import CallablePartitioner, DefaultPartitioner, RoundRobinPartitioner
+from cluster.config.client import PARTITIONER_NAMES
+from cluster.producer.partitioner import (
+    PARTITIONERS, CallablePartitioner, DefaultPartitioner, RoundRobinPartitioner, resolve_partitioner)
 from segments.log_config import KNOWN_KEYS, LogConfig
 from shm_ring.wakeup import WaitPolicy
 
@@ -229,7 +231,7 @@ def test_load_reads_file_with_kafka_types(tmp_path, caplog):
 
 
 def test_unknown_and_derived_keys_are_logged_and_ignored(caplog):
-    with caplog.at_level(logging.WARNING, logger="cluster.config_broker"):
+    with caplog.at_level(logging.WARNING, logger="cluster.config.broker"):
         config = BrokerConfig({"listeners": "PLAINTEXT://:9092", "zookeeper.connect": "zk:2181",
                                "log.dirs": "/tmp/kafka-logs", "num.partitions": "2"})
     text = caplog.text
@@ -525,8 +527,7 @@ def test_producer_defaults_normalized():
     assert config["enable_idempotence"] is True
     assert config["compression_type"] is None
     assert config["bootstrap_servers"] == ("localhost",)
-    assert isinstance(config["partitioner"], DefaultPartitioner)
-    assert config["partitioner"] is not ProducerConfig()["partitioner"]  # one per producer
+    assert config["partitioner"] is None  # the producer builds its DefaultPartitioner
     assert config["client_id"] is None
     assert config["delivery_timeout_ms"] == 120000
 
@@ -681,11 +682,18 @@ def test_compression_type_normalized(raw, codec):
     assert ProducerConfig(compression_type=raw)["compression_type"] == codec
 
 
+def test_partitioner_names_are_the_built_ins():
+    assert set(PARTITIONER_NAMES) == set(PARTITIONERS)
+
+
 def test_partitioner_resolved():
-    assert isinstance(ProducerConfig(partitioner="round_robin")["partitioner"],
+    assert isinstance(resolve_partitioner(ProducerConfig(partitioner="round_robin")["partitioner"]),
                       RoundRobinPartitioner)
     chooser = ProducerConfig(partitioner=lambda key, all_, available: all_[0])["partitioner"]
-    assert isinstance(chooser, CallablePartitioner)
+    assert isinstance(resolve_partitioner(chooser), CallablePartitioner)
+    default = ProducerConfig()["partitioner"]
+    assert isinstance(resolve_partitioner(default), DefaultPartitioner)
+    assert resolve_partitioner(default) is not resolve_partitioner(default)  # one per producer
 
 
 class CustomAssignor:

@@ -13,16 +13,16 @@ import time
 
 import pytest
 
-from cluster import data_dir as dd
-from cluster.broker_lock import register_broker
+from cluster.metadata import data_dir as dd
+from cluster.metadata.broker_lock import register_broker
 from cluster.config import BrokerConfig
-from cluster.controller import Controller
+from replica_proc.controller.controller import Controller
 from cluster.errors import NotControllerError
-from cluster import metadata_records as mr
-from cluster.metadata import MetadataImage, PartitionState
-from cluster.metadata_page import MetadataPage
-from cluster.metadata_records import MetadataLog
-from cluster.placement import assign_replicas, elect
+from replica_proc.controller import metadata_log as mr
+from cluster.metadata.model import MetadataImage, PartitionState
+from cluster.metadata.page import MetadataPage
+from replica_proc.controller.metadata_log import MetadataLog
+from replica_proc.controller.placement import assign_replicas, elect
 from shm_ring.naming import cleanup_stale, list_objects
 
 CTX = multiprocessing.get_context("fork")

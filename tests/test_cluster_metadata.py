@@ -3,7 +3,7 @@
 import pytest
 
 from cluster.errors import InvalidTopicError
-from cluster.metadata import (BrokerInfo, MetadataImage, PartitionState, TopicInfo,
+from cluster.metadata.model import (BrokerInfo, MetadataImage, PartitionState, TopicInfo,
                               validate_topic_name)
 
 

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from cluster import metadata_page_descriptor as md
-from cluster.metadata import BrokerInfo, MetadataImage, PartitionState, TopicInfo
-from cluster.metadata_page import MetadataPage, metadata_page_name
+from cluster.metadata import page_descriptor as md
+from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from cluster.metadata.page import MetadataPage, metadata_page_name
 from shm_ring.naming import SharedRegion, cleanup_stale, list_objects
 
 CTX = multiprocessing.get_context("fork")

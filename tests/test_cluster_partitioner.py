@@ -1,4 +1,4 @@
-"""cluster.partitioner: Kafka's murmur2 bit for bit, and the null-key strategies."""
+"""cluster.producer.partitioner: Kafka's murmur2 bit for bit, and the null-key strategies."""
 
 import random
 
@@ -7,7 +7,7 @@ import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from cluster.errors import KafkaConfigurationError
-from cluster.partitioner import (
+from cluster.producer.partitioner import (
     CallablePartitioner, DefaultPartitioner, RandomPartitioner, RoundRobinPartitioner,
     murmur2, murmur2_many, partition_for_key, partitions_for_keys, resolve_partitioner,
     to_positive)

@@ -1,4 +1,4 @@
-"""cluster.protocol: Kafka frames for every supported API and version, garbage, hot paths."""
+"""cluster.protocol.frames: Kafka frames for every supported API and version, garbage, hot paths."""
 
 import dataclasses
 import datetime
@@ -15,11 +15,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader
 from kio.serial import entity_writer
 
-from cluster import protocol
-from cluster import protocol_descriptor as d
+from cluster.protocol import frames as protocol
+from cluster.protocol import frame_descriptor as d
 from cluster.errors import (IllegalArgumentError, InvalidRequestError, KafkaProtocolError,
                             UnsupportedVersionError)
-from cluster.protocol import ApiKey
+from cluster.protocol.frames import ApiKey
 from segments import batch_descriptor as bd
 from segments.batch_header import BatchHeader
 

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from cluster import data_dir as dd
-from cluster.cluster import Cluster
+from cluster.metadata import data_dir as dd
+from cluster.supervisor.cluster import Cluster
 from cluster.errors import InvalidConfigurationError
-from cluster.supervisor import BROKER_COMMAND, ClusterStartError, read_record, stop_cluster
+from cluster.supervisor.supervisor import BROKER_COMMAND, ClusterStartError, read_record, stop_cluster
 from shm_ring.liveness import process_start_time
 from shm_ring.naming import cleanup_stale, list_objects
 

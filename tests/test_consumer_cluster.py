@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from cluster.cluster import Cluster
+from cluster.supervisor.cluster import Cluster
 from cluster.errors import (
     IllegalStateError, KafkaConfigurationError, NoBrokersAvailable, NoOffsetForPartitionError,
     OffsetOutOfRangeError)
-from cluster.producer import KafkaProducer
+from cluster.producer.kafka_producer import KafkaProducer
 from cluster.structs import OffsetAndTimestamp, TopicPartition
 from conftest import CTX
 from consumer_proc.consumer import KafkaConsumer

@@ -11,7 +11,7 @@ BOUND = 300
 
 
 def test_the_demo_passes_on_a_small_run(tmp_path):
-    command = [sys.executable, "-m", "cluster.demo", "--data-dir", str(tmp_path / "demo-data"),
+    command = [sys.executable, "-m", "spark_bridge.demo", "--data-dir", str(tmp_path / "demo-data"),
                "--records", "2000"]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -18,7 +18,9 @@ import pytest
 from broker_helpers import api_versions_request, batch, produce_request
 from cluster import (
     KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition, errors)
-from cluster import protocol, protocol_descriptor  # the rogue process writes raw frames
+# the rogue process writes raw frames
+from cluster.protocol import frame_descriptor as protocol_descriptor
+from cluster.protocol import frames as protocol
 from conftest import CTX
 from e2e_helpers import BOUND, e2e  # noqa: F401 (e2e: the fixture)
 from shm_ring import connect

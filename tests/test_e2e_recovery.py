@@ -16,7 +16,7 @@ import time
 import pytest
 
 from cluster import KafkaConsumer, KafkaProducer, TopicPartition, errors
-from cluster.partitioner import partition_for_key
+from cluster.producer.partitioner import partition_for_key
 from e2e_helpers import (  # noqa: F401 (e2e: the fixture)
     BOUND, FAST, KEYS_PER_PRODUCER, check_exactly_once_in_order, consume_partitions,
     create_topic, e2e, expected_layout, record_key, record_value, running, stamp_of)

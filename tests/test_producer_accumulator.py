@@ -1,12 +1,12 @@
-"""cluster.accumulator: batches fill, linger, drain per broker, retry backoff, expiry, memory."""
+"""cluster.producer.accumulator: batches fill, linger, drain per broker, retry backoff, expiry, memory."""
 
 import threading
 import time
 
 import pytest
 
-from cluster.accumulator import RecordAccumulator
-from cluster.client_metadata import PartitionMetadata, TopicMetadata
+from cluster.producer.accumulator import RecordAccumulator
+from cluster.client.metadata import PartitionMetadata, TopicMetadata
 from cluster.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
 from segments.records import RecordBatch
 

@@ -9,13 +9,13 @@ import os
 import numpy as np
 import pytest
 
-from cluster.admin import KafkaAdminClient, NewPartitions, NewTopic
-from cluster.cluster import Cluster
+from cluster.admin.kafka_admin_client import KafkaAdminClient, NewPartitions, NewTopic
+from cluster.supervisor.cluster import Cluster
 from cluster.errors import (
     InvalidReplicationFactorError, InvalidTopicError, KafkaConnectionError, KafkaTimeoutError,
     TopicAlreadyExistsError)
-from cluster.partitioner import partition_for_key
-from cluster.producer import KafkaProducer
+from cluster.producer.partitioner import partition_for_key
+from cluster.producer.kafka_producer import KafkaProducer
 from segments.log import PartitionLog
 from segments.records import iter_records
 from shm_ring.naming import list_objects

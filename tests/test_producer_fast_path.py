@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from cluster.accumulator import RecordAccumulator
-from cluster.client_metadata import PartitionMetadata, TopicMetadata
+from cluster.producer.accumulator import RecordAccumulator
+from cluster.client.metadata import PartitionMetadata, TopicMetadata
 from cluster.errors import IllegalStateError
-from cluster.partitioner import DefaultPartitioner
-from cluster.producer import KafkaProducer
+from cluster.producer.partitioner import DefaultPartitioner
+from cluster.producer.kafka_producer import KafkaProducer
 from segments.batch_header import BatchHeader
 from segments.records import RecordBatch, RecordBatchBuilder
 

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from fake_broker import fake_cluster  # noqa: F401 - the fixture
 
-from cluster import data_dir as dd
+from cluster.metadata import data_dir as dd
 from cluster.errors import (
     IllegalStateError, InvalidTopicError, KafkaConnectionError, KafkaTimeoutError,
     MessageSizeTooLargeError, NoBrokersAvailable, NotLeaderForPartitionError,
     RecordTooLargeError)
-from cluster.future import Future
-from cluster.partitioner import partition_for_key
-from cluster.producer import KafkaProducer
-from cluster.producer_batch import RecordMetadata
+from cluster.client.future import Future
+from cluster.producer.partitioner import partition_for_key
+from cluster.producer.kafka_producer import KafkaProducer
+from cluster.producer.batch import RecordMetadata
 from segments.batch_header import BatchHeader
 
 BOUND = 10.0
@@ -400,7 +400,7 @@ def test_close_with_zero_timeout_fails_what_is_left(fake_cluster, producer_of):
 def test_interpreter_exit_sends_what_is_queued_and_unlinks(fake_cluster):
     cluster = fake_cluster(brokers=1)
     cluster.create_topic("exit")
-    script = (f"from cluster.producer import KafkaProducer\n"
+    script = (f"from cluster.producer.kafka_producer import KafkaProducer\n"
               f"p = KafkaProducer(bootstrap_servers={cluster.data_dir!r}, linger_ms=60000,\n"
               f"                  enable_idempotence=False, acks=1)\n"
               f"p.send('exit', b'bye')\n")  # no close(): the interpreter exits

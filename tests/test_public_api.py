@@ -24,7 +24,7 @@ def test_an_unknown_name_is_an_attribute_error_naming_it():
 
 
 @pytest.mark.parametrize("first", ["consumer_proc.consumer", "consumer_proc.fetcher",
-                                   "cluster.producer", "replica_proc.broker"])
+                                   "cluster.producer.kafka_producer", "replica_proc.broker"])
 def test_modules_import_in_a_fresh_interpreter_without_a_cycle(first):
     code = f"import {first}; from cluster import *; print(KafkaConsumer.__name__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

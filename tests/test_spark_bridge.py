@@ -1,6 +1,6 @@
 """``ringlog spark-bridge``: the bridge process against a real cluster.
 
-Each bridge runs as its own process (``python -m cluster.cli spark-bridge``), as a user
+Each bridge runs as its own process (``python -m cluster.tools.cli spark-bridge``), as a user
 runs it; the test reads the parquet sink as Spark does, through the sink's metadata log
 (``spark_bridge.sink_log``), so files of an interrupted attempt are not counted. Spark
 starts in several seconds, so the file starts three bridges in all: one
@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cluster import KafkaProducer
-from cluster.tools import spark_bridge_cmd
+from spark_bridge import command as spark_bridge_cmd
 from e2e_helpers import create_topic
 from shm_ring.naming import list_objects
 from spark_bridge import jvm, sink_log
@@ -63,7 +63,7 @@ class BridgeProcess:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, TESTS]))
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "cluster.cli", "spark-bridge", *map(str, argv)],
+                [sys.executable, "-m", "cluster.tools.cli", "spark-bridge", *map(str, argv)],
                 cwd=ROOT, env=env, stdout=out, stderr=err)
         self.process = psutil.Process(self.popen.pid)
         self.seen = {}  # pid -> psutil.Process

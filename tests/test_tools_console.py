@@ -9,8 +9,8 @@ import time
 import pytest
 from tool_runner import run_tool, tool_cluster
 
-from cluster.admin import KafkaAdminClient, NewTopic
-from cluster.partitioner import partition_for_key
+from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
+from cluster.producer.partitioner import partition_for_key
 from cluster.tools import console_consumer, console_producer
 from cluster.tools.console_consumer import MessageFormatter
 from cluster.tools.console_producer import LineReader

@@ -8,8 +8,8 @@ import re
 import pytest
 from tool_runner import run_tool, tool_cluster
 
-from cluster.admin import KafkaAdminClient, NewTopic
-from cluster.future import Future
+from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
+from cluster.client.future import Future
 from cluster.tools import consumer_perf, console_consumer, e2e_latency, producer_perf
 from cluster.tools.producer_perf import Stats
 from cluster.tools.progress import Progress

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from cluster.cluster import Cluster
+from cluster.supervisor.cluster import Cluster
 from shm_ring.naming import list_objects
 
 

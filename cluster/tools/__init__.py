@@ -1,1 +1,1 @@
-"""The tools of the ``ringlog`` command line (see cluster/cli.py), one module each."""
+"""The tools of the ``ringlog`` command line (see cluster/tools/cli.py), one module each."""

@@ -29,10 +29,10 @@ import subprocess
 import sys
 import time
 
-from cluster import data_dir as dd
+from cluster.metadata import data_dir as dd
 from cluster.config import BrokerConfig, load_properties, parse_overrides
 from cluster.errors import InvalidConfigurationError
-from cluster.supervisor import BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor, cluster_status, log_tail, override_args, read_record, running_brokers, serve_until_signalled, stop_cluster
+from cluster.supervisor.supervisor import BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor, cluster_status, log_tail, override_args, read_record, running_brokers, serve_until_signalled, stop_cluster
 
 #: Exit codes of ``status`` (as ``systemctl status``: 3 = not running).
 STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING = 0, 1, 3
@@ -113,7 +113,7 @@ def _print_foreground(supervisor):
 
 def _start_detached(args, data_dir, config):
     os.makedirs(data_dir, exist_ok=True)
-    argv = [sys.executable, "-m", "cluster.supervisor", "--data-dir", data_dir, "--brokers",
+    argv = [sys.executable, "-m", "cluster.supervisor.supervisor", "--data-dir", data_dir, "--brokers",
             str(args.brokers), "--start-timeout", str(args.start_timeout),
             "--broker-command", args.broker_command]
     argv += override_args(config)

@@ -39,7 +39,7 @@ import re
 import sys
 
 from cluster.errors import KafkaError
-from cluster.producer import KafkaProducer
+from cluster.producer.kafka_producer import KafkaProducer
 from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, has_property, parse_bool, producer_properties, properties, setup_logging, stop_on_sigterm
 
 #: (flag attribute, Kafka producer key, Kafka's default for this tool).

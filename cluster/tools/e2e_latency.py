@@ -42,9 +42,9 @@ import numpy as np
 
 from consumer_proc.consumer import KafkaConsumer
 
-from cluster.admin import KafkaAdminClient, NewTopic
+from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
 from cluster.errors import KafkaError
-from cluster.producer import KafkaProducer
+from cluster.producer.kafka_producer import KafkaProducer
 from cluster.structs import TopicPartition
 from cluster.tools.progress import Progress
 from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, producer_properties, setup_logging, stop_on_sigterm

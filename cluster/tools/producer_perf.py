@@ -44,7 +44,7 @@ from array import array
 import numpy as np
 
 from cluster.errors import KafkaError, KafkaTimeoutError
-from cluster.producer import KafkaProducer
+from cluster.producer.kafka_producer import KafkaProducer
 from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, print_metrics, producer_properties, setup_logging, stop_on_sigterm
 from cluster.tools.throttle import Throttle
 

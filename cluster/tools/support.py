@@ -6,7 +6,7 @@ The tools take Kafka's flags. ``--bootstrap-server D`` names the cluster's data 
 in a properties file or a ``key=value`` argument works too, the flag winning.
 
 Client properties use Kafka's dotted names (``acks``, ``linger.ms``, ``max.poll.records``),
-which ringlog's client configs accept as they are (``cluster.config_client``); an unknown
+which ringlog's client configs accept as they are (``cluster.config.client``); an unknown
 name or a bad value fails the tool with the config's message, naming it.
 
 Pure helpers and one context manager; any thread may call the helpers,

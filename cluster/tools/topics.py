@@ -31,9 +31,9 @@ DescribeConfigs yet, are read from the cluster's metadata page.
 import re
 import sys
 
-from cluster.admin import KafkaAdminClient, NewPartitions, NewTopic
+from cluster.admin.kafka_admin_client import KafkaAdminClient, NewPartitions, NewTopic
 from cluster.errors import KafkaError, TopicAlreadyExistsError
-from cluster.metadata_page import MetadataPage
+from cluster.metadata.page import MetadataPage
 from cluster.tools.support import ToolError, add_bootstrap_argument, client_properties, fail, setup_logging, topic_pattern
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")

@@ -43,7 +43,7 @@ CTX = multiprocessing.get_context("forkserver")
 #: Imported once by the fork server, so each client process starts with them loaded (the
 #: clients of every peer then carry the same libraries: their RSS figures compare).
 PRELOAD = ["numpy", "psutil", "perf.suite.harness", "perf.suite.latency",
-           "perf.suite.payloads", "cluster.producer", "consumer_proc.consumer", "redis", "zmq"]
+           "perf.suite.payloads", "cluster.producer.kafka_producer", "consumer_proc.consumer", "redis", "zmq"]
 CTX.set_forkserver_preload(PRELOAD)
 #: Seconds a client process may take to start, connect and say it is ready.
 READY_TIMEOUT = 90.0

@@ -17,8 +17,8 @@ import time
 from shm_ring.naming import SharedRegion, object_name
 from shm_ring.ring_descriptor import require_store_order
 
-from cluster import metadata_page_descriptor as md
-from cluster.metadata import MetadataImage
+from cluster.metadata import page_descriptor as md
+from cluster.metadata.model import MetadataImage
 
 _SEQUENCE = md.word_index(md.SEQUENCE_OFFSET)
 _LENGTH = md.word_index(md.LENGTH_OFFSET)

@@ -24,11 +24,11 @@ Thread safety: one thread at a time (it owns a KafkaClient).
 import datetime
 import time
 
-from cluster import protocol
-from cluster.client import API_VERSIONS, KafkaClient
+from cluster.protocol import frames as protocol
+from cluster.client.kafka_client import API_VERSIONS, KafkaClient
 from cluster.config import AdminClientConfig
 from cluster.errors import IllegalArgumentError, KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable, NotControllerError, RequestTimedOutError, for_code
-from cluster.protocol import ApiKey
+from cluster.protocol.frames import ApiKey
 
 
 class NewTopic:

@@ -43,10 +43,10 @@ from collections import deque
 
 from segments.compression import codec_id
 from segments.records import RecordBatchBuilder, as_bytes
-from shm_ring.buffer_pool import BufferExhaustedError, BufferPool, BufferPoolClosedError
+from cluster.producer.buffer_pool import BufferExhaustedError, BufferPool, BufferPoolClosedError
 
 from cluster.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
-from cluster.producer_batch import ProducerBatch
+from cluster.producer.batch import ProducerBatch
 
 
 class RecordAccumulator:

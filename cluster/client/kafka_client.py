@@ -48,13 +48,13 @@ from shm_ring import ring_descriptor as rd
 from shm_ring.connection import DEFAULT_CAPACITY
 from shm_ring.liveness import process_start_time
 
-from cluster import data_dir as dd
-from cluster import protocol
-from cluster.client_metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
+from cluster.metadata import data_dir as dd
+from cluster.protocol import frames as protocol
+from cluster.client.metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
 from cluster.errors import CorrelationIdError, IncompatibleBrokerVersion, KafkaConnectionError, KafkaProtocolError, KafkaTimeoutError, MessageSizeTooLargeError, NoBrokersAvailable, RequestTimedOutError, for_code
-from cluster.future import Future
-from cluster.metadata_page import MetadataPage
-from cluster.protocol import ApiKey
+from cluster.client.future import Future
+from cluster.metadata.page import MetadataPage
+from cluster.protocol.frames import ApiKey
 
 log = logging.getLogger(__name__)
 

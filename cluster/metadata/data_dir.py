@@ -29,7 +29,7 @@ import uuid
 
 from segments.checkpoint import write_atomically
 
-from cluster.config_properties import load_properties
+from cluster.config.properties import load_properties
 from cluster.errors import InconsistentClusterIdError
 
 META_PROPERTIES = "meta.properties"

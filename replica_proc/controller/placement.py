@@ -19,7 +19,7 @@ by one whenever the leader changes, offline included.
 Pure functions: any thread may call them.
 """
 
-from cluster.metadata import NO_LEADER, PartitionState
+from cluster.metadata.model import NO_LEADER, PartitionState
 
 
 def assign_replicas(brokers, num_partitions, replication_factor, start_index,

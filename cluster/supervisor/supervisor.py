@@ -26,7 +26,7 @@ elsewhere: ``{"cluster_id", "brokers": [ids], "config": {key: value}, "pids": {i
 ``cluster_status(data_dir)`` are those commands' logic: they work from the files and the
 locks alone, whether the supervisor is alive or not.
 
-Run as ``python -m cluster.supervisor --data-dir D --brokers N [--override k=v ...]
+Run as ``python -m cluster.supervisor.supervisor --data-dir D --brokers N [--override k=v ...]
 [--broker-command CMD]`` it
 is the detached supervisor of ``ringlog cluster start --detach``: it starts the cluster,
 keeps it until SIGTERM or SIGINT, then stops it.
@@ -49,12 +49,12 @@ import posix_ipc
 from shm_ring.liveness import is_alive, process_start_time
 from shm_ring.naming import cleanup_stale
 
-from cluster import data_dir as dd
-from cluster.broker_lock import broker_is_alive
-from cluster.config_properties import parse_overrides
-from cluster.metadata_page import MetadataPage, metadata_page_name
+from cluster.metadata import data_dir as dd
+from cluster.metadata.broker_lock import broker_is_alive
+from cluster.config.properties import parse_overrides
+from cluster.metadata.page import MetadataPage, metadata_page_name
 
-log = logging.getLogger("cluster.supervisor")  # also when run as __main__
+log = logging.getLogger("cluster.supervisor.supervisor")  # also when run as __main__
 
 START_TIMEOUT = 30.0
 """Seconds a broker may take to report ``serving`` (and the page to list it alive)."""
@@ -444,7 +444,7 @@ def serve_until_signalled(supervisor, on_started=None, poll=0.2):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m cluster.supervisor",
+    parser = argparse.ArgumentParser(prog="python -m cluster.supervisor.supervisor",
                                      description="the detached supervisor of a cluster")
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--brokers", type=int, required=True)

@@ -25,7 +25,7 @@ import collections
 import functools
 
 from cluster.errors import KafkaTimeoutError, RetriableError
-from cluster.future import Future
+from cluster.client.future import Future
 from cluster.structs import TopicPartition
 
 RecordMetadata = collections.namedtuple(

@@ -60,13 +60,13 @@ import numpy as np
 from segments.batch_header import BatchHeader
 from segments.bulk import build_batches
 
-from cluster.accumulator import RecordAccumulator
-from cluster.client import KafkaClient, ring_capacity_for
+from cluster.producer.accumulator import RecordAccumulator
+from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ProducerConfig
 from cluster.errors import IllegalStateError, KafkaConfigurationError, KafkaTimeoutError, MessageSizeTooLargeError
-from cluster.partitioner import DefaultPartitioner, partitions_for_keys
-from cluster.producer_batch import FailedSend, FutureBatchMetadata, FutureRecordMetadata
-from cluster.sender import Sender
+from cluster.producer.partitioner import DefaultPartitioner, partitions_for_keys, resolve_partitioner
+from cluster.producer.batch import FailedSend, FutureBatchMetadata, FutureRecordMetadata
+from cluster.producer.sender import Sender
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class KafkaProducer:
         self._value_serializer = _serializer(config["value_serializer"])
         self._serializing = (self._key_serializer is not None
                              or self._value_serializer is not None)
-        self._partitioner = config["partitioner"]
+        self._partitioner = resolve_partitioner(config["partitioner"])
         self._sticky = isinstance(self._partitioner, DefaultPartitioner)
         # topic -> (metadata version, the open ProducerBatch of its sticky partition, that
         # batch's builder.append_value): where send()'s fast path appends records without a

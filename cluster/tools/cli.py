@@ -25,7 +25,7 @@ COMMANDS = {
                                                           "[kafka-consumer-perf-test]"),
     "e2e-latency": ("cluster.tools.e2e_latency", "latency from send() to a consumer in another "
                                                  "process [EndToEndLatency]"),
-    "spark-bridge": ("cluster.tools.spark_bridge_cmd", "feed a topic into a sink through a "
+    "spark-bridge": ("spark_bridge.command", "feed a topic into a sink through a "
                                                        "local Spark streaming query, exactly "
                                                        "once [Spark's Kafka source]"),
     "dump-log": ("segments.dump", "print the batches, records and index entries of segment files "

@@ -87,6 +87,12 @@ RESPONSE_CORRELATION_ID_OFFSET = SIZE_OFFSET + SIZE_PREFIX_LENGTH
 RESPONSE_BODY_OFFSET = RESPONSE_CORRELATION_ID_OFFSET + 4
 MIN_RESPONSE_FRAME_LENGTH = RESPONSE_BODY_OFFSET
 
+#: Bytes a frame needs around one batch: the Kafka request or response header, a client id
+#: (an int16-length string, at most 32767 bytes), a topic name (at most 249 bytes) and the
+#: fixed fields of Produce/Fetch — under 33 KiB, rounded up. Ring capacities are sized for
+#: the largest batch plus this.
+FRAME_HEADROOM_BYTES = 64 * 1024
+
 #: size, api_key, api_version, correlation_id, client_id length.
 REQUEST_PREFIX = struct.Struct(">ihhih")
 assert REQUEST_PREFIX.size == CLIENT_ID_OFFSET

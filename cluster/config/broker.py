@@ -49,19 +49,15 @@ import time
 from segments.log_config import INT_MAX, LONG_MAX, KNOWN_KEYS, InvalidLogConfigError, LogConfig
 from shm_ring import ring_descriptor
 
-from cluster.config_keys import PARK_TIMEOUT_MS, SHORT_MAX, SPIN_ITERATIONS, Bool, FrozenConfig, Int, Key, invalid_value, keys, wait_policy
-from cluster.config_properties import load_properties, parse_overrides
+from cluster.config.keys import PARK_TIMEOUT_MS, SHORT_MAX, SPIN_ITERATIONS, Bool, FrozenConfig, Int, Key, invalid_value, keys, wait_policy
+from cluster.config.properties import load_properties, parse_overrides
 from cluster.errors import InvalidConfigurationError
+from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
 
 log = logging.getLogger(__name__)
 
 MINUTE_MS = 60 * 1000
 HOUR_MS = 60 * MINUTE_MS
-
-#: Bytes a frame needs around one batch: the Kafka request or response header, a client id
-#: (an int16-length string, at most 32767 bytes), a topic name (at most 249 bytes) and the
-#: fixed fields of Produce/Fetch — under 33 KiB, rounded up.
-FRAME_HEADROOM_BYTES = 64 * 1024
 
 #: Broker keys derived here, not read (see the module doc).
 DERIVED_KEYS = ("log.dirs", "log.dir")

@@ -42,10 +42,10 @@ import logging
 import threading
 import time
 
-from cluster import protocol
-from cluster.client import API_VERSIONS, Wakeup
+from cluster.protocol import frames as protocol
+from cluster.client.kafka_client import API_VERSIONS, Wakeup
 from cluster.errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
-from cluster.protocol import ApiKey
+from cluster.protocol.frames import ApiKey
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ Layouts: ``protocol_descriptor``. Bodies only: ``protocol`` adds the frame heade
 functions: no state, any thread.
 """
 
-from cluster import protocol_descriptor as d
+from cluster.protocol import frame_descriptor as d
 
 
 def _milliseconds(value):

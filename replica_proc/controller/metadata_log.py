@@ -39,8 +39,8 @@ from segments.log import PartitionLog
 from segments.log_config import INT_MAX, LogConfig
 from segments.records import RecordBatchBuilder, iter_records
 
-from cluster import data_dir as dd
-from cluster.metadata import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from cluster.metadata import data_dir as dd
+from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 
 CONTROLLER = "controller"
 BROKER = "broker"

@@ -26,8 +26,8 @@ call twice and is what ``with`` calls on exit.
 import os
 import time
 
-from cluster.config_broker import BROKER_KEYS, BrokerConfig
-from cluster.supervisor import BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor
+from cluster.config.broker import BROKER_KEYS, BrokerConfig
+from cluster.supervisor.supervisor import BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor
 
 _WAIT_STEP = 0.01
 

@@ -18,7 +18,7 @@ import fcntl
 import os
 import time
 
-from cluster import data_dir as dd
+from cluster.metadata import data_dir as dd
 
 REGISTER_TIMEOUT = 1.0
 """Seconds ``register_broker`` keeps trying for the lock before it gives up."""

@@ -265,7 +265,8 @@ class CallablePartitioner:
         """A plain function has no batch hook: nothing to do."""
 
 
-#: Names accepted by ``resolve_partitioner`` (and the producer's ``partitioner=``).
+#: The built-ins by name (``cluster.config.client.PARTITIONER_NAMES``, which the producer's
+#: ``partitioner=`` is checked against).
 PARTITIONERS = {
     "default": DefaultPartitioner,
     "sticky": DefaultPartitioner,

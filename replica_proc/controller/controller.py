@@ -41,12 +41,12 @@ import logging
 import os
 import time
 
-from cluster import data_dir as dd
-from cluster import metadata_records as mr
-from cluster.broker_lock import broker_is_alive
+from cluster.metadata import data_dir as dd
+from replica_proc.controller import metadata_log as mr
+from cluster.metadata.broker_lock import broker_is_alive
 from cluster.errors import BrokerResponseError, InvalidPartitionsError, InvalidReplicationAssignmentError, InvalidReplicationFactorError, InvalidRequestError, InvalidTopicError, NotControllerError, TopicAlreadyExistsError, TopicDeletionDisabledError, UnknownTopicOrPartitionError
-from cluster.metadata import BrokerInfo, PartitionState, validate_topic_name
-from cluster.placement import assign_replicas, elect
+from cluster.metadata.model import BrokerInfo, PartitionState, validate_topic_name
+from replica_proc.controller.placement import assign_replicas, elect
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@
 Every config is a read-only ``dict`` (``config[name]``), validated once when built.
 """
 
-from cluster.config_broker import BROKER_KEYS, TOPIC_SYNONYMS, BrokerConfig
-from cluster.config_client import AdminClientConfig, ClientConfig, ConsumerConfig, ProducerConfig
-from cluster.config_properties import load_properties, parse_overrides, parse_properties
+from cluster.config.broker import BROKER_KEYS, TOPIC_SYNONYMS, BrokerConfig
+from cluster.config.client import AdminClientConfig, ClientConfig, ConsumerConfig, ProducerConfig
+from cluster.config.properties import load_properties, parse_overrides, parse_properties
 
 __all__ = [
     "BROKER_KEYS", "TOPIC_SYNONYMS", "AdminClientConfig", "BrokerConfig", "ClientConfig",

@@ -1,6 +1,6 @@
 """Binary layout of a ProduceResponse v3-8 body (after response header v0).
 
-Big-endian, Kafka's primitives as in ``cluster.protocol_descriptor`` (STRING = int16 length
+Big-endian, Kafka's primitives as in ``cluster.protocol.frame_descriptor`` (STRING = int16 length
 + UTF-8, NULLABLE_STRING with length -1 for null, ARRAY = int32 count + elements);
 ``[...]`` marks a repeated group::
 

@@ -44,8 +44,8 @@ from kio.schema.request_header.v1.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
-from cluster import protocol_descriptor as d
-from cluster import protocol_records as records
+from cluster.protocol import frame_descriptor as d
+from cluster.protocol import batch_bodies as records
 from cluster.errors import IllegalArgumentError, InvalidRequestError, KafkaProtocolError, UnsupportedVersionError
 
 

@@ -11,8 +11,10 @@ expected; so do contradictory keys (Kafka's and kafka-python's rules between key
 
 Values are normalized once here so clients need not: ``acks`` is 0, 1 or -1 (``'all'`` is
 -1); ``compression_type`` is ``None`` or a codec name (``'none'`` is ``None``);
-``bootstrap_servers`` a tuple of strings; ``partitioner`` a partitioner object
-(``cluster.partitioner.resolve_partitioner``); ``partition_assignment_strategy`` a tuple of
+``bootstrap_servers`` a tuple of strings; ``partitioner`` ``None``, one of
+``PARTITIONER_NAMES``, a partitioner object or a callable, checked here and turned into a
+partitioner object by the producer (``cluster.producer.partitioner.resolve_partitioner``,
+one per producer); ``partition_assignment_strategy`` a tuple of
 assignor protocol names (``'range'``, ``'roundrobin'``, ``'sticky'``; Kafka's class names
 and kafka-python's built-in assignor classes map to them) or custom assignor objects.
 
@@ -44,9 +46,8 @@ import time
 from segments.compression import CODEC_NAMES
 from segments.log_config import INT_MAX, LONG_MAX
 
-from cluster.config_keys import PARK_TIMEOUT_MS, SPIN_ITERATIONS, Anything, Bool, Choice, FrozenConfig, Hook, Int, Key, Str, invalid_value, keys, wait_policy
+from cluster.config.keys import PARK_TIMEOUT_MS, SPIN_ITERATIONS, Anything, Bool, Choice, FrozenConfig, Hook, Int, Key, Str, invalid_value, keys, wait_policy
 from cluster.errors import KafkaConfigurationError
-from cluster.partitioner import PARTITIONERS, resolve_partitioner
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +92,19 @@ def _compression_type(raw):
     raise ValueError("one of None, " + ", ".join(map(repr, CODEC_NAMES.values())))
 
 
+#: The built-in partitioners by name (``cluster.producer.partitioner.PARTITIONERS`` maps each
+#: to its class).
+PARTITIONER_NAMES = ("default", "random", "round_robin", "sticky")
+
+
 def _partitioner(raw):
-    try:
-        return resolve_partitioner(raw)
-    except KafkaConfigurationError:
-        raise ValueError(f"None, one of {', '.join(map(repr, sorted(PARTITIONERS)))}, a "
-                         "partitioner object or a callable(key_bytes, all_partitions, "
-                         "available)") from None
+    """``partitioner=``: None, a built-in's name, a partitioner object or a callable."""
+    if (raw is None or raw in PARTITIONER_NAMES or callable(raw)
+            or (hasattr(raw, "partition") and hasattr(raw, "on_new_batch"))):
+        return raw
+    raise ValueError(f"None, one of {', '.join(map(repr, PARTITIONER_NAMES))}, a "
+                     "partitioner object or a callable(key_bytes, all_partitions, "
+                     "available)")
 
 
 def _servers(raw):

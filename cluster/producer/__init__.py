@@ -1,0 +1,6 @@
+"""The producer client: ``KafkaProducer`` (kafka_producer), the ``RecordAccumulator`` that
+batches records per partition (accumulator, batch), the ``BufferPool`` its batches come from
+(buffer_pool), the Sender thread that ships them (sender), and the partitioner.
+
+Owned by the user's process; it talks to brokers only through ``cluster.client``.
+"""

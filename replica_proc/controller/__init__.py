@@ -1,0 +1,9 @@
+"""The controller: the broker holding ``controller.lock`` owns the cluster's metadata.
+
+- controller: topic create/delete, partition assignment, broker liveness, publication of the
+  metadata page;
+- metadata_log: every change as a record on disk, replayed into an image at start-up;
+- placement: Kafka's replica assignment and leader election.
+
+Single writer: the controller broker's request loop.
+"""
