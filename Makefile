@@ -4,12 +4,18 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean redis-server
+.PHONY: demo test test-fast lint bench clean redis-server
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $(STAMP)
+
+# The house rules: imports point down (import-linter contracts in setup.cfg), one import
+# style and annotation policy, no unused code (ruff, pyproject.toml).
+lint: $(STAMP)
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check .
 
 demo: $(STAMP)
 	$(PY) -m spark_bridge.demo
@@ -18,12 +24,17 @@ demo: $(STAMP)
 # objects of a cluster the user runs alongside are not blamed on the tests.
 SHM_LIST := ls /dev/shm | grep -E '^(sem\.)?ringlog' | sort
 
-test: $(STAMP) redis-server
+test: lint redis-server
 	@$(SHM_LIST) > $(VENV)/shm.before || true
 	$(PY) -m pytest -q tests
 	@$(SHM_LIST) | comm -13 $(VENV)/shm.before - > $(VENV)/shm.leaked || true; \
 	if [ -s $(VENV)/shm.leaked ]; then \
 	  echo "shared-memory objects left behind by the tests:"; cat $(VENV)/shm.leaked; exit 1; fi
+
+# `make test-fast`: the tests that start no process, no Spark and nothing slow (markers in
+# setup.cfg [tool:pytest]); seconds, for the edit-test loop. `make test` runs everything.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not multiprocess and not spark and not slow" tests
 
 # redis-server is one of the bench's peers (and the perf suite's tests compare against it):
 # when it is missing and we may (root, or sudo without a password) it is installed from

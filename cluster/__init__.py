@@ -10,6 +10,7 @@ Names are imported on first use (PEP 562), so a broker process, which imports
 ``cluster.protocol.frames`` and friends, does not load the clients, and ``consumer_proc`` (which
 builds on ``cluster.client.kafka_client``) can import this package without a cycle.
 """
+from __future__ import annotations
 
 import importlib
 

@@ -26,18 +26,27 @@ the code a broker puts in a response for a caught exception.
 The roots (``KafkaError``, ``RetriableError``, ``InvalidMetadataError``,
 ``BrokerResponseError``) and the storage layer's errors (CorruptRecordError 2,
 RecordTooLargeError 10, OffsetOutOfRangeError 1, InvalidRecordError 87,
-UnsupportedCompressionTypeError 76, KafkaStorageError 56, InvalidLogConfigError 40) live in ``segments.errors``, which imports
-nothing of ours; this module re-exports them, so one tree holds every error and
-``for_code`` returns the storage classes for their codes.
+UnsupportedCompressionTypeError 76, KafkaStorageError 56, InvalidLogConfigError 40) live in
+``segments.errors``, which imports nothing of ours; this module re-exports them, so one
+tree holds every error and ``for_code`` returns the storage classes for their codes.
 
 Exceptions are plain values: any thread may create, raise and read them.
 """
+from __future__ import annotations
 
+# Re-exported: the roots and the storage errors are part of this module's tree.
 from segments.errors import (
-    BrokerResponseError, CorruptRecordError, InvalidMetadataError, InvalidRecordError, KafkaError,
-    KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError, RetriableError,
-    UnsupportedCompressionTypeError)
-
+    BrokerResponseError as BrokerResponseError,
+    CorruptRecordError as CorruptRecordError,
+    InvalidMetadataError as InvalidMetadataError,
+    InvalidRecordError as InvalidRecordError,
+    KafkaError as KafkaError,
+    KafkaStorageError as KafkaStorageError,
+    OffsetOutOfRangeError as OffsetOutOfRangeError,
+    RecordTooLargeError as RecordTooLargeError,
+    RetriableError as RetriableError,
+    UnsupportedCompressionTypeError as UnsupportedCompressionTypeError,
+)
 
 # -- client-side errors (no error code on the wire), kafka-python's names -------------------
 

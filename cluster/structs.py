@@ -4,6 +4,7 @@ User code that does ``from kafka.structs import TopicPartition`` ports by import
 ``cluster`` instead: the same names, fields, order and defaults. They are namedtuples, so
 they hash, compare and unpack like tuples. Immutable: any thread may share them.
 """
+from __future__ import annotations
 
 from collections import namedtuple
 

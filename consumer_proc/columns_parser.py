@@ -1,12 +1,13 @@
 """Parse fetched RecordBatch v2 batches into ``RecordColumns``, vectorised where it can be.
 
-Decoding records one at a time in Python (``segments.records``) costs about 1.3 µs per
-record here: too slow for a consumer meant to take millions per second. But most batches
-are *uniform*: every record has the same key length (or a null key), the same value
-length, no headers, offset delta = its index, and a timestamp within ±63 ms of the batch's
-first (one varint byte). Then a record's size depends only on its index i — the varint of
-the offset delta i grows at i = 64, 8192, ... — so where every record starts follows from
-the first record alone, with numpy, for a whole run of batches at once::
+Decoding records one at a time in Python (``segments.records``) is too slow for a consumer
+meant to take millions per second (its cost per record: perf/README.md, "Consumer record
+parsing"). But most batches are *uniform*: every record has the same key length (or a null
+key), the same value length, no headers, offset delta = its index, and a timestamp within
+±63 ms of the batch's first (one varint byte). Then a record's size depends only on its
+index i — the varint of the offset delta i grows at i = 64, 8192, ... — so where every
+record starts follows from the first record alone, with numpy, for a whole run of batches at
+once::
 
     length(i) = C + size(varint(i))        C: from the batch's first record
     record(i) = size(varint(length(i))) + length(i)
@@ -24,10 +25,10 @@ per-record way (``segments.records.RecordBatch``), and so does anything corrupt,
 then raises CorruptRecordError there with the record named.
 
 Small runs: the vectorised parse costs about a hundred numpy calls whatever the number of
-records (150-250 µs here, a numpy call on a small array being 1-2 µs), the record-by-record
-walk about 1.3 µs per record. A run of fewer than ``VECTOR_MIN_RECORDS`` records — what a
-consumer keeping up with a producer at a few thousand records/s gets, a few records per
-fetch — is therefore walked record by record: the same columns, sooner.
+records, the record-by-record walk a cost per record (figures: perf/README.md, "Consumer
+record parsing"). A run of fewer than ``VECTOR_MIN_RECORDS`` records — what a consumer
+keeping up with a producer at a few thousand records/s gets, a few records per fetch — is
+therefore walked record by record: the same columns, sooner.
 
 Runs: consecutive uncompressed batches with the same leader epoch and timestamp type are
 parsed together (their keys and values stay where they are in the fetched bytes);
@@ -36,16 +37,16 @@ markers) carry no records for the application and are skipped.
 
 Pure: bytes in, columns out; no I/O, no lock; any thread.
 """
+from __future__ import annotations
 
 import numpy as np
 
+from consumer_proc.record_columns import RecordColumns
 from segments import batch_descriptor as d
 from segments.compression import decompress
 from segments.errors import CorruptRecordError
 from segments.records import RecordBatch
 from segments.varint import decode_varint
-
-from consumer_proc.record_columns import RecordColumns
 
 #: A zigzag varint takes k + 1 bytes for unsigned values below LIMITS[k]; the offset delta
 #: i (zigzag 2i) and a length n (zigzag 2n) cross those at half.

@@ -46,6 +46,7 @@ validation against leader epochs (KIP-320: no replication yet), rebalance listen
 
 Thread safety: none, as kafka-python's: one thread makes every call.
 """
+from __future__ import annotations
 
 import inspect
 import logging
@@ -55,16 +56,15 @@ import time
 
 from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ConsumerConfig
-from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
 from cluster.errors import IllegalStateError, KafkaConfigurationError, KafkaTimeoutError
+from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
 from cluster.structs import OffsetAndTimestamp, TopicPartition
-from segments.log_config import LogConfig
-from shm_ring import ring_descriptor
-
 from consumer_proc.fetch_metrics import FetchMetrics
 from consumer_proc.fetcher import Fetcher
 from consumer_proc.offset_lookup import OffsetLookup
 from consumer_proc.subscription_state import AUTO_PATTERN, EARLIEST, LATEST, SubscriptionState
+from segments.log_config import LogConfig
+from shm_ring import ring_descriptor
 
 log = logging.getLogger(__name__)
 

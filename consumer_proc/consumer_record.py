@@ -22,6 +22,7 @@ A namedtuple: immutable, any thread may share it. ``make_record`` builds one fro
 of the 13 fields without the namedtuple's Python-level ``__new__`` (the bulk converter in
 ``record_columns`` makes thousands per call).
 """
+from __future__ import annotations
 
 import functools
 from collections import namedtuple

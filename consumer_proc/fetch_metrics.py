@@ -19,6 +19,7 @@ SampledStat does: a rate divides by the time those samples span, at least
 
 Owner: the consumer's thread; ``clock`` (monotonic seconds) is injectable.
 """
+from __future__ import annotations
 
 import collections
 import time

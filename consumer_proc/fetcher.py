@@ -46,6 +46,7 @@ so no record is lost (kafka-python's rule).
 
 Owner: the consumer's thread, the only caller (the client's callbacks run in its poll).
 """
+from __future__ import annotations
 
 import collections
 import dataclasses
@@ -54,15 +55,13 @@ import functools
 import logging
 import time
 
-from cluster.protocol import frames as protocol
 from cluster.client.kafka_client import API_VERSIONS
-from cluster.errors import (
-    KafkaError, OffsetOutOfRangeError, RecordTooLargeError, for_code)
+from cluster.errors import KafkaError, OffsetOutOfRangeError, RecordTooLargeError, for_code
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from cluster.structs import TopicPartition
-from segments.errors import CorruptRecordError
-
 from consumer_proc.partition_records import PartitionRecords
+from segments.errors import CorruptRecordError
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ _OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.errno
 _MESSAGE_TOO_LARGE = RecordTooLargeError.errno
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _field_names(cls):
     """The field names of the kio class ``cls`` (looked up once: ``dataclasses.fields`` costs
     microseconds, and every fetch builds three objects)."""

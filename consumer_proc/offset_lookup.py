@@ -19,17 +19,17 @@ reset — by the next ``reset_offsets_if_needed``.
 
 Owner: the consumer's thread (callbacks run in its client's poll).
 """
+from __future__ import annotations
 
 import collections
 import logging
 import time
 
-from cluster.protocol import frames as protocol
 from cluster.client.kafka_client import API_VERSIONS
 from cluster.errors import KafkaTimeoutError, for_code
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from cluster.structs import TopicPartition
-
 from consumer_proc.fetcher import ISOLATION_LEVELS, build
 
 log = logging.getLogger(__name__)

@@ -2,12 +2,12 @@
 
 A Fetch response carries, per partition, whole batches as bytes. ``PartitionRecords``
 keeps them as they came (no copy) and, when built, only walks the 61-byte batch headers
-(``iter_batches``: a few microseconds per 16 KB batch), which tells it the offset after
-the last batch (``end_offset``: where the next fetch of this partition starts, so it can
-be sent before these records are parsed — the fetcher's pipelining). Records are parsed
-when the consumer takes them, a group of batches at a time (``columns_parser``: vectorised
-for uniform batches), at least ``PARSE_GROUP_BYTES`` per group so the per-call costs of
-the vectorised parse are shared by many records.
+(``iter_batches``; its cost: perf/README.md, "Consumer record parsing"), which tells it the
+offset after the last batch (``end_offset``: where the next fetch of this partition starts,
+so it can be sent before these records are parsed — the fetcher's pipelining). Records are
+parsed when the consumer takes them, a group of batches at a time (``columns_parser``:
+vectorised for uniform batches), at least ``PARSE_GROUP_BYTES`` per group so the per-call
+costs of the vectorised parse are shared by many records.
 
 The broker answers a fetch at offset o with the whole batch holding o (it never splits a
 batch), so the first records may lie before o: they are skipped. ``next_offset`` is the
@@ -23,16 +23,16 @@ it to go on).
 
 Owner: the consumer's thread (the fetcher makes it, the consumer's poll takes from it).
 """
+from __future__ import annotations
 
 import numpy as np
-
-from segments.batch_header import iter_batches
-from segments.errors import CorruptRecordError
-from segments.records import RecordBatch
 
 from consumer_proc.columns_parser import VECTOR_MIN_RECORDS, parse_batches
 from consumer_proc.consumer_record import make_record
 from consumer_proc.record_columns import NO_HEADERS
+from segments.batch_header import iter_batches
+from segments.errors import CorruptRecordError
+from segments.records import RecordBatch
 
 #: Fewest bytes of batches parsed per group (unless the data ends first).
 PARSE_GROUP_BYTES = 256 * 1024
@@ -172,8 +172,9 @@ class PartitionRecords:
         hold fewer than ``VECTOR_MIN_RECORDS`` records, at most ``max_records``, none
         compressed and every CRC good; None otherwise (``take`` then goes through the
         columns). A consumer that keeps up with its producer gets a record or two per
-        fetch: building them without numpy arrays measured 10 µs for a one-record response
-        (PartitionRecords made and taken) against 14 µs through RecordColumns."""
+        fetch: building them without numpy arrays is faster for a one-record response
+        (PartitionRecords made and taken) than going through RecordColumns (figures:
+        perf/README.md, "Small fetches decoded without numpy")."""
         headers = self._headers[self._next_batch:]
         if not headers or sum(h.record_count for h in headers) > min(
                 max_records, VECTOR_MIN_RECORDS - 1):

@@ -20,6 +20,7 @@ with one C-level pass per field instead of Python code per record.
 A value object: the fetcher builds it, then hands it to the consumer's caller, who owns it.
 Not mutated after construction; any thread may read it.
 """
+from __future__ import annotations
 
 from itertools import repeat
 
@@ -139,8 +140,9 @@ class RecordColumns:
 
         A record without headers gets ``NO_HEADERS``, one shared empty tuple, where
         kafka-python makes a new empty list: a list per record keeps every record tracked
-        by the cyclic garbage collector, whose passes then cost about a third of the
-        consumer's time (measured by perf.consumer_bench); a record of atoms only is
+        by the cyclic garbage collector, whose passes then cost a large share of the
+        consumer's time (measured by perf.consumer_bench; figures: perf/README.md,
+        "ConsumerRecords share one empty headers tuple"); a record of atoms only is
         untracked at its first pass. Reading — iteration, len, truth, dict() — is the
         same."""
         n = len(self)

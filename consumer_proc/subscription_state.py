@@ -23,6 +23,7 @@ naming the partitions.
 
 Owner: the consumer's thread (KafkaConsumer, like kafka-python's, is not thread-safe).
 """
+from __future__ import annotations
 
 import logging
 import re

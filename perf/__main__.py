@@ -8,6 +8,7 @@
 The micro benchmarks of the foundation layers still run one by one as
 ``python -m perf.<name>`` (see its --help); ``micro`` runs those named (default: all).
 """
+from __future__ import annotations
 
 import importlib
 import sys

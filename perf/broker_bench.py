@@ -23,6 +23,7 @@ Floors, measured in the same run:
 Broker and client are pinned to different CPUs when there are two. Figures are medians of
 the repeats; the broker's data directory is under /tmp and deleted at the end.
 """
+from __future__ import annotations
 
 import argparse
 import datetime
@@ -39,8 +40,8 @@ import time
 import numpy as np
 
 from cluster.metadata import data_dir as dd
-from cluster.protocol import frames as protocol
 from cluster.metadata.page import MetadataPage
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.responses import build
 from segments.bulk import build_batches

@@ -16,6 +16,7 @@ many buffers in flight), so recycling does not buy speed here as it does on the 
 pool is for the bound on memory and the back-pressure. What it adds over the bare free list
 is the per-buffer bookkeeping (the lent-buffer map that catches a second return).
 """
+from __future__ import annotations
 
 import argparse
 import statistics
@@ -106,7 +107,8 @@ def main(argv=None):
         for name, case in CASES.items():
             runs[name].append(case(args.pairs))
     med = {name: statistics.median(v) for name, v in runs.items()}
-    print(f"allocate+deallocate of a {BATCH}-byte buffer, median of {args.repeats} x {args.pairs} pairs")
+    print(f"allocate+deallocate of a {BATCH}-byte buffer, "
+          f"median of {args.repeats} x {args.pairs} pairs")
     for name, ns in med.items():
         spread = f"{min(runs[name]):.0f}-{max(runs[name]):.0f}"
         print(f"  {name:16s} {ns:8.0f} ns/pair   (range {spread})   "

@@ -15,6 +15,7 @@ Each figure is the median of ``--repeats`` runs (the machine is small and noisy)
 
     .venv/bin/python -m perf.codec_bench [--repeats 7] [--records 200000] [--codec lz4]
 """
+from __future__ import annotations
 
 import argparse
 import json

@@ -24,6 +24,7 @@ last record. Prints records/s and MB/s (value bytes, as Kafka's tool counts them
 the median of the repeats, with the ratios to the peers; the issue's target is 2,000,000
 records/s.
 """
+from __future__ import annotations
 
 import argparse
 import glob
@@ -35,9 +36,9 @@ import time
 
 import numpy as np
 
-from cluster.supervisor.cluster import Cluster
 from cluster.producer.kafka_producer import KafkaProducer
 from cluster.structs import TopicPartition
+from cluster.supervisor.cluster import Cluster
 from consumer_proc.columns_parser import parse_batches
 from consumer_proc.consumer import KafkaConsumer
 from segments.batch_header import iter_batches

@@ -22,11 +22,13 @@ consumer are separate processes (``multiprocessing``, spawned) running at the sa
 A/B: with ``--ab-broker`` / ``--ab-producer`` / ``--ab-consumer`` the runs alternate
 between A (defaults) and B (defaults plus those properties, e.g.
 ``ringlog.spin.iterations=200`` for the broker, ``ringlog_spin_iterations=200`` for a
-client), each in its own cluster, and the medians of both and B ÷ A are printed. Medians of ``--repeats`` runs: the machine is shared and noisy, so CPU
+client), each in its own cluster, and the medians of both and B ÷ A are printed. Medians of
+``--repeats`` runs: the machine is shared and noisy, so CPU
 per record and ratios measured in one run are the figures to quote. Peers (Redis Streams,
 pyzmq) are the performance suite's (``python -m perf``); this bench is for measuring a
 change to ringlog's own path.
 """
+from __future__ import annotations
 
 import argparse
 import multiprocessing

@@ -17,6 +17,7 @@ Logs live under /tmp (a real file system, not /dev/shm) and are deleted at the e
 files stay in the page cache, so these are CPU and syscall costs, not disk speed. Each
 figure is the median of several repeats (the machine has 2 noisy cores).
 """
+from __future__ import annotations
 
 import argparse
 import os

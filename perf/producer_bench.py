@@ -24,6 +24,7 @@ segments.bulk.build_batches alone — the floor under send_batch. Prints the med
 records/s over repeats and the ratios; for latency the median over repeats of each run's
 p50 and p99.
 """
+from __future__ import annotations
 
 import argparse
 import datetime
@@ -37,14 +38,14 @@ import time
 import numpy as np
 from kio.schema.errors import ErrorCode
 
-from cluster.metadata import data_dir as dd
-from cluster.protocol import frames as protocol
 from cluster.client.kafka_client import API_VERSIONS
-from cluster.supervisor.cluster import Cluster
+from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 from cluster.metadata.page import MetadataPage
 from cluster.producer.kafka_producer import KafkaProducer
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
+from cluster.supervisor.cluster import Cluster
 from segments.batch_header import BatchHeader
 from segments.bulk import build_batches
 from segments.records import RecordBatchBuilder

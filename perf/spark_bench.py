@@ -26,6 +26,7 @@ Prints records/s per way (median of the repeats), the ratio of ringlog to the ce
 the issue's target (1,000,000 records/s). The answers of both Spark sources are checked
 against each other (counts and value bytes per partition).
 """
+from __future__ import annotations
 
 import argparse
 import shutil

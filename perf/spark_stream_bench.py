@@ -32,6 +32,7 @@ batch of ~10-20 thousand rows took about 1-1.5 s here, nearly all of it in ``add
 (the Python workers reading the records and Spark writing parquet); planning, the offset
 log and the commit log add 0.1-0.4 s.
 """
+from __future__ import annotations
 
 import argparse
 import multiprocessing
@@ -49,8 +50,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
-from cluster.supervisor.cluster import Cluster
 from cluster.producer.kafka_producer import KafkaProducer
+from cluster.supervisor.cluster import Cluster
 from spark_bridge.sink_log import committed_batches
 
 TOPIC = "spark-stream-bench"
@@ -96,16 +97,20 @@ def start_bridge(bootstrap, topic, sink, checkpoint, trigger, log_path):
             checkpoint, "--starting-offsets", "earliest"]  # the topic is empty until then
     if trigger != "none":
         argv += ["--trigger", trigger]
-    log = open(log_path, "w")
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    log.close()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + BOUND
-    while "spark-bridge: query" not in open(log_path).read():
+    while "spark-bridge: query" not in _read(log_path):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
-            raise RuntimeError(f"the bridge did not start:\n{open(log_path).read()[-3000:]}")
+            raise RuntimeError(f"the bridge did not start:\n{_read(log_path)[-3000:]}")
         time.sleep(0.2)
     return process
+
+
+def _read(log_path):
+    with open(log_path) as log:
+        return log.read()
 
 
 def wait_for_rows(sink, count, bridge, log_path):
@@ -119,7 +124,7 @@ def wait_for_rows(sink, count, bridge, log_path):
             return
         if time.monotonic() > deadline or bridge.poll() is not None:
             raise RuntimeError(f"the sink did not get {count} records:\n"
-                               f"{open(log_path).read()[-3000:]}")
+                               f"{_read(log_path)[-3000:]}")
         time.sleep(0.2)
 
 

@@ -2,10 +2,11 @@
 
 Runs one broker of the cluster in data directory D until SIGTERM or SIGINT (graceful
 stop, exit status 0). ``--config`` is a server.properties file; ``--override`` pairs win
-over it, as with ``kafka-server-start.sh``. The supervisor (``cluster.supervisor.supervisor``) starts
-brokers this way, after it created the metadata page; a start that fails (the broker id
+over it, as with ``kafka-server-start.sh``. The supervisor (``cluster.supervisor.supervisor``)
+starts brokers this way, after it created the metadata page; a start that fails (the broker id
 already running, the page missing, a bad config) logs why and exits with status 1.
 """
+from __future__ import annotations
 
 import argparse
 import logging
@@ -14,10 +15,9 @@ import sys
 import time
 
 from cluster.config import BrokerConfig, parse_overrides
-from replica_proc.controller.controller import Controller
 from cluster.metadata.page import MetadataPage
-
 from replica_proc.broker import Broker
+from replica_proc.controller.controller import Controller
 
 log = logging.getLogger("replica_proc")
 
@@ -67,7 +67,7 @@ def main(argv=None):
             return Controller(config.data_dir, cluster_id, config["broker.id"], config, page)
 
         broker = Broker(config, open_metadata=open_page, make_controller=make_controller)
-    except Exception as exc:  # noqa: BLE001 - a bad command line or config
+    except Exception as exc:
         log.error("cannot start broker %d: %s", args.broker_id, exc)
         return 1
 
@@ -78,7 +78,7 @@ def main(argv=None):
     signal.signal(signal.SIGINT, request_stop)
     try:
         broker.run()
-    except Exception:  # noqa: BLE001 - logged with its traceback; the exit status says it
+    except Exception:
         log.exception("broker %d failed", args.broker_id)
         return 1
     return 0

@@ -15,13 +15,13 @@ published when its call returns.
 
 Owner: the broker's loop thread.
 """
+from __future__ import annotations
 
 import logging
 
-from cluster.protocol import frames as protocol
 from cluster.errors import NotControllerError
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-
 from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class AdminHandler:
             return {name: (NotControllerError.errno, message) for name in names}
         try:
             results = call()
-        except Exception as exc:  # noqa: BLE001 - answered as every topic's error
+        except Exception as exc:
             code = code_of(exc, what)
             return {name: (code, str(exc)) for name in names}
         self._on_metadata_change()

@@ -38,6 +38,7 @@ A SIGKILL skips all of it; the next start recovers the logs and takes the listen
 Owner: the thread that calls ``run()`` does everything; ``stop()`` may be called from a
 signal handler or another thread.
 """
+from __future__ import annotations
 
 import contextlib
 import logging
@@ -47,14 +48,13 @@ import posix_ipc
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import register_broker
-from shm_ring import Listener
-
 from replica_proc.broker_metadata import BrokerMetadata
 from replica_proc.channel import Channel, CloseConnection
 from replica_proc.controller_channel import ControllerChannel
 from replica_proc.log_manager import LogManager
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
+from shm_ring import Listener
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,8 @@ REQUESTS_PER_TURN = 4
 """Most requests of one connection handled in one turn of the loop. Without a bound, a
 producer whose requests arrive faster than the broker handles them (several in flight, a
 busy machine) keeps the loop on its connection and every other client waits: a
-consumer's fetch went unread for 100-500 ms behind a stream of produce requests."""
+consumer's fetch went unread behind a stream of produce requests (for how long:
+perf/README.md, "Requests per turn")."""
 
 LIVENESS_INTERVAL = 0.5
 """Seconds between checks that each client process is still alive."""
@@ -201,7 +202,7 @@ class Broker:
                 handle(channel, frame)
             except CloseConnection as exc:
                 channel.closing = str(exc)
-            except Exception as exc:  # noqa: BLE001 - a bug must not take the broker down
+            except Exception as exc:
                 log.exception("%s: request failed", channel.name)
                 channel.closing = f"internal error {exc!r}"
             frame = None  # the ring view must be gone before the connection may close

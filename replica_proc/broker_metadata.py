@@ -7,6 +7,7 @@ a fake.
 
 Owner: the broker's loop thread.
 """
+from __future__ import annotations
 
 from cluster.metadata.model import MetadataImage
 

@@ -20,6 +20,7 @@ the frame is materialised into bytes and sent later like any other.
 
 Owner: the broker's loop thread, the only caller.
 """
+from __future__ import annotations
 
 import collections
 import logging

@@ -13,12 +13,13 @@ metadata names then.
 Owner: the broker's loop thread. The connection's rings are this process's (it unlinks
 them in ``close`` or when the controller broker goes away).
 """
+from __future__ import annotations
 
 import datetime
 import logging
 
-from cluster.protocol import frames as protocol
 from cluster.errors import KafkaProtocolError, TopicAlreadyExistsError
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from shm_ring import PeerClosedError, PeerDiedError, connect
 

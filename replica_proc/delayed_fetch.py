@@ -19,6 +19,7 @@ connection). Times are the caller's monotonic clock in seconds, passed in.
 
 Owner: the broker's loop thread, the only caller. Not thread-safe.
 """
+from __future__ import annotations
 
 import heapq
 import itertools

@@ -27,14 +27,20 @@ response ring and the batches are copied from the segment files into it.
 
 Owner: the broker's loop thread.
 """
+from __future__ import annotations
 
 import logging
 
 from cluster.errors import OffsetOutOfRangeError, RecordTooLargeError
-
+from cluster.protocol.fetch_response import (
+    FetchResponseFrame,
+    PartitionData,
+    frame_overhead,
+    partition_overhead,
+    topic_overhead,
+)
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import DelayedFetch
-from cluster.protocol.fetch_response import FetchResponseFrame, PartitionData, frame_overhead, partition_overhead, topic_overhead
 from replica_proc.responses import code_of
 
 log = logging.getLogger(__name__)
@@ -91,7 +97,7 @@ class FetchHandler:
         channel.parked = None
         try:
             self._answer(channel, header, request, may_park=False)
-        except Exception as exc:  # noqa: BLE001 - that channel is dropped, nothing else
+        except Exception as exc:
             log.exception("%s: answering a parked fetch failed", channel.name)
             channel.closing = f"answering a parked fetch failed: {exc!r}"
 
@@ -148,7 +154,7 @@ class FetchHandler:
         try:
             partition = self._replicas.leader(topic, index,
                                               getattr(p, "current_leader_epoch", -1))
-        except Exception as exc:  # noqa: BLE001 - every failure becomes this partition's error
+        except Exception as exc:
             return PartitionData(index, code_of(exc, f"fetch from {topic}-{index}"))
         high_watermark = partition.high_watermark
         log_start = partition.log.log_start_offset

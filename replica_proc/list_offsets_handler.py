@@ -10,12 +10,12 @@ no leader-epoch cache to look an older offset's epoch up in.
 
 Owner: the broker's loop thread.
 """
+from __future__ import annotations
 
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-from segments.log import LATEST_TIMESTAMP
-
 from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
+from segments.log import LATEST_TIMESTAMP
 
 UNKNOWN_EPOCH = -1
 
@@ -39,7 +39,7 @@ class ListOffsetsHandler:
                     epoch = (partition.leader_epoch if p.timestamp == LATEST_TIMESTAMP
                              else UNKNOWN_EPOCH)
                     code = 0
-                except Exception as exc:  # noqa: BLE001 - becomes this partition's error
+                except Exception as exc:
                     code = code_of(exc, f"ListOffsets of {topic.name}-{p.partition_index}")
                     timestamp, offset, epoch = -1, -1, UNKNOWN_EPOCH
                 partitions.append(build(

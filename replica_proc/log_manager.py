@@ -21,6 +21,7 @@ the logs' own clock decides segment ages.
 
 Owner: the broker's loop thread, the only caller.
 """
+from __future__ import annotations
 
 import logging
 

@@ -15,17 +15,16 @@ LEADER_NOT_AVAILABLE; ``offline_replicas`` (v5+) are its replicas on brokers not
 
 Owner: the broker's loop thread.
 """
+from __future__ import annotations
 
 import logging
 
-from cluster.protocol import frames as protocol
-from cluster.errors import (InvalidTopicError, LeaderNotAvailableError,
-                            UnknownTopicOrPartitionError)
+from cluster.errors import InvalidTopicError, LeaderNotAvailableError, UnknownTopicOrPartitionError
 from cluster.metadata.model import validate_topic_name
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-from shm_ring.naming import listener_name
-
 from replica_proc.responses import NO_THROTTLE, build, error, module
+from shm_ring.naming import listener_name
 
 log = logging.getLogger(__name__)
 

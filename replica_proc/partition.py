@@ -18,11 +18,16 @@ this broker was down is recognised as a different topic.
 Owner: the broker's loop thread (through the ReplicaManager); not thread-safe, like the
 PartitionLog it owns.
 """
+from __future__ import annotations
 
 import os
 
-from cluster.errors import (FencedLeaderEpochError, NotEnoughReplicasError,
-                            NotLeaderForPartitionError, UnknownLeaderEpochError)
+from cluster.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderForPartitionError,
+    UnknownLeaderEpochError,
+)
 from segments.checkpoint import fsync_directory
 from segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
 

@@ -22,13 +22,13 @@ fetches of the partition complete.
 
 Owner: the broker's loop thread.
 """
+from __future__ import annotations
 
 from cluster.errors import InvalidRecordError, InvalidRequiredAcksError
-from segments.batch_header import BatchHeader
-
-from replica_proc.channel import CloseConnection
 from cluster.protocol.produce_response import PartitionResult, produce_response_frame
+from replica_proc.channel import CloseConnection
 from replica_proc.responses import code_of
+from segments.batch_header import BatchHeader
 
 ACKS = (0, 1, -1)
 #: ``base_offset``, ``log_start_offset`` and ``log_append_time`` of a partition's answer
@@ -79,7 +79,7 @@ class ProduceHandler:
             else:
                 base_offset = partition.append_as_leader(records, acks)
                 append_time = UNKNOWN
-        except Exception as exc:  # noqa: BLE001 - every failure becomes this partition's error
+        except Exception as exc:
             code = code_of(exc, f"produce to {topic}-{index}")
             return PartitionResult(index, code, UNKNOWN, UNKNOWN, UNKNOWN, _message(exc))
         if partition.high_watermark > high_watermark:

@@ -22,16 +22,26 @@ other brokers; ``leader(...)`` also refuses replicas this broker does not lead.
 
 Owner: the broker's loop thread, the only caller.
 """
+from __future__ import annotations
 
 import logging
 import os
 import shutil
 
-from cluster.errors import (InvalidConfigurationError, KafkaStorageError,
-                            NotLeaderForPartitionError, UnknownTopicOrPartitionError)
+from cluster.errors import (
+    InvalidConfigurationError,
+    KafkaStorageError,
+    NotLeaderForPartitionError,
+    UnknownTopicOrPartitionError,
+)
+from replica_proc.partition import (
+    Partition,
+    directory_name,
+    parse_directory_name,
+    read_topic_id,
+    write_topic_id,
+)
 from segments.log import PartitionLog
-
-from replica_proc.partition import Partition, directory_name, parse_directory_name, read_topic_id, write_topic_id
 
 log = logging.getLogger(__name__)
 

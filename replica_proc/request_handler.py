@@ -32,13 +32,13 @@ partitions that changed.
 
 Owner: the broker's loop thread, the only caller.
 """
+from __future__ import annotations
 
 import logging
 
-from cluster.protocol import frames as protocol
 from cluster.errors import InvalidRequestError, UnsupportedVersionError
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-
 from replica_proc.admin_handler import AdminHandler
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import FetchPurgatory

@@ -10,6 +10,7 @@ UNKNOWN_SERVER_ERROR and is logged with its traceback).
 
 Pure functions (and a cache of field names): any thread.
 """
+from __future__ import annotations
 
 import dataclasses
 import datetime
@@ -17,8 +18,8 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from cluster.protocol import frames as protocol
 from cluster.errors import UnknownError, error_code
+from cluster.protocol import frames as protocol
 
 log = logging.getLogger(__name__)
 

@@ -33,6 +33,7 @@ producer, and checked by the broker and by the consumer.
 Attributes: bits 0-2 compression codec, bit 3 timestamp type (1 = log-append time),
 bit 4 transactional, bit 5 control batch, bit 6 has delete horizon (compaction).
 """
+from __future__ import annotations
 
 import struct
 

@@ -5,6 +5,7 @@ framing and the CRC-32C, and stamps baseOffset and partitionLeaderEpoch in place
 two fields the CRC does not cover — so a leader assigns offsets without re-encoding.
 It does no I/O and holds no lock; whoever owns the buffer owns the view.
 """
+from __future__ import annotations
 
 from crc32c import crc32c
 

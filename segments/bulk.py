@@ -24,6 +24,7 @@ Two paths:
 
 Pure: takes values, returns batches; no I/O, no lock; any thread may call it.
 """
+from __future__ import annotations
 
 from time import time_ns
 
@@ -32,7 +33,16 @@ from crc32c import crc32c
 
 from segments import batch_descriptor as d
 from segments.compression import codec_id, compress
-from segments.records import NO_HEADERS, NULL_LENGTH, RECORD_ATTRIBUTES, as_bytes, encode_headers, encode_records, field_size, pack_batch
+from segments.records import (
+    NO_HEADERS,
+    NULL_LENGTH,
+    RECORD_ATTRIBUTES,
+    as_bytes,
+    encode_headers,
+    encode_records,
+    field_size,
+    pack_batch,
+)
 from segments.varint import encode_varint, size_of_varint
 
 #: A zigzag varint of n bytes holds values below 2 ** (7 * n); the thresholds as uint64.

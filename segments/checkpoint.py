@@ -16,6 +16,7 @@ new one, never a mix; a crash can leave a stale ``.tmp``, which the next write r
 ``CheckpointFile`` does no locking: its owner (the one thread that owns the directory's
 log) is the only writer.
 """
+from __future__ import annotations
 
 import os
 

@@ -37,6 +37,7 @@ skipped while the dirty share of the cleanable bytes is below min.cleanable.dirt
 Thread safety: ``clean`` runs on the log's owning thread (the log has a single writer);
 appends wait for it. It is not for the hot path.
 """
+from __future__ import annotations
 
 import dataclasses
 import logging
@@ -44,8 +45,7 @@ import os
 
 from crc32c import crc32c
 
-from segments import batch_descriptor as bd
-from segments import index_descriptor as xd
+from segments import batch_descriptor as bd, index_descriptor as xd
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint
 from segments.compression import compress, decompress

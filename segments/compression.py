@@ -24,6 +24,7 @@ snappy without xerial framing. Damaged input raises CorruptRecordError naming th
 Pure functions; the zstd (de)compressor contexts are cached per thread, so any thread may
 call them without a lock.
 """
+from __future__ import annotations
 
 import gzip
 import io

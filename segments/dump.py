@@ -21,6 +21,7 @@ Everything goes to ``out``. ``run`` returns 0 when every file checked out, 1 whe
 problem was reported (invalid CRC, trailing bytes, index mismatch, unknown file), 2 when
 a file could not be read. Read-only: it opens the files, never the log.
 """
+from __future__ import annotations
 
 import os
 import sys
@@ -31,7 +32,13 @@ from segments.compression import CODEC_NAMES
 from segments.errors import CorruptRecordError, StorageError
 from segments.index import CorruptIndexError, OffsetIndex, TimeIndex
 from segments.records import RecordBatch
-from segments.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, base_offset_from_name, iter_file_batches
+from segments.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    base_offset_from_name,
+    iter_file_batches,
+)
 
 #: Prefix of a record line (Kafka's RecordIndent).
 RECORD_INDENT = "|"

@@ -11,6 +11,7 @@ the rest of the tree on the same roots.
 
 Exceptions are plain values: any thread may create, raise and read them.
 """
+from __future__ import annotations
 
 
 class KafkaError(Exception):

@@ -19,6 +19,7 @@ entries cannot be right; the log then rebuilds it from the ``.log``.
 Thread safety: none. An index belongs to its ``Segment``, which belongs to the
 ``PartitionLog``'s single owning thread.
 """
+from __future__ import annotations
 
 import mmap
 import os

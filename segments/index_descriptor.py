@@ -37,6 +37,7 @@ Timestamps are strictly increasing. A segment that stops being active appends on
 entry carrying its largest timestamp, so the last entry of a sealed segment's time index
 is that segment's largest timestamp (retention by time reads only that entry).
 """
+from __future__ import annotations
 
 import struct
 

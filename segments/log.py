@@ -31,6 +31,7 @@ compaction). There are no locks: the only other thread, the process-wide flusher
 fsyncs rolled segments (as Kafka's scheduler does), works on descriptors of its own and
 reports back through a future the owner polls.
 """
+from __future__ import annotations
 
 import bisect
 import concurrent.futures
@@ -41,17 +42,28 @@ import shutil
 import time
 from collections import namedtuple
 
-from crc32c import crc32c
-
-from segments import batch_descriptor as bd
-from segments import index_descriptor as xd
+from segments import batch_descriptor as bd, index_descriptor as xd
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint, fsync_directory
-from segments.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
-from segments.log_config import LogConfig
-from segments.segment import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, Segment, base_offset_from_name, read_into
+from segments.errors import (
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
 from segments.index import CorruptIndexError
+from segments.log_config import LogConfig
 from segments.records import RecordBatch
+from segments.segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    base_offset_from_name,
+    read_into,
+)
 
 log = logging.getLogger(__name__)
 
@@ -412,12 +424,11 @@ class PartitionLog:
         headers = []
         position = 0
         while position < total:
-            if allow_partial_tail:
-                if total - position < bd.LOG_OVERHEAD or (
-                        position + bd.LOG_OVERHEAD
-                        + bd.INT32.unpack_from(view, position + bd.BATCH_LENGTH_OFFSET)[0]
-                        > total):
-                    break
+            if allow_partial_tail and (total - position < bd.LOG_OVERHEAD or (
+                    position + bd.LOG_OVERHEAD
+                    + bd.INT32.unpack_from(view, position + bd.BATCH_LENGTH_OFFSET)[0]
+                    > total)):
+                break
             header = BatchHeader(view, position)
             size = bd.LOG_OVERHEAD + header.batch_length
             if size > max_bytes:

@@ -6,6 +6,7 @@ A bad key or value raises ``InvalidLogConfigError`` naming the key, the value fo
 what was expected. The object is immutable; a config change makes a new one
 (``config.updated({...})``) that the log's owner hands to ``PartitionLog.update_config``.
 """
+from __future__ import annotations
 
 import dataclasses
 

@@ -30,6 +30,7 @@ Who may call what: a builder belongs to one producer (the accumulator lets appen
 at a time, then hands the batch to the sender, which builds it); it has no lock of its own.
 A reader is a view over bytes its caller owns and does no I/O.
 """
+from __future__ import annotations
 
 import operator
 from itertools import groupby, repeat
@@ -42,7 +43,17 @@ from segments import batch_descriptor as d
 from segments.batch_header import BatchHeader, iter_batches
 from segments.compression import codec_id, compress, decompress
 from segments.errors import CorruptRecordError
-from segments.varint import SIGNED_VARINT, SIGNED_VARINT_SIZE, SIZED, TABLE_SIZE, VARINT, VARINT_SIZE, decode_varint, encode_varint, size_of_varint
+from segments.varint import (
+    SIGNED_VARINT,
+    SIGNED_VARINT_SIZE,
+    SIZED,
+    TABLE_SIZE,
+    VARINT,
+    VARINT_SIZE,
+    decode_varint,
+    encode_varint,
+    size_of_varint,
+)
 
 #: A record's attributes byte (always 0).
 RECORD_ATTRIBUTES = b"\x00"

@@ -23,13 +23,13 @@ header and CRC before calling it) and holds no lock. Owner: its ``PartitionLog``
 single owning thread is the only caller; a segment with ``mutable`` indexes is the active
 one (or one being recovered, truncated or written by the cleaner).
 """
+from __future__ import annotations
 
 import logging
 import os
 from collections import namedtuple
 
-from segments import batch_descriptor as bd
-from segments import index_descriptor as xd
+from segments import batch_descriptor as bd, index_descriptor as xd
 from segments.batch_header import BatchHeader
 from segments.errors import CorruptRecordError, KafkaStorageError
 from segments.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex

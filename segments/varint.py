@@ -9,8 +9,10 @@ Besides the scalar functions, this module holds lookup tables that let the recor
 turn the common small numbers into sizes and bytes with one C-level index operation
 (``map(VARINT.__getitem__, lengths)``) instead of a Python loop per record; numbers
 outside the tables go through the scalar functions. The tables cost about 0.6 MB per
-process (and ``records`` adds 0.5 MB of its own). Pure functions and read-only tables: any thread may call them.
+process (and ``records`` adds 0.5 MB of its own). Pure functions and read-only tables: any
+thread may call them.
 """
+from __future__ import annotations
 
 from segments.errors import CorruptRecordError
 

@@ -7,6 +7,8 @@ cleanup of stale objects), liveness (is the peer process still there), errors.
 It knows nothing of Kafka (the producer's BufferPool lives with the producer:
 ``cluster.producer.buffer_pool``).
 """
+from __future__ import annotations
+
 from shm_ring.connection import ClientConnection, Connection, Listener, connect
 from shm_ring.errors import PeerClosedError, PeerDiedError
 from shm_ring.naming import cleanup_stale, list_objects

@@ -38,23 +38,35 @@ import fcntl
 import logging
 import secrets
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import posix_ipc
 
-from shm_ring import listener_descriptor as ld
-from shm_ring import ring_descriptor as rd
+from shm_ring import listener_descriptor as ld, ring_descriptor as rd
 from shm_ring.doorbell import Doorbell
 from shm_ring.errors import PeerClosedError, PeerDiedError
 from shm_ring.liveness import current_process, is_alive
 from shm_ring.naming import (
-    NamedSemaphore, SharedRegion, broker_part, check_connection_part, connection_part,
-    doorbell_name, listener_name, object_name,
+    NamedSemaphore,
+    SharedRegion,
+    broker_part,
+    check_connection_part,
+    connection_part,
+    doorbell_name,
+    listener_name,
+    object_name,
 )
 from shm_ring.ring import READER_END, WRITER_END, Ring, format_ring
 from shm_ring.wakeup import (
-    DEFAULT_POLICY, READER_PARKED_WORD, WRITER_PARKED_WORD, RingReader, RingWriter, WaitPolicy,
-    WakeSlot, end_watch, full_fence,
+    DEFAULT_POLICY,
+    READER_PARKED_WORD,
+    WRITER_PARKED_WORD,
+    RingReader,
+    RingWriter,
+    WaitPolicy,
+    WakeSlot,
+    end_watch,
+    full_fence,
 )
 
 log = logging.getLogger(__name__)
@@ -399,10 +411,7 @@ class Listener:
     def _has_event(self) -> bool:
         if self._accept.readable():
             return True
-        for connection in self._connections:
-            if connection._has_event():
-                return True
-        return False
+        return any(connection._has_event() for connection in self._connections)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until there is something to do: a request, an announced connection, a client
@@ -571,7 +580,8 @@ class ClientConnection:
         self._reader.release()
 
     def _check_broker_due(self) -> None:
-        """_check_broker(), at most once per poll interval (it reads /proc: tens of µs)."""
+        """_check_broker(), at most once per poll interval (it reads /proc, which is costly;
+        figures: perf/README.md, "Broker liveness check")."""
         now = self._policy.clock()
         if now >= self._next_check:
             self._next_check = now + self._policy.poll_interval

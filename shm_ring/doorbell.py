@@ -9,7 +9,7 @@ extra posts only cost the broker an extra look at its connections.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from shm_ring.naming import NamedSemaphore, doorbell_name
 from shm_ring.wakeup import DEFAULT_POLICY, WaitPolicy, WakeSlot

@@ -12,7 +12,12 @@ from shm_ring.liveness import current_process
 from shm_ring.naming import NamedSemaphore, SharedRegion, object_name
 from shm_ring.ring import READER_END, WRITER_END, Ring, format_ring
 from shm_ring.wakeup import (
-    DEFAULT_POLICY, READER_PARKED_WORD, WRITER_PARKED_WORD, RingReader, RingWriter, WaitPolicy,
+    DEFAULT_POLICY,
+    READER_PARKED_WORD,
+    WRITER_PARKED_WORD,
+    RingReader,
+    RingWriter,
+    WaitPolicy,
     WakeSlot,
 )
 

@@ -1,9 +1,10 @@
 """Spin, then park: blocking ends of a ring.
 
 A waiter that finds nothing to do re-checks a few hundred times (spinning costs no syscall;
-a wake-up costs about 1.2 us), then sets its *parked* flag in shared memory and blocks on a
-named semaphore. A notifier, after publishing (a frame, a release), posts the semaphore only
-when it sees the flag set, so the busy path makes no syscall at all.
+a wake-up costs more: perf/README.md, "Ring waits: spin, then park"), then sets its *parked*
+flag in shared memory and blocks on a named semaphore. A notifier, after publishing (a
+frame, a release), posts the semaphore only when it sees the flag set, so the busy path
+makes no syscall at all.
 
 Why no wake-up is lost. Waiter: store parked = 1; full fence; re-check the condition; block.
 Notifier: publish (store); full fence; load parked; post if set. With the two fences, x86's one
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import posix_ipc
 

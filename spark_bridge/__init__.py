@@ -8,6 +8,7 @@ streaming, Spark's Kafka source schema and options) and the process that runs a 
 
 Names are imported on first use (PEP 562), so importing the package does not start pyspark.
 """
+from __future__ import annotations
 
 import importlib
 

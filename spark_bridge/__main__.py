@@ -1,4 +1,5 @@
 """``python -m spark_bridge ARGS``: the same as ``ringlog spark-bridge ARGS``."""
+from __future__ import annotations
 
 import sys
 

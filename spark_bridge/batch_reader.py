@@ -9,6 +9,7 @@ planned, so records committed later are not read, and the same plan reads the sa
 
 Spark pickles this reader to its workers; it holds only options and schemas.
 """
+from __future__ import annotations
 
 from pyspark.sql.datasource import DataSourceReader
 

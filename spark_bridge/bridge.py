@@ -33,6 +33,7 @@ error.
 Owner: the bridge process's main thread (``run``); ``request_stop`` is what a signal
 handler calls. Progress lines come from Spark's listener thread.
 """
+from __future__ import annotations
 
 import dataclasses
 import json

@@ -23,17 +23,17 @@ it stops: on SIGTERM or Ctrl-C (exit 0) or, with ``--available-now``, once the r
 committed at start are in the sink. Started again with the same ``--checkpoint``, it goes on
 where the last run's last committed batch ended, whatever way that run ended.
 """
+from __future__ import annotations
 
 import os
 import re
 import signal
 
+from cluster.config import parse_overrides
+from cluster.tools.support import ToolError, add_bootstrap_argument, fail, setup_logging
 from spark_bridge.bridge import Bridge, BridgeConfig
 from spark_bridge.sinks import parse_sink
 from spark_bridge.transform import load_transform
-
-from cluster.config import parse_overrides
-from cluster.tools.support import ToolError, add_bootstrap_argument, fail, setup_logging
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)\Z")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}

@@ -6,6 +6,7 @@ style regex, as ``Pattern.matcher(topic).matches()``) and ``assign`` (listed par
 the last call shows up (streaming picks them up this way). Strategies are small immutable
 values, pickled with the readers to Spark's Python workers.
 """
+from __future__ import annotations
 
 import dataclasses
 import re

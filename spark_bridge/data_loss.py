@@ -6,6 +6,7 @@ user can do about it; this is that function. ringlog loses committed records onl
 retention (``retention.ms`` / ``retention.bytes`` deleting old segments, which moves the
 partition's log start offset) and to topic or partition deletion.
 """
+from __future__ import annotations
 
 import logging
 

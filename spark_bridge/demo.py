@@ -13,6 +13,7 @@
    against what the producers sent.
 6. Stop Spark and the cluster and check that nothing is left running or in /dev/shm.
 """
+from __future__ import annotations
 
 import argparse
 import multiprocessing
@@ -24,8 +25,14 @@ import time
 import numpy as np
 import psutil
 
-from cluster import (Cluster, KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic,
-                     TopicPartition)
+from cluster import (
+    Cluster,
+    KafkaAdminClient,
+    KafkaConsumer,
+    KafkaProducer,
+    NewTopic,
+    TopicPartition,
+)
 from shm_ring import list_objects
 from spark_bridge import jvm
 from spark_bridge.session import get_spark
@@ -140,7 +147,8 @@ def main(argv=None):
             processes.append(CTX.Process(target=consume, args=(
                 bootstrap, n, partitions, args.producers, args.records, ends[n], results)))
         for n in range(args.producers):
-            processes.append(CTX.Process(target=produce, args=(bootstrap, n, args.records, results)))
+            processes.append(CTX.Process(target=produce,
+                                         args=(bootstrap, n, args.records, results)))
         for process in processes:
             process.start()
         started = time.perf_counter()
@@ -163,9 +171,11 @@ def main(argv=None):
         seen = sum(r[2].astype(np.int64) for r in consumer_reports)
         out_of_order = sum(r[3] for r in consumer_reports)
         missing, duplicated = int((seen == 0).sum()), int((seen > 1).sum())
-        print(f"3. {args.consumers} consumer processes read {int(seen.sum()):,} records; end offsets "
+        print(f"3. {args.consumers} consumer processes read {int(seen.sum()):,} records; "
+              f"end offsets "
               f"{[targets[p] for p in range(PARTITIONS)]} (sum {sum(targets.values()):,})")
-        print(f"4. exactly once: {missing} missing, {duplicated} duplicated; in order per partition: "
+        print(f"4. exactly once: {missing} missing, {duplicated} duplicated; "
+              f"in order per partition: "
               f"{out_of_order} out of order; end to end {total / elapsed:,.0f} records/s")
         for process in processes:
             process.join(timeout=60)

@@ -16,6 +16,7 @@ is not mistaken for it.
 
 Functions for the driver's main thread.
 """
+from __future__ import annotations
 
 import os
 import subprocess

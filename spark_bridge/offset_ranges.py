@@ -14,6 +14,7 @@ Kafka source planning, with its arithmetic:
 
 Pure functions over ``{TopicPartition: offset}`` maps; any thread.
 """
+from __future__ import annotations
 
 import math
 

@@ -11,6 +11,7 @@ consumer is opened on first use and closed by ``close()`` (safe twice) — a ``w
 closes it for the batch reader, the stream reader's ``stop()`` for streaming. Not pickled:
 ``__getstate__`` leaves the consumer behind.
 """
+from __future__ import annotations
 
 from spark_bridge.offsets import EARLIEST, LATEST
 from spark_bridge.options import InvalidOptionError

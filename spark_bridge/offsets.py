@@ -15,6 +15,7 @@ always serialize to the same text: Spark compares and stores offsets as JSON.
 
 Pure functions; any thread.
 """
+from __future__ import annotations
 
 import json
 

@@ -41,14 +41,20 @@ as Spark ignores them.
 ``parse_batch_options`` / ``parse_stream_options`` return a ``SourceOptions``, an immutable
 value the readers carry to Spark's Python workers (pickled).
 """
+from __future__ import annotations
 
 import dataclasses
 import logging
 import re
 
 from spark_bridge.consumer_strategy import Assign, Subscribe, SubscribePattern
-from spark_bridge.offsets import EARLIEST, LATEST, OffsetsFormatError, parse_partition_offsets, \
-    parse_partitions
+from spark_bridge.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetsFormatError,
+    parse_partition_offsets,
+    parse_partitions,
+)
 
 log = logging.getLogger(__name__)
 

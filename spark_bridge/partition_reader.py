@@ -22,6 +22,7 @@ The consumer is closed in a ``finally``: when the task ends, fails, or Spark sto
 early (the generator is closed), so its connections' shared-memory rings are unlinked. A
 worker killed outright leaves them to the brokers, which reap a dead client's connections.
 """
+from __future__ import annotations
 
 import time
 
@@ -29,7 +30,6 @@ import numpy as np
 
 from cluster.errors import OffsetOutOfRangeError
 from cluster.structs import TopicPartition
-
 from spark_bridge.arrow_rows import record_batch
 from spark_bridge.data_loss import report_data_loss
 from spark_bridge.offset_reader import open_consumer

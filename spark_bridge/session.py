@@ -12,6 +12,7 @@ source. It is idempotent: the second call returns the same session
 Thread safety: call it from one thread (the driver's main thread); the returned session is
 Spark's and follows Spark's rules.
 """
+from __future__ import annotations
 
 import os
 import sys

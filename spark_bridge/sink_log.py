@@ -17,6 +17,7 @@ read — Spark's own reader skips them, and so do the functions here.
 Pure reads of the directory; any thread may call them. The log is written by one streaming
 query; a batch appears atomically (Spark writes the entry to a temporary file and renames it).
 """
+from __future__ import annotations
 
 import dataclasses
 import json

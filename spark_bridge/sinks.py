@@ -19,6 +19,7 @@ interrupted attempt stay in DIR but are in no log entry: read the sink with Spar
 
 ``parse_sink`` is a pure function; any thread may call it.
 """
+from __future__ import annotations
 
 import dataclasses
 import os

@@ -8,6 +8,7 @@ the cluster's data directory. See ``spark_bridge.options`` for the options and t
 Spark builds one instance per ``load()`` in the driver and pickles the readers it returns to
 its Python workers; nothing here holds a connection.
 """
+from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import (
@@ -22,7 +23,11 @@ from pyspark.sql.types import (
 )
 
 from spark_bridge.options import (
-    include_headers, parse_batch_options, parse_stream_options, validate_common)
+    include_headers,
+    parse_batch_options,
+    parse_stream_options,
+    validate_common,
+)
 
 #: The columns of Spark's Kafka source, in its order.
 KAFKA_SCHEMA = StructType(

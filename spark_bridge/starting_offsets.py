@@ -14,6 +14,7 @@ partitions created later start at their earliest offset, as the source does.
 
 Functions for the bridge's main thread, before Spark starts.
 """
+from __future__ import annotations
 
 import json
 import os

@@ -31,12 +31,16 @@ Owner: Spark's streaming source runner, one call at a time. The driver-side cons
 on first use and closes in ``stop()``; pickled copies (sent to workers for ``read``) carry
 no consumer.
 """
+from __future__ import annotations
 
 import logging
 
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow)
+    ReadAllAvailable,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from spark_bridge.arrow_rows import arrow_schema
 from spark_bridge.data_loss import report_data_loss

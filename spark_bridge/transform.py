@@ -22,6 +22,7 @@ output rows when Spark runs a batch again after a crash.
 Called once, by the bridge's main thread, before Spark starts (``load_transform``) and when
 the query is built (``apply_transform``).
 """
+from __future__ import annotations
 
 import importlib
 import os

@@ -1,7 +1,10 @@
-"""Fixtures shared by the multi-process tests: a fresh cluster id whose shared-memory
-objects must all be gone at the end, and a process starter that kills by pid."""
+"""Fixtures shared by test folders: a fresh cluster id whose shared-memory objects must all be
+gone at the end (``cluster_id``), and a process starter that kills by pid (``spawn``).
 
-import multiprocessing
+Folder-specific fixtures are in each folder's conftest.py; helpers that are not fixtures
+(bounds, the fake clock, fakes, process context) are in tests/support."""
+from __future__ import annotations
+
 import os
 import signal
 import uuid
@@ -9,10 +12,8 @@ import uuid
 import pytest
 
 from shm_ring.naming import cleanup_stale, list_objects
-
-CTX = multiprocessing.get_context("fork")
-BOUND = 30.0
-"""Seconds any single wait in a multi-process test may take before the test fails."""
+from tests.support.bounds import BOUND
+from tests.support.processes import CTX
 
 
 @pytest.fixture
@@ -27,7 +28,8 @@ def cluster_id():
 
 @pytest.fixture
 def spawn():
-    """Start ``target(*args)`` in a forked process; SIGKILL whatever still runs at the end."""
+    """Start ``target(*args)`` in a forked process; SIGKILL whatever still runs at the end.
+    Tests that use it start processes: mark them ``multiprocess``."""
     started = []
 
     def start(target, *args):

@@ -20,14 +20,23 @@ topics of the request were still handled by the broker.
 
 Thread safety: one thread at a time (it owns a KafkaClient).
 """
+from __future__ import annotations
 
 import datetime
 import time
 
-from cluster.protocol import frames as protocol
 from cluster.client.kafka_client import API_VERSIONS, KafkaClient
 from cluster.config import AdminClientConfig
-from cluster.errors import IllegalArgumentError, KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable, NotControllerError, RequestTimedOutError, for_code
+from cluster.errors import (
+    IllegalArgumentError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+    NotControllerError,
+    RequestTimedOutError,
+    for_code,
+)
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 
 

@@ -10,6 +10,7 @@ waits, so a future nobody waits on costs one lock.
 Thread safety: ``_lock`` guards the done flag and the callback lists; any thread may
 register callbacks or wait, one thread completes.
 """
+from __future__ import annotations
 
 import functools
 import logging

@@ -35,6 +35,7 @@ thread; the consumer's or the admin client's calling thread), as kafka-python's 
 and the rings require. Other threads talk to it only through ``cluster`` (the metadata
 cache) and whatever wake-up their owner provides.
 """
+from __future__ import annotations
 
 import collections
 import logging
@@ -43,18 +44,31 @@ import random
 import threading
 import time
 
-from shm_ring import PeerClosedError, PeerDiedError, connect
-from shm_ring import ring_descriptor as rd
+from cluster.client.future import Future
+from cluster.client.metadata import (
+    BrokerMetadata,
+    ClusterMetadata,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from cluster.errors import (
+    CorrelationIdError,
+    IncompatibleBrokerVersion,
+    KafkaConnectionError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    NoBrokersAvailable,
+    RequestTimedOutError,
+    for_code,
+)
+from cluster.metadata import data_dir as dd
+from cluster.metadata.page import MetadataPage
+from cluster.protocol import frames as protocol
+from cluster.protocol.frames import ApiKey
+from shm_ring import PeerClosedError, PeerDiedError, connect, ring_descriptor as rd
 from shm_ring.connection import DEFAULT_CAPACITY
 from shm_ring.liveness import process_start_time
-
-from cluster.metadata import data_dir as dd
-from cluster.protocol import frames as protocol
-from cluster.client.metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
-from cluster.errors import CorrelationIdError, IncompatibleBrokerVersion, KafkaConnectionError, KafkaProtocolError, KafkaTimeoutError, MessageSizeTooLargeError, NoBrokersAvailable, RequestTimedOutError, for_code
-from cluster.client.future import Future
-from cluster.metadata.page import MetadataPage
-from cluster.protocol.frames import ApiKey
 
 log = logging.getLogger(__name__)
 
@@ -108,10 +122,10 @@ class Wakeup:
     ``set()``: there is new work — it ends a wait while nothing is in flight; while
     requests are in flight the poll still waits up to ``MULTI_WAIT_SLICE`` for the first
     response (new batches then go out together in the next request: interrupting the
-    wait to send each batch at once measured 1.5x the producer's CPU per record at 10,000
-    records/s in one A/B run and no difference in another, with no gain in latency on 2
-    busy cores). A poll with nothing new parks until the response comes, in slices of
-    ``PARKED_WAIT_SLICE`` (so work for another broker is not held behind a hung one).
+    wait to send each batch at once cost the producer more CPU per record in one A/B run
+    and no difference in another, with no gain in latency; figures: perf/README.md,
+    "Client poll batching"). A poll with nothing new parks until the response comes, in
+    slices of ``PARKED_WAIT_SLICE`` (so work for another broker is not held behind a hung one).
     ``set(urgent=True)``: ends any wait at once — the poll parks on the response ring and
     this wakes its reader (``ClientConnection.interrupt``); for close and similar.
 
@@ -130,7 +144,7 @@ class Wakeup:
         self.urgent = False
         # A bare lock as a binary semaphore, held while not set: waking a thread blocked on
         # it costs one futex call, where threading.Event (a Condition, a fresh lock per
-        # wait) measured about 3 µs more CPU per wake-up here.
+        # wait) costs more CPU per wake-up (figures: perf/README.md, "Client wake-up gate").
         self._gate = threading.Lock()
         self._gate.acquire()
         self.waiting_on = None  # the ClientConnection the owner is parked on, if any

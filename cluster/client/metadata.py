@@ -12,6 +12,7 @@ sees ``need_update``, sends a Metadata request, and ``update()`` or ``update_fai
 wakes the waiters. Thread safety: ``_condition`` guards the flags, the topic set and the
 version; the snapshots are replaced under it and read without it.
 """
+from __future__ import annotations
 
 import threading
 from typing import NamedTuple

@@ -41,18 +41,29 @@ ringlog's own keys (prefix ``ringlog.``):
 Owner: the broker process (or the launcher that builds one per broker). Immutable: any
 thread may read it.
 """
+from __future__ import annotations
 
 import logging
 import os
 import time
 
-from segments.log_config import INT_MAX, LONG_MAX, KNOWN_KEYS, InvalidLogConfigError, LogConfig
-from shm_ring import ring_descriptor
-
-from cluster.config.keys import PARK_TIMEOUT_MS, SHORT_MAX, SPIN_ITERATIONS, Bool, FrozenConfig, Int, Key, invalid_value, keys, wait_policy
+from cluster.config.keys import (
+    PARK_TIMEOUT_MS,
+    SHORT_MAX,
+    SPIN_ITERATIONS,
+    Bool,
+    FrozenConfig,
+    Int,
+    Key,
+    invalid_value,
+    keys,
+    wait_policy,
+)
 from cluster.config.properties import load_properties, parse_overrides
 from cluster.errors import InvalidConfigurationError
 from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
+from segments.log_config import INT_MAX, KNOWN_KEYS, LONG_MAX, InvalidLogConfigError, LogConfig
+from shm_ring import ring_descriptor
 
 log = logging.getLogger(__name__)
 
@@ -295,9 +306,8 @@ def _topic_defaults(values, props):
     the raw values given, for errors."""
     defaults = {}
     for topic_name, synonyms in TOPIC_SYNONYMS.items():
-        for broker_name, factor in synonyms:
-            if values[broker_name] is not None:
-                break
+        broker_name, factor = next(
+            (pair for pair in synonyms if values[pair[0]] is not None), synonyms[-1])
         value = values[broker_name]
         if factor != 1:
             value *= factor

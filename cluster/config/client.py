@@ -29,12 +29,13 @@ defaults so that kafka-python code runs unchanged, and have no effect: connectio
 shared-memory rings, private to the host (``COMPAT_KEYS``).
 
 ringlog's own keys, also on every client: ``ringlog_spin_iterations`` (20) and
-``ringlog_park_timeout_ms`` (50), as on the broker (``config_broker``); ``wait_policy()``
+``ringlog_park_timeout_ms`` (50), as on the broker (``cluster.config.broker``); ``wait_policy()``
 turns them into the rings' ``WaitPolicy``.
 
 Owner: the client that built it. Immutable: any thread (the producer's sender, the
 consumer's fetcher) may read it.
 """
+from __future__ import annotations
 
 import difflib
 import importlib.metadata
@@ -43,11 +44,24 @@ import math
 import re
 import time
 
+from cluster.config.keys import (
+    PARK_TIMEOUT_MS,
+    SPIN_ITERATIONS,
+    Anything,
+    Bool,
+    Choice,
+    FrozenConfig,
+    Hook,
+    Int,
+    Key,
+    Str,
+    invalid_value,
+    keys,
+    wait_policy,
+)
+from cluster.errors import KafkaConfigurationError
 from segments.compression import CODEC_NAMES
 from segments.log_config import INT_MAX, LONG_MAX
-
-from cluster.config.keys import PARK_TIMEOUT_MS, SPIN_ITERATIONS, Anything, Bool, Choice, FrozenConfig, Hook, Int, Key, Str, invalid_value, keys, wait_policy
-from cluster.errors import KafkaConfigurationError
 
 log = logging.getLogger(__name__)
 
@@ -329,8 +343,8 @@ class ProducerConfig(ClientConfig):
     def _resolve_idempotence(values, given):
         """Kafka's KIP-679 rules, as kafka-python 3 applies them: idempotence (the default)
         needs acks=all, retries > 0 and at most 5 requests in flight. A conflicting key the
-        user set turns idempotence off (logged at info, as Kafka does), unless the user also asked for
-        idempotence or a transactional_id: then it raises."""
+        user set turns idempotence off (logged at info, as Kafka does), unless the user also
+        asked for idempotence or a transactional_id: then it raises."""
         explicit = "enable_idempotence" in given
         if values["transactional_id"] is not None:
             if explicit and not values["enable_idempotence"]:

@@ -4,7 +4,7 @@ A *parser* takes a raw value — a Python value from code, or the string a prope
 holds — and returns the typed value, or raises ``ValueError`` whose message is what was
 expected (``"an integer in [1, 2147483647]"``). Strings are read as Kafka's ``ConfigDef``
 reads them: trimmed, ``true``/``false`` in any case, decimal integers. The config classes
-(``config_broker``, ``config_client``) turn that ``ValueError`` into their own error class
+(``broker``, ``client``) turn that ``ValueError`` into their own error class
 with a message naming the key, the value found and the expectation (``invalid_value``).
 
 ``FrozenConfig`` is the read-only ``dict`` they all are: built and validated once, then read
@@ -12,6 +12,7 @@ with plain ``config[name]`` (``dict.__getitem__``, nothing in between) on hot pa
 
 Parsers and keys are immutable: any thread may use them.
 """
+from __future__ import annotations
 
 import math
 import re
@@ -185,11 +186,11 @@ def wait_policy(spin_iterations, park_timeout_ms, clock=time.monotonic):
 
 #: Checks of a ring before a broker or client parks. Fewer than a bare ring's
 #: (``WaitPolicy.spin``, 200, which suits one writer streaming to one reader): here a peer's
-#: answer takes tens of µs to come — a request handled in another process — while a check
-#: costs 0.3-2 µs (more for a broker looking at every connection), and on a machine with
-#: fewer cores than busy processes the spinning takes the CPU the peer needs. Measured at
-#: 10,000 records/s on 2 busy cores (``perf.e2e_bench``): 200 spins cost the broker up to
-#: a third more CPU per record than 20, for no consistently lower latency.
+#: answer — a request handled in another process — takes many checks' time to come (a
+#: broker's check, looking at every connection, costs more), and on a machine with fewer
+#: cores than busy processes the spinning takes the CPU the peer needs. Measured with
+#: ``perf.e2e_bench``: 200 spins cost the broker more CPU per record than 20, for no
+#: consistently lower latency (figures: perf/README.md, "Spin iterations: 20, not 200").
 DEFAULT_SPIN_ITERATIONS = 20
 
 #: The ringlog transport keys shared by brokers and clients: (dotted name, parser, default).

@@ -24,6 +24,7 @@ Both read ASCII files and ``\\uXXXX`` escapes alike.
 
 Pure functions: any thread may call them.
 """
+from __future__ import annotations
 
 import re
 

@@ -13,6 +13,7 @@ it concludes another process with the same broker id is running.
 flock locks belong to an open file description, not a process: a probe from the broker's
 own process (the controller probing itself) still sees the lock held.
 """
+from __future__ import annotations
 
 import fcntl
 import os

@@ -7,7 +7,8 @@
     D/cluster.json              the supervisor's record (see supervisor.py); replaced atomically
     D/supervisor.log            output of a detached supervisor
     D/controller.lock           flock(LOCK_EX) held by the active controller (controller.py)
-    D/__cluster_metadata-0/     the metadata log (metadata_records.py), controller-only writer
+    D/__cluster_metadata-0/     the metadata log (replica_proc.controller.metadata_log),
+                                controller-only writer
     D/broker-<id>/              one broker's log dir:
         meta.properties         broker.id, cluster.id, version=0
         broker.lock             flock(LOCK_EX) held while the broker runs (broker_lock.py)
@@ -20,6 +21,7 @@ Files are written as Kafka writes its checkpoints: to ``<name>.tmp``, fsynced, r
 
 Pure functions over paths: any thread may call them; each file has one writer (named above).
 """
+from __future__ import annotations
 
 import base64
 import json
@@ -27,10 +29,9 @@ import os
 import re
 import uuid
 
-from segments.checkpoint import write_atomically
-
 from cluster.config.properties import load_properties
 from cluster.errors import InconsistentClusterIdError
+from segments.checkpoint import write_atomically
 
 META_PROPERTIES = "meta.properties"
 CLUSTER_JSON = "cluster.json"

@@ -5,6 +5,7 @@ every change, appends the change to the metadata log and publishes the image on 
 metadata page; brokers and clients read images and never mutate them, so an image can be
 shared between threads freely.
 """
+from __future__ import annotations
 
 import dataclasses
 import json

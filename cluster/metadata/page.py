@@ -4,7 +4,7 @@
 does, at cluster start; it unlinks it at stop); ``MetadataPage.open(cluster_id)`` maps it
 (brokers and clients). The active controller ``publish()``-es every new image; readers
 check ``version`` — one 8-byte load — and call ``read()`` when it moved. Layout and the
-seqlock protocol: ``metadata_page_descriptor``.
+seqlock protocol: ``page_descriptor``.
 
 Readers never see a torn image: ``read()`` copies the bytes between two reads of the
 sequence and parses them only when both reads agree (and are even).
@@ -14,11 +14,10 @@ from __future__ import annotations
 import os
 import time
 
-from shm_ring.naming import SharedRegion, object_name
-from shm_ring.ring_descriptor import require_store_order
-
 from cluster.metadata import page_descriptor as md
 from cluster.metadata.model import MetadataImage
+from shm_ring.naming import SharedRegion, object_name
+from shm_ring.ring_descriptor import require_store_order
 
 _SEQUENCE = md.word_index(md.SEQUENCE_OFFSET)
 _LENGTH = md.word_index(md.LENGTH_OFFSET)

@@ -42,6 +42,7 @@ the even sequence of the end of a write sees every image byte of that write; loa
 reordered with loads, so the second sequence read happens after the copy. The page refuses
 to run where that does not hold (``shm_ring.ring_descriptor.require_store_order``).
 """
+from __future__ import annotations
 
 CACHE_LINE_LENGTH = 64
 """Bytes in a cache line on x86-64."""

@@ -36,17 +36,17 @@ Thread safety: every deque, every open batch's builder and ``_incomplete`` are g
 builder append; the sender thread holds it to scan and drain. A drained batch is closed
 for appends and reachable by the sender only, which builds it outside the lock.
 """
+from __future__ import annotations
 
 import threading
 import time
 from collections import deque
 
-from segments.compression import codec_id
-from segments.records import RecordBatchBuilder, as_bytes
-from cluster.producer.buffer_pool import BufferExhaustedError, BufferPool, BufferPoolClosedError
-
 from cluster.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
 from cluster.producer.batch import ProducerBatch
+from cluster.producer.buffer_pool import BufferExhaustedError, BufferPool, BufferPoolClosedError
+from segments.compression import codec_id
+from segments.records import RecordBatchBuilder, as_bytes
 
 
 class RecordAccumulator:

@@ -20,12 +20,13 @@ batch holds (``record_indices``).
 Thread safety: appenders fill a batch under the accumulator's lock; then the sender thread
 owns it (builds, sends, completes). The futures may be read and waited on from any thread.
 """
+from __future__ import annotations
 
 import collections
 import functools
 
-from cluster.errors import KafkaTimeoutError, RetriableError
 from cluster.client.future import Future
+from cluster.errors import KafkaTimeoutError, RetriableError
 from cluster.structs import TopicPartition
 
 RecordMetadata = collections.namedtuple(

@@ -36,6 +36,7 @@ Kafka's producer reports a timed-out allocation as a ``BufferExhaustedException`
 ``TimeoutException``); here it is ``BufferExhaustedError``, retriable, with the errno of
 REQUEST_TIMED_OUT. This module imports nothing of ours.
 """
+from __future__ import annotations
 
 import threading
 import time
@@ -43,7 +44,8 @@ from collections import deque
 
 
 class BufferPoolError(Exception):
-    """Base class of the pool's errors; Kafka error code in ``errno``, retry hint in ``retriable``."""
+    """Base class of the pool's errors; Kafka error code in ``errno``, retry hint in
+    ``retriable``."""
 
     errno = -1  # UNKNOWN_SERVER_ERROR: Kafka raises a plain KafkaException, without a code
     message = "UNKNOWN_SERVER_ERROR"
@@ -294,7 +296,8 @@ class BufferPool:
 
     @property
     def wait_time_ns_total(self):
-        """Nanoseconds all callers spent blocked for memory (Kafka: bufferpool-wait-time-ns-total)."""
+        """Nanoseconds all callers spent blocked for memory (Kafka:
+        bufferpool-wait-time-ns-total)."""
         with self._lock:
             return self._wait_time_ns_total
 

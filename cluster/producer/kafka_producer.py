@@ -45,6 +45,7 @@ Thread safety: any number of threads may call ``send``, ``send_batch``, ``flush`
 ``partitions_for`` and ``metrics``; ``close`` once, from any thread but the sender's own
 callbacks (which get a zero timeout, as in kafka-python).
 """
+from __future__ import annotations
 
 import atexit
 import dataclasses
@@ -57,16 +58,24 @@ from time import time_ns
 
 import numpy as np
 
-from segments.batch_header import BatchHeader
-from segments.bulk import build_batches
-
-from cluster.producer.accumulator import RecordAccumulator
 from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ProducerConfig
-from cluster.errors import IllegalStateError, KafkaConfigurationError, KafkaTimeoutError, MessageSizeTooLargeError
-from cluster.producer.partitioner import DefaultPartitioner, partitions_for_keys, resolve_partitioner
+from cluster.errors import (
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+)
+from cluster.producer.accumulator import RecordAccumulator
 from cluster.producer.batch import FailedSend, FutureBatchMetadata, FutureRecordMetadata
+from cluster.producer.partitioner import (
+    DefaultPartitioner,
+    partitions_for_keys,
+    resolve_partitioner,
+)
 from cluster.producer.sender import Sender
+from segments.batch_header import BatchHeader
+from segments.bulk import build_batches
 
 log = logging.getLogger(__name__)
 

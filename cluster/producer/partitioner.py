@@ -1,4 +1,5 @@
-"""Which partition a record goes to: Kafka's murmur2 for keys; sticky, round-robin or random without.
+"""Which partition a record goes to: Kafka's murmur2 for keys; sticky, round-robin or random
+without.
 
 Keys land where Kafka puts them: ``murmur2`` is Java's
 ``org.apache.kafka.common.utils.Utils.murmur2`` bit for bit (MurmurHash2, seed 0x9747b28c,
@@ -27,6 +28,7 @@ as ``partitioner(key_bytes, all_partitions, available)``, the shape kafka-python
 ``partitioner=`` option accepts, and ``resolve_partitioner`` wraps a user function of that
 shape. Randomness comes from an injectable ``random.Random`` so tests are deterministic.
 """
+from __future__ import annotations
 
 import itertools
 import random

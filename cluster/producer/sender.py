@@ -36,15 +36,16 @@ batches (so callbacks and errbacks run there, as in kafka-python); ``wakeup()``,
 ``initiate_close()`` and ``force_close()`` may be called from any thread; ``metrics`` is
 written by the sender and read by anyone.
 """
+from __future__ import annotations
 
 import datetime
 import logging
 import threading
 import time
 
-from cluster.protocol import frames as protocol
 from cluster.client.kafka_client import API_VERSIONS, Wakeup
 from cluster.errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
+from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ class Sender(threading.Thread):
             while not self._forced and (accumulator.has_undrained()
                                         or client.in_flight_count() or self._in_flight):
                 self.run_once()
-        except BaseException as exc:  # noqa: BLE001 - a bug must not leave futures hanging
+        except BaseException as exc:
             log.exception("the producer's sender thread failed")
             self.failure = exc
         finally:
@@ -189,7 +190,7 @@ class Sender(threading.Thread):
         for batch in batches:
             try:
                 data = batch.build()
-            except Exception as exc:  # noqa: BLE001 - e.g. a compression library error
+            except Exception as exc:
                 self._fail(batch, exc)
                 continue
             batch.attempts += 1

@@ -1,26 +1,28 @@
-"""Hand encoders for the bodies that carry record batches — ProduceRequest v3-8, FetchResponse
-v4-11 — and for FetchRequest v4-11, which a consumer sends for every response it gets.
+"""Hand encoders for the request bodies on the hot paths: ProduceRequest v3-8, which carries
+the producer's batches to the leader, and FetchRequest v4-11, which a consumer sends for
+every response it gets. (The FetchResponse, which carries segment bytes back, has one
+encoder too: the broker's ``cluster.protocol.fetch_response``, written from log slices.)
 
-These are the hot paths: a Produce request carries the producer's batches to the leader, a
-Fetch response carries segment bytes to a consumer or follower. kio encodes field by field
+kio encodes field by field
 through a ``BytesIO`` (one copy of the records into it, another out of it); this module
 computes the body size arithmetically and writes the fields with ``struct.pack_into``
 straight into the caller's buffer, so the records are copied once, into the frame — a ring
 slot when the caller uses ``protocol.encode_*_into``. The records are never parsed. It takes
-the same kio objects and writes the same bytes as kio (``tests/test_cluster_protocol.py``
-checks byte for byte at every version).
+the same kio objects and writes the same bytes as kio (the protocol tests check byte for
+byte at every version).
 
-Decoding stays with kio's native reader: measured here it parses a Produce v8 request with
-a 16 KB batch in about 0.7 µs, copy of the batch included, where a Python reader returning
-memoryview slices took about 3.4 µs building the same dataclasses; for Fetch responses the
-zero-copy reader only wins above roughly 256 KB of records (kio copies at ~23 µs per MB).
+Decoding stays with kio's native reader: it parses a Produce request, copy of the batch
+included, faster than a Python reader returning memoryview slices builds the same
+dataclasses. Measurements: perf/README.md, "Protocol decoding stays with kio".
 
 Writers take a memoryview, not a bytearray: slice assignment of a large block into a fresh
-bytearray measured ~1.2 ms per MB here against ~37 µs through a memoryview of it.
+bytearray is far slower than through a memoryview of it (measurements: perf/README.md,
+"Protocol encoders").
 
-Layouts: ``protocol_descriptor``. Bodies only: ``protocol`` adds the frame header. Pure
+Layouts: ``frame_descriptor``. Bodies only: ``frames`` adds the frame header. Pure
 functions: no state, any thread.
 """
+from __future__ import annotations
 
 from cluster.protocol import frame_descriptor as d
 
@@ -68,70 +70,10 @@ def write_produce_request(buf, position, request):
     return position
 
 
-# -- FetchResponse v4-11 --------------------------------------------------------------------
-
-def fetch_response_size(response):
-    """Bytes ``write_fetch_response`` writes for ``response``."""
-    version = response.__version__
-    size = (d.FETCH_TOP_V7 if version >= 7 else d.FETCH_TOP_V4).size
-    partition_size = ((d.FETCH_PARTITION_V5 if version >= 5 else d.FETCH_PARTITION_V4).size
-                      + (d.FETCH_RECORDS_V11 if version >= 11 else d.FETCH_RECORDS).size)
-    for topic in response.responses:
-        size += 2 + len(topic.topic.encode()) + 4
-        for partition in topic.partitions:
-            aborted = partition.aborted_transactions
-            records = partition.records
-            size += (partition_size
-                     + (len(aborted) * d.FETCH_ABORTED.size if aborted is not None else 0)
-                     + (len(records) if records is not None else 0))
-    return size
-
-
-def write_fetch_response(buf, position, response):
-    """Write ``response``'s body at ``position`` in ``buf`` (a writable memoryview of bytes,
-    ``fetch_response_size(response)`` long from ``position``); returns the end position."""
-    version = response.__version__
-    topics = response.responses
-    throttle_ms = _milliseconds(response.throttle_time)
-    if version >= 7:
-        d.FETCH_TOP_V7.pack_into(buf, position, throttle_ms, response.error_code,
-                                 response.session_id, len(topics))
-        position += d.FETCH_TOP_V7.size
-    else:
-        d.FETCH_TOP_V4.pack_into(buf, position, throttle_ms, len(topics))
-        position += d.FETCH_TOP_V4.size
-    for topic in topics:
-        position = _write_string(buf, position, topic.topic)
-        partitions = topic.partitions
-        d.ARRAY_LENGTH.pack_into(buf, position, len(partitions))
-        position += 4
-        for p in partitions:
-            aborted = p.aborted_transactions
-            count = len(aborted) if aborted is not None else d.NULL_LENGTH
-            if version >= 5:
-                d.FETCH_PARTITION_V5.pack_into(
-                    buf, position, p.partition_index, p.error_code, p.high_watermark,
-                    p.last_stable_offset, p.log_start_offset, count)
-                position += d.FETCH_PARTITION_V5.size
-            else:
-                d.FETCH_PARTITION_V4.pack_into(
-                    buf, position, p.partition_index, p.error_code, p.high_watermark,
-                    p.last_stable_offset, count)
-                position += d.FETCH_PARTITION_V4.size
-            for txn in aborted or ():
-                d.FETCH_ABORTED.pack_into(buf, position, txn.producer_id, txn.first_offset)
-                position += d.FETCH_ABORTED.size
-            if version >= 11:
-                position = _write_records(buf, position, d.FETCH_RECORDS_V11, p.records,
-                                          p.preferred_read_replica)
-            else:
-                position = _write_records(buf, position, d.FETCH_RECORDS, p.records)
-    return position
-
-
 # -- FetchRequest v4-11 ----------------------------------------------------------------------
-# kio took 8-13 µs to encode a one-partition Fetch; a consumer that keeps up with a producer
-# sends one for every few records, so this is on its per-record path.
+# Encoded here, not by kio: a consumer that keeps up with a producer sends a Fetch for every
+# few records, so encoding one is on its per-record path (kio's cost: perf/README.md,
+# "Protocol encoders").
 
 def _fetch_request_layouts(version):
     top = d.FETCH_REQUEST_TOP_V7 if version >= 7 else d.FETCH_REQUEST_TOP_V4

@@ -6,16 +6,17 @@ of exactly that size, packs the fields into it and lets ``LogSlice.read_into`` `
 each partition's batches from its segment file into the shared memory. The batches are
 never decoded nor held in a Python object.
 
-The layout (FetchResponse v4-11 behind response header v0) is ``cluster.protocol.frame_descriptor``'s;
-the bytes are those ``cluster.protocol.frames.encode_response`` writes for the same response
-(``tests/test_broker_responses.py`` checks byte for byte at every version). Records are
-an empty (length 0) field where a partition has none, as Kafka's MemoryRecords.EMPTY;
-``aborted_transactions`` is null for read_uncommitted and empty for read_committed (there
-are no transactions yet).
+The layout (FetchResponse v4-11 behind response header v0) is
+``cluster.protocol.frame_descriptor``'s; the bytes are those
+``cluster.protocol.frames.encode_response`` writes for the same response (the protocol
+tests check byte for byte at every version). Records are an empty (length 0) field where a
+partition has none, as Kafka's MemoryRecords.EMPTY; ``aborted_transactions`` is null for
+read_uncommitted and empty for read_committed (there are no transactions yet).
 
 Pure: no state beyond the frame being built; any thread, though the slices it reads from
 belong to the broker's loop thread.
 """
+from __future__ import annotations
 
 from cluster.protocol import frame_descriptor as d
 

@@ -23,8 +23,8 @@ same with length -1 for null; NULLABLE_BYTES / RECORDS = int32 length + bytes, -
 ARRAY = int32 count + elements, -1 for null.
 
 The two bodies that carry record batches, and the Fetch request that every consumer sends
-for each response, are written field by field by ``protocol_records``; their layouts,
-``[...]`` marking a repeated group::
+for each response, are written field by field by ``batch_bodies`` (the requests) and
+``fetch_response`` (the broker's answer); their layouts, ``[...]`` marking a repeated group::
 
     ProduceRequest v3-8                     FetchResponse v4-11
       transactional_id  NULLABLE_STRING       throttle_time_ms     int32
@@ -65,6 +65,7 @@ for each response, are written field by field by ``protocol_records``; their lay
         [partitions]    ARRAY of int32
       rack_id           STRING  (v11)
 """
+from __future__ import annotations
 
 import struct
 

@@ -1,12 +1,14 @@
 """Kafka protocol frames on the rings: the supported APIs and versions, and their codec.
 
-The rings carry real Kafka frames at non-flexible versions (layout: ``protocol_descriptor``),
+The rings carry real Kafka frames at non-flexible versions (layout: ``frame_descriptor``),
 so a TCP gateway can shuttle frames between Kafka clients and the rings unchanged. Request
 and response bodies are kio's dataclasses (``kio.schema.<api>.v<N>``; ``request_module`` /
 ``response_module`` give the module holding a version's nested classes); the header is
-written and parsed here. Record batches travel as opaque bytes, never parsed: the two bodies
-that carry them, ProduceRequest and FetchResponse, are encoded by ``protocol_records``
-straight into the destination buffer, the records copied once; decoding is kio's native
+written and parsed here. Record batches travel as opaque bytes, never parsed: the
+ProduceRequest that carries them (and the FetchRequest a consumer sends for each response)
+is encoded by ``batch_bodies`` straight into the destination buffer, the records copied
+once; the broker writes its FetchResponse in place from the log (``fetch_response``), and
+other FetchResponse objects (fakes in tests) are encoded by kio. Decoding is kio's native
 reader, which hands ``records`` back as ``bytes`` (one copy, made at memcpy speed, so the
 ring slot can be released at once).
 
@@ -16,9 +18,9 @@ Encoding::
     size = request_frame_size(request, client_id)                      # or, into a slot:
     end = encode_request_into(slot, 0, request, correlation_id, client_id)
 
-``request_frame_size`` and ``encode_request_into`` cost one pass each for Produce requests
-(and their ``response`` twins for Fetch responses); for the other APIs each encodes the
-body, so prefer ``encode_request`` / ``encode_response`` for them.
+``request_frame_size`` and ``encode_request_into`` cost one pass each for Produce and
+Fetch requests; for the other APIs each encodes the body, so prefer ``encode_request`` for
+them.
 
 Decoding a request (broker side) raises only ``InvalidRequestError`` (INVALID_REQUEST, 42)
 for bytes that are not a frame of a supported API, or ``UnsupportedVersionError``
@@ -30,6 +32,7 @@ UNSUPPORTED_VERSION as Kafka does, and drop the connection otherwise. Decoding a
 module does not support raises ``UnsupportedVersionError``; encoding a field value the wire
 type cannot hold raises ``IllegalArgumentError``. Pure functions: any thread.
 """
+from __future__ import annotations
 
 import datetime
 import enum
@@ -44,9 +47,13 @@ from kio.schema.request_header.v1.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
-from cluster.protocol import frame_descriptor as d
-from cluster.protocol import batch_bodies as records
-from cluster.errors import IllegalArgumentError, InvalidRequestError, KafkaProtocolError, UnsupportedVersionError
+from cluster.errors import (
+    IllegalArgumentError,
+    InvalidRequestError,
+    KafkaProtocolError,
+    UnsupportedVersionError,
+)
+from cluster.protocol import batch_bodies as records, frame_descriptor as d
 
 
 class ApiKey(enum.IntEnum):
@@ -109,7 +116,6 @@ class _Codec(NamedTuple):
 _HAND_ENCODERS = {
     ("request", ApiKey.PRODUCE): (records.produce_request_size, records.write_produce_request),
     ("request", ApiKey.FETCH): (records.fetch_request_size, records.write_fetch_request),
-    ("response", ApiKey.FETCH): (records.fetch_response_size, records.write_fetch_response),
 }
 _LOADERS = {"request": load_request_schema, "response": load_response_schema}
 _CODECS = {}  # (kind, api_key, api_version) -> _Codec
@@ -305,37 +311,13 @@ def _write_request_header(buf, position, size, request, correlation_id, client_i
     buf[start:start + len(client)] = client
 
 
-def response_frame_size(response):
-    """Bytes the frame of ``response`` occupies, size prefix included."""
-    codec = _codec_of("response", response)
-    return d.RESPONSE_BODY_OFFSET + _body_size(codec, response)
-
-
-def encode_response_into(buf, position, response, correlation_id):
-    """Write the frame of ``response`` at ``position`` in the writable ``buf``; returns the
-    end position. ``buf`` must have ``response_frame_size(...)`` bytes from ``position``; if
-    this raises, the bytes there are undefined (do not commit the slot)."""
-    codec = _codec_of("response", response)
-    size = d.RESPONSE_BODY_OFFSET + _body_size(codec, response)
-    _check_room(buf, position, size)
-    with memoryview(buf) as view:
-        _write_response_header(view, position, size, correlation_id)
-        end = _write_body(codec, view, position + d.RESPONSE_BODY_OFFSET, response)
-    assert end == position + size, (end, position, size)
-    return end
-
-
 def encode_response(response, correlation_id):
-    """The frame of ``response`` (a kio response object) as a ``bytearray``."""
-    codec = _codec_of("response", response)
-    body = _kio_body(codec, response) if codec.write_into is None else None
-    frame = bytearray(d.RESPONSE_BODY_OFFSET
-                      + (len(body) if body is not None else _body_size(codec, response)))
+    """The frame of ``response`` (a kio response object) as a ``bytearray``; the body is
+    kio's (the broker writes its Fetch responses in place: ``fetch_response``)."""
+    body = _kio_body(_codec_of("response", response), response)
+    frame = bytearray(d.RESPONSE_BODY_OFFSET + len(body))
     with memoryview(frame) as view:
-        if body is not None:
-            view[d.RESPONSE_BODY_OFFSET:] = body
-        else:
-            _write_body(codec, view, d.RESPONSE_BODY_OFFSET, response)
+        view[d.RESPONSE_BODY_OFFSET:] = body
         _write_response_header(view, 0, len(frame), correlation_id)
     return frame
 

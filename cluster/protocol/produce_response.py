@@ -1,19 +1,19 @@
 """A Produce response frame, packed field by field (the Produce hot path's answer).
 
-kio builds three dataclasses per answer and writes them through a BytesIO: about 10 µs, as
-much as the append itself. The answer's fields are few and fixed (layout:
-``produce_response_descriptor``), so this packs them with ``struct.pack_into`` into one
-bytearray: the same bytes as ``cluster.protocol.frames.encode_response`` (checked at every
-version by ``tests/test_broker_responses.py``).
+kio builds three dataclasses per answer and writes them through a BytesIO, which costs as
+much as the append itself (measurements: perf/README.md, "Produce response"). The answer's
+fields are few and fixed (layout: ``produce_response_descriptor``), so this packs them with
+``struct.pack_into`` into one bytearray: the same bytes as
+``cluster.protocol.frames.encode_response`` (checked at every version by
+``tests/replica_proc/test_responses.py``).
 
 ``topics`` is a list of ``(name, [PartitionResult])``. Pure: any thread.
 """
+from __future__ import annotations
 
 from collections import namedtuple
 
-from cluster.protocol import frame_descriptor as pd
-
-from cluster.protocol import produce_response_descriptor as d
+from cluster.protocol import frame_descriptor as pd, produce_response_descriptor as d
 
 #: One partition's answer: error code, base offset, log append time in ms (-1: CreateTime),
 #: log start offset, error message (None when there is no error).

@@ -17,6 +17,7 @@ Big-endian, Kafka's primitives as in ``cluster.protocol.frame_descriptor`` (STRI
           error_message           NULLABLE_STRING  v8+
       throttle_time_ms            int32       (at the end, unlike most responses)
 """
+from __future__ import annotations
 
 import struct
 

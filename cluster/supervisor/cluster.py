@@ -22,6 +22,7 @@ keeps the cluster id and recovers every topic and record.
 Ownership: one thread drives a Cluster (start, stop, kill, restart); ``stop()`` is safe to
 call twice and is what ``with`` calls on exit.
 """
+from __future__ import annotations
 
 import os
 import time

@@ -34,6 +34,7 @@ keeps it until SIGTERM or SIGINT, then stops it.
 Ownership: a Supervisor belongs to the thread that made it; it is the parent of the broker
 processes it starts (it reaps them).
 """
+from __future__ import annotations
 
 import argparse
 import logging
@@ -46,13 +47,12 @@ import time
 
 import posix_ipc
 
-from shm_ring.liveness import is_alive, process_start_time
-from shm_ring.naming import cleanup_stale
-
+from cluster.config.properties import parse_overrides
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
-from cluster.config.properties import parse_overrides
 from cluster.metadata.page import MetadataPage, metadata_page_name
+from shm_ring.liveness import is_alive, process_start_time
+from shm_ring.naming import cleanup_stale
 
 log = logging.getLogger("cluster.supervisor.supervisor")  # also when run as __main__
 

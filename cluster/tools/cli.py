@@ -4,6 +4,7 @@ Each subcommand lives in the module that owns its subject and exposes
 ``add_arguments(parser)`` and ``run(args) -> exit code``; this module only routes to it,
 so adding a tool is one line in ``COMMANDS``.
 """
+from __future__ import annotations
 
 import argparse
 import importlib

@@ -21,6 +21,7 @@ removing its shared memory. ``status`` prints the supervisor, each broker (pid, 
 alive), the controller and the topics; it exits 0 when every broker of the cluster runs,
 3 when some do not, 1 when D holds no cluster.
 """
+from __future__ import annotations
 
 import logging
 import os
@@ -29,10 +30,22 @@ import subprocess
 import sys
 import time
 
-from cluster.metadata import data_dir as dd
 from cluster.config import BrokerConfig, load_properties, parse_overrides
 from cluster.errors import InvalidConfigurationError
-from cluster.supervisor.supervisor import BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor, cluster_status, log_tail, override_args, read_record, running_brokers, serve_until_signalled, stop_cluster
+from cluster.metadata import data_dir as dd
+from cluster.supervisor.supervisor import (
+    BROKER_COMMAND,
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    Supervisor,
+    cluster_status,
+    log_tail,
+    override_args,
+    read_record,
+    running_brokers,
+    serve_until_signalled,
+    stop_cluster,
+)
 
 #: Exit codes of ``status`` (as ``systemctl status``: 3 = not running).
 STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING = 0, 1, 3
@@ -113,8 +126,8 @@ def _print_foreground(supervisor):
 
 def _start_detached(args, data_dir, config):
     os.makedirs(data_dir, exist_ok=True)
-    argv = [sys.executable, "-m", "cluster.supervisor.supervisor", "--data-dir", data_dir, "--brokers",
-            str(args.brokers), "--start-timeout", str(args.start_timeout),
+    argv = [sys.executable, "-m", "cluster.supervisor.supervisor", "--data-dir", data_dir,
+            "--brokers", str(args.brokers), "--start-timeout", str(args.start_timeout),
             "--broker-command", args.broker_command]
     argv += override_args(config)
     log_path = os.path.join(data_dir, dd.SUPERVISOR_LOG)

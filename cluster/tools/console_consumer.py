@@ -29,15 +29,26 @@ on Ctrl-C or SIGTERM, and prints ``Processed a total of N messages`` to stderr (
 line). Exit code 0, or 1 when the consumer failed (its error on stderr) — where Kafka
 logs the error and exits 0.
 """
+from __future__ import annotations
 
 import sys
 import time
 
-from consumer_proc.consumer import KafkaConsumer
-
 from cluster.errors import KafkaError
 from cluster.structs import TopicPartition
-from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, parse_bool, properties, setup_logging, stop_on_sigterm, topic_pattern
+from cluster.tools.support import (
+    FAILED,
+    ToolError,
+    add_bootstrap_argument,
+    client_properties,
+    fail,
+    parse_bool,
+    properties,
+    setup_logging,
+    stop_on_sigterm,
+    topic_pattern,
+)
+from consumer_proc.consumer import KafkaConsumer
 
 #: Longest single poll while waiting without --timeout-ms (Ctrl-C is seen between polls).
 POLL_MS = 1000

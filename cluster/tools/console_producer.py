@@ -34,13 +34,26 @@ the exit code 1. With ``--sync`` each record is sent at once (without waiting fo
 tool (exit 1). A line that cannot be parsed stops it too,
 after what was read before it is sent. On a terminal each line is prompted with ``>``.
 """
+from __future__ import annotations
 
 import re
 import sys
 
 from cluster.errors import KafkaError
 from cluster.producer.kafka_producer import KafkaProducer
-from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, has_property, parse_bool, producer_properties, properties, setup_logging, stop_on_sigterm
+from cluster.tools.support import (
+    FAILED,
+    ToolError,
+    add_bootstrap_argument,
+    client_properties,
+    fail,
+    has_property,
+    parse_bool,
+    producer_properties,
+    properties,
+    setup_logging,
+    stop_on_sigterm,
+)
 
 #: (flag attribute, Kafka producer key, Kafka's default for this tool).
 _FLAG_KEYS = (

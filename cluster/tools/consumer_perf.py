@@ -31,17 +31,26 @@ perf-consumer-client), then the file, then ``--consumer-property`` pairs (ringlo
 addition). ``--bulk`` is ringlog's own: records are read with ``poll_batches`` (columns,
 no per-record object) instead of ``poll``.
 """
+from __future__ import annotations
 
 import datetime
 import sys
 import time
 from operator import itemgetter
 
-from consumer_proc.consumer import KafkaConsumer
-
 from cluster.errors import KafkaError
 from cluster.tools.progress import Progress
-from cluster.tools.support import ToolError, add_bootstrap_argument, client_properties, fail, print_metrics, setup_logging, stop_on_sigterm, topic_pattern
+from cluster.tools.support import (
+    ToolError,
+    add_bootstrap_argument,
+    client_properties,
+    fail,
+    print_metrics,
+    setup_logging,
+    stop_on_sigterm,
+    topic_pattern,
+)
+from consumer_proc.consumer import KafkaConsumer
 
 #: Kafka's poll timeout in this tool.
 POLL_MS = 100

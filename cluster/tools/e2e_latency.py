@@ -31,6 +31,7 @@ would read 0 here). Lost or duplicated records are reported and make the exit co
 As in Kafka, only acks 1 and all are accepted, and a missing topic is created with one
 partition and replication factor 1.
 """
+from __future__ import annotations
 
 import multiprocessing
 import os
@@ -40,15 +41,23 @@ import time
 
 import numpy as np
 
-from consumer_proc.consumer import KafkaConsumer
-
 from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
 from cluster.errors import KafkaError
 from cluster.producer.kafka_producer import KafkaProducer
 from cluster.structs import TopicPartition
 from cluster.tools.progress import Progress
-from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, producer_properties, setup_logging, stop_on_sigterm
+from cluster.tools.support import (
+    FAILED,
+    ToolError,
+    add_bootstrap_argument,
+    client_properties,
+    fail,
+    producer_properties,
+    setup_logging,
+    stop_on_sigterm,
+)
 from cluster.tools.throttle import Throttle
+from consumer_proc.consumer import KafkaConsumer
 
 #: The value's header: run id, record number, send time (CLOCK_MONOTONIC ns).
 HEADER = struct.Struct("<qqq")

@@ -34,6 +34,7 @@ so records are grouped into *runs* (consecutive records in one batch). Latencies
 computed per run with numpy when batches complete — in the sending thread, between chunks
 of 1,024 sends — never in the producer's sender thread, which only queues (batch, time).
 """
+from __future__ import annotations
 
 import collections
 import functools
@@ -45,7 +46,17 @@ import numpy as np
 
 from cluster.errors import KafkaError, KafkaTimeoutError
 from cluster.producer.kafka_producer import KafkaProducer
-from cluster.tools.support import FAILED, ToolError, add_bootstrap_argument, client_properties, fail, print_metrics, producer_properties, setup_logging, stop_on_sigterm
+from cluster.tools.support import (
+    FAILED,
+    ToolError,
+    add_bootstrap_argument,
+    client_properties,
+    fail,
+    print_metrics,
+    producer_properties,
+    setup_logging,
+    stop_on_sigterm,
+)
 from cluster.tools.throttle import Throttle
 
 #: Records sent between two looks at completed batches (and at the 5-s report).

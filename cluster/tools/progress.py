@@ -7,6 +7,7 @@ it prints nothing at all.
 
 Owner: the thread running the tool; not thread safe. The clock is injectable.
 """
+from __future__ import annotations
 
 import sys
 import time

@@ -12,6 +12,7 @@ name or a bad value fails the tool with the config's message, naming it.
 Pure helpers and one context manager; any thread may call the helpers,
 ``stop_on_sigterm`` only the main thread (it installs a signal handler).
 """
+from __future__ import annotations
 
 import contextlib
 import logging

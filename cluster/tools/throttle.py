@@ -10,6 +10,7 @@ nothing.
 
 Owner: the sending thread. Clock and sleep are injectable.
 """
+from __future__ import annotations
 
 import time
 

@@ -27,6 +27,7 @@ Partitions and leaders come from Metadata requests (the admin client); the topic
 the topic's configs, which Metadata v8 does not carry and for which ringlog serves no
 DescribeConfigs yet, are read from the cluster's metadata page.
 """
+from __future__ import annotations
 
 import re
 import sys
@@ -34,7 +35,14 @@ import sys
 from cluster.admin.kafka_admin_client import KafkaAdminClient, NewPartitions, NewTopic
 from cluster.errors import KafkaError, TopicAlreadyExistsError
 from cluster.metadata.page import MetadataPage
-from cluster.tools.support import ToolError, add_bootstrap_argument, client_properties, fail, setup_logging, topic_pattern
+from cluster.tools.support import (
+    ToolError,
+    add_bootstrap_argument,
+    client_properties,
+    fail,
+    setup_logging,
+    topic_pattern,
+)
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 

@@ -27,6 +27,7 @@ connection set-up happen before the start event and are not measured.
 
 Owner: the suite's main thread; ``run_case`` is not reentrant.
 """
+from __future__ import annotations
 
 import dataclasses
 import multiprocessing
@@ -43,7 +44,8 @@ CTX = multiprocessing.get_context("forkserver")
 #: Imported once by the fork server, so each client process starts with them loaded (the
 #: clients of every peer then carry the same libraries: their RSS figures compare).
 PRELOAD = ["numpy", "psutil", "perf.suite.harness", "perf.suite.latency",
-           "perf.suite.payloads", "cluster.producer.kafka_producer", "consumer_proc.consumer", "redis", "zmq"]
+           "perf.suite.payloads", "cluster.producer.kafka_producer", "consumer_proc.consumer",
+           "redis", "zmq"]
 CTX.set_forkserver_preload(PRELOAD)
 #: Seconds a client process may take to start, connect and say it is ready.
 READY_TIMEOUT = 90.0
@@ -214,7 +216,7 @@ def _collect(reports, processes, kind, expected, deadline, sampler, on_tick, on_
             dead = [p for p in processes if p.exitcode not in (None, 0)]
             if dead:
                 raise CaseFailed(f"client {dead[0].name} (pid {dead[0].pid}) exited with code "
-                                 f"{dead[0].exitcode} before it reported")
+                                 f"{dead[0].exitcode} before it reported") from None
             continue
         if status == "error":
             raise CaseFailed(f"{role} {index} failed:\n{payload}")

@@ -18,6 +18,7 @@ peer shows up as latency, not as a lower rate (the achieved rate is reported too
 Pure functions and small per-process objects: a Pacer or Recorder belongs to the process
 (and thread) that made it.
 """
+from __future__ import annotations
 
 import struct
 import time

@@ -11,6 +11,7 @@ after the run says how much of it the suite had.
 
 Functions only; any thread.
 """
+from __future__ import annotations
 
 import importlib.metadata
 import os

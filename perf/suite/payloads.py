@@ -5,6 +5,7 @@ values costs nothing per record.
 ``BULK_BYTES`` is the unit of the peers' bulk paths (workload 3): a Redis pipeline, a pyzmq
 frame, a multiprocessing.Queue item carry about 100 KB of values each.
 """
+from __future__ import annotations
 
 import numpy as np
 

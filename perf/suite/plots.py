@@ -7,14 +7,15 @@
 
 A plot whose workload did not run is not made. Functions only; the suite's main thread.
 """
+from __future__ import annotations
 
 import os
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 -- after choosing the backend
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 _MB = 1e6
 

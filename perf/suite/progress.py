@@ -5,13 +5,13 @@ line per finished run, so a log says what ran and how long it took.
 Owner: the suite's main thread (``tick`` is called from its waits, never from another
 thread).
 """
+from __future__ import annotations
 
 import sys
 import time
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
 class SuiteProgress:

@@ -8,6 +8,7 @@ and max in µs, and ringlog ÷ peer on p99 (below 1: ringlog is faster).
 
 Reads a ``results.Results`` document only; the suite's main thread calls it.
 """
+from __future__ import annotations
 
 from rich import box
 from rich.console import Console

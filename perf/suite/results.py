@@ -18,6 +18,7 @@ ringlog is faster for a rate, below 1 ringlog is faster for a latency.
 
 Owner: the suite's main thread (``Results`` is not thread safe).
 """
+from __future__ import annotations
 
 import datetime
 import json
@@ -62,7 +63,7 @@ def figure(case_entry, name):
 class Results:
     def __init__(self, profile, clock=datetime.datetime.now):
         self._clock = clock
-        started = clock(datetime.timezone.utc)
+        started = clock(datetime.UTC)
         self.stamp = started.strftime("%Y%m%dT%H%M%SZ")
         self.doc = {"profile": profile, "started": started.isoformat(timespec="seconds"),
                     "wall_s": None, "interrupted": False, "machine": {}, "peers": {},

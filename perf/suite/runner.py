@@ -22,6 +22,7 @@ temporary directory) is removed at the end.
 
 Exit code: 0 when every case ran, 1 when some failed, 130 when interrupted.
 """
+from __future__ import annotations
 
 import argparse
 import os

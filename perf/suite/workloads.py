@@ -28,6 +28,7 @@ send, for peers without one); consumer records/s from first to last receive.
 
 Pure data and arithmetic; any thread may call it.
 """
+from __future__ import annotations
 
 import dataclasses
 import statistics

@@ -6,7 +6,7 @@ flock on ``D/controller.lock`` (the kernel drops it when the holder dies, like Z
 ephemeral ``/controller`` node): a broker that is not the controller tries it at every
 poll. The one that gets it becomes *active*:
 
-1. it opens the metadata log (``metadata_records.MetadataLog``: recovery, then replay of
+1. it opens the metadata log (``metadata_log.MetadataLog``: recovery, then replay of
    every record into the image the last controller published);
 2. it appends a ``controller`` record (controller epoch + 1) and whatever the liveness of
    the brokers now says (below), and publishes the image on the metadata page.
@@ -33,6 +33,7 @@ published: once a caller has a success, the change survives a crash of any proce
 Ownership: a Controller belongs to one broker's loop thread; every method is called from
 it. ``close()`` (at broker shutdown) releases the controllership and is safe to call twice.
 """
+from __future__ import annotations
 
 import dataclasses
 import fcntl
@@ -41,11 +42,22 @@ import logging
 import os
 import time
 
+from cluster.errors import (
+    BrokerResponseError,
+    InvalidPartitionsError,
+    InvalidReplicationAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    NotControllerError,
+    TopicAlreadyExistsError,
+    TopicDeletionDisabledError,
+    UnknownTopicOrPartitionError,
+)
 from cluster.metadata import data_dir as dd
-from replica_proc.controller import metadata_log as mr
 from cluster.metadata.broker_lock import broker_is_alive
-from cluster.errors import BrokerResponseError, InvalidPartitionsError, InvalidReplicationAssignmentError, InvalidReplicationFactorError, InvalidRequestError, InvalidTopicError, NotControllerError, TopicAlreadyExistsError, TopicDeletionDisabledError, UnknownTopicOrPartitionError
 from cluster.metadata.model import BrokerInfo, PartitionState, validate_topic_name
+from replica_proc.controller import metadata_log as mr
 from replica_proc.controller.placement import assign_replicas, elect
 
 log = logging.getLogger(__name__)

@@ -30,17 +30,17 @@ The log is kept whole (retention off); compaction and snapshots are for later.
 ``MetadataLog`` belongs to the active controller (the broker loop thread), which is its only
 writer and reader; ``apply`` is a pure function.
 """
+from __future__ import annotations
 
 import dataclasses
 import json
 import os
 
+from cluster.metadata import data_dir as dd
+from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 from segments.log import PartitionLog
 from segments.log_config import INT_MAX, LogConfig
 from segments.records import RecordBatchBuilder, iter_records
-
-from cluster.metadata import data_dir as dd
-from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 
 CONTROLLER = "controller"
 BROKER = "broker"

@@ -18,6 +18,7 @@ by one whenever the leader changes, offline included.
 
 Pure functions: any thread may call them.
 """
+from __future__ import annotations
 
 from cluster.metadata.model import NO_LEADER, PartitionState
 

@@ -24,6 +24,7 @@ channels it writes to or reads from (``harness.Task``).
 Loaded by name (``load``) so a missing optional library (redis-py, pyzmq) only skips its
 peer. Any thread may call these functions; the objects they return belong to the caller.
 """
+from __future__ import annotations
 
 import importlib
 

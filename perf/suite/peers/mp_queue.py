@@ -11,6 +11,7 @@ nothing on disk.
 A producer's time ends when its feeder thread has written everything to the pipe
 (``close`` + ``join_thread``). No server: ``server_pids`` is empty.
 """
+from __future__ import annotations
 
 import multiprocessing
 import queue

@@ -12,6 +12,7 @@ and ``appendfsync everysec``; redis-py clients.
 
 A producer given several streams fills a pipeline for one, then the next.
 """
+from __future__ import annotations
 
 import os
 import shutil

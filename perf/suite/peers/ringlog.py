@@ -12,6 +12,7 @@ A producer given every partition lets the default partitioner spread its records
 batches, as Kafka); given one, it sends there. Consumers ``assign`` their partitions and
 read from the beginning (no group). The brokers are the servers whose RSS is reported.
 """
+from __future__ import annotations
 
 import glob
 import os

@@ -18,8 +18,8 @@ right after its last send lost a few hundred messages of one pipe in about one r
 here (pyzmq 27.3, libzmq 4.3.5), the PULL side never receiving them.
 No server: ``server_pids`` is empty.
 """
+from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 

@@ -1,0 +1,2 @@
+"""The client tests use ``fake_cluster`` (tests/cluster/conftest.py); ``client_of`` is in the
+one file that uses it."""

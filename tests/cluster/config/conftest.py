@@ -1,0 +1,1 @@
+"""The config tests (cluster.config) need no fixture beyond pytest's own."""

@@ -1,0 +1,1 @@
+"""The protocol tests (Kafka frames, cluster.protocol) need no fixture beyond pytest's own."""

@@ -1,0 +1,326 @@
+"""Cluster and the supervisor: start, stop, kill, restart, failures, and `ringlog cluster`.
+
+The lifecycle tests run twice: with a stand-in broker (stand_in_broker.py in this folder:
+the broker lock, broker.json and a Controller, nothing else) and with the real one
+(``python -m replica_proc``). Every test bounds its waits, kills whatever it started by pid
+and sweeps the cluster's shared memory, even when it fails.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cluster.errors import InvalidConfigurationError
+from cluster.metadata import data_dir as dd
+from cluster.supervisor.cluster import Cluster
+from cluster.supervisor.supervisor import (
+    BROKER_COMMAND,
+    ClusterStartError,
+    read_record,
+    stop_cluster,
+)
+from shm_ring.liveness import process_start_time
+from shm_ring.naming import cleanup_stale, list_objects
+from tests.support.bounds import BOUND
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAKE = [sys.executable, os.path.join(HERE, "stand_in_broker.py")]
+COMMANDS = {"fake": FAKE, "real": list(BROKER_COMMAND)}
+CLI = """
+import argparse, sys
+from cluster.tools import cluster_cmd
+parser = argparse.ArgumentParser(prog="ringlog cluster")
+cluster_cmd.add_arguments(parser)
+sys.exit(cluster_cmd.run(parser.parse_args()))
+"""
+
+
+def running(pid):
+    """Whether ``pid`` is a live process (a zombie counts as gone)."""
+    return process_start_time(pid) is not None
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    """A data directory; afterwards every process it recorded is killed and its cluster's
+    shared memory removed — the test fails if it had to."""
+    path = tmp_path / "cluster"
+    yield path
+    leftovers = []
+    pids = [read_record(path).get("supervisor_pid")]
+    pids += [(dd.read_broker_state(path, b) or {}).get("pid") for b in dd.broker_ids(path)]
+    for pid in pids:
+        if isinstance(pid, int) and pid != os.getpid() and running(pid):
+            leftovers.append(pid)
+            os.kill(pid, signal.SIGKILL)
+    cluster_id = dd.read_cluster_id(path)
+    if cluster_id is not None:
+        leftovers += cleanup_stale(cluster_id)
+    assert leftovers == [], f"the test left {leftovers} behind"
+
+
+@pytest.fixture(params=sorted(COMMANDS))
+def command(request):
+    return COMMANDS[request.param]
+
+
+def cli(*args, timeout=BOUND):
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# -- lifecycle --------------------------------------------------------------------------------
+
+@pytest.mark.multiprocess
+def test_start_serves_and_stop_leaves_nothing(data_dir, command):
+    cluster = Cluster(data_dir, brokers=3, broker_command=command, num_partitions=2)
+    with cluster:
+        pids = cluster.pids()
+        assert sorted(pids) == [0, 1, 2] and all(running(p) for p in pids.values())
+        image = cluster.metadata()
+        assert image.controller_id in pids and image.live_brokers() == [0, 1, 2]
+        assert {b.id: b.pid for b in image.brokers.values()} == pids
+        assert cluster.bootstrap_servers == str(data_dir)
+        assert cluster.cluster_id == dd.read_cluster_id(data_dir)
+        assert list_objects(cluster.cluster_id)  # the page, the listeners
+        record = read_record(data_dir)
+        assert record["state"] == "serving" and record["supervisor"] == "embedded"
+        assert record["pids"] == {str(b): p for b, p in pids.items()}
+        assert record["config"] == {"num.partitions": "2"}
+        with open(f"/proc/{pids[1]}/cmdline", "rb") as f:
+            assert b"--override\x00num.partitions=2\x00" in f.read()
+        assert os.path.getsize(dd.broker_dir(data_dir, 0) + "/broker.log") > 0
+    assert not any(running(p) for p in pids.values())
+    assert list_objects(cluster.cluster_id) == []
+    assert read_record(data_dir)["state"] == "stopped"
+    assert cluster.pids() == {}
+    cluster.stop()  # safe twice
+
+
+@pytest.mark.multiprocess
+def test_a_killed_broker_goes_offline_and_comes_back(data_dir, command):
+    with Cluster(data_dir, brokers=2, broker_command=command) as cluster:
+        first = cluster.metadata().controller_id
+        old = cluster.pids()[first]
+        cluster.kill_broker(first)
+        assert not running(old) and first not in cluster.pids()
+        image = cluster.wait_for_metadata(
+            lambda i: i.controller_id == 1 - first and not i.brokers[first].alive, BOUND)
+        assert image.live_brokers() == [1 - first]
+        with pytest.raises(ValueError, match=f"broker {first} is not running"):
+            cluster.kill_broker(first)
+        cluster.start_broker(first)
+        new = cluster.pids()[first]
+        assert new != old
+        image = cluster.metadata()
+        assert image.brokers[first].alive and image.brokers[first].pid == new
+        with pytest.raises(ValueError, match=f"broker {first} is already running"):
+            cluster.start_broker(first)
+    assert list_objects(cluster.cluster_id) == []
+
+
+@pytest.mark.multiprocess
+def test_starting_again_keeps_the_cluster_id_and_the_metadata(data_dir, command):
+    with Cluster(data_dir, brokers=1, broker_command=command) as cluster:
+        cluster_id = cluster.cluster_id
+        version = cluster.metadata().version
+    with Cluster(data_dir, brokers=1, broker_command=command) as again:
+        assert again.cluster_id == cluster_id
+        assert again.metadata().version > version  # the log was replayed, not restarted
+
+
+@pytest.mark.multiprocess
+def test_topics_survive_a_restart(data_dir):
+    creating = FAKE + ["--create-topic", "t:3"]
+    with Cluster(data_dir, brokers=2, broker_command=creating) as cluster:
+        topic = cluster.wait_for_metadata(lambda i: "t" in i.topics, BOUND).topics["t"]
+    with Cluster(data_dir, brokers=2, broker_command=FAKE) as again:
+        image = again.wait_for_metadata(
+            lambda i: all(p.online for p in i.topics["t"].partitions), BOUND)
+        restarted = image.topics["t"]
+        assert restarted.topic_id == topic.topic_id
+        assert [p.replicas for p in restarted.partitions] == [
+            p.replicas for p in topic.partitions]
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+@pytest.mark.multiprocess
+def test_a_broker_that_exits_while_starting_fails_the_start_and_nothing_is_left(data_dir):
+    cluster = Cluster(data_dir, brokers=2, broker_command=FAKE + ["--exit-code", "3"])
+    with pytest.raises(ClusterStartError) as failure:
+        cluster.start()
+    message = str(failure.value)
+    assert "exited with code 3 while starting" in message
+    assert "failing on purpose" in message  # the tail of its log
+    assert cluster.pids() == {}
+    assert list_objects(cluster.cluster_id) == []
+
+
+@pytest.mark.multiprocess
+def test_a_broker_that_never_serves_times_out_and_is_stopped(data_dir):
+    cluster = Cluster(data_dir, brokers=1, broker_command=FAKE + ["--never-serve"],
+                      start_timeout=1.0)
+    with pytest.raises(ClusterStartError, match=r"brokers \[0\] did not report serving in "
+                                                r"broker.json within 1.0 s") as failure:
+        cluster.start()
+    assert "fake broker 0 registered" in str(failure.value)
+    assert cluster.pids() == {}
+    assert read_record(data_dir)["state"] == "stopped"
+
+
+@pytest.mark.multiprocess
+def test_a_second_cluster_on_a_running_directory_is_refused(data_dir):
+    with Cluster(data_dir, brokers=1, broker_command=FAKE) as cluster:
+        pid = cluster.pids()[0]
+        with pytest.raises(ClusterStartError, match=rf"already running in .*: brokers "
+                                                    rf"\{{0: {pid}\}}"):
+            Cluster(data_dir, brokers=1, broker_command=FAKE).start()
+        assert cluster.pids() == {0: pid}
+
+
+def test_config_is_checked_before_any_process_starts(data_dir):
+    cluster = Cluster(data_dir, config={"log.retention.hours": 1}, auto_create_topics_enable=False)
+    assert cluster.config == {"log.retention.hours": 1, "auto.create.topics.enable": False}
+    with pytest.raises(TypeError, match="unknown broker config 'num_partition' "
+                                        r"\(as Kafka's key: 'num.partition'\)"):
+        Cluster(data_dir, num_partition=3)
+    with pytest.raises(TypeError, match="'num.partitions' given twice"):
+        Cluster(data_dir, config={"num.partitions": 1}, num_partitions=2)
+    with pytest.raises(InvalidConfigurationError, match="num.partitions"):
+        Cluster(data_dir, num_partitions=0)
+    with pytest.raises(ValueError, match="broker.id"):
+        Cluster(data_dir, config={"broker.id": 3})
+    with pytest.raises(ValueError, match="brokers must be an int >= 1, found 0"):
+        Cluster(data_dir, brokers=0)
+    assert not data_dir.exists()
+
+
+@pytest.mark.multiprocess
+def test_stop_cluster_from_elsewhere_stops_an_embedded_cluster(data_dir):
+    cluster = Cluster(data_dir, brokers=2, broker_command=FAKE).start()
+    pids = cluster.pids()
+    assert stop_cluster(data_dir, timeout=BOUND) == [0, 1]
+    deadline = time.monotonic() + BOUND
+    while cluster.pids() and time.monotonic() < deadline:  # they exit; this process reaps
+        time.sleep(0.01)
+    assert cluster.pids() == {}
+    assert list_objects(cluster.cluster_id) == []
+    assert read_record(data_dir)["state"] == "stopped"
+    cluster.stop()
+    assert not any(running(p) for p in pids.values())
+
+
+# -- ringlog cluster ----------------------------------------------------------------------------
+
+@pytest.mark.multiprocess
+def test_cli_detached_start_status_stop(data_dir):
+    fake = " ".join(FAKE)
+    started = cli("start", "--data-dir", str(data_dir), "--brokers", "2", "--detach",
+                  "--broker-command", fake, "--override", "num.partitions=4")
+    assert started.returncode == 0, started.stderr
+    cluster_id = dd.read_cluster_id(data_dir)
+    assert f"cluster id: {cluster_id}" in started.stdout
+    record = read_record(data_dir)
+    assert record["supervisor"] == "detached" and running(record["supervisor_pid"])
+    for broker_id, pid in record["pids"].items():
+        assert f"broker {broker_id}: pid {pid}" in started.stdout
+
+    again = cli("start", "--data-dir", str(data_dir), "--detach", "--broker-command", fake)
+    assert again.returncode == 1 and "already running" in again.stderr
+
+    status = cli("status", "--data-dir", str(data_dir))
+    assert status.returncode == 0, status.stdout
+    assert "broker 1: pid" in status.stdout and "serving" in status.stdout
+    assert "controller: broker" in status.stdout
+
+    stopped = cli("stop", "--data-dir", str(data_dir))
+    assert stopped.returncode == 0
+    assert f"stopped brokers [0, 1] of cluster {cluster_id}" in stopped.stdout
+    assert not running(record["supervisor_pid"])
+    assert not any(running(p) for p in record["pids"].values())
+    assert list_objects(cluster_id) == []
+
+    status = cli("status", "--data-dir", str(data_dir))
+    assert status.returncode == 3
+    assert "broker 0: not running (last state stopping" in status.stdout
+    assert "no broker was running" in cli("stop", "--data-dir", str(data_dir)).stdout
+
+
+@pytest.mark.multiprocess
+def test_cli_foreground_start_stops_on_sigterm(data_dir):
+    process = subprocess.Popen(
+        [sys.executable, "-c", CLI, "start", "--data-dir", str(data_dir), "--brokers", "1",
+         "--broker-command", " ".join(FAKE)], stdout=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if "running in the foreground" in line:
+                break
+        assert "brokers: 1\n" in lines, lines
+        broker = read_record(data_dir)["pids"]["0"]
+        assert running(broker)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(BOUND) == 0
+        assert not running(broker)
+        assert list_objects(dd.read_cluster_id(data_dir)) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(BOUND)
+        process.stdout.close()
+
+
+@pytest.mark.multiprocess
+def test_cli_refuses_bad_config_and_reports_no_cluster(data_dir, tmp_path):
+    bad = cli("start", "--data-dir", str(data_dir), "--override", "num.partitions=zero")
+    assert bad.returncode == 2 and "num.partitions" in bad.stderr
+    props = tmp_path / "server.properties"
+    props.write_text("log.segment.bytes=1\n")
+    bad = cli("start", "--data-dir", str(data_dir), "--config", str(props))
+    assert bad.returncode == 2 and "log.segment.bytes" in bad.stderr
+    bad = cli("start", "--data-dir", str(data_dir), "--override", "broker.id=2")
+    assert bad.returncode == 2 and "broker.id" in bad.stderr
+    status = cli("status", "--data-dir", str(data_dir))
+    assert status.returncode == 1 and "no cluster in" in status.stdout
+    assert read_record(data_dir) == {}
+
+
+@pytest.mark.multiprocess
+def test_cli_start_with_kafkas_server_properties(data_dir, tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text("broker.id=0\nnum.partitions=3\nzookeeper.connect=localhost:2181\n")
+    started = cli("start", "--data-dir", str(data_dir), "--brokers", "1", "--detach",
+                  "--config", str(props), "--override", "num.partitions=5",
+                  "--broker-command", " ".join(FAKE))
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "ignoring broker.id=0 from" in started.stderr
+        assert read_record(data_dir)["config"] == {
+            "num.partitions": "5", "zookeeper.connect": "localhost:2181"}
+    finally:
+        assert cli("stop", "--data-dir", str(data_dir)).returncode == 0
+
+
+@pytest.mark.multiprocess
+def test_cli_stop_after_the_detached_supervisor_died_stops_its_orphans(data_dir):
+    started = cli("start", "--data-dir", str(data_dir), "--brokers", "2", "--detach",
+                  "--broker-command", " ".join(FAKE))
+    assert started.returncode == 0, started.stderr
+    record = read_record(data_dir)
+    os.kill(record["supervisor_pid"], signal.SIGKILL)  # the brokers keep running, orphaned
+    brokers = list(record["pids"].values())
+    assert all(running(p) for p in brokers)
+    stopped = cli("stop", "--data-dir", str(data_dir))
+    assert "stopped brokers [0, 1]" in stopped.stdout
+    deadline = time.monotonic() + BOUND
+    while any(running(p) for p in brokers) and time.monotonic() < deadline:
+        time.sleep(0.01)  # reaped by init, not by us
+    assert not any(running(p) for p in brokers)
+    assert list_objects(dd.read_cluster_id(data_dir)) == []

@@ -1,0 +1,282 @@
+"""The performance suite's machinery (``python -m perf``): a ``--quickest`` run on tiny sizes
+writes a results JSON with every figure and the machine, the PNGs, ratios that are
+ringlog ÷ peer; a missing redis-server skips its peer cleanly; nothing it started is left.
+
+Behaviour only, no timing assertions: the figures of a tiny run mean nothing. Each run is a
+subprocess in its own session with TMPDIR a fresh directory of its own (so every broker and
+redis-server it starts names that directory on its command line), bounded in time and
+killed as a group if it overruns.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import psutil
+import pytest
+
+from perf.suite import results as results_module, runner, workloads
+from perf.suite.peers import PEERS
+from tests.support.bounds import PERF_RUN_BOUND
+from tests.support.paths import ROOT
+
+QUICKEST_WORKLOADS = (1, 4, 5, 6, 7)
+
+
+def _processes_naming(text):
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if any(text in part for part in process.info["cmdline"] or ()):
+                found.append(process.info["pid"])
+        except psutil.Error:
+            continue
+    return found
+
+
+@contextlib.contextmanager
+def work_dir():
+    """A fresh directory for a run's TMPDIR, removed afterwards. Not under the test's tmp_path:
+    the suite's forkserver binds an AF_UNIX socket under TMPDIR, and such a path must stay
+    under 108 bytes, which tmp_path under pytest-xdist exceeds once pytest has numbered its
+    base directories past 9 (/tmp/pytest-of-<user>/pytest-13/popen-gw1/<test name>/...)."""
+    work = tempfile.mkdtemp(prefix="ringlog-perf-")
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_suite(tmp, *args):
+    """Run the suite with ``args``, its output under ``tmp``; return (exit code, JSON document,
+    out dir, output, its TMPDIR)."""
+    out = os.path.join(tmp, "results")
+    with work_dir() as work:
+        env = dict(os.environ, TMPDIR=work)
+        process = subprocess.Popen([sys.executable, "-m", "perf", "--quickest", "--out", out,
+                                    *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            output, _ = process.communicate(timeout=PERF_RUN_BOUND)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+            # whatever the suite started names its work directory: brokers, redis-server
+            for pid in _processes_naming(work):
+                os.kill(pid, signal.SIGKILL)
+    documents = [name for name in os.listdir(out) if name.endswith(".json")]
+    assert len(documents) == 1, output
+    with open(os.path.join(out, documents[0])) as file:
+        doc = json.load(file)
+    return process.returncode, doc, out, output, work
+
+
+@pytest.fixture(scope="module")
+def quickest(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("suite"))
+    code, doc, out, output, work = run_suite(
+        tmp, "--workloads", ",".join(map(str, QUICKEST_WORKLOADS)))
+    leftover_processes = _processes_naming(work)
+    return code, doc, out, output, leftover_processes
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_quickest_run_completes_every_case(quickest):
+    code, doc, _, output, _ = quickest
+    assert code == 0, output
+    assert doc["profile"] == "quickest" and not doc["interrupted"]
+    assert set(doc["workloads"]) == {str(w) for w in QUICKEST_WORKLOADS}
+    for key, workload in doc["workloads"].items():
+        peers = {entry["peer"] for entry in workload["cases"]}
+        expected = set(PEERS) if workloads.RUNS[int(key)] == "all" else \
+            set(workloads.RUNS[int(key)])
+        assert peers == expected, key
+        for entry in workload["cases"]:
+            assert "error" not in entry, entry
+            figures = entry["figures"]
+            assert figures["lost"] == 0 and figures["received"] == figures["sent"] > 0
+            assert figures["e2e_rps"] > 0 and figures["producer_rps"] > 0
+            assert figures["client_peak_rss_mean"] > 0
+            if entry["peer"] in ("ringlog", "redis_streams"):
+                assert figures["server_peak_rss"] > 0
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_json_describes_the_machine_and_peers(quickest):
+    _, doc, _, _, _ = quickest
+    machine = doc["machine"]
+    assert machine["memcpy_gb_s"] > 0 and machine["write_mb_s"] > 0
+    assert machine["cpus"] >= 1 and machine["python"] == sys.version.split()[0]
+    assert len(machine["load_average"]) == 3 and len(machine["load_average_end"]) == 3
+    assert all(doc["peers"][name]["available"] for name in PEERS)
+    assert doc["wall_s"] > 0 and doc["shm_leftovers"] == []
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_latency_has_percentiles_and_histogram(quickest):
+    _, doc, _, _, _ = quickest
+    for entry in doc["workloads"]["4"]["cases"]:
+        lat = entry["figures"]["latency"]
+        assert 0 < lat["p50"] <= lat["p99"] <= lat["p99.9"] <= lat["max"]
+        assert sum(lat["histogram"]["counts"]) == lat["records"]
+        assert len(lat["histogram"]["edges_us"]) == len(lat["histogram"]["counts"]) + 1
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_ratios_are_ringlog_over_the_peer_in_the_same_run(quickest):
+    _, doc, _, _, _ = quickest
+    for key, workload in doc["workloads"].items():
+        ours = {e["x"]: e for e in workload["cases"] if e["peer"] == "ringlog"}
+        assert workload["ratios"], key
+        for r in workload["ratios"]:
+            assert r["ringlog"] == results_module.figure(ours[r["x"]], r["figure"])
+            if r["ringlog"] is None or not r["other"]:  # e.g. all read in one poll: no rate
+                assert r["ratio"] is None
+            else:
+                assert r["ratio"] == pytest.approx(r["ringlog"] / r["other"])
+    names = [t["name"] for t in doc["targets"]]
+    assert len(names) == 3
+    first = doc["targets"][0]
+    assert first["ratio"] == pytest.approx(
+        doc["workloads"]["1"]["cases"][0]["figures"]["e2e_rps"] /
+        next(e for e in doc["workloads"]["1"]["cases"]
+             if e["peer"] == "redis_streams")["figures"]["e2e_rps"])
+    assert first["met"] == (first["ratio"] >= 15.0)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_plots_are_pngs(quickest):
+    _, doc, out, _, _ = quickest
+    assert len(doc["plots"]) == 4
+    for path in doc["plots"]:
+        assert os.path.dirname(path) == out
+        with open(path, "rb") as file:
+            assert file.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_everything_started_is_stopped(quickest):
+    _, _, _, _, leftover_processes = quickest
+    assert leftover_processes == []
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_missing_redis_server_skips_its_peer(tmp_path):
+    code, doc, _, output, work = run_suite(
+        str(tmp_path), "--workloads", "1", "--peers", "ringlog,redis_streams",
+        "--redis-server", str(tmp_path / "no-such-redis-server"))
+    assert code == 0, output
+    redis = doc["peers"]["redis_streams"]
+    assert redis["available"] is False
+    assert "no-such-redis-server" in redis["reason"] and "apt-get install" in redis["reason"]
+    assert "skipping redis_streams" in output
+    assert [e["peer"] for e in doc["workloads"]["1"]["cases"]] == ["ringlog"]
+    assert doc["workloads"]["1"]["ratios"] == []
+    assert doc["targets"][0]["ratio"] is None and doc["targets"][0]["met"] is None
+    assert _processes_naming(work) == []
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_sigterm_mid_run_stops_everything_and_writes_what_ran(tmp_path):
+    """SIGTERM to the suite alone (its children get no signal): it stops every process it
+    started, writes the JSON marked interrupted and exits 130."""
+    out = str(tmp_path / "results")
+    with work_dir() as work:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "perf", "--quickest", "--out", out, "--workloads", "1,5",
+             "--peers", "ringlog,redis_streams"], cwd=ROOT, env=dict(os.environ, TMPDIR=work),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True)
+        try:
+            lines = []
+            for line in process.stdout:  # the first case done: the next one is running
+                lines.append(line)
+                if line.startswith("[1/"):
+                    break
+            assert lines and lines[-1].startswith("[1/"), "".join(lines)
+            process.send_signal(signal.SIGTERM)
+            output = "".join(lines) + process.communicate(timeout=60)[0]
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+            started = _processes_naming(work)
+            for pid in started:
+                os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 130, output
+    assert started == []
+    [name] = [n for n in os.listdir(out) if n.endswith(".json")]
+    with open(os.path.join(out, name)) as file:
+        doc = json.load(file)
+    assert doc["interrupted"] is True
+    assert doc["workloads"]["1"]["cases"][0]["peer"] == "ringlog"
+
+
+def _case(peer, x=None, **figures):
+    return {"peer": peer, "x": x, "params": {}, "figures": figures}
+
+
+def test_ratios_and_targets_from_known_figures():
+    doc = results_module.Results("quickest")
+    doc.doc["workloads"] = {
+        "1": {"title": "", "ratios": [], "cases": [
+            _case("ringlog", e2e_rps=300.0, producer_rps=600.0, consumer_rps=None),
+            _case("redis_streams", e2e_rps=20.0, producer_rps=0.0, consumer_rps=10.0),
+            _case("zmq_pushpull", e2e_rps=400.0, producer_rps=100.0, consumer_rps=5.0)]},
+        "4": {"title": "", "ratios": [], "cases": [
+            _case("ringlog", 10_000, achieved_rate=9_990.0,
+                  latency={"p50": 10.0, "p99": 50.0, "p99.9": 90.0}),
+            _case("redis_streams", 10_000, achieved_rate=6_000.0,
+                  latency={"p50": 20.0, "p99": 100.0, "p99.9": 90.0})]}}
+    doc.compute_ratios()
+    got = {(r["peer"], r["figure"]): r["ratio"] for r in doc.doc["workloads"]["1"]["ratios"]}
+    assert got[("redis_streams", "e2e_rps")] == 15.0
+    assert got[("redis_streams", "producer_rps")] is None  # the peer's figure is 0
+    assert got[("redis_streams", "consumer_rps")] is None  # ringlog's figure is missing
+    assert got[("zmq_pushpull", "e2e_rps")] == 0.75
+    latency = {r["figure"]: r["ratio"] for r in doc.doc["workloads"]["4"]["ratios"]}
+    assert latency == {"p50": 0.5, "p99": 0.5, "p99.9": 1.0}
+    assert [(t["ratio"], t["met"]) for t in doc.doc["targets"]] == [
+        (15.0, True), (0.75, False), (0.5, True)]
+    # a sender that fell behind its rate makes the latency comparison unfair: said so
+    assert "note" not in doc.doc["targets"][0]
+    assert doc.doc["targets"][2]["note"].startswith("redis_streams's sender fell behind (6,000")
+
+
+def test_profiles_scale_slow_peers_but_not_latency():
+    by_key = {c.key: c for c in workloads.cases("full", list(PEERS))}
+    assert by_key["w1/ringlog"].records == 300_000
+    assert by_key["w1/redis_streams"].records == 75_000
+    assert by_key["w3/redis_streams"].records == 100_000
+    assert by_key["w1/ringlog"].repeats == 5 and by_key["w4/ringlog/1000"].repeats == 3
+    assert by_key["w4/redis_streams/10000"].records == by_key["w4/ringlog/10000"].records
+    assert {c.peer for c in by_key.values() if c.workload == 5} == {"ringlog",
+                                                                    "redis_streams"}
+    w2 = by_key["w2/ringlog"]
+    tasks = w2.tasks(10)
+    assert [t.channels for t in tasks if t.role == "producer"] == [tuple(range(6))] * 3
+    assert [t.channels for t in tasks if t.role == "consumer"] == [(0, 3), (1, 4), (2, 5)]
+    assert [t.channels for t in by_key["w2/zmq_pushpull"].tasks(10)] == [
+        (0,), (1,), (2,), (0,), (1,), (2,)]
+
+
+def test_peers_must_include_ringlog():
+    with pytest.raises(SystemExit):
+        runner.parse_args(["--peers", "redis_streams"])
+    with pytest.raises(SystemExit):
+        runner.parse_args(["--workloads", "9"])

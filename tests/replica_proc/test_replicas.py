@@ -1,0 +1,218 @@
+"""The broker's state without processes: ReplicaManager reconciliation, Partition rules,
+the fetch purgatory and the log timers (fake clocks)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cluster.config import BrokerConfig
+from cluster.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderForPartitionError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+from cluster.metadata.model import PartitionState
+from replica_proc.delayed_fetch import DelayedFetch, FetchPurgatory
+from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS, LogManager
+from replica_proc.partition import PARTITION_METADATA
+from replica_proc.replica_manager import ReplicaManager
+from tests.support.broker import batch, make_image
+from tests.support.clock import T0, FakeClock
+
+CLUSTER = "unit-cluster"
+
+
+@pytest.fixture
+def clock():
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def manager(tmp_path, clock):
+    config = BrokerConfig({"broker.id": 0, "log.retention.check.interval.ms": 1000,
+                           "log.flush.scheduler.interval.ms": 500}, data_dir=tmp_path)
+    replicas = ReplicaManager(0, config["log.dirs"], config, clock)
+    yield replicas
+    replicas.close()
+
+
+def image(version, **topics):
+    return make_image(CLUSTER, version, topics, brokers=(0, 1))
+
+
+# -- ReplicaManager ----------------------------------------------------------------------------
+
+def test_an_image_of_version_0_opens_and_deletes_nothing(manager):
+    os.makedirs(os.path.join(manager.log_dir, "old-0"))
+    assert manager.apply(image(0, t=(1, {}))) == set()
+    assert len(manager) == 0
+    assert os.path.isdir(os.path.join(manager.log_dir, "old-0"))
+
+
+def test_apply_opens_hosted_partitions_and_deletes_strays(manager):
+    stray = os.path.join(manager.log_dir, "gone-0")
+    os.makedirs(stray)
+    changed = manager.apply(image(1, mine=(2, {}), theirs=(1, {}, 1)))
+    assert changed == {("mine", 0), ("mine", 1)}
+    assert not os.path.exists(stray)
+    assert manager.leader("mine", 1).is_leader
+    assert os.path.exists(os.path.join(manager.log_dir, "mine-0", PARTITION_METADATA))
+    with pytest.raises(NotLeaderForPartitionError, match="not hosted on broker 0"):
+        manager.leader("theirs", 0)
+    with pytest.raises(UnknownTopicOrPartitionError, match="partitions 0..1, not 5"):
+        manager.partition("mine", 5)
+    with pytest.raises(UnknownTopicOrPartitionError, match="'nope' does not exist"):
+        manager.partition("nope", 0)
+
+
+def test_a_deleted_topic_is_closed_and_its_directory_removed(manager):
+    manager.apply(image(1, a=(1, {}), b=(1, {})))
+    manager.leader("a", 0).append_as_leader(batch([b"v"]), 1)
+    assert manager.apply(image(2, b=(1, {}))) == {("a", 0)}
+    assert not os.path.exists(os.path.join(manager.log_dir, "a-0"))
+    assert [p.topic for p in manager.partitions()] == ["b"]
+
+
+def test_a_topic_recreated_under_the_same_name_starts_a_new_log(manager, tmp_path, clock):
+    manager.apply(image(1, t=(1, {})))
+    manager.leader("t", 0).append_as_leader(batch([b"old"]), 1)
+    manager.close()
+    with open(os.path.join(manager.log_dir, "t-0", PARTITION_METADATA), "w") as f:
+        f.write("version: 0\ntopic_id: some-older-topic\n")
+    again = ReplicaManager(0, manager.log_dir, manager.config, clock)
+    try:
+        again.apply(image(1, t=(1, {})))
+        assert again.leader("t", 0).log.log_end_offset == 0
+    finally:
+        again.close()
+
+
+def test_topic_configs_reach_the_log_and_change_with_the_image(manager):
+    manager.apply(image(1, t=(1, {"segment.bytes": "5000", "min.insync.replicas": "2"})))
+    partition = manager.leader("t", 0)
+    assert partition.log.config.segment_bytes == 5000
+    assert partition.min_insync_replicas == 2
+    manager.apply(image(2, t=(1, {"segment.bytes": "7000"})))
+    assert partition.log.config.segment_bytes == 7000
+    assert partition.min_insync_replicas == 1
+
+
+# -- Partition ---------------------------------------------------------------------------------
+
+def test_leadership_epochs_and_the_high_watermark(manager):
+    manager.apply(image(1, t=(1, {})))
+    partition = manager.leader("t", 0)
+    assert partition.append_as_leader(batch([b"a", b"b"]), 1) == 0
+    assert partition.high_watermark == partition.log.log_end_offset == 2
+    header_epoch = partition.log.read(0, 1000)[12:16]
+    assert int.from_bytes(header_epoch, "big") == 0  # the leader epoch, stamped
+    partition.check_leader(current_leader_epoch=-1)  # -1: the client did not say
+    partition.update(PartitionState("t", 0, 0, 3, (0,), (0,)))
+    with pytest.raises(FencedLeaderEpochError, match="older than the current 3"):
+        partition.check_leader(2)
+    with pytest.raises(UnknownLeaderEpochError, match="newer"):
+        partition.check_leader(4)
+    partition.check_leader(3)
+    partition.append_as_leader(batch([b"c"]), 1)
+    assert int.from_bytes(partition.log.read(2, 1000)[12:16], "big") == 3
+    partition.update(PartitionState("t", 0, 1, 4, (0,), (1,)))
+    with pytest.raises(NotLeaderForPartitionError, match="leader: 1"):
+        partition.append_as_leader(batch([b"d"]), 1)
+
+
+def test_acks_all_needs_min_insync_replicas(manager):
+    manager.apply(image(1, t=(1, {"min.insync.replicas": "2"})))
+    partition = manager.leader("t", 0)
+    with pytest.raises(NotEnoughReplicasError, match="min.insync.replicas=2"):
+        partition.append_as_leader(batch([b"a"]), -1)
+    assert partition.log.log_end_offset == 0
+    partition.append_as_leader(batch([b"a"]), 1)
+
+
+def test_offsets_for_timestamps_stop_at_the_high_watermark(manager):
+    manager.apply(image(1, t=(1, {})))
+    partition = manager.leader("t", 0)
+    partition.append_as_leader(batch([b"a", b"b"], timestamp=T0), 1)
+    assert partition.offset_for(-2) == (-1, 0)
+    assert partition.offset_for(-1) == (-1, 2)
+    assert partition.offset_for(T0 + 1) == (T0 + 1, 1)
+    assert partition.offset_for(T0 + 2) == (-1, -1)
+
+
+# -- the purgatory -----------------------------------------------------------------------------
+
+def test_a_parked_fetch_completes_on_min_bytes_change_or_deadline():
+    purgatory = FetchPurgatory()
+    a = DelayedFetch(10.0, 100, 0, [("t", 0), ("t", 1)], "a")
+    b = DelayedFetch(5.0, 1, 0, [("t", 1)], "b")
+    c = DelayedFetch(20.0, 1, 0, [("u", 0)], "c")
+    for fetch in (a, b, c):
+        purgatory.park(fetch)
+    assert purgatory.next_deadline() == 5.0
+    assert purgatory.on_append(("t", 0), 60) == []
+    assert purgatory.on_append(("t", 1), 50) == [a, b]  # a has 110 of 100, b 50 of 1
+    assert len(purgatory) == 1 and purgatory.next_deadline() == 20.0
+    assert purgatory.on_append(("t", 1), 50) == []
+    assert purgatory.expire(19.9) == []
+    assert purgatory.expire(20.0) == [c]
+    assert purgatory.next_deadline() is None
+
+
+def test_changes_and_cancellation_remove_parked_fetches():
+    purgatory = FetchPurgatory()
+    a = DelayedFetch(10.0, 100, 0, [("t", 0), ("t", 1)], "a")
+    b = DelayedFetch(10.0, 100, 0, [("t", 2)], "b")
+    purgatory.park(a)
+    purgatory.park(b)
+    assert purgatory.on_change({("t", 0), ("t", 1)}) == [a]  # once, though it watches both
+    purgatory.cancel(b)
+    purgatory.cancel(b)
+    assert len(purgatory) == 0
+    assert purgatory.expire(100.0) == []
+
+
+# -- the log timers ----------------------------------------------------------------------------
+
+def test_retention_runs_at_its_interval_below_the_high_watermark(manager, clock):
+    manager.apply(image(1, t=(1, {"segment.bytes": "300", "retention.ms": "1000"})))
+    partition = manager.leader("t", 0)
+    for _n in range(5):
+        partition.append_as_leader(batch([b"x" * 200], timestamp=clock.now), 1)
+    segments = len(partition.log.segments)
+    timers = LogManager(manager, manager.config, now=0)
+    clock.now += 5000  # every sealed segment is past retention.ms
+    assert "retention" not in timers.tick(999)
+    assert "retention" in timers.tick(1000)
+    assert len(partition.log.segments) == 1 < segments
+    assert partition.log.log_start_offset == 4
+
+
+def test_flush_and_recovery_point_checkpoints(manager, clock):
+    manager.apply(image(1, t=(1, {"flush.ms": "100"}), u=(1, {})))
+    flushed, idle = manager.leader("t", 0), manager.leader("u", 0)
+    timers = LogManager(manager, manager.config, now=0)
+    for partition in (flushed, idle):
+        partition.append_as_leader(batch([b"v"]), 1)
+        assert partition.log.recovery_point == 0
+    clock.now += 200
+    timers.tick(500)  # the flush pass: flush.ms is due for t only
+    assert (flushed.log.recovery_point, idle.log.recovery_point) == (1, 0)
+    timers.tick(RECOVERY_CHECKPOINT_INTERVAL_MS)  # first checkpoint pass: notes the ends
+    assert idle.log.recovery_point == 0
+    timers.tick(2 * RECOVERY_CHECKPOINT_INTERVAL_MS)  # idle since: flushed, checkpointed
+    assert idle.log.recovery_point == 1
+
+
+def test_compaction_runs_on_compacted_topics(manager, clock):
+    manager.apply(image(1, c=(1, {"cleanup.policy": "compact", "segment.bytes": "200",
+                                  "min.cleanable.dirty.ratio": "0.01"})))
+    partition = manager.leader("c", 0)
+    for n in range(6):
+        partition.append_as_leader(batch([b"value-%d" % n], key=b"same-key"), 1)
+    before = partition.log.size_in_bytes
+    timers = LogManager(manager, manager.config, now=0)
+    assert "compaction" in timers.tick(CLEANER_BACKOFF_MS)
+    assert partition.log.size_in_bytes < before

@@ -1,0 +1,91 @@
+"""Helpers of the partition-log tests (test_log*, test_recovery, test_cleaner): batches built
+from records, a log opened on a fake clock, its records read back, a simulated crash."""
+from __future__ import annotations
+
+import os
+
+from segments import batch_descriptor as d
+from segments.batch_header import BatchHeader
+from segments.checkpoint import OffsetCheckpoint
+from segments.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, PartitionLog
+from segments.log_config import LogConfig
+from segments.records import RecordBatchBuilder, iter_records
+from tests.support.clock import T0, FakeClock
+
+
+def make_batch(records, compression=0, batch_size=1 << 20):
+    """A producer batch (baseOffset 0) of ``(timestamp, key, value)`` records."""
+    builder = RecordBatchBuilder(compression, batch_size)
+    for timestamp, key, value in records:
+        assert builder.append(timestamp, key, value) is not None
+    return bytes(builder.build())
+
+
+def simple_batch(count, timestamp=T0, value_size=50, key_prefix=b"k"):
+    return make_batch([(timestamp + i, key_prefix + b"%d" % i, b"v" * value_size)
+                       for i in range(count)])
+
+
+def open_log(path, clock=None, **props):
+    return PartitionLog(path, LogConfig.from_dict(props), clock=clock or FakeClock(T0))
+
+
+def records_of(data):
+    return list(iter_records(data))
+
+
+def all_records(log):
+    """Every record of the log, read batch by batch from the log start offset."""
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20)
+        if not data:
+            break
+        batch_records = records_of(data)
+        out.extend(r for r in batch_records if r.offset >= offset)
+        last = None
+        for header in batches_of(data):
+            last = header
+        offset = last.next_offset
+    return out
+
+
+def batches_of(data):
+    position = 0
+    while position < len(data):
+        header = BatchHeader(data, position)
+        yield header
+        position += header.size_in_bytes
+
+
+def crash(log):
+    """Leave the log as a killed process would: files closed, no flush, no marker."""
+    for segment in log.segments:
+        if segment._fd is not None:
+            os.close(segment._fd)
+            segment._fd = None
+        for index in (segment.offset_index, segment.time_index):
+            index._release_mmap()
+            index._close_fd()  # entries still in memory are lost, as in a crash
+    marker = os.path.join(log.path, CLEAN_SHUTDOWN_MARKER)
+    if os.path.exists(marker):
+        os.unlink(marker)
+
+
+def set_recovery_point(path, offset):
+    name = os.path.basename(os.path.normpath(path))
+    OffsetCheckpoint(os.path.join(path, RECOVERY_POINT_CHECKPOINT)).write({name: offset})
+
+
+def file_batches(path):
+    """``(position, BatchHeader)`` of each batch of a .log file (trusted bytes)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    position = 0
+    out = []
+    while position + d.HEADER_SIZE <= len(data):
+        header = BatchHeader(data, position)
+        out.append((position, header))
+        position += header.size_in_bytes
+    return out

@@ -1,0 +1,366 @@
+"""Connections between processes: open, talk, close; killed clients and brokers; stale objects.
+
+Every test bounds its time, kills the processes it started by pid and unlinks what it made
+(the cluster_id fixture sweeps whatever a failure left behind).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from shm_ring import Listener, PeerClosedError, PeerDiedError, connect
+from shm_ring.naming import cleanup_stale, list_objects
+from shm_ring.wakeup import WaitPolicy
+from tests.support.bounds import BOUND
+from tests.support.processes import CTX
+
+FAST = WaitPolicy(spin=20, poll_interval=0.02)
+
+
+@pytest.fixture
+def listener(cluster_id):
+    """A broker (id 1) whose listener lives in the test process."""
+    broker = Listener(cluster_id, 1, policy=FAST, liveness_interval=0.02)
+    yield broker
+    broker.close()
+
+
+def names_of(connection_name: str) -> list[str]:
+    return [connection_name + suffix for suffix in (".req", ".req.space", ".rsp", ".rsp.data")]
+
+
+def expect(pipe, what=None):
+    assert pipe.poll(BOUND), f"nothing from the other process (expected {what!r})"
+    message = pipe.recv()
+    if what is not None:
+        assert message == what
+    return message
+
+
+def serve_until(listener: Listener, done, *, echo: bool = True) -> list[str]:
+    """Run a broker loop until done(dropped names); return the names of the dropped
+    connections. With echo, every request is answered with its bytes reversed; without, requests
+    are left in their rings."""
+    dropped: list[str] = []
+    deadline = time.monotonic() + BOUND
+    while not done(dropped):
+        assert time.monotonic() < deadline, "broker loop timed out"
+        listener.wait(0.02)
+        listener.accept_pending()
+        for connection in listener.ready() if echo else ():
+            while (frame := connection.recv()) is not None:
+                response = bytes(frame)[::-1]
+                while not connection.try_send(response):
+                    listener.wait(0.02)
+            connection.release()
+        dropped.extend(c.name for c in listener.reap())
+    return dropped
+
+
+def _echo_broker(cluster_id: str, pipe) -> None:
+    """Broker 1 in a child process: echoes reversed frames until the pipe says stop."""
+    listener = Listener(cluster_id, 1, policy=FAST, liveness_interval=0.02)
+    pipe.send("listening")
+    try:
+        def stop(dropped):
+            for name in dropped:
+                pipe.send(("dropped", name))
+            dropped.clear()
+            return pipe.poll()
+        serve_until(listener, stop)
+    finally:
+        listener.close()
+
+
+@pytest.mark.multiprocess
+def test_connect_talk_and_close_between_processes(cluster_id, spawn):
+    parent, child = CTX.Pipe()
+    broker = spawn(_echo_broker, cluster_id, child)
+    expect(parent, "listening")
+    client = connect(cluster_id, 1, timeout=BOUND, capacity=1 << 16, policy=FAST)
+    assert client.broker_pid == broker.pid
+    assert all(name in list_objects(cluster_id) for name in names_of(client.name))
+    for size in (0, 1, 100, 5000, client._objects.req.max_frame_length):
+        payload = os.urandom(size)
+        assert client.send(payload, BOUND)
+        assert bytes(client.recv(BOUND)) == payload[::-1]
+        client.release()
+    view = client.claim(64, BOUND)  # encode in place
+    view[:5] = b"claim"
+    client.commit(5)
+    assert bytes(client.recv(BOUND)) == b"mialc"
+    client.release()
+    client.close()
+    client.close()
+    assert expect(parent) == ("dropped", client.name)
+    assert not set(names_of(client.name)) & set(list_objects(cluster_id))
+    parent.send("stop")
+    broker.join(BOUND)
+    assert broker.exitcode == 0
+    assert list_objects(cluster_id) == []  # the broker unlinked its listener and doorbell
+
+
+def _client(cluster_id: str, count: int, delay: float, pipe) -> None:
+    time.sleep(delay)
+    client = connect(cluster_id, 1, timeout=BOUND, capacity=1 << 14, policy=FAST)
+    for number in range(count):
+        payload = b"%d:%d;" % (os.getpid(), number) * (number % 40 + 1)
+        if not client.send(payload, BOUND):
+            pipe.send(("send timed out", number))
+            return
+        answer = bytes(client.recv(BOUND))
+        client.release()
+        if answer != payload[::-1]:
+            pipe.send(("wrong answer", number))
+            return
+    client.close()
+    pipe.send("done")
+
+
+@pytest.mark.multiprocess
+def test_clients_connect_at_any_time_and_share_one_doorbell(cluster_id, spawn, listener):
+    pipes = []
+    for number, delay in enumerate((0.0, 0.0, 0.0, 0.2, 0.4)):
+        parent, child = CTX.Pipe()
+        spawn(_client, cluster_id, 300 + number, delay, child)
+        pipes.append(parent)
+    dropped = serve_until(listener, lambda dropped: len(dropped) == len(pipes))
+    assert [expect(pipe) for pipe in pipes] == ["done"] * len(pipes)
+    assert len(set(dropped)) == len(pipes)
+    assert listener.connections == []
+
+
+def _client_that_gets_killed(cluster_id: str, pipe) -> None:
+    client = connect(cluster_id, 1, timeout=BOUND, policy=FAST)
+    client.send(b"hello", BOUND)
+    pipe.send(client.name)
+    time.sleep(BOUND * 2)
+
+
+@pytest.mark.multiprocess
+def test_killed_client_is_dropped_and_its_objects_unlinked(cluster_id, spawn, listener):
+    parent, child = CTX.Pipe()
+    client = spawn(_client_that_gets_killed, cluster_id, child)
+    serve_until(listener, lambda _: parent.poll(), echo=False)
+    name = expect(parent)
+    [connection] = listener.connections
+    assert connection.name == name and connection.client_pid == client.pid
+    assert bytes(connection.recv()) == b"hello"
+    connection.release()
+    os.kill(client.pid, signal.SIGKILL)  # not reaped: a zombie counts as dead too
+    dropped = serve_until(listener, lambda dropped: dropped)
+    assert dropped == [name]
+    assert not set(names_of(name)) & set(list_objects(cluster_id))
+
+
+@pytest.mark.multiprocess
+def test_killed_broker_raises_in_the_client_and_the_client_unlinks(cluster_id, spawn):
+    parent, child = CTX.Pipe()
+    broker = spawn(_echo_broker, cluster_id, child)
+    expect(parent, "listening")
+    client = connect(cluster_id, 1, timeout=BOUND, policy=FAST)
+    client.send(b"ping", BOUND)
+    assert bytes(client.recv(BOUND)) == b"gnip"
+    client.release()
+    os.kill(broker.pid, signal.SIGKILL)
+    broker.join(BOUND)
+    with pytest.raises(PeerDiedError) as died:
+        client.recv(BOUND)
+    message = str(died.value)
+    assert f"broker 1 of cluster {cluster_id} (pid {broker.pid}) died" in message
+    assert client.name in message and died.value.pid == broker.pid
+    with pytest.raises(PeerDiedError, match="broker 1"):  # and on every later call
+        client.send(b"again", BOUND)
+    assert not set(names_of(client.name)) & set(list_objects(cluster_id))
+    client.close()
+    # Only the dead broker's own objects remain, for the next start to sweep.
+    assert cleanup_stale(cluster_id) == [f"/ringlog.{cluster_id}.b1.doorbell",
+                                         f"/ringlog.{cluster_id}.b1.listener"]
+
+
+@pytest.mark.multiprocess
+def test_client_blocked_on_a_full_request_ring_notices_the_killed_broker(cluster_id, spawn):
+    parent, child = CTX.Pipe()
+    broker = spawn(_echo_broker, cluster_id, child)
+    expect(parent, "listening")
+    client = connect(cluster_id, 1, timeout=BOUND, capacity=1024, policy=FAST)
+    os.kill(broker.pid, signal.SIGKILL)
+    broker.join(BOUND)
+    with pytest.raises(PeerDiedError, match=f"pid {broker.pid}"):
+        for _ in range(100):  # fills the ring, then waits for room and checks the broker
+            client.send(b"r" * 100, BOUND)
+    cleanup_stale(cluster_id)
+
+
+@pytest.mark.multiprocess
+def test_broker_close_reaches_the_client_as_peer_closed(cluster_id, spawn):
+    parent, child = CTX.Pipe()
+    broker = spawn(_echo_broker, cluster_id, child)
+    expect(parent, "listening")
+    client = connect(cluster_id, 1, timeout=BOUND, policy=FAST)
+    parent.send("stop")
+    broker.join(BOUND)
+    with pytest.raises(PeerClosedError, match=f"broker 1 of cluster {cluster_id} closed"):
+        client.recv(BOUND)
+    assert list_objects(cluster_id) == []
+
+
+def test_connect_to_a_broker_that_is_not_there_is_refused(cluster_id):
+    with pytest.raises(ConnectionRefusedError, match=f"broker 7 of cluster {cluster_id} is not"
+                                                     f" listening.*does not exist"):
+        connect(cluster_id, 7, timeout=0.05)
+
+
+@pytest.mark.multiprocess
+def test_connect_waits_for_a_broker_that_starts_later(cluster_id, spawn):
+    parent, child = CTX.Pipe()
+
+    def late_broker():
+        time.sleep(0.3)
+        _echo_broker(cluster_id, child)
+    broker = spawn(late_broker)
+    client = connect(cluster_id, 1, timeout=BOUND, policy=FAST)
+    client.send(b"late", BOUND)
+    assert bytes(client.recv(BOUND)) == b"etal"
+    client.close()
+    expect(parent, "listening")
+    parent.send("stop")
+    broker.join(BOUND)
+    assert broker.exitcode == 0
+
+
+def _broker_that_dies(cluster_id: str, pipe) -> None:
+    Listener(cluster_id, 1)
+    pipe.send("listening")
+    time.sleep(BOUND * 2)
+
+
+@pytest.mark.multiprocess
+def test_a_dead_brokers_listener_is_taken_over_and_a_live_one_refused(cluster_id, spawn):
+    parent, child = CTX.Pipe()
+    dead = spawn(_broker_that_dies, cluster_id, child)
+    expect(parent, "listening")
+    with pytest.raises(FileExistsError, match=f"already listening .*pid {dead.pid}"):
+        Listener(cluster_id, 1)
+    os.kill(dead.pid, signal.SIGKILL)
+    dead.join(BOUND)
+    with pytest.raises(ConnectionRefusedError, match=f"left by pid {dead.pid}"):
+        connect(cluster_id, 1, timeout=0.1)
+    with Listener(cluster_id, 1) as successor:
+        assert successor.connections == []
+    assert list_objects(cluster_id) == []
+
+
+def _lazy_reader(cluster_id: str, pipe) -> None:
+    """A client that reads only when told how many responses to read."""
+    client = connect(cluster_id, 1, timeout=BOUND, capacity=1024, policy=FAST)
+    pipe.send("connected")
+    received = []
+    for _ in range(expect(pipe)):
+        received.append(bytes(client.recv(BOUND)))
+        client.release()
+    pipe.send(received)
+    expect(pipe, "bye")
+    client.close()
+
+
+@pytest.mark.multiprocess
+def test_full_response_ring_rings_the_doorbell_when_the_client_frees_room(cluster_id, spawn,
+                                                                             listener):
+    parent, child = CTX.Pipe()
+    client = spawn(_lazy_reader, cluster_id, child)
+    serve_until(listener, lambda _: parent.poll(), echo=False)
+    expect(parent, "connected")
+    [connection] = listener.connections
+    sent = 0
+    while connection.try_send(b"%d" % sent):
+        sent += 1
+    assert not listener.wait(0)  # nothing to do yet
+    parent.send(sent + 1)
+    wake_ups = 0
+    while True:  # each release by the client rings the doorbell until the frame fits
+        assert listener.wait(BOUND), "the client's release did not ring the doorbell"
+        wake_ups += 1
+        if connection.try_send(b"%d" % sent):
+            break
+        assert wake_ups <= sent
+    assert expect(parent) == [b"%d" % number for number in range(sent + 1)]
+    parent.send("bye")
+    assert serve_until(listener, lambda dropped: dropped) == [connection.name]
+    client.join(BOUND)
+    assert client.exitcode == 0
+
+
+@pytest.mark.multiprocess
+def test_broker_claims_a_response_in_place(cluster_id, spawn, listener):
+    parent, child = CTX.Pipe()
+    client = spawn(_lazy_reader, cluster_id, child)
+    serve_until(listener, lambda _: parent.poll(), echo=False)
+    expect(parent, "connected")
+    [connection] = listener.connections
+    view = connection.claim(300)
+    view[:4] = b"file"  # e.g. os.readv(fd, [view])
+    connection.commit(4)
+    connection.claim(0)  # an empty frame is a frame too
+    connection.commit()
+    parent.send(2)
+    assert expect(parent) == [b"file", b""]
+    parent.send("bye")
+    serve_until(listener, lambda dropped: dropped)
+    client.join(BOUND)
+    assert client.exitcode == 0
+
+
+def _crashing_pair(cluster_id: str, pipe) -> None:
+    client = connect(cluster_id, 1, timeout=BOUND, policy=FAST)
+    pipe.send(client.name)
+    time.sleep(BOUND * 2)
+
+
+@pytest.mark.multiprocess
+def test_cleanup_stale_after_broker_and_client_crash(cluster_id, spawn):
+    parent, child = CTX.Pipe()
+    broker = spawn(_broker_loop_forever, cluster_id)
+    client = spawn(_crashing_pair, cluster_id, child)
+    name = expect(parent)
+    for process in (broker, client):
+        os.kill(process.pid, signal.SIGKILL)
+        process.join(BOUND)
+    expected = sorted(names_of(name) + [f"/ringlog.{cluster_id}.b1.doorbell",
+                                        f"/ringlog.{cluster_id}.b1.listener"])
+    assert cleanup_stale(cluster_id) == expected
+    assert list_objects(cluster_id) == []
+
+
+def _broker_loop_forever(cluster_id: str) -> None:
+    listener = Listener(cluster_id, 1, policy=FAST)
+    serve_until(listener, lambda _: False)
+
+
+def _client_expecting_close(cluster_id: str, pipe) -> None:
+    client = connect(cluster_id, 1, timeout=BOUND, policy=FAST)
+    pipe.send("connected")
+    try:
+        client.recv(BOUND)
+        pipe.send("no error")
+    except PeerClosedError as exc:
+        pipe.send(str(exc))
+
+
+@pytest.mark.multiprocess
+def test_the_broker_drops_one_connection_and_its_client_sees_it_closed(cluster_id, spawn,
+                                                                        listener):
+    parent, child = CTX.Pipe()
+    client = spawn(_client_expecting_close, cluster_id, child)
+    serve_until(listener, lambda _: parent.poll(), echo=False)
+    expect(parent, "connected")
+    [connection] = listener.connections
+    assert 0 < connection.max_response_frame < 1 << 20
+    listener.drop(connection)
+    assert listener.connections == [] and listener.ready() == []
+    assert f"broker 1 of cluster {cluster_id} closed" in expect(parent)
+    client.join(BOUND)
+    assert client.exitcode == 0

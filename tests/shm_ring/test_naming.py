@@ -1,0 +1,165 @@
+"""Names, modes and lifecycle of the named objects; cleanup of stale ones; liveness."""
+from __future__ import annotations
+
+import os
+import stat
+import uuid
+
+import posix_ipc
+import pytest
+
+from shm_ring import naming
+from shm_ring.liveness import current_process, is_alive, process_start_time
+from shm_ring.naming import NamedSemaphore, SharedRegion, cleanup_stale, list_objects
+from shm_ring.shared_ring import SharedRing
+from tests.support.processes import CTX
+
+
+@pytest.fixture
+def cluster_id():
+    cluster = "t" + uuid.uuid4().hex[:16]
+    yield cluster
+    cleanup_stale(cluster)
+    assert list_objects(cluster) == []
+
+
+def shm_file(name: str, semaphore: bool = False) -> str:
+    return os.path.join(naming.SHM_DIRECTORY, ("sem." if semaphore else "") + name[1:])
+
+
+def test_names_are_prefixed_with_ringlog_and_the_cluster_id():
+    assert naming.listener_name("c1", 3) == "/ringlog.c1.b3.listener"
+    assert naming.doorbell_name("c1", 3) == "/ringlog.c1.b3.doorbell"
+    assert naming.object_name("c1", "b3", naming.connection_part(42, "ab12")) == \
+        "/ringlog.c1.b3.c42-ab12"
+
+
+@pytest.mark.parametrize("bad", ["", "a.b", "a/b", "x" * 65, "sp ace", 7])
+def test_bad_cluster_ids_are_refused(bad):
+    with pytest.raises(ValueError, match="cluster id"):
+        naming.object_name(bad, "x")
+
+
+def test_bad_name_parts_and_broker_ids_are_refused():
+    with pytest.raises(ValueError, match="'../x'"):
+        naming.object_name("c", "../x")
+    with pytest.raises(ValueError, match="-1"):
+        naming.broker_part(-1)
+    with pytest.raises(ValueError, match="c<pid>-<hex token>"):
+        naming.check_connection_part("c12-zz")
+
+
+def test_objects_are_created_with_mode_0600(cluster_id):
+    ring = SharedRing.create(cluster_id, "modes", 64)
+    try:
+        for path in (shm_file(ring.name), shm_file(ring.name + ".data", True),
+                     shm_file(ring.name + ".space", True)):
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    finally:
+        ring.close()
+        ring.unlink()
+
+
+def test_close_and_unlink_are_distinct_and_safe_twice(cluster_id):
+    name = naming.object_name(cluster_id, "region")
+    region = SharedRegion.create(name, 4096)
+    region.buf[:3] = b"abc"
+    other = SharedRegion.open(name)
+    region.unlink()
+    region.unlink()
+    assert not os.path.exists(shm_file(name))
+    assert bytes(other.buf[:3]) == b"abc"  # unlinked, still mapped
+    region.close()
+    region.close()
+    other.close()
+    with pytest.raises(FileNotFoundError, match=name):
+        SharedRegion.open(name)
+
+    semaphore = NamedSemaphore.create(naming.object_name(cluster_id, "sem"))
+    semaphore.close()
+    semaphore.close()
+    semaphore.unlink()
+    semaphore.unlink()
+    assert list_objects(cluster_id) == []
+
+
+def test_close_while_a_view_is_held_leaves_the_mapping_to_the_view(cluster_id):
+    region = SharedRegion.create(naming.object_name(cluster_id, "held"), 4096)
+    region.buf[:2] = b"hi"
+    view = region.buf[:2]
+    region.close()  # does not raise although a view is alive
+    assert bytes(view) == b"hi"
+    region.unlink()
+
+
+def test_create_refuses_an_existing_name(cluster_id):
+    name = naming.object_name(cluster_id, "twice")
+    region = SharedRegion.create(name, 64)
+    with pytest.raises(FileExistsError, match=name):
+        SharedRegion.create(name, 64)
+    region.close()
+    region.unlink()
+
+
+def test_a_create_that_fails_halfway_undoes_itself(cluster_id):
+    # The ".space" semaphore exists already: the ring and ".data" made before it go away.
+    blocker = NamedSemaphore.create(naming.object_name(cluster_id, "half.space"))
+    with pytest.raises(FileExistsError, match="half.space"):
+        SharedRing.create(cluster_id, "half", 64)
+    assert list_objects(cluster_id) == [blocker.name]
+    blocker.close()
+    blocker.unlink()
+
+
+def test_open_of_a_missing_ring_closes_what_it_opened(cluster_id):
+    ring = SharedRing.create(cluster_id, "partial", 64)
+    posix_ipc.unlink_semaphore(ring.name + ".space")
+    with pytest.raises(FileNotFoundError, match="partial.space"):
+        SharedRing.open(cluster_id, "partial")
+    ring.close()
+    ring.unlink()
+
+
+def _leave_objects(cluster_id: str) -> None:
+    SharedRing.create(cluster_id, "left", 64)  # never closed nor unlinked
+    os._exit(0)
+
+
+@pytest.mark.multiprocess
+def test_cleanup_stale_removes_only_that_clusters_objects(cluster_id):
+    other = "o" + uuid.uuid4().hex[:16]
+    keep = SharedRing.create(other, "keep", 64)
+    try:
+        child = CTX.Process(target=_leave_objects,
+                                                            args=(cluster_id,))
+        child.start()
+        child.join(10)
+        assert child.exitcode == 0
+        base = f"/ringlog.{cluster_id}.left"
+        assert cleanup_stale(cluster_id) == [base, base + ".data", base + ".space"]
+        assert list_objects(cluster_id) == []
+        assert cleanup_stale(cluster_id) == []
+        assert len(list_objects(other)) == 3
+    finally:
+        keep.close()
+        keep.unlink()
+    assert list_objects(other) == []
+
+
+def _exit_now() -> None:
+    os._exit(0)
+
+
+@pytest.mark.multiprocess
+def test_liveness_survives_pid_reuse_and_sees_zombies():
+    pid, start_time = current_process()
+    assert is_alive(pid, start_time)
+    assert not is_alive(pid, start_time + 1)  # same pid, another process (pid reused)
+    child = CTX.Process(target=_exit_now)
+    child.start()
+    child_pid = child.pid
+    # Until joined, the exited child is a zombie: it counts as dead.
+    os.waitid(os.P_PID, child_pid, os.WEXITED | os.WNOWAIT)
+    assert process_start_time(child_pid) is None
+    child.join()
+    assert process_start_time(child_pid) is None

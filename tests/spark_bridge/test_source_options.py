@@ -1,0 +1,147 @@
+"""The ringlog source's options (spark_bridge.options): Spark's Kafka source names,
+defaults and rules; every bad or conflicting option fails with a message naming it. No
+Spark session, no cluster: these run in milliseconds (the Spark-level check that such an
+error reaches the user is in test_source_batch.py)."""
+from __future__ import annotations
+
+import pytest
+
+from cluster.structs import TopicPartition
+from spark_bridge.consumer_strategy import Assign, Subscribe, SubscribePattern
+from spark_bridge.options import (
+    DEFAULT_POLL_TIMEOUT_MS,
+    InvalidOptionError,
+    include_headers,
+    parse_batch_options,
+    parse_stream_options,
+    validate_common,
+)
+
+BASE = {"bootstrap.servers": "/data", "subscribe": "t"}
+
+
+def batch(**extra):
+    return parse_batch_options({**BASE, **extra})
+
+
+def stream(**extra):
+    return parse_stream_options({**BASE, **extra})
+
+
+def test_defaults_are_spark_kafka_defaults():
+    b = batch()
+    assert (b.starting, b.ending, b.fail_on_data_loss, b.include_headers, b.min_partitions,
+            b.max_offsets_per_trigger, b.poll_timeout_ms) == (
+        "earliest", "latest", True, False, None, None, DEFAULT_POLL_TIMEOUT_MS)
+    s = stream()
+    assert (s.starting, s.ending) == ("latest", None)
+
+
+def test_names_are_case_insensitive_and_values_parsed():
+    s = parse_stream_options({"BOOTSTRAP.SERVERS": " /data ", "SubscribePattern": "log-.*",
+                              "STARTINGOFFSETS": "Earliest", "maxoffsetspertrigger": "50",
+                              "FailOnDataLoss": "FALSE", "minPartitions": "3",
+                              "includeHeaders": "true", "kafkaConsumer.pollTimeoutMs": "500"})
+    assert s.bootstrap_servers == "/data"
+    assert s.strategy == SubscribePattern("log-.*")
+    assert (s.starting, s.max_offsets_per_trigger, s.fail_on_data_loss, s.min_partitions,
+            s.include_headers, s.poll_timeout_ms) == ("earliest", 50, False, 3, True, 500)
+
+
+def test_strategies():
+    assert batch(subscribe=" a, b ,,").strategy == Subscribe(("a", "b"))
+    assign = parse_batch_options({"bootstrap.servers": "/d", "assign": '{"b":[1,0],"a":[2]}'})
+    assert assign.strategy == Assign((TopicPartition("a", 2), TopicPartition("b", 0),
+                                      TopicPartition("b", 1)))
+
+
+def test_spark_bootstrap_option_name_works_too():
+    options = parse_batch_options({"kafka.bootstrap.servers": "/d", "subscribe": "t"})
+    assert options.bootstrap_servers == "/d"
+
+
+def test_json_offsets():
+    b = batch(startingOffsets='{"t":{"0":23,"1":-2}}', endingOffsets='{"t":{"0":50,"1":-1}}')
+    assert b.starting == {TopicPartition("t", 0): 23, TopicPartition("t", 1): -2}
+    assert b.ending == {TopicPartition("t", 0): 50, TopicPartition("t", 1): -1}
+    assert stream(startingOffsets='{"t":{"0":-1}}').starting == {TopicPartition("t", 0): -1}
+
+
+def test_include_headers_alone_is_what_schema_needs():
+    assert include_headers({"INCLUDEHEADERS": "True"}) is True
+    assert include_headers({}) is False
+
+
+INVALID = [
+    # (options replacing BASE entirely, which option the message names)
+    ({"subscribe": "t"}, "bootstrap.servers"),
+    ({"bootstrap.servers": " ", "subscribe": "t"}, "bootstrap.servers"),
+    ({"bootstrap.servers": "/a", "kafka.bootstrap.servers": "/b", "subscribe": "t"},
+     "kafka.bootstrap.servers"),
+    ({"bootstrap.servers": "/d"}, "subscribePattern"),
+    ({"bootstrap.servers": "/d", "subscribe": "t", "assign": '{"t":[0]}'}, "assign"),
+    ({"bootstrap.servers": "/d", "subscribe": "t", "subscribePattern": "t.*"},
+     "subscribePattern"),
+    ({"bootstrap.servers": "/d", "subscribe": " , "}, "subscribe"),
+    ({"bootstrap.servers": "/d", "subscribePattern": "  "}, "subscribePattern"),
+    ({"bootstrap.servers": "/d", "subscribePattern": "log-(["}, "subscribePattern"),
+    ({"bootstrap.servers": "/d", "assign": "t:0"}, "assign"),
+    ({"bootstrap.servers": "/d", "assign": '{"t":0}'}, "assign"),
+    ({"bootstrap.servers": "/d", "assign": '{"t":[]}'}, "assign"),
+    ({**BASE, "minPartitions": "0"}, "minPartitions"),
+    ({**BASE, "minPartitions": "many"}, "minPartitions"),
+    ({**BASE, "failOnDataLoss": "yes"}, "failOnDataLoss"),
+    ({**BASE, "includeHeaders": "1"}, "includeHeaders"),
+    ({**BASE, "kafkaConsumer.pollTimeoutMs": "-5"}, "kafkaConsumer.pollTimeoutMs"),
+    ({**BASE, "startingOffsets": "first"}, "startingOffsets"),
+    ({**BASE, "startingOffsets": '{"t":{"0":"5"}}'}, "startingOffsets"),
+    ({**BASE, "startingOffsets": '{"t":{"x":5}}'}, "startingOffsets"),
+    ({**BASE, "startingOffsets": '{"t":{"0":-3}}'}, "startingOffsets"),
+    ({**BASE, "startingTimestamp": "1700000000000"}, "startingTimestamp"),
+    ({**BASE, "startingOffsetsByTimestamp": '{"t":{"0":1}}'}, "startingOffsetsByTimestamp"),
+    ({**BASE, "kafka.auto.offset.reset": "earliest"}, "auto.offset.reset"),
+    ({**BASE, "kafka.value.deserializer": "x"}, "value.deserializer"),
+    ({**BASE, "kafka.enable.auto.commit": "true"}, "enable.auto.commit"),
+]
+
+
+@pytest.mark.parametrize("options, named", INVALID)
+@pytest.mark.parametrize("parse", [parse_batch_options, parse_stream_options, validate_common])
+def test_invalid_option_names_the_option(options, named, parse):
+    with pytest.raises(InvalidOptionError, match=named):
+        parse(options)
+
+
+BATCH_ONLY = [
+    ({"startingOffsets": "latest"}, "startingOffsets"),
+    ({"startingOffsets": '{"t":{"0":-1}}'}, "startingOffsets"),
+    ({"endingOffsets": "earliest"}, "endingOffsets"),
+    ({"endingOffsets": '{"t":{"0":-2}}'}, "endingOffsets"),
+    ({"startingOffsets": '{"t":{"0":5}}', "endingOffsets": '{"t":{"1":9}}'}, "endingOffsets"),
+    ({"startingOffsets": '{"t":{"0":9}}', "endingOffsets": '{"t":{"0":5}}'}, "startingOffsets"),
+]
+
+
+@pytest.mark.parametrize("extra, named", BATCH_ONLY)
+def test_batch_offset_rules(extra, named):
+    with pytest.raises(InvalidOptionError, match=named):
+        batch(**extra)
+
+
+def test_batch_allows_earliest_and_latest_markers_where_spark_does():
+    b = batch(startingOffsets='{"t":{"0":-2}}', endingOffsets='{"t":{"0":-1}}')
+    assert b.starting == {TopicPartition("t", 0): -2}
+
+
+@pytest.mark.parametrize("extra, named", [
+    ({"endingOffsets": "latest"}, "endingOffsets"),
+    ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
+    ({"maxOffsetsPerTrigger": "ten"}, "maxOffsetsPerTrigger"),
+])
+def test_stream_rules(extra, named):
+    with pytest.raises(InvalidOptionError, match=named):
+        stream(**extra)
+
+
+def test_stream_allows_latest_start():
+    assert stream(startingOffsets="latest").starting == "latest"

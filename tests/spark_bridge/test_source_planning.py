@@ -1,0 +1,185 @@
+"""The ringlog source's planning and row building without Spark or a cluster: offsets JSON
+(spark_bridge.offsets), minPartitions splitting and maxOffsetsPerTrigger rate limiting with
+Spark's arithmetic (offset_ranges; expected values from Spark's
+KafkaOffsetRangeCalculatorSuite and KafkaMicroBatchStream.rateLimit), and RecordColumns
+turned into Arrow batches (arrow_rows) for every key/value shape."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cluster.structs import TopicPartition
+from consumer_proc.record_columns import RecordColumns
+from spark_bridge.arrow_rows import arrow_schema, binary_from_positions, record_batch
+from spark_bridge.offset_ranges import OffsetRange, rate_limit, split_ranges
+from spark_bridge.offsets import (
+    OffsetsFormatError,
+    from_json_dict,
+    parse_partition_offsets,
+    parse_partitions,
+    to_json_dict,
+)
+from spark_bridge.source import ringlog_schema
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+A10 = TopicPartition("a", 10)
+
+
+# -- offsets JSON -------------------------------------------------------------------------------
+
+def test_offsets_json_is_deterministic_and_sorted_by_partition_number():
+    offsets = {A10: 5, B0: 1, A1: 7, A0: 3}
+    as_dict = to_json_dict(offsets)
+    assert json.dumps(as_dict) == '{"a": {"0": 3, "1": 7, "10": 5}, "b": {"0": 1}}'
+    assert json.dumps(to_json_dict(dict(reversed(list(offsets.items()))))) == \
+        json.dumps(as_dict)
+    assert from_json_dict(json.loads(json.dumps(as_dict))) == offsets
+
+
+def test_spark_offset_and_partition_json():
+    assert parse_partition_offsets('{"a":{"0":23,"1":-2},"b":{"0":-1}}') == \
+        {A0: 23, A1: -2, B0: -1}
+    assert parse_partitions('{"b":[0],"a":[1,0,1]}') == [A0, A1, B0]
+    for bad in ('[1]', '{"a":[0]}', '{"a":{"0":1.5}}', '{"a":{"0":true}}', 'nope'):
+        with pytest.raises(OffsetsFormatError, match="Expected e.g."):
+            parse_partition_offsets(bad)
+    for bad in ('{"a":{"0":1}}', '{"a":[0,"1"]}', '[]'):
+        with pytest.raises(OffsetsFormatError, match="Expected e.g."):
+            parse_partitions(bad)
+
+
+# -- minPartitions (KafkaOffsetRangeCalculatorSuite) --------------------------------------------
+
+def ranges(*specs):
+    return [OffsetRange(tp.topic, tp.partition, start, end) for tp, start, end in specs]
+
+
+def test_without_min_partitions_one_task_per_non_empty_range():
+    assert split_ranges(ranges((A0, 1, 2), (A1, 3, 3))) == ranges((A0, 1, 2))
+    assert split_ranges(ranges((A0, 1, 5), (A1, 1, 3)), 2) == ranges((A0, 1, 5), (A1, 1, 3))
+
+
+def test_one_range_split_evenly_the_last_part_taking_the_rest():
+    assert split_ranges(ranges((A0, 1, 5)), 4) == ranges((A0, 1, 2), (A0, 2, 3), (A0, 3, 4),
+                                                         (A0, 4, 5))
+    assert split_ranges(ranges((A0, 1, 5)), 3) == ranges((A0, 1, 2), (A0, 2, 3), (A0, 3, 5))
+
+
+def test_small_ranges_stay_whole_and_big_ones_share_the_rest():
+    got = split_ranges(ranges((A0, 1, 5), (A1, 1, 21), (B0, 1, 1)), 4)
+    assert got == ranges((A0, 1, 5), (A1, 1, 7), (A1, 7, 14), (A1, 14, 21))
+
+
+def test_splits_cover_the_range_exactly():
+    got = split_ranges(ranges((A0, 100, 1_000_100), (A1, 0, 333)), 7)
+    for tp in (A0, A1):
+        parts = [r for r in got if (r.topic, r.partition) == tp]
+        assert parts[0].from_offset == (100 if tp == A0 else 0)
+        assert all(p.until_offset == q.from_offset for p, q in zip(parts, parts[1:]))
+        assert parts[-1].until_offset == (1_000_100 if tp == A0 else 333)
+    assert len(got) >= 7
+
+
+def test_offset_range_pickles_as_spark_input_partition():
+    r = OffsetRange("a", 3, 10, 20)
+    assert pickle.loads(pickle.dumps(r)) == r
+    assert r.value == ("a", 3, 10, 20) and r.size == 10
+
+
+# -- maxOffsetsPerTrigger (rateLimit) -----------------------------------------------------------
+
+def test_rate_limit_prorates_and_never_starves_a_partition():
+    got = rate_limit(10, {A0: 0, A1: 0}, {A0: 100, A1: 1}, {})
+    assert got == {A0: 9, A1: 1}
+
+
+def test_rate_limit_new_partitions_start_from_earliest():
+    got = rate_limit(30, {A0: 0}, {A0: 60, B0: 40}, {B0: 10})
+    assert got == {A0: 20, B0: 20}
+
+
+def test_rate_limit_with_room_for_everything_or_nothing_waiting():
+    assert rate_limit(1000, {A0: 5}, {A0: 50}, {}) == {A0: 50}
+    assert rate_limit(10, {A0: 50, A1: 7}, {A0: 50, A1: 7}, {}) == {A0: 50, A1: 7}
+
+
+# -- Arrow rows ---------------------------------------------------------------------------------
+
+def positional(values, keys=None, pad=b"#"):
+    """RecordColumns whose keys and values lie in one buffer between ``pad`` bytes, as the
+    consumer's vectorised parse leaves them."""
+    buf = bytearray(b"HEAD")
+    key_starts, value_starts, key_lengths, value_lengths = [], [], [], []
+    keys = keys if keys is not None else [None] * len(values)
+    for key, value in zip(keys, values):
+        for data, starts, lengths in ((key, key_starts, key_lengths),
+                                      (value, value_starts, value_lengths)):
+            buf += pad * 3
+            starts.append(len(buf))
+            lengths.append(-1 if data is None else len(data))
+            buf += data or b""
+    n = len(values)
+    return RecordColumns(
+        0, 0, np.arange(100, 100 + n, dtype=np.int64),
+        np.arange(1_700_000_000_000, 1_700_000_000_000 + n, dtype=np.int64),
+        np.array(key_lengths, dtype=np.int64), np.array(value_lengths, dtype=np.int64),
+        buffer=bytes(buf), key_starts=np.array(key_starts, dtype=np.int64),
+        value_starts=np.array(value_starts, dtype=np.int64))
+
+
+SHAPES = {
+    "one size, long": [b"x" * 100 + bytes([i]) for i in range(50)],
+    "inline, varying": [b"v%d" % i for i in range(50)],
+    "mixed with nulls and empties": [None, b"", b"a" * 12, b"b" * 13, None, b"c" * 300, b"z"],
+    "all null": [None, None, None],
+    "empty": [],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_binary_from_positions_matches_the_values(shape):
+    values = SHAPES[shape]
+    columns = positional(values)
+    array = binary_from_positions(columns.buffer, columns.value_starts, columns.value_lengths)
+    assert array.type == pa.binary()
+    assert array.to_pylist() == values
+
+
+def test_binary_from_positions_at_the_very_end_of_the_buffer():
+    buf = b"....abc"
+    array = binary_from_positions(buf, np.array([4, 6]), np.array([3, 1]))
+    assert array.to_pylist() == [b"abc", b"c"]
+
+
+@pytest.mark.parametrize("include_headers", [False, True])
+def test_record_batch_has_sparks_schema_and_the_records(include_headers):
+    schema = arrow_schema(ringlog_schema(include_headers))
+    values = [b"value-%03d" % i for i in range(20)]
+    keys = [None if i % 3 == 0 else b"key%d" % i for i in range(20)]
+    batch = record_batch(positional(values, keys), "logs", 7, schema)
+    assert batch.schema.equals(schema)
+    rows = batch.to_pydict()
+    assert rows["key"] == keys and rows["value"] == values
+    assert rows["topic"] == ["logs"] * 20 and rows["partition"] == [7] * 20
+    assert rows["offset"] == list(range(100, 120))
+    assert [t.timestamp() * 1000 for t in rows["timestamp"]] == \
+        [1_700_000_000_000 + i for i in range(20)]
+    assert rows["timestampType"] == [0] * 20
+    if include_headers:
+        assert rows["headers"] == [None] * 20
+
+
+def test_record_batch_from_decoded_records_with_headers():
+    schema = arrow_schema(ringlog_schema(True))
+    records = [(5, 1000, 1, b"k", b"v1", [("a", b"1"), ("b", None)]),
+               (6, 1001, 1, None, None, [])]
+    columns = RecordColumns.from_records(3, 1, records)
+    rows = record_batch(columns, "t", 0, schema).to_pydict()
+    assert rows["key"] == [b"k", None] and rows["value"] == [b"v1", None]
+    assert rows["timestampType"] == [1, 1]
+    assert rows["headers"] == [[{"key": "a", "value": b"1"}, {"key": "b", "value": None}],
+                               None]

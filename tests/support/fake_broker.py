@@ -1,0 +1,346 @@
+"""A stand-in cluster for client tests: brokers as threads of the test process.
+
+``FakeCluster(tmp_path, brokers=2)`` writes ``D/meta.properties``, creates the metadata page
+and publishes an image, as the supervisor and controller would; each ``FakeBroker`` is a
+shm_ring Listener served by a thread, answering ApiVersions, Metadata, Produce,
+CreateTopics, DeleteTopics and CreatePartitions with cluster.protocol.frames. Produced batches
+are validated (CRC) and kept per partition with their offsets, so tests can read back what
+arrived. Faults are injected by the test: ``fail_next(topic, partition, code, times)``
+makes Produce answer an error code, ``stop_broker(id)`` closes a listener (clients see the
+broker go away), ``start_broker(id)`` brings it back, ``move_leader`` changes leadership,
+``broker.paused`` (an Event) stops a broker from reading requests, ``broker.tamper`` (a
+function of the response frame) alters what it answers, ``report_controllers`` (a list)
+makes the next Metadata responses name those controllers instead of the real one.
+
+Not a broker: no logs on disk, no purgatory; just enough of the protocol, kept simple.
+The ``fake_cluster`` fixture that makes and closes them is in tests/cluster/conftest.py.
+"""
+from __future__ import annotations
+
+import datetime
+import threading
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from cluster.metadata import data_dir as dd
+from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from cluster.metadata.page import MetadataPage
+from cluster.protocol import frames as protocol
+from cluster.protocol.frames import ApiKey
+from segments.batch_header import BatchHeader
+from segments.records import RecordBatch
+from shm_ring import Listener
+from shm_ring.naming import cleanup_stale, list_objects
+from shm_ring.wakeup import WaitPolicy
+
+FAST = WaitPolicy(spin=20, poll_interval=0.02)
+NO_TIME = datetime.timedelta(0)
+
+
+class FakeCluster:
+    """The shared state of the fake brokers (module doc). Thread-safe: one lock."""
+
+    def __init__(self, data_dir, brokers=2, auto_create=True, num_partitions=1):
+        self.data_dir = str(data_dir)
+        self.cluster_id = dd.ensure_cluster_id(self.data_dir)
+        self.auto_create = auto_create
+        self.num_partitions = num_partitions
+        self.lock = threading.Lock()
+        self.page = MetadataPage.create(self.cluster_id, size=1 << 20)
+        self.image = MetadataImage.empty(self.cluster_id).replace(
+            controller_id=min(range(brokers)),
+            brokers={i: BrokerInfo(i, 0, True) for i in range(brokers)})
+        self.logs = {}        # (topic, partition) -> list of (base_offset, batch bytes)
+        self.failures = {}    # (topic, partition) -> [error code, ...] to answer next
+        self.requests = []    # (broker id, api key name, request) in arrival order
+        self.report_controllers = []
+        self.brokers = {}
+        self.page.publish(self.image)
+        for broker_id in range(brokers):
+            self.start_broker(broker_id)
+
+    # -- the test's controls ---------------------------------------------------------------
+
+    def start_broker(self, broker_id):
+        broker = FakeBroker(self, broker_id)
+        self.brokers[broker_id] = broker
+        self._set_alive(broker_id, True)
+        return broker
+
+    def stop_broker(self, broker_id):
+        """Close the broker's listener (clients get PeerClosedError) and mark it dead."""
+        self.brokers.pop(broker_id).stop()
+        self._set_alive(broker_id, False)
+
+    def _set_alive(self, broker_id, alive):
+        with self.lock:
+            brokers = dict(self.image.brokers)
+            brokers[broker_id] = BrokerInfo(broker_id, 0, alive)
+            self._publish(brokers=brokers)
+
+    def _publish(self, **changes):
+        self.image = self.image.replace(**changes)
+        self.page.publish(self.image)
+
+    def create_topic(self, name, partitions=1, leaders=None):
+        with self.lock:
+            self._create(name, partitions, leaders)
+
+    def _create(self, name, count, leaders=None):
+        live = [b for b, info in sorted(self.image.brokers.items()) if info.alive]
+        leaders = leaders or [live[p % len(live)] for p in range(count)]
+        states = tuple(PartitionState(name, p, leaders[p], 0, (leaders[p],), (leaders[p],))
+                       for p in range(count))
+        topics = dict(self.image.topics)
+        topics[name] = TopicInfo(name, str(uuid.uuid4()), states, {})
+        self._publish(topics=topics)
+
+    def move_leader(self, topic, partition, leader):
+        with self.lock:
+            info = self.image.topics[topic]
+            states = list(info.partitions)
+            old = states[partition]
+            states[partition] = PartitionState(topic, partition, leader, old.leader_epoch + 1,
+                                               (leader,), (leader,))
+            topics = dict(self.image.topics)
+            topics[topic] = TopicInfo(topic, info.topic_id, tuple(states), info.configs)
+            self._publish(topics=topics)
+
+    def fail_next(self, topic, partition, code, times=1):
+        with self.lock:
+            self.failures.setdefault((topic, partition), []).extend([int(code)] * times)
+
+    def records(self, topic, partition):
+        """Every record stored for the partition, in offset order (Record tuples)."""
+        with self.lock:
+            stored = list(self.logs.get((topic, partition), []))
+        return [record for _, data in stored for record in RecordBatch(data)]
+
+    def batches(self, topic, partition):
+        with self.lock:
+            return list(self.logs.get((topic, partition), []))
+
+    def close(self):
+        """Stop every broker and remove the page; returns the names of objects clients left
+        behind (then removes them too)."""
+        for broker in list(self.brokers.values()):
+            broker.stop()
+        self.brokers.clear()
+        self.page.unlink()
+        self.page.close()
+        leftovers = list_objects(self.cluster_id)
+        cleanup_stale(self.cluster_id)
+        return leftovers
+
+
+class FakeBroker:
+    """One broker: a Listener and the thread that serves it."""
+
+    def __init__(self, cluster, broker_id):
+        self.cluster = cluster
+        self.broker_id = broker_id
+        self.listener = Listener(cluster.cluster_id, broker_id, policy=FAST,
+                                 liveness_interval=0.02)
+        self.paused = threading.Event()
+        self.tamper = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name=f"fake-broker-{broker_id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+        self.listener.close()
+
+    def _serve(self):
+        listener = self.listener
+        while not self._stop.is_set():
+            listener.wait(timeout=0.02)
+            listener.accept_pending()
+            if not self.paused.is_set():
+                for connection in listener.ready():
+                    while (frame := connection.recv()) is not None:
+                        answer = self._handle(bytes(frame))
+                        del frame
+                        if answer is not None:
+                            while not connection.try_send(answer) and not self._stop.is_set():
+                                listener.wait(timeout=0.02)
+                    connection.release()
+            listener.reap()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _handle(self, frame):
+        header, request = protocol.decode_request(frame)
+        api_key, version = header.request_api_key, header.request_api_version
+        with self.cluster.lock:
+            self.cluster.requests.append((self.broker_id, ApiKey(api_key).name, request))
+        handler = {
+            ApiKey.API_VERSIONS: self._api_versions, ApiKey.METADATA: self._metadata,
+            ApiKey.PRODUCE: self._produce, ApiKey.CREATE_TOPICS: self._create_topics,
+            ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.CREATE_PARTITIONS: self._create_partitions,
+        }[api_key]
+        response = handler(request, version)
+        if response is None:
+            return None
+        frame = bytes(protocol.encode_response(response, header.correlation_id))
+        return frame if self.tamper is None else self.tamper(frame)
+
+    def _api_versions(self, request, version):
+        return protocol.api_versions_response(version)
+
+    def _metadata(self, request, version):
+        m = protocol.response_module(ApiKey.METADATA, version)
+        cluster = self.cluster
+        with cluster.lock:
+            image = cluster.image
+            names = (sorted(image.topics) if request.topics is None
+                     else [t.name for t in request.topics])
+            topics = []
+            for name in names:
+                info = image.topics.get(name)
+                if info is None:
+                    if any(c not in _LEGAL for c in name):
+                        code = ErrorCode.invalid_topic_exception
+                    elif cluster.auto_create and request.allow_auto_topic_creation:
+                        cluster._create(name, cluster.num_partitions)
+                        code = ErrorCode.leader_not_available
+                    else:
+                        code = ErrorCode.unknown_topic_or_partition
+                    topics.append(m.MetadataResponseTopic(error_code=code, name=name,
+                                                          partitions=()))
+                    continue
+                topics.append(m.MetadataResponseTopic(
+                    error_code=ErrorCode.none, name=name, partitions=tuple(
+                        m.MetadataResponsePartition(
+                            error_code=(ErrorCode.none if p.leader >= 0
+                                        else ErrorCode.leader_not_available),
+                            partition_index=p.partition, leader_id=p.leader,
+                            leader_epoch=p.leader_epoch, replica_nodes=p.replicas,
+                            isr_nodes=p.isr, offline_replicas=())
+                        for p in info.partitions)))
+            brokers = tuple(m.MetadataResponseBroker(node_id=b, host="localhost", port=0)
+                            for b, info in sorted(image.brokers.items()) if info.alive)
+            controller = (cluster.report_controllers.pop(0) if cluster.report_controllers
+                          else image.controller_id)
+            return m.MetadataResponse(throttle_time=NO_TIME, brokers=brokers,
+                                      cluster_id=cluster.cluster_id,
+                                      controller_id=controller, topics=tuple(topics))
+
+    def _produce(self, request, version):
+        m = protocol.response_module(ApiKey.PRODUCE, version)
+        cluster = self.cluster
+        responses = []
+        with cluster.lock:
+            for topic in request.topic_data:
+                partitions = []
+                for data in topic.partition_data:
+                    code, base_offset = self._append(topic.name, data.index, data.records)
+                    partitions.append(m.PartitionProduceResponse(
+                        index=data.index, error_code=ErrorCode(code), base_offset=base_offset,
+                        record_errors=()))
+                responses.append(m.TopicProduceResponse(name=topic.name,
+                                                        partition_responses=tuple(partitions)))
+        if request.acks == 0:
+            return None
+        return m.ProduceResponse(responses=tuple(responses))
+
+    def _append(self, topic, partition, records):
+        """(error code, base offset) for one partition's batch; caller holds the lock."""
+        cluster = self.cluster
+        queued = cluster.failures.get((topic, partition))
+        if queued:
+            return queued.pop(0), -1
+        state = cluster.image.partition(topic, partition)
+        if state is None:
+            return ErrorCode.unknown_topic_or_partition, -1
+        if state.leader != self.broker_id:
+            return ErrorCode.not_leader_or_follower, -1
+        header = BatchHeader(records)
+        header.validate()
+        log = cluster.logs.setdefault((topic, partition), [])
+        base_offset = log[-1][0] + BatchHeader(log[-1][1]).record_count if log else 0
+        stored = bytearray(records)
+        BatchHeader(stored).stamp(base_offset, state.leader_epoch)
+        log.append((base_offset, bytes(stored)))
+        return ErrorCode.none, base_offset
+
+    def _not_controller(self):
+        return self.cluster.image.controller_id != self.broker_id
+
+    def _create_topics(self, request, version):
+        m = protocol.response_module(ApiKey.CREATE_TOPICS, version)
+        cluster = self.cluster
+        results = []
+        with cluster.lock:
+            live = sum(info.alive for info in cluster.image.brokers.values())
+            for topic in request.topics:
+                code, message = ErrorCode.none, None
+                if self._not_controller():
+                    code, message = ErrorCode.not_controller, f"broker {self.broker_id}"
+                elif topic.name in cluster.image.topics:
+                    code, message = (ErrorCode.topic_already_exists,
+                                     f"Topic '{topic.name}' already exists.")
+                elif not topic.name or any(c not in _LEGAL for c in topic.name):
+                    code, message = ErrorCode.invalid_topic_exception, f"bad name {topic.name}"
+                elif topic.replication_factor > live:
+                    code, message = (ErrorCode.invalid_replication_factor,
+                                     f"Replication factor: {topic.replication_factor} larger "
+                                     f"than available brokers: {live}.")
+                elif not request.validate_only:
+                    count = topic.num_partitions if topic.num_partitions > 0 else \
+                        cluster.num_partitions
+                    cluster._create(topic.name, count)
+                results.append(m.CreatableTopicResult(name=topic.name, error_code=code,
+                                                      error_message=message))
+        return m.CreateTopicsResponse(throttle_time=NO_TIME, topics=tuple(results))
+
+    def _delete_topics(self, request, version):
+        m = protocol.response_module(ApiKey.DELETE_TOPICS, version)
+        cluster = self.cluster
+        results = []
+        with cluster.lock:
+            topics = dict(cluster.image.topics)
+            for name in request.topic_names:
+                if self._not_controller():
+                    code = ErrorCode.not_controller
+                elif name not in topics:
+                    code = ErrorCode.unknown_topic_or_partition
+                else:
+                    code = ErrorCode.none
+                    del topics[name]
+                results.append(m.DeletableTopicResult(name=name, error_code=code))
+            cluster._publish(topics=topics)
+        return m.DeleteTopicsResponse(throttle_time=NO_TIME, responses=tuple(results))
+
+    def _create_partitions(self, request, version):
+        m = protocol.response_module(ApiKey.CREATE_PARTITIONS, version)
+        cluster = self.cluster
+        results = []
+        with cluster.lock:
+            for topic in request.topics:
+                info = cluster.image.topics.get(topic.name)
+                code, message = ErrorCode.none, None
+                if self._not_controller():
+                    code = ErrorCode.not_controller
+                elif info is None:
+                    code, message = (ErrorCode.unknown_topic_or_partition,
+                                     f"The topic '{topic.name}' does not exist.")
+                elif topic.count <= len(info.partitions):
+                    code, message = (ErrorCode.invalid_partitions,
+                                     f"Topic currently has {len(info.partitions)} partitions, "
+                                     f"which is higher than the requested {topic.count}.")
+                elif not request.validate_only:
+                    cluster._create(topic.name, topic.count,
+                                    [p.leader for p in info.partitions]
+                                    + [p.leader for p in info.partitions][:1]
+                                    * (topic.count - len(info.partitions)))
+                results.append(m.CreatePartitionsTopicResult(name=topic.name, error_code=code,
+                                                             error_message=message))
+        return m.CreatePartitionsResponse(throttle_time=NO_TIME, results=tuple(results))
+
+
+_LEGAL = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
