@@ -499,7 +499,7 @@ class PartitionLog:
         ``error`` is an OSError (the operation undid itself; the log is as before it) or
         a LogDirFailureError (it could not: the log goes offline first)."""
         if isinstance(error, LogDirFailureError):
-            self._go_offline(f"{what} failed: {error}")
+            self._go_offline(f"{what} failed: {error.args[0]}")
             return KafkaStorageError(f"partition {self.name} is offline: {self.offline}")
         return KafkaStorageError(f"partition {self.name}: {what} failed with "
                                  f"{describe_os_error(error)}")
