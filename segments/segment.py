@@ -349,7 +349,9 @@ class Segment:
         """Write ``data`` (whole, validated batches) at the end of the .log and index it.
 
         ``batches`` lists ``(last_offset, max_timestamp, size)`` for each batch in
-        ``data``, in order.
+        ``data``, in order. Failure-atomic: a failed write raises its OSError (naming
+        the .log) after truncating what it wrote, and nothing in memory has changed
+        (LogDirFailureError if that truncation fails).
         """
         position = self.size
         try:
