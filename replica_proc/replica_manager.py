@@ -18,7 +18,9 @@ says nothing about which logs to keep.
 
 Lookups for requests: ``partition(topic, index)`` raises UNKNOWN_TOPIC_OR_PARTITION for a
 topic or partition the image does not have and NOT_LEADER_OR_FOLLOWER for one placed on
-other brokers; ``leader(...)`` also refuses replicas this broker does not lead.
+other brokers; ``leader(...)`` also refuses replicas this broker does not lead, and with
+KAFKA_STORAGE_ERROR a partition whose log went offline (segments.log: a failed fsync or
+an undoable write), until a restart recovers it; the other partitions go on.
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -90,9 +92,14 @@ class ReplicaManager:
             f"{state.leader}, replicas {list(state.replicas)})")
 
     def leader(self, topic, index, current_leader_epoch=-1):
-        """The Partition ``topic``-``index`` if this broker leads it, else raise."""
+        """The Partition ``topic``-``index`` if this broker leads it, else raise
+        (KAFKA_STORAGE_ERROR while its log is offline after a disk failure, as Kafka
+        answers for a replica in a failed log directory)."""
         partition = self._partitions.get((topic, index)) or self.partition(topic, index)
         partition.check_leader(current_leader_epoch)
+        if partition.log.offline is not None:
+            raise KafkaStorageError(f"{topic}-{index} is offline on broker {self.broker_id}: "
+                                    f"{partition.log.offline}")
         return partition
 
     # -- reconciliation -------------------------------------------------------------------

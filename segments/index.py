@@ -25,13 +25,24 @@ import mmap
 import os
 
 from segments import index_descriptor as d
-from segments.errors import StorageError
+from segments.errors import LogDirFailureError, StorageError, describe_os_error
 
 NO_TIMESTAMP = -1
 
 
 class CorruptIndexError(StorageError):
     """An index file whose length or entries cannot be right; the log rebuilds it."""
+
+
+def fsync_file(call, fd, path):
+    """``call(fd)`` (os.fsync or os.fdatasync) for the file at ``path``;
+    LogDirFailureError if it fails: the kernel may then have dropped the pages it could not
+    write, so nothing in memory says what the file holds any more."""
+    try:
+        call(fd)
+    except OSError as e:
+        e.filename = path
+        raise LogDirFailureError(f"fsync of {path} failed with {describe_os_error(e)}") from e
 
 
 class _EntryFile:
@@ -162,7 +173,7 @@ class _EntryFile:
         """Write out the entries and release the mirror; later reads map the file."""
         if self._mirror is None:
             return
-        self._write_tail()
+        self.write_tail()
         self._mirror = None
         self._close_fd()
 
@@ -171,25 +182,35 @@ class _EntryFile:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         return self._fd
 
-    def _write_tail(self):
+    def write_tail(self):
+        """Write the entries not yet in the file (no fsync). A failed write raises the
+        OSError naming the file and changes nothing in memory: bytes it wrote past the
+        file's entries are the same entries (a later write covers them) or a partial
+        one (``make_mutable`` drops it; ``sanity_check`` rejects it)."""
         if self._mirror is None or self._flushed == len(self._mirror):
             return
         fd = self._file_fd()
         with memoryview(self._mirror) as view:
             tail = view[self._flushed:]
             position = self._flushed
-            while tail:
-                written = os.pwrite(fd, tail, position)
-                tail = tail[written:]
-                position += written
+            try:
+                while tail:
+                    written = os.pwrite(fd, tail, position)
+                    tail = tail[written:]
+                    position += written
+            except OSError as e:
+                e.filename = self.path
+                raise
+            finally:
+                tail.release()
         self._flushed = len(self._mirror)
         self._file_size = self._flushed
 
     def flush(self):
-        """Write the entries not yet in the file and fsync it."""
+        """Write the entries not yet in the file and fsync it (``fsync_file``)."""
         if self._mirror is not None and self._flushed != len(self._mirror):
-            self._write_tail()
-            os.fsync(self._file_fd())
+            self.write_tail()
+            fsync_file(os.fsync, self._file_fd(), self.path)
 
     def _release_mmap(self):
         if self._mmap is not None:
@@ -203,7 +224,7 @@ class _EntryFile:
 
     def close(self):
         """Write out pending entries (no fsync: ``flush`` is for durability) and release."""
-        self._write_tail()
+        self.write_tail()
         self._release_mmap()
         self._close_fd()
 

@@ -31,8 +31,19 @@ from collections import namedtuple
 
 from segments import batch_descriptor as bd, index_descriptor as xd
 from segments.batch_header import BatchHeader
-from segments.errors import CorruptRecordError, KafkaStorageError
-from segments.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
+from segments.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    LogDirFailureError,
+    describe_os_error,
+)
+from segments.index import (
+    NO_TIMESTAMP,
+    CorruptIndexError,
+    OffsetIndex,
+    TimeIndex,
+    fsync_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +141,7 @@ class Segment:
         self.log_path = log_path
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self._fd = os.open(log_path, flags, 0o644)
+        self.offset_index = None
         try:
             self.size = os.fstat(self._fd).st_size
             self.offset_index = OffsetIndex(index_path, base_offset,
@@ -138,6 +150,11 @@ class Segment:
                                         config.segment_index_bytes, mutable)
         except BaseException:
             os.close(self._fd)
+            self._fd = None
+            if self.offset_index is not None:
+                self.offset_index.close()
+            if create:  # undo the creation, so that creating it again can succeed
+                self._unlink_files()
             raise
         self.created_ms = now_ms
         #: The largest batch maxTimestamp in the segment and the last offset of its batch.
@@ -332,10 +349,17 @@ class Segment:
         """Write ``data`` (whole, validated batches) at the end of the .log and index it.
 
         ``batches`` lists ``(last_offset, max_timestamp, size)`` for each batch in
-        ``data``, in order.
+        ``data``, in order. Failure-atomic: a failed write raises its OSError (naming
+        the .log) after truncating what it wrote, and nothing in memory has changed
+        (LogDirFailureError if that truncation fails).
         """
         position = self.size
-        written = write_all(self.fd, data, position)
+        try:
+            written = write_all(self.fd, data, position)
+        except OSError as e:
+            e.filename = self.log_path
+            self._drop_partial_write(position, e)
+            raise
         interval = self.config.index_interval_bytes
         offset_index = self.offset_index
         since = self.bytes_since_last_index_entry
@@ -359,10 +383,24 @@ class Segment:
         self._next_offset = batches[-1][0] + 1 if batches else self._next_offset
         self.unflushed = True
 
+    def _drop_partial_write(self, size, error):
+        """Truncate the .log back to ``size`` after the failed write ``error``, so that
+        what it wrote is never read, nor found by recovery; LogDirFailureError if even
+        that fails."""
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as undo:
+            raise LogDirFailureError(
+                f"segment {self.log_path}: a failed write ({describe_os_error(error)}) "
+                f"left bytes past position {size} and truncating them failed with "
+                f"{describe_os_error(undo)}") from undo
+
     def flush(self):
-        """fsync the .log (if written since the last flush) and both indexes."""
+        """fsync the .log (if written since the last flush) and both indexes.
+
+        A failed fsync raises LogDirFailureError (``fsync_file``)."""
         if self.unflushed:
-            os.fdatasync(self.fd)
+            fsync_file(os.fdatasync, self.fd, self.log_path)
             self.unflushed = False
         self.offset_index.flush()
         self.time_index.flush()
@@ -370,13 +408,23 @@ class Segment:
     def seal(self, durable=True):
         """Stop being the active segment: record the largest timestamp in the time index
         and write the indexes out (Kafka's onBecomeInactiveSegment). ``durable`` fsyncs
-        the three files; without it the caller arranges that (``sync_files``)."""
+        the three files; without it the caller arranges that (``sync_files``).
+
+        Failure-atomic: if a write fails (OSError) the segment stays active, its time
+        index without the added entry, so sealing it again later redoes it all."""
+        entries = self.time_index.entries
         if self.offset_index.mutable:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
                                          skip_full_check=True)
-        if durable:
-            self.flush()
-        self.offset_index.make_immutable()
+        try:
+            self.offset_index.write_tail()
+            self.time_index.write_tail()
+            if durable:
+                self.flush()
+        except OSError:
+            self.time_index.truncate_entries(entries)
+            raise
+        self.offset_index.make_immutable()  # nothing left to write: only releases
         self.time_index.make_immutable()
 
     def sync_files(self):
@@ -392,11 +440,12 @@ class Segment:
                 os.close(fd)
             raise
 
+        paths = (self.log_path, self.offset_index.path, self.time_index.path)
+
         def sync():
             try:
-                os.fdatasync(fds[0])
-                for fd in fds[1:]:
-                    os.fsync(fd)
+                for fd, path, call in zip(fds, paths, (os.fdatasync, os.fsync, os.fsync)):
+                    fsync_file(call, fd, path)
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -550,6 +599,24 @@ class Segment:
             os.unlink(self.log_path)
         except FileNotFoundError:
             pass
+
+    def discard(self):
+        """Undo ``create`` (the roll it was for failed): close and remove the files;
+        LogDirFailureError if one stays."""
+        self.close()
+        self._unlink_files()
+
+    def _unlink_files(self):
+        """Remove whatever files a failed ``create`` made; LogDirFailureError if one
+        stays (a later roll to this base offset could not create it again)."""
+        for path in segment_paths(self.directory, self.base_offset, self.suffix):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise LogDirFailureError(f"segment {path}: removing it after a failed "
+                                         f"creation failed with {describe_os_error(e)}") from e
 
     def __repr__(self):
         return (f"Segment(base_offset={self.base_offset}, size={self.size}, "

@@ -2,7 +2,10 @@
 controller inside the broker (admin requests, auto-creation, forwarding), log timers."""
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import subprocess
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -152,6 +155,78 @@ def test_retention_runs_on_its_timer_in_the_broker_loop(cluster, tmp_path):
     response = client.call(fetch_request([("short-lived", 0, 0)]))
     assert response.responses[0].partitions[0].error_code == ErrorCode.offset_out_of_range
     assert [offset for offset, _ in fetch_all(client, "short-lived", start=9)] == [9]
+
+
+@pytest.fixture
+def tmpfs():
+    """``mount(path, size)``: a tmpfs of ``size`` bytes on ``path``, or the test is skipped
+    where this machine does not allow mounting (not root). Unmounted at the end, after the
+    brokers are gone: list this fixture before ``cluster``."""
+    mounted = []
+
+    def mount(path, size):
+        os.makedirs(path, exist_ok=True)
+        if shutil.which("mount") is None:
+            pytest.skip("no mount command: cannot make a small file system to fill")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path],
+                              capture_output=True, text=True, timeout=BOUND)
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs to fill (needs root): {done.stderr.strip()}")
+        mounted.append(path)
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", path], check=True, timeout=BOUND)
+
+
+def fill(directory):
+    """Write a file in ``directory`` until its file system is full; its path."""
+    path = os.path.join(directory, "filler")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e
+    finally:
+        os.close(fd)
+    return path
+
+
+def test_a_full_disk_fails_that_partition_with_kafka_storage_error_until_space_returns(
+        tmpfs, cluster):
+    full = os.path.join(cluster.data_dir, "broker-0", "full-0")
+    tmpfs(full, 1 << 20)  # the partition "full-0" alone lives on a 1 MiB file system
+    cluster.page.publish(make_image(cluster.cluster_id, 1, {
+        "full": (1, {"segment.bytes": "65536"}), "roomy": (1, {})}))
+    broker = cluster.broker().start()
+    client = cluster.client()
+    acked = []
+
+    def produce(topic, tag):
+        values = [b"%s-%d-%d-" % (topic.encode(), tag, i) + b"x" * 1000 for i in range(16)]
+        result = client.call(produce_request(topic, 0, batch(values))).responses[0] \
+            .partition_responses[0]
+        if result.error_code == ErrorCode.none and topic == "full":
+            acked.extend(values)
+        return result
+
+    for tag in range(8):  # 128 KiB over two segments
+        assert produce("full", tag).error_code == ErrorCode.none
+    filler = fill(full)
+    for tag in range(8, 12):  # each needs new pages: none is left
+        result = produce("full", tag)
+        assert result.error_code == ErrorCode.kafka_storage_error, result
+        assert "ENOSPC" in result.error_message and full in result.error_message
+        assert produce("roomy", tag).error_code == ErrorCode.none  # the broker goes on
+    assert broker.popen.poll() is None
+
+    os.unlink(filler)  # space returns: no restart needed
+    for tag in range(12, 20):  # rolls again, too
+        assert produce("full", tag).error_code == ErrorCode.none
+    assert fetch_all(client, "full") == list(enumerate(acked))
+    assert len(acked) == 16 * 16
+    assert "Traceback" not in broker.log()
+    assert broker.stop() == 0
 
 
 # -- with the controller inside the broker (python -m replica_proc) --------------------------
