@@ -74,8 +74,9 @@ def register_broker(data_dir, broker_id, cluster_id, timeout=REGISTER_TIMEOUT):
     """
     path = dd.broker_dir(data_dir, broker_id)
     lock_path = os.path.join(path, dd.BROKER_LOCK)
-    os.makedirs(path, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    with dd.private_umask():
+        os.makedirs(path, mode=dd.DIR_MODE, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, dd.FILE_MODE)
     try:
         deadline = time.monotonic() + timeout
         while True:

@@ -19,6 +19,10 @@ start`` run on. ``start()``:
 unlinked), SIGKILLs any still running after ``stop_timeout``, unlinks the metadata page and
 sweeps the cluster's shared-memory objects. Safe to call twice.
 
+Files and directories the supervisor creates are private (0600 / 0700): it creates them
+inside ``dd.private_umask()``, and starts brokers inside it too, so they inherit the umask
+(the real broker also sets it itself); the embedding program's umask is left as it was.
+
 ``D/cluster.json`` records the supervisor for ``ringlog cluster stop|status`` run from
 elsewhere: ``{"cluster_id", "brokers": [ids], "config": {key: value}, "pids": {id: pid},
 "state": "starting|serving|stopping|stopped", "supervisor": "embedded|foreground|detached",
@@ -48,6 +52,7 @@ import time
 import posix_ipc
 
 from cluster.config.properties import parse_overrides
+from cluster.errors import KafkaError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
 from cluster.metadata.page import MetadataPage, metadata_page_name
@@ -92,6 +97,11 @@ def format_value(value):
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def open_log(path):
+    """A descriptor appending to the log file at ``path``, created 0600."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, dd.FILE_MODE)
 
 
 def log_tail(path, lines=LOG_TAIL_LINES):
@@ -162,7 +172,7 @@ class Supervisor:
         """Start every broker and wait until the cluster serves (see the module doc)."""
         if self.state != "stopped":
             raise RuntimeError(f"cluster in {self.data_dir} is {self.state}; stop it first")
-        os.makedirs(self.data_dir, exist_ok=True)
+        dd.make_data_dir(self.data_dir)
         running = running_brokers(self.data_dir)
         if running:
             raise ClusterStartError(
@@ -247,13 +257,17 @@ class Supervisor:
 
     def _spawn(self, broker_id):
         directory = dd.broker_dir(self.data_dir, broker_id)
-        os.makedirs(directory, exist_ok=True)
         log_path = os.path.join(directory, dd.BROKER_LOG)
         argv = self.broker_command + ["--data-dir", self.data_dir, "--broker-id",
                                       str(broker_id)] + override_args(self.config)
-        with open(log_path, "ab") as output:
-            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        with dd.private_umask():  # the directory, the log and the process (it inherits it)
+            os.makedirs(directory, mode=dd.DIR_MODE, exist_ok=True)
+            output = open_log(log_path)
+            try:
+                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+            finally:
+                os.close(output)
         self._processes[broker_id] = BrokerProcess(broker_id, popen, log_path)
         log.info("started broker %d (pid %d): %s", broker_id, popen.pid, " ".join(argv))
 
@@ -337,9 +351,11 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
     A foreground or detached supervisor is asked to stop (SIGTERM) and waited for; brokers
     still running after that (an embedded or dead supervisor) get SIGTERM by the pid in
     their broker.json, SIGKILL after ``timeout``; then the metadata page and the cluster's
-    shared-memory objects are removed.
+    shared-memory objects are removed. KafkaStorageError (one line) if D is not a usable
+    directory.
     """
     data_dir = os.path.abspath(os.fspath(data_dir))
+    dd.check_data_dir(data_dir)
     record = read_record(data_dir)
     before = running_brokers(data_dir)
     if (record.get("supervisor") in ("foreground", "detached") and supervisor_alive(record)
@@ -383,8 +399,10 @@ def cluster_status(data_dir):
     """What ``ringlog cluster status`` reports: a dict with ``cluster_id``, ``supervisor``
     ({kind, pid, alive} or None), ``brokers`` ({id: {pid, state, alive}}), and from the
     metadata page when it exists, ``controller_id``, ``version`` and ``topics`` (name ->
-    partitions) and ``offline`` (partitions without a leader)."""
+    partitions) and ``offline`` (partitions without a leader). KafkaStorageError (one line)
+    if D is not a readable directory."""
     data_dir = os.path.abspath(os.fspath(data_dir))
+    dd.check_data_dir(data_dir, writable=False)
     record = read_record(data_dir)
     status = {"data_dir": data_dir, "cluster_id": dd.read_cluster_id(data_dir),
               "supervisor": None, "brokers": {}}
@@ -428,7 +446,7 @@ def serve_until_signalled(supervisor, on_started=None, poll=0.2):
     try:
         try:
             supervisor.start()
-        except ClusterStartError as exc:
+        except (ClusterStartError, KafkaError) as exc:
             log.error("%s", exc)
             return 1
         if on_started is not None:
@@ -452,6 +470,7 @@ def main(argv=None):
     parser.add_argument("--start-timeout", type=float, default=START_TIMEOUT)
     parser.add_argument("--broker-command", default=shlex.join(BROKER_COMMAND))
     args = parser.parse_args(argv)
+    dd.set_private_umask()
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     supervisor = Supervisor(args.data_dir, range(args.brokers),

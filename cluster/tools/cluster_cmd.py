@@ -19,7 +19,10 @@ replaces ``python -m replica_proc`` (to run brokers under a profiler, say).
 ``stop`` stops the cluster of D gracefully from any shell (SIGKILL after ``--timeout``),
 removing its shared memory. ``status`` prints the supervisor, each broker (pid, state,
 alive), the controller and the topics; it exits 0 when every broker of the cluster runs,
-3 when some do not, 1 when D holds no cluster.
+3 when some do not, 1 when D holds no cluster, 4 when D cannot be read.
+
+A D that is a file, or not this user's, is one line and exit status 1 (status: 4) from
+every subcommand. The supervisor runs with umask 077: D is 0700, its files 0600.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import sys
 import time
 
 from cluster.config import BrokerConfig, load_properties, parse_overrides
-from cluster.errors import InvalidConfigurationError
+from cluster.errors import InvalidConfigurationError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.supervisor.supervisor import (
     BROKER_COMMAND,
@@ -47,8 +50,8 @@ from cluster.supervisor.supervisor import (
     stop_cluster,
 )
 
-#: Exit codes of ``status`` (as ``systemctl status``: 3 = not running).
-STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING = 0, 1, 3
+#: Exit codes of ``status`` (as ``systemctl status``: 3 = not running, 4 = unknown).
+STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING, STATUS_UNKNOWN = 0, 1, 3, 4
 
 _DETACH_MARGIN = 30.0
 
@@ -106,11 +109,17 @@ def _start(args):
     except (OSError, InvalidConfigurationError) as exc:
         print(f"bad broker configuration: {exc}", file=sys.stderr)
         return 2
+    try:
+        dd.check_data_dir(data_dir)
+    except KafkaStorageError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     running = running_brokers(data_dir)
     if running:
         print(f"a cluster is already running in {data_dir}: brokers (id: pid) {running}",
               file=sys.stderr)
         return 1
+    dd.set_private_umask()  # this process is the supervisor, or starts it
     if args.detach:
         return _start_detached(args, data_dir, config)
     supervisor = Supervisor(data_dir, range(args.brokers), config, kind="foreground",
@@ -125,7 +134,7 @@ def _print_foreground(supervisor):
 
 
 def _start_detached(args, data_dir, config):
-    os.makedirs(data_dir, exist_ok=True)
+    dd.make_data_dir(data_dir)
     argv = [sys.executable, "-m", "cluster.supervisor.supervisor", "--data-dir", data_dir,
             "--brokers", str(args.brokers), "--start-timeout", str(args.start_timeout),
             "--broker-command", args.broker_command]
@@ -169,7 +178,11 @@ def _print_started(data_dir, record):
 
 def _stop(args):
     data_dir = os.path.abspath(args.data_dir)
-    stopped = stop_cluster(data_dir, timeout=args.timeout)
+    try:
+        stopped = stop_cluster(data_dir, timeout=args.timeout)
+    except KafkaStorageError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     cluster_id = dd.read_cluster_id(data_dir)
     if stopped:
         print(f"stopped brokers {stopped} of cluster {cluster_id} in {data_dir}")
@@ -179,7 +192,11 @@ def _stop(args):
 
 
 def _status(args):
-    status = cluster_status(args.data_dir)
+    try:
+        status = cluster_status(args.data_dir)
+    except KafkaStorageError as exc:
+        print(exc, file=sys.stderr)
+        return STATUS_UNKNOWN
     if status["cluster_id"] is None:
         print(f"no cluster in {status['data_dir']} (no {dd.META_PROPERTIES})")
         return STATUS_NO_CLUSTER

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
 
 import pytest
 
-from cluster.errors import InvalidConfigurationError
+from cluster.errors import InvalidConfigurationError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.supervisor.cluster import Cluster
 from cluster.supervisor.supervisor import (
@@ -324,3 +325,58 @@ def test_cli_stop_after_the_detached_supervisor_died_stops_its_orphans(data_dir)
         time.sleep(0.01)  # reaped by init, not by us
     assert not any(running(p) for p in brokers)
     assert list_objects(dd.read_cluster_id(data_dir)) == []
+
+
+# -- a data directory that is a file; private files --------------------------------------------
+
+@pytest.mark.multiprocess
+def test_a_data_directory_that_is_a_file_is_one_line_everywhere(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("not a directory")
+    line = (f"[Error 56] KafkaStorageError: data directory {path} is not a directory (it is a "
+            f"regular file); give a directory, or a path that does not exist yet\n")
+    for args, code in ((["start"], 1), (["start", "--detach"], 1), (["stop"], 1),
+                       (["status"], 4)):
+        done = cli(*args, "--data-dir", str(path), "--broker-command", " ".join(FAKE)) \
+            if args[0] == "start" else cli(*args, "--data-dir", str(path))
+        assert (done.returncode, done.stderr, done.stdout) == (code, line, ""), args
+    with pytest.raises(KafkaStorageError) as failure:
+        Cluster(path, broker_command=FAKE)
+    assert f"{failure.value}\n" == line
+    assert path.read_text() == "not a directory"
+
+
+@pytest.mark.multiprocess
+def test_everything_in_the_data_directory_is_private_after_records_were_written(data_dir):
+    from cluster import KafkaProducer
+
+    old = os.umask(0o022)  # a user's usual umask: would make 0755 / 0644
+    try:
+        with Cluster(data_dir, brokers=2, num_partitions=2) as cluster:
+            assert current_umask() == 0o022  # the embedding program's umask is its own
+            with KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                               linger_ms=0) as producer:
+                for n in range(20):
+                    producer.send("modes", f"record {n}".encode()).get(BOUND)
+            cluster.kill_broker(1)
+            cluster.start_broker(1)
+        assert current_umask() == 0o022
+    finally:
+        os.umask(old)
+    seen = {"dirs": 0, "files": 0}
+    for root, _, files in os.walk(data_dir):
+        assert stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
+        seen["dirs"] += 1
+        for name in files:
+            path = os.path.join(root, name)
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+            seen["files"] += 1
+    segments = [f for _, _, files in os.walk(data_dir) for f in files if f.endswith(".log")
+                and f[0].isdigit()]
+    assert segments and seen["dirs"] >= 6, seen  # D, 2 brokers, the metadata log, partitions
+
+
+def current_umask():
+    old = os.umask(0)
+    os.umask(old)
+    return old
