@@ -4,6 +4,7 @@
 
     D/meta.properties           cluster.id (22-char urlsafe base64 of a uuid4), version=1;
                                 written once, by the first start
+    D/supervisor.lock           flock(LOCK_EX) held by the one supervisor of D (supervisor.py)
     D/cluster.json              the supervisor's record (see supervisor.py); replaced atomically
     D/supervisor.log            output of a detached supervisor
     D/controller.lock           flock(LOCK_EX) held by the active controller (controller.py)
@@ -48,6 +49,7 @@ from segments.checkpoint import write_atomically
 log = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
+SUPERVISOR_LOCK = "supervisor.lock"
 CLUSTER_JSON = "cluster.json"
 SUPERVISOR_LOG = "supervisor.log"
 CONTROLLER_LOCK = "controller.lock"

@@ -17,10 +17,11 @@ checked before any process starts (InvalidConfigurationError).
 
 The brokers are this process's children (``supervisor.Supervisor``); the data directory
 is the bootstrap address (``bootstrap_servers``). Starting again on the same directory
-keeps the cluster id and recovers every topic and record. A ``data_dir`` that is a file, or
-not this user's to use, raises KafkaStorageError from the constructor. The directory is made
-0700 and every file in it 0600; this process's umask is changed only while the supervisor
-creates files.
+keeps the cluster id and recovers every topic and record. One supervisor per directory:
+``start()`` on a directory another supervisor (another Cluster, ``ringlog cluster start``)
+holds raises DataDirInUseError naming it; a ``data_dir`` that is a file, or not this user's
+to use, raises KafkaStorageError from the constructor. The directory is made 0700 and every
+file in it 0600; this process's umask is changed only while the supervisor creates files.
 
 Ownership: one thread drives a Cluster (start, stop, kill, restart); ``stop()`` is safe to
 call twice and is what ``with`` calls on exit.
