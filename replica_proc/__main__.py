@@ -5,6 +5,10 @@ stop, exit status 0). ``--config`` is a server.properties file; ``--override`` p
 over it, as with ``kafka-server-start.sh``. The supervisor (``cluster.supervisor.supervisor``)
 starts brokers this way, after it created the metadata page; a start that fails (the broker id
 already running, the page missing, a bad config) logs why and exits with status 1.
+
+The process runs with umask 077 (``dd.set_private_umask``), set before anything is opened:
+every directory and file it makes in D (segments, indexes, checkpoints, the controller's
+lock and metadata log) is 0700 / 0600, whoever started it.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import sys
 import time
 
 from cluster.config import BrokerConfig, parse_overrides
+from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
 from replica_proc.broker import Broker
 from replica_proc.controller.controller import Controller
@@ -49,6 +54,7 @@ def build_config(args):
 
 
 def main(argv=None):
+    dd.set_private_umask()
     parser = argparse.ArgumentParser(prog="python -m replica_proc",
                                      description="Run one ringlog broker.")
     parser.add_argument("--data-dir", required=True, help="the cluster's data directory")

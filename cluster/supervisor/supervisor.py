@@ -3,7 +3,12 @@
 ``Supervisor(data_dir, broker_ids, config)`` is what ``Cluster`` and ``ringlog cluster
 start`` run on. ``start()``:
 
-1. refuses if a broker of this data directory is running already (its lock is held);
+1. takes the data directory's supervisor lock before anything else (``lock()``: creates D
+   0700 if need be, then an exclusive flock on ``D/supervisor.lock``, held until ``stop()``
+   ends): one supervisor per D, so of two starts at once exactly one goes on and the other
+   gets DataDirInUseError naming the pid that holds the lock, having changed nothing;
+   then refuses if a broker of D still runs (an orphan of a killed supervisor: its broker
+   lock is held);
 2. reads the cluster id from ``D/meta.properties``, or writes a new one the first time;
 3. removes shared-memory objects of this cluster id left by dead processes
    (``shm_ring.cleanup_stale``) and creates the metadata page;
@@ -17,7 +22,12 @@ start`` run on. ``start()``:
 
 ``stop()`` sends SIGTERM to every broker (graceful: logs flushed and closed, listeners
 unlinked), SIGKILLs any still running after ``stop_timeout``, unlinks the metadata page and
-sweeps the cluster's shared-memory objects. Safe to call twice.
+sweeps the cluster's shared-memory objects, and lets go of the supervisor lock. Safe to call
+twice.
+
+Files and directories the supervisor creates are private (0600 / 0700): it creates them
+inside ``dd.private_umask()``, and starts brokers inside it too, so they inherit the umask
+(the real broker also sets it itself); the embedding program's umask is left as it was.
 
 ``D/cluster.json`` records the supervisor for ``ringlog cluster stop|status`` run from
 elsewhere: ``{"cluster_id", "brokers": [ids], "config": {key: value}, "pids": {id: pid},
@@ -28,7 +38,9 @@ locks alone, whether the supervisor is alive or not.
 
 Run as ``python -m cluster.supervisor.supervisor --data-dir D --brokers N [--override k=v ...]
 [--broker-command CMD]`` it
-is the detached supervisor of ``ringlog cluster start --detach``: it starts the cluster,
+is the detached supervisor of ``ringlog cluster start --detach``: it takes the supervisor
+lock, and only then moves its output to ``D/supervisor.log`` (so the one line of a start that
+lost the lock goes to the command's stderr, never into the winner's log), starts the cluster,
 keeps it until SIGTERM or SIGINT, then stops it.
 
 Ownership: a Supervisor belongs to the thread that made it; it is the parent of the broker
@@ -37,6 +49,7 @@ processes it starts (it reaps them).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import logging
 import os
 import shlex
@@ -48,8 +61,10 @@ import time
 import posix_ipc
 
 from cluster.config.properties import parse_overrides
+from cluster.errors import KafkaError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
+from cluster.metadata.lock_holders import describe_holders
 from cluster.metadata.page import MetadataPage, metadata_page_name
 from shm_ring.liveness import is_alive, process_start_time
 from shm_ring.naming import cleanup_stale
@@ -79,6 +94,33 @@ class ClusterStartError(RuntimeError):
     """The cluster (or one broker) did not come up; the message quotes the log."""
 
 
+class DataDirInUseError(ClusterStartError):
+    """Another supervisor holds the data directory's supervisor lock (one line: the
+    directory, who holds the lock, and the commands that report and stop it)."""
+
+
+def lock_data_dir(data_dir):
+    """Create D if need be (0700) and take its supervisor lock: the descriptor holding it.
+
+    DataDirInUseError if another open file description holds it (another supervisor, or a
+    Supervisor of this process); KafkaStorageError if D is not a usable directory.
+    """
+    dd.make_data_dir(data_dir)
+    path = os.path.join(data_dir, dd.SUPERVISOR_LOCK)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, dd.FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, BlockingIOError):
+            raise DataDirInUseError(
+                f"a cluster supervisor is already running on {data_dir}: {path} is "
+                f"{describe_holders(path)}; `ringlog cluster status --data-dir {data_dir}` "
+                f"reports it, `ringlog cluster stop --data-dir {data_dir}` stops it") from None
+        raise
+    return fd
+
+
 def override_args(config):
     """``--override key=value`` arguments for ``config`` (Kafka's names -> values)."""
     args = []
@@ -92,6 +134,11 @@ def format_value(value):
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def open_log(path):
+    """A descriptor appending to the log file at ``path``, created 0600."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, dd.FILE_MODE)
 
 
 def log_tail(path, lines=LOG_TAIL_LINES):
@@ -155,25 +202,38 @@ class Supervisor:
         self.page = None
         self.state = "stopped"
         self._processes = {}  # broker id -> BrokerProcess
+        self._lock_fd = None  # holds D/supervisor.lock from lock() until stop() ends
 
     # -- cluster lifecycle ------------------------------------------------------------------
+
+    def lock(self):
+        """Take the data directory's supervisor lock now (``start()`` does it first if not
+        done): DataDirInUseError naming the holder, KafkaStorageError if D is unusable.
+        Released by ``stop()``."""
+        if self._lock_fd is None:
+            self._lock_fd = lock_data_dir(self.data_dir)
 
     def start(self):
         """Start every broker and wait until the cluster serves (see the module doc)."""
         if self.state != "stopped":
             raise RuntimeError(f"cluster in {self.data_dir} is {self.state}; stop it first")
-        os.makedirs(self.data_dir, exist_ok=True)
-        running = running_brokers(self.data_dir)
-        if running:
-            raise ClusterStartError(
-                f"a cluster is already running in {self.data_dir}: brokers {running} (id: pid) "
-                f"hold their locks; `ringlog cluster stop --data-dir {self.data_dir}` first")
-        self.cluster_id = dd.ensure_cluster_id(self.data_dir)
-        removed = cleanup_stale(self.cluster_id)
-        if removed:
-            log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
-                     self.cluster_id)
-        self.page = MetadataPage.create(self.cluster_id)
+        self.lock()
+        try:
+            running = running_brokers(self.data_dir)
+            if running:
+                raise ClusterStartError(
+                    f"a cluster is already running in {self.data_dir}: brokers {running} "
+                    f"(id: pid) hold their locks; `ringlog cluster stop --data-dir "
+                    f"{self.data_dir}` first")
+            self.cluster_id = dd.ensure_cluster_id(self.data_dir)
+            removed = cleanup_stale(self.cluster_id)
+            if removed:
+                log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
+                         self.cluster_id)
+            self.page = MetadataPage.create(self.cluster_id)
+        except BaseException:
+            self._unlock()
+            raise
         self.state = "starting"
         try:
             self._write_record()
@@ -188,8 +248,10 @@ class Supervisor:
 
     def stop(self):
         """Stop every broker (SIGTERM, SIGKILL after ``stop_timeout``), unlink the page and
-        the cluster's shared-memory objects. Safe to call twice."""
+        the cluster's shared-memory objects, release the supervisor lock. Safe to call
+        twice."""
         if self.state == "stopped":
+            self._unlock()  # taken by lock() for a start that never came
             return
         self.state = "stopping"
         self._write_record()
@@ -213,6 +275,7 @@ class Supervisor:
         cleanup_stale(self.cluster_id)
         self.state = "stopped"
         self._write_record()
+        self._unlock()
 
     # -- single brokers -----------------------------------------------------------------------
 
@@ -245,15 +308,24 @@ class Supervisor:
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _unlock(self):
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            os.close(fd)
+
     def _spawn(self, broker_id):
         directory = dd.broker_dir(self.data_dir, broker_id)
-        os.makedirs(directory, exist_ok=True)
         log_path = os.path.join(directory, dd.BROKER_LOG)
         argv = self.broker_command + ["--data-dir", self.data_dir, "--broker-id",
                                       str(broker_id)] + override_args(self.config)
-        with open(log_path, "ab") as output:
-            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        with dd.private_umask():  # the directory, the log and the process (it inherits it)
+            os.makedirs(directory, mode=dd.DIR_MODE, exist_ok=True)
+            output = open_log(log_path)
+            try:
+                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+            finally:
+                os.close(output)
         self._processes[broker_id] = BrokerProcess(broker_id, popen, log_path)
         log.info("started broker %d (pid %d): %s", broker_id, popen.pid, " ".join(argv))
 
@@ -337,9 +409,11 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
     A foreground or detached supervisor is asked to stop (SIGTERM) and waited for; brokers
     still running after that (an embedded or dead supervisor) get SIGTERM by the pid in
     their broker.json, SIGKILL after ``timeout``; then the metadata page and the cluster's
-    shared-memory objects are removed.
+    shared-memory objects are removed. KafkaStorageError (one line) if D is not a usable
+    directory.
     """
     data_dir = os.path.abspath(os.fspath(data_dir))
+    dd.check_data_dir(data_dir)
     record = read_record(data_dir)
     before = running_brokers(data_dir)
     if (record.get("supervisor") in ("foreground", "detached") and supervisor_alive(record)
@@ -383,8 +457,10 @@ def cluster_status(data_dir):
     """What ``ringlog cluster status`` reports: a dict with ``cluster_id``, ``supervisor``
     ({kind, pid, alive} or None), ``brokers`` ({id: {pid, state, alive}}), and from the
     metadata page when it exists, ``controller_id``, ``version`` and ``topics`` (name ->
-    partitions) and ``offline`` (partitions without a leader)."""
+    partitions) and ``offline`` (partitions without a leader). KafkaStorageError (one line)
+    if D is not a readable directory."""
     data_dir = os.path.abspath(os.fspath(data_dir))
+    dd.check_data_dir(data_dir, writable=False)
     record = read_record(data_dir)
     status = {"data_dir": data_dir, "cluster_id": dd.read_cluster_id(data_dir),
               "supervisor": None, "brokers": {}}
@@ -415,6 +491,17 @@ def cluster_status(data_dir):
 
 # -- the detached supervisor process ------------------------------------------------------------
 
+def lock_or_explain(supervisor):
+    """``supervisor.lock()``; False, with the one-line reason on stderr, if it cannot be
+    taken (another supervisor holds it, or D is not a usable directory)."""
+    try:
+        supervisor.lock()
+    except (DataDirInUseError, KafkaStorageError) as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return False
+    return True
+
+
 def serve_until_signalled(supervisor, on_started=None, poll=0.2):
     """Start ``supervisor``, call ``on_started(supervisor)``, keep the cluster until SIGTERM
     or SIGINT, then stop it. Returns 0 (1 if the start failed: the error is logged)."""
@@ -428,7 +515,7 @@ def serve_until_signalled(supervisor, on_started=None, poll=0.2):
     try:
         try:
             supervisor.start()
-        except ClusterStartError as exc:
+        except (ClusterStartError, KafkaError) as exc:
             log.error("%s", exc)
             return 1
         if on_started is not None:
@@ -452,12 +539,24 @@ def main(argv=None):
     parser.add_argument("--start-timeout", type=float, default=START_TIMEOUT)
     parser.add_argument("--broker-command", default=shlex.join(BROKER_COMMAND))
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    dd.set_private_umask()
     supervisor = Supervisor(args.data_dir, range(args.brokers),
                             parse_overrides(args.override), kind="detached",
                             broker_command=shlex.split(args.broker_command),
                             start_timeout=args.start_timeout)
+    if not lock_or_explain(supervisor):
+        return 1
+    try:
+        output = open_log(os.path.join(supervisor.data_dir, dd.SUPERVISOR_LOG))
+    except OSError as exc:
+        supervisor.stop()
+        print(f"cannot open the supervisor log: {exc}", file=sys.stderr)
+        return 1
+    os.dup2(output, sys.stdout.fileno())
+    os.dup2(output, sys.stderr.fileno())  # the end of what `cluster start --detach` reads
+    os.close(output)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return serve_until_signalled(supervisor)
 
 

@@ -19,19 +19,25 @@ replaces ``python -m replica_proc`` (to run brokers under a profiler, say).
 ``stop`` stops the cluster of D gracefully from any shell (SIGKILL after ``--timeout``),
 removing its shared memory. ``status`` prints the supervisor, each broker (pid, state,
 alive), the controller and the topics; it exits 0 when every broker of the cluster runs,
-3 when some do not, 1 when D holds no cluster.
+3 when some do not, 1 when D holds no cluster, 4 when D cannot be read.
+
+One supervisor per D (its lock, ``D/supervisor.lock``): a ``start`` on a D another
+supervisor holds exits 1 at once with one line naming the pid that holds it, and changes
+nothing. A D that is a file, or not this user's, is one line and exit status 1 (status: 4)
+from every subcommand. The supervisor runs with umask 077: D is 0700, its files 0600.
 """
 from __future__ import annotations
 
 import logging
 import os
+import select
 import shlex
 import subprocess
 import sys
 import time
 
 from cluster.config import BrokerConfig, load_properties, parse_overrides
-from cluster.errors import InvalidConfigurationError
+from cluster.errors import InvalidConfigurationError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.supervisor.supervisor import (
     BROKER_COMMAND,
@@ -39,16 +45,16 @@ from cluster.supervisor.supervisor import (
     STOP_TIMEOUT,
     Supervisor,
     cluster_status,
+    lock_or_explain,
     log_tail,
     override_args,
     read_record,
-    running_brokers,
     serve_until_signalled,
     stop_cluster,
 )
 
-#: Exit codes of ``status`` (as ``systemctl status``: 3 = not running).
-STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING = 0, 1, 3
+#: Exit codes of ``status`` (as ``systemctl status``: 3 = not running, 4 = unknown).
+STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING, STATUS_UNKNOWN = 0, 1, 3, 4
 
 _DETACH_MARGIN = 30.0
 
@@ -106,16 +112,19 @@ def _start(args):
     except (OSError, InvalidConfigurationError) as exc:
         print(f"bad broker configuration: {exc}", file=sys.stderr)
         return 2
-    running = running_brokers(data_dir)
-    if running:
-        print(f"a cluster is already running in {data_dir}: brokers (id: pid) {running}",
-              file=sys.stderr)
+    try:
+        dd.check_data_dir(data_dir)
+    except KafkaStorageError as exc:
+        print(exc, file=sys.stderr)
         return 1
+    dd.set_private_umask()  # this process is the supervisor, or starts it
     if args.detach:
         return _start_detached(args, data_dir, config)
     supervisor = Supervisor(data_dir, range(args.brokers), config, kind="foreground",
                             broker_command=shlex.split(args.broker_command),
                             start_timeout=args.start_timeout)
+    if not lock_or_explain(supervisor):
+        return 1
     return serve_until_signalled(supervisor, on_started=_print_foreground)
 
 
@@ -125,25 +134,31 @@ def _print_foreground(supervisor):
 
 
 def _start_detached(args, data_dir, config):
-    os.makedirs(data_dir, exist_ok=True)
+    """Start the detached supervisor and wait until it serves. Until it holds the supervisor
+    lock its stderr is a pipe to this process (a loser's one line arrives here); then it
+    moves its output to D/supervisor.log, which ends the pipe."""
     argv = [sys.executable, "-m", "cluster.supervisor.supervisor", "--data-dir", data_dir,
             "--brokers", str(args.brokers), "--start-timeout", str(args.start_timeout),
             "--broker-command", args.broker_command]
     argv += override_args(config)
     log_path = os.path.join(data_dir, dd.SUPERVISOR_LOG)
-    with open(log_path, "ab") as output:
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + args.start_timeout + _DETACH_MARGIN
+    before_lock = _read_to_end(child.stderr, deadline)
     while True:
         record = read_record(data_dir)
         if record.get("supervisor_pid") == child.pid and record.get("state") == "serving":
+            print(before_lock, end="", file=sys.stderr)  # warnings, if any
             _print_started(data_dir, record)
             return 0
         if child.poll() is not None:
-            print(f"the cluster did not start (supervisor exited with code "
-                  f"{child.returncode}); last lines of {log_path}:\n{log_tail(log_path)}",
-                  file=sys.stderr)
+            if before_lock:  # it stopped before taking the lock: its own words say why
+                print(before_lock, end="", file=sys.stderr)
+            else:
+                print(f"the cluster did not start (supervisor exited with code "
+                      f"{child.returncode}); last lines of {log_path}:\n{log_tail(log_path)}",
+                      file=sys.stderr)
             return 1
         if time.monotonic() >= deadline:
             print(f"the cluster did not start within {args.start_timeout} s (supervisor pid "
@@ -152,6 +167,21 @@ def _start_detached(args, data_dir, config):
                   file=sys.stderr)
             return 1
         time.sleep(0.05)
+
+
+def _read_to_end(stream, deadline):
+    """What ``stream`` (a pipe) carries until its writer closes it or ``deadline``; closes
+    it."""
+    chunks = []
+    with stream:
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([stream], [], [], left)[0]:
+                break
+            chunk = os.read(stream.fileno(), 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 def _print_started(data_dir, record):
@@ -169,7 +199,11 @@ def _print_started(data_dir, record):
 
 def _stop(args):
     data_dir = os.path.abspath(args.data_dir)
-    stopped = stop_cluster(data_dir, timeout=args.timeout)
+    try:
+        stopped = stop_cluster(data_dir, timeout=args.timeout)
+    except KafkaStorageError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     cluster_id = dd.read_cluster_id(data_dir)
     if stopped:
         print(f"stopped brokers {stopped} of cluster {cluster_id} in {data_dir}")
@@ -179,7 +213,11 @@ def _stop(args):
 
 
 def _status(args):
-    status = cluster_status(args.data_dir)
+    try:
+        status = cluster_status(args.data_dir)
+    except KafkaStorageError as exc:
+        print(exc, file=sys.stderr)
+        return STATUS_UNKNOWN
     if status["cluster_id"] is None:
         print(f"no cluster in {status['data_dir']} (no {dd.META_PROPERTIES})")
         return STATUS_NO_CLUSTER

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
 
 import pytest
 
-from cluster.errors import InvalidConfigurationError
+from cluster.errors import InvalidConfigurationError, KafkaStorageError
 from cluster.metadata import data_dir as dd
+from cluster.metadata.lock_holders import command_line
 from cluster.supervisor.cluster import Cluster
 from cluster.supervisor.supervisor import (
     BROKER_COMMAND,
     ClusterStartError,
+    DataDirInUseError,
     read_record,
     stop_cluster,
 )
@@ -178,10 +181,35 @@ def test_a_broker_that_never_serves_times_out_and_is_stopped(data_dir):
 def test_a_second_cluster_on_a_running_directory_is_refused(data_dir):
     with Cluster(data_dir, brokers=1, broker_command=FAKE) as cluster:
         pid = cluster.pids()[0]
-        with pytest.raises(ClusterStartError, match=rf"already running in .*: brokers "
-                                                    rf"\{{0: {pid}\}}"):
+        record = read_record(data_dir)
+        with pytest.raises(DataDirInUseError) as failure:
             Cluster(data_dir, brokers=1, broker_command=FAKE).start()
-        assert cluster.pids() == {0: pid}
+        assert str(failure.value) == (
+            f"a cluster supervisor is already running on {data_dir}: {data_dir}/supervisor.lock "
+            f"is held by pid {os.getpid()} (command {command_line(os.getpid())}); `ringlog "
+            f"cluster status --data-dir {data_dir}` reports it, `ringlog cluster stop "
+            f"--data-dir {data_dir}` stops it")
+        assert cluster.pids() == {0: pid} and read_record(data_dir) == record
+    with Cluster(data_dir, brokers=1, broker_command=FAKE):  # stop() let go of the lock
+        pass
+
+
+@pytest.mark.multiprocess
+def test_orphan_brokers_of_a_killed_supervisor_are_refused(data_dir):
+    started = cli("start", "--data-dir", str(data_dir), "--brokers", "1", "--detach",
+                  "--broker-command", " ".join(FAKE))
+    assert started.returncode == 0, started.stderr
+    record = read_record(data_dir)
+    os.kill(record["supervisor_pid"], signal.SIGKILL)  # its lock goes, its broker stays
+    deadline = time.monotonic() + BOUND
+    while running(record["supervisor_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.01)  # reaped by init
+    broker = record["pids"]["0"]
+    with pytest.raises(ClusterStartError, match=rf"already running in .*: brokers "
+                                                rf"\{{0: {broker}\}}"):
+        Cluster(data_dir, brokers=1, broker_command=FAKE).start()
+    assert running(broker)
+    assert cli("stop", "--data-dir", str(data_dir)).returncode == 0
 
 
 def test_config_is_checked_before_any_process_starts(data_dir):
@@ -324,3 +352,138 @@ def test_cli_stop_after_the_detached_supervisor_died_stops_its_orphans(data_dir)
         time.sleep(0.01)  # reaped by init, not by us
     assert not any(running(p) for p in brokers)
     assert list_objects(dd.read_cluster_id(data_dir)) == []
+
+
+# -- one supervisor per data directory; a data directory that is a file ------------------------
+
+def in_use_line(data_dir, pid):
+    """The start of the one line a start that lost the supervisor lock prints."""
+    return (f"a cluster supervisor is already running on {data_dir}: {data_dir}/supervisor.lock "
+            f"is held by pid {pid} (command ")
+
+
+@pytest.mark.multiprocess
+def test_two_detached_starts_at_once_one_serves_the_other_says_who(data_dir):
+    argv = [sys.executable, "-c", CLI, "start", "--data-dir", str(data_dir), "--brokers", "2",
+            "--detach", "--broker-command", " ".join(FAKE)]
+    starts = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    try:
+        outputs = [p.communicate(timeout=BOUND) for p in starts]
+        results = [(p.returncode, out, err) for p, (out, err) in zip(starts, outputs)]
+        assert sorted(code for code, _, _ in results) == [0, 1], results
+        (_, _, lost), = [r for r in results if r[0] == 1]
+        record = read_record(data_dir)
+        assert record["state"] == "serving" and running(record["supervisor_pid"])
+        assert lost.startswith(in_use_line(data_dir, record["supervisor_pid"])), lost
+        assert lost.count("\n") == 1 and "Traceback" not in lost
+        assert all(running(p) for p in record["pids"].values())
+        assert cli("status", "--data-dir", str(data_dir)).returncode == 0
+        log_text = (data_dir / dd.SUPERVISOR_LOG).read_text()
+        assert "already running" not in log_text  # the loser wrote nothing there
+    finally:
+        for process in starts:
+            if process.poll() is None:
+                process.kill()
+                process.wait(BOUND)
+        assert cli("stop", "--data-dir", str(data_dir)).returncode == 0
+
+
+@pytest.mark.multiprocess
+def test_two_foreground_starts_at_once_one_serves_the_other_says_who(data_dir):
+    argv = [sys.executable, "-c", CLI, "start", "--data-dir", str(data_dir), "--brokers", "2",
+            "--broker-command", " ".join(FAKE)]
+    starts = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    try:
+        deadline = time.monotonic() + BOUND
+        while all(p.poll() is None for p in starts):
+            assert time.monotonic() < deadline, "neither start gave up"
+            time.sleep(0.01)
+        loser, = [p for p in starts if p.poll() is not None]
+        winner, = [p for p in starts if p is not loser]
+        out, lost = loser.communicate()
+        assert loser.returncode == 1 and out == "", (out, lost)
+        assert lost.startswith(in_use_line(data_dir, winner.pid)), lost
+        assert lost.count("\n") == 1
+        for line in winner.stdout:
+            if "running in the foreground" in line:
+                break
+        assert winner.poll() is None
+        brokers = read_record(data_dir)["pids"]
+        assert sorted(brokers) == ["0", "1"] and all(running(p) for p in brokers.values())
+        winner.send_signal(signal.SIGTERM)
+        assert winner.wait(BOUND) == 0
+    finally:
+        for process in starts:
+            if process.poll() is None:
+                process.kill()
+            process.communicate(timeout=BOUND)
+
+
+@pytest.mark.multiprocess
+def test_a_data_directory_that_is_a_file_is_one_line_everywhere(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("not a directory")
+    line = (f"[Error 56] KafkaStorageError: data directory {path} is not a directory (it is a "
+            f"regular file); give a directory, or a path that does not exist yet\n")
+    for args, code in ((["start"], 1), (["start", "--detach"], 1), (["stop"], 1),
+                       (["status"], 4)):
+        done = cli(*args, "--data-dir", str(path), "--broker-command", " ".join(FAKE)) \
+            if args[0] == "start" else cli(*args, "--data-dir", str(path))
+        assert (done.returncode, done.stderr, done.stdout) == (code, line, ""), args
+    with pytest.raises(KafkaStorageError) as failure:
+        Cluster(path, broker_command=FAKE)
+    assert f"{failure.value}\n" == line
+    assert path.read_text() == "not a directory"
+
+
+@pytest.mark.multiprocess
+def test_a_detached_supervisor_that_cannot_open_its_log_says_so_and_lets_go(data_dir):
+    data_dir.mkdir(mode=0o700)
+    (data_dir / dd.SUPERVISOR_LOG).mkdir()
+    done = cli("start", "--data-dir", str(data_dir), "--detach", "--broker-command",
+               " ".join(FAKE))
+    assert done.returncode == 1
+    assert done.stderr == (f"cannot open the supervisor log: [Errno 21] Is a directory: "
+                           f"'{data_dir}/supervisor.log'\n")
+    assert read_record(data_dir) == {}
+    (data_dir / dd.SUPERVISOR_LOG).rmdir()
+    with Cluster(data_dir, brokers=1, broker_command=FAKE):  # the lock was let go
+        pass
+
+
+@pytest.mark.multiprocess
+def test_everything_in_the_data_directory_is_private_after_records_were_written(data_dir):
+    from cluster import KafkaProducer
+
+    old = os.umask(0o022)  # a user's usual umask: would make 0755 / 0644
+    try:
+        with Cluster(data_dir, brokers=2, num_partitions=2) as cluster:
+            assert current_umask() == 0o022  # the embedding program's umask is its own
+            with KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                               linger_ms=0) as producer:
+                for n in range(20):
+                    producer.send("modes", f"record {n}".encode()).get(BOUND)
+            cluster.kill_broker(1)
+            cluster.start_broker(1)
+        assert current_umask() == 0o022
+    finally:
+        os.umask(old)
+    seen = {"dirs": 0, "files": 0}
+    for root, _, files in os.walk(data_dir):
+        assert stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
+        seen["dirs"] += 1
+        for name in files:
+            path = os.path.join(root, name)
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+            seen["files"] += 1
+    segments = [f for _, _, files in os.walk(data_dir) for f in files if f.endswith(".log")
+                and f[0].isdigit()]
+    assert segments and seen["dirs"] >= 6, seen  # D, 2 brokers, the metadata log, partitions
+
+
+def current_umask():
+    old = os.umask(0)
+    os.umask(old)
+    return old
