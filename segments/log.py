@@ -273,8 +273,10 @@ class PartitionLog:
                 result.bytes_dropped += segment.recover()
         for n in range(first_unflushed, len(self.segments)):
             segment = self.segments[n]
+            following = self.segments[n + 1].base_offset if n + 1 < len(self.segments) \
+                else None
             dropped = segment.recover(from_offset=recovery_point if n == first_unflushed
-                                      else None)
+                                      else None, next_base_offset=following)
             result.segments_recovered += 1
             if dropped:
                 result.bytes_dropped += dropped

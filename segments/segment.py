@@ -225,8 +225,11 @@ class Segment:
     def headers(self, position, end=None):
         """Yield a BatchInfo for each batch from ``position`` (a batch start) to ``end``.
 
-        Reads headers only, a chunk at a time; the bytes are trusted (validated on
-        append or by recovery), so nothing is checked here.
+        Reads headers only, a chunk at a time; the bytes were validated on append or by
+        recovery, so only what costs a comparison per batch is checked: the framing and
+        that offsets strictly increase from the segment's base offset (baseOffset sits
+        outside the CRC, so a flip there would silently renumber records). Either failing
+        raises KafkaStorageError naming the file, the position and the offsets.
         """
         end = self.size if end is None else end
         fd = self.fd
@@ -234,6 +237,7 @@ class Segment:
         need = bd.HEADER_SIZE
         buf = b""
         buf_start = position
+        previous_last = self.base_offset - 1
         while end - position >= need:
             rel = position - buf_start
             if rel + need > len(buf):
@@ -249,7 +253,13 @@ class Segment:
                 raise KafkaStorageError(
                     f"segment {self.log_path}: batch at position {position} of {size} bytes "
                     f"runs past the end ({end})")
-            yield BatchInfo(position, size, fields[0], fields[0] + fields[6], fields[8])
+            if fields[0] <= previous_last:
+                raise KafkaStorageError(
+                    f"segment {self.log_path}: batch at position {position} has baseOffset "
+                    f"{fields[0]}, expected more than {previous_last} (offsets must "
+                    f"increase from the segment's base offset {self.base_offset})")
+            previous_last = fields[0] + fields[6]
+            yield BatchInfo(position, size, fields[0], previous_last, fields[8])
             position += size
 
     def translate_offset(self, offset, start_position=0):
@@ -429,7 +439,7 @@ class Segment:
 
     # -- recovery -------------------------------------------------------------------------
 
-    def recover(self, from_offset=None):
+    def recover(self, from_offset=None, next_base_offset=None):
         """Validate batches, rebuild the indexes on the way and truncate at the first
         invalid batch; return the number of bytes dropped.
 
@@ -437,8 +447,9 @@ class Segment:
         the scan resumes after the last offset index entry below it when the indexes are
         sane and that entry points at the batch it names; otherwise it starts at byte 0.
         A batch is invalid if its framing or CRC-32C is wrong, or if its base offset falls
-        below the segment's base or the previous batch's next offset (baseOffset is
-        outside the CRC: this catches a corrupted one that goes backwards).
+        below the segment's base or the previous batch's next offset, or its last offset
+        reaches ``next_base_offset`` (the next segment's base, when there is one):
+        baseOffset is outside the CRC, so this is what catches a corrupted one.
         """
         self.offset_index.make_mutable()
         self.time_index.make_mutable()
@@ -459,6 +470,10 @@ class Segment:
                     raise CorruptRecordError(
                         f"baseOffset {header.base_offset}, expected at least "
                         f"{expected_offset}")
+                if next_base_offset is not None and header.last_offset >= next_base_offset:
+                    raise CorruptRecordError(
+                        f"last offset {header.last_offset} reaches the next segment's base "
+                        f"offset {next_base_offset}")
                 if header.last_offset - self.base_offset > xd.MAX_RELATIVE_OFFSET:
                     raise CorruptRecordError(
                         f"last offset {header.last_offset} does not fit the index of a "

@@ -371,6 +371,28 @@ def test_a_corrupt_batch_raises_naming_the_partition_and_exhausts():
     assert not part
 
 
+@pytest.mark.parametrize("take_columns", [False, True])
+@pytest.mark.parametrize("count, shift", [(4, -1), (4, -4), (100, -1), (100, -150)])
+def test_a_renumbered_batch_raises_after_the_batches_before_it(take_columns, count, shift):
+    """baseOffset is outside the CRC: a batch whose offsets do not follow the previous
+    batch's is corrupt, like a CRC failure (small fetches and vectorised runs alike)."""
+    buf = bytearray(log_of([built([(T0, None, b"v", ())] * count)] * 3, first_offset=50))
+    second = BatchHeader(buf, 0).size_in_bytes
+    third = second + BatchHeader(buf, second).size_in_bytes
+    renumbered = 50 + 2 * count + shift  # at or below the second batch's last offset
+    d.INT64.pack_into(buf, third + d.BASE_OFFSET_OFFSET, renumbered)
+    part = PartitionRecords(TP, 50, bytes(buf))
+    assert part.end_offset == 50 + 2 * count  # the next fetch asks for the bad batch again
+    take = (lambda n: [int(o) for c in part.take_columns(n) for o in c.offsets]) \
+        if take_columns else (lambda n: [r.offset for r in part.take(n)])
+    assert take(10_000) == list(range(50, 50 + 2 * count))
+    with pytest.raises(CorruptRecordError,
+                       match=f"t-3: batch at offset {renumbered}: .*previous batch's last "
+                             f"offset {50 + 2 * count - 1}"):
+        take(10_000)
+    assert not part and part.next_offset == 50 + 2 * count
+
+
 def test_a_header_that_does_not_frame_raises_at_once():
     buf = bytearray(log_of([built([(T0, None, b"v", ())])]))
     buf[d.MAGIC_OFFSET] = 1

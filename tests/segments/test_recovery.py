@@ -119,6 +119,45 @@ def test_a_base_offset_that_goes_backwards_is_caught(tmp_path, caplog):
     expect_truncated_at(path, batches, len(batches) - 3, caplog)
 
 
+def test_a_base_offset_that_runs_into_the_next_segment_is_caught(tmp_path, caplog):
+    path = tmp_path / "t-0"
+    crash(build(path, 2))
+    set_recovery_point(path, 0)
+    batches = batches_in_order(path)
+    # the last batch of the first segment, renumbered past the next segment's base offset
+    victim = max(i for i, (lp, _, _) in enumerate(batches) if lp == batches[0][0])
+    log_path, position, header = batches[victim]
+    with open(log_path, "r+b") as f:
+        f.seek(position)
+        f.write(d.INT64.pack(header.base_offset + 8))
+    expect_truncated_at(path, batches, victim, caplog)
+    assert "reaches the next segment's base offset" in caplog.text
+
+
+@pytest.mark.parametrize("shift", [-1, -3, 0])
+def test_a_read_through_renumbered_offsets_fails_naming_the_file(tmp_path, shift):
+    """A clean shutdown skips validation, so a flipped baseOffset in a sealed segment
+    is met by the read path, which checks offsets increase batch by batch."""
+    path = tmp_path / "t-0"
+    log = build(path, 3)
+    log.close()
+    batches = batches_in_order(path)
+    first_segment = [b for b in batches if b[0] == batches[0][0]]
+    log_path, position, header = first_segment[3]
+    previous = first_segment[2][2]
+    with open(log_path, "r+b") as f:
+        f.seek(position)
+        f.write(d.INT64.pack(previous.last_offset + shift))
+    log = open_log(path, **CONFIG)
+    assert log.recovery.clean_shutdown
+    with pytest.raises(KafkaStorageError) as e:  # the scan from an index entry crosses it
+        log.read(header.base_offset, 1 << 20)
+    assert os.path.basename(log_path) in str(e.value)
+    assert f"baseOffset {previous.last_offset + shift}" in str(e.value)
+    assert log.read(first_segment[1][2].base_offset, 1) != b""  # before it: served
+    log.close()
+
+
 def test_recovery_starts_at_the_recovery_point(tmp_path):
     path = tmp_path / "t-0"
     config = {"index.interval.bytes": 300}
