@@ -21,8 +21,10 @@ one holding the recovery point is validated batch by batch (framing, CRC-32C, of
 that do not go backwards) from the last index entry below the recovery point, its indexes
 rebuilt on the way, and the log truncated at the first invalid batch (later segments are
 deleted). The bytes dropped are logged and kept in ``log.recovery``. Indexes of the other
-segments are only sanity-checked (O(1) each) and rebuilt if they fail. Opening a log
-whose recovery point is current therefore reads a few kilobytes, whatever its size.
+segments are only sanity-checked (Kafka's rules over each index file in one numpy pass,
+and the last entries against the log) and rebuilt if they fail. Opening a log whose
+recovery point is current therefore reads its indexes and a few kilobytes of each
+segment, not the segments.
 
 Thread safety: none — single writer. The ``PartitionLog`` belongs to the broker thread
 that owns the partition; that thread makes every call, reads included, and consumes a
