@@ -372,7 +372,7 @@ class PartitionLog:
                     f"{header.last_offset_delta}; a producer batch has "
                     f"lastOffsetDelta = recordCount - 1 >= 0")
         if self.config.compact:
-            _require_keys(view, headers)
+            _require_keys(view, headers, self.config.max_message_bytes)
         now = self.clock()
         log_append_time = self.config.log_append_time
         offset = self.log_end_offset
@@ -603,7 +603,7 @@ class PartitionLog:
         header = BatchHeader(data)
         if header.timestamp_type == 1:  # LogAppendTime: every record has maxTimestamp
             return TimestampOffset(header.max_timestamp, max(info.base_offset, start))
-        for record in RecordBatch(data, 0):
+        for record in RecordBatch(data, 0, self.config.max_message_bytes):
             if record.offset >= start and record.timestamp >= timestamp:
                 return TimestampOffset(record.timestamp, record.offset)
         raise KafkaStorageError(
@@ -827,13 +827,15 @@ def _writable(buf):
         return not view.readonly
 
 
-def _require_keys(view, headers):
+def _require_keys(view, headers, max_record_bytes):
     """A compacted log keeps the last record per key, so every record needs one (Kafka
-    refuses keyless records on append to a compacted topic). Decodes the records."""
+    refuses keyless records on append to a compacted topic). Decodes the records, each
+    batch's decompressed to at most what its records may hold (``max_record_bytes``:
+    max.message.bytes)."""
     for header in headers:
         if header.is_control_batch:
             continue
-        for record in RecordBatch(view, header.position):
+        for record in RecordBatch(view, header.position, max_record_bytes):
             if record.key is None:
                 raise InvalidRecordError(
                     f"batch at position {header.position}: record at offset delta "

@@ -13,12 +13,14 @@ from consumer_proc import columns_parser
 from consumer_proc.columns_parser import parse_batches
 from consumer_proc.partition_records import PartitionRecords
 from consumer_proc.record_columns import RecordColumns
-from segments import batch_descriptor as d
+from segments import batch_descriptor as d, compression
 from segments.batch_header import BatchHeader, iter_batches
 from segments.bulk import build_batches
+from segments.compression import CODEC_NAMES
 from segments.errors import CorruptRecordError
 from segments.records import RecordBatchBuilder, iter_records, pack_batch
 from segments.varint import encode_varint
+from tests.support.zip_bomb import INFLATED, bomb_batch, peak_memory
 
 T0 = 1_700_000_000_000
 TP = TopicPartition("t", 3)
@@ -399,3 +401,21 @@ def test_a_header_that_does_not_frame_raises_at_once():
     with pytest.raises(CorruptRecordError, match="t-3 fetched at offset 0: .*magic 1"):
         PartitionRecords(TP, 0, bytes(buf))
 
+
+
+@pytest.mark.parametrize("take_columns", [False, True])
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_zip_bomb_is_not_inflated_by_the_consumer(monkeypatch, codec, take_columns):
+    """A CRC-valid batch whose one record inflates to 16 MiB: the consumer decompresses at
+    most compression.MAX_RECORDS_BYTES (1 MiB here) and raises naming the partition,
+    the batch's offset, the codec and the limit."""
+    monkeypatch.setattr(compression, "MAX_RECORDS_BYTES", 1 << 20)
+    part = PartitionRecords(TP, 3, log_of([bomb_batch(codec)], first_offset=3))
+    take = part.take_columns if take_columns else part.take
+    peak, raised = peak_memory(lambda: take(10))
+    assert isinstance(raised, CorruptRecordError), raised
+    assert str(raised).startswith("[Error 2] CorruptRecordError: t-3: batches from offset 3")
+    assert f"batch at offset 3: {CODEC_NAMES[codec]}: " in str(raised)
+    assert f"inflate past the limit of {1 << 20} bytes" in str(raised)
+    assert peak < 8 * 1024 * 1024 < INFLATED
+    assert not part
