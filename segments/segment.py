@@ -148,7 +148,7 @@ class Segment:
         self.bytes_since_last_index_entry = 0
         self._next_offset = base_offset if create else None
         self.unflushed = False
-        #: Whether a lookup met an offset index entry that lies (warned about once).
+        #: Whether a lookup met an index entry that lies (warned about once).
         self._warned_index = False
 
     # -- opening --------------------------------------------------------------------------
@@ -370,7 +370,8 @@ class Segment:
         """The first batch at or after ``start_offset`` whose maxTimestamp is >= ``timestamp``.
 
         The time index entry that starts the scan is used only if the batch holding its
-        offset has its timestamp (``_scan_from_entry`` says why); else the one before it.
+        offset has its timestamp (``_scan_from_entry`` says why); else the one before it,
+        with a WARNING once per segment.
         """
         n = self.time_index.search(0, timestamp)
         indexed_offset = self.base_offset
@@ -380,10 +381,12 @@ class Segment:
             if indexed_offset < start_offset or self._time_entry_holds(entry_timestamp,
                                                                          indexed_offset):
                 break
-            log.warning("segment %s: time index %s entry %d (timestamp %d, offset %d) does "
-                        "not match the batch holding that offset; not using it",
-                        self.log_path, self.time_index.path, n, entry_timestamp,
-                        indexed_offset)
+            if not self._warned_index:
+                self._warned_index = True
+                log.warning("segment %s: time index %s entry %d (timestamp %d, offset %d) "
+                            "does not match the batch holding that offset; not using it",
+                            self.log_path, self.time_index.path, n, entry_timestamp,
+                            indexed_offset)
             indexed_offset = self.base_offset
             n -= 1
         start = max(indexed_offset, start_offset)
