@@ -13,8 +13,12 @@ How the bytes are kept differs from Kafka's preallocated mmap, for the same guar
   memory-mapped read-only the first time it is searched (so opening a log with many
   segments maps nothing it does not read).
 
-The index is never checksummed. ``sanity_check()`` rejects a file whose length or last
-entries cannot be right; the log then rebuilds it from the ``.log``.
+The index is never checksummed. ``sanity_check()`` (Kafka's rules, checked over the whole
+file at once when its segment is opened) rejects a file whose length is not a multiple of
+the entry size, or whose entries do not strictly increase in every field, or fall outside
+the segment (a negative relative offset, a position outside the .log); the log then
+rebuilds it from the ``.log``. A flip that keeps the entries sorted passes that check: the
+segment catches it when it uses the entry (``segment.Segment``).
 
 Thread safety: none. An index belongs to its ``Segment``, which belongs to the
 ``PartitionLog``'s single owning thread.
@@ -23,6 +27,8 @@ from __future__ import annotations
 
 import mmap
 import os
+
+import numpy as np
 
 from segments import index_descriptor as d
 from segments.errors import LogDirFailureError, StorageError, describe_os_error
@@ -244,17 +250,35 @@ class _EntryFile:
         except FileNotFoundError:
             pass
 
-    def _check_length(self):
+    def _checked_entries(self):
+        """Every entry as a numpy structured array (``DTYPE``), after checking the file's
+        length; raise CorruptIndexError naming the file otherwise. A copy: no view of the
+        mapped file outlives the call."""
         if self._file_size % self.entry_size:
             raise CorruptIndexError(
-                f"index file {self.path}: length {self._file_size} is not a multiple of "
+                f"{self.KIND} {self.path}: length {self._file_size} is not a multiple of "
                 f"the entry size {self.entry_size}")
+        buf = self._buffer()
+        data = bytes(buf[:self._entries * self.entry_size]) if self._entries else b""
+        return np.frombuffer(data, dtype=self.DTYPE)
+
+    def _check_increasing(self, entries, field):
+        """Raise CorruptIndexError unless ``entries[field]`` strictly increases."""
+        values = entries[field].astype(np.int64)
+        bad = np.flatnonzero(values[1:] <= values[:-1])
+        if bad.size:
+            n = int(bad[0]) + 1
+            raise CorruptIndexError(
+                f"{self.KIND} {self.path}: entry {n} has {field} {values[n]} after "
+                f"{values[n - 1]}; entries must strictly increase")
 
 
 class OffsetIndex(_EntryFile):
     """Maps the last offset of an indexed batch to the batch's position in the .log."""
 
     ENTRY = d.OFFSET_ENTRY
+    DTYPE = d.OFFSET_ENTRY_DTYPE
+    KIND = "offset index"
 
     def append(self, offset, position):
         """Add an entry; offsets and positions must grow (raises ValueError otherwise)."""
@@ -284,15 +308,6 @@ class OffsetIndex(_EntryFile):
         relative, position = self.entry(n)
         return self.base_offset + relative, position
 
-    def lookup_by_position(self, position):
-        """``(offset, position)`` of the greatest entry at or before byte ``position``,
-        or ``(base_offset, 0)`` when there is none."""
-        n = self.search(1, position)
-        if n < 0:
-            return self.base_offset, 0
-        relative, found = self.entry(n)
-        return self.base_offset + relative, found
-
     def last_entry(self):
         last = self._last_fields()
         if last is None:
@@ -304,28 +319,28 @@ class OffsetIndex(_EntryFile):
         self.truncate_entries(self.search(0, offset - self.base_offset - 1) + 1)
 
     def sanity_check(self, log_size):
-        """Raise CorruptIndexError unless the file could describe a log of ``log_size`` bytes."""
-        self._check_length()
-        if not self._entries:
+        """Raise CorruptIndexError unless the file could describe a log of ``log_size``
+        bytes: whole entries, offsets and positions strictly increasing, relative offsets
+        >= 0, positions inside the log after its first batch (which is never indexed)."""
+        entries = self._checked_entries()
+        if not entries.size:
             return
-        relative, position = self.entry(self._entries - 1)
-        if relative < 0 or not 0 < position < log_size:
+        self._check_increasing(entries, "offset")
+        self._check_increasing(entries, "position")
+        first, last = entries[0], entries[-1]
+        if first["offset"] < 0 or first["position"] <= 0 or last["position"] >= log_size:
             raise CorruptIndexError(
-                f"offset index {self.path}: last entry (relative offset {relative}, "
-                f"position {position}) is outside the segment (log size {log_size})")
-        if self._entries > 1:
-            prev_relative, prev_position = self.entry(self._entries - 2)
-            if prev_relative >= relative or prev_position >= position:
-                raise CorruptIndexError(
-                    f"offset index {self.path}: last entries (relative offset "
-                    f"{prev_relative}, position {prev_position}) then ({relative}, "
-                    f"{position}) do not grow")
+                f"offset index {self.path}: entries from (relative offset "
+                f"{first['offset']}, position {first['position']}) to ({last['offset']}, "
+                f"{last['position']}) fall outside the segment (log size {log_size})")
 
 
 class TimeIndex(_EntryFile):
     """Maps the largest timestamp seen so far to the offset of the batch that holds it."""
 
     ENTRY = d.TIME_ENTRY
+    DTYPE = d.TIME_ENTRY_DTYPE
+    KIND = "time index"
 
     def maybe_append(self, timestamp, offset, skip_full_check=False):
         """Add ``(timestamp, offset)`` if the timestamp is larger than the last entry's.
@@ -353,15 +368,6 @@ class TimeIndex(_EntryFile):
                 f"[{self.base_offset}, {self.base_offset + d.MAX_RELATIVE_OFFSET}]")
         self._append_raw(timestamp, relative)
 
-    def lookup(self, timestamp):
-        """``(timestamp, offset)`` of the greatest entry with timestamp <= ``timestamp``,
-        or ``(NO_TIMESTAMP, base_offset)`` when there is none."""
-        n = self.search(0, timestamp)
-        if n < 0:
-            return NO_TIMESTAMP, self.base_offset
-        found, relative = self.entry(n)
-        return found, self.base_offset + relative
-
     def last_entry(self):
         """``(timestamp, offset)`` of the last entry, or ``(NO_TIMESTAMP, base_offset)``."""
         last = self._last_fields()
@@ -374,18 +380,14 @@ class TimeIndex(_EntryFile):
         self.truncate_entries(self.search(1, offset - self.base_offset - 1) + 1)
 
     def sanity_check(self):
-        """Raise CorruptIndexError unless the last entries could be right."""
-        self._check_length()
-        if not self._entries:
+        """Raise CorruptIndexError unless the file holds whole entries, timestamps and
+        offsets strictly increase and relative offsets are >= 0."""
+        entries = self._checked_entries()
+        if not entries.size:
             return
-        timestamp, relative = self.entry(self._entries - 1)
-        if relative < 0:
+        self._check_increasing(entries, "timestamp")
+        self._check_increasing(entries, "offset")
+        if entries[0]["offset"] < 0:
             raise CorruptIndexError(
-                f"time index {self.path}: last entry's relative offset {relative} < 0")
-        if self._entries > 1:
-            prev_timestamp, prev_relative = self.entry(self._entries - 2)
-            if prev_timestamp >= timestamp or prev_relative > relative:
-                raise CorruptIndexError(
-                    f"time index {self.path}: last entries (timestamp {prev_timestamp}, "
-                    f"relative offset {prev_relative}) then ({timestamp}, {relative}) "
-                    f"do not grow")
+                f"time index {self.path}: first entry's relative offset "
+                f"{entries[0]['offset']} < 0")

@@ -21,8 +21,10 @@ one holding the recovery point is validated batch by batch (framing, CRC-32C, of
 that do not go backwards) from the last index entry below the recovery point, its indexes
 rebuilt on the way, and the log truncated at the first invalid batch (later segments are
 deleted). The bytes dropped are logged and kept in ``log.recovery``. Indexes of the other
-segments are only sanity-checked (O(1) each) and rebuilt if they fail. Opening a log
-whose recovery point is current therefore reads a few kilobytes, whatever its size.
+segments are only sanity-checked (Kafka's rules over each index file in one numpy pass,
+and the last entries against the log) and rebuilt if they fail. Opening a log whose
+recovery point is current therefore reads its indexes and a few kilobytes of each
+segment, not the segments.
 
 Failed writes (a full disk, EIO): every write of an append — the .log write, a roll's new
 files and index write-out, the recovery-point checkpoint — either completes or leaves the
@@ -293,8 +295,10 @@ class PartitionLog:
                 result.bytes_dropped += segment.recover()
         for n in range(first_unflushed, len(self.segments)):
             segment = self.segments[n]
+            following = self.segments[n + 1].base_offset if n + 1 < len(self.segments) \
+                else None
             dropped = segment.recover(from_offset=recovery_point if n == first_unflushed
-                                      else None)
+                                      else None, next_base_offset=following)
             result.segments_recovered += 1
             if dropped:
                 result.bytes_dropped += dropped
@@ -388,7 +392,7 @@ class PartitionLog:
                     f"{header.last_offset_delta}; a producer batch has "
                     f"lastOffsetDelta = recordCount - 1 >= 0")
         if self.config.compact:
-            _require_keys(view, headers)
+            _require_keys(view, headers, self.config.max_message_bytes)
         now = self.clock()
         log_append_time = self.config.log_append_time
         offset = self.log_end_offset
@@ -674,7 +678,7 @@ class PartitionLog:
         header = BatchHeader(data)
         if header.timestamp_type == 1:  # LogAppendTime: every record has maxTimestamp
             return TimestampOffset(header.max_timestamp, max(info.base_offset, start))
-        for record in RecordBatch(data, 0):
+        for record in RecordBatch(data, 0, self.config.max_message_bytes):
             if record.offset >= start and record.timestamp >= timestamp:
                 return TimestampOffset(record.timestamp, record.offset)
         raise KafkaStorageError(
@@ -904,13 +908,15 @@ def _writable(buf):
         return not view.readonly
 
 
-def _require_keys(view, headers):
+def _require_keys(view, headers, max_record_bytes):
     """A compacted log keeps the last record per key, so every record needs one (Kafka
-    refuses keyless records on append to a compacted topic). Decodes the records."""
+    refuses keyless records on append to a compacted topic). Decodes the records, each
+    batch's decompressed to at most what its records may hold (``max_record_bytes``:
+    max.message.bytes)."""
     for header in headers:
         if header.is_control_batch:
             continue
-        for record in RecordBatch(view, header.position):
+        for record in RecordBatch(view, header.position, max_record_bytes):
             if record.key is None:
                 raise InvalidRecordError(
                     f"batch at position {header.position}: record at offset delta "

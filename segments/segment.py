@@ -165,6 +165,8 @@ class Segment:
         self.bytes_since_last_index_entry = 0
         self._next_offset = base_offset if create else None
         self.unflushed = False
+        #: Whether a lookup met an index entry that lies (warned about once).
+        self._warned_index = False
 
     # -- opening --------------------------------------------------------------------------
 
@@ -190,12 +192,27 @@ class Segment:
 
     def sanity_check(self):
         """Raise CorruptIndexError unless both index files existed when the segment was
-        opened and look right for this log (O(1): the length and the last entries)."""
+        opened and look right for this log: every entry follows Kafka's rules (one numpy
+        pass over each file, ``index``), and the last entry of each names a batch of the
+        log that agrees with it (a read of a few kilobytes)."""
         for index in (self.offset_index, self.time_index):
             if not index.file_existed:
                 raise CorruptIndexError(f"segment {self.log_path}: {index.path} is missing")
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check()
+        if self.offset_index.entries:
+            offset, position = self.offset_index.last_entry()
+            if self._named_batch(offset, position) is None:
+                raise CorruptIndexError(
+                    f"offset index {self.offset_index.path}: last entry (offset {offset}, "
+                    f"position {position}) does not name the batch at that position")
+        if self.time_index.entries:
+            timestamp, offset = self.time_index.last_entry()
+            if not self._time_entry_holds(timestamp, offset):
+                raise CorruptIndexError(
+                    f"time index {self.time_index.path}: last entry (timestamp "
+                    f"{timestamp}, offset {offset}) does not match the batch holding "
+                    f"offset {offset}")
 
     def load_tail_state(self):
         """Learn next offset, largest timestamp and indexing state from the indexes plus a
@@ -242,8 +259,11 @@ class Segment:
     def headers(self, position, end=None):
         """Yield a BatchInfo for each batch from ``position`` (a batch start) to ``end``.
 
-        Reads headers only, a chunk at a time; the bytes are trusted (validated on
-        append or by recovery), so nothing is checked here.
+        Reads headers only, a chunk at a time; the bytes were validated on append or by
+        recovery, so only what costs a comparison per batch is checked: the framing and
+        that offsets strictly increase from the segment's base offset (baseOffset sits
+        outside the CRC, so a flip there would silently renumber records). Either failing
+        raises KafkaStorageError naming the file, the position and the offsets.
         """
         end = self.size if end is None else end
         fd = self.fd
@@ -251,6 +271,7 @@ class Segment:
         need = bd.HEADER_SIZE
         buf = b""
         buf_start = position
+        previous_last = self.base_offset - 1
         while end - position >= need:
             rel = position - buf_start
             if rel + need > len(buf):
@@ -266,13 +287,64 @@ class Segment:
                 raise KafkaStorageError(
                     f"segment {self.log_path}: batch at position {position} of {size} bytes "
                     f"runs past the end ({end})")
-            yield BatchInfo(position, size, fields[0], fields[0] + fields[6], fields[8])
+            if fields[0] <= previous_last:
+                raise KafkaStorageError(
+                    f"segment {self.log_path}: batch at position {position} has baseOffset "
+                    f"{fields[0]}, expected more than {previous_last} (offsets must "
+                    f"increase from the segment's base offset {self.base_offset})")
+            previous_last = fields[0] + fields[6]
+            yield BatchInfo(position, size, fields[0], previous_last, fields[8])
             position += size
+
+    def _named_batch(self, offset, position):
+        """``(first, rest)`` for the offset index entry ``(offset, position)``: the BatchInfo
+        of the batch at ``position`` and the generator of those after it — or None when
+        that batch is not the one the entry names (or there is none, or it does not
+        frame)."""
+        if not 0 < position < self.size:
+            return None
+        scan = self.headers(position)
+        try:
+            first = next(scan, None)
+        except KafkaStorageError:
+            return None
+        if first is None or first.last_offset != offset:
+            return None
+        return first, scan
+
+    def _scan_from_entry(self, n, start_position=0):
+        """headers() from offset index entry ``n`` (-1: none), or from ``start_position``
+        when that is later.
+
+        An index is never checksummed, and a flip that keeps its entries sorted passes the
+        open-time sanity check; so an entry is used only if the batch at its position is
+        the one it names — a comparison, the scan reads that header anyway — and otherwise
+        the entry before it is tried (a WARNING, once per segment, names the file and
+        the entry). Lookups therefore never trust a corrupt entry, whatever its bytes.
+        """
+        index = self.offset_index
+        while n >= 0:
+            relative, position = index.entry(n)
+            if position <= start_position:
+                break
+            named = self._named_batch(self.base_offset + relative, position)
+            if named is not None:
+                yield named[0]
+                yield from named[1]
+                return
+            if not self._warned_index:
+                self._warned_index = True
+                log.warning("segment %s: offset index %s entry %d (offset %d, position %d) "
+                            "does not name the batch at that position; not using it",
+                            self.log_path, index.path, n, self.base_offset + relative,
+                            position)
+            n -= 1
+        yield from self.headers(start_position)
 
     def translate_offset(self, offset, start_position=0):
         """The first batch whose last offset is >= ``offset``, or None if there is none."""
-        _, position = self.offset_index.lookup(offset)
-        for info in self.headers(max(position, start_position)):
+        n = self.offset_index.search(0, offset - self.base_offset)
+        for info in self._scan_from_entry(n, start_position):
             if info.last_offset >= offset:
                 return info
         return None
@@ -303,22 +375,49 @@ class Segment:
         """The largest batch boundary <= ``limit`` at or after the first batch."""
         if limit >= self.size:
             return self.size
-        _, position = self.offset_index.lookup_by_position(limit)
-        end = max(position, first.position)
-        for info in self.headers(end):
+        end = first.position
+        for info in self._scan_from_entry(self.offset_index.search(1, limit), end):
+            end = info.position  # a batch boundary <= limit
             if info.position + info.size > limit:
                 break
             end = info.position + info.size
         return end
 
     def find_timestamp(self, timestamp, start_offset):
-        """The first batch at or after ``start_offset`` whose maxTimestamp is >= ``timestamp``."""
-        _, indexed_offset = self.time_index.lookup(timestamp)
-        _, position = self.offset_index.lookup(max(indexed_offset, start_offset))
-        for info in self.headers(position):
+        """The first batch at or after ``start_offset`` whose maxTimestamp is >= ``timestamp``.
+
+        The time index entry that starts the scan is used only if the batch holding its
+        offset has its timestamp (``_scan_from_entry`` says why); else the one before it,
+        with a WARNING once per segment.
+        """
+        n = self.time_index.search(0, timestamp)
+        indexed_offset = self.base_offset
+        while n >= 0:
+            entry_timestamp, relative = self.time_index.entry(n)
+            indexed_offset = self.base_offset + relative
+            if indexed_offset < start_offset or self._time_entry_holds(entry_timestamp,
+                                                                         indexed_offset):
+                break
+            if not self._warned_index:
+                self._warned_index = True
+                log.warning("segment %s: time index %s entry %d (timestamp %d, offset %d) "
+                            "does not match the batch holding that offset; not using it",
+                            self.log_path, self.time_index.path, n, entry_timestamp,
+                            indexed_offset)
+            indexed_offset = self.base_offset
+            n -= 1
+        start = max(indexed_offset, start_offset)
+        for info in self._scan_from_entry(self.offset_index.search(0, start - self.base_offset)):
             if info.max_timestamp >= timestamp and info.last_offset >= start_offset:
                 return info
         return None
+
+    def _time_entry_holds(self, timestamp, offset):
+        """Whether the batch holding ``offset`` has maxTimestamp ``timestamp`` (what a time
+        index entry says)."""
+        info = self.translate_offset(offset)
+        return (info is not None and info.base_offset <= offset
+                and info.max_timestamp == timestamp)
 
     def read_bytes(self, position, size):
         """``size`` bytes of the .log from ``position``."""
@@ -478,7 +577,7 @@ class Segment:
 
     # -- recovery -------------------------------------------------------------------------
 
-    def recover(self, from_offset=None):
+    def recover(self, from_offset=None, next_base_offset=None):
         """Validate batches, rebuild the indexes on the way and truncate at the first
         invalid batch; return the number of bytes dropped.
 
@@ -486,8 +585,9 @@ class Segment:
         the scan resumes after the last offset index entry below it when the indexes are
         sane and that entry points at the batch it names; otherwise it starts at byte 0.
         A batch is invalid if its framing or CRC-32C is wrong, or if its base offset falls
-        below the segment's base or the previous batch's next offset (baseOffset is
-        outside the CRC: this catches a corrupted one that goes backwards).
+        below the segment's base or the previous batch's next offset, or its last offset
+        reaches ``next_base_offset`` (the next segment's base, when there is one):
+        baseOffset is outside the CRC, so this is what catches a corrupted one.
         """
         self.offset_index.make_mutable()
         self.time_index.make_mutable()
@@ -508,6 +608,10 @@ class Segment:
                     raise CorruptRecordError(
                         f"baseOffset {header.base_offset}, expected at least "
                         f"{expected_offset}")
+                if next_base_offset is not None and header.last_offset >= next_base_offset:
+                    raise CorruptRecordError(
+                        f"last offset {header.last_offset} reaches the next segment's base "
+                        f"offset {next_base_offset}")
                 if header.last_offset - self.base_offset > xd.MAX_RELATIVE_OFFSET:
                     raise CorruptRecordError(
                         f"last offset {header.last_offset} does not fit the index of a "
