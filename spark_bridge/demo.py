@@ -13,10 +13,11 @@
    against what the producers sent.
 6. Stop Spark and the cluster and check that nothing is left running or in /dev/shm.
 
-Before it starts anything the demo checks that it may use the data directory: never one a
-live cluster holds (a broker holding its lock, or the supervisor of ``cluster.json``; it
-says to run ``ringlog cluster stop``), and it deletes only a directory it made itself
-(``MARKER`` inside); any other non-empty directory is refused.
+Before it starts anything the demo checks that Spark will find a Java runtime (as Spark's
+``spark-class`` looks: ``$JAVA_HOME/bin/java``, else ``java`` on PATH) and that it may use
+the data directory: never one a live cluster holds (a broker holding its lock, or the
+supervisor of ``cluster.json``; it says to run ``ringlog cluster stop``), and it deletes only
+a directory it made itself (``MARKER`` inside); any other non-empty directory is refused.
 The last line is ``demo passed`` or ``demo FAILED: <reason>``; the exit code 0 or 1.
 """
 from __future__ import annotations
@@ -59,6 +60,8 @@ CTX = multiprocessing.get_context("spawn")
 MARKER = ".ringlog-demo"
 """The file the demo writes into a data directory it made: its licence to delete it later."""
 
+JAVA_PACKAGE = "default-jre-headless"
+"""Debian's Java runtime for Spark (17 on bookworm; Spark 4 needs 17 or newer)."""
 
 
 def encode(producer, seq):
@@ -131,6 +134,21 @@ def spark_counts(bootstrap):
     return counts, ready - started, counted - ready, processes
 
 
+def java_missing():
+    """Why Spark could not start its JVM here, or None: Spark's ``spark-class`` runs
+    ``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else ``java`` from PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        if os.access(os.path.join(home, "bin", "java"), os.X_OK):
+            return None
+        return (f"JAVA_HOME={home} has no bin/java, and Spark needs a Java runtime: point "
+                f"JAVA_HOME at one (17 or newer) or unset it")
+    if shutil.which("java"):
+        return None
+    return (f"Spark needs a Java runtime and there is none (no java on PATH, JAVA_HOME unset); "
+            f"install one with: sudo apt-get install -y {JAVA_PACKAGE}")
+
+
 def claim_data_dir(data_dir):
     """Make ``data_dir`` an empty directory of the demo's (with ``MARKER``); return None, or
     why the demo may not use it: a live cluster holds it (its brokers' locks, or the
@@ -178,9 +196,9 @@ def main(argv=None):
 
 def run(args):
     """The demo (module doc); returns what went wrong (empty: it passed). Starts nothing
-    unless the data directory may be used."""
+    unless Java is there and the data directory may be used."""
     data_dir = os.path.abspath(args.data_dir)
-    refusal = claim_data_dir(data_dir)
+    refusal = java_missing() or claim_data_dir(data_dir)
     if refusal:
         return [refusal]
     cluster = Cluster(data_dir, brokers=3)

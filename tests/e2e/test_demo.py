@@ -1,8 +1,8 @@
 """`make demo` end to end: on a small scale the cluster stage and the Spark stage pass, twice
 in a row on the same directory, and nothing of the demo is left running or in /dev/shm (the
 demo checks both and says so). Before it starts anything it refuses a directory a running
-cluster holds or that it did not make; every refusal is the last line,
-``demo FAILED: <reason>``."""
+cluster holds or that it did not make, and a machine without Java; every refusal is the
+last line, ``demo FAILED: <reason>``."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ import pytest
 
 from cluster import KafkaConsumer, KafkaProducer, TopicPartition
 from cluster.supervisor.supervisor import stop_cluster
-from spark_bridge.demo import MARKER
+from spark_bridge.demo import JAVA_PACKAGE, MARKER
 from tests.support.bounds import BOUND, DEMO_BOUND
 from tests.support.paths import ROOT
 
@@ -104,3 +104,25 @@ def test_the_demo_never_deletes_a_directory_it_did_not_make(tmp_path):
         f"will not delete it: give the demo another --data-dir, or remove it yourself")
     assert sorted(os.listdir(mine)) == ["notes.txt"]
     assert (mine / "notes.txt").read_text() == "keep me"
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("java_home", [None, "no-java-here"])
+def test_without_java_the_demo_stops_before_starting_anything(tmp_path, java_home):
+    no_java = tmp_path / "bin"
+    no_java.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(no_java)
+    if java_home is not None:
+        env["JAVA_HOME"] = str(tmp_path / java_home)
+    code, out = run_demo(tmp_path / "demo-data", env=env, timeout=BOUND)
+    assert code == 1, out
+    assert out.count("\n") == 1, out  # one line
+    if java_home is None:
+        assert last_line(out) == (
+            f"demo FAILED: Spark needs a Java runtime and there is none (no java on PATH, "
+            f"JAVA_HOME unset); install one with: sudo apt-get install -y {JAVA_PACKAGE}")
+    else:
+        assert last_line(out).startswith(
+            f"demo FAILED: JAVA_HOME={tmp_path / java_home} has no bin/java")
+    assert not (tmp_path / "demo-data").exists()  # no cluster, not even its directory
