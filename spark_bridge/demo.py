@@ -157,10 +157,13 @@ def claim_data_dir(data_dir):
     running = {b: (dd.read_broker_state(data_dir, b) or {}).get("pid")
                for b in dd.broker_ids(data_dir) if broker_is_alive(data_dir, b)}
     record = read_record(data_dir)
-    if running or (record.get("state") != "stopped" and supervisor_alive(record)):
-        return (f"a ringlog cluster is running in {data_dir} (brokers (id: pid) {running}, "
-                f"supervisor pid {record.get('supervisor_pid')}); stop it with: ringlog cluster "
-                f"stop --data-dir {shlex.quote(data_dir)} (or give the demo another --data-dir)")
+    holders = [f"brokers (id: pid) {running}"] if running else []
+    if record.get("state") != "stopped" and supervisor_alive(record):
+        holders.append(f"supervisor pid {record['supervisor_pid']}")
+    if holders:
+        return (f"a ringlog cluster is running in {data_dir} ({', '.join(holders)}); stop it "
+                f"with: ringlog cluster stop --data-dir {shlex.quote(data_dir)} (or give the "
+                f"demo another --data-dir)")
     marker = os.path.join(data_dir, MARKER)
     if os.path.isfile(marker):
         shutil.rmtree(data_dir)

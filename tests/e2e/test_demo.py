@@ -13,8 +13,10 @@ import sys
 import pytest
 
 from cluster import KafkaConsumer, KafkaProducer, TopicPartition
+from cluster.metadata import data_dir as dd
 from cluster.supervisor.supervisor import stop_cluster
-from spark_bridge.demo import JAVA_PACKAGE, MARKER
+from shm_ring.liveness import process_start_time
+from spark_bridge.demo import JAVA_PACKAGE, MARKER, claim_data_dir
 from tests.support.bounds import BOUND, DEMO_BOUND
 from tests.support.paths import ROOT
 
@@ -90,6 +92,21 @@ def test_the_demo_refuses_a_directory_a_running_cluster_holds(e2e):
         consumer.assign([TopicPartition("kept", 0)])
         assert consumer.end_offsets([TopicPartition("kept", 0)]) == {
             TopicPartition("kept", 0): 10}
+
+
+@pytest.mark.parametrize("state", ["starting", "serving", "stopping"])
+def test_a_live_supervisor_holds_the_directory_even_with_no_broker_running(tmp_path, state):
+    (tmp_path / MARKER).write_text("")
+    record = {"state": state, "supervisor": "embedded", "supervisor_pid": os.getpid(),
+              "supervisor_start_time": process_start_time(os.getpid())}
+    dd.write_json(str(tmp_path / dd.CLUSTER_JSON), record)
+    assert claim_data_dir(str(tmp_path)) == (
+        f"a ringlog cluster is running in {tmp_path} (supervisor pid {os.getpid()}); stop it "
+        f"with: ringlog cluster stop --data-dir {tmp_path} (or give the demo another --data-dir)")
+    assert sorted(os.listdir(tmp_path)) == sorted([MARKER, dd.CLUSTER_JSON])
+    dd.write_json(str(tmp_path / dd.CLUSTER_JSON), {**record, "state": "stopped"})
+    assert claim_data_dir(str(tmp_path)) is None  # the demo's own, stopped: made afresh
+    assert os.listdir(tmp_path) == [MARKER]
 
 
 @pytest.mark.multiprocess
