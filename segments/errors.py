@@ -26,9 +26,12 @@ class KafkaError(Exception):
     invalid_metadata = False
 
     def __str__(self):
+        """The message; without one, Kafka's ``description`` (as Java's ``Errors.exception()``
+        words it), else empty. The class name is not repeated here: a traceback, ``repr`` and
+        the tools' one-line errors name it already (kafka-python's prefix made it twice)."""
         if not self.args:
-            return type(self).__name__
-        return f"{type(self).__name__}: {super().__str__()}"
+            return self.description or ""
+        return super().__str__()
 
 
 class RetriableError(KafkaError):
@@ -47,6 +50,7 @@ class BrokerResponseError(KafkaError):
     """An error a broker reports with an error code; ``errno`` is that code."""
 
     def __str__(self):
+        """``[Error <errno>] <message>``: the code as kafka-python shows it."""
         return f"[Error {self.errno}] {super().__str__()}"
 
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from cluster.metadata import data_dir as dd
 from cluster.tools import topics
 from tests.support.tools import run_tool, tool_cluster
 
@@ -162,3 +163,12 @@ def test_unavailable_partitions_while_a_broker_is_down(cluster, capsys):
         assert all("\tLeader: none\t" in line for line in lines)
     finally:
         cluster.start_broker(1)
+
+
+def test_a_stopped_cluster_is_one_line_saying_how_to_start_it(tmp_path, capsys):
+    cluster_id = dd.ensure_cluster_id(tmp_path)
+    assert run_tool(topics, "--bootstrap-server", tmp_path, "--list") == 1
+    assert capsys.readouterr().err == (
+        f"Error while executing topic command : NoBrokersAvailable: cluster {cluster_id} in "
+        f"{tmp_path} is not running (no broker process is alive); start it with: ringlog "
+        f"cluster start --data-dir {tmp_path} --detach\n")
