@@ -408,7 +408,8 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
 
     A foreground or detached supervisor is asked to stop (SIGTERM) and waited for; brokers
     still running after that (an embedded or dead supervisor) get SIGTERM by the pid in
-    their broker.json, SIGKILL after ``timeout``; then the metadata page and the cluster's
+    their broker.json, SIGKILL after ``timeout``, and their processes are waited for until
+    they are gone (SIGKILL at the same deadline); then the metadata page and the cluster's
     shared-memory objects are removed. KafkaStorageError (one line) if D is not a usable
     directory.
     """
@@ -416,6 +417,9 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
     dd.check_data_dir(data_dir)
     record = read_record(data_dir)
     before = running_brokers(data_dir)
+    # A broker releases its lock a moment before its process exits: "stopped" means gone.
+    processes = [(pid, process_start_time(pid)) for pid in before.values()
+                 if isinstance(pid, int) and pid > 0]
     if (record.get("supervisor") in ("foreground", "detached") and supervisor_alive(record)
             and record["supervisor_pid"] != os.getpid()):
         os.kill(record["supervisor_pid"], signal.SIGTERM)
@@ -433,6 +437,13 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
     for pid in remaining.values():
         if isinstance(pid, int) and pid > 0:
             _signal(pid, signal.SIGKILL)
+    alive = [(pid, start) for pid, start in processes
+             if start is not None and is_alive(pid, start)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(_WAIT_STEP)
+        alive = [(pid, start) for pid, start in alive if is_alive(pid, start)]
+    for pid, _start in alive:
+        _signal(pid, signal.SIGKILL)
     cluster_id = dd.read_cluster_id(data_dir)
     if cluster_id is not None:
         try:

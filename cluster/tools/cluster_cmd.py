@@ -52,6 +52,7 @@ from cluster.supervisor.supervisor import (
     serve_until_signalled,
     stop_cluster,
 )
+from cluster.tools.support import fail
 
 #: Exit codes of ``status`` (as ``systemctl status``: 3 = not running, 4 = unknown).
 STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING, STATUS_UNKNOWN = 0, 1, 3, 4
@@ -110,13 +111,12 @@ def _start(args):
                 f"(0..{args.brokers - 1}) from the supervisor")
         BrokerConfig(config, data_dir=data_dir)
     except (OSError, InvalidConfigurationError) as exc:
-        print(f"bad broker configuration: {exc}", file=sys.stderr)
+        fail(exc, "bad broker configuration: ")
         return 2
     try:
         dd.check_data_dir(data_dir)
     except KafkaStorageError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+        return fail(exc)
     dd.set_private_umask()  # this process is the supervisor, or starts it
     if args.detach:
         return _start_detached(args, data_dir, config)
@@ -202,8 +202,7 @@ def _stop(args):
     try:
         stopped = stop_cluster(data_dir, timeout=args.timeout)
     except KafkaStorageError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+        return fail(exc)
     cluster_id = dd.read_cluster_id(data_dir)
     if stopped:
         print(f"stopped brokers {stopped} of cluster {cluster_id} in {data_dir}")
@@ -216,7 +215,7 @@ def _status(args):
     try:
         status = cluster_status(args.data_dir)
     except KafkaStorageError as exc:
-        print(exc, file=sys.stderr)
+        fail(exc)
         return STATUS_UNKNOWN
     if status["cluster_id"] is None:
         print(f"no cluster in {status['data_dir']} (no {dd.META_PROPERTIES})")

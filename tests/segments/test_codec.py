@@ -389,7 +389,7 @@ def test_decompression_stops_at_the_limit_naming_offset_codec_and_limit(codec, w
     assert decompress(codec, blob, len(data), 42) == data
     with pytest.raises(CorruptRecordError) as e:
         decompress(codec, blob, len(data) - 1, 42)
-    assert str(e.value).startswith("[Error 2] CorruptRecordError: batch at offset 42: "
+    assert str(e.value).startswith("[Error 2] batch at offset 42: "
                                    f"{CODEC_NAMES[codec]}: ")
     assert f"inflate past the limit of {len(data) - 1} bytes" in str(e.value)
 

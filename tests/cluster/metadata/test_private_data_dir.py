@@ -70,7 +70,7 @@ def test_a_data_directory_that_is_a_file_is_one_line(tmp_path):
         with pytest.raises(KafkaStorageError) as failure:
             call(str(path))
         assert str(failure.value) == (
-            f"[Error 56] KafkaStorageError: data directory {path} is not a directory (it is a "
+            f"[Error 56] data directory {path} is not a directory (it is a "
             f"regular file); give a directory, or a path that does not exist yet")
     with pytest.raises(KafkaStorageError, match=f"data directory {path}/d cannot be used: "
                                                 f"Not a directory"):

@@ -48,6 +48,14 @@ def running(pid):
     return process_start_time(pid) is not None
 
 
+def _command_line(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
 @pytest.fixture
 def data_dir(tmp_path):
     """A data directory; afterwards every process it recorded is killed and its cluster's
@@ -59,7 +67,7 @@ def data_dir(tmp_path):
     pids += [(dd.read_broker_state(path, b) or {}).get("pid") for b in dd.broker_ids(path)]
     for pid in pids:
         if isinstance(pid, int) and pid != os.getpid() and running(pid):
-            leftovers.append(pid)
+            leftovers.append((pid, _command_line(pid)))
             os.kill(pid, signal.SIGKILL)
     cluster_id = dd.read_cluster_id(path)
     if cluster_id is not None:
@@ -425,8 +433,9 @@ def test_two_foreground_starts_at_once_one_serves_the_other_says_who(data_dir):
 def test_a_data_directory_that_is_a_file_is_one_line_everywhere(tmp_path):
     path = tmp_path / "file"
     path.write_text("not a directory")
-    line = (f"[Error 56] KafkaStorageError: data directory {path} is not a directory (it is a "
-            f"regular file); give a directory, or a path that does not exist yet\n")
+    message = (f"[Error 56] data directory {path} is not a directory (it is a regular file); "
+               f"give a directory, or a path that does not exist yet")
+    line = f"KafkaStorageError: {message}\n"
     for args, code in ((["start"], 1), (["start", "--detach"], 1), (["stop"], 1),
                        (["status"], 4)):
         done = cli(*args, "--data-dir", str(path), "--broker-command", " ".join(FAKE)) \
@@ -434,7 +443,7 @@ def test_a_data_directory_that_is_a_file_is_one_line_everywhere(tmp_path):
         assert (done.returncode, done.stderr, done.stdout) == (code, line, ""), args
     with pytest.raises(KafkaStorageError) as failure:
         Cluster(path, broker_command=FAKE)
-    assert f"{failure.value}\n" == line
+    assert str(failure.value) == message
     assert path.read_text() == "not a directory"
 
 
