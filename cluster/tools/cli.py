@@ -14,6 +14,8 @@ import sys
 COMMANDS = {
     "cluster": ("cluster.tools.cluster_cmd", "start, stop or report the broker processes of a data "
                                              "directory [kafka-server-start / -stop]"),
+    "broker": ("cluster.tools.broker_cmd", "start, stop or kill one broker of a running cluster "
+                                           "[kafka-server-start / -stop, per broker]"),
     "topics": ("cluster.tools.topics", "create, list, describe, alter and delete topics "
                                        "[kafka-topics]"),
     "console-producer": ("cluster.tools.console_producer", "send lines of standard input as "

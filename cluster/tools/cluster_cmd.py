@@ -3,7 +3,7 @@
 ::
 
     ringlog cluster start --data-dir D --brokers N [--config server.properties]
-                          [--override key=value ...] [--detach]
+                          [--override key=value ...] [--detach] [--restart-on-failure]
     ringlog cluster stop --data-dir D
     ringlog cluster status --data-dir D
 
@@ -11,14 +11,21 @@
 prints the cluster id, the brokers and their pids. Without ``--detach`` it stays in the
 foreground until Ctrl-C or SIGTERM, then stops the cluster; with ``--detach`` a supervisor
 process keeps the cluster in the background (its log: D/supervisor.log) and the command
-returns. Broker settings come from a properties file (``--config``, as
+returns. Either supervisor watches its brokers: a broker that exits on purpose (SIGTERM,
+``ringlog broker stop|kill``) is ``stopped``, any other exit is logged as ``crashed``; with
+``--restart-on-failure`` it restarts a crashed broker after 1 s, doubling per crash up to
+60 s (reset once the broker had run 60 s). ``start`` on a D whose (watching) supervisor is
+alive but some of whose brokers are down starts those brokers through it (``ringlog broker
+start``'s way) and prints one line per broker started; with every broker running it
+refuses as before. Broker settings come from a properties file (``--config``, as
 ``kafka-server-start.sh`` reads it) and ``--override`` pairs (these win). Starting again on
 the same D keeps the cluster id and recovers every topic and record. ``--broker-command``
 replaces ``python -m replica_proc`` (to run brokers under a profiler, say).
 
 ``stop`` stops the cluster of D gracefully from any shell (SIGKILL after ``--timeout``),
-removing its shared memory. ``status`` prints the supervisor, each broker (pid, state,
-alive), the controller and the topics; it exits 0 when every broker of the cluster runs,
+removing its shared memory. ``status`` prints the supervisor, one row per broker (id, pid,
+state: starting, serving, stopping, stopped or crashed, since when, and whether it is the
+controller), the controller and the topics; it exits 0 when every broker of the cluster runs,
 3 when some do not, 1 when D holds no cluster, 4 when D cannot be read.
 
 One supervisor per D (its lock, ``D/supervisor.lock``): a ``start`` on a D another
@@ -37,12 +44,15 @@ import sys
 import time
 
 from cluster.config import BrokerConfig, load_properties, parse_overrides
-from cluster.errors import InvalidConfigurationError, KafkaStorageError
+from cluster.errors import BrokerNotAvailableError, InvalidConfigurationError, KafkaStorageError
 from cluster.metadata import data_dir as dd
+from cluster.metadata.broker_lock import broker_is_alive
+from cluster.supervisor.broker_control import start_brokers
 from cluster.supervisor.supervisor import (
     BROKER_COMMAND,
     START_TIMEOUT,
     STOP_TIMEOUT,
+    WATCHING_KINDS,
     Supervisor,
     cluster_status,
     lock_or_explain,
@@ -51,6 +61,7 @@ from cluster.supervisor.supervisor import (
     read_record,
     serve_until_signalled,
     stop_cluster,
+    supervising,
 )
 from cluster.tools.support import fail
 
@@ -77,6 +88,8 @@ def add_arguments(parser):
                             "e.g. to run brokers under a profiler")
     start.add_argument("--start-timeout", type=float, default=START_TIMEOUT,
                        help=f"seconds each broker may take to serve (default {START_TIMEOUT})")
+    start.add_argument("--restart-on-failure", action="store_true",
+                       help="restart a broker that crashed, after 1 s doubling to 60 s")
     stop = commands.add_parser("stop", help="stop the cluster of a data directory")
     stop.add_argument("--data-dir", required=True)
     stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT,
@@ -118,14 +131,47 @@ def _start(args):
     except KafkaStorageError as exc:
         return fail(exc)
     dd.set_private_umask()  # this process is the supervisor, or starts it
+    missing = _missing_brokers(data_dir, args.brokers)
+    if missing:
+        return _start_missing(args, data_dir, missing)
     if args.detach:
         return _start_detached(args, data_dir, config)
     supervisor = Supervisor(data_dir, range(args.brokers), config, kind="foreground",
                             broker_command=shlex.split(args.broker_command),
-                            start_timeout=args.start_timeout)
+                            start_timeout=args.start_timeout,
+                            restart_on_failure=args.restart_on_failure)
     if not lock_or_explain(supervisor):
         return 1
     return serve_until_signalled(supervisor, on_started=_print_foreground)
+
+
+def _missing_brokers(data_dir, brokers):
+    """The brokers (of the record and ids 0..brokers-1) that are down while a watching
+    supervisor serves ``data_dir``; [] otherwise: a start then goes the usual way (and with
+    a supervisor still starting the cluster, or every broker up, gets DataDirInUseError)."""
+    record = read_record(data_dir)
+    if (record.get("supervisor") not in WATCHING_KINDS or not supervising(record)
+            or record.get("state") != "serving"):
+        return []
+    ids = sorted(set(record.get("brokers", [])) | set(range(brokers)))
+    return [b for b in ids if not broker_is_alive(data_dir, b)]
+
+
+def _start_missing(args, data_dir, missing):
+    """Have the running supervisor start the ``missing`` brokers; one line per broker."""
+    record = read_record(data_dir)
+    if args.config or args.override or args.restart_on_failure:
+        print(f"ignoring --config, --override and --restart-on-failure: the running supervisor "
+              f"(pid {record.get('supervisor_pid')}) starts brokers with its own settings",
+              file=sys.stderr)
+    try:
+        started = start_brokers(data_dir, missing, timeout=args.start_timeout)
+    except BrokerNotAvailableError as exc:
+        return fail(exc)
+    for broker_id, pid in sorted(started.items()):
+        print(f"started broker {broker_id} (pid {pid}) of cluster {record.get('cluster_id')} "
+              f"in {data_dir}", flush=True)
+    return 0
 
 
 def _print_foreground(supervisor):
@@ -140,6 +186,8 @@ def _start_detached(args, data_dir, config):
     argv = [sys.executable, "-m", "cluster.supervisor.supervisor", "--data-dir", data_dir,
             "--brokers", str(args.brokers), "--start-timeout", str(args.start_timeout),
             "--broker-command", args.broker_command]
+    if args.restart_on_failure:
+        argv.append("--restart-on-failure")
     argv += override_args(config)
     log_path = os.path.join(data_dir, dd.SUPERVISOR_LOG)
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -226,12 +274,7 @@ def _status(args):
     if supervisor is not None:
         print(f"supervisor: pid {supervisor['pid']} ({supervisor['kind']}), "
               f"{'running' if supervisor['alive'] else 'not running'}")
-    for broker_id, broker in status["brokers"].items():
-        if broker["alive"]:
-            print(f"broker {broker_id}: pid {broker['pid']}, {broker['state']}")
-        else:
-            print(f"broker {broker_id}: not running (last state {broker['state']}, pid "
-                  f"{broker['pid']})")
+    _print_brokers(status["brokers"], status.get("controller_id", -1))
     if "controller_id" in status:
         topics = status["topics"]
         print(f"controller: broker {status['controller_id']} (metadata version "
@@ -241,3 +284,23 @@ def _status(args):
     brokers = status["brokers"].values()
     running = bool(status["brokers"]) and all(b["alive"] for b in brokers)
     return STATUS_RUNNING if running else STATUS_NOT_RUNNING
+
+
+BROKER_COLUMNS = ("BROKER", "PID", "STATE", "SINCE", "CONTROLLER")
+
+
+def _print_brokers(brokers, controller_id):
+    """One row per broker, Kafka tools' way: upper-case headers, "-" for unknown."""
+    rows = [BROKER_COLUMNS]
+    for broker_id, broker in brokers.items():
+        since = broker["since"]
+        state = broker["state"] or "-"
+        if broker["exit"] and state in ("stopped", "crashed"):
+            state = f"{state} ({broker['exit']})"
+        rows.append((str(broker_id), str(broker["pid"] or "-"), state,
+                     "-" if since is None else time.strftime("%Y-%m-%d %H:%M:%S",
+                                                             time.localtime(since)),
+                     "yes" if broker_id == controller_id else "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(BROKER_COLUMNS))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
