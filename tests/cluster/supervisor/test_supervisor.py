@@ -686,6 +686,11 @@ def test_restart_on_failure_brings_a_killed_broker_back(data_dir):
             in log_text
         assert "restarting broker 0 (restart 1)" in log_text
         assert status_rows(data_dir)[0] == 0
+        os.kill(pid, signal.SIGTERM)  # from anywhere: a clean exit (code 0) is no failure
+        wait_gone(pid)
+        time.sleep(1.5)  # past the first backoff
+        assert "0" not in read_record(data_dir)["pids"]
+        assert status_rows(data_dir)[1][0][:2] == (str(pid), "stopped (exit code 0)")
     finally:
         assert cli("stop", "--data-dir", str(data_dir)).returncode == 0
 
