@@ -744,3 +744,19 @@ def test_broker_start_without_a_watching_supervisor_says_what_to_run(data_dir):
         f"runs there (a broker needs one); `ringlog cluster start --data-dir {d} --brokers 2 "
         f"--detach` starts the cluster\n")
     assert not (data_dir / "broker-1" / "supervisor.request").exists()
+
+
+@pytest.mark.multiprocess
+def test_broker_stop_of_a_broker_that_ignores_sigterm_says_to_kill_it(data_dir):
+    d = str(data_dir)
+    with Cluster(data_dir, brokers=1, broker_command=FAKE + ["--ignore-sigterm"],
+                 stop_timeout=1.0) as cluster:
+        pid = cluster.pids()[0]
+        stuck = broker_cli("stop", "--data-dir", d, "--id", "0", "--timeout", "0.5")
+        assert stuck.returncode == 1 and stuck.stderr == (
+            f"BrokerNotAvailableError: [Error 8] broker 0 (pid {pid}) of {d} did not stop "
+            f"within 0.5 s of SIGTERM; `ringlog broker kill --data-dir {d} --id 0` kills it\n")
+        assert running(pid)
+        killed = broker_cli("kill", "--data-dir", d, "--id", "0")
+        assert killed.stdout == f"killed broker 0 (pid {pid}) of {d}\n", killed.stderr
+        assert not running(pid)
