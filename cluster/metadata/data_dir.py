@@ -15,6 +15,8 @@
         broker.lock             flock(LOCK_EX) held while the broker runs (broker_lock.py)
         broker.json             {"pid": .., "state": "starting|serving|stopping"}, atomic
         broker.log              the broker process's stdout and stderr
+        supervisor.request      a start/stop/kill asked of the supervisor by
+                                ``ringlog broker`` (cluster.supervisor.requests)
         <topic>-<partition>/    partition logs
 
 Files are written as Kafka writes its checkpoints: to ``<name>.tmp``, fsynced, renamed over
