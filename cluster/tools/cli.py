@@ -16,6 +16,8 @@ COMMANDS = {
                                              "directory [kafka-server-start / -stop]"),
     "topics": ("cluster.tools.topics", "create, list, describe, alter and delete topics "
                                        "[kafka-topics]"),
+    "get-offsets": ("cluster.tools.get_offsets", "print the offsets of topic partitions at a time, "
+                                                 "the earliest or the latest [kafka-get-offsets]"),
     "console-producer": ("cluster.tools.console_producer", "send lines of standard input as "
                                                            "records [kafka-console-producer]"),
     "console-consumer": ("cluster.tools.console_consumer", "print records to standard output "
