@@ -16,7 +16,7 @@ from cluster.admin.kafka_admin_client import (
 from cluster.config.dynamic import ConfigResourceType
 from cluster.errors import InvalidRequestError
 from cluster.producer.kafka_producer import KafkaProducer
-from cluster.tools import configs
+from cluster.tools import configs, topics
 from cluster.tools.support import ToolError
 from tests.support.tools import run_tool, tool_cluster
 
@@ -90,6 +90,11 @@ def test_broker_defaults_apply_to_every_log(cluster, capsys):
     try:
         produce(cluster, "defaults")
         assert segments(cluster, "defaults", leader) >= 3
+        # kafka-topics shows the configs not at Kafka's default, the brokers' ones included.
+        assert run_tool(topics, "--bootstrap-server", cluster.bootstrap_servers, "--describe",
+                        "--topic", "defaults") == 0
+        assert capsys.readouterr().out.splitlines()[0].endswith(
+            "\tConfigs: segment.bytes=1024")
         code, out, _ = config_tool(cluster, capsys, "--entity-type", "brokers", "--describe")
         assert out == [
             "Dynamic configs for broker 0 are:", "Dynamic configs for broker 1 are:",
