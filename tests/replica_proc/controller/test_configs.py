@@ -167,3 +167,21 @@ def test_describe_gives_kafkas_sources_and_synonyms():
     assert [(e.name, e.value, e.source) for e in
             describe_broker(static, dynamic, 1, cluster_default=True)] == [
         ("log.segment.bytes", "20000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+
+
+def test_configs_that_would_overflow_the_metadata_page_are_refused(tmp_path):
+    small = Env(tmp_path, page_size=8192)
+    try:
+        small.start_broker(0)
+        active = small.controller(0)
+        small.poll(active)
+        active.create_topics([{"name": "t", "num_partitions": 1}])
+        version = small.page.read().version
+        huge = ",".join(["delete"] * 2000)  # valid, and kept as given
+        ((code, message),) = active.alter_configs(
+            [(TOPIC, "t", [("cleanup.policy", SET, huge)])]).values()
+        assert code == InvalidConfigurationError.errno
+        assert "metadata page" in message and "topic 't'" in message
+        assert small.page.read().version == version
+    finally:
+        small.close()
