@@ -11,7 +11,9 @@
   image, any directory the image does not place here (a stray left by a deletion this
   broker missed);
 - topic configs become each log's ``LogConfig`` (``BrokerConfig.log_config``) and the
-  partition's ``min.insync.replicas``.
+  partition's ``min.insync.replicas``, over the broker's defaults: its server.properties
+  under the image's dynamic broker configs (``cluster.config.dynamic``), so a changed
+  topic config or broker default reaches every open log without a restart.
 
 An image of version 0 (the empty page before any controller published) is ignored: it
 says nothing about which logs to keep.
@@ -30,6 +32,7 @@ import logging
 import os
 import shutil
 
+from cluster.config.dynamic import effective_broker_config
 from cluster.errors import (
     InvalidConfigurationError,
     KafkaStorageError,
@@ -57,6 +60,8 @@ class ReplicaManager:
     def __init__(self, broker_id, log_dir, config, clock=None):
         self.broker_id = broker_id
         self.log_dir = os.fspath(log_dir)
+        self.static_config = config
+        #: ``static_config`` with the dynamic broker configs of the image applied.
         self.config = config
         self.clock = clock
         self.image = None
@@ -110,6 +115,8 @@ class ReplicaManager:
         if image.version == 0:
             return set()
         first = self.image is None
+        if first or image.broker_configs != self.image.broker_configs:
+            self._apply_broker_configs(image.broker_configs)
         self.image = image
         hosted = {(state.topic, state.partition): state
                   for state in image.partitions_on(self.broker_id)}
@@ -140,6 +147,16 @@ class ReplicaManager:
         for name in self._topic_settings.keys() - image.topics.keys():
             del self._topic_settings[name]
         return changed
+
+    def _apply_broker_configs(self, broker_configs):
+        try:
+            self.config = effective_broker_config(self.static_config, broker_configs,
+                                                  self.broker_id)
+        except InvalidConfigurationError as exc:  # valid on the controller, not here
+            log.error("dynamic broker configs %s: %s; keeping the previous ones",
+                      broker_configs, exc)
+            return
+        self._topic_settings.clear()
 
     def _settings(self, info):
         """``(LogConfig, min.insync.replicas)`` of a topic, rebuilt when its configs change."""

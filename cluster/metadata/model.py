@@ -82,7 +82,9 @@ class MetadataImage:
     """One published version of the whole cluster's metadata.
 
     ``version`` grows by one with every change the controller publishes; readers compare it
-    to know whether anything changed.
+    to know whether anything changed. ``broker_configs`` are the dynamic broker configs:
+    ``{"": the cluster-wide default, "<broker id>": that broker's}``, each ``{broker key:
+    value}`` (``cluster.config.dynamic``).
     """
 
     version: int
@@ -90,6 +92,7 @@ class MetadataImage:
     controller_id: int
     brokers: dict
     topics: dict
+    broker_configs: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def empty(cls, cluster_id):
@@ -133,6 +136,7 @@ class MetadataImage:
                  [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr)]
                   for p in t.partitions]]
                 for t in self.topics.values()],
+            "broker_configs": self.broker_configs,
         }, separators=(",", ":"))
 
     @classmethod
@@ -146,4 +150,5 @@ class MetadataImage:
                 tuple(PartitionState(name, n, leader, epoch, tuple(replicas), tuple(isr))
                       for n, (leader, epoch, replicas, isr) in enumerate(partitions)),
                 configs, internal)
-        return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics)
+        return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics,
+                   raw.get("broker_configs", {}))

@@ -24,6 +24,9 @@ NotControllerError, which the handler turns into the NOT_CONTROLLER error code):
   "configs"}], validate_only)`` (CreateTopics),
 - ``delete_topics([names])`` (DeleteTopics),
 - ``create_partitions({name: (count, assignments)}, validate_only)`` (CreatePartitions),
+- ``alter_configs([(resource_type, name, ops)], validate_only, replace)`` (AlterConfigs
+  with ``replace``, IncrementalAlterConfigs without; ``cluster.config.dynamic``), keyed
+  by ``(resource_type, name)``,
 
 each returning ``{topic: (error_code, error_message)}`` — ``(0, None)`` on success, else
 Kafka's code and a message naming the bad value — as the responses carry them. All
@@ -42,8 +45,10 @@ import logging
 import os
 import time
 
+from cluster.config import dynamic
 from cluster.errors import (
     BrokerResponseError,
+    InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicationAssignmentError,
     InvalidReplicationFactorError,
@@ -228,9 +233,10 @@ class Controller:
 
     def _election_records(self, live):
         records = []
+        config = dynamic.effective_broker_config(self.broker_config,
+                                                 self._image.broker_configs, self.broker_id)
         for topic in self._image.topics.values():
-            unclean = self.broker_config.topic_config(topic.configs)[
-                "unclean.leader.election.enable"]
+            unclean = config.topic_config(topic.configs)["unclean.leader.election.enable"]
             for state in topic.partitions:
                 new = elect(state, live, unclean)
                 if new is not state:
@@ -465,6 +471,48 @@ class Controller:
             replica_lists = assign_replicas(live, adding, factor, start,
                                             start_partition=current)
         return self._new_partitions(image, name, replica_lists, current)
+
+    # -- AlterConfigs, IncrementalAlterConfigs --------------------------------------------------
+
+    def alter_configs(self, resources, validate_only=False, replace=False):
+        """Change dynamic configs: ``resources`` are ``(resource_type, name, ops)``, ops
+        ``(key, AlterConfigOp, value)``; ``replace``: AlterConfigs (the configs given
+        replace all the resource's), else IncrementalAlterConfigs. Returns ``{(resource_type,
+        name): (error_code, message)}``; the accepted changes are committed as one batch."""
+        self._require_active()
+        keys = [(resource_type, name) for resource_type, name, _ in resources]
+        results = {}
+        records = []
+        staged = self._image
+        for resource_type, name, ops in resources:
+            key = (resource_type, name)
+            if keys.count(key) > 1:
+                results[key] = (InvalidRequestError.errno,
+                                f"resource {name!r} of type {resource_type} appears "
+                                f"{keys.count(key)} times in the request")
+                continue
+            kind = (mr.TOPIC_RESOURCE if resource_type == dynamic.ConfigResourceType.TOPIC
+                    else mr.BROKER_RESOURCE)
+            try:
+                changes = dynamic.plan_change(self.broker_config, staged, resource_type,
+                                              name, ops, replace)
+                record = mr.config_record(kind, name, changes)
+                new = mr.apply(staged, [record], staged.version)
+                if len(new.to_json()) > self.page.capacity:
+                    raise InvalidConfigurationError(
+                        f"{kind} {name!r}: with these configs the metadata image would be "
+                        f"{len(new.to_json())} bytes, more than the {self.page.capacity} "
+                        f"the metadata page holds")
+            except BrokerResponseError as exc:
+                results[key] = _error(exc)
+                continue
+            results[key] = NO_ERROR
+            if changes and not validate_only:
+                staged = new
+                records.append(record)
+        if records:
+            self._commit(records)
+        return results
 
     # -- committing -----------------------------------------------------------------------------
 
