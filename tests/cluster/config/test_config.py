@@ -436,7 +436,8 @@ BAD_BROKER_VALUES = [
     ("ringlog.park.timeout.ms", "0"), ("log.flush.interval.ms", "-5"),
     ("log.flush.scheduler.interval.ms", "-1"), ("log.roll.ms", "0"), ("log.retention.ms", "x"),
     ("log.retention.minutes", "0"), ("log.cleaner.min.compaction.lag.ms", "-1"),
-    ("group.max.session.timeout.ms", "-1"),
+    ("group.max.session.timeout.ms", "-1"), ("ringlog.max.open.segment.files", "-2"),
+    ("ringlog.max.partitions.per.broker", "x"),
 ]
 
 
