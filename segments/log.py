@@ -124,6 +124,12 @@ class LogSlice:
     one (it may be below the offset asked for: a batch is never split). Valid until the
     owner's next call that can delete segments; a slice of a deleted segment raises
     KafkaStorageError instead of reading whatever file reused its descriptor.
+
+    The process's file cache (``segments.file_cache``) may release the segment's files
+    between ``read_slice`` and the read (a fetch gathers slices of many partitions before
+    it copies them): ``read_into`` and ``tobytes`` ask the segment for its descriptor when
+    they read, which reopens the file. ``fd`` is therefore valid only until this process
+    next opens a segment file.
     """
 
     __slots__ = ("segment", "position", "size", "first_offset")

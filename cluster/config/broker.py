@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import logging
 import os
-import resource
 import time
 
 from cluster.config.keys import (
@@ -73,6 +72,7 @@ from cluster.config.keys import (
 from cluster.config.properties import load_properties, parse_overrides
 from cluster.errors import InvalidConfigurationError
 from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
+from segments.file_cache import open_files_limit
 from segments.log_config import INT_MAX, KNOWN_KEYS, LONG_MAX, InvalidLogConfigError, LogConfig
 from shm_ring import ring_descriptor
 
@@ -306,12 +306,6 @@ class BrokerConfig(FrozenConfig):
         """How this broker waits on its rings (spin, then park)."""
         return wait_policy(self["ringlog.spin.iterations"], self["ringlog.park.timeout.ms"],
                            clock)
-
-
-def open_files_limit():
-    """This process's RLIMIT_NOFILE soft limit (INT_MAX when unlimited)."""
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return INT_MAX if soft == resource.RLIM_INFINITY else min(soft, INT_MAX)
 
 
 def _rebuild(props, data_dir):
