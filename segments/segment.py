@@ -217,6 +217,11 @@ class Segment:
             self._opened()
         return fd
 
+    @property
+    def closed(self):
+        """Whether ``close`` or ``delete`` ended the segment (a released one is not)."""
+        return self._closed
+
     def _opened(self):
         FILES.opened(self)
 

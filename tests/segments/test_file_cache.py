@@ -2,19 +2,22 @@
 more logs than the open-file limit allows, slices and scans of released segments, pins."""
 from __future__ import annotations
 
+import errno
 import functools
 import random
 import resource
+import threading
 
 import psutil
 import pytest
 
-from segments import cleaner
+from segments import cleaner, log as partition_log
 from segments.errors import KafkaStorageError
 from segments.file_cache import FILES, FILES_PER_SEGMENT
-from segments.segment import iter_file_batches
+from segments.segment import Segment, iter_file_batches
 from tests.segments.helpers import all_records, open_log, records_of, simple_batch
 from tests.segments.test_cleaner import COMPACT, expected_after_cleaning, fill
+from tests.support.bounds import BOUND
 
 
 def open_fds():
@@ -134,4 +137,49 @@ def test_compaction_scans_old_segments_while_writing_new_ones_under_a_one_segmen
     cleaner.clean(log, force=True)
     assert [(r.offset, r.key, r.value) for r in all_records(log)] == expected_after_cleaning(
         written, cleaned_below, drop_tombstones=False)
+    log.close()
+
+
+def test_rolls_while_the_flusher_is_busy_hold_a_bounded_number_of_descriptors(
+        tmp_path, cache_of):
+    # Each background fsync of a rolled segment holds three descriptors until it runs: a
+    # burst of rolls (thousands of partitions reaching segment.ms together) queued one
+    # set per roll. Past MAX_BACKGROUND_SYNCS waiting, a roll fsyncs its segment itself.
+    cache_of(30)
+    gate = threading.Event()
+    busy = partition_log._flush_executor().submit(gate.wait, BOUND)
+    baseline = open_fds()
+    try:
+        log = open_log(tmp_path / "t-0", **{"segment.bytes": 700})
+        for n in range(300):  # 150 rolls
+            log.append(simple_batch(5, key_prefix=b"%d-" % n))
+        assert len(log.segments) > 3 * partition_log.MAX_BACKGROUND_SYNCS
+        assert open_fds() <= baseline + 30 + 3 * partition_log.MAX_BACKGROUND_SYNCS
+    finally:
+        gate.set()
+        busy.result()
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 1500
+    assert [r.key for r in all_records(log)] == [
+        b"%d-%d" % (n, i) for n in range(300) for i in range(5)]
+    log.close()
+
+
+def test_a_rolled_segment_without_descriptors_for_the_flusher_holds_the_recovery_point(
+        tmp_path, monkeypatch):
+    log = open_log(tmp_path / "t-0", **{"segment.bytes": 700})
+    real = Segment.sync_files
+
+    def no_descriptors(segment):
+        raise OSError(errno.EMFILE, "Too many open files")
+    log.append(simple_batch(5))
+    monkeypatch.setattr(Segment, "sync_files", no_descriptors)
+    log.append(simple_batch(5))  # rolls: no descriptors for the flusher
+    monkeypatch.setattr(Segment, "sync_files", real)
+    log.append(simple_batch(5))  # rolls: fsynced in the background
+    partition_log._flush_executor().submit(lambda: None).result()  # that fsync is done
+    log.append(simple_batch(5))
+    assert log.recovery_point == 0  # the first rolled segment is not fsynced yet
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 20
     log.close()
