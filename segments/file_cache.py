@@ -95,8 +95,10 @@ class FileCache:
 
     def touch(self, segment):
         """``segment`` serves a request: the most recently used, if its files are open."""
-        if segment in self._open:
+        try:
             self._open.move_to_end(segment)
+        except KeyError:  # released: its next open registers it
+            pass
 
     def forget(self, segment):
         """``segment`` closed its files itself (closed or deleted)."""
