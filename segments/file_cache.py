@@ -31,7 +31,8 @@ flushes them; a writeback error no one has seen is reported to it (Linux >= 4.16
 
 Owner: the process — a broker is one process, and all its logs belong to its loop thread,
 the only caller; there is no lock. The flusher thread fsyncs rolled segments through
-descriptors it dups for itself (``Segment.sync_files``), which the cache does not count.
+descriptors it dups for itself (``Segment.sync_files``), which the cache does not count
+(three for each of at most ``segments.log.MAX_BACKGROUND_SYNCS`` waiting fsyncs).
 ``FILES`` is the one instance; the broker sizes it from ``ringlog.max.open.segment.files``.
 """
 from __future__ import annotations

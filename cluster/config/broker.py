@@ -319,6 +319,10 @@ def _check_broker(values):
         raise InvalidConfigurationError(
             f"replica.fetch.wait.max.ms ({wait}) must be at most replica.lag.time.max.ms "
             f"({lag}), to prevent frequent changes in ISR")
+    if values["ringlog.max.open.segment.files"] == 0:
+        raise InvalidConfigurationError(
+            "ringlog.max.open.segment.files (0) must be -1 (derived from RLIMIT_NOFILE) or at "
+            "least 1: a broker must be able to open a segment file")
     ring = values["ringlog.ring.bytes"]
     largest = max(values["message.max.bytes"], values["replica.fetch.max.bytes"])
     if ring_descriptor.max_frame_length(ring) < largest + FRAME_HEADROOM_BYTES:
