@@ -157,11 +157,14 @@ def _group_by_size(segments, plan, max_bytes, end_offset):
 
 
 def _iter_segment_batches(segment):
-    """``(position, view, header)`` of each batch of a segment, CRC checked."""
-    for position, view in iter_file_batches(segment.fd, 0, segment.size):
-        header = BatchHeader(view)
-        header.validate()
-        yield position, view, header
+    """``(position, view, header)`` of each batch of a segment, CRC checked. The segment
+    is pinned while the scan holds its descriptor (the caller writes a new segment
+    meanwhile, whose files could otherwise make the file cache release this one)."""
+    with segment.pinned():
+        for position, view in iter_file_batches(segment.fd, 0, segment.size):
+            header = BatchHeader(view)
+            header.validate()
+            yield position, view, header
 
 
 class _Plan:

@@ -13,6 +13,11 @@ How the bytes are kept differs from Kafka's preallocated mmap, for the same guar
   memory-mapped read-only the first time it is searched (so opening a log with many
   segments maps nothing it does not read).
 
+Files are opened on use: the mutable index's descriptor when entries are written, the map
+when the sealed one is searched. Each open calls ``on_open`` (its segment registers in the
+process's ``file_cache``), and ``release_file()`` (the cache's eviction) closes the
+descriptor or the map, keeping the entries in memory; the next use opens the file again.
+
 The index is never checksummed. ``sanity_check()`` (Kafka's rules, checked over the whole
 file at once when its segment is opened) rejects a file whose length is not a multiple of
 the entry size, or whose entries do not strictly increase in every field, or fall outside
@@ -56,8 +61,10 @@ class _EntryFile:
 
     ENTRY = None  # a struct.Struct, set by the subclass
 
-    def __init__(self, path, base_offset, max_index_size, mutable=True):
+    def __init__(self, path, base_offset, max_index_size, mutable=True, on_open=None):
         self.path = os.fspath(path)
+        #: Called after the index opened its file (its segment's ``file_cache`` hook).
+        self._on_open = on_open
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self.max_entries = max_index_size // self.entry_size
@@ -98,7 +105,12 @@ class _EntryFile:
         if self._mmap is None and self._entries:
             with open(self.path, "rb") as f:
                 self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self._opened()
         return self._mmap
+
+    def _opened(self):
+        if self._on_open is not None:
+            self._on_open()
 
     def entry(self, n):
         """The raw fields of entry ``n`` (relative offsets not yet made absolute)."""
@@ -186,6 +198,7 @@ class _EntryFile:
     def _file_fd(self):
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._opened()
         return self._fd
 
     def write_tail(self):
@@ -228,11 +241,15 @@ class _EntryFile:
             os.close(self._fd)
             self._fd = None
 
+    def release_file(self):
+        """Close the descriptor or the map; the entries stay, and the next use reopens."""
+        self._release_mmap()
+        self._close_fd()
+
     def close(self):
         """Write out pending entries (no fsync: ``flush`` is for durability) and release."""
         self.write_tail()
-        self._release_mmap()
-        self._close_fd()
+        self.release_file()
 
     def rename(self, new_path):
         os.rename(self.path, new_path)
@@ -241,8 +258,7 @@ class _EntryFile:
     def delete(self):
         """Release the file and unlink it; safe to call twice."""
         self._mirror = None
-        self._release_mmap()
-        self._close_fd()
+        self.release_file()
         self._entries = 0
         self._last = None
         try:

@@ -57,6 +57,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import threading
 import time
 from collections import namedtuple
 
@@ -124,6 +125,12 @@ class LogSlice:
     one (it may be below the offset asked for: a batch is never split). Valid until the
     owner's next call that can delete segments; a slice of a deleted segment raises
     KafkaStorageError instead of reading whatever file reused its descriptor.
+
+    The process's file cache (``segments.file_cache``) may release the segment's files
+    between ``read_slice`` and the read (a fetch gathers slices of many partitions before
+    it copies them): ``read_into`` and ``tobytes`` ask the segment for its descriptor when
+    they read, which reopens the file. ``fd`` is therefore valid only until this process
+    next opens a segment file.
     """
 
     __slots__ = ("segment", "position", "size", "first_offset")
@@ -522,7 +529,11 @@ class PartitionLog:
 
         The sealed segment is fsynced by a background thread, as Kafka does, so the
         caller does not wait for the disk; the recovery point moves to the new segment's
-        base offset once that is done (noticed by the next append or flush).
+        base offset once that is done (noticed by the next append or flush). Each
+        background fsync holds three descriptors until it runs, so at most
+        ``MAX_BACKGROUND_SYNCS`` wait in the process: beyond (thousands of partitions
+        rolling at once) the roll fsyncs the sealed segment itself; without descriptors
+        for it at all, the next ``flush()`` does.
         """
         self._check_open()
         base = self.log_end_offset if base_offset is None else base_offset
@@ -541,27 +552,48 @@ class PartitionLog:
                 raise
         except (OSError, LogDirFailureError) as e:
             raise self._storage_error(f"roll to a new segment at offset {base}", e) from e
-        try:
-            sync = old.sync_files()
-        except OSError as e:  # no descriptor for the flusher: the next flush() does it
-            log.warning("log %s: cannot fsync segment %d in the background (%s); the "
-                        "next flush will", self.path, old.base_offset, describe_os_error(e))
-        else:
-            self._pending_flushes.append((_flush_executor().submit(sync), old, base))
+        self._sync_rolled(old, base)
         self._set_segments(self.segments + [segment])
         self.log_end_offset = base
         log.debug("log %s: rolled to segment %d", self.path, base)
         return segment
+
+    def _sync_rolled(self, old, base):
+        """Queue the fsync of the sealed segment ``old`` (see ``roll``): run by the flusher,
+        or now, or (future None) by the next flush(); the recovery point passes ``base``
+        once it is done."""
+        try:
+            sync = old.sync_files()
+        except OSError as e:
+            log.warning("log %s: cannot fsync segment %d in the background (%s); the next "
+                        "flush will", self.path, old.base_offset, describe_os_error(e))
+            future = None
+        else:
+            if _background_syncs.acquire(blocking=False):
+                future = _flush_executor().submit(sync)
+                future.add_done_callback(lambda _: _background_syncs.release())
+            else:
+                future = concurrent.futures.Future()
+                try:
+                    sync()
+                except (OSError, LogDirFailureError) as e:
+                    future.set_exception(e)
+                else:
+                    future.set_result(None)
+        self._pending_flushes.append((future, old, base))
 
     def _complete_pending_flushes(self, wait):
         """Move the recovery point past rolled segments whose background fsync is done
         (all of them when ``wait``), in roll order."""
         while self._pending_flushes:
             future, segment, base = self._pending_flushes[0]
-            if not wait and not future.done():
+            if not wait and (future is None or not future.done()):
                 return
             try:
-                future.result()
+                if future is not None:
+                    future.result()
+                elif not segment.closed:  # a deleted segment needs no fsync
+                    segment.flush()  # the .log; indexes are checked at open, rebuilt if bad
             except (OSError, LogDirFailureError) as e:
                 raise self._storage_error(
                     f"background fsync of rolled segment {segment.log_path}", e) from e
@@ -883,6 +915,10 @@ class PartitionLog:
 
 
 _executor = None
+#: Background fsyncs of rolled segments that may wait at once in the process (each holds
+#: three descriptors of its own until it runs).
+MAX_BACKGROUND_SYNCS = 32
+_background_syncs = threading.BoundedSemaphore(MAX_BACKGROUND_SYNCS)
 
 
 def _flush_executor():

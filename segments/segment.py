@@ -18,6 +18,13 @@ The indexing rule is deterministic, so ``recover()`` rebuilds exactly the entrie
 ``append()`` made, and can resume mid-segment from an index entry below the recovery
 point instead of rescanning the whole segment.
 
+Files are opened on use and kept open through the process's ``file_cache.FILES``, an LRU
+bounded by ``ringlog.max.open.segment.files``: opening a segment stats its .log and
+opens nothing (``create`` opens the new files), and a segment whose files the cache
+released (``release_files``) reopens them the next time it reads or writes. Only
+``close`` and ``delete`` end a segment: after them ``fd`` raises KafkaStorageError
+instead of reopening.
+
 A ``Segment`` does no validation of its own on append (the log validates each batch
 header and CRC before calling it) and holds no lock. Owner: its ``PartitionLog``, whose
 single owning thread is the only caller; a segment with ``mutable`` indexes is the active
@@ -25,6 +32,7 @@ one (or one being recovered, truncated or written by the cleaner).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections import namedtuple
@@ -37,6 +45,7 @@ from segments.errors import (
     LogDirFailureError,
     describe_os_error,
 )
+from segments.file_cache import FILES
 from segments.index import (
     NO_TIMESTAMP,
     CorruptIndexError,
@@ -139,20 +148,26 @@ class Segment:
         self.suffix = suffix
         log_path, index_path, time_index_path = segment_paths(directory, base_offset, suffix)
         self.log_path = log_path
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        self._fd = os.open(log_path, flags, 0o644)
-        self.offset_index = None
+        self._fd = None
+        self._closed = False
+        #: Holders of the raw descriptor across other opens (``pinned``); the cache skips them.
+        self.pins = 0
+        self.offset_index = self.time_index = None
         try:
-            self.size = os.fstat(self._fd).st_size
+            if create:
+                self._fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                self.size = 0
+                FILES.opened(self)
+            else:
+                self.size = os.stat(log_path).st_size
             self.offset_index = OffsetIndex(index_path, base_offset,
-                                            config.segment_index_bytes, mutable)
+                                            config.segment_index_bytes, mutable,
+                                            on_open=self._opened)
             self.time_index = TimeIndex(time_index_path, base_offset,
-                                        config.segment_index_bytes, mutable)
+                                        config.segment_index_bytes, mutable,
+                                        on_open=self._opened)
         except BaseException:
-            os.close(self._fd)
-            self._fd = None
-            if self.offset_index is not None:
-                self.offset_index.close()
+            self._end()
             if create:  # undo the creation, so that creating it again can succeed
                 self._unlink_files()
             raise
@@ -184,11 +199,49 @@ class Segment:
         """An existing segment; ``active`` loads its indexes for appending."""
         return cls(directory, base_offset, config, now_ms, mutable=active, suffix=suffix)
 
+    # -- files (see file_cache) -----------------------------------------------------------
+
     @property
     def fd(self):
-        if self._fd is None:
-            raise KafkaStorageError(f"segment {self.log_path} is closed")
-        return self._fd
+        """The .log's descriptor, reopened if the cache released it; valid until the next
+        file this process opens (that may release it) unless the segment is ``pinned``."""
+        fd = self._fd
+        if fd is None:
+            if self._closed:
+                raise KafkaStorageError(f"segment {self.log_path} is closed")
+            try:
+                fd = self._fd = os.open(self.log_path, os.O_RDWR)
+            except OSError as e:
+                raise KafkaStorageError(f"segment {self.log_path}: reopening it failed with "
+                                        f"{describe_os_error(e)}") from e
+            self._opened()
+        return fd
+
+    @property
+    def closed(self):
+        """Whether ``close`` or ``delete`` ended the segment (a released one is not)."""
+        return self._closed
+
+    def _opened(self):
+        FILES.opened(self)
+
+    @contextlib.contextmanager
+    def pinned(self):
+        """Keep the files open for the block (the cache does not release a pinned segment)."""
+        self.pins += 1
+        try:
+            yield self
+        finally:
+            self.pins -= 1
+
+    def release_files(self):
+        """Close the descriptors and maps (the cache's eviction); reopened on use."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+        for index in (self.offset_index, self.time_index):
+            if index is not None:
+                index.release_file()
 
     def sanity_check(self):
         """Raise CorruptIndexError unless both index files existed when the segment was
@@ -266,7 +319,6 @@ class Segment:
         raises KafkaStorageError naming the file, the position and the offsets.
         """
         end = self.size if end is None else end
-        fd = self.fd
         header = bd.HEADER
         need = bd.HEADER_SIZE
         buf = b""
@@ -275,7 +327,8 @@ class Segment:
         while end - position >= need:
             rel = position - buf_start
             if rel + need > len(buf):
-                buf = os.pread(fd, min(_HEADER_SCAN_CHUNK, end - position), position)
+                # self.fd each time: between yields the cache may release the file
+                buf = os.pread(self.fd, min(_HEADER_SCAN_CHUNK, end - position), position)
                 buf_start, rel = position, 0
                 if len(buf) < need:
                     raise KafkaStorageError(
@@ -357,6 +410,7 @@ class Segment:
         least the first batch when ``min_one_batch`` (KIP-74) — and none holding an offset
         >= ``max_offset``. Returns None when the segment has no batch at or past ``offset``.
         """
+        FILES.touch(self)
         first = self.translate_offset(offset)
         if first is None:
             return None
@@ -452,9 +506,11 @@ class Segment:
         the .log) after truncating what it wrote, and nothing in memory has changed
         (LogDirFailureError if that truncation fails).
         """
+        FILES.touch(self)
         position = self.size
+        fd = self.fd
         try:
-            written = write_all(self.fd, data, position)
+            written = write_all(fd, data, position)
         except OSError as e:
             e.filename = self.log_path
             self._drop_partial_write(position, e)
@@ -600,6 +656,8 @@ class Segment:
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
         interval = self.config.index_interval_bytes
         valid_end = position
+        # The loop holds the raw descriptor: safe, as nothing in it opens a file (which
+        # could make the cache release this one); entries go to the in-memory mirrors.
         for batch_position, view in iter_file_batches(self.fd, position, self.size):
             try:
                 header = BatchHeader(view)
@@ -685,18 +743,21 @@ class Segment:
 
     def close(self):
         """Write out the indexes and close the files; safe to call twice."""
-        if self._fd is None:
+        if self._closed:
             return
         self.offset_index.close()
         self.time_index.close()
-        os.close(self._fd)
-        self._fd = None
+        self._end()
+
+    def _end(self):
+        """Close the files for good: ``fd`` raises from now on."""
+        self._closed = True
+        FILES.forget(self)
+        self.release_files()
 
     def delete(self):
         """Close and unlink the three files; safe to call twice."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._end()
         self.offset_index.delete()
         self.time_index.delete()
         try:

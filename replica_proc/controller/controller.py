@@ -55,6 +55,7 @@ from cluster.errors import (
     InvalidRequestError,
     InvalidTopicError,
     NotControllerError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
@@ -378,6 +379,19 @@ class Controller:
                 f"{what}: the metadata image would be {size} bytes, more than the "
                 f"{self.page.capacity} the metadata page holds")
 
+    def _check_partitions_per_broker(self, image, new, what):
+        """POLICY_VIOLATION if ``new`` puts more partition replicas than
+        ``ringlog.max.partitions.per.broker`` on a broker it adds replicas to: Kafka's
+        proposed ``max.broker.partitions`` (KIP-578), checked before anything is created,
+        as a policy of the cluster refuses a request that is otherwise valid."""
+        limit, source = self.broker_config.max_partitions_per_broker()
+        before, after = _replicas_per_broker(image), _replicas_per_broker(new)
+        for broker, count in sorted(after.items()):
+            if count > limit and count > before.get(broker, 0):
+                raise PolicyViolationError(
+                    f"{what}: broker {broker} would host {count} partition replicas, more "
+                    f"than ringlog.max.partitions.per.broker {limit} ({source})")
+
     # -- DeleteTopics ---------------------------------------------------------------------------
 
     def delete_topics(self, names):
@@ -429,6 +443,7 @@ class Controller:
             try:
                 planned = plan(staged)
                 new = mr.apply(staged, planned, staged.version)
+                self._check_partitions_per_broker(staged, new, f"topic {name!r}")
                 self._check_fits(new, f"topic {name!r}")
             except BrokerResponseError as exc:
                 results[name] = _error(exc)
@@ -544,6 +559,16 @@ class Controller:
         if self._lock_fd is not None:
             fd, self._lock_fd = self._lock_fd, None
             os.close(fd)
+
+
+def _replicas_per_broker(image):
+    """Broker id -> the partition replicas ``image`` places on it."""
+    counts = {}
+    for topic in image.topics.values():
+        for state in topic.partitions:
+            for broker in state.replicas:
+                counts[broker] = counts.get(broker, 0) + 1
+    return counts
 
 
 def _error(exc):

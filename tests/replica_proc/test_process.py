@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 
+import psutil
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -283,3 +284,64 @@ def test_auto_creation_is_forwarded_to_the_controller_broker(cluster):
         topic = client.call(metadata_request(["auto-made"])).topics[0]
         return topic.error_code == ErrorCode.none and len(topic.partitions) == 1
     wait_for(created, "the controller to create the forwarded topic")
+
+
+# -- many partitions -------------------------------------------------------------------------
+
+MANY = 400
+SPREAD = range(0, MANY, 8)  # 50 partitions across the range
+
+
+def fetch_spread(client, offset=0):
+    """``{partition: [(offset, value)]}`` of one Fetch over the partitions of SPREAD."""
+    response = client.call(fetch_request([("many", p, offset) for p in SPREAD]))
+    out = {}
+    for data in response.responses[0].partitions:
+        assert data.error_code == ErrorCode.none, data
+        out[data.partition_index] = [(r.offset, r.value) for r in iter_records(data.records)]
+    return out
+
+
+@pytest.mark.slow
+def test_a_broker_hosts_more_partitions_than_it_could_keep_files_open_for(cluster):
+    # 400 partitions on a broker that may open 256 files: keeping the .log, .index and
+    # .timeindex of each open took 1,200. The segment file cache holds 60 files (fewer
+    # than one Fetch below reads), the partition limit is 400. (Kept small because each
+    # new partition costs a few fsyncs; the same holds at 10,000 with a larger limit.)
+    settings = dict(controller=True, nofile=256, overrides=[
+        "ringlog.max.open.segment.files=60", f"ringlog.max.partitions.per.broker={MANY}"])
+    broker = cluster.broker(**settings).start()
+    client = cluster.client()
+    wait_for(lambda: controller_and_brokers(client) == (0, [0]),
+             "broker 0 to become the controller and be alive")
+    baseline = psutil.Process(broker.pid).num_fds()
+
+    response = client.call(create_topics_request({"many": (MANY, {})}))
+    assert response.topics[0].error_code == ErrorCode.none, response
+    response = client.call(create_topics_request({"one-more": (1, {})}))
+    assert (response.topics[0].error_code, response.topics[0].error_message) == (
+        ErrorCode.policy_violation, "topic 'one-more': broker 0 would host 401 partition "
+        "replicas, more than ringlog.max.partitions.per.broker 400 (configured)")
+    client.call(metadata_request(["auto-made"]))  # auto-creation obeys the limit too
+    for name in ("one-more", "auto-made"):
+        response = client.call(metadata_request([name], allow_auto_topic_creation=False))
+        assert response.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+        assert not os.path.exists(os.path.join(cluster.data_dir, "broker-0", f"{name}-0"))
+
+    for p in SPREAD:
+        response = client.call(produce_request("many", p, batch([b"p%d" % p])))
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert fetch_spread(client) == {p: [(0, b"p%d" % p)] for p in SPREAD}
+    assert psutil.Process(broker.pid).num_fds() <= baseline + 60
+    assert broker.stop() == 0, broker.log()
+    cluster.clients.remove(client)
+    client.close()
+
+    broker = cluster.broker(**settings).start()  # opens (and checks) all 400 logs
+    client = cluster.client()
+    for p in SPREAD:
+        response = client.call(produce_request("many", p, batch([b"again"])))
+        assert response.responses[0].partition_responses[0].base_offset == 1
+    assert fetch_spread(client) == {p: [(0, b"p%d" % p), (1, b"again")] for p in SPREAD}
+    assert psutil.Process(broker.pid).num_fds() <= baseline + 60
+    assert broker.stop() == 0, broker.log()

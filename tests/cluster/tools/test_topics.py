@@ -85,6 +85,24 @@ def test_bad_partitions_and_replication_factors(cluster, capsys):
     assert "r3" not in cluster.metadata().topics
 
 
+def test_more_partitions_than_a_broker_can_host_is_one_line_and_creates_nothing(
+        cluster, capsys):
+    # The command: 100,000 partitions ran both brokers out of file descriptors.
+    assert topic_tool(cluster, "--create", "--topic", "huge", "--partitions", 100_000) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert re.fullmatch(
+        r"Error while executing topic command : PolicyViolationError: \[Error 44\] "
+        r"(?:topic 'huge': )+broker \d would host \d+ partition replicas, more than "
+        r"ringlog.max.partitions.per.broker (\d+) \(derived from RLIMIT_NOFILE \1\)\n",
+        captured.err), captured.err
+    assert "huge" not in cluster.metadata().topics
+    assert topic_tool(cluster, "--create", "--topic", "small", "--partitions", 2) == 0
+    assert topic_tool(cluster, "--alter", "--topic", "small", "--partitions", 100_000) == 1
+    assert "PolicyViolationError: [Error 44] topic 'small'" in capsys.readouterr().err
+    assert len(cluster.metadata().topics["small"].partitions) == 2
+
+
 def test_topic_configs_are_checked(cluster, capsys):
     assert topic_tool(cluster, "--create", "--topic", "c1", "--config", "retention.ms") == 1
     assert "all configs to be added must be in the format \"key=val\"" in \
