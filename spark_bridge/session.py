@@ -6,7 +6,9 @@ which has pyarrow; without it workers fail with "No module named pyarrow"), quie
 logging (``log4j2.properties`` next to this module: no start-up chatter, then errors only; and
 the driver bound to 127.0.0.1, so Spark does not warn about the host name), turns the web UI
 off, keeps shuffle partitions small for a 2-core host, and registers the ``ringlog`` data
-source. It is idempotent: the second call returns the same session
+source (an installed ringlog is found by PySpark itself, through ``pyspark_ringlog``, when
+the workers' Python has it; registering replaces that with this process's class, so the
+source works from a bare checkout too). It is idempotent: the second call returns the same session
 (Spark itself allows one active SparkContext per process).
 
 Thread safety: call it from one thread (the driver's main thread); the returned session is
