@@ -236,6 +236,7 @@ def test_available_now_writes_every_committed_record_through_the_transform(
     assert batches[-1][2] == {"bridge-all": {
         str(p): max(o for q, o in produced if q == p) + 1 for p in range(3)}}
     assert f"Processed a total of 3000 rows in {len(batches)} batches" in bridge.out
+    assert jvm.INCUBATOR_NOTICE.decode() not in bridge.err_path.read_text()
 
 
 @pytest.mark.multiprocess
@@ -263,10 +264,14 @@ def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_sigterm_st
                          "two batches with rows")
         first.process.kill()  # SIGKILL: no shutdown at all
         assert first.wait_exit() == -signal.SIGKILL
+        killed_at = len(first.err_path.read_text())
         # Started again at once: it waits for the killed bridge's JVM, which is still
         # stopping, before it touches the checkpoint.
         second = bridges("second", *argv)
         first.assert_nothing_left(cluster.cluster_id)
+        # What the JVM wrote once its driver was gone (Java errors about the lost driver)
+        # does not reach the killed bridge's log.
+        assert first.err_path.read_text()[killed_at:] == ""
         second.wait_until(lambda: any(rows for _, rows, _ in second.batches()),
                           "a batch with rows after the restart")
     finally:
