@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,6 +30,8 @@ import pytest
 from cluster import KafkaProducer
 from shm_ring.naming import list_objects
 from spark_bridge import command as spark_bridge_cmd, jvm, sink_log
+from spark_bridge.bridge import stop_line
+from spark_bridge.checkpoint_log import read_progress
 from spark_bridge.sinks import Sink, SinkSpecError, parse_sink
 from spark_bridge.starting_offsets import PINNED_FILE, pin_starting_offsets, resumes
 from spark_bridge.transform import TransformError, apply_transform, load_transform
@@ -281,7 +284,15 @@ def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_sigterm_st
                       f"the end offsets {ends}")
     second.process.send_signal(signal.SIGTERM)
     assert second.wait_exit() == 0, second.err_path.read_text()[-3000:]
-    assert "Processed a total of" in second.out.splitlines()[-1]
+    lines = second.out.splitlines()
+    assert "Processed a total of" in lines[-2]
+    # The last line: where it stopped (the last batch committed, at the end offsets) and
+    # the command that resumes.
+    progress = read_progress(str(tmp_path / "checkpoint"))
+    assert progress.end_offsets == {"bridge-kill": ends}
+    assert progress.committed >= second.batches()[-1][0]
+    assert lines[-1] == stop_line(progress, shlex.join(["ringlog", "spark-bridge",
+                                                        *map(str, argv)]))
     second.assert_nothing_left(cluster.cluster_id)
 
     pinned = json.loads((tmp_path / "checkpoint" / PINNED_FILE).read_text())["bridge-kill"]
