@@ -102,18 +102,36 @@ def make_venv_bin(tmp_path):
 
 
 def run_block(block, text, cwd, env):
-    """Run one block (bash -e or Python) in its own session; kill the session if it
-    outlives BLOCK_BOUND. Returns (exit code, output)."""
+    """Run one block (bash -e or Python) in a session of its own, bounded by BLOCK_BOUND.
+    Returns (exit code or None on timeout, output, processes of the session still running
+    BOUND seconds after it ended: these are killed). A detached cluster has a session of
+    its own, so it is not among them."""
     argv = ["bash", "-e", "-c", text] if block.language == "sh" else [sys.executable, "-c", text]
     popen = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = popen.communicate(timeout=BLOCK_BOUND)
+        code = popen.returncode
     except subprocess.TimeoutExpired:
         os.killpg(popen.pid, signal.SIGKILL)
         output, _ = popen.communicate()
-        return None, output
-    return popen.returncode, output
+        code = None
+    _, left = psutil.wait_procs(session_processes(popen.pid), timeout=BOUND)
+    for process in left:
+        process.kill()
+    return code, output, left
+
+
+def session_processes(session_id):
+    """The running processes of session ``session_id`` (Spark's JVM and Python workers)."""
+    found = []
+    for pid in psutil.pids():
+        try:
+            if os.getsid(pid) == session_id:
+                found.append(psutil.Process(pid))
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            pass
+    return found
 
 
 def processes_using(path):
@@ -147,10 +165,12 @@ def test_readme_blocks_run_in_order(tmp_path):
     try:
         for block in blocks:
             text = block.text.replace(README_DATA_DIR, data_dir)
-            code, output = run_block(block, text, tmp_path, env)
+            code, output, left = run_block(block, text, tmp_path, env)
             assert code == 0, (f"README.md line {block.line} ({block.language}) "
                                f"{'timed out' if code is None else f'exited {code}'}:\n"
                                f"{text}\n--- output ---\n{output[-4000:]}")
+            assert not left, (f"README.md line {block.line}: processes left running after "
+                              f"it ended: {[p.pid for p in left]}")
     finally:
         cluster_id = read_cluster_id(data_dir) if os.path.isdir(data_dir) else None
         if cluster_id is not None:
