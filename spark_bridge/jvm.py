@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 
 import psutil
@@ -63,13 +62,17 @@ def start_jvm(settings):
 
 
 def _copy_stderr(pipe):
-    """The JVM's standard error to ours, line by line, but the incubator notice; returns at
-    the end of the pipe (the JVM exited)."""
+    """The JVM's standard error to ours (file descriptor 2, which the JVM would otherwise
+    have inherited), line by line, but the incubator notice; returns at the end of the pipe
+    (the JVM exited). It keeps reading when a write fails, so the JVM never blocks on a
+    full pipe."""
     with pipe:
         for line in pipe:
             if not line.startswith(INCUBATOR_NOTICE):
-                sys.stderr.buffer.write(line)
-                sys.stderr.flush()
+                try:
+                    os.write(2, line)
+                except OSError:
+                    pass  # our stderr is gone: the JVM's lines with it
 
 
 class PreviousBridgeRunning(RuntimeError):

@@ -14,6 +14,7 @@ are bounded; whatever still runs at the end is killed by pid.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -473,3 +474,22 @@ def test_wait_for_recorded_gives_up_naming_the_pids(tmp_path):
         sleeper.kill()
         sleeper.wait(10)
     assert jvm.wait_for_recorded(tmp_path / "none") == 0  # no earlier bridge
+
+
+def test_jvm_stderr_is_copied_without_the_incubator_notice(capfd):
+    pipe = io.BytesIO(b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+                      b"12:00:00 ERROR Executor: a real error\n\tat X.y(X.java:1)\n")
+    jvm._copy_stderr(pipe)
+    assert capfd.readouterr().err == "12:00:00 ERROR Executor: a real error\n\tat X.y(X.java:1)\n"
+    assert pipe.closed
+
+
+def test_jvm_stderr_is_drained_when_ours_is_gone(monkeypatch):
+    written = []
+
+    def broken(fd, data):
+        written.append(data)
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr(jvm.os, "write", broken)
+    jvm._copy_stderr(io.BytesIO(b"one\ntwo\nthree\n"))
+    assert written == [b"one\n", b"two\n", b"three\n"]  # read to the end: the JVM never blocks
