@@ -527,6 +527,17 @@ def wait_gone(pid):
         time.sleep(0.01)
 
 
+def status_until(data_dir, broker_id, state):
+    """``status_rows`` once broker ``broker_id``'s state reads ``state`` (the supervisor
+    notices an exit at its next look, a moment after the process is gone)."""
+    deadline = time.monotonic() + BOUND
+    while True:
+        code, rows = status_rows(data_dir)
+        if rows[broker_id][1] == state or time.monotonic() > deadline:
+            return code, rows
+        time.sleep(0.05)
+
+
 def status_rows(data_dir):
     """``cluster status``'s exit code and broker table: {id: (pid, state, since, controller)}."""
     done = cli("status", "--data-dir", str(data_dir))
@@ -575,7 +586,7 @@ def test_cluster_start_brings_back_a_killed_broker_and_every_partition_serves(da
         victim = record["pids"]["1"]
         os.kill(victim, signal.SIGKILL)
         wait_gone(victim)
-        code, rows = status_rows(data_dir)
+        code, rows = status_until(data_dir, 1, "crashed (killed by SIGKILL)")
         assert code == 3 and rows[1][1] == "crashed (killed by SIGKILL)", rows
 
         started = cli("start", "--data-dir", str(data_dir), "--brokers", "3", "--detach")
@@ -615,7 +626,8 @@ def test_broker_stop_start_kill_round_trip(data_dir):
             f"starts it\n")
         time.sleep(1.5)  # past the first restart backoff: nothing restarts it
         assert "1" not in read_record(data_dir)["pids"]
-        assert status_rows(data_dir)[1][1][:2] == (str(old), "stopped (exit code 0)")
+        stopped = "stopped (exit code 0)"
+        assert status_until(data_dir, 1, stopped)[1][1][:2] == (str(old), stopped)
 
         started = broker_cli("start", "--data-dir", d, "--id", "1")
         assert started.returncode == 0, started.stderr
@@ -631,7 +643,8 @@ def test_broker_stop_start_kill_round_trip(data_dir):
         assert not running(new)
         time.sleep(1.5)
         assert "1" not in read_record(data_dir)["pids"]
-        assert status_rows(data_dir)[1][1][:2] == (str(new), "stopped (killed by SIGKILL)")
+        killed = "stopped (killed by SIGKILL)"
+        assert status_until(data_dir, 1, killed)[1][1][:2] == (str(new), killed)
         assert broker_cli("start", "--data-dir", d, "--id", "1").returncode == 0
         assert status_rows(data_dir)[0] == 0
         assert not (data_dir / "broker-1" / "supervisor.request").exists()
