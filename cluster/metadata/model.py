@@ -82,7 +82,10 @@ class MetadataImage:
     """One published version of the whole cluster's metadata.
 
     ``version`` grows by one with every change the controller publishes; readers compare it
-    to know whether anything changed.
+    to know whether anything changed. ``deleted_topic_ids``: the ids of every topic ever
+    deleted, so a broker finding one in a partition directory's ``partition.metadata``
+    knows that directory holds a deleted topic's log (the topic was deleted, and perhaps
+    created again under its name, while that broker was down), not a damaged file.
     """
 
     version: int
@@ -90,6 +93,7 @@ class MetadataImage:
     controller_id: int
     brokers: dict
     topics: dict
+    deleted_topic_ids: frozenset = frozenset()
 
     @classmethod
     def empty(cls, cluster_id):
@@ -133,6 +137,7 @@ class MetadataImage:
                  [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr)]
                   for p in t.partitions]]
                 for t in self.topics.values()],
+            "deleted_topic_ids": sorted(self.deleted_topic_ids),
         }, separators=(",", ":"))
 
     @classmethod
@@ -146,4 +151,5 @@ class MetadataImage:
                 tuple(PartitionState(name, n, leader, epoch, tuple(replicas), tuple(isr))
                       for n, (leader, epoch, replicas, isr) in enumerate(partitions)),
                 configs, internal)
-        return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics)
+        return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics,
+                   frozenset(raw["deleted_topic_ids"]))

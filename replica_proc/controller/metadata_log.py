@@ -17,7 +17,7 @@ record's key names the entity it is about; its value is compact JSON with a ``ty
   (-1: offline), ``leader_epoch``, ``replicas``, ``isr`` — the whole state of a partition,
   new (``partition`` = the topic's partition count) or changed.
 - ``remove_topic`` (key ``topic/<name>``): ``name`` — a topic and its partitions were
-  deleted.
+  deleted (its id joins the image's ``deleted_topic_ids``).
 
 One controller action is one batch: a CreateTopics call's ``topic`` records, each followed
 by its ``partition`` records in order; a liveness change's ``broker`` records and the
@@ -118,6 +118,7 @@ def apply(image, records, version):
     topics = dict(image.topics)
     partitions = {}  # topic -> list of PartitionState, for the topics these records touch
     controller_id = image.controller_id
+    deleted = set(image.deleted_topic_ids)
     for record in records:
         kind = record.get("type")
         if kind == PARTITION:
@@ -145,15 +146,18 @@ def apply(image, records, version):
                                      record["internal"])
             partitions[name] = []
         elif kind == REMOVE_TOPIC:
-            topics.pop(record["name"], None)
+            removed = topics.pop(record["name"], None)
             partitions.pop(record["name"], None)
+            if removed is not None:
+                deleted.add(removed.topic_id)
         elif kind == CONTROLLER:
             controller_id = record["broker_id"]
         else:
             raise ValueError(f"unknown metadata record type {kind!r} in {record!r}")
     for name, states in partitions.items():
         topics[name] = dataclasses.replace(topics[name], partitions=tuple(states))
-    return MetadataImage(version, image.cluster_id, controller_id, brokers, topics)
+    return MetadataImage(version, image.cluster_id, controller_id, brokers, topics,
+                         frozenset(deleted))
 
 
 # -- the log ------------------------------------------------------------------------------------

@@ -2,13 +2,17 @@
 the fetch purgatory and the log timers (fake clocks)."""
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
+import re
 
 import pytest
 
 from cluster.config import BrokerConfig
 from cluster.errors import (
     FencedLeaderEpochError,
+    KafkaStorageError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
     UnknownLeaderEpochError,
@@ -77,17 +81,85 @@ def test_a_deleted_topic_is_closed_and_its_directory_removed(manager):
 
 
 def test_a_topic_recreated_under_the_same_name_starts_a_new_log(manager, tmp_path, clock):
+    """The old log's topic id is a deleted topic's (the metadata says so): the directory is
+    renamed aside, Kafka's stray log, not deleted, and the new topic starts empty."""
     manager.apply(image(1, t=(1, {})))
     manager.leader("t", 0).append_as_leader(batch([b"old"]), 1)
     manager.close()
-    with open(os.path.join(manager.log_dir, "t-0", PARTITION_METADATA), "w") as f:
+    path = os.path.join(manager.log_dir, "t-0")
+    with open(os.path.join(path, PARTITION_METADATA), "w") as f:
         f.write("version: 0\ntopic_id: some-older-topic\n")
     again = ReplicaManager(0, manager.log_dir, manager.config, clock)
     try:
-        again.apply(image(1, t=(1, {})))
+        again.apply(dataclasses.replace(image(1, t=(1, {})),
+                                        deleted_topic_ids=frozenset({"some-older-topic"})))
         assert again.leader("t", 0).log.log_end_offset == 0
+        [aside] = [n for n in os.listdir(manager.log_dir) if n.startswith("t-0.")]
+        assert aside.endswith("-stray")
+        with open(os.path.join(manager.log_dir, aside, "00000000000000000000.log"),
+                  "rb") as f:
+            assert b"old" in f.read()
     finally:
         again.close()
+
+
+def closed_with_two_partitions(manager):
+    """t-0 and t-1 with one record each, closed; the files of t-0 as bytes."""
+    manager.apply(image(1, t=(2, {})))
+    for n in (0, 1):
+        manager.leader("t", n).append_as_leader(batch([b"v%d" % n]), 1)
+    manager.close()
+    path = os.path.join(manager.log_dir, "t-0")
+    return {name: open(os.path.join(path, name), "rb").read() for name in os.listdir(path)}
+
+
+@pytest.mark.parametrize("content", [
+    b"version: 0\ntopic_id: \xff\xfe\n",      # not ASCII (a UnicodeDecodeError before)
+    b"version: 0\ntopic_id: ab\ncd\n",         # a flipped byte became a newline
+    b"version: 0\ntopik_id: abc\n",
+    b"version: 9\ntopic_id: abc\n",
+    b"version: 0\n",
+    b"",
+    b"version: 0\ntopic_id: some-other-topic\n",  # a valid id that is no deleted topic's
+])
+def test_a_damaged_partition_metadata_takes_that_partition_offline_and_keeps_its_data(
+        manager, clock, caplog, content):
+    before = closed_with_two_partitions(manager)
+    metadata = os.path.join(manager.log_dir, "t-0", PARTITION_METADATA)
+    with open(metadata, "wb") as f:
+        f.write(content)
+    again = ReplicaManager(0, manager.log_dir, manager.config, clock)
+    try:
+        with caplog.at_level(logging.ERROR, logger="replica_proc.replica_manager"):
+            assert again.apply(image(1, t=(2, {}))) == {("t", 0), ("t", 1)}
+        assert again.leader("t", 1).log.read(0, 1000)  # the other partition serves
+        with pytest.raises(KafkaStorageError, match="t-0 is offline on broker 0: .*"
+                           + re.escape(metadata)) as raised:
+            again.leader("t", 0)
+        assert raised.value.errno == 56
+        assert again.offline("t", 0) is raised.value and again.offline("t", 1) is None
+        [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert metadata in line and "offline" in line
+        if b"some-other-topic" in content:
+            assert "'some-other-topic' on disk, expected" in line
+        path = os.path.join(manager.log_dir, "t-0")
+        after = {name: open(os.path.join(path, name), "rb").read() for name in os.listdir(path)}
+        assert after == {**before, PARTITION_METADATA: content}  # nothing deleted or written
+        again.apply(image(2, u=(1, {})))  # the topic deleted: no longer offline here
+        assert again.offline("t", 0) is None
+    finally:
+        again.close()
+
+
+def test_a_stray_directory_whose_topic_id_cannot_be_read_is_renamed_aside(manager):
+    stray = os.path.join(manager.log_dir, "gone-0")
+    os.makedirs(stray)
+    with open(os.path.join(stray, PARTITION_METADATA), "wb") as f:
+        f.write(b"version: 0\ntopic_id: \xff\n")
+    manager.apply(image(1, mine=(1, {})))
+    assert not os.path.exists(stray)
+    [aside] = [n for n in os.listdir(manager.log_dir) if n.startswith("gone-0.")]
+    assert aside.endswith("-stray")
 
 
 def test_topic_configs_reach_the_log_and_change_with_the_image(manager):

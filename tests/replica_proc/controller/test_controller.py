@@ -460,6 +460,8 @@ def test_delete_topics(three):
         "b": (42, "topic 'b' appears 2 times in the request; each topic may be deleted once")}
     assert sorted(env.page.read().topics) == ["b"]
     assert controller.create_topics([{"name": "a"}]) == {"a": (0, None)}  # a new topic id
+    deleted = env.page.read().deleted_topic_ids
+    assert len(deleted) == 1 and env.page.read().topics["a"].topic_id not in deleted
 
 
 def test_delete_topics_disabled(env):
