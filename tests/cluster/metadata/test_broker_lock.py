@@ -55,7 +55,8 @@ def test_register_holds_the_lock_and_writes_state(tmp_path):
                                                   f"{os.getpid()} per"):
             register_broker(tmp_path, 4, "cid", timeout=0.05)
     assert not broker_is_alive(tmp_path, 4)
-    props = dd.read_properties(os.path.join(dd.broker_dir(tmp_path, 4), "meta.properties"))
+    props = dd.read_meta_properties(os.path.join(dd.broker_dir(tmp_path, 4), "meta.properties"),
+                                    dd.BROKER_META_KEYS)
     assert props == {"broker.id": "4", "cluster.id": "cid", "version": "0"}
 
 
