@@ -9,7 +9,16 @@ fields are separated by single spaces::
     other-topic-3 17
 
 Kafka writes ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-``leader-epoch-checkpoint`` this way. A write goes to ``<name>.tmp``, is fsynced, renamed
+``leader-epoch-checkpoint`` this way; ringlog writes the first two, and
+``cleaner-offset-checkpoint`` (``segments.cleaner``), in each partition directory.
+
+Reading is strict, since the format carries no checksum: ASCII only, the version line
+exactly, a count line and offsets in plain decimal (no sign, no leading zero, no ``_``),
+each entry's name once. Anything else raises KafkaStorageError naming the file, the line
+and what was expected; the reader's owner falls back as Kafka does (an unreadable
+recovery point means validating the whole log, an unreadable log start offset means the
+first segment's base offset, an unreadable cleaner offset means cleaning from the start)
+and never deletes data because of it. A write goes to ``<name>.tmp``, is fsynced, renamed
 over ``<name>`` and the directory is fsynced, so a reader sees either the old file or the
 new one, never a mix; a crash can leave a stale ``.tmp``, which the next write replaces.
 
@@ -19,10 +28,13 @@ log) is the only writer.
 from __future__ import annotations
 
 import os
+import re
 
 from segments.errors import KafkaStorageError
 
 TMP_SUFFIX = ".tmp"
+#: A count or an offset: plain decimal, no sign, no leading zero (what ``str(int)`` writes).
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
 
 
 class CheckpointFile:
@@ -54,9 +66,16 @@ class CheckpointFile:
         """
         try:
             with open(self.path, "rb") as f:
-                text = f.read().decode("utf-8", errors="replace")
+                data = f.read()
         except FileNotFoundError:
             return []
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError as e:
+            line = data.count(b"\n", 0, e.start) + 1
+            raise KafkaStorageError(
+                f"checkpoint {self.path} line {line}: byte {data[e.start]:#04x} at position "
+                f"{e.start} is not ASCII") from None
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -66,18 +85,25 @@ class CheckpointFile:
                 f"found {len(lines)} line(s)")
         if lines[0] != str(self.version):
             raise KafkaStorageError(
-                f"checkpoint {self.path}: version {lines[0]!r}, expected {self.version}")
-        if not lines[1].isdigit() or int(lines[1]) != len(lines) - 2:
+                f"checkpoint {self.path} line 1: version {lines[0]!r}, expected "
+                f"{self.version}")
+        if not _DECIMAL.fullmatch(lines[1]) or int(lines[1]) != len(lines) - 2:
             raise KafkaStorageError(
-                f"checkpoint {self.path}: count line {lines[1]!r}, but "
+                f"checkpoint {self.path} line 2: count line {lines[1]!r}, but "
                 f"{len(lines) - 2} entry line(s) follow")
         entries = []
+        names = set()
         for number, line in enumerate(lines[2:], start=3):
             fields = tuple(line.split(" "))
             if len(fields) != self.fields or not all(fields):
                 raise KafkaStorageError(
                     f"checkpoint {self.path} line {number}: {line!r}, expected "
                     f"{self.fields} fields separated by single spaces")
+            if fields[0] in names:
+                raise KafkaStorageError(
+                    f"checkpoint {self.path} line {number}: {line!r}, a second entry for "
+                    f"{fields[0]!r}")
+            names.add(fields[0])
             entries.append(fields)
         return entries
 
@@ -98,13 +124,12 @@ class OffsetCheckpoint:
     def read(self):
         """``{name: offset}``; raises KafkaStorageError on a malformed file."""
         result = {}
-        for name, offset in self.file.read():
-            try:
-                result[name] = int(offset)
-            except ValueError:
+        for number, (name, offset) in enumerate(self.file.read(), start=3):
+            if not _DECIMAL.fullmatch(offset):
                 raise KafkaStorageError(
-                    f"checkpoint {self.path}: offset {offset!r} of {name!r} is not an "
-                    f"integer") from None
+                    f"checkpoint {self.path} line {number}: offset {offset!r} of {name!r} "
+                    f"is not a non-negative decimal integer")
+            result[name] = int(offset)
         return result
 
 

@@ -10,7 +10,11 @@ import pytest
 from segments import batch_descriptor as d
 from segments.checkpoint import CheckpointFile, OffsetCheckpoint
 from segments.errors import KafkaStorageError
-from segments.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT
+from segments.log import (
+    CLEAN_SHUTDOWN_MARKER,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+)
 from tests.segments.helpers import (
     all_records,
     crash,
@@ -307,3 +311,38 @@ def test_checkpoint_offset_must_be_an_integer(tmp_path):
     (tmp_path / "cp").write_text("0\n1\nt-0 x1\n")
     with pytest.raises(KafkaStorageError, match="'x1'"):
         OffsetCheckpoint(tmp_path / "cp").read()
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"0\n1\nt-0 4\xb22\n", ["line 3", "byte 0xb2 at position 9 is not ASCII"]),
+    (b"0\n1\nt-0 4_2\n", ["line 3", "offset '4_2'"]),  # int() read it as 42
+    (b"0\n1\nt-0 +42\n", ["line 3", "offset '+42'"]),
+    (b"0\n1\nt-0 -1\n", ["line 3", "offset '-1'"]),
+    (b"0\n1\nt-0 042\n", ["line 3", "offset '042'"]),
+    (b"0\n01\nt-0 42\n", ["line 2", "count line '01'"]),
+    (b"0\n2\nt-0 42\nt-0 7\n", ["line 4", "a second entry for 't-0'"]),
+])
+def test_a_damaged_offset_checkpoint_names_the_file_and_line(tmp_path, data, words):
+    (tmp_path / "cp").write_bytes(data)
+    with pytest.raises(KafkaStorageError) as e:
+        OffsetCheckpoint(tmp_path / "cp").read()
+    assert f"checkpoint {tmp_path / 'cp'} " in str(e.value)
+    for word in words:
+        assert word in str(e.value)
+
+
+def test_a_damaged_log_start_checkpoint_hides_no_record(tmp_path, caplog):
+    """Unreadable, or past the log end (a flipped digit): the first segment's base offset
+    is the log start offset, so every record stays readable and nothing is deleted."""
+    path = tmp_path / "t-0"
+    log = build(path, 7)
+    expected = all_records(log)
+    log.close()
+    for text in ("0\n1\nt-0 9\xff\n", "0\n1\nt-0 90000\n"):
+        (path / LOG_START_OFFSET_CHECKPOINT).write_bytes(text.encode("latin-1"))
+        with caplog.at_level(logging.WARNING, logger="segments.log"):
+            log = open_log(path, **CONFIG)
+        assert log.log_start_offset == 0
+        assert all_records(log) == expected
+        assert str(path / LOG_START_OFFSET_CHECKPOINT) in caplog.text
+        log.close()
