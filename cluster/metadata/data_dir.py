@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
 import uuid
@@ -60,6 +61,8 @@ CLUSTER_META_KEYS = {"cluster.id": _CLUSTER_ID,
                      "version": re.compile(re.escape(str(CLUSTER_META_VERSION)))}
 BROKER_META_KEYS = {"broker.id": re.compile(r"0|[1-9][0-9]{0,9}"), "cluster.id": _CLUSTER_ID,
                     "version": re.compile(re.escape(str(BROKER_META_VERSION)))}
+
+log = logging.getLogger(__name__)
 
 _BROKER_DIR = re.compile(r"broker-(0|[1-9][0-9]*)")
 
@@ -197,8 +200,27 @@ def ensure_broker_meta(data_dir, broker_id, cluster_id):
 
 
 def read_broker_state(data_dir, broker_id):
-    """``D/broker-<id>/broker.json`` ({"pid", "state"}), or None if there is none."""
-    return read_json(os.path.join(broker_dir(data_dir, broker_id), BROKER_JSON))
+    """``D/broker-<id>/broker.json`` ({"pid", "state"}), or None if there is none.
+
+    A damaged file (not JSON, or not exactly an int ``pid`` and a known ``state``) is
+    logged as a WARNING naming it and read as None, like a missing one: the broker rewrites
+    it whole when it starts, and until then nobody may count it as serving.
+    """
+    path = os.path.join(broker_dir(data_dir, broker_id), BROKER_JSON)
+    try:
+        state = read_json(path)
+    except ValueError as exc:  # not UTF-8, or not JSON
+        log.warning("%s is damaged (%s); reading it as no state", path, exc)
+        return None
+    if state is not None and not (
+            isinstance(state, dict) and state.keys() == {"pid", "state"}
+            and type(state["pid"]) is int
+            and state["state"] in (STATE_STARTING, STATE_SERVING, STATE_STOPPING)):
+        log.warning("%s is damaged: %r, expected {\"pid\": <int>, \"state\": <%s|%s|%s>}; "
+                    "reading it as no state", path, state, STATE_STARTING, STATE_SERVING,
+                    STATE_STOPPING)
+        return None
+    return state
 
 
 def write_broker_state(data_dir, broker_id, state, pid=None):
