@@ -7,8 +7,10 @@
   epoch, replicas and ISR;
 - a partition no longer placed here, or whose topic was deleted, is closed and its
   directory deleted; so is, on the first image, any directory the image does not place
-  here (a stray left by a deletion this broker missed) once its ``partition.metadata``
-  names its topic id — one whose id cannot be read is renamed aside instead;
+  here (a stray left by a deletion or a move this broker missed) whose
+  ``partition.metadata`` names a deleted topic's id or its topic's current id. Any other
+  stray (an id that cannot be read, or that the metadata does not know: a metadata log
+  that lost records, say) is renamed aside, never deleted;
 - a partition directory whose ``partition.metadata`` names the id of a deleted topic
   (``image.deleted_topic_ids``: the topic was deleted, and created again under its name,
   while this broker was down) is renamed aside to ``<topic>-<p>.<uuid>-stray``, as
@@ -244,10 +246,13 @@ class ReplicaManager:
             except KafkaStorageError as exc:
                 topic_id = None
                 log.error("%s", exc)
-            if topic_id is None:
+            info = image.topics.get(key[0])
+            if topic_id not in image.deleted_topic_ids and (
+                    info is None or info.topic_id != topic_id):
                 log.error("stray log %s (not a partition of broker %d in metadata version "
-                          "%d) has no readable topic id: moved to %s, not deleted", path,
-                          self.broker_id, image.version, self._rename_aside(path))
+                          "%d) has topic id %s, which the metadata does not know: moved to "
+                          "%s, not deleted", path, self.broker_id, image.version, topic_id,
+                          self._rename_aside(path))
                 continue
             log.info("deleting stray log %s (topic id %s): not a partition of broker %d in "
                      "metadata version %d", path, topic_id, self.broker_id, image.version)

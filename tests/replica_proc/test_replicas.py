@@ -21,7 +21,7 @@ from cluster.errors import (
 from cluster.metadata.model import PartitionState
 from replica_proc.delayed_fetch import DelayedFetch, FetchPurgatory
 from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS, LogManager
-from replica_proc.partition import PARTITION_METADATA
+from replica_proc.partition import PARTITION_METADATA, write_topic_id
 from replica_proc.replica_manager import ReplicaManager
 from tests.support.broker import batch, make_image
 from tests.support.clock import T0, FakeClock
@@ -59,7 +59,9 @@ def test_an_image_of_version_0_opens_and_deletes_nothing(manager):
 def test_apply_opens_hosted_partitions_and_deletes_strays(manager):
     stray = os.path.join(manager.log_dir, "gone-0")
     os.makedirs(stray)
-    changed = manager.apply(image(1, mine=(2, {}), theirs=(1, {}, 1)))
+    write_topic_id(stray, "gone-id")
+    changed = manager.apply(dataclasses.replace(image(1, mine=(2, {}), theirs=(1, {}, 1)),
+                                                deleted_topic_ids=frozenset({"gone-id"})))
     assert changed == {("mine", 0), ("mine", 1)}
     assert not os.path.exists(stray)
     assert manager.leader("mine", 1).is_leader
@@ -151,11 +153,18 @@ def test_a_damaged_partition_metadata_takes_that_partition_offline_and_keeps_its
         again.close()
 
 
-def test_a_stray_directory_whose_topic_id_cannot_be_read_is_renamed_aside(manager):
+@pytest.mark.parametrize("content", [
+    b"version: 0\ntopic_id: \xff\n",        # unreadable
+    b"version: 0\ntopic_id: unknown-id\n",   # a topic the metadata never deleted
+    None,                                    # no partition.metadata at all
+])
+def test_a_stray_directory_the_metadata_does_not_account_for_is_renamed_aside(manager,
+                                                                              content):
     stray = os.path.join(manager.log_dir, "gone-0")
     os.makedirs(stray)
-    with open(os.path.join(stray, PARTITION_METADATA), "wb") as f:
-        f.write(b"version: 0\ntopic_id: \xff\n")
+    if content is not None:
+        with open(os.path.join(stray, PARTITION_METADATA), "wb") as f:
+            f.write(content)
     manager.apply(image(1, mine=(1, {})))
     assert not os.path.exists(stray)
     [aside] = [n for n in os.listdir(manager.log_dir) if n.startswith("gone-0.")]
