@@ -32,15 +32,18 @@ writer and reader; ``apply`` is a pure function.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import os
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from segments.errors import CorruptRecordError, KafkaStorageError
 from segments.log import PartitionLog
 from segments.log_config import INT_MAX, LogConfig
 from segments.records import RecordBatchBuilder, iter_records
+from segments.segment import LOG_SUFFIX
 
 CONTROLLER = "controller"
 BROKER = "broker"
@@ -179,15 +182,29 @@ class MetadataLog:
         return self._log.log_end_offset
 
     def replay(self, cluster_id):
-        """(image, controller epoch) from every record in the log (epoch 0 if none)."""
+        """(image, controller epoch) from every record in the log (epoch 0 if none).
+
+        Every batch's CRC is checked. A damaged batch, or a record that is not JSON, raises
+        KafkaStorageError naming the segment file and the offset: the log is the only copy
+        of the cluster's metadata, and cutting it at the damage (a partition log's repair)
+        would make the controller forget topics and the brokers delete their logs.
+        """
         records = []
         offset = self._log.log_start_offset
         end = self._log.log_end_offset
         while offset < end:
             data = self._log.read(offset, _READ_BYTES)
-            for record in iter_records(data):
-                records.append(json.loads(record.value))
-                offset = record.offset + 1
+            try:
+                for record in iter_records(data):
+                    records.append(json.loads(record.value))
+                    offset = record.offset + 1
+            except (CorruptRecordError, ValueError) as exc:
+                bases = self._log.segment_base_offsets()
+                base = bases[max(0, bisect.bisect_right(bases, offset) - 1)]
+                raise KafkaStorageError(
+                    f"metadata log {os.path.join(self.path, f'{base:020d}{LOG_SUFFIX}')}: "
+                    f"the batch after offset {offset} is damaged ({exc}); not replaying "
+                    f"a damaged metadata log") from None
         epoch = max((r["epoch"] for r in records if r.get("type") == CONTROLLER), default=0)
         return apply(MetadataImage.empty(cluster_id), records, end), epoch
 

@@ -8,13 +8,14 @@ the active one.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
 import pytest
 
 from cluster.config import BrokerConfig
-from cluster.errors import NotControllerError
+from cluster.errors import KafkaStorageError, NotControllerError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import register_broker
 from cluster.metadata.model import MetadataImage, PartitionState
@@ -160,6 +161,31 @@ def test_a_torn_tail_of_the_metadata_log_is_dropped_on_takeover(env):
         file.write(b"\x00" * 8 + b"\x00\x00\x01\x00" + b"half a batch")
     image, epoch = MetadataLog(env.data_dir).replay(env.cluster_id)
     assert (image, epoch) == (before, 1)
+
+
+def test_a_damaged_batch_in_the_metadata_log_is_named_not_replayed_or_cut(env):
+    """After a clean shutdown nothing validates the log on open; replay checks each batch's
+    CRC and refuses, naming the file, rather than forget the topics after it."""
+    env.start_broker(0)
+    controller = env.controller(0)
+    env.poll(controller)
+    controller.create_topics([{"name": "t", "num_partitions": 3}])
+    controller.close()
+    segment = os.path.join(env.data_dir, dd.METADATA_LOG_DIR, "0" * 20 + ".log")
+    with open(segment, "r+b") as file:
+        data = bytearray(file.read())
+        data[-5] ^= 0x40  # inside the last record's JSON
+        file.seek(0)
+        file.write(data)
+    metadata_log = MetadataLog(env.data_dir)
+    try:
+        with pytest.raises(KafkaStorageError, match=re.escape(f"metadata log {segment}: the "
+                                                              f"batch after offset")):
+            metadata_log.replay(env.cluster_id)
+    finally:
+        metadata_log.close()
+    with open(segment, "rb") as file:
+        assert file.read() == data  # nothing cut
 
 
 def controller_process(data_dir, cluster_id, broker_id, pipe):
