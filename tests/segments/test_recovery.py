@@ -6,6 +6,7 @@ import os
 import random
 
 import pytest
+from crc32c import crc32c
 
 from segments import batch_descriptor as d
 from segments.checkpoint import CheckpointFile, OffsetCheckpoint
@@ -267,12 +268,31 @@ def test_leftover_index_without_log_is_removed(tmp_path):
 
 # -- checkpoint files -----------------------------------------------------------------------
 
-def test_checkpoint_format_is_kafkas(tmp_path):
+def test_checkpoint_format_is_kafkas_plus_a_crc_line(tmp_path):
     checkpoint = OffsetCheckpoint(tmp_path / "recovery-point-offset-checkpoint")
     checkpoint.write({"t-1": 17, "t-0": 4242})
-    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == \
-        "0\n2\nt-0 4242\nt-1 17\n"
+    body = b"0\n2\nt-0 4242\nt-1 17\n"
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_bytes() == \
+        body + b"crc32c 0x%08x\n" % crc32c(body)
     assert checkpoint.read() == {"t-0": 4242, "t-1": 17}
+    (tmp_path / "recovery-point-offset-checkpoint").write_bytes(body)  # Kafka's, no CRC
+    assert checkpoint.read() == {"t-0": 4242, "t-1": 17}
+
+
+def test_every_single_byte_flip_in_a_checkpoint_is_caught(tmp_path):
+    """Without the CRC line, a digit flipped into another digit read as another offset (a
+    log start offset moved up hides acknowledged records)."""
+    path = tmp_path / "log-start-offset-checkpoint"
+    checkpoint = OffsetCheckpoint(path)
+    checkpoint.write({"t-0": 120})
+    original = path.read_bytes()
+    for position in range(len(original)):
+        for xor in range(1, 256):
+            data = bytearray(original)
+            data[position] ^= xor
+            path.write_bytes(data)
+            with pytest.raises(KafkaStorageError, match=f"checkpoint {path} line"):
+                checkpoint.read()
     assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
     assert OffsetCheckpoint(tmp_path / "missing").read() == {}
 
