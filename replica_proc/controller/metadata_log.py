@@ -184,20 +184,27 @@ class MetadataLog:
     def replay(self, cluster_id):
         """(image, controller epoch) from every record in the log (epoch 0 if none).
 
-        Every batch's CRC is checked. A damaged batch, or a record that is not JSON, raises
-        KafkaStorageError naming the segment file and the offset: the log is the only copy
-        of the cluster's metadata, and cutting it at the damage (a partition log's repair)
-        would make the controller forget topics and the brokers delete their logs.
+        Every batch's CRC is checked, and the offsets must run on without a gap (the log is
+        never compacted; baseOffset is outside the CRC). A damaged batch, a gap, or a record
+        that is not JSON raises KafkaStorageError naming the segment file and the offset:
+        the log is the only copy of the cluster's metadata, and cutting it at the damage (a
+        partition log's repair) would make the controller forget topics and the brokers
+        delete their logs.
         """
         records = []
         offset = self._log.log_start_offset
         end = self._log.log_end_offset
         while offset < end:
             data = self._log.read(offset, _READ_BYTES)
+            start = offset
             try:
                 for record in iter_records(data):
+                    if record.offset != offset:  # the log is never compacted: no gaps
+                        raise ValueError(f"record offset {record.offset}, expected {offset}")
                     records.append(json.loads(record.value))
-                    offset = record.offset + 1
+                    offset += 1
+                if offset == start:
+                    raise ValueError(f"no whole batch before the log end offset {end}")
             except (CorruptRecordError, ValueError) as exc:
                 bases = self._log.segment_base_offsets()
                 base = bases[max(0, bisect.bisect_right(bases, offset) - 1)]

@@ -163,9 +163,13 @@ def test_a_torn_tail_of_the_metadata_log_is_dropped_on_takeover(env):
     assert (image, epoch) == (before, 1)
 
 
-def test_a_damaged_batch_in_the_metadata_log_is_named_not_replayed_or_cut(env):
+@pytest.mark.parametrize("damaged", [
+    "json",  # inside the last record's JSON: the CRC fails
+    "base offset",  # the last batch's baseOffset (outside the CRC): a gap in the offsets
+])
+def test_a_damaged_batch_in_the_metadata_log_is_named_not_replayed_or_cut(env, damaged):
     """After a clean shutdown nothing validates the log on open; replay checks each batch's
-    CRC and refuses, naming the file, rather than forget the topics after it."""
+    CRC and offsets and refuses, naming the file, rather than forget what follows."""
     env.start_broker(0)
     controller = env.controller(0)
     env.poll(controller)
@@ -174,7 +178,8 @@ def test_a_damaged_batch_in_the_metadata_log_is_named_not_replayed_or_cut(env):
     segment = os.path.join(env.data_dir, dd.METADATA_LOG_DIR, "0" * 20 + ".log")
     with open(segment, "r+b") as file:
         data = bytearray(file.read())
-        data[-5] ^= 0x40  # inside the last record's JSON
+        position = -5 if damaged == "json" else last_batch_position(data) + 7  # low byte
+        data[position] ^= 0x40
         file.seek(0)
         file.write(data)
     metadata_log = MetadataLog(env.data_dir)
@@ -186,6 +191,15 @@ def test_a_damaged_batch_in_the_metadata_log_is_named_not_replayed_or_cut(env):
         metadata_log.close()
     with open(segment, "rb") as file:
         assert file.read() == data  # nothing cut
+
+
+def last_batch_position(data):
+    """Where the last RecordBatch in ``data`` (a segment's bytes) starts."""
+    position = last = 0
+    while position < len(data):
+        last = position
+        position += 12 + int.from_bytes(data[position + 8:position + 12], "big")
+    return last
 
 
 def controller_process(data_dir, cluster_id, broker_id, pipe):
