@@ -18,7 +18,9 @@
   ``partition.metadata`` does not parse, or names any other id, is **offline**: an ERROR
   line names the file, the id expected and the one found, the directory is left as it is,
   and requests for the partition get KAFKA_STORAGE_ERROR (Kafka's answer for an offline
-  replica) until an image no longer places it here. Other partitions are not affected;
+  replica) until an image no longer places it here. So is a partition whose log fails
+  to open in any other way (an unexpected error is logged with its traceback). Other
+  partitions are not affected;
 - topic configs become each log's ``LogConfig`` (``BrokerConfig.log_config``) and the
   partition's ``min.insync.replicas``.
 
@@ -203,11 +205,13 @@ class ReplicaManager:
             partition_log = PartitionLog(path, log_config, clock=self.clock)
             if found_id != info.topic_id:
                 write_topic_id(path, info.topic_id)
-        except (KafkaStorageError, InconsistentTopicIdError, OSError) as exc:
+        except Exception as exc:  # even a bug reading one log must not stop the others
+            expected = isinstance(exc, (KafkaStorageError, InconsistentTopicIdError, OSError))
+            reason = str(exc) if expected else repr(exc)
             log.error("partition %s-%d offline (its directory %s is left as it is): %s",
-                      info.name, index, path, exc)
+                      info.name, index, path, reason, exc_info=not expected)
             self._offline[key] = (info.topic_id, KafkaStorageError(
-                f"{info.name}-{index} is offline on broker {self.broker_id}: {exc}"))
+                f"{info.name}-{index} is offline on broker {self.broker_id}: {reason}"))
             return None
         recovery = partition_log.recovery
         log.info("opened %s: offsets %d..%d%s", path, partition_log.log_start_offset,

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import re
+import struct
 
 import pytest
 
@@ -19,10 +20,12 @@ from cluster.errors import (
     UnknownTopicOrPartitionError,
 )
 from cluster.metadata.model import PartitionState
+from replica_proc import replica_manager
 from replica_proc.delayed_fetch import DelayedFetch, FetchPurgatory
 from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS, LogManager
 from replica_proc.partition import PARTITION_METADATA, write_topic_id
 from replica_proc.replica_manager import ReplicaManager
+from segments.log import PartitionLog
 from tests.support.broker import batch, make_image
 from tests.support.clock import T0, FakeClock
 
@@ -149,6 +152,29 @@ def test_a_damaged_partition_metadata_takes_that_partition_offline_and_keeps_its
         assert after == {**before, PARTITION_METADATA: content}  # nothing deleted or written
         again.apply(image(2, u=(1, {})))  # the topic deleted: no longer offline here
         assert again.offline("t", 0) is None
+    finally:
+        again.close()
+
+
+def test_a_log_that_fails_to_open_in_an_unexpected_way_takes_only_its_partition_offline(
+        manager, clock, caplog, monkeypatch):
+    closed_with_two_partitions(manager)
+
+    def open_log(path, *args, **kwargs):
+        if path.endswith("t-0"):
+            raise struct.error("offset -1375730254 out of range for 1458-byte buffer")
+        return PartitionLog(path, *args, **kwargs)
+    monkeypatch.setattr(replica_manager, "PartitionLog", open_log)
+    again = ReplicaManager(0, manager.log_dir, manager.config, clock)
+    try:
+        with caplog.at_level(logging.ERROR, logger="replica_proc.replica_manager"):
+            again.apply(image(1, t=(2, {})))
+        assert again.leader("t", 1).log.read(0, 1000)
+        with pytest.raises(KafkaStorageError, match="t-0 is offline on broker 0: error"):
+            again.leader("t", 0)
+        [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert os.path.join(manager.log_dir, "t-0") in record.getMessage()
+        assert record.exc_info is not None  # a bug: its traceback is in the log
     finally:
         again.close()
 
