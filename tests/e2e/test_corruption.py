@@ -217,6 +217,10 @@ class Rounds:
             client = Client(cluster.cluster_id, 0)
             try:
                 self._judge(client, flipped, broker_log)
+            except ConnectionError as exc:  # the broker dropped the connection, or died
+                kind, path = next(iter(flipped.values()))
+                self.outcomes.violate(kind, f"{kind} flip in {path}: reading back failed: "
+                                            f"{exc!r}")
             finally:
                 client.close()
         finally:
