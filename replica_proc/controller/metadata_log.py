@@ -36,14 +36,16 @@ import bisect
 import dataclasses
 import json
 import os
+import re
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from segments.batch_header import iter_batches
 from segments.errors import CorruptRecordError, KafkaStorageError
-from segments.log import PartitionLog
+from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog
 from segments.log_config import INT_MAX, LogConfig
 from segments.records import RecordBatchBuilder, iter_records
-from segments.segment import LOG_SUFFIX
+from segments.segment import LOG_SUFFIX, base_offset_from_name
 
 CONTROLLER = "controller"
 BROKER = "broker"
@@ -58,6 +60,7 @@ LOG_CONFIG = LogConfig.from_dict({
     "segment.bytes": 64 * 1024 * 1024, "cleanup.policy": "delete"})
 
 _READ_BYTES = 1024 * 1024
+_SEGMENT_NAME = re.compile(r"[0-9]{20}" + re.escape(LOG_SUFFIX))
 
 
 # -- records ------------------------------------------------------------------------------------
@@ -165,6 +168,40 @@ def apply(image, records, version):
 
 # -- the log ------------------------------------------------------------------------------------
 
+def check_whole(path):
+    """Raise KafkaStorageError naming the file unless the segments in ``path`` hold whole
+    batches only, each with a good CRC, their offsets running on without a gap.
+
+    Run before opening a log that was shut down cleanly: damage found then is not a torn
+    tail, and the partition log's repair (truncating at the first bad batch) would make
+    the controller forget every change after it, so the start stops instead.
+    """
+    expected = None
+    for name in sorted(n for n in os.listdir(path) if _SEGMENT_NAME.fullmatch(n)):
+        file = os.path.join(path, name)
+        with open(file, "rb") as f:
+            data = f.read()
+        position = 0
+        try:
+            for header in iter_batches(data):
+                header.validate()
+                if header.base_offset != (base_offset_from_name(name) if expected is None
+                                          else expected):
+                    raise CorruptRecordError(
+                        f"batch at position {position}: base offset {header.base_offset}, "
+                        f"expected {expected}")
+                expected = header.next_offset
+                position += header.size_in_bytes
+            if position != len(data):
+                raise CorruptRecordError(f"{len(data) - position} bytes at position "
+                                         f"{position} are no whole batch")
+        except CorruptRecordError as exc:
+            raise KafkaStorageError(
+                f"metadata log {file}: {exc} after a clean shutdown; not opening a damaged "
+                f"metadata log (cutting it would forget the changes after the damage)"
+            ) from None
+
+
 class MetadataLog:
     """The metadata log of a data directory, opened by the controller that became active.
 
@@ -174,6 +211,8 @@ class MetadataLog:
 
     def __init__(self, data_dir, clock=None):
         self.path = os.path.join(os.fspath(data_dir), dd.METADATA_LOG_DIR)
+        if os.path.exists(os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)):
+            check_whole(self.path)
         self._log = PartitionLog(self.path, LOG_CONFIG, clock=clock)
         self._clock = self._log.clock
 
