@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean redis-server
+.PHONY: demo test test-fast lint bench clean redis-server java
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,8 +17,26 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 
-demo: $(STAMP)
+demo: java $(STAMP)
 	$(PY) -m spark_bridge.demo
+
+# Spark (the demo's last stage) runs on a Java runtime, found as Spark finds it: JAVA_HOME's
+# bin/java, else java on PATH. When there is none and we may (root, or sudo without a
+# password) one is installed from Debian; otherwise the demo stops here, before it starts
+# anything, with the command to run.
+JAVA_PACKAGE := default-jre-headless
+java:
+	@if [ -n "$$JAVA_HOME" ]; then \
+	  test -x "$$JAVA_HOME/bin/java" || { echo "JAVA_HOME=$$JAVA_HOME has no bin/java:" \
+	    "point it at a Java runtime (17 or newer) or unset it"; exit 1; }; \
+	elif ! command -v java >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then APT="apt-get"; \
+	  elif sudo -n true 2>/dev/null; then APT="sudo apt-get"; fi; \
+	  if [ -n "$$APT" ]; then \
+	    $$APT install -y $(JAVA_PACKAGE) || { $$APT update && $$APT install -y $(JAVA_PACKAGE); } \
+	      || { echo "could not install $(JAVA_PACKAGE), which Spark needs"; exit 1; }; \
+	  else echo "Spark needs a Java runtime and there is none (no root or passwordless sudo" \
+	    "to install it): sudo apt-get install -y $(JAVA_PACKAGE)"; exit 1; fi; fi
 
 # The suite must leave no ringlog* object in /dev/shm: compare before and after, so
 # objects of a cluster the user runs alongside are not blamed on the tests.

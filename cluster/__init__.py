@@ -16,7 +16,10 @@ import importlib
 
 #: public name -> module that defines it
 _EXPORTS = {
+    "AlterConfigOp": "cluster.config.dynamic",
     "Cluster": "cluster.supervisor.cluster",
+    "ConfigResource": "cluster.admin.kafka_admin_client",
+    "ConfigResourceType": "cluster.config.dynamic",
     "ConsumerRecord": "consumer_proc.consumer_record",
     "KafkaAdminClient": "cluster.admin.kafka_admin_client",
     "KafkaConsumer": "consumer_proc.consumer",

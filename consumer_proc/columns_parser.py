@@ -32,8 +32,9 @@ therefore walked record by record: the same columns, sooner.
 
 Runs: consecutive uncompressed batches with the same leader epoch and timestamp type are
 parsed together (their keys and values stay where they are in the fetched bytes);
-a compressed batch is decompressed and parsed on its own; control batches (transaction
-markers) carry no records for the application and are skipped.
+a compressed batch is decompressed (to at most ``compression.MAX_RECORDS_BYTES``: a batch
+inflating past it is a zip bomb, CorruptRecordError) and parsed on its own; control
+batches (transaction markers) carry no records for the application and are skipped.
 
 Pure: bytes in, columns out; no I/O, no lock; any thread.
 """
@@ -43,7 +44,7 @@ import numpy as np
 
 from consumer_proc.record_columns import RecordColumns
 from segments import batch_descriptor as d
-from segments.compression import decompress
+from segments.compression import decompress, records_size_limit
 from segments.errors import CorruptRecordError
 from segments.records import RecordBatch
 from segments.varint import decode_varint
@@ -97,8 +98,9 @@ def _flush(buf, run, out):
 def _parse_compressed(buf, header, out):
     start = header.position + d.RECORDS_OFFSET
     with memoryview(buf) as view:
-        data = decompress(header.compression_type, view[start:header.position
-                                                         + header.size_in_bytes].tobytes())
+        data = decompress(header.compression_type,
+                          view[start:header.position + header.size_in_bytes].tobytes(),
+                          records_size_limit(header.record_count), header.base_offset)
     _parse_run(data, [header], [0], [len(data)], out, source=buf)
 
 

@@ -19,7 +19,9 @@ A batch that fails its CRC check (``check_crcs``) or does not decode raises
 CorruptRecordError naming the partition and offset from ``take``/``take_columns`` — after
 the records of the batches before it were taken; the object is then exhausted, and the
 fetcher discards it (the position stays on the bad batch, as in kafka-python: seek past
-it to go on).
+it to go on). So does a batch whose baseOffset is not above the previous batch's last
+offset: baseOffset sits outside the CRC, so a flip there would otherwise renumber records
+silently (checked once per batch, when the headers are walked).
 
 Owner: the consumer's thread (the fetcher makes it, the consumer's poll takes from it).
 """
@@ -43,7 +45,7 @@ class PartitionRecords:
     (module doc). Raises CorruptRecordError if a batch header does not frame."""
 
     __slots__ = ("tp", "fetch_offset", "buffer", "next_offset", "end_offset", "size_in_bytes",
-                 "_headers", "_next_batch", "_parsed", "_check_crcs", "_error")
+                 "_headers", "_next_batch", "_parsed", "_check_crcs", "_error", "_renumbered")
 
     def __init__(self, tp, fetch_offset, buffer, check_crcs=True):
         self.tp = tp
@@ -54,8 +56,11 @@ class PartitionRecords:
         except CorruptRecordError as exc:
             raise CorruptRecordError(f"{tp.topic}-{tp.partition} fetched at offset "
                                      f"{fetch_offset}: {exc}") from None
+        #: The first batch whose offsets do not follow the previous batch's (module doc).
+        self._renumbered = _first_renumbered(self._headers)
+        valid = self._headers[:self._renumbered]
         self.next_offset = fetch_offset
-        self.end_offset = self._headers[-1].next_offset if self._headers else fetch_offset
+        self.end_offset = valid[-1].next_offset if valid else fetch_offset
         self.size_in_bytes = (self._headers[-1].position + self._headers[-1].size_in_bytes
                               if self._headers else 0)
         self._next_batch = 0
@@ -87,16 +92,20 @@ class PartitionRecords:
         records = size = 0
         while last < len(headers) and (records < wanted or size < PARSE_GROUP_BYTES):
             header = headers[last]
-            if self._check_crcs:
-                try:
-                    header.validate()
-                except CorruptRecordError as exc:
-                    if last > first:
-                        break
-                    self._exhaust()
+            try:
+                if last == self._renumbered:
                     raise CorruptRecordError(
-                        f"{self.tp.topic}-{self.tp.partition}: batch at offset "
-                        f"{header.base_offset}: {exc}") from None
+                        f"its offsets do not follow the previous batch's last offset "
+                        f"{headers[last - 1].last_offset}")
+                if self._check_crcs:
+                    header.validate()
+            except CorruptRecordError as exc:
+                if last > first:
+                    break
+                self._exhaust()
+                raise CorruptRecordError(
+                    f"{self.tp.topic}-{self.tp.partition}: batch at offset "
+                    f"{header.base_offset}: {exc}") from None
             records += header.record_count
             size += header.size_in_bytes
             last += 1
@@ -176,8 +185,8 @@ class PartitionRecords:
         (PartitionRecords made and taken) than going through RecordColumns (figures:
         perf/README.md, "Small fetches decoded without numpy")."""
         headers = self._headers[self._next_batch:]
-        if not headers or sum(h.record_count for h in headers) > min(
-                max_records, VECTOR_MIN_RECORDS - 1):
+        if not headers or self._renumbered < len(self._headers) or sum(
+                h.record_count for h in headers) > min(max_records, VECTOR_MIN_RECORDS - 1):
             return None
         for header in headers:
             if header.compression_type:
@@ -222,3 +231,12 @@ class PartitionRecords:
         return (f"PartitionRecords({self.tp.topic}-{self.tp.partition}, fetched at "
                 f"{self.fetch_offset}, next {self.next_offset}, end {self.end_offset}, "
                 f"{len(self._headers)} batches)")
+
+
+def _first_renumbered(headers):
+    """The index of the first batch whose baseOffset is not above the previous batch's last
+    offset, or ``len(headers)`` when offsets strictly increase (one comparison a batch)."""
+    for n in range(1, len(headers)):
+        if headers[n].base_offset <= headers[n - 1].last_offset:
+            return n
+    return len(headers)

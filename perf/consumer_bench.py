@@ -1,4 +1,4 @@
-"""Consumer throughput: a one-broker cluster, one partition, 100-byte values (the issue's
+"""Consumer throughput: a one-broker cluster, one partition, 100-byte values (Kafka's
 consumer-perf-test workload), read back by KafkaConsumer.
 
 Run from the repository root: ``.venv/bin/python -m perf.consumer_bench [--records N]
@@ -21,7 +21,7 @@ ceiling for ``poll_batches``).
 
 Each read is timed from a started consumer (metadata fetched, leader connected) to its
 last record. Prints records/s and MB/s (value bytes, as Kafka's tool counts them) per way:
-the median of the repeats, with the ratios to the peers; the issue's target is 2,000,000
+the median of the repeats, with the ratios to the peers; the project's goal is 2,000,000
 records/s.
 """
 from __future__ import annotations

@@ -56,7 +56,7 @@ TOPIC = "bench"
 VALUE = b"v" * 100
 PRODUCER = dict(acks=1, linger_ms=5, batch_size=16384, enable_idempotence=False)
 LATENCY_PRODUCER = dict(acks=1, linger_ms=0, enable_idempotence=False)
-#: Records per second of the latency run (the issue's e2e-latency target rate).
+#: Records per second of the latency run (the project's end-to-end latency goal's rate).
 LATENCY_RATE = 10_000
 _NO_TIME = datetime.timedelta(0)
 

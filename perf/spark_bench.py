@@ -23,7 +23,7 @@ for three sources, timed from ``load()`` to the collected answer (planning inclu
                     no Spark: the source's own cost per record.
 
 Prints records/s per way (median of the repeats), the ratio of ringlog to the ceiling, and
-the issue's target (1,000,000 records/s). The answers of both Spark sources are checked
+the project's goal (1,000,000 records/s). The answers of both Spark sources are checked
 against each other (counts and value bytes per partition).
 """
 from __future__ import annotations

@@ -7,6 +7,10 @@ starts brokers this way, after it created the metadata page; a start that fails 
 already running, the page missing, a bad config) logs why and exits with status 1. So does a
 damaged or foreign data directory (a meta.properties that does not parse or names another
 cluster or broker): one ERROR line naming the file and what was wrong, no traceback.
+
+The process runs with umask 077 (``dd.set_private_umask``), set before anything is opened:
+every directory and file it makes in D (segments, indexes, checkpoints, the controller's
+lock and metadata log) is 0700 / 0600, whoever started it.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import time
 
 from cluster.config import BrokerConfig, parse_overrides
 from cluster.errors import InconsistentClusterIdError, KafkaStorageError
+from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
 from replica_proc.broker import Broker
 from replica_proc.controller.controller import Controller
@@ -52,6 +57,7 @@ def build_config(args):
 
 
 def main(argv=None):
+    dd.set_private_umask()
     parser = argparse.ArgumentParser(prog="python -m replica_proc",
                                      description="Run one ringlog broker.")
     parser.add_argument("--data-dir", required=True, help="the cluster's data directory")

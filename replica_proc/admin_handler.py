@@ -1,8 +1,10 @@
-"""CreateTopics v2-4, DeleteTopics v1-3, CreatePartitions v0-1: the controller's work.
+"""CreateTopics v2-4, DeleteTopics v1-3, CreatePartitions v0-1, AlterConfigs v0-1,
+IncrementalAlterConfigs v0: the controller's work.
 
 These change the cluster's metadata, which only the active controller writes. A broker
 whose own ``Controller`` is active calls it (``create_topics`` / ``delete_topics`` /
-``create_partitions``, each returning ``{name: (error_code, message)}``) and then picks up
+``create_partitions`` / ``alter_configs``, each returning ``{name: (error_code,
+message)}``, a config resource's name being ``(resource_type, name)``) and then picks up
 the image it just published, so its own new partitions are open before it answers. Any
 other broker answers NOT_CONTROLLER for every topic, naming the controller; clients
 retry there (Kafka's behaviour before request forwarding).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 
+from cluster.config.dynamic import AlterConfigOp
 from cluster.errors import NotControllerError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
@@ -103,6 +106,32 @@ class AdminHandler:
             results=tuple(build(classes.CreatePartitionsTopicResult, name=name,
                                 error_code=error(results[name][0]),
                                 error_message=results[name][1]) for name in asked)))
+
+    def alter_configs(self, channel, header, request):
+        """AlterConfigs: the configs given replace the resource's dynamic ones."""
+        self._alter_configs(channel, header, request, ApiKey.ALTER_CONFIGS, [
+            (r.resource_type, r.resource_name,
+             [(c.name, AlterConfigOp.SET, c.value) for c in r.configs])
+            for r in request.resources])
+
+    def incremental_alter_configs(self, channel, header, request):
+        self._alter_configs(channel, header, request, ApiKey.INCREMENTAL_ALTER_CONFIGS, [
+            (r.resource_type, r.resource_name,
+             [(c.name, c.config_operation, c.value) for c in r.configs])
+            for r in request.resources])
+
+    def _alter_configs(self, channel, header, request, api_key, resources):
+        classes = module(api_key, header.request_api_version)
+        keys = list(dict.fromkeys((int(t), name) for t, name, _ in resources))
+        results = self._call(api_key.name, keys, lambda: self._controller.alter_configs(
+            resources, request.validate_only, replace=api_key == ApiKey.ALTER_CONFIGS))
+        self._send(channel, header, build(
+            protocol.response_class(api_key, header.request_api_version),
+            throttle_time=NO_THROTTLE,
+            responses=tuple(build(classes.AlterConfigsResourceResponse,
+                                  error_code=error(results[key][0]),
+                                  error_message=results[key][1], resource_type=key[0],
+                                  resource_name=key[1]) for key in keys)))
 
     @staticmethod
     def _send(channel, header, response):

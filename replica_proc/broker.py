@@ -7,10 +7,10 @@ source and controller). Start-up, in order:
 1. the cluster id from ``D/meta.properties`` (written by the first start);
 2. ``D/broker-<id>/broker.lock`` taken (another process running this broker id refuses
    the start), meta.properties checked, broker.json ``starting`` (``cluster.metadata.broker_lock``);
-3. the metadata source (``open_metadata(cluster_id)``: the metadata page), the
-   ReplicaManager, this broker's Controller (``make_controller(cluster_id, source)``) and
-   its first poll — a broker that wins the election replays the metadata log and publishes
-   before it serves;
+3. the metadata source (``open_metadata(cluster_id)``: the metadata page), the process's
+   segment file cache sized (``ringlog.max.open.segment.files``), the ReplicaManager,
+   this broker's Controller (``make_controller(cluster_id, source)``) and its first poll —
+   a broker that wins the election replays the metadata log and publishes before it serves;
 4. the newest image applied: every partition placed on this broker is opened, which is
    where a log left by a crash is recovered;
 5. the shm_ring Listener, then broker.json ``serving`` (the controller counts the broker
@@ -54,6 +54,7 @@ from replica_proc.controller_channel import ControllerChannel
 from replica_proc.log_manager import LogManager
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
+from segments.file_cache import FILES
 from shm_ring import Listener
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,10 @@ class Broker:
                      self.broker_id, cluster_id, registration.path)
             source = self._open_metadata(cluster_id)
             stack.callback(source.close)
+            bound, why = self.config.max_open_segment_files()
+            FILES.max_open_files = bound
+            log.info("broker %d keeps at most %d segment files open "
+                     "(ringlog.max.open.segment.files, %s)", self.broker_id, bound, why)
             replicas = ReplicaManager(self.broker_id, self.config["log.dirs"], self.config,
                                       self._log_clock)
             stack.callback(replicas.close)

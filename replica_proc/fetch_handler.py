@@ -11,7 +11,10 @@ For each partition, in request order (Kafka's ReplicaManager.readFromLog rules):
 - at most ``partition_max_bytes`` from a partition and ``max_bytes`` in all, except that
   the first partition with data returns at least one batch even if it is larger (KIP-74);
 - an offset outside the log gives OFFSET_OUT_OF_RANGE, with the high watermark (the log
-  end, for consumers) and the log start offset filled in so the client can reset.
+  end, for consumers) and the log start offset filled in so the client can reset;
+- a log the read finds corrupt (the batch headers it walks frame wrongly, or their
+  offsets do not increase) gives KAFKA_STORAGE_ERROR for that partition alone, logged
+  with the file and offsets; the connection and the other partitions are served.
 
 The response must fit one frame of the client's response ring: that is a hard cap on top
 of ``max_bytes``. A single batch too large for it cannot be served over this connection:
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import logging
 
-from cluster.errors import OffsetOutOfRangeError, RecordTooLargeError
+from cluster.errors import KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
 from cluster.protocol.fetch_response import (
     FetchResponseFrame,
     PartitionData,
@@ -161,6 +164,9 @@ class FetchHandler:
         try:
             found = partition.read_slice(p.fetch_offset, max_bytes, min_one, follower)
         except OffsetOutOfRangeError as exc:
+            return PartitionData(index, exc.errno, high_watermark, high_watermark, log_start)
+        except KafkaStorageError as exc:
+            log.error("%s-%d: fetch at offset %d: %s", topic, index, p.fetch_offset, exc)
             return PartitionData(index, exc.errno, high_watermark, high_watermark, log_start)
         if found.size > room:
             log.warning("%s-%d: the batch at offset %d is %d bytes, more than the %d a "

@@ -10,7 +10,9 @@ never decoded. acks=-1 (all) with fewer ISR members than min.insync.replicas fai
 NOT_ENOUGH_REPLICAS before appending; otherwise it is answered like acks=1. That is
 Kafka's rule while the ISR is the leader alone (replication factor 1: the append moves the
 high watermark past the batch at once); waiting for followers (Kafka's DelayedProduce)
-comes with replication.
+comes with replication. A full or failing disk answers KAFKA_STORAGE_ERROR (retriable,
+with a metadata refresh) for that partition alone, nothing of its batches appended
+(segments.log, "Failed writes"); so does a partition whose log went offline.
 
 Each partition's error carries a message naming the bad value (``error_message``, v8).
 acks=0: no response at all, as Kafka; and as Kafka, if any partition failed, the

@@ -22,7 +22,9 @@
   to open in any other way (an unexpected error is logged with its traceback). Other
   partitions are not affected;
 - topic configs become each log's ``LogConfig`` (``BrokerConfig.log_config``) and the
-  partition's ``min.insync.replicas``.
+  partition's ``min.insync.replicas``, over the broker's defaults: its server.properties
+  under the image's dynamic broker configs (``cluster.config.dynamic``), so a changed
+  topic config or broker default reaches every open log without a restart.
 
 An image of version 0 (the empty page before any controller published) is ignored: it
 says nothing about which logs to keep.
@@ -32,6 +34,9 @@ topic or partition the image does not have, KAFKA_STORAGE_ERROR for an offline o
 NOT_LEADER_OR_FOLLOWER for one placed on other brokers; ``leader(...)`` also refuses
 replicas this broker does not lead. ``offline(topic, index)`` is the error of an offline
 partition (None if it is not one), for Metadata responses.
+``leader(...)`` also answers KAFKA_STORAGE_ERROR for a partition whose log went offline
+(segments.log: a failed fsync or an undoable write), until a restart recovers it; the
+other partitions go on.
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -42,6 +47,7 @@ import os
 import shutil
 import uuid
 
+from cluster.config.dynamic import effective_broker_config
 from cluster.errors import (
     InconsistentTopicIdError,
     InvalidConfigurationError,
@@ -75,6 +81,8 @@ class ReplicaManager:
     def __init__(self, broker_id, log_dir, config, clock=None):
         self.broker_id = broker_id
         self.log_dir = os.fspath(log_dir)
+        self.static_config = config
+        #: ``static_config`` with the dynamic broker configs of the image applied.
         self.config = config
         self.clock = clock
         self.image = None
@@ -119,9 +127,14 @@ class ReplicaManager:
         return None if offline is None else offline[1]
 
     def leader(self, topic, index, current_leader_epoch=-1):
-        """The Partition ``topic``-``index`` if this broker leads it, else raise."""
+        """The Partition ``topic``-``index`` if this broker leads it, else raise
+        (KAFKA_STORAGE_ERROR while its log is offline after a disk failure, as Kafka
+        answers for a replica in a failed log directory)."""
         partition = self._partitions.get((topic, index)) or self.partition(topic, index)
         partition.check_leader(current_leader_epoch)
+        if partition.log.offline is not None:
+            raise KafkaStorageError(f"{topic}-{index} is offline on broker {self.broker_id}: "
+                                    f"{partition.log.offline}")
         return partition
 
     # -- reconciliation -------------------------------------------------------------------
@@ -132,6 +145,8 @@ class ReplicaManager:
         if image.version == 0:
             return set()
         first = self.image is None
+        if first or image.broker_configs != self.image.broker_configs:
+            self._apply_broker_configs(image.broker_configs)
         self.image = image
         hosted = {(state.topic, state.partition): state
                   for state in image.partitions_on(self.broker_id)}
@@ -168,6 +183,16 @@ class ReplicaManager:
         for name in self._topic_settings.keys() - image.topics.keys():
             del self._topic_settings[name]
         return changed
+
+    def _apply_broker_configs(self, broker_configs):
+        try:
+            self.config = effective_broker_config(self.static_config, broker_configs,
+                                                  self.broker_id)
+        except InvalidConfigurationError as exc:  # valid on the controller, not here
+            log.error("dynamic broker configs %s: %s; keeping the previous ones",
+                      broker_configs, exc)
+            return
+        self._topic_settings.clear()
 
     def _settings(self, info):
         """``(LogConfig, min.insync.replicas)`` of a topic, rebuilt when its configs change."""

@@ -14,6 +14,9 @@ ApiVersions               0-2                               here
 CreateTopics              2-4                               admin_handler
 DeleteTopics              1-3                               admin_handler
 CreatePartitions          0-1                               admin_handler
+DescribeConfigs           1-3                               describe_configs_handler
+AlterConfigs              0-1                               admin_handler
+IncrementalAlterConfigs   0                                 admin_handler
 ========================  ================================  =======================
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
@@ -42,6 +45,7 @@ from cluster.protocol.frames import ApiKey
 from replica_proc.admin_handler import AdminHandler
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import FetchPurgatory
+from replica_proc.describe_configs_handler import DescribeConfigsHandler
 from replica_proc.fetch_handler import FetchHandler
 from replica_proc.list_offsets_handler import ListOffsetsHandler
 from replica_proc.metadata_handler import MetadataHandler
@@ -73,6 +77,9 @@ class RequestHandler:
             ApiKey.CREATE_TOPICS: self.admin.create_topics,
             ApiKey.DELETE_TOPICS: self.admin.delete_topics,
             ApiKey.CREATE_PARTITIONS: self.admin.create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(broker_id, config, metadata),
+            ApiKey.ALTER_CONFIGS: self.admin.alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
         }
 
     def refresh_metadata(self):

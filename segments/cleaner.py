@@ -48,7 +48,7 @@ from crc32c import crc32c
 from segments import batch_descriptor as bd, index_descriptor as xd
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint
-from segments.compression import compress, decompress
+from segments.compression import compress, decompress, records_size_limit
 from segments.errors import CorruptRecordError, KafkaStorageError
 from segments.log_config import INT_MAX
 from segments.segment import CLEANED_SUFFIX, Segment, iter_file_batches, segment_paths
@@ -157,11 +157,14 @@ def _group_by_size(segments, plan, max_bytes, end_offset):
 
 
 def _iter_segment_batches(segment):
-    """``(position, view, header)`` of each batch of a segment, CRC checked."""
-    for position, view in iter_file_batches(segment.fd, 0, segment.size):
-        header = BatchHeader(view)
-        header.validate()
-        yield position, view, header
+    """``(position, view, header)`` of each batch of a segment, CRC checked. The segment
+    is pinned while the scan holds its descriptor (the caller writes a new segment
+    meanwhile, whose files could otherwise make the file cache release this one)."""
+    with segment.pinned():
+        for position, view in iter_file_batches(segment.fd, 0, segment.size):
+            header = BatchHeader(view)
+            header.validate()
+            yield position, view, header
 
 
 class _Plan:
@@ -191,7 +194,7 @@ def _plan(segments, tombstone_horizon):
                 control_bytes[n] += header.size_in_bytes
                 control_records[n] += header.record_count
                 continue
-            payload, records = _batch_records(view, header)
+            payload, records = _batch_records(view, header, segment.config.max_message_bytes)
             ratio = (header.size_in_bytes - bd.HEADER_SIZE) / len(payload) if payload else 1
             base = header.base_offset
             plan.records[n] += len(records)
@@ -228,7 +231,8 @@ def _clean_group(log_, group, last_offsets, tombstone_horizon, now, stats):
             drop_tombstones = segment.largest_timestamp < tombstone_horizon
             for _, view, header in _iter_segment_batches(segment):
                 stats.bytes_read += header.size_in_bytes
-                batch = _filter_batch(view, header, last_offsets, drop_tombstones, stats)
+                batch = _filter_batch(view, header, last_offsets, drop_tombstones, stats,
+                                      segment.config.max_message_bytes)
                 if batch is not None:
                     filtered = BatchHeader(batch)
                     cleaned.append(batch, [(filtered.last_offset, filtered.max_timestamp,
@@ -244,13 +248,13 @@ def _clean_group(log_, group, last_offsets, tombstone_horizon, now, stats):
     return cleaned
 
 
-def _filter_batch(view, header, last_offsets, drop_tombstones, stats):
+def _filter_batch(view, header, last_offsets, drop_tombstones, stats, max_record_bytes):
     """The batch with only its surviving records (bytes), the original view when all
     survive, or None when none does."""
     if header.is_control_batch:
         return view
     base = header.base_offset
-    payload, records = _batch_records(view, header)
+    payload, records = _batch_records(view, header, max_record_bytes)
     kept = []
     max_timestamp = bd.NO_TIMESTAMP
     for start, end, offset_delta, timestamp_delta, key, tombstone in records:
@@ -286,16 +290,21 @@ def _filter_batch(view, header, last_offsets, drop_tombstones, stats):
     return out
 
 
-def _batch_records(view, header):
-    """The records payload of a batch (decompressed) and, per record,
-    ``(start, end, offset_delta, timestamp_delta, key, is_tombstone)`` where
+def _batch_records(view, header, max_record_bytes):
+    """The records payload of a batch (decompressed, to at most what its records may hold:
+    ``records_size_limit`` with ``max_record_bytes``, the topic's max.message.bytes) and,
+    per record, ``(start, end, offset_delta, timestamp_delta, key, is_tombstone)`` where
     ``payload[start:end]`` is the record's bytes, length varint included.
 
     Only what compaction needs is decoded (values are not copied).
     """
     payload = view[bd.RECORDS_OFFSET:header.size_in_bytes]
-    payload = decompress(header.compression_type, payload) if header.compression_type \
-        else bytes(payload)
+    if header.compression_type:
+        payload = decompress(header.compression_type, payload,
+                             records_size_limit(header.record_count, max_record_bytes),
+                             header.base_offset)
+    else:
+        payload = bytes(payload)
     records = []
     position = 0
     end = len(payload)

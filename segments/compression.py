@@ -17,9 +17,20 @@ lz4       3   one LZ4 frame (not the raw block format), independent blocks,
 zstd      4   one zstd frame, level 3, content size stored
 ========  ==  =================================================================
 
-Readers accept more than writers emit, as Kafka's do: any number of gzip members or zstd
-frames, zstd frames without a content size (what Kafka's Java client writes), and raw
+Readers accept more than writers emit, as Kafka's do: any number of gzip members, lz4 or
+zstd frames, zstd frames without a content size (what Kafka's Java client writes), and raw
 snappy without xerial framing. Damaged input raises CorruptRecordError naming the codec.
+
+Decompression is bounded: a small CRC-valid batch can declare a few records and inflate
+without bound (a zip bomb), so ``decompress`` takes a hard output limit — from
+``records_size_limit``: what the batch may legally hold — and stops at it, raising
+CorruptRecordError naming the batch's offset, the codec and the limit. Each codec is read
+through its bounded API: zlib's ``decompressobj`` with ``max_length`` (gzip), the declared
+length every snappy block starts with (checked before the block is decompressed; the
+library holds the block to it), ``LZ4FrameDecompressor`` with ``max_length``, and for
+zstd the content size a frame declares (checked first; libzstd holds the frame to it) or,
+when a frame declares none, a bounded ``stream_reader`` pass before the frame is
+decompressed.
 
 Pure functions; the zstd (de)compressor contexts are cached per thread, so any thread may
 call them without a lock.
@@ -57,6 +68,11 @@ SNAPPY_BLOCK_SIZE = 32 * 1024
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _BLOCK_LENGTH = struct.Struct(">i")
+
+#: The most bytes the records of one batch may decompress to, whatever the batch declares:
+#: twice Kafka's default buffer.memory (32 MiB), which bounds any producer batch unless a
+#: producer was given more; a batch that inflates past it is treated as corrupt.
+MAX_RECORDS_BYTES = 64 * 1024 * 1024
 
 
 def codec_id(compression_type):
@@ -138,11 +154,55 @@ def compress(codec, data):
 
 # -- decompress -------------------------------------------------------------------------------
 
-def _snappy_decompress(data):
+def records_size_limit(record_count, max_record_bytes=None, cap=None):
+    """The most bytes the decompressed records of a batch may take: each of its
+    ``record_count`` records at most ``max_record_bytes`` when the caller knows a bound
+    (the broker: max.message.bytes, as a record larger than that cannot be produced
+    uncompressed), and at most ``cap`` in all (``MAX_RECORDS_BYTES`` by default)."""
+    cap = MAX_RECORDS_BYTES if cap is None else cap
+    if max_record_bytes is None:
+        return cap
+    return min(cap, max(record_count, 1) * max_record_bytes)
+
+
+#: Output asked of the lz4 decompressor per call (it allocates what it is allowed).
+_LZ4_STEP = 256 * 1024
+
+
+class _LimitExceeded(Exception):
+    """Raised by a codec below when the output would pass the limit."""
+
+
+def _gzip_decompress(data, limit):
+    parts = []
+    total = 0
+    rest = bytes(data)
+    while rest:
+        member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        parts.append(member.decompress(rest, limit - total + 1))
+        total += len(parts[-1])
+        if total > limit:
+            raise _LimitExceeded
+        if not member.eof:
+            raise CorruptRecordError("gzip: the data ends inside a member")
+        rest = member.unused_data.lstrip(b"\x00")  # gzip.decompress skips zero padding
+    return b"".join(parts)
+
+
+def _snappy_raw(block, total, limit):
+    """One raw snappy block, after checking the length it declares keeps ``total`` within
+    ``limit`` (the library fails a block whose output differs from its declared length)."""
+    if total + cramjam.snappy.decompress_raw_len(block) > limit:
+        raise _LimitExceeded
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(data, limit):
     data = bytes(data)
     if not data.startswith(XERIAL_MAGIC) or len(data) <= len(XERIAL_HEADER):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return _snappy_raw(data, 0, limit)
     parts = []
+    total = 0
     pos = len(XERIAL_HEADER)
     end = len(data)
     while pos < end:
@@ -154,28 +214,71 @@ def _snappy_decompress(data):
         if length < 0 or length > end - pos:
             raise CorruptRecordError(
                 f"snappy: xerial block of {length} bytes at {pos}, {end - pos} bytes left")
-        parts.append(cramjam.snappy.decompress_raw(data[pos:pos + length]))
+        parts.append(_snappy_raw(data[pos:pos + length], total, limit))
+        total += len(parts[-1])
         pos += length
     return b"".join(parts)
 
 
-def _zstd_decompress(data):
-    decompressor = _zstd_decompressor()
+def _lz4_decompress(data, limit):
     parts = []
+    total = 0
     rest = bytes(data)
     while rest:
+        frame = lz4.frame.LZ4FrameDecompressor()
+        while True:
+            # max_length is allocated up front: ask for a step at a time, not the limit.
+            step = min(limit - total + 1, _LZ4_STEP)
+            parts.append(frame.decompress(rest, max_length=step))
+            rest = b""
+            total += len(parts[-1])
+            if total > limit:
+                raise _LimitExceeded
+            if frame.eof:
+                break
+            if frame.needs_input:
+                raise CorruptRecordError("lz4: the data ends inside a frame")
+        rest = frame.unused_data or b""
+    return b"".join(parts)
+
+
+def _zstd_decompress(data, limit):
+    decompressor = _zstd_decompressor()
+    parts = []
+    total = 0
+    rest = bytes(data)
+    while rest:
+        declared = zstandard.frame_content_size(rest)  # -1: not declared
+        if declared > limit - total:
+            raise _LimitExceeded
+        if declared < 0:
+            _zstd_check_frame_size(decompressor, rest, limit - total)
         frame = decompressor.decompressobj()
         parts.append(frame.decompress(rest))
+        total += len(parts[-1])
         if not frame.eof:
             raise CorruptRecordError("zstd: the data ends inside a frame")
         rest = frame.unused_data
     return b"".join(parts)
 
 
+def _zstd_check_frame_size(decompressor, data, limit):
+    """Raise _LimitExceeded if the first frame of ``data`` inflates past ``limit`` bytes
+    (streamed, holding at most ``limit`` + 1 bytes)."""
+    reader = decompressor.stream_reader(data, read_across_frames=False)
+    size = 0
+    while size <= limit:
+        chunk = reader.read(limit + 1 - size)
+        if not chunk:
+            return
+        size += len(chunk)
+    raise _LimitExceeded
+
+
 _DECOMPRESS = {
-    d.CODEC_GZIP: gzip.decompress,
+    d.CODEC_GZIP: _gzip_decompress,
     d.CODEC_SNAPPY: _snappy_decompress,
-    d.CODEC_LZ4: lz4.frame.decompress,
+    d.CODEC_LZ4: _lz4_decompress,
     d.CODEC_ZSTD: _zstd_decompress,
 }
 #: What the libraries raise on damaged input.
@@ -184,22 +287,30 @@ _DECOMPRESSION_ERRORS = (
     zstandard.ZstdError)
 
 
-def decompress(codec, data):
-    """``data`` decompressed with codec id ``codec`` (1-4), as bytes.
+def decompress(codec, data, limit, base_offset):
+    """``data`` — the records of the batch at ``base_offset`` — decompressed with codec id
+    ``codec`` (1-4), as bytes of at most ``limit`` (``records_size_limit``).
 
-    Raises CorruptRecordError (naming the codec) when the data does not decompress, and
-    UnsupportedCompressionTypeError for an unknown codec id.
+    Raises CorruptRecordError naming the batch's offset and the codec when the data does
+    not decompress or would inflate past ``limit`` (then naming the limit too; at most
+    about ``limit`` bytes are ever held), and UnsupportedCompressionTypeError for an
+    unknown codec id.
     """
     try:
         function = _DECOMPRESS[codec]
     except KeyError:
         raise UnsupportedCompressionTypeError(
-            f"batch uses compression codec {codec}: expected one of "
+            f"batch at offset {base_offset} uses compression codec {codec}: expected one of "
             f"{sorted(_DECOMPRESS)}") from None
     try:
-        return function(data)
-    except CorruptRecordError:
-        raise
+        return function(data, limit)
+    except _LimitExceeded:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset}: {CODEC_NAMES[codec]}: the {len(data)} bytes of "
+            f"compressed records inflate past the limit of {limit} bytes") from None
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"batch at offset {base_offset}: {exc.args[0]}") from None
     except _DECOMPRESSION_ERRORS as exc:
         raise CorruptRecordError(
-            f"{CODEC_NAMES[codec]}: compressed records do not decompress: {exc}") from exc
+            f"batch at offset {base_offset}: {CODEC_NAMES[codec]}: compressed records do not "
+            f"decompress: {exc}") from exc

@@ -13,6 +13,8 @@ Exceptions are plain values: any thread may create, raise and read them.
 """
 from __future__ import annotations
 
+import errno as _errno
+
 
 class KafkaError(Exception):
     """Root of every ringlog error."""
@@ -24,9 +26,12 @@ class KafkaError(Exception):
     invalid_metadata = False
 
     def __str__(self):
+        """The message; without one, Kafka's ``description`` (as Java's ``Errors.exception()``
+        words it), else empty. The class name is not repeated here: a traceback, ``repr`` and
+        the tools' one-line errors name it already (kafka-python's prefix made it twice)."""
         if not self.args:
-            return type(self).__name__
-        return f"{type(self).__name__}: {super().__str__()}"
+            return self.description or ""
+        return super().__str__()
 
 
 class RetriableError(KafkaError):
@@ -45,6 +50,7 @@ class BrokerResponseError(KafkaError):
     """An error a broker reports with an error code; ``errno`` is that code."""
 
     def __str__(self):
+        """``[Error <errno>] <message>``: the code as kafka-python shows it."""
         return f"[Error {self.errno}] {super().__str__()}"
 
 
@@ -108,6 +114,23 @@ class KafkaStorageError(StorageError, InvalidMetadataError):
     errno = 56
     message = "KAFKA_STORAGE_ERROR"
     description = "Disk error when trying to access log file on the disk."
+
+
+class LogDirFailureError(KafkaStorageError):
+    """A failed disk operation whose effect on the files could not be undone or known (a
+    failed fsync; a failed write whose partial bytes could not be truncated away).
+
+    Raised by the segment files; the ``PartitionLog`` that sees it takes itself offline
+    (Kafka's log-directory failure, per partition here) rather than serve what memory and
+    the files no longer agree on.
+    """
+
+
+def describe_os_error(error):
+    """``ENOSPC ([Errno 28] No space left on device: '<file>')``: an OSError's errno name
+    first, so callers and tests can tell a full disk from a failing one."""
+    name = _errno.errorcode.get(error.errno, str(error.errno))
+    return f"{name} ({error})"
 
 
 class InvalidLogConfigError(StorageError, ValueError):

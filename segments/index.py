@@ -13,8 +13,17 @@ How the bytes are kept differs from Kafka's preallocated mmap, for the same guar
   memory-mapped read-only the first time it is searched (so opening a log with many
   segments maps nothing it does not read).
 
-The index is never checksummed. ``sanity_check()`` rejects a file whose length or last
-entries cannot be right; the log then rebuilds it from the ``.log``.
+Files are opened on use: the mutable index's descriptor when entries are written, the map
+when the sealed one is searched. Each open calls ``on_open`` (its segment registers in the
+process's ``file_cache``), and ``release_file()`` (the cache's eviction) closes the
+descriptor or the map, keeping the entries in memory; the next use opens the file again.
+
+The index is never checksummed. ``sanity_check()`` (Kafka's rules, checked over the whole
+file at once when its segment is opened) rejects a file whose length is not a multiple of
+the entry size, or whose entries do not strictly increase in every field, or fall outside
+the segment (a negative relative offset, a position outside the .log); the log then
+rebuilds it from the ``.log``. A flip that keeps the entries sorted passes that check: the
+segment catches it when it uses the entry (``segment.Segment``).
 
 Thread safety: none. An index belongs to its ``Segment``, which belongs to the
 ``PartitionLog``'s single owning thread.
@@ -24,8 +33,10 @@ from __future__ import annotations
 import mmap
 import os
 
+import numpy as np
+
 from segments import index_descriptor as d
-from segments.errors import StorageError
+from segments.errors import LogDirFailureError, StorageError, describe_os_error
 
 NO_TIMESTAMP = -1
 
@@ -34,13 +45,26 @@ class CorruptIndexError(StorageError):
     """An index file whose length or entries cannot be right; the log rebuilds it."""
 
 
+def fsync_file(call, fd, path):
+    """``call(fd)`` (os.fsync or os.fdatasync) for the file at ``path``;
+    LogDirFailureError if it fails: the kernel may then have dropped the pages it could not
+    write, so nothing in memory says what the file holds any more."""
+    try:
+        call(fd)
+    except OSError as e:
+        e.filename = path
+        raise LogDirFailureError(f"fsync of {path} failed with {describe_os_error(e)}") from e
+
+
 class _EntryFile:
     """Sorted fixed-size entries backed by a file (the machinery both indexes share)."""
 
     ENTRY = None  # a struct.Struct, set by the subclass
 
-    def __init__(self, path, base_offset, max_index_size, mutable=True):
+    def __init__(self, path, base_offset, max_index_size, mutable=True, on_open=None):
         self.path = os.fspath(path)
+        #: Called after the index opened its file (its segment's ``file_cache`` hook).
+        self._on_open = on_open
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self.max_entries = max_index_size // self.entry_size
@@ -81,7 +105,12 @@ class _EntryFile:
         if self._mmap is None and self._entries:
             with open(self.path, "rb") as f:
                 self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self._opened()
         return self._mmap
+
+    def _opened(self):
+        if self._on_open is not None:
+            self._on_open()
 
     def entry(self, n):
         """The raw fields of entry ``n`` (relative offsets not yet made absolute)."""
@@ -162,34 +191,45 @@ class _EntryFile:
         """Write out the entries and release the mirror; later reads map the file."""
         if self._mirror is None:
             return
-        self._write_tail()
+        self.write_tail()
         self._mirror = None
         self._close_fd()
 
     def _file_fd(self):
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._opened()
         return self._fd
 
-    def _write_tail(self):
+    def write_tail(self):
+        """Write the entries not yet in the file (no fsync). A failed write raises the
+        OSError naming the file and changes nothing in memory: bytes it wrote past the
+        file's entries are the same entries (a later write covers them) or a partial
+        one (``make_mutable`` drops it; ``sanity_check`` rejects it)."""
         if self._mirror is None or self._flushed == len(self._mirror):
             return
         fd = self._file_fd()
         with memoryview(self._mirror) as view:
             tail = view[self._flushed:]
             position = self._flushed
-            while tail:
-                written = os.pwrite(fd, tail, position)
-                tail = tail[written:]
-                position += written
+            try:
+                while tail:
+                    written = os.pwrite(fd, tail, position)
+                    tail = tail[written:]
+                    position += written
+            except OSError as e:
+                e.filename = self.path
+                raise
+            finally:
+                tail.release()
         self._flushed = len(self._mirror)
         self._file_size = self._flushed
 
     def flush(self):
-        """Write the entries not yet in the file and fsync it."""
+        """Write the entries not yet in the file and fsync it (``fsync_file``)."""
         if self._mirror is not None and self._flushed != len(self._mirror):
-            self._write_tail()
-            os.fsync(self._file_fd())
+            self.write_tail()
+            fsync_file(os.fsync, self._file_fd(), self.path)
 
     def _release_mmap(self):
         if self._mmap is not None:
@@ -201,11 +241,15 @@ class _EntryFile:
             os.close(self._fd)
             self._fd = None
 
-    def close(self):
-        """Write out pending entries (no fsync: ``flush`` is for durability) and release."""
-        self._write_tail()
+    def release_file(self):
+        """Close the descriptor or the map; the entries stay, and the next use reopens."""
         self._release_mmap()
         self._close_fd()
+
+    def close(self):
+        """Write out pending entries (no fsync: ``flush`` is for durability) and release."""
+        self.write_tail()
+        self.release_file()
 
     def rename(self, new_path):
         os.rename(self.path, new_path)
@@ -214,8 +258,7 @@ class _EntryFile:
     def delete(self):
         """Release the file and unlink it; safe to call twice."""
         self._mirror = None
-        self._release_mmap()
-        self._close_fd()
+        self.release_file()
         self._entries = 0
         self._last = None
         try:
@@ -223,17 +266,35 @@ class _EntryFile:
         except FileNotFoundError:
             pass
 
-    def _check_length(self):
+    def _checked_entries(self):
+        """Every entry as a numpy structured array (``DTYPE``), after checking the file's
+        length; raise CorruptIndexError naming the file otherwise. A copy: no view of the
+        mapped file outlives the call."""
         if self._file_size % self.entry_size:
             raise CorruptIndexError(
-                f"index file {self.path}: length {self._file_size} is not a multiple of "
+                f"{self.KIND} {self.path}: length {self._file_size} is not a multiple of "
                 f"the entry size {self.entry_size}")
+        buf = self._buffer()
+        data = bytes(buf[:self._entries * self.entry_size]) if self._entries else b""
+        return np.frombuffer(data, dtype=self.DTYPE)
+
+    def _check_increasing(self, entries, field):
+        """Raise CorruptIndexError unless ``entries[field]`` strictly increases."""
+        values = entries[field].astype(np.int64)
+        bad = np.flatnonzero(values[1:] <= values[:-1])
+        if bad.size:
+            n = int(bad[0]) + 1
+            raise CorruptIndexError(
+                f"{self.KIND} {self.path}: entry {n} has {field} {values[n]} after "
+                f"{values[n - 1]}; entries must strictly increase")
 
 
 class OffsetIndex(_EntryFile):
     """Maps the last offset of an indexed batch to the batch's position in the .log."""
 
     ENTRY = d.OFFSET_ENTRY
+    DTYPE = d.OFFSET_ENTRY_DTYPE
+    KIND = "offset index"
 
     def append(self, offset, position):
         """Add an entry; offsets and positions must grow (raises ValueError otherwise)."""
@@ -263,15 +324,6 @@ class OffsetIndex(_EntryFile):
         relative, position = self.entry(n)
         return self.base_offset + relative, position
 
-    def lookup_by_position(self, position):
-        """``(offset, position)`` of the greatest entry at or before byte ``position``,
-        or ``(base_offset, 0)`` when there is none."""
-        n = self.search(1, position)
-        if n < 0:
-            return self.base_offset, 0
-        relative, found = self.entry(n)
-        return self.base_offset + relative, found
-
     def last_entry(self):
         last = self._last_fields()
         if last is None:
@@ -283,28 +335,28 @@ class OffsetIndex(_EntryFile):
         self.truncate_entries(self.search(0, offset - self.base_offset - 1) + 1)
 
     def sanity_check(self, log_size):
-        """Raise CorruptIndexError unless the file could describe a log of ``log_size`` bytes."""
-        self._check_length()
-        if not self._entries:
+        """Raise CorruptIndexError unless the file could describe a log of ``log_size``
+        bytes: whole entries, offsets and positions strictly increasing, relative offsets
+        >= 0, positions inside the log after its first batch (which is never indexed)."""
+        entries = self._checked_entries()
+        if not entries.size:
             return
-        relative, position = self.entry(self._entries - 1)
-        if relative < 0 or not 0 < position < log_size:
+        self._check_increasing(entries, "offset")
+        self._check_increasing(entries, "position")
+        first, last = entries[0], entries[-1]
+        if first["offset"] < 0 or first["position"] <= 0 or last["position"] >= log_size:
             raise CorruptIndexError(
-                f"offset index {self.path}: last entry (relative offset {relative}, "
-                f"position {position}) is outside the segment (log size {log_size})")
-        if self._entries > 1:
-            prev_relative, prev_position = self.entry(self._entries - 2)
-            if prev_relative >= relative or prev_position >= position:
-                raise CorruptIndexError(
-                    f"offset index {self.path}: last entries (relative offset "
-                    f"{prev_relative}, position {prev_position}) then ({relative}, "
-                    f"{position}) do not grow")
+                f"offset index {self.path}: entries from (relative offset "
+                f"{first['offset']}, position {first['position']}) to ({last['offset']}, "
+                f"{last['position']}) fall outside the segment (log size {log_size})")
 
 
 class TimeIndex(_EntryFile):
     """Maps the largest timestamp seen so far to the offset of the batch that holds it."""
 
     ENTRY = d.TIME_ENTRY
+    DTYPE = d.TIME_ENTRY_DTYPE
+    KIND = "time index"
 
     def maybe_append(self, timestamp, offset, skip_full_check=False):
         """Add ``(timestamp, offset)`` if the timestamp is larger than the last entry's.
@@ -332,15 +384,6 @@ class TimeIndex(_EntryFile):
                 f"[{self.base_offset}, {self.base_offset + d.MAX_RELATIVE_OFFSET}]")
         self._append_raw(timestamp, relative)
 
-    def lookup(self, timestamp):
-        """``(timestamp, offset)`` of the greatest entry with timestamp <= ``timestamp``,
-        or ``(NO_TIMESTAMP, base_offset)`` when there is none."""
-        n = self.search(0, timestamp)
-        if n < 0:
-            return NO_TIMESTAMP, self.base_offset
-        found, relative = self.entry(n)
-        return found, self.base_offset + relative
-
     def last_entry(self):
         """``(timestamp, offset)`` of the last entry, or ``(NO_TIMESTAMP, base_offset)``."""
         last = self._last_fields()
@@ -353,18 +396,14 @@ class TimeIndex(_EntryFile):
         self.truncate_entries(self.search(1, offset - self.base_offset - 1) + 1)
 
     def sanity_check(self):
-        """Raise CorruptIndexError unless the last entries could be right."""
-        self._check_length()
-        if not self._entries:
+        """Raise CorruptIndexError unless the file holds whole entries, timestamps and
+        offsets strictly increase and relative offsets are >= 0."""
+        entries = self._checked_entries()
+        if not entries.size:
             return
-        timestamp, relative = self.entry(self._entries - 1)
-        if relative < 0:
+        self._check_increasing(entries, "timestamp")
+        self._check_increasing(entries, "offset")
+        if entries[0]["offset"] < 0:
             raise CorruptIndexError(
-                f"time index {self.path}: last entry's relative offset {relative} < 0")
-        if self._entries > 1:
-            prev_timestamp, prev_relative = self.entry(self._entries - 2)
-            if prev_timestamp >= timestamp or prev_relative > relative:
-                raise CorruptIndexError(
-                    f"time index {self.path}: last entries (timestamp {prev_timestamp}, "
-                    f"relative offset {prev_relative}) then ({timestamp}, {relative}) "
-                    f"do not grow")
+                f"time index {self.path}: first entry's relative offset "
+                f"{entries[0]['offset']} < 0")

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 # -- offset index entry --------------------------------------------------------------------
 OFFSET_ENTRY_RELATIVE_OFFSET_OFFSET = 0
 OFFSET_ENTRY_POSITION_OFFSET = OFFSET_ENTRY_RELATIVE_OFFSET_OFFSET + 4
@@ -49,6 +51,9 @@ OFFSET_ENTRY_SIZE = OFFSET_ENTRY_POSITION_OFFSET + 4
 #: relativeOffset, position.
 OFFSET_ENTRY = struct.Struct(">ii")
 assert OFFSET_ENTRY.size == OFFSET_ENTRY_SIZE
+#: The same entry as a numpy dtype, to check a whole index at once.
+OFFSET_ENTRY_DTYPE = np.dtype([("offset", ">i4"), ("position", ">i4")])
+assert OFFSET_ENTRY_DTYPE.itemsize == OFFSET_ENTRY_SIZE
 
 # -- time index entry ----------------------------------------------------------------------
 TIME_ENTRY_TIMESTAMP_OFFSET = 0
@@ -58,6 +63,9 @@ TIME_ENTRY_SIZE = TIME_ENTRY_RELATIVE_OFFSET_OFFSET + 4
 #: timestamp, relativeOffset.
 TIME_ENTRY = struct.Struct(">qi")
 assert TIME_ENTRY.size == TIME_ENTRY_SIZE
+#: The same entry as a numpy dtype, to check a whole index at once.
+TIME_ENTRY_DTYPE = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])
+assert TIME_ENTRY_DTYPE.itemsize == TIME_ENTRY_SIZE
 
 #: Largest relative offset an entry can hold (int32): a segment rolls before exceeding it.
 MAX_RELATIVE_OFFSET = 2**31 - 1

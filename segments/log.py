@@ -21,8 +21,26 @@ one holding the recovery point is validated batch by batch (framing, CRC-32C, of
 that do not go backwards) from the last index entry below the recovery point, its indexes
 rebuilt on the way, and the log truncated at the first invalid batch (later segments are
 deleted). The bytes dropped are logged and kept in ``log.recovery``. Indexes of the other
-segments are only sanity-checked (O(1) each) and rebuilt if they fail. Opening a log
-whose recovery point is current therefore reads a few kilobytes, whatever its size.
+segments are only sanity-checked (Kafka's rules over each index file in one numpy pass,
+and the last entries against the log) and rebuilt if they fail. Opening a log whose
+recovery point is current therefore reads its indexes and a few kilobytes of each
+segment, not the segments.
+
+Failed writes (a full disk, EIO): every write of an append — the .log write, a roll's new
+files and index write-out, the recovery-point checkpoint — either completes or leaves the
+log as it was, in memory and in its files: a partial .log write is truncated away, a roll
+that fails halfway removes the new segment and leaves the old one active, a checkpoint
+keeps its old value. The append then raises KafkaStorageError (KAFKA_STORAGE_ERROR,
+retriable) naming the partition, the file and the OS error, nothing of it is served, and
+the next append (once there is space) simply succeeds — redoing the roll if there was
+one. An append whose batches are written succeeds even if the flush after it fails.
+Two failures cannot be undone: a failed fsync (the kernel may have dropped the pages it
+could not write) and a failed write whose partial bytes could not be truncated. Then the
+log goes ``offline`` (the reason, logged as an ERROR): every later call raises
+KafkaStorageError, ``close`` leaves no clean-shutdown marker, and the next open (a broker
+restart) recovers it from the files — Kafka's log-directory failure, for this partition
+only. That recovery keeps whatever whole batches of an untruncatable write reached the
+file, as Kafka's would: the one case where a failed append can be served later.
 
 Thread safety: none — single writer. The ``PartitionLog`` belongs to the broker thread
 that owns the partition; that thread makes every call, reads included, and consumes a
@@ -39,6 +57,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import threading
 import time
 from collections import namedtuple
 
@@ -48,8 +67,10 @@ from segments.checkpoint import OffsetCheckpoint, fsync_directory
 from segments.errors import (
     InvalidRecordError,
     KafkaStorageError,
+    LogDirFailureError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    describe_os_error,
 )
 from segments.index import CorruptIndexError
 from segments.log_config import LogConfig
@@ -104,6 +125,12 @@ class LogSlice:
     one (it may be below the offset asked for: a batch is never split). Valid until the
     owner's next call that can delete segments; a slice of a deleted segment raises
     KafkaStorageError instead of reading whatever file reused its descriptor.
+
+    The process's file cache (``segments.file_cache``) may release the segment's files
+    between ``read_slice`` and the read (a fetch gathers slices of many partitions before
+    it copies them): ``read_into`` and ``tobytes`` ask the segment for its descriptor when
+    they read, which reopens the file. ``fd`` is therefore valid only until this process
+    next opens a segment file.
     """
 
     __slots__ = ("segment", "position", "size", "first_offset")
@@ -166,6 +193,8 @@ class PartitionLog:
         self.segments = []  # sorted by base offset; the last one is active
         self._bases = []
         self._closed = False
+        #: Why the log is offline (None: it is not); see "Failed writes" in the module doc.
+        self.offline = None
         # (future, segment, base offset of the next segment) per rolled segment whose
         # fsync runs in the background; the recovery point passes it when it is done.
         self._pending_flushes = []
@@ -278,8 +307,10 @@ class PartitionLog:
                 result.bytes_dropped += segment.recover()
         for n in range(first_unflushed, len(self.segments)):
             segment = self.segments[n]
+            following = self.segments[n + 1].base_offset if n + 1 < len(self.segments) \
+                else None
             dropped = segment.recover(from_offset=recovery_point if n == first_unflushed
-                                      else None)
+                                      else None, next_base_offset=following)
             result.segments_recovered += 1
             if dropped:
                 result.bytes_dropped += dropped
@@ -373,7 +404,7 @@ class PartitionLog:
                     f"{header.last_offset_delta}; a producer batch has "
                     f"lastOffsetDelta = recordCount - 1 >= 0")
         if self.config.compact:
-            _require_keys(view, headers)
+            _require_keys(view, headers, self.config.max_message_bytes)
         now = self.clock()
         log_append_time = self.config.log_append_time
         offset = self.log_end_offset
@@ -446,8 +477,14 @@ class PartitionLog:
         return headers
 
     def _append_validated(self, view, entries, first_offset, now):
-        """Roll if needed, write the batches, move the log end offset, maybe flush."""
+        """Roll if needed, write the batches, move the log end offset, maybe flush.
+
+        Everything that can fail runs before the log end offset moves, and undoes itself
+        (see "Failed writes" in the module doc); the flush after it cannot fail the
+        append, whose batches are in the log by then."""
         last_offset = entries[-1][0]
+        if self._pending_flushes:
+            self._complete_pending_flushes(wait=False)
         segment = self.active_segment
         max_timestamp = entries[0][1] if len(entries) == 1 else max(e[1] for e in entries)
         if segment.should_roll(len(view), max_timestamp, last_offset, now):
@@ -459,13 +496,36 @@ class PartitionLog:
                     f"offsets {first_offset}..{last_offset} of one append do not fit one "
                     f"segment ({xd.MAX_RELATIVE_OFFSET} offsets)")
             segment = self.roll(base)
-        segment.append(view, entries)
+        try:
+            segment.append(view, entries)
+        except (OSError, LogDirFailureError) as e:
+            raise self._storage_error(
+                f"append of offsets {first_offset}..{last_offset}", e) from e
         self.log_end_offset = last_offset + 1
-        if self._pending_flushes:
-            self._complete_pending_flushes(wait=False)
         if (self.log_end_offset - self.recovery_point >= self.config.flush_messages
                 or now - self._last_flush_ms >= self.config.flush_ms):
-            self.flush()
+            try:
+                self.flush()
+            except KafkaStorageError as e:
+                log.warning("log %s: offsets %d..%d are appended, but the flush after "
+                            "them failed: %s", self.path, first_offset, last_offset, e)
+
+    def _storage_error(self, what, error):
+        """The KafkaStorageError to raise for the failed disk operation ``what``:
+        ``error`` is an OSError (the operation undid itself; the log is as before it) or
+        a LogDirFailureError (it could not: the log goes offline first)."""
+        if isinstance(error, LogDirFailureError):
+            self._go_offline(f"{what} failed: {error.args[0]}")
+            return KafkaStorageError(f"partition {self.name} is offline: {self.offline}")
+        return KafkaStorageError(f"partition {self.name}: {what} failed with "
+                                 f"{describe_os_error(error)}")
+
+    def _go_offline(self, reason):
+        if self.offline is None:
+            self.offline = reason
+            log.error("log %s is offline: %s. Nothing more is read from or written to it "
+                      "until the broker restarts and recovers it from its files", self.path,
+                      reason)
 
     # -- rolling and flushing -------------------------------------------------------------
 
@@ -474,7 +534,11 @@ class PartitionLog:
 
         The sealed segment is fsynced by a background thread, as Kafka does, so the
         caller does not wait for the disk; the recovery point moves to the new segment's
-        base offset once that is done (noticed by the next append or flush).
+        base offset once that is done (noticed by the next append or flush). Each
+        background fsync holds three descriptors until it runs, so at most
+        ``MAX_BACKGROUND_SYNCS`` wait in the process: beyond (thousands of partitions
+        rolling at once) the roll fsyncs the sealed segment itself; without descriptors
+        for it at all, the next ``flush()`` does.
         """
         self._check_open()
         base = self.log_end_offset if base_offset is None else base_offset
@@ -484,33 +548,65 @@ class PartitionLog:
         if base < self.log_end_offset:
             raise ValueError(f"cannot roll at offset {base}, below the log end offset "
                              f"{self.log_end_offset}")
-        old.seal(durable=False)
-        self._pending_flushes.append((_flush_executor().submit(old.sync_files()), old, base))
-        segment = Segment.create(self.path, base, self.config, self.clock())
+        try:
+            segment = Segment.create(self.path, base, self.config, self.clock())
+            try:
+                old.seal(durable=False)
+            except OSError:
+                segment.discard()  # the roll never happened: redone by the next append
+                raise
+        except (OSError, LogDirFailureError) as e:
+            raise self._storage_error(f"roll to a new segment at offset {base}", e) from e
+        self._sync_rolled(old, base)
         self._set_segments(self.segments + [segment])
         self.log_end_offset = base
         log.debug("log %s: rolled to segment %d", self.path, base)
         return segment
+
+    def _sync_rolled(self, old, base):
+        """Queue the fsync of the sealed segment ``old`` (see ``roll``): run by the flusher,
+        or now, or (future None) by the next flush(); the recovery point passes ``base``
+        once it is done."""
+        try:
+            sync = old.sync_files()
+        except OSError as e:
+            log.warning("log %s: cannot fsync segment %d in the background (%s); the next "
+                        "flush will", self.path, old.base_offset, describe_os_error(e))
+            future = None
+        else:
+            if _background_syncs.acquire(blocking=False):
+                future = _flush_executor().submit(sync)
+                future.add_done_callback(lambda _: _background_syncs.release())
+            else:
+                future = concurrent.futures.Future()
+                try:
+                    sync()
+                except (OSError, LogDirFailureError) as e:
+                    future.set_exception(e)
+                else:
+                    future.set_result(None)
+        self._pending_flushes.append((future, old, base))
 
     def _complete_pending_flushes(self, wait):
         """Move the recovery point past rolled segments whose background fsync is done
         (all of them when ``wait``), in roll order."""
         while self._pending_flushes:
             future, segment, base = self._pending_flushes[0]
-            if not wait and not future.done():
+            if not wait and (future is None or not future.done()):
                 return
             try:
-                future.result()
-            except OSError as e:
-                raise KafkaStorageError(
-                    f"log {self.path}: fsync of rolled segment {segment.log_path} failed: "
-                    f"{e}") from e
+                if future is not None:
+                    future.result()
+                elif not segment.closed:  # a deleted segment needs no fsync
+                    segment.flush()  # the .log; indexes are checked at open, rebuilt if bad
+            except (OSError, LogDirFailureError) as e:
+                raise self._storage_error(
+                    f"background fsync of rolled segment {segment.log_path}", e) from e
             self._pending_flushes.pop(0)
             segment.unflushed = False
             base = min(base, self.log_end_offset)
             if base > self.recovery_point:
-                self.recovery_point = base
-                self._write_recovery_checkpoint()
+                self._checkpoint_recovery_point(base)
 
     def flush(self):
         """fsync every segment written since the last flush, then checkpoint the recovery
@@ -519,11 +615,14 @@ class PartitionLog:
         self._complete_pending_flushes(wait=True)
         for segment in self.segments:
             if segment.unflushed or segment.offset_index.mutable:
-                segment.flush()
+                try:
+                    segment.flush()
+                except (OSError, LogDirFailureError) as e:
+                    raise self._storage_error(f"flush of segment {segment.log_path}",
+                                              e) from e
         self._last_flush_ms = self.clock()
         if self.recovery_point != self.log_end_offset:
-            self.recovery_point = self.log_end_offset
-            self._write_recovery_checkpoint()
+            self._checkpoint_recovery_point(self.log_end_offset)
 
     def flush_if_due(self):
         """Flush when flush.messages or flush.ms says so (for a periodic flusher)."""
@@ -535,6 +634,18 @@ class PartitionLog:
 
     def _write_recovery_checkpoint(self):
         self._recovery_checkpoint.write({self.name: self.recovery_point})
+
+    def _checkpoint_recovery_point(self, offset):
+        """Write ``offset`` to the recovery-point checkpoint, then make it the recovery
+        point: if the write fails the old one stays (the file keeps it too), and the
+        next flush tries again."""
+        path = self._recovery_checkpoint.path
+        try:
+            self._recovery_checkpoint.write({self.name: offset})
+        except OSError as e:
+            e.filename = e.filename or path
+            raise self._storage_error(f"write of checkpoint {path}", e) from e
+        self.recovery_point = offset
 
     def _write_start_checkpoint(self):
         self._start_checkpoint.write({self.name: self.log_start_offset})
@@ -604,7 +715,7 @@ class PartitionLog:
         header = BatchHeader(data)
         if header.timestamp_type == 1:  # LogAppendTime: every record has maxTimestamp
             return TimestampOffset(header.max_timestamp, max(info.base_offset, start))
-        for record in RecordBatch(data, 0):
+        for record in RecordBatch(data, 0, self.config.max_message_bytes):
             if record.offset >= start and record.timestamp >= timestamp:
                 return TimestampOffset(record.timestamp, record.offset)
         raise KafkaStorageError(
@@ -769,6 +880,10 @@ class PartitionLog:
         next open skips validation). Safe to call twice."""
         if self._closed:
             return
+        if self.offline is not None:  # no flush and no marker: the next open recovers
+            self._closed = True
+            self._close_segments()
+            return
         self.flush()
         self._write_start_checkpoint()
         self._close_segments()
@@ -794,6 +909,8 @@ class PartitionLog:
     def _check_open(self):
         if self._closed:
             raise KafkaStorageError(f"log {self.path} is closed")
+        if self.offline is not None:
+            raise KafkaStorageError(f"partition {self.name} is offline: {self.offline}")
 
     def __enter__(self):
         return self
@@ -803,6 +920,10 @@ class PartitionLog:
 
 
 _executor = None
+#: Background fsyncs of rolled segments that may wait at once in the process (each holds
+#: three descriptors of its own until it runs).
+MAX_BACKGROUND_SYNCS = 32
+_background_syncs = threading.BoundedSemaphore(MAX_BACKGROUND_SYNCS)
 
 
 def _flush_executor():
@@ -828,13 +949,15 @@ def _writable(buf):
         return not view.readonly
 
 
-def _require_keys(view, headers):
+def _require_keys(view, headers, max_record_bytes):
     """A compacted log keeps the last record per key, so every record needs one (Kafka
-    refuses keyless records on append to a compacted topic). Decodes the records."""
+    refuses keyless records on append to a compacted topic). Decodes the records, each
+    batch's decompressed to at most what its records may hold (``max_record_bytes``:
+    max.message.bytes)."""
     for header in headers:
         if header.is_control_batch:
             continue
-        for record in RecordBatch(view, header.position):
+        for record in RecordBatch(view, header.position, max_record_bytes):
             if record.key is None:
                 raise InvalidRecordError(
                     f"batch at position {header.position}: record at offset delta "

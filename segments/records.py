@@ -41,7 +41,7 @@ from crc32c import crc32c
 
 from segments import batch_descriptor as d
 from segments.batch_header import BatchHeader, iter_batches
-from segments.compression import codec_id, compress, decompress
+from segments.compression import codec_id, compress, decompress, records_size_limit
 from segments.errors import CorruptRecordError
 from segments.varint import (
     SIGNED_VARINT,
@@ -585,15 +585,17 @@ class RecordBatch:
 
     ``header`` is its BatchHeader; ``validate()`` checks framing and CRC (CorruptRecordError
     naming stored and computed CRC); iterating decodes the records one at a time,
-    decompressing the payload first when the batch is compressed. A view: whoever owns
-    ``buf`` owns it; no I/O, no lock.
+    decompressing the payload first when the batch is compressed — to at most
+    ``records_size_limit(recordCount, max_record_bytes)`` bytes (a broker passes
+    max.message.bytes). A view: whoever owns ``buf`` owns it; no I/O, no lock.
     """
 
-    __slots__ = ("header", "_buf")
+    __slots__ = ("header", "_buf", "_max_record_bytes")
 
-    def __init__(self, buf, position=0):
+    def __init__(self, buf, position=0, max_record_bytes=None):
         self.header = BatchHeader(buf, position)
         self._buf = buf
+        self._max_record_bytes = max_record_bytes
 
     def validate(self):
         self.header.validate()
@@ -609,7 +611,9 @@ class RecordBatch:
         with memoryview(self._buf) as view:
             data = view[start:end].tobytes()
         if header.compression_type:
-            data = decompress(header.compression_type, data)
+            data = decompress(header.compression_type, data,
+                              records_size_limit(header.record_count, self._max_record_bytes),
+                              header.base_offset)
         return _decode_records(data, header)
 
     def __repr__(self):

@@ -18,6 +18,13 @@ The indexing rule is deterministic, so ``recover()`` rebuilds exactly the entrie
 ``append()`` made, and can resume mid-segment from an index entry below the recovery
 point instead of rescanning the whole segment.
 
+Files are opened on use and kept open through the process's ``file_cache.FILES``, an LRU
+bounded by ``ringlog.max.open.segment.files``: opening a segment stats its .log and
+opens nothing (``create`` opens the new files), and a segment whose files the cache
+released (``release_files``) reopens them the next time it reads or writes. Only
+``close`` and ``delete`` end a segment: after them ``fd`` raises KafkaStorageError
+instead of reopening.
+
 A ``Segment`` does no validation of its own on append (the log validates each batch
 header and CRC before calling it) and holds no lock. Owner: its ``PartitionLog``, whose
 single owning thread is the only caller; a segment with ``mutable`` indexes is the active
@@ -25,14 +32,27 @@ one (or one being recovered, truncated or written by the cleaner).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections import namedtuple
 
 from segments import batch_descriptor as bd, index_descriptor as xd
 from segments.batch_header import BatchHeader
-from segments.errors import CorruptRecordError, KafkaStorageError
-from segments.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
+from segments.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    LogDirFailureError,
+    describe_os_error,
+)
+from segments.file_cache import FILES
+from segments.index import (
+    NO_TIMESTAMP,
+    CorruptIndexError,
+    OffsetIndex,
+    TimeIndex,
+    fsync_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,16 +148,28 @@ class Segment:
         self.suffix = suffix
         log_path, index_path, time_index_path = segment_paths(directory, base_offset, suffix)
         self.log_path = log_path
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        self._fd = os.open(log_path, flags, 0o644)
+        self._fd = None
+        self._closed = False
+        #: Holders of the raw descriptor across other opens (``pinned``); the cache skips them.
+        self.pins = 0
+        self.offset_index = self.time_index = None
         try:
-            self.size = os.fstat(self._fd).st_size
+            if create:
+                self._fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                self.size = 0
+                FILES.opened(self)
+            else:
+                self.size = os.stat(log_path).st_size
             self.offset_index = OffsetIndex(index_path, base_offset,
-                                            config.segment_index_bytes, mutable)
+                                            config.segment_index_bytes, mutable,
+                                            on_open=self._opened)
             self.time_index = TimeIndex(time_index_path, base_offset,
-                                        config.segment_index_bytes, mutable)
+                                        config.segment_index_bytes, mutable,
+                                        on_open=self._opened)
         except BaseException:
-            os.close(self._fd)
+            self._end()
+            if create:  # undo the creation, so that creating it again can succeed
+                self._unlink_files()
             raise
         self.created_ms = now_ms
         #: The largest batch maxTimestamp in the segment and the last offset of its batch.
@@ -148,6 +180,8 @@ class Segment:
         self.bytes_since_last_index_entry = 0
         self._next_offset = base_offset if create else None
         self.unflushed = False
+        #: Whether a lookup met an index entry that lies (warned about once).
+        self._warned_index = False
 
     # -- opening --------------------------------------------------------------------------
 
@@ -165,20 +199,73 @@ class Segment:
         """An existing segment; ``active`` loads its indexes for appending."""
         return cls(directory, base_offset, config, now_ms, mutable=active, suffix=suffix)
 
+    # -- files (see file_cache) -----------------------------------------------------------
+
     @property
     def fd(self):
-        if self._fd is None:
-            raise KafkaStorageError(f"segment {self.log_path} is closed")
-        return self._fd
+        """The .log's descriptor, reopened if the cache released it; valid until the next
+        file this process opens (that may release it) unless the segment is ``pinned``."""
+        fd = self._fd
+        if fd is None:
+            if self._closed:
+                raise KafkaStorageError(f"segment {self.log_path} is closed")
+            try:
+                fd = self._fd = os.open(self.log_path, os.O_RDWR)
+            except OSError as e:
+                raise KafkaStorageError(f"segment {self.log_path}: reopening it failed with "
+                                        f"{describe_os_error(e)}") from e
+            self._opened()
+        return fd
+
+    @property
+    def closed(self):
+        """Whether ``close`` or ``delete`` ended the segment (a released one is not)."""
+        return self._closed
+
+    def _opened(self):
+        FILES.opened(self)
+
+    @contextlib.contextmanager
+    def pinned(self):
+        """Keep the files open for the block (the cache does not release a pinned segment)."""
+        self.pins += 1
+        try:
+            yield self
+        finally:
+            self.pins -= 1
+
+    def release_files(self):
+        """Close the descriptors and maps (the cache's eviction); reopened on use."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+        for index in (self.offset_index, self.time_index):
+            if index is not None:
+                index.release_file()
 
     def sanity_check(self):
         """Raise CorruptIndexError unless both index files existed when the segment was
-        opened and look right for this log (O(1): the length and the last entries)."""
+        opened and look right for this log: every entry follows Kafka's rules (one numpy
+        pass over each file, ``index``), and the last entry of each names a batch of the
+        log that agrees with it (a read of a few kilobytes)."""
         for index in (self.offset_index, self.time_index):
             if not index.file_existed:
                 raise CorruptIndexError(f"segment {self.log_path}: {index.path} is missing")
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check()
+        if self.offset_index.entries:
+            offset, position = self.offset_index.last_entry()
+            if self._named_batch(offset, position) is None:
+                raise CorruptIndexError(
+                    f"offset index {self.offset_index.path}: last entry (offset {offset}, "
+                    f"position {position}) does not name the batch at that position")
+        if self.time_index.entries:
+            timestamp, offset = self.time_index.last_entry()
+            if not self._time_entry_holds(timestamp, offset):
+                raise CorruptIndexError(
+                    f"time index {self.time_index.path}: last entry (timestamp "
+                    f"{timestamp}, offset {offset}) does not match the batch holding "
+                    f"offset {offset}")
 
     def load_tail_state(self):
         """Learn next offset, largest timestamp and indexing state from the indexes plus a
@@ -225,19 +312,23 @@ class Segment:
     def headers(self, position, end=None):
         """Yield a BatchInfo for each batch from ``position`` (a batch start) to ``end``.
 
-        Reads headers only, a chunk at a time; the bytes are trusted (validated on
-        append or by recovery), so nothing is checked here.
+        Reads headers only, a chunk at a time; the bytes were validated on append or by
+        recovery, so only what costs a comparison per batch is checked: the framing and
+        that offsets strictly increase from the segment's base offset (baseOffset sits
+        outside the CRC, so a flip there would silently renumber records). Either failing
+        raises KafkaStorageError naming the file, the position and the offsets.
         """
         end = self.size if end is None else end
-        fd = self.fd
         header = bd.HEADER
         need = bd.HEADER_SIZE
         buf = b""
         buf_start = position
+        previous_last = self.base_offset - 1
         while end - position >= need:
             rel = position - buf_start
             if rel + need > len(buf):
-                buf = os.pread(fd, min(_HEADER_SCAN_CHUNK, end - position), position)
+                # self.fd each time: between yields the cache may release the file
+                buf = os.pread(self.fd, min(_HEADER_SCAN_CHUNK, end - position), position)
                 buf_start, rel = position, 0
                 if len(buf) < need:
                     raise KafkaStorageError(
@@ -249,13 +340,64 @@ class Segment:
                 raise KafkaStorageError(
                     f"segment {self.log_path}: batch at position {position} of {size} bytes "
                     f"runs past the end ({end})")
-            yield BatchInfo(position, size, fields[0], fields[0] + fields[6], fields[8])
+            if fields[0] <= previous_last:
+                raise KafkaStorageError(
+                    f"segment {self.log_path}: batch at position {position} has baseOffset "
+                    f"{fields[0]}, expected more than {previous_last} (offsets must "
+                    f"increase from the segment's base offset {self.base_offset})")
+            previous_last = fields[0] + fields[6]
+            yield BatchInfo(position, size, fields[0], previous_last, fields[8])
             position += size
+
+    def _named_batch(self, offset, position):
+        """``(first, rest)`` for the offset index entry ``(offset, position)``: the BatchInfo
+        of the batch at ``position`` and the generator of those after it — or None when
+        that batch is not the one the entry names (or there is none, or it does not
+        frame)."""
+        if not 0 < position < self.size:
+            return None
+        scan = self.headers(position)
+        try:
+            first = next(scan, None)
+        except KafkaStorageError:
+            return None
+        if first is None or first.last_offset != offset:
+            return None
+        return first, scan
+
+    def _scan_from_entry(self, n, start_position=0):
+        """headers() from offset index entry ``n`` (-1: none), or from ``start_position``
+        when that is later.
+
+        An index is never checksummed, and a flip that keeps its entries sorted passes the
+        open-time sanity check; so an entry is used only if the batch at its position is
+        the one it names — a comparison, the scan reads that header anyway — and otherwise
+        the entry before it is tried (a WARNING, once per segment, names the file and
+        the entry). Lookups therefore never trust a corrupt entry, whatever its bytes.
+        """
+        index = self.offset_index
+        while n >= 0:
+            relative, position = index.entry(n)
+            if position <= start_position:
+                break
+            named = self._named_batch(self.base_offset + relative, position)
+            if named is not None:
+                yield named[0]
+                yield from named[1]
+                return
+            if not self._warned_index:
+                self._warned_index = True
+                log.warning("segment %s: offset index %s entry %d (offset %d, position %d) "
+                            "does not name the batch at that position; not using it",
+                            self.log_path, index.path, n, self.base_offset + relative,
+                            position)
+            n -= 1
+        yield from self.headers(start_position)
 
     def translate_offset(self, offset, start_position=0):
         """The first batch whose last offset is >= ``offset``, or None if there is none."""
-        _, position = self.offset_index.lookup(offset)
-        for info in self.headers(max(position, start_position)):
+        n = self.offset_index.search(0, offset - self.base_offset)
+        for info in self._scan_from_entry(n, start_position):
             if info.last_offset >= offset:
                 return info
         return None
@@ -268,6 +410,7 @@ class Segment:
         least the first batch when ``min_one_batch`` (KIP-74) — and none holding an offset
         >= ``max_offset``. Returns None when the segment has no batch at or past ``offset``.
         """
+        FILES.touch(self)
         first = self.translate_offset(offset)
         if first is None:
             return None
@@ -286,22 +429,49 @@ class Segment:
         """The largest batch boundary <= ``limit`` at or after the first batch."""
         if limit >= self.size:
             return self.size
-        _, position = self.offset_index.lookup_by_position(limit)
-        end = max(position, first.position)
-        for info in self.headers(end):
+        end = first.position
+        for info in self._scan_from_entry(self.offset_index.search(1, limit), end):
+            end = info.position  # a batch boundary <= limit
             if info.position + info.size > limit:
                 break
             end = info.position + info.size
         return end
 
     def find_timestamp(self, timestamp, start_offset):
-        """The first batch at or after ``start_offset`` whose maxTimestamp is >= ``timestamp``."""
-        _, indexed_offset = self.time_index.lookup(timestamp)
-        _, position = self.offset_index.lookup(max(indexed_offset, start_offset))
-        for info in self.headers(position):
+        """The first batch at or after ``start_offset`` whose maxTimestamp is >= ``timestamp``.
+
+        The time index entry that starts the scan is used only if the batch holding its
+        offset has its timestamp (``_scan_from_entry`` says why); else the one before it,
+        with a WARNING once per segment.
+        """
+        n = self.time_index.search(0, timestamp)
+        indexed_offset = self.base_offset
+        while n >= 0:
+            entry_timestamp, relative = self.time_index.entry(n)
+            indexed_offset = self.base_offset + relative
+            if indexed_offset < start_offset or self._time_entry_holds(entry_timestamp,
+                                                                         indexed_offset):
+                break
+            if not self._warned_index:
+                self._warned_index = True
+                log.warning("segment %s: time index %s entry %d (timestamp %d, offset %d) "
+                            "does not match the batch holding that offset; not using it",
+                            self.log_path, self.time_index.path, n, entry_timestamp,
+                            indexed_offset)
+            indexed_offset = self.base_offset
+            n -= 1
+        start = max(indexed_offset, start_offset)
+        for info in self._scan_from_entry(self.offset_index.search(0, start - self.base_offset)):
             if info.max_timestamp >= timestamp and info.last_offset >= start_offset:
                 return info
         return None
+
+    def _time_entry_holds(self, timestamp, offset):
+        """Whether the batch holding ``offset`` has maxTimestamp ``timestamp`` (what a time
+        index entry says)."""
+        info = self.translate_offset(offset)
+        return (info is not None and info.base_offset <= offset
+                and info.max_timestamp == timestamp)
 
     def read_bytes(self, position, size):
         """``size`` bytes of the .log from ``position``."""
@@ -332,10 +502,19 @@ class Segment:
         """Write ``data`` (whole, validated batches) at the end of the .log and index it.
 
         ``batches`` lists ``(last_offset, max_timestamp, size)`` for each batch in
-        ``data``, in order.
+        ``data``, in order. Failure-atomic: a failed write raises its OSError (naming
+        the .log) after truncating what it wrote, and nothing in memory has changed
+        (LogDirFailureError if that truncation fails).
         """
+        FILES.touch(self)
         position = self.size
-        written = write_all(self.fd, data, position)
+        fd = self.fd
+        try:
+            written = write_all(fd, data, position)
+        except OSError as e:
+            e.filename = self.log_path
+            self._drop_partial_write(position, e)
+            raise
         interval = self.config.index_interval_bytes
         offset_index = self.offset_index
         since = self.bytes_since_last_index_entry
@@ -359,10 +538,24 @@ class Segment:
         self._next_offset = batches[-1][0] + 1 if batches else self._next_offset
         self.unflushed = True
 
+    def _drop_partial_write(self, size, error):
+        """Truncate the .log back to ``size`` after the failed write ``error``, so that
+        what it wrote is never read, nor found by recovery; LogDirFailureError if even
+        that fails."""
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as undo:
+            raise LogDirFailureError(
+                f"segment {self.log_path}: a failed write ({describe_os_error(error)}) "
+                f"left bytes past position {size} and truncating them failed with "
+                f"{describe_os_error(undo)}") from undo
+
     def flush(self):
-        """fsync the .log (if written since the last flush) and both indexes."""
+        """fsync the .log (if written since the last flush) and both indexes.
+
+        A failed fsync raises LogDirFailureError (``fsync_file``)."""
         if self.unflushed:
-            os.fdatasync(self.fd)
+            fsync_file(os.fdatasync, self.fd, self.log_path)
             self.unflushed = False
         self.offset_index.flush()
         self.time_index.flush()
@@ -370,13 +563,23 @@ class Segment:
     def seal(self, durable=True):
         """Stop being the active segment: record the largest timestamp in the time index
         and write the indexes out (Kafka's onBecomeInactiveSegment). ``durable`` fsyncs
-        the three files; without it the caller arranges that (``sync_files``)."""
+        the three files; without it the caller arranges that (``sync_files``).
+
+        Failure-atomic: if a write fails (OSError) the segment stays active, its time
+        index without the added entry, so sealing it again later redoes it all."""
+        entries = self.time_index.entries
         if self.offset_index.mutable:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
                                          skip_full_check=True)
-        if durable:
-            self.flush()
-        self.offset_index.make_immutable()
+        try:
+            self.offset_index.write_tail()
+            self.time_index.write_tail()
+            if durable:
+                self.flush()
+        except OSError:
+            self.time_index.truncate_entries(entries)
+            raise
+        self.offset_index.make_immutable()  # nothing left to write: only releases
         self.time_index.make_immutable()
 
     def sync_files(self):
@@ -392,11 +595,12 @@ class Segment:
                 os.close(fd)
             raise
 
+        paths = (self.log_path, self.offset_index.path, self.time_index.path)
+
         def sync():
             try:
-                os.fdatasync(fds[0])
-                for fd in fds[1:]:
-                    os.fsync(fd)
+                for fd, path, call in zip(fds, paths, (os.fdatasync, os.fsync, os.fsync)):
+                    fsync_file(call, fd, path)
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -429,7 +633,7 @@ class Segment:
 
     # -- recovery -------------------------------------------------------------------------
 
-    def recover(self, from_offset=None):
+    def recover(self, from_offset=None, next_base_offset=None):
         """Validate batches, rebuild the indexes on the way and truncate at the first
         invalid batch; return the number of bytes dropped.
 
@@ -437,8 +641,9 @@ class Segment:
         the scan resumes after the last offset index entry below it when the indexes are
         sane and that entry points at the batch it names; otherwise it starts at byte 0.
         A batch is invalid if its framing or CRC-32C is wrong, or if its base offset falls
-        below the segment's base or the previous batch's next offset (baseOffset is
-        outside the CRC: this catches a corrupted one that goes backwards).
+        below the segment's base or the previous batch's next offset, or its last offset
+        reaches ``next_base_offset`` (the next segment's base, when there is one):
+        baseOffset is outside the CRC, so this is what catches a corrupted one.
         """
         self.offset_index.make_mutable()
         self.time_index.make_mutable()
@@ -451,6 +656,8 @@ class Segment:
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
         interval = self.config.index_interval_bytes
         valid_end = position
+        # The loop holds the raw descriptor: safe, as nothing in it opens a file (which
+        # could make the cache release this one); entries go to the in-memory mirrors.
         for batch_position, view in iter_file_batches(self.fd, position, self.size):
             try:
                 header = BatchHeader(view)
@@ -459,6 +666,10 @@ class Segment:
                     raise CorruptRecordError(
                         f"baseOffset {header.base_offset}, expected at least "
                         f"{expected_offset}")
+                if next_base_offset is not None and header.last_offset >= next_base_offset:
+                    raise CorruptRecordError(
+                        f"last offset {header.last_offset} reaches the next segment's base "
+                        f"offset {next_base_offset}")
                 if header.last_offset - self.base_offset > xd.MAX_RELATIVE_OFFSET:
                     raise CorruptRecordError(
                         f"last offset {header.last_offset} does not fit the index of a "
@@ -532,24 +743,45 @@ class Segment:
 
     def close(self):
         """Write out the indexes and close the files; safe to call twice."""
-        if self._fd is None:
+        if self._closed:
             return
         self.offset_index.close()
         self.time_index.close()
-        os.close(self._fd)
-        self._fd = None
+        self._end()
+
+    def _end(self):
+        """Close the files for good: ``fd`` raises from now on."""
+        self._closed = True
+        FILES.forget(self)
+        self.release_files()
 
     def delete(self):
         """Close and unlink the three files; safe to call twice."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._end()
         self.offset_index.delete()
         self.time_index.delete()
         try:
             os.unlink(self.log_path)
         except FileNotFoundError:
             pass
+
+    def discard(self):
+        """Undo ``create`` (the roll it was for failed): close and remove the files;
+        LogDirFailureError if one stays."""
+        self.close()
+        self._unlink_files()
+
+    def _unlink_files(self):
+        """Remove whatever files a failed ``create`` made; LogDirFailureError if one
+        stays (a later roll to this base offset could not create it again)."""
+        for path in segment_paths(self.directory, self.base_offset, self.suffix):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise LogDirFailureError(f"segment {path}: removing it after a failed "
+                                         f"creation failed with {describe_os_error(e)}") from e
 
     def __repr__(self):
         return (f"Segment(base_offset={self.base_offset}, size={self.size}, "

@@ -411,7 +411,11 @@ class Listener:
     def _has_event(self) -> bool:
         if self._accept.readable():
             return True
-        return any(connection._has_event() for connection in self._connections)
+        # The doorbell's spin predicate: a plain loop, no generator made per check.
+        for connection in self._connections:  # noqa: SIM110
+            if connection._has_event():
+                return True
+        return False
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until there is something to do: a request, an announced connection, a client

@@ -3,9 +3,10 @@
 ``partitions()`` runs once, where Spark plans the query: it resolves ``startingOffsets``
 (default earliest) and ``endingOffsets`` (default latest = each partition's high watermark
 at planning time) for the partitions the strategy names, and splits the ranges by
-``minPartitions`` (``offset_ranges.split_ranges``). ``read()`` runs in Spark's Python
-workers, one call per range (``partition_reader.read_range``). The ranges are fixed when
-planned, so records committed later are not read, and the same plan reads the same rows.
+``maxRecordsPerPartition`` and ``minPartitions`` (``offset_ranges.split_ranges``).
+``read()`` runs in Spark's Python workers, one call per range
+(``partition_reader.read_range``). The ranges are fixed when planned, so records committed
+later are not read, and the same plan reads the same rows.
 
 Spark pickles this reader to its workers; it holds only options and schemas.
 """
@@ -28,7 +29,7 @@ class RinglogBatchReader(DataSourceReader):
         self.schema = schema
 
     def offset_ranges(self):
-        """One OffsetRange per partition read, before ``minPartitions`` splitting.
+        """One OffsetRange per partition read, before any splitting.
         InvalidOptionError when ``endingOffsets`` names an offset past a partition's last
         committed record (the read could only wait for it); ValueError when a range would
         end before it starts (a start past the data, or a damaged topic)."""
@@ -55,7 +56,8 @@ class RinglogBatchReader(DataSourceReader):
         return ranges
 
     def partitions(self):
-        return split_ranges(self.offset_ranges(), self.options.min_partitions)
+        return split_ranges(self.offset_ranges(), self.options.min_partitions,
+                            self.options.max_records_per_partition)
 
     def read(self, partition):
         # With no range at all, Spark still runs one task, with InputPartition(None).

@@ -12,15 +12,25 @@
    (``spark.read.format("ringlog")``, Spark's Kafka source schema) and check every count
    against what the producers sent.
 6. Stop Spark and the cluster and check that nothing is left running or in /dev/shm.
+
+Before it starts anything the demo checks that Spark will find a Java runtime (as Spark's
+``spark-class`` looks: ``$JAVA_HOME/bin/java``, else ``java`` on PATH) and that it may use
+the data directory: never one a live cluster holds (a broker holding its lock, or the
+supervisor of ``cluster.json``; it says to run ``ringlog cluster stop``), and it deletes only
+a directory it made itself (``MARKER`` inside); any other non-empty directory is refused.
+The last line is ``demo passed`` or ``demo FAILED: <reason>``; the exit code 0 or 1.
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing
 import os
+import queue
+import shlex
 import shutil
 import sys
 import time
+import traceback
 
 import numpy as np
 import psutil
@@ -33,6 +43,10 @@ from cluster import (
     NewTopic,
     TopicPartition,
 )
+from cluster.metadata import data_dir as dd
+from cluster.metadata.broker_lock import broker_is_alive
+from cluster.supervisor.supervisor import read_record, supervisor_alive
+from cluster.tools.support import describe
 from shm_ring import list_objects
 from spark_bridge import jvm
 from spark_bridge.session import get_spark
@@ -42,6 +56,12 @@ PARTITIONS = 6
 VALUE_SIZE = 100
 KEYS_PER_PRODUCER = 1000
 CTX = multiprocessing.get_context("spawn")
+
+MARKER = ".ringlog-demo"
+"""The file the demo writes into a data directory it made: its licence to delete it later."""
+
+JAVA_PACKAGE = "default-jre-headless"
+"""Debian's Java runtime for Spark (17 on bookworm; Spark 4 needs 17 or newer)."""
 
 
 def encode(producer, seq):
@@ -114,6 +134,49 @@ def spark_counts(bootstrap):
     return counts, ready - started, counted - ready, processes
 
 
+def java_missing():
+    """Why Spark could not start its JVM here, or None: Spark's ``spark-class`` runs
+    ``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else ``java`` from PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        if os.access(os.path.join(home, "bin", "java"), os.X_OK):
+            return None
+        return (f"JAVA_HOME={home} has no bin/java, and Spark needs a Java runtime: point "
+                f"JAVA_HOME at one (17 or newer) or unset it")
+    if shutil.which("java"):
+        return None
+    return (f"Spark needs a Java runtime and there is none (no java on PATH, JAVA_HOME unset); "
+            f"install one with: sudo apt-get install -y {JAVA_PACKAGE}")
+
+
+def claim_data_dir(data_dir):
+    """Make ``data_dir`` an empty directory of the demo's (with ``MARKER``); return None, or
+    why the demo may not use it: a live cluster holds it (its brokers' locks, or the
+    supervisor its ``cluster.json`` names), or it is not empty and the demo did not make it.
+    Only a directory with the marker is deleted, and only when no cluster runs there."""
+    running = {b: (dd.read_broker_state(data_dir, b) or {}).get("pid")
+               for b in dd.broker_ids(data_dir) if broker_is_alive(data_dir, b)}
+    record = read_record(data_dir)
+    holders = [f"brokers (id: pid) {running}"] if running else []
+    if record.get("state") != "stopped" and supervisor_alive(record):
+        holders.append(f"supervisor pid {record['supervisor_pid']}")
+    if holders:
+        return (f"a ringlog cluster is running in {data_dir} ({', '.join(holders)}); stop it "
+                f"with: ringlog cluster stop --data-dir {shlex.quote(data_dir)} (or give the "
+                f"demo another --data-dir)")
+    marker = os.path.join(data_dir, MARKER)
+    if os.path.isfile(marker):
+        shutil.rmtree(data_dir)
+    elif os.path.lexists(data_dir) and not (os.path.isdir(data_dir) and not os.listdir(data_dir)):
+        return (f"{data_dir} exists and the demo did not make it (no {MARKER} in it), so it "
+                f"will not delete it: give the demo another --data-dir, or remove it yourself")
+    os.makedirs(data_dir, exist_ok=True)
+    with open(marker, "w", encoding="ascii") as file:
+        file.write("made by `make demo` (spark_bridge/demo.py), which deletes it when it runs "
+                   "again\n")
+    return None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default="demo-data")
@@ -123,10 +186,26 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if PARTITIONS % args.consumers:
         parser.error(f"--consumers must divide the {PARTITIONS} partitions, found {args.consumers}")
+    try:
+        problems = run(args)
+    except Exception as exc:  # whatever it was, the last line says the demo failed and why
+        sys.stdout.flush()
+        traceback.print_exc()
+        sys.stderr.flush()
+        problems = [describe(exc).splitlines()[0]]
+    print("demo passed" if not problems else "demo FAILED: " + "; ".join(problems), flush=True)
+    return 1 if problems else 0
 
-    shutil.rmtree(args.data_dir, ignore_errors=True)
-    cluster = Cluster(args.data_dir, brokers=3)
-    processes, broker_pids, spark_processes, ok = [], {}, [], False
+
+def run(args):
+    """The demo (module doc); returns what went wrong (empty: it passed). Starts nothing
+    unless Java is there and the data directory may be used."""
+    data_dir = os.path.abspath(args.data_dir)
+    refusal = java_missing() or claim_data_dir(data_dir)
+    if refusal:
+        return [refusal]
+    cluster = Cluster(data_dir, brokers=3)
+    processes, broker_pids, spark_processes, problems = [], {}, [], []
     try:
         cluster.start()
         bootstrap = cluster.bootstrap_servers
@@ -153,7 +232,7 @@ def main(argv=None):
             process.start()
         started = time.perf_counter()
         total = args.producers * args.records
-        producer_reports = [results.get(timeout=300) for _ in range(args.producers)]
+        producer_reports = _reports(results, args.producers, "producer")
         produced = time.perf_counter() - started
         failed = sum(r[2] for r in producer_reports if r[0] == "producer")
         sending = max(r[3] for r in producer_reports)  # slowest producer, first send to last ack
@@ -166,7 +245,7 @@ def main(argv=None):
         targets = {tp.partition: offset for tp, offset in end_offsets.items()}
         for queue in ends:
             queue.put(targets)
-        consumer_reports = [results.get(timeout=300) for _ in range(args.consumers)]
+        consumer_reports = _reports(results, args.consumers, "consumer")
         elapsed = time.perf_counter() - started
         seen = sum(r[2].astype(np.int64) for r in consumer_reports)
         out_of_order = sum(r[3] for r in consumer_reports)
@@ -179,8 +258,12 @@ def main(argv=None):
               f"{out_of_order} out of order; end to end {total / elapsed:,.0f} records/s")
         for process in processes:
             process.join(timeout=60)
-        ok = (failed == 0 and missing == 0 and duplicated == 0 and out_of_order == 0
-              and sum(targets.values()) == total)
+        problems += [f"{n} {what}" for n, what in (
+            (failed, "sends failed"), (missing, "records missing"),
+            (duplicated, "records duplicated"), (out_of_order, "records out of order"))
+            if n]
+        if sum(targets.values()) != total:
+            problems.append(f"the end offsets sum to {sum(targets.values()):,}, not {total:,}")
 
         counts, start_up, counting, spark_processes = spark_counts(bootstrap)
         expected = expected_counts(args.producers, args.records)
@@ -194,7 +277,8 @@ def main(argv=None):
               f"counted {sum(counts.values()):,} records over {len(counts):,} keys "
               f"(groupBy(key).count()) in {counting:.1f} s, after {start_up:.1f} s of Spark "
               f"start-up;\n   counts per key {verdict}; per producer {per_producer}")
-        ok = ok and not wrong
+        if wrong:
+            problems.append(f"Spark's counts differ for {len(wrong)} keys")
     finally:
         for process in processes:
             if process.is_alive():
@@ -207,8 +291,25 @@ def main(argv=None):
     running += [p.pid for p in psutil.wait_procs(spark_processes, timeout=30)[1]]
     print(f"6. Spark and the cluster stopped: {len(running)} of its processes still running, "
           f"{len(left)} shared-memory objects left")
-    print("demo " + ("passed" if ok and not left and not running else "FAILED"))
-    return 0 if ok and not left and not running else 1
+    if running:
+        problems.append(f"processes {running} still running")
+    if left:
+        problems.append(f"{len(left)} shared-memory objects left, e.g. {left[0]}")
+    return problems
+
+
+def _reports(results, count, what, timeout=300):
+    """``count`` reports of the ``what`` processes from the ``results`` queue; TimeoutError
+    saying how many came if they do not all come within ``timeout`` seconds."""
+    reports = []
+    deadline = time.monotonic() + timeout
+    while len(reports) < count:
+        try:
+            reports.append(results.get(timeout=max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            raise TimeoutError(f"{len(reports)} of {count} {what} processes reported within "
+                               f"{timeout} s") from None
+    return reports
 
 
 def _alive(pid):

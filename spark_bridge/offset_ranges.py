@@ -4,10 +4,13 @@
 records from ``from_offset`` up to (not including) ``until_offset``. Two pieces of Spark's
 Kafka source planning, with its arithmetic:
 
-* ``split_ranges`` (``KafkaOffsetRangeCalculator``): with ``minPartitions`` larger than the
-  number of non-empty ranges, big ranges are cut into several tasks, each range's share of
-  ``minPartitions`` proportional to its size (ranges whose share rounds to one stay whole
-  and are left out of the proportion for the others); empty ranges are dropped.
+* ``split_ranges`` (``KafkaOffsetRangeCalculator``): empty ranges are dropped; with
+  ``maxRecordsPerPartition``, each range is first cut into ceil(size / max) even pieces, so
+  no task reads more than that; then, with ``minPartitions`` larger than the number of
+  ranges (pieces) left, big ones are cut into several tasks, each one's share of
+  ``minPartitions`` proportional to its size (those whose share rounds to one stay whole
+  and are left out of the proportion for the others). Cutting never makes a piece bigger,
+  so the maximum holds after the second step too.
 * ``rate_limit`` (``KafkaMicroBatchStream.rateLimit``): ``maxOffsetsPerTrigger`` records
   spread over the partitions in proportion to what each has waiting; a partition with a
   share below one record still gets one, so none starves.
@@ -57,32 +60,37 @@ def _part_count(size, total, min_parts):
     return max(_round_half_up(size / total * min_parts), 1)
 
 
-def split_ranges(ranges, min_partitions=None):
-    """``ranges`` (OffsetRanges) as Spark tasks: empty ones dropped, and big ones split when
-    ``min_partitions`` asks for more tasks than there are ranges (module doc)."""
+def _divide(r, parts):
+    """OffsetRange ``r`` cut into ``parts`` pieces of even size, the last taking the
+    rounding, empty pieces left out."""
+    out = []
+    remaining = r.size
+    start = r.from_offset
+    for part in range(parts):
+        this = remaining // (parts - part)
+        remaining -= this
+        end = min(start + this, r.until_offset)
+        if end > start:
+            out.append(OffsetRange(r.topic, r.partition, start, end))
+        start = end
+    return out
+
+
+def split_ranges(ranges, min_partitions=None, max_records=None):
+    """``ranges`` (OffsetRanges) as Spark tasks: empty ones dropped, each cut to at most
+    ``max_records`` records, and big ones split further when ``min_partitions`` asks for
+    more tasks than there are (module doc)."""
     ranges = [r for r in ranges if r.size > 0]
+    if max_records is not None:
+        ranges = [piece for r in ranges for piece in _divide(r, -(-r.size // max_records))]
     if min_partitions is None or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
-    unsplit = {(r.topic, r.partition) for r in ranges
-               if _part_count(r.size, total, min_partitions) == 1}
-    unsplit_size = sum(r.size for r in ranges if (r.topic, r.partition) in unsplit)
-    split_total = total - unsplit_size
-    split_min = max(min_partitions - len(unsplit), 1)
-    out = []
-    for r in ranges:
-        parts = 1 if (r.topic, r.partition) in unsplit else _part_count(r.size, split_total,
-                                                                       split_min)
-        remaining = r.size
-        start = r.from_offset
-        for part in range(parts):
-            this = remaining // (parts - part)  # the last part takes the rounding
-            remaining -= this
-            end = min(start + this, r.until_offset)
-            if end > start:
-                out.append(OffsetRange(r.topic, r.partition, start, end))
-            start = end
-    return out
+    whole = [_part_count(r.size, total, min_partitions) == 1 for r in ranges]
+    split_total = total - sum(r.size for r, stays in zip(ranges, whole) if stays)
+    split_min = max(min_partitions - sum(whole), 1)
+    return [piece for r, stays in zip(ranges, whole)
+            for piece in _divide(r, 1 if stays else _part_count(r.size, split_total, split_min))]
 
 
 def rate_limit(limit, start, latest, earliest_of_new):

@@ -20,23 +20,42 @@ startingOffsets              batch: earliest;       earliest, latest, or JSON
                                                     latest
 endingOffsets                latest (batch only)    latest or JSON (-1 latest), at most
                                                     the high watermark; not earliest
-maxOffsetsPerTrigger         none                   streaming: records per micro-batch,
-                                                    spread over the partitions
+maxOffsetsPerTrigger         none                   streaming: at most this many records
+                                                    per micro-batch, spread over the
+                                                    partitions
+minOffsetsPerTrigger         none                   streaming: a micro-batch waits until
+                                                    this many records are waiting, or
+                                                    until maxTriggerDelay has passed
+                                                    since the last one; at most
+                                                    maxOffsetsPerTrigger
+maxTriggerDelay              15m                    streaming: the longest such a wait
+                                                    (a duration: 500ms, 30s, 15m, 1h;
+                                                    a bare number is milliseconds)
 failOnDataLoss               true                   fail (true) or warn and skip (false)
                                                     when records were deleted unread
 minPartitions                none                   split offset ranges into at least
                                                     about this many Spark tasks
+maxRecordsPerPartition       none                   split offset ranges so that no Spark
+                                                    task reads more than this many
+                                                    records (then minPartitions applies)
 includeHeaders               false                  add the ``headers`` column
 kafkaConsumer.pollTimeoutMs  120000                 how long a task waits for records
                                                     the high watermark says exist
 ===========================  =====================  =====================================
 
+The trigger options apply to streaming reads; a batch read logs that it ignores them, as
+Spark does. Under ``Trigger.AvailableNow`` a micro-batch does not wait for
+``minOffsetsPerTrigger`` (Spark's would wait up to ``maxTriggerDelay`` before reading the
+last records there are; the query would only end later).
+
 Not supported (rejected with a message rather than silently ignored): the timestamp
 options (``startingTimestamp``, ``startingOffsetsByTimestamp``, ``endingTimestamp``,
 ``endingOffsetsByTimestamp``) and, as in Spark, the Kafka consumer settings
 ``kafka.auto.offset.reset``, ``kafka.key.deserializer``, ``kafka.value.deserializer``,
-``kafka.enable.auto.commit``, ``kafka.interceptor.classes``. Other options are ignored,
-as Spark ignores them.
+``kafka.enable.auto.commit``, ``kafka.interceptor.classes``. Any other option is unknown:
+it is logged once per read (a WARNING naming it: a misspelt option does not pass
+unnoticed), except ``kafka.*`` settings, which Spark's Kafka source hands to its Kafka
+consumer and ringlog has no use for (one DEBUG line lists them).
 
 ``parse_batch_options`` / ``parse_stream_options`` return a ``SourceOptions``, an immutable
 value the readers carry to Spark's Python workers (pickled).
@@ -66,8 +85,11 @@ ASSIGN = "assign"
 STARTING_OFFSETS = "startingOffsets"
 ENDING_OFFSETS = "endingOffsets"
 MAX_OFFSETS_PER_TRIGGER = "maxOffsetsPerTrigger"
+MIN_OFFSETS_PER_TRIGGER = "minOffsetsPerTrigger"
+MAX_TRIGGER_DELAY = "maxTriggerDelay"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MIN_PARTITIONS = "minPartitions"
+MAX_RECORDS_PER_PARTITION = "maxRecordsPerPartition"
 INCLUDE_HEADERS = "includeHeaders"
 POLL_TIMEOUT_MS = "kafkaConsumer.pollTimeoutMs"
 
@@ -75,6 +97,13 @@ STRATEGY_OPTIONS = (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN)
 TIMESTAMP_OPTIONS = ("startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp",
                      "endingOffsetsByTimestamp")
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default: spark.network.timeout, 120 s
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # Spark's DEFAULT_MAX_TRIGGER_DELAY, 15m
+#: Options only a streaming read uses: a batch read logs that it ignores them.
+TRIGGER_OPTIONS = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY)
+#: Milliseconds per unit of a duration (Spark's JavaUtils.timeStringAs suffixes).
+_DURATION_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
+                      "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"([0-9]+)([a-z]+)?")
 
 _DESERIALIZER_TEXT = ("are deserialized as byte arrays. Use DataFrame operations to "
                       "explicitly deserialize the {}.")
@@ -91,6 +120,12 @@ UNSUPPORTED_KAFKA_OPTIONS = {
 }
 
 _TRUE_FALSE = {"true": True, "false": False}
+#: Every option the source reads or refuses, lower-cased: anything else is unknown.
+KNOWN_OPTIONS = frozenset(name.lower() for name in (
+    BOOTSTRAP_SERVERS, KAFKA_BOOTSTRAP_SERVERS, *STRATEGY_OPTIONS, STARTING_OFFSETS,
+    ENDING_OFFSETS, *TRIGGER_OPTIONS, FAIL_ON_DATA_LOSS, MIN_PARTITIONS,
+    MAX_RECORDS_PER_PARTITION, INCLUDE_HEADERS, POLL_TIMEOUT_MS, *TIMESTAMP_OPTIONS,
+    *UNSUPPORTED_KAFKA_OPTIONS))
 
 
 class InvalidOptionError(ValueError):
@@ -109,8 +144,11 @@ class SourceOptions:
     starting: object
     ending: object = None
     max_offsets_per_trigger: int = None
+    min_offsets_per_trigger: int = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     fail_on_data_loss: bool = True
     min_partitions: int = None
+    max_records_per_partition: int = None
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
 
@@ -144,6 +182,44 @@ def _positive_int(options, name, what="must be a positive integer"):
     if value <= 0:
         raise InvalidOptionError(f"option '{name}' {what}, found {raw!r}")
     return value
+
+
+def duration_ms(text):
+    """Milliseconds of a duration as Spark writes them (``Utils.timeStringAsMs``): a whole
+    number with a unit us, ms, s, m or min, h, d, or none for milliseconds; ValueError
+    otherwise."""
+    match = _DURATION.fullmatch(str(text).strip().lower())
+    unit = match and (match.group(2) or "ms")
+    if unit not in _DURATION_UNITS_MS:
+        raise ValueError(f"not a duration: {text!r}")
+    return int(int(match.group(1)) * _DURATION_UNITS_MS[unit])
+
+
+def _duration_option(options, name, default_ms):
+    raw = _get(options, name)
+    if raw is None:
+        return default_ms
+    try:
+        return duration_ms(raw)
+    except ValueError:
+        raise InvalidOptionError(
+            f"option '{name}' must be a duration such as 500ms, 30s, 15m or 1h (units us, "
+            f"ms, s, m or min, h, d; a bare number is milliseconds), found {raw!r}") from None
+
+
+def _warn_unknown(options):
+    """Log the options (as the user spelt them) the source does not know (module doc): a
+    WARNING per unknown key, one DEBUG line for Kafka consumer settings."""
+    unknown = sorted((key for key in options if key.lower() not in KNOWN_OPTIONS), key=str.lower)
+    kafka = [key for key in unknown if key.lower().startswith("kafka.")]
+    if kafka:
+        log.debug("Kafka consumer options the ringlog source has no use for: %s",
+                  ", ".join(kafka))
+    for key in unknown:
+        if key not in kafka:
+            log.warning("option '%s' is not an option of the ringlog source and is ignored "
+                        "(its options are Spark's Kafka source options, listed in the "
+                        "README's Spark section)", key)
 
 
 def include_headers(options):
@@ -240,10 +316,22 @@ def _general(options):
     for name, why in UNSUPPORTED_KAFKA_OPTIONS.items():
         if name in options:
             raise InvalidOptionError(f"Kafka option '{name}' is not supported. {why}")
+    max_offsets = _positive_int(options, MAX_OFFSETS_PER_TRIGGER)
+    min_offsets = _positive_int(options, MIN_OFFSETS_PER_TRIGGER)
+    if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+        raise InvalidOptionError(
+            f"option '{MIN_OFFSETS_PER_TRIGGER}' ({min_offsets}) is higher than option "
+            f"'{MAX_OFFSETS_PER_TRIGGER}' ({max_offsets})")
     return dict(
         bootstrap_servers=_bootstrap_servers(options),
         strategy=_strategy(options),
+        max_offsets_per_trigger=max_offsets,
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=_duration_option(options, MAX_TRIGGER_DELAY,
+                                              DEFAULT_MAX_TRIGGER_DELAY_MS),
         min_partitions=_positive_int(options, MIN_PARTITIONS, "must be positive"),
+        max_records_per_partition=_positive_int(options, MAX_RECORDS_PER_PARTITION,
+                                                "must be positive"),
         fail_on_data_loss=_boolean(options, FAIL_ON_DATA_LOSS, True),
         include_headers=_boolean(options, INCLUDE_HEADERS, False),
         poll_timeout_ms=_positive_int(options, POLL_TIMEOUT_MS) or DEFAULT_POLL_TIMEOUT_MS,
@@ -256,8 +344,9 @@ def _describe_tp(tp):
 
 def parse_batch_options(options):
     """SourceOptions of ``spark.read.format("ringlog")``; InvalidOptionError naming the
-    option (Spark's validateBatchOptions and checkOffsetLimitValidity)."""
-    options = _lower(options)
+    option (Spark's validateBatchOptions and checkOffsetLimitValidity). Spark calls it once
+    per query (``reader()``), so unknown options are logged once per query."""
+    given, options = options, _lower(options)
     starting = _offsets(options, STARTING_OFFSETS, "earliest")
     if starting == "latest":
         raise InvalidOptionError(f"option '{STARTING_OFFSETS}': starting offset can't be "
@@ -290,23 +379,25 @@ def parse_batch_options(options):
                     f"option '{STARTING_OFFSETS}' {start} of {_describe_tp(tp)} is after "
                     f"its '{ENDING_OFFSETS}' {end}")
     general = _general(options)
-    if _get(options, MAX_OFFSETS_PER_TRIGGER) is not None:
-        log.warning("%s option ignored in batch queries", MAX_OFFSETS_PER_TRIGGER)
+    for name in TRIGGER_OPTIONS:
+        if _get(options, name) is not None:
+            log.warning("%s option ignored in batch queries", name)
+    _warn_unknown(given)
     return SourceOptions(starting=starting, ending=ending, **general)
 
 
 def parse_stream_options(options):
     """SourceOptions of ``spark.readStream.format("ringlog")``; InvalidOptionError naming
-    the option (Spark's validateStreamOptions)."""
-    options = _lower(options)
+    the option (Spark's validateStreamOptions). Spark calls it once per query
+    (``streamReader()``), so unknown options are logged once per query."""
+    given, options = options, _lower(options)
     if _get(options, ENDING_OFFSETS) is not None:
         raise InvalidOptionError(f"option '{ENDING_OFFSETS}' is not valid in streaming "
                                  f"queries")
     starting = _offsets(options, STARTING_OFFSETS, "latest")
     general = _general(options)
-    return SourceOptions(starting=starting,
-                         max_offsets_per_trigger=_positive_int(options, MAX_OFFSETS_PER_TRIGGER),
-                         **general)
+    _warn_unknown(given)
+    return SourceOptions(starting=starting, **general)
 
 
 def validate_common(options):

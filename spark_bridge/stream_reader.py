@@ -13,17 +13,24 @@ with a checkpointed sink every record lands exactly once.
   checkpoint, which a Python data source is not shown: a query restarted before its first
   micro-batch committed resolves "latest" again — the bridge pins it for that reason.)
 * ``latestOffset(start, limit)``: the high watermarks of the partitions the strategy names
-  now — new partitions and, with ``subscribePattern``, new topics show up here — capped by
-  the read limit: ``ReadMaxRows`` (from ``maxOffsetsPerTrigger``, ``getDefaultReadLimit``)
-  spread over the partitions by ``offset_ranges.rate_limit``; ``ReadAllAvailable`` reads
-  everything. Under ``Trigger.AvailableNow`` (``prepareForTriggerAvailableNow``) the high
-  watermarks are taken once, at the first call, and never passed: the query ends when it
-  has read them.
+  now — new partitions and, with ``subscribePattern``, new topics show up here — held back
+  by the read limit (``getDefaultReadLimit``: ``ReadMinRows`` from ``minOffsetsPerTrigger``,
+  else ``ReadMaxRows`` from ``maxOffsetsPerTrigger``, else ``ReadAllAvailable``).
+  ``ReadAllAvailable`` reads everything. Otherwise, as Spark's composite limit does: with
+  a minimum, the trigger may wait (``trigger_delay``: fewer new offsets than the minimum and
+  ``maxTriggerDelay`` not yet passed; the answer is then ``start``, and Spark runs no
+  micro-batch); with a maximum, the records are spread over the partitions by
+  ``offset_ranges.rate_limit``. PySpark's limits carry no delay and cannot be combined, so
+  the minimum's delay, and whichever bound the limit handed in lacks, come from the options.
+  Under ``Trigger.AvailableNow`` (``prepareForTriggerAvailableNow``) the high watermarks are
+  taken once, at the first call, and never passed: the query ends when it has read them;
+  no trigger waits for a minimum then (the records are all there is).
 * ``partitions(start, end)``: one range per partition (new ones from their earliest
-  offset), split by ``minPartitions``. Data loss (``data_loss``) is reported here: a start
-  below the log start offset (retention deleted records before they were read; with
-  ``failOnDataLoss=false`` the range starts at the log start instead), a partition that
-  disappeared, an end below the start, a new partition that does not start at 0.
+  offset), split by ``maxRecordsPerPartition`` and ``minPartitions``. Data loss
+  (``data_loss``) is reported here: a start below the log start offset (retention deleted
+  records before they were read; with ``failOnDataLoss=false`` the range starts at the log
+  start instead), a partition that disappeared, an end below the start, a new partition
+  that does not start at 0.
 * ``read``: ``partition_reader.read_range`` in Spark's Python workers. ``commit``: nothing
   to do (the checkpoint is Spark's; ringlog keeps no consumer group for it).
 
@@ -39,6 +46,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -49,6 +57,7 @@ from spark_bridge.offset_reader import OffsetReader
 from spark_bridge.offsets import from_json_dict, to_json_dict
 from spark_bridge.options import STARTING_OFFSETS
 from spark_bridge.partition_reader import read_range
+from spark_bridge.trigger_delay import TriggerDelay, wall_clock_ms
 
 log = logging.getLogger("spark_bridge")
 
@@ -58,12 +67,15 @@ def _name(tp):
 
 
 class RinglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Streams ``options`` (SourceOptions of a streaming query) as rows of ``schema``."""
+    """Streams ``options`` (SourceOptions of a streaming query) as rows of ``schema``.
+    ``offsets`` (an OffsetReader by default) answers partitions and offsets; ``clock``
+    (epoch ms) times ``maxTriggerDelay``."""
 
-    def __init__(self, options, schema):
+    def __init__(self, options, schema, offsets=None, clock=wall_clock_ms):
         self.options = options
         self.schema = schema
-        self._offsets = OffsetReader(options)
+        self._offsets = offsets or OffsetReader(options)
+        self._delay = TriggerDelay(options.max_trigger_delay_ms, clock)
         self._available_now = False
         self._target = None  # Trigger.AvailableNow: the high watermarks to read up to
         self._latest = None  # the high watermarks seen by the last latestOffset
@@ -81,6 +93,8 @@ class RinglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._initial
 
     def getDefaultReadLimit(self):
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         limit = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
@@ -97,12 +111,21 @@ class RinglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start, limit):
         start = from_json_dict(start)
         latest = self._latest = self._high_watermarks()
-        if isinstance(limit, ReadMaxRows):
-            new = self._offsets.earliest(tp for tp in latest if tp not in start)
-            latest = rate_limit(limit.max_rows, start, latest, new)
-        elif not isinstance(limit, ReadAllAvailable):
+        if isinstance(limit, ReadAllAvailable):
+            return to_json_dict(latest)
+        if not isinstance(limit, (ReadMinRows, ReadMaxRows)):
             raise ValueError(f"read limit {limit!r} is not supported by the ringlog source "
-                             f"(only ReadAllAvailable and ReadMaxRows)")
+                             f"(only ReadAllAvailable, ReadMinRows and ReadMaxRows)")
+        lower = (limit.min_rows if isinstance(limit, ReadMinRows) else
+                 self.options.min_offsets_per_trigger)
+        upper = (limit.max_rows if isinstance(limit, ReadMaxRows) else
+                 self.options.max_offsets_per_trigger)
+        if (lower is not None and not self._available_now
+                and self._delay.waits(lower, start, latest)):
+            return to_json_dict(start)
+        if upper is not None:
+            new = self._offsets.earliest(tp for tp in latest if tp not in start)
+            latest = rate_limit(upper, start, latest, new)
         return to_json_dict(latest)
 
     def reportLatestOffset(self):
@@ -144,7 +167,8 @@ class RinglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ranges
 
     def partitions(self, start, end):
-        return split_ranges(self.offset_ranges(start, end), self.options.min_partitions)
+        return split_ranges(self.offset_ranges(start, end), self.options.min_partitions,
+                            self.options.max_records_per_partition)
 
     def read(self, partition):
         return read_range(self.options, partition, arrow_schema(self.schema))

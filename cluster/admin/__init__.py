@@ -1,2 +1,2 @@
-"""The admin client: ``KafkaAdminClient``, ``NewTopic``, ``NewPartitions``
-(kafka_admin_client), over ``cluster.client``."""
+"""The admin client: ``KafkaAdminClient``, ``NewTopic``, ``NewPartitions``,
+``ConfigResource`` (kafka_admin_client), over ``cluster.client``."""

@@ -1,4 +1,4 @@
-"""KafkaAdminClient: create, delete, list and describe topics; add partitions.
+"""KafkaAdminClient: create, delete, list and describe topics; add partitions; configs.
 
 ::
 
@@ -6,6 +6,9 @@
     admin.create_topics([NewTopic("app-logs", num_partitions=6, replication_factor=1)])
     admin.describe_topics(["app-logs"])   # leader, replicas, isr per partition
     admin.create_partitions({"app-logs": NewPartitions(total_count=12)})
+    admin.incremental_alter_configs([ConfigResource(ConfigResourceType.TOPIC, "app-logs",
+                                                    {"retention.ms": "3600000"})])
+    admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "app-logs")])
     admin.delete_topics(["app-logs"])
 
 kafka-python's method names, arguments and result shapes (dicts of the response fields).
@@ -18,6 +21,12 @@ the topic and carrying the broker's message, e.g. ``TopicAlreadyExistsError: [Er
 TopicAlreadyExistsError: topic 'app-logs': Topic 'app-logs' already exists.``; the other
 topics of the request were still handled by the broker.
 
+Configs (kafka-python's ``ConfigResource``): ``describe_configs`` asks any broker for
+topics and the cluster-wide broker default (name ``""``), and broker ``b`` for resource
+``"b"``; ``alter_configs`` (AlterConfigs: the configs given replace the resource's dynamic
+ones) and ``incremental_alter_configs`` (IncrementalAlterConfigs: only the keys given
+change) go to the controller like the topic changes.
+
 Thread safety: one thread at a time (it owns a KafkaClient).
 """
 from __future__ import annotations
@@ -27,6 +36,7 @@ import time
 
 from cluster.client.kafka_client import API_VERSIONS, KafkaClient
 from cluster.config import AdminClientConfig
+from cluster.config.dynamic import AlterConfigOp, ConfigResourceType, config_string
 from cluster.errors import (
     IllegalArgumentError,
     KafkaConnectionError,
@@ -72,6 +82,26 @@ class NewPartitions:
     def __repr__(self):
         return (f"NewPartitions(total_count={self.total_count}, "
                 f"new_assignments={self.new_assignments!r})")
+
+
+class ConfigResource:
+    """kafka-python's ``ConfigResource``: a topic or broker (``resource_type``: a
+    ConfigResourceType, its int or its name) and ``configs``. For ``describe_configs``,
+    ``configs`` is None (all) or the names wanted; for ``alter_configs`` ``{name: value}``;
+    for ``incremental_alter_configs`` ``{name: value}`` (set), ``{name: None}`` (delete) or
+    ``{name: (AlterConfigOp, value)}``. A broker's name is its id; ``""`` is the
+    cluster-wide default."""
+
+    def __init__(self, resource_type, name, configs=None):
+        if isinstance(resource_type, str):
+            resource_type = ConfigResourceType[resource_type.upper()]
+        self.resource_type = ConfigResourceType(resource_type)
+        self.name = str(name)
+        self.configs = configs
+
+    def __repr__(self):
+        return (f"ConfigResource(resource_type={self.resource_type.name}, name={self.name!r}, "
+                f"configs={self.configs!r})")
 
 
 #: Errors after which a request to the controller is sent again (to a fresh controller).
@@ -180,6 +210,83 @@ class KafkaAdminClient:
         self._client.cluster.request_update()
         return {"results": results}
 
+    # -- configs ---------------------------------------------------------------------------------
+
+    def describe_configs(self, config_resources, include_synonyms=False, raise_errors=True):
+        """The configs of each ConfigResource: a list of ``{"error_code", "error_message",
+        "resource_type", "resource_name", "configs": [{"name", "value", "read_only",
+        "config_source", "is_sensitive", "synonyms": [{"name", "value", "source"}]}]}``,
+        in request order (sources: ``cluster.config.dynamic.ConfigSource`` ids)."""
+        m = protocol.request_module(ApiKey.DESCRIBE_CONFIGS,
+                                    API_VERSIONS[ApiKey.DESCRIBE_CONFIGS])
+        results = []
+        for resource in config_resources:
+            node = None  # any broker; a broker resource goes to that broker
+            if resource.resource_type == ConfigResourceType.BROKER and resource.name.isdigit():
+                node = int(resource.name)
+            wanted = None if resource.configs is None else tuple(resource.configs)
+            request = m.DescribeConfigsRequest(
+                resources=(m.DescribeConfigsResource(
+                    resource_type=int(resource.resource_type), resource_name=resource.name,
+                    configuration_keys=wanted),),
+                include_synonyms=include_synonyms)
+            for r in self._request(request, node).results:
+                results.append({
+                    "error_code": int(r.error_code), "error_message": r.error_message,
+                    "resource_type": r.resource_type, "resource_name": r.resource_name,
+                    "configs": [{
+                        "name": c.name, "value": c.value, "read_only": c.read_only,
+                        "config_source": c.config_source, "is_sensitive": c.is_sensitive,
+                        "synonyms": [{"name": y.name, "value": y.value, "source": y.source}
+                                     for y in c.synonyms]} for c in r.configs]})
+        if raise_errors:
+            _raise_first(results, _resource_label)
+        return results
+
+    def alter_configs(self, config_resources, validate_only=False, raise_errors=True):
+        """AlterConfigs: each ConfigResource's ``configs`` ``{name: value}`` become its
+        dynamic configs (the others are removed). Returns ``[{"error_code",
+        "error_message", "resource_type", "resource_name"}]``."""
+        m = protocol.request_module(ApiKey.ALTER_CONFIGS, API_VERSIONS[ApiKey.ALTER_CONFIGS])
+        resources = tuple(m.AlterConfigsResource(
+            resource_type=int(r.resource_type), resource_name=r.name,
+            configs=tuple(m.AlterableConfig(name=k, value=_config_value(v))
+                          for k, v in (r.configs or {}).items()))
+            for r in config_resources)
+        return self._alter(m.AlterConfigsRequest(resources=resources,
+                                                 validate_only=validate_only), raise_errors)
+
+    def incremental_alter_configs(self, config_resources, validate_only=False,
+                                  raise_errors=True):
+        """IncrementalAlterConfigs: set, delete, append to or subtract from the keys in
+        each ConfigResource's ``configs`` (class doc); the others stay. Returns as
+        ``alter_configs``."""
+        m = protocol.request_module(ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                                    API_VERSIONS[ApiKey.INCREMENTAL_ALTER_CONFIGS])
+        resources = []
+        for r in config_resources:
+            configs = []
+            for name, spec in (r.configs or {}).items():
+                op, value = (spec if isinstance(spec, tuple) else
+                             (AlterConfigOp.DELETE, None) if spec is None else
+                             (AlterConfigOp.SET, spec))
+                configs.append(m.AlterableConfig(name=name, config_operation=int(op),
+                                                 value=_config_value(value)))
+            resources.append(m.AlterConfigsResource(
+                resource_type=int(r.resource_type), resource_name=r.name,
+                configs=tuple(configs)))
+        return self._alter(m.IncrementalAlterConfigsRequest(
+            resources=tuple(resources), validate_only=validate_only), raise_errors)
+
+    def _alter(self, request, raise_errors):
+        response = self._to_controller(request, lambda r: r.responses, self._timeout)
+        results = [{"error_code": int(r.error_code), "error_message": r.error_message,
+                    "resource_type": r.resource_type, "resource_name": r.resource_name}
+                   for r in response.responses]
+        if raise_errors:
+            _raise_first(results, _resource_label)
+        return results
+
     def list_topics(self):
         """Names of every topic in the cluster."""
         return [t.name for t in self._metadata(None).topics]
@@ -232,14 +339,19 @@ class KafkaAdminClient:
                                                      for n in topics),
             allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
             include_topic_authorized_operations=False)
+        return self._request(request)
+
+    def _request(self, request, node=None):
+        """The response to ``request`` from broker ``node`` (None: any), retried on
+        connection trouble until the request timeout."""
         deadline = self._clock() + self._timeout
         while True:
-            node = self._client.least_loaded_node()
+            target = self._client.least_loaded_node() if node is None else node
             try:
-                if node is None:
+                if target is None:
                     raise NoBrokersAvailable(
                         f"no broker of cluster {self._client.cluster_id} can be reached")
-                return self._client.request(node, request,
+                return self._client.request(target, request,
                                             max(0.0, deadline - self._clock()))
             except _CONTROLLER_RETRY as exc:
                 self._pause_or_raise(deadline, exc)
@@ -284,15 +396,38 @@ def _delta(seconds):
     return datetime.timedelta(seconds=seconds)
 
 
-def _raise_first(results):
-    """Raise the error of the first failed topic, naming it (and the other failures)."""
+def _resource_label(result):
+    if result["resource_type"] == ConfigResourceType.BROKER:
+        name = result["resource_name"]
+        return f"broker {name}" if name else "the cluster-wide broker default"
+    return f"{_type_name(result['resource_type'])} {result['resource_name']!r}"
+
+
+def _type_name(resource_type):
+    try:
+        return ConfigResourceType(resource_type).name.lower()
+    except ValueError:
+        return f"resource type {resource_type}"
+
+
+def _config_value(value):
+    if value is None or isinstance(value, str):
+        return value
+    return config_string(value)
+
+
+def _raise_first(results, label=None):
+    """Raise the error of the first failed topic, or resource (``label(result)`` names
+    one), naming it and the other failures."""
     failed = [r for r in results if r["error_code"]]
     if not failed:
         return
     first = failed[0]
     error = for_code(first["error_code"])
-    message = f"topic {first['name']!r}: {first.get('error_message') or error.description}"
+    name = f"topic {first['name']!r}" if label is None else label(first)
+    message = f"{name}: {first.get('error_message') or error.description}"
     if len(failed) > 1:
         message += "; also failed: " + ", ".join(
-            f"{r['name']!r} ({for_code(r['error_code']).message})" for r in failed[1:])
+            f"{repr(r['name']) if label is None else label(r)} "
+            f"({for_code(r['error_code']).message})" for r in failed[1:])
     raise error(message)

@@ -5,7 +5,9 @@
 * **Bootstrap.** ``bootstrap_servers`` names the cluster's data directory D: the cluster id
   comes from ``D/meta.properties``, the brokers to try first from the metadata page (the
   live ones in the controller's newest image). After that, Metadata responses say which
-  brokers exist and lead which partitions (``cluster``, a ``ClusterMetadata``).
+  brokers exist and lead which partitions (``cluster``, a ``ClusterMetadata``). When no
+  broker can be asked and no broker process of D holds its lock, the cluster is stopped:
+  NoBrokersAvailable says so at once, with the ``ringlog cluster start`` command to run.
 * **Connections.** One ``shm_ring`` connection per broker, opened when first needed, with an
   ApiVersions exchange; a request of a version the broker does not serve fails with
   IncompatibleBrokerVersion (this client speaks ``API_VERSIONS``). A broker the metadata
@@ -41,6 +43,7 @@ import collections
 import logging
 import os
 import random
+import shlex
 import threading
 import time
 
@@ -63,6 +66,7 @@ from cluster.errors import (
     for_code,
 )
 from cluster.metadata import data_dir as dd
+from cluster.metadata.broker_lock import broker_is_alive
 from cluster.metadata.page import MetadataPage
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
@@ -114,6 +118,16 @@ def locate_cluster(bootstrap_servers):
     raise NoBrokersAvailable(
         f"bootstrap_servers {list(bootstrap_servers)!r}: none is a ringlog data directory "
         f"with a {dd.META_PROPERTIES} (start a cluster there first)")
+
+
+def not_running_message(data_dir, cluster_id):
+    """What to tell the user of a data directory none of whose brokers runs: the command
+    that starts it again, with as many brokers as it has ``broker-<id>`` directories."""
+    brokers = dd.broker_ids(data_dir)
+    count = f" --brokers {max(brokers) + 1}" if brokers and max(brokers) > 0 else ""
+    return (f"cluster {cluster_id} in {data_dir} is not running (no broker process is "
+            f"alive); start it with: ringlog cluster start --data-dir {shlex.quote(data_dir)}"
+            f"{count} --detach")
 
 
 class Wakeup:
@@ -678,11 +692,7 @@ class KafkaClient:
         while True:  # a broker that cannot be reached is in its backoff: try the next one now
             node_id = self.least_loaded_node()
             if node_id is None or node_id in tried:
-                reasons = "; ".join(f"broker {n.node_id}: {n.last_error}"
-                                    for n in self._nodes.values() if n.last_error is not None)
-                cluster.update_failed(NoBrokersAvailable(
-                    f"no broker of cluster {self.cluster_id} ({self.data_dir}) can be reached: "
-                    + (reasons or "none is live on the metadata page")), sent_for)
+                cluster.update_failed(self._unreachable(), sent_for)
                 return
             tried.add(node_id)
             future = self.send(node_id, request)
@@ -694,6 +704,18 @@ class KafkaClient:
         self._metadata_in_flight = True
         future.add_callback(self._handle_metadata, all_topics, sent_for)
         future.add_errback(self._metadata_failed, sent_for)
+
+    def _unreachable(self):
+        """NoBrokersAvailable when no broker can be asked for metadata: if no broker process
+        of the data directory runs (none holds its lock), the cluster is stopped and the
+        message says how to start it; otherwise it gives each broker's last error."""
+        if not any(broker_is_alive(self.data_dir, b) for b in dd.broker_ids(self.data_dir)):
+            return NoBrokersAvailable(not_running_message(self.data_dir, self.cluster_id))
+        reasons = "; ".join(f"broker {n.node_id}: {n.last_error}"
+                            for n in self._nodes.values() if n.last_error is not None)
+        return NoBrokersAvailable(
+            f"no broker of cluster {self.cluster_id} ({self.data_dir}) can be reached: "
+            + (reasons or "none is live on the metadata page"))
 
     def _metadata_failed(self, sent_for, exception):
         self._metadata_in_flight = False

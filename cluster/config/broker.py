@@ -37,6 +37,16 @@ ringlog's own keys (prefix ``ringlog.``):
 - ``ringlog.spin.iterations`` (default 20): checks of a ring before a waiter parks.
 - ``ringlog.park.timeout.ms`` (default 50): longest single block while parked; the peer's
   liveness is checked after each (``shm_ring.wakeup.WaitPolicy.poll_interval``).
+- ``ringlog.max.open.segment.files`` (default -1: half the process's RLIMIT_NOFILE soft
+  limit): the bound of the broker's cache of open segment files (``segments.file_cache``);
+  the other half is left to rings, checkpoints and the metadata log.
+- ``ringlog.max.partitions.per.broker`` (default -1: the RLIMIT_NOFILE soft limit, so a
+  broker hosts at most as many partitions as it may open files): the controller refuses a
+  CreateTopics, CreatePartitions or auto-creation that would put more replicas on a broker
+  (POLICY_VIOLATION). Sealed segments and idle partitions hold no descriptor, so the
+  limit is what bounds a broker's descriptors when every partition is in use.
+  ``max_partitions_per_broker()`` and ``max_open_segment_files()`` give the value in
+  force and where it comes from.
 
 Owner: the broker process (or the launcher that builds one per broker). Immutable: any
 thread may read it.
@@ -62,6 +72,7 @@ from cluster.config.keys import (
 from cluster.config.properties import load_properties, parse_overrides
 from cluster.errors import InvalidConfigurationError
 from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
+from segments.file_cache import open_files_limit
 from segments.log_config import INT_MAX, KNOWN_KEYS, LONG_MAX, InvalidLogConfigError, LogConfig
 from shm_ring import ring_descriptor
 
@@ -152,6 +163,8 @@ BROKER_KEYS = keys(
     Key("ringlog.ring.bytes", _ring_bytes, 4 * 1024 * 1024),
     Key(*SPIN_ITERATIONS),
     Key(*PARK_TIMEOUT_MS),
+    Key("ringlog.max.open.segment.files", Int(-1, INT_MAX), -1),
+    Key("ringlog.max.partitions.per.broker", Int(-1, INT_MAX), -1),
 )
 
 #: Topic config -> its broker synonyms, highest precedence first, each with the factor to
@@ -272,6 +285,23 @@ class BrokerConfig(FrozenConfig):
 
     # -- transport --------------------------------------------------------------------------
 
+    def max_partitions_per_broker(self):
+        """``(limit, source)``: the partition replicas a broker may host and where that
+        number comes from (the key, or ``RLIMIT_NOFILE <n>`` when derived)."""
+        return self._limit("ringlog.max.partitions.per.broker", 1)
+
+    def max_open_segment_files(self):
+        """``(bound, source)`` of the broker's open segment file cache (as above)."""
+        return self._limit("ringlog.max.open.segment.files", 2)
+
+    def _limit(self, name, divisor):
+        value = self[name]
+        if value >= 0:
+            return value, "configured"
+        soft = open_files_limit()
+        source = f"RLIMIT_NOFILE {soft}" if divisor == 1 else f"RLIMIT_NOFILE {soft} / {divisor}"
+        return max(1, soft // divisor), f"derived from {source}"
+
     def wait_policy(self, clock=time.monotonic):
         """How this broker waits on its rings (spin, then park)."""
         return wait_policy(self["ringlog.spin.iterations"], self["ringlog.park.timeout.ms"],
@@ -289,6 +319,10 @@ def _check_broker(values):
         raise InvalidConfigurationError(
             f"replica.fetch.wait.max.ms ({wait}) must be at most replica.lag.time.max.ms "
             f"({lag}), to prevent frequent changes in ISR")
+    if values["ringlog.max.open.segment.files"] == 0:
+        raise InvalidConfigurationError(
+            "ringlog.max.open.segment.files (0) must be -1 (derived from RLIMIT_NOFILE) or at "
+            "least 1: a broker must be able to open a segment file")
     ring = values["ringlog.ring.bytes"]
     largest = max(values["message.max.bytes"], values["replica.fetch.max.bytes"])
     if ring_descriptor.max_frame_length(ring) < largest + FRAME_HEADROOM_BYTES:

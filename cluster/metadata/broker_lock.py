@@ -20,6 +20,7 @@ import os
 import time
 
 from cluster.metadata import data_dir as dd
+from cluster.metadata.lock_holders import describe_holders
 
 REGISTER_TIMEOUT = 1.0
 """Seconds ``register_broker`` keeps trying for the lock before it gives up."""
@@ -68,13 +69,14 @@ def register_broker(data_dir, broker_id, cluster_id, timeout=REGISTER_TIMEOUT):
 
     Creates ``D/broker-<id>`` and its meta.properties the first time, and checks them after
     (InconsistentClusterIdError if they belong to another cluster). Raises
-    ``BlockingIOError`` naming the pid in broker.json if another process holds the lock
-    for longer than ``timeout`` seconds (that broker id is already running).
+    ``BlockingIOError`` naming the holder (per /proc/locks, never the possibly stale pid in
+    broker.json) if another process holds the lock for longer than ``timeout`` seconds.
     """
     path = dd.broker_dir(data_dir, broker_id)
-    os.makedirs(path, exist_ok=True)
-    fd = os.open(os.path.join(path, dd.BROKER_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                 0o644)
+    lock_path = os.path.join(path, dd.BROKER_LOCK)
+    with dd.private_umask():
+        os.makedirs(path, mode=dd.DIR_MODE, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, dd.FILE_MODE)
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -83,11 +85,9 @@ def register_broker(data_dir, broker_id, cluster_id, timeout=REGISTER_TIMEOUT):
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    state = dd.read_broker_state(data_dir, broker_id) or {}
                     raise BlockingIOError(
-                        f"broker {broker_id} is already running (pid {state.get('pid')} per "
-                        f"{os.path.join(path, dd.BROKER_JSON)}): {path}/{dd.BROKER_LOCK} is "
-                        f"locked") from None
+                        f"broker {broker_id} is already running: {lock_path} is "
+                        f"{describe_holders(lock_path)}") from None
                 time.sleep(_RETRY_SLEEP)
         dd.ensure_broker_meta(data_dir, broker_id, cluster_id)
         registration = BrokerRegistration(data_dir, broker_id, cluster_id, fd)

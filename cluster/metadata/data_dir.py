@@ -4,6 +4,7 @@
 
     D/meta.properties           cluster.id (22-char urlsafe base64 of a uuid4), version=1;
                                 written once, by the first start
+    D/supervisor.lock           flock(LOCK_EX) held by the one supervisor of D (supervisor.py)
     D/cluster.json              the supervisor's record (see supervisor.py); replaced atomically
     D/supervisor.log            output of a detached supervisor
     D/controller.lock           flock(LOCK_EX) held by the active controller (controller.py)
@@ -14,6 +15,8 @@
         broker.lock             flock(LOCK_EX) held while the broker runs (broker_lock.py)
         broker.json             {"pid": .., "state": "starting|serving|stopping"}, atomic
         broker.log              the broker process's stdout and stderr
+        supervisor.request      a start/stop/kill asked of the supervisor by
+                                ``ringlog broker`` (cluster.supervisor.requests)
         <topic>-<partition>/    partition logs
 
 Files are written as Kafka writes its checkpoints: to ``<name>.tmp``, fsynced, renamed over
@@ -23,21 +26,35 @@ and ``key=value`` lines of their known keys only, each once, with well-formed va
 anything else raises KafkaStorageError naming the file, the line and what was found, and
 the broker (or supervisor) refuses to start with that one line.
 
+Everything in D is its owner's alone: directories 0700, files 0600 (segments are the
+users' records; a lock file others can open is a lock others can hold). The supervisor and
+broker processes run under ``PRIVATE_UMASK`` (``set_private_umask``), which covers the files
+``segments`` creates with its own modes; a program embedding ``Cluster`` keeps its umask,
+and the supervisor creates files inside ``private_umask()`` only. ``make_data_dir`` creates
+D 0700; ``check_data_dir`` turns a D that is a file, or not this user's to use, into one
+KafkaStorageError line.
+
 Pure functions over paths: any thread may call them; each file has one writer (named above).
 """
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
 import re
+import stat
+import threading
 import uuid
 
 from cluster.errors import InconsistentClusterIdError, KafkaStorageError
 from segments.checkpoint import write_atomically
 
+log = logging.getLogger(__name__)
+
 META_PROPERTIES = "meta.properties"
+SUPERVISOR_LOCK = "supervisor.lock"
 CLUSTER_JSON = "cluster.json"
 SUPERVISOR_LOG = "supervisor.log"
 CONTROLLER_LOCK = "controller.lock"
@@ -62,9 +79,105 @@ CLUSTER_META_KEYS = {"cluster.id": _CLUSTER_ID,
 BROKER_META_KEYS = {"broker.id": re.compile(r"0|[1-9][0-9]{0,9}"), "cluster.id": _CLUSTER_ID,
                     "version": re.compile(re.escape(str(BROKER_META_VERSION)))}
 
-log = logging.getLogger(__name__)
+PRIVATE_UMASK = 0o077
+"""The umask under which D's files and directories are made: no bits for group or others."""
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 _BROKER_DIR = re.compile(r"broker-(0|[1-9][0-9]*)")
+_UMASK_LOCK = threading.Lock()  # guards the scoped umask changes of private_umask()
+
+
+# -- private files -----------------------------------------------------------------------------
+
+def set_private_umask():
+    """Make this whole process create private files (the broker and supervisor processes,
+    first thing): ``PRIVATE_UMASK`` added to the current umask. Returns the old umask."""
+    old = os.umask(PRIVATE_UMASK)
+    os.umask(old | PRIVATE_UMASK)
+    return old
+
+
+@contextlib.contextmanager
+def private_umask():
+    """Files and directories created inside are private, in any process (an embedding
+    program's umask is restored on exit). The umask is per process: other threads creating
+    files meanwhile get it too, so this wraps the few calls that create files, never a wait;
+    nested or concurrent uses are serialized."""
+    with _UMASK_LOCK:
+        old = os.umask(PRIVATE_UMASK)
+        try:
+            os.umask(old | PRIVATE_UMASK)
+            yield
+        finally:
+            os.umask(old)
+
+
+# -- the data directory itself --------------------------------------------------------------
+
+def check_data_dir(data_dir, writable=True):
+    """Raise KafkaStorageError (one line naming D and what is wrong) unless ``data_dir`` is a
+    directory this user may read (and, with ``writable``, write), or does not exist yet."""
+    try:
+        st = os.stat(data_dir)
+    except FileNotFoundError:
+        return
+    except OSError as exc:  # a path component is a file, a loop, no search permission
+        raise KafkaStorageError(f"data directory {data_dir} cannot be used: "
+                                f"{exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise KafkaStorageError(f"data directory {data_dir} is not a directory (it is a "
+                                f"{_file_kind(st.st_mode)}); give a directory, or a path "
+                                f"that does not exist yet")
+    need = os.R_OK | os.X_OK | (os.W_OK if writable else 0)
+    if not os.access(data_dir, need):
+        raise KafkaStorageError(
+            f"data directory {data_dir} is not {'writable' if writable else 'readable'} by "
+            f"uid {os.getuid()} (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
+
+
+def _file_kind(mode):
+    for test, kind in ((stat.S_ISREG, "regular file"), (stat.S_ISLNK, "symbolic link"),
+                       (stat.S_ISFIFO, "named pipe"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return kind
+    return f"file of mode {mode:o}"
+
+
+def make_data_dir(data_dir):
+    """Create D (and missing parents) with mode 0700, or check the existing one.
+
+    An existing D open to group or others is tightened to 0700 when it is this user's and
+    holds a cluster already (an older ringlog made it 0755) or nothing yet; any other
+    directory (``--data-dir $HOME``) keeps its mode, with a warning: the entries ringlog
+    makes in it are private anyway. KafkaStorageError naming D if it cannot be used.
+    """
+    check_data_dir(data_dir)
+    try:
+        with private_umask():
+            os.makedirs(data_dir, mode=DIR_MODE)
+        return
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise KafkaStorageError(f"data directory {data_dir} cannot be created: "
+                                f"{exc.strerror}") from None
+    check_data_dir(data_dir)  # it may have appeared meanwhile, as a file
+    st = os.stat(data_dir)
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & 0o077:
+        return
+    ours = st.st_uid == os.geteuid()
+    if ours and (not os.listdir(data_dir)
+                 or os.path.exists(os.path.join(data_dir, META_PROPERTIES))):
+        os.chmod(data_dir, DIR_MODE)
+        log.warning("data directory %s was mode %04o; made it %04o", data_dir, mode, DIR_MODE)
+    else:
+        log.warning("data directory %s is mode %04o: other users can list it (the files "
+                    "ringlog makes in it are private); `chmod 700 %s` to close it",
+                    data_dir, mode, data_dir)
 
 
 def broker_dir(data_dir, broker_id):
@@ -99,7 +212,8 @@ def new_uuid():
 # -- atomic small files ------------------------------------------------------------------------
 
 def write_json(path, value):
-    write_atomically(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())
+    with private_umask():
+        write_atomically(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())
 
 
 def read_json(path):
@@ -113,7 +227,8 @@ def read_json(path):
 
 def write_properties(path, props, comment):
     lines = [f"#{comment}"] + [f"{key}={value}" for key, value in props.items()]
-    write_atomically(path, ("\n".join(lines) + "\n").encode())
+    with private_umask():
+        write_atomically(path, ("\n".join(lines) + "\n").encode())
 
 
 def read_meta_properties(path, keys):
@@ -168,8 +283,9 @@ def read_cluster_id(data_dir):
 
 
 def ensure_cluster_id(data_dir):
-    """The data directory's cluster id: read it, or make one and write meta.properties."""
-    os.makedirs(data_dir, exist_ok=True)
+    """The data directory's cluster id: read it, or make one and write meta.properties
+    (creating D 0700 if need be)."""
+    make_data_dir(data_dir)
     cluster_id = read_cluster_id(data_dir)
     if cluster_id is None:
         cluster_id = new_uuid()

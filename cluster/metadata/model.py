@@ -86,6 +86,9 @@ class MetadataImage:
     deleted, so a broker finding one in a partition directory's ``partition.metadata``
     knows that directory holds a deleted topic's log (the topic was deleted, and perhaps
     created again under its name, while that broker was down), not a damaged file.
+    ``broker_configs`` are the dynamic broker configs: ``{"": the cluster-wide default,
+    "<broker id>": that broker's}``, each ``{broker key: value}``
+    (``cluster.config.dynamic``).
     """
 
     version: int
@@ -94,6 +97,7 @@ class MetadataImage:
     brokers: dict
     topics: dict
     deleted_topic_ids: frozenset = frozenset()
+    broker_configs: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def empty(cls, cluster_id):
@@ -138,6 +142,7 @@ class MetadataImage:
                   for p in t.partitions]]
                 for t in self.topics.values()],
             "deleted_topic_ids": sorted(self.deleted_topic_ids),
+            "broker_configs": self.broker_configs,
         }, separators=(",", ":"))
 
     @classmethod
@@ -152,4 +157,4 @@ class MetadataImage:
                       for n, (leader, epoch, replicas, isr) in enumerate(partitions)),
                 configs, internal)
         return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics,
-                   frozenset(raw["deleted_topic_ids"]))
+                   frozenset(raw["deleted_topic_ids"]), raw.get("broker_configs", {}))

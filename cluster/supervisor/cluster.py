@@ -17,7 +17,11 @@ checked before any process starts (InvalidConfigurationError).
 
 The brokers are this process's children (``supervisor.Supervisor``); the data directory
 is the bootstrap address (``bootstrap_servers``). Starting again on the same directory
-keeps the cluster id and recovers every topic and record.
+keeps the cluster id and recovers every topic and record. One supervisor per directory:
+``start()`` on a directory another supervisor (another Cluster, ``ringlog cluster start``)
+holds raises DataDirInUseError naming it; a ``data_dir`` that is a file, or not this user's
+to use, raises KafkaStorageError from the constructor. The directory is made 0700 and every
+file in it 0600; this process's umask is changed only while the supervisor creates files.
 
 Ownership: one thread drives a Cluster (start, stop, kill, restart); ``stop()`` is safe to
 call twice and is what ``with`` calls on exit.
@@ -28,6 +32,7 @@ import os
 import time
 
 from cluster.config.broker import BROKER_KEYS, BrokerConfig
+from cluster.metadata import data_dir as dd
 from cluster.supervisor.supervisor import BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor
 
 _WAIT_STEP = 0.01
@@ -61,6 +66,7 @@ class Cluster:
         if not isinstance(brokers, int) or isinstance(brokers, bool) or brokers < 1:
             raise ValueError(f"brokers must be an int >= 1, found {brokers!r}")
         self.data_dir = os.path.abspath(os.fspath(data_dir))
+        dd.check_data_dir(self.data_dir)  # a file, or not ours: KafkaStorageError, one line
         self.config = broker_config_from_kwargs(config, **kwargs)
         BrokerConfig(self.config, data_dir=self.data_dir)  # bad values raise here
         self._supervisor = Supervisor(self.data_dir, range(brokers), self.config,

@@ -3,7 +3,12 @@
 ``Supervisor(data_dir, broker_ids, config)`` is what ``Cluster`` and ``ringlog cluster
 start`` run on. ``start()``:
 
-1. refuses if a broker of this data directory is running already (its lock is held);
+1. takes the data directory's supervisor lock before anything else (``lock()``: creates D
+   0700 if need be, then an exclusive flock on ``D/supervisor.lock``, held until ``stop()``
+   ends): one supervisor per D, so of two starts at once exactly one goes on and the other
+   gets DataDirInUseError naming the pid that holds the lock, having changed nothing;
+   then refuses if a broker of D still runs (an orphan of a killed supervisor: its broker
+   lock is held);
 2. reads the cluster id from ``D/meta.properties``, or writes a new one the first time;
 3. removes shared-memory objects of this cluster id left by dead processes
    (``shm_ring.cleanup_stale``) and creates the metadata page;
@@ -15,21 +20,39 @@ start`` run on. ``start()``:
    alive. On failure it stops what it started and raises ``ClusterStartError`` with the
    tail of the failing broker's log.
 
+A supervisor run by ``ringlog cluster start`` (foreground or detached) then keeps watching
+(``watch()`` every ``WATCH_INTERVAL`` s): a broker that exits on purpose (exit code 0 after
+SIGTERM, or a ``ringlog broker stop|kill`` request naming its pid) is ``stopped``; any other
+exit is ``crashed`` and logged with the tail of the broker's log; with ``restart_on_failure``
+the broker is started again after ``RestartBackoff`` (1 s, doubling to 60 s). It also starts
+a broker a ``start`` request (``requests``: ``ringlog broker start``, or ``cluster start`` on a
+partly running cluster) asks for. An embedded supervisor (``Cluster``) has no watch loop: its
+program starts and kills brokers itself.
+
 ``stop()`` sends SIGTERM to every broker (graceful: logs flushed and closed, listeners
 unlinked), SIGKILLs any still running after ``stop_timeout``, unlinks the metadata page and
-sweeps the cluster's shared-memory objects. Safe to call twice.
+sweeps the cluster's shared-memory objects, and lets go of the supervisor lock. Safe to call
+twice.
+
+Files and directories the supervisor creates are private (0600 / 0700): it creates them
+inside ``dd.private_umask()``, and starts brokers inside it too, so they inherit the umask
+(the real broker also sets it itself); the embedding program's umask is left as it was.
 
 ``D/cluster.json`` records the supervisor for ``ringlog cluster stop|status`` run from
 elsewhere: ``{"cluster_id", "brokers": [ids], "config": {key: value}, "pids": {id: pid},
 "state": "starting|serving|stopping|stopped", "supervisor": "embedded|foreground|detached",
-"supervisor_pid", "supervisor_start_time"}``. ``stop_cluster(data_dir)`` and
-``cluster_status(data_dir)`` are those commands' logic: they work from the files and the
-locks alone, whether the supervisor is alive or not.
+"supervisor_pid", "supervisor_start_time", "restart_on_failure", "broker_states": {id:
+{"state": "starting|stopped|crashed", "since": epoch seconds, "pid", "exit": how it
+exited}}}`` (``broker_states``: what the supervisor last did or saw of each broker).
+``stop_cluster(data_dir)`` and ``cluster_status(data_dir)`` are those commands' logic: they
+work from the files and the locks alone, whether the supervisor is alive or not.
 
 Run as ``python -m cluster.supervisor.supervisor --data-dir D --brokers N [--override k=v ...]
-[--broker-command CMD]`` it
-is the detached supervisor of ``ringlog cluster start --detach``: it starts the cluster,
-keeps it until SIGTERM or SIGINT, then stops it.
+[--broker-command CMD] [--restart-on-failure]`` it is the detached supervisor of ``ringlog
+cluster start --detach``: it takes the supervisor lock, and only then moves its output to
+``D/supervisor.log`` (so the one line of a start that lost the lock goes to the command's
+stderr, never into the winner's log), starts the cluster, watches it until SIGTERM or SIGINT,
+then stops it.
 
 Ownership: a Supervisor belongs to the thread that made it; it is the parent of the broker
 processes it starts (it reaps them).
@@ -37,6 +60,7 @@ processes it starts (it reaps them).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import logging
 import os
 import shlex
@@ -48,9 +72,12 @@ import time
 import posix_ipc
 
 from cluster.config.properties import parse_overrides
+from cluster.errors import KafkaError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
+from cluster.metadata.lock_holders import describe_holders
 from cluster.metadata.page import MetadataPage, metadata_page_name
+from cluster.supervisor.requests import clear_request, read_request
 from shm_ring.liveness import is_alive, process_start_time
 from shm_ring.naming import cleanup_stale
 
@@ -72,11 +99,55 @@ KINDS = ("embedded", "foreground", "detached")
 """Who runs the supervisor: a Python program (``Cluster``), ``ringlog cluster start`` in
 the foreground, or the background process of ``--detach``."""
 
+WATCH_INTERVAL = 0.2
+"""Seconds between two rounds of a watching supervisor's ``watch()``."""
+
+WATCHING_KINDS = ("foreground", "detached")
+"""Supervisors that run the watch loop (``ringlog cluster start``): they notice brokers that
+exit, take requests (``requests``) and may restart crashed brokers."""
+
+RESTART_BACKOFF = 1.0
+"""Seconds before the first restart of a crashed broker (``--restart-on-failure``)."""
+
+RESTART_BACKOFF_MAX = 60.0
+"""The longest wait before a restart: the backoff doubles per crash up to this."""
+
+RESTART_RESET_AFTER = 60.0
+"""A broker that ran this many seconds before it crashed restarts after RESTART_BACKOFF
+again (its earlier crashes are forgotten)."""
+
 _WAIT_STEP = 0.02
 
 
 class ClusterStartError(RuntimeError):
     """The cluster (or one broker) did not come up; the message quotes the log."""
+
+
+class DataDirInUseError(ClusterStartError):
+    """Another supervisor holds the data directory's supervisor lock (one line: the
+    directory, who holds the lock, and the commands that report and stop it)."""
+
+
+def lock_data_dir(data_dir):
+    """Create D if need be (0700) and take its supervisor lock: the descriptor holding it.
+
+    DataDirInUseError if another open file description holds it (another supervisor, or a
+    Supervisor of this process); KafkaStorageError if D is not a usable directory.
+    """
+    dd.make_data_dir(data_dir)
+    path = os.path.join(data_dir, dd.SUPERVISOR_LOCK)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, dd.FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, BlockingIOError):
+            raise DataDirInUseError(
+                f"a cluster supervisor is already running on {data_dir}: {path} is "
+                f"{describe_holders(path)}; `ringlog cluster status --data-dir {data_dir}` "
+                f"reports it, `ringlog cluster stop --data-dir {data_dir}` stops it") from None
+        raise
+    return fd
 
 
 def override_args(config):
@@ -94,6 +165,11 @@ def format_value(value):
     return str(value)
 
 
+def open_log(path):
+    """A descriptor appending to the log file at ``path``, created 0600."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, dd.FILE_MODE)
+
+
 def log_tail(path, lines=LOG_TAIL_LINES):
     """The last ``lines`` lines of the file at ``path`` ("" if there is none)."""
     try:
@@ -106,13 +182,43 @@ def log_tail(path, lines=LOG_TAIL_LINES):
     return "\n".join(text.splitlines()[-lines:])
 
 
-class BrokerProcess:
-    """One broker child process and its log file; owned by the Supervisor that started it."""
+class RestartBackoff:
+    """When to restart one broker that keeps crashing: ``initial`` seconds after a crash,
+    doubling with each further crash up to ``maximum``; a broker that had run ``reset_after``
+    seconds when it crashed starts over at ``initial``. Pure arithmetic on the monotonic
+    times the caller passes; owned by the Supervisor's watch loop."""
 
-    def __init__(self, broker_id, popen, log_path):
+    def __init__(self, initial=RESTART_BACKOFF, maximum=RESTART_BACKOFF_MAX,
+                 reset_after=RESTART_RESET_AFTER):
+        self.initial, self.maximum, self.reset_after = initial, maximum, reset_after
+        self.crashes = 0
+
+    def crashed(self, started_at, now):
+        """Count a crash at ``now`` of a broker started at ``started_at``; the seconds to
+        wait before restarting it."""
+        if now - started_at >= self.reset_after:
+            self.crashes = 0
+        self.crashes += 1
+        return min(self.maximum, self.initial * 2 ** (self.crashes - 1))
+
+
+def describe_exit(returncode):
+    """``exit code 3`` or ``killed by SIGKILL`` for a Popen return code."""
+    if returncode is not None and returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
+    return f"exit code {returncode}"
+
+
+class BrokerProcess:
+    """One broker child process and its log file; owned by the Supervisor that started it.
+    ``exit_seen``: the supervisor has handled its exit (``Supervisor.watch``)."""
+
+    def __init__(self, broker_id, popen, log_path, started_at):
         self.broker_id = broker_id
         self.popen = popen
         self.log_path = log_path
+        self.started_at = started_at
+        self.exit_seen = False
 
     @property
     def pid(self):
@@ -129,11 +235,14 @@ class Supervisor:
     """The broker processes of one data directory (see the module doc).
 
     ``config``: broker config for every broker, Kafka's names -> values (passed as
-    ``--override``); ``broker_command``: the argv prefix that runs a broker.
+    ``--override``); ``broker_command``: the argv prefix that runs a broker;
+    ``restart_on_failure``: ``watch()`` restarts a crashed broker after ``RestartBackoff``.
+    ``clock``: monotonic seconds (the backoff's), injectable for tests.
     """
 
     def __init__(self, data_dir, broker_ids, config=None, *, broker_command=BROKER_COMMAND,
-                 start_timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, kind="embedded"):
+                 start_timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, kind="embedded",
+                 restart_on_failure=False, clock=time.monotonic):
         if kind not in KINDS:
             raise ValueError(f"supervisor kind must be one of {KINDS}, found {kind!r}")
         self.data_dir = os.path.abspath(os.fspath(data_dir))
@@ -151,29 +260,47 @@ class Supervisor:
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.kind = kind
+        self.restart_on_failure = restart_on_failure
+        self.clock = clock
         self.cluster_id = None
         self.page = None
         self.state = "stopped"
         self._processes = {}  # broker id -> BrokerProcess
+        self._broker_states = {}  # broker id -> {"state", "since" (epoch s), "pid", "exit"}
+        self._backoffs = {}  # broker id -> RestartBackoff (restart_on_failure)
+        self._restart_at = {}  # broker id -> clock time its restart is due
+        self._lock_fd = None  # holds D/supervisor.lock from lock() until stop() ends
 
     # -- cluster lifecycle ------------------------------------------------------------------
+
+    def lock(self):
+        """Take the data directory's supervisor lock now (``start()`` does it first if not
+        done): DataDirInUseError naming the holder, KafkaStorageError if D is unusable.
+        Released by ``stop()``."""
+        if self._lock_fd is None:
+            self._lock_fd = lock_data_dir(self.data_dir)
 
     def start(self):
         """Start every broker and wait until the cluster serves (see the module doc)."""
         if self.state != "stopped":
             raise RuntimeError(f"cluster in {self.data_dir} is {self.state}; stop it first")
-        os.makedirs(self.data_dir, exist_ok=True)
-        running = running_brokers(self.data_dir)
-        if running:
-            raise ClusterStartError(
-                f"a cluster is already running in {self.data_dir}: brokers {running} (id: pid) "
-                f"hold their locks; `ringlog cluster stop --data-dir {self.data_dir}` first")
-        self.cluster_id = dd.ensure_cluster_id(self.data_dir)
-        removed = cleanup_stale(self.cluster_id)
-        if removed:
-            log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
-                     self.cluster_id)
-        self.page = MetadataPage.create(self.cluster_id)
+        self.lock()
+        try:
+            running = running_brokers(self.data_dir)
+            if running:
+                raise ClusterStartError(
+                    f"a cluster is already running in {self.data_dir}: brokers {running} "
+                    f"(id: pid) hold their locks; `ringlog cluster stop --data-dir "
+                    f"{self.data_dir}` first")
+            self.cluster_id = dd.ensure_cluster_id(self.data_dir)
+            removed = cleanup_stale(self.cluster_id)
+            if removed:
+                log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
+                         self.cluster_id)
+            self.page = MetadataPage.create(self.cluster_id)
+        except BaseException:
+            self._unlock()
+            raise
         self.state = "starting"
         try:
             self._write_record()
@@ -188,8 +315,10 @@ class Supervisor:
 
     def stop(self):
         """Stop every broker (SIGTERM, SIGKILL after ``stop_timeout``), unlink the page and
-        the cluster's shared-memory objects. Safe to call twice."""
+        the cluster's shared-memory objects, release the supervisor lock. Safe to call
+        twice."""
         if self.state == "stopped":
+            self._unlock()  # taken by lock() for a start that never came
             return
         self.state = "stopping"
         self._write_record()
@@ -205,7 +334,10 @@ class Supervisor:
                             "killing it", process.broker_id, process.pid, self.stop_timeout)
                 process.popen.kill()
                 process.popen.wait()
+            self._set_broker_state(process.broker_id, "stopped", process.pid,
+                                   describe_exit(process.popen.returncode))
         self._processes.clear()
+        self._restart_at.clear()
         if self.page is not None:
             self.page.unlink()
             self.page.close()
@@ -213,6 +345,7 @@ class Supervisor:
         cleanup_stale(self.cluster_id)
         self.state = "stopped"
         self._write_record()
+        self._unlock()
 
     # -- single brokers -----------------------------------------------------------------------
 
@@ -237,7 +370,38 @@ class Supervisor:
                              f"{sorted(self.pids())})")
         process.popen.send_signal(sig)
         process.popen.wait()
+        process.exit_seen = True
+        self._set_broker_state(broker_id, "stopped", process.pid,
+                               describe_exit(process.popen.returncode))
         self._write_record()
+
+    def watch(self):
+        """One round of the watch loop (``serve_until_signalled`` calls it every
+        ``WATCH_INTERVAL`` s; the loop thread only). Handles brokers that exited since the
+        last round: ``stopped`` if on purpose (exit code 0, or a stop/kill request naming
+        that pid), else ``crashed``, logged, and with ``restart_on_failure`` restarted after
+        the broker's backoff; starts brokers a ``start`` request asks for. Starts do not wait
+        for the broker to serve: the next rounds see it serve or exit."""
+        if self.state != "serving":
+            return
+        now = self.clock()
+        changed = False
+        for process in list(self._processes.values()):
+            if not process.exit_seen and not process.running():
+                process.exit_seen = True
+                self._on_exit(process, now)
+                changed = True
+        for broker_id in sorted(set(dd.broker_ids(self.data_dir)) | set(self.broker_ids)):
+            changed |= self._take_request(broker_id)
+        for broker_id, due in sorted(self._restart_at.items()):
+            if now >= due:
+                del self._restart_at[broker_id]
+                log.warning("restarting broker %d (restart %d)", broker_id,
+                            self._backoffs[broker_id].crashes)
+                self._spawn(broker_id)
+                changed = True
+        if changed:
+            self._write_record()
 
     def pids(self):
         """{broker id: pid} of the brokers running now."""
@@ -245,16 +409,75 @@ class Supervisor:
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _on_exit(self, process, now):
+        broker_id, how = process.broker_id, describe_exit(process.popen.returncode)
+        request = read_request(self.data_dir, broker_id)
+        if process.popen.returncode == 0 or (request.get("action") in ("stop", "kill")
+                                             and request.get("pid") == process.pid):
+            log.info("broker %d (pid %d) stopped (%s)", broker_id, process.pid, how)
+            self._set_broker_state(broker_id, "stopped", process.pid, how)
+            clear_request(self.data_dir, broker_id)
+            return
+        self._set_broker_state(broker_id, "crashed", process.pid, how)
+        if not self.restart_on_failure:
+            log.warning("broker %d (pid %d) crashed (%s); last lines of %s:\n%s\n`ringlog "
+                        "cluster start --data-dir %s` starts it again", broker_id, process.pid,
+                        how, process.log_path, log_tail(process.log_path, 10), self.data_dir)
+            return
+        delay = self._backoffs.setdefault(broker_id, RestartBackoff()).crashed(
+            process.started_at, now)
+        self._restart_at[broker_id] = now + delay
+        log.warning("broker %d (pid %d) crashed (%s); restarting it in %.0f s; last lines of "
+                    "%s:\n%s", broker_id, process.pid, how, delay, process.log_path,
+                    log_tail(process.log_path, 10))
+
+    def _take_request(self, broker_id):
+        """Act on the request about ``broker_id``, if any; whether anything changed."""
+        request = read_request(self.data_dir, broker_id)
+        action = request.get("action")
+        process = self._processes.get(broker_id)
+        running = process is not None and process.running()
+        if action == "start":
+            self._restart_at.pop(broker_id, None)
+            if not running:
+                if broker_id not in self.broker_ids:
+                    self.broker_ids = sorted(self.broker_ids + [broker_id])
+                log.info("starting broker %d (requested by pid %s)", broker_id,
+                         request.get("requested_by"))
+                self._spawn(broker_id)
+                self._write_record()  # before the request goes: its starter reads both
+            clear_request(self.data_dir, broker_id)
+            return not running
+        if action in ("stop", "kill"):
+            self._restart_at.pop(broker_id, None)
+            if not running or request.get("pid") != process.pid:
+                clear_request(self.data_dir, broker_id)  # not one of ours (any more)
+        return False
+
+    def _set_broker_state(self, broker_id, state, pid, how=None):
+        self._broker_states[broker_id] = {"state": state, "since": time.time(), "pid": pid,
+                                          "exit": how}
+
+    def _unlock(self):
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            os.close(fd)
+
     def _spawn(self, broker_id):
         directory = dd.broker_dir(self.data_dir, broker_id)
-        os.makedirs(directory, exist_ok=True)
         log_path = os.path.join(directory, dd.BROKER_LOG)
         argv = self.broker_command + ["--data-dir", self.data_dir, "--broker-id",
                                       str(broker_id)] + override_args(self.config)
-        with open(log_path, "ab") as output:
-            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        self._processes[broker_id] = BrokerProcess(broker_id, popen, log_path)
+        with dd.private_umask():  # the directory, the log and the process (it inherits it)
+            os.makedirs(directory, mode=dd.DIR_MODE, exist_ok=True)
+            output = open_log(log_path)
+            try:
+                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+            finally:
+                os.close(output)
+        self._processes[broker_id] = BrokerProcess(broker_id, popen, log_path, self.clock())
+        self._set_broker_state(broker_id, dd.STATE_STARTING, popen.pid)
         log.info("started broker %d (pid %d): %s", broker_id, popen.pid, " ".join(argv))
 
     def _wait_serving(self, broker_ids):
@@ -304,6 +527,8 @@ class Supervisor:
             "cluster_id": self.cluster_id, "brokers": self.broker_ids,
             "config": {k: format_value(v) for k, v in self.config.items()},
             "pids": {str(b): p for b, p in self.pids().items()}, "state": self.state,
+            "broker_states": {str(b): s for b, s in sorted(self._broker_states.items())},
+            "restart_on_failure": self.restart_on_failure,
             "supervisor": self.kind, "supervisor_pid": pid,
             "supervisor_start_time": start_time})
 
@@ -325,6 +550,12 @@ def supervisor_alive(record):
     return isinstance(pid, int) and start_time is not None and is_alive(pid, start_time)
 
 
+def supervising(record):
+    """Whether the supervisor ``record`` names runs and still holds its cluster (an embedded
+    one's program lives on after ``stop()``)."""
+    return supervisor_alive(record) and record.get("state") != "stopped"
+
+
 def running_brokers(data_dir):
     """{broker id: pid per broker.json} of the brokers whose lock is held now."""
     return {b: (dd.read_broker_state(data_dir, b) or {}).get("pid")
@@ -336,12 +567,18 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
 
     A foreground or detached supervisor is asked to stop (SIGTERM) and waited for; brokers
     still running after that (an embedded or dead supervisor) get SIGTERM by the pid in
-    their broker.json, SIGKILL after ``timeout``; then the metadata page and the cluster's
-    shared-memory objects are removed.
+    their broker.json, SIGKILL after ``timeout``, and their processes are waited for until
+    they are gone (SIGKILL at the same deadline); then the metadata page and the cluster's
+    shared-memory objects are removed. KafkaStorageError (one line) if D is not a usable
+    directory.
     """
     data_dir = os.path.abspath(os.fspath(data_dir))
+    dd.check_data_dir(data_dir)
     record = read_record(data_dir)
     before = running_brokers(data_dir)
+    # A broker releases its lock a moment before its process exits: "stopped" means gone.
+    processes = [(pid, process_start_time(pid)) for pid in before.values()
+                 if isinstance(pid, int) and pid > 0]
     if (record.get("supervisor") in ("foreground", "detached") and supervisor_alive(record)
             and record["supervisor_pid"] != os.getpid()):
         os.kill(record["supervisor_pid"], signal.SIGTERM)
@@ -359,6 +596,13 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
     for pid in remaining.values():
         if isinstance(pid, int) and pid > 0:
             _signal(pid, signal.SIGKILL)
+    alive = [(pid, start) for pid, start in processes
+             if start is not None and is_alive(pid, start)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(_WAIT_STEP)
+        alive = [(pid, start) for pid, start in alive if is_alive(pid, start)]
+    for pid, _start in alive:
+        _signal(pid, signal.SIGKILL)
     cluster_id = dd.read_cluster_id(data_dir)
     if cluster_id is not None:
         try:
@@ -366,6 +610,7 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
         except posix_ipc.ExistentialError:
             pass  # the supervisor unlinked it
         cleanup_stale(cluster_id)
+    record = read_record(data_dir)  # a supervisor that stopped wrote its last record
     if record and record.get("state") != "stopped":
         record.update(state="stopped", pids={})
         dd.write_json(os.path.join(data_dir, dd.CLUSTER_JSON), record)
@@ -381,10 +626,12 @@ def _signal(pid, sig):
 
 def cluster_status(data_dir):
     """What ``ringlog cluster status`` reports: a dict with ``cluster_id``, ``supervisor``
-    ({kind, pid, alive} or None), ``brokers`` ({id: {pid, state, alive}}), and from the
+    ({kind, pid, alive} or None), ``brokers`` ({id: ``broker_status``}), and from the
     metadata page when it exists, ``controller_id``, ``version`` and ``topics`` (name ->
-    partitions) and ``offline`` (partitions without a leader)."""
+    partitions) and ``offline`` (partitions without a leader). KafkaStorageError (one line)
+    if D is not a readable directory."""
     data_dir = os.path.abspath(os.fspath(data_dir))
+    dd.check_data_dir(data_dir, writable=False)
     record = read_record(data_dir)
     status = {"data_dir": data_dir, "cluster_id": dd.read_cluster_id(data_dir),
               "supervisor": None, "brokers": {}}
@@ -393,10 +640,11 @@ def cluster_status(data_dir):
                                 "pid": record["supervisor_pid"],
                                 "alive": supervisor_alive(record)}
     alive = running_brokers(data_dir)
+    watched = status["supervisor"] is not None and status["supervisor"]["alive"]
     for broker_id in sorted(set(dd.broker_ids(data_dir)) | set(record.get("brokers", []))):
-        state = dd.read_broker_state(data_dir, broker_id) or {}
-        status["brokers"][broker_id] = {"pid": state.get("pid"), "state": state.get("state"),
-                                        "alive": broker_id in alive}
+        seen = record.get("broker_states", {}).get(str(broker_id), {})
+        status["brokers"][broker_id] = broker_status(data_dir, broker_id, broker_id in alive,
+                                                     seen, watched)
     if status["cluster_id"] is not None:
         try:
             page = MetadataPage.open(status["cluster_id"])
@@ -413,11 +661,54 @@ def cluster_status(data_dir):
     return status
 
 
+def broker_status(data_dir, broker_id, alive, seen, watched):
+    """One broker's row of ``cluster status``: {pid, state, since (epoch seconds, None if
+    unknown), alive, exit}. The state is broker.json's ``starting``, ``serving`` or
+    ``stopping`` while the broker runs; once its lock is free, ``stopped`` (it exited on
+    purpose: SIGTERM, ``ringlog broker stop|kill``, ``cluster stop``) or ``crashed`` (any
+    other exit); None if it never ran.
+
+    A running broker (``alive``: its lock is held) is in broker.json's state, since
+    broker.json last changed. Otherwise what the supervisor saw (``seen``: its record of
+    the broker) wins for that pid; a broker the live supervisor (``watched``) has just spawned
+    is ``starting``; failing both, broker.json's last state tells: ``stopping`` means it
+    shut down (``stopped``), anything else that it died (``crashed``, since unknown)."""
+    path = os.path.join(dd.broker_dir(data_dir, broker_id), dd.BROKER_JSON)
+    state = dd.read_broker_state(data_dir, broker_id) or {}
+    row = {"pid": state.get("pid"), "state": state.get("state"), "since": None,
+           "alive": alive, "exit": None}
+    if alive:
+        try:
+            row["since"] = os.stat(path).st_mtime
+        except FileNotFoundError:
+            pass  # between its lock and its first broker.json
+        return row
+    if seen.get("state") in ("stopped", "crashed") and seen.get("pid") == row["pid"] or (
+            watched and seen.get("state") == dd.STATE_STARTING):
+        row.update(pid=seen.get("pid"), state=seen["state"], since=seen.get("since"),
+                   exit=seen.get("exit"))
+    elif row["state"] is not None:
+        row["state"] = "stopped" if row["state"] == dd.STATE_STOPPING else "crashed"
+    return row
+
+
 # -- the detached supervisor process ------------------------------------------------------------
 
-def serve_until_signalled(supervisor, on_started=None, poll=0.2):
-    """Start ``supervisor``, call ``on_started(supervisor)``, keep the cluster until SIGTERM
-    or SIGINT, then stop it. Returns 0 (1 if the start failed: the error is logged)."""
+def lock_or_explain(supervisor):
+    """``supervisor.lock()``; False, with the one-line reason on stderr, if it cannot be
+    taken (another supervisor holds it, or D is not a usable directory)."""
+    try:
+        supervisor.lock()
+    except (DataDirInUseError, KafkaStorageError) as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+def serve_until_signalled(supervisor, on_started=None, poll=WATCH_INTERVAL):
+    """Start ``supervisor``, call ``on_started(supervisor)``, keep the cluster, running
+    ``supervisor.watch()`` every ``poll`` seconds, until SIGTERM or SIGINT, then stop it.
+    Returns 0 (1 if the start failed: the error is logged)."""
     stop_requested = []
 
     def request_stop(signum, frame):
@@ -428,12 +719,13 @@ def serve_until_signalled(supervisor, on_started=None, poll=0.2):
     try:
         try:
             supervisor.start()
-        except ClusterStartError as exc:
+        except (ClusterStartError, KafkaError) as exc:
             log.error("%s", exc)
             return 1
         if on_started is not None:
             on_started(supervisor)
         while not stop_requested:
+            supervisor.watch()
             time.sleep(poll)
         log.info("signal %d: stopping the cluster", stop_requested[0])
         return 0
@@ -451,13 +743,27 @@ def main(argv=None):
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--start-timeout", type=float, default=START_TIMEOUT)
     parser.add_argument("--broker-command", default=shlex.join(BROKER_COMMAND))
+    parser.add_argument("--restart-on-failure", action="store_true")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    dd.set_private_umask()
     supervisor = Supervisor(args.data_dir, range(args.brokers),
                             parse_overrides(args.override), kind="detached",
                             broker_command=shlex.split(args.broker_command),
-                            start_timeout=args.start_timeout)
+                            start_timeout=args.start_timeout,
+                            restart_on_failure=args.restart_on_failure)
+    if not lock_or_explain(supervisor):
+        return 1
+    try:
+        output = open_log(os.path.join(supervisor.data_dir, dd.SUPERVISOR_LOG))
+    except OSError as exc:
+        supervisor.stop()
+        print(f"cannot open the supervisor log: {exc}", file=sys.stderr)
+        return 1
+    os.dup2(output, sys.stdout.fileno())
+    os.dup2(output, sys.stderr.fileno())  # the end of what `cluster start --detach` reads
+    os.close(output)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return serve_until_signalled(supervisor)
 
 

@@ -14,8 +14,14 @@ import sys
 COMMANDS = {
     "cluster": ("cluster.tools.cluster_cmd", "start, stop or report the broker processes of a data "
                                              "directory [kafka-server-start / -stop]"),
+    "broker": ("cluster.tools.broker_cmd", "start, stop or kill one broker of a running cluster "
+                                           "[kafka-server-start / -stop, per broker]"),
     "topics": ("cluster.tools.topics", "create, list, describe, alter and delete topics "
                                        "[kafka-topics]"),
+    "get-offsets": ("cluster.tools.get_offsets", "print the offsets of topic partitions at a time, "
+                                                 "the earliest or the latest [kafka-get-offsets]"),
+    "configs": ("cluster.tools.configs", "describe and alter topic and broker configs, applied "
+                                         "without a restart [kafka-configs]"),
     "console-producer": ("cluster.tools.console_producer", "send lines of standard input as "
                                                            "records [kafka-console-producer]"),
     "console-consumer": ("cluster.tools.console_consumer", "print records to standard output "

@@ -3,7 +3,7 @@
 ::
 
     ringlog cluster start --data-dir D --brokers N [--config server.properties]
-                          [--override key=value ...] [--detach]
+                          [--override key=value ...] [--detach] [--restart-on-failure]
     ringlog cluster stop --data-dir D
     ringlog cluster status --data-dir D
 
@@ -11,44 +11,62 @@
 prints the cluster id, the brokers and their pids. Without ``--detach`` it stays in the
 foreground until Ctrl-C or SIGTERM, then stops the cluster; with ``--detach`` a supervisor
 process keeps the cluster in the background (its log: D/supervisor.log) and the command
-returns. Broker settings come from a properties file (``--config``, as
+returns. Either supervisor watches its brokers: a broker that exits on purpose (SIGTERM,
+``ringlog broker stop|kill``) is ``stopped``, any other exit is logged as ``crashed``; with
+``--restart-on-failure`` it restarts a crashed broker after 1 s, doubling per crash up to
+60 s (reset once the broker had run 60 s). ``start`` on a D whose (watching) supervisor is
+alive but some of whose brokers are down starts those brokers through it (``ringlog broker
+start``'s way) and prints one line per broker started; with every broker running it
+refuses as before. Broker settings come from a properties file (``--config``, as
 ``kafka-server-start.sh`` reads it) and ``--override`` pairs (these win). Starting again on
 the same D keeps the cluster id and recovers every topic and record. ``--broker-command``
 replaces ``python -m replica_proc`` (to run brokers under a profiler, say).
 
 ``stop`` stops the cluster of D gracefully from any shell (SIGKILL after ``--timeout``),
-removing its shared memory. ``status`` prints the supervisor, each broker (pid, state,
-alive), the controller and the topics; it exits 0 when every broker of the cluster runs,
-3 when some do not, 1 when D holds no cluster.
+removing its shared memory. ``status`` prints the supervisor, one row per broker (id, pid,
+state: starting, serving, stopping, stopped or crashed, since when, and whether it is the
+controller), the controller and the topics; it exits 0 when every broker of the cluster runs,
+3 when some do not, 1 when D holds no cluster, 4 when D cannot be read.
+
+One supervisor per D (its lock, ``D/supervisor.lock``): a ``start`` on a D another
+supervisor holds exits 1 at once with one line naming the pid that holds it, and changes
+nothing. A D that is a file, or not this user's, is one line and exit status 1 (status: 4)
+from every subcommand. The supervisor runs with umask 077: D is 0700, its files 0600.
 """
 from __future__ import annotations
 
 import logging
 import os
+import select
 import shlex
 import subprocess
 import sys
 import time
 
 from cluster.config import BrokerConfig, load_properties, parse_overrides
-from cluster.errors import InvalidConfigurationError
+from cluster.errors import BrokerNotAvailableError, InvalidConfigurationError, KafkaStorageError
 from cluster.metadata import data_dir as dd
+from cluster.metadata.broker_lock import broker_is_alive
+from cluster.supervisor.broker_control import start_brokers
 from cluster.supervisor.supervisor import (
     BROKER_COMMAND,
     START_TIMEOUT,
     STOP_TIMEOUT,
+    WATCHING_KINDS,
     Supervisor,
     cluster_status,
+    lock_or_explain,
     log_tail,
     override_args,
     read_record,
-    running_brokers,
     serve_until_signalled,
     stop_cluster,
+    supervising,
 )
+from cluster.tools.support import fail
 
-#: Exit codes of ``status`` (as ``systemctl status``: 3 = not running).
-STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING = 0, 1, 3
+#: Exit codes of ``status`` (as ``systemctl status``: 3 = not running, 4 = unknown).
+STATUS_RUNNING, STATUS_NO_CLUSTER, STATUS_NOT_RUNNING, STATUS_UNKNOWN = 0, 1, 3, 4
 
 _DETACH_MARGIN = 30.0
 
@@ -70,6 +88,8 @@ def add_arguments(parser):
                             "e.g. to run brokers under a profiler")
     start.add_argument("--start-timeout", type=float, default=START_TIMEOUT,
                        help=f"seconds each broker may take to serve (default {START_TIMEOUT})")
+    start.add_argument("--restart-on-failure", action="store_true",
+                       help="restart a broker that crashed, after 1 s doubling to 60 s")
     stop = commands.add_parser("stop", help="stop the cluster of a data directory")
     stop.add_argument("--data-dir", required=True)
     stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT,
@@ -104,19 +124,54 @@ def _start(args):
                 f"(0..{args.brokers - 1}) from the supervisor")
         BrokerConfig(config, data_dir=data_dir)
     except (OSError, InvalidConfigurationError) as exc:
-        print(f"bad broker configuration: {exc}", file=sys.stderr)
+        fail(exc, "bad broker configuration: ")
         return 2
-    running = running_brokers(data_dir)
-    if running:
-        print(f"a cluster is already running in {data_dir}: brokers (id: pid) {running}",
-              file=sys.stderr)
-        return 1
+    try:
+        dd.check_data_dir(data_dir)
+    except KafkaStorageError as exc:
+        return fail(exc)
+    dd.set_private_umask()  # this process is the supervisor, or starts it
+    missing = _missing_brokers(data_dir, args.brokers)
+    if missing:
+        return _start_missing(args, data_dir, missing)
     if args.detach:
         return _start_detached(args, data_dir, config)
     supervisor = Supervisor(data_dir, range(args.brokers), config, kind="foreground",
                             broker_command=shlex.split(args.broker_command),
-                            start_timeout=args.start_timeout)
+                            start_timeout=args.start_timeout,
+                            restart_on_failure=args.restart_on_failure)
+    if not lock_or_explain(supervisor):
+        return 1
     return serve_until_signalled(supervisor, on_started=_print_foreground)
+
+
+def _missing_brokers(data_dir, brokers):
+    """The brokers (of the record and ids 0..brokers-1) that are down while a watching
+    supervisor serves ``data_dir``; [] otherwise: a start then goes the usual way (and with
+    a supervisor still starting the cluster, or every broker up, gets DataDirInUseError)."""
+    record = read_record(data_dir)
+    if (record.get("supervisor") not in WATCHING_KINDS or not supervising(record)
+            or record.get("state") != "serving"):
+        return []
+    ids = sorted(set(record.get("brokers", [])) | set(range(brokers)))
+    return [b for b in ids if not broker_is_alive(data_dir, b)]
+
+
+def _start_missing(args, data_dir, missing):
+    """Have the running supervisor start the ``missing`` brokers; one line per broker."""
+    record = read_record(data_dir)
+    if args.config or args.override or args.restart_on_failure:
+        print(f"ignoring --config, --override and --restart-on-failure: the running supervisor "
+              f"(pid {record.get('supervisor_pid')}) starts brokers with its own settings",
+              file=sys.stderr)
+    try:
+        started = start_brokers(data_dir, missing, timeout=args.start_timeout)
+    except BrokerNotAvailableError as exc:
+        return fail(exc)
+    for broker_id, pid in sorted(started.items()):
+        print(f"started broker {broker_id} (pid {pid}) of cluster {record.get('cluster_id')} "
+              f"in {data_dir}", flush=True)
+    return 0
 
 
 def _print_foreground(supervisor):
@@ -125,25 +180,33 @@ def _print_foreground(supervisor):
 
 
 def _start_detached(args, data_dir, config):
-    os.makedirs(data_dir, exist_ok=True)
+    """Start the detached supervisor and wait until it serves. Until it holds the supervisor
+    lock its stderr is a pipe to this process (a loser's one line arrives here); then it
+    moves its output to D/supervisor.log, which ends the pipe."""
     argv = [sys.executable, "-m", "cluster.supervisor.supervisor", "--data-dir", data_dir,
             "--brokers", str(args.brokers), "--start-timeout", str(args.start_timeout),
             "--broker-command", args.broker_command]
+    if args.restart_on_failure:
+        argv.append("--restart-on-failure")
     argv += override_args(config)
     log_path = os.path.join(data_dir, dd.SUPERVISOR_LOG)
-    with open(log_path, "ab") as output:
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + args.start_timeout + _DETACH_MARGIN
+    before_lock = _read_to_end(child.stderr, deadline)
     while True:
         record = read_record(data_dir)
         if record.get("supervisor_pid") == child.pid and record.get("state") == "serving":
+            print(before_lock, end="", file=sys.stderr)  # warnings, if any
             _print_started(data_dir, record)
             return 0
         if child.poll() is not None:
-            print(f"the cluster did not start (supervisor exited with code "
-                  f"{child.returncode}); last lines of {log_path}:\n{log_tail(log_path)}",
-                  file=sys.stderr)
+            if before_lock:  # it stopped before taking the lock: its own words say why
+                print(before_lock, end="", file=sys.stderr)
+            else:
+                print(f"the cluster did not start (supervisor exited with code "
+                      f"{child.returncode}); last lines of {log_path}:\n{log_tail(log_path)}",
+                      file=sys.stderr)
             return 1
         if time.monotonic() >= deadline:
             print(f"the cluster did not start within {args.start_timeout} s (supervisor pid "
@@ -152,6 +215,21 @@ def _start_detached(args, data_dir, config):
                   file=sys.stderr)
             return 1
         time.sleep(0.05)
+
+
+def _read_to_end(stream, deadline):
+    """What ``stream`` (a pipe) carries until its writer closes it or ``deadline``; closes
+    it."""
+    chunks = []
+    with stream:
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([stream], [], [], left)[0]:
+                break
+            chunk = os.read(stream.fileno(), 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 def _print_started(data_dir, record):
@@ -169,7 +247,10 @@ def _print_started(data_dir, record):
 
 def _stop(args):
     data_dir = os.path.abspath(args.data_dir)
-    stopped = stop_cluster(data_dir, timeout=args.timeout)
+    try:
+        stopped = stop_cluster(data_dir, timeout=args.timeout)
+    except KafkaStorageError as exc:
+        return fail(exc)
     cluster_id = dd.read_cluster_id(data_dir)
     if stopped:
         print(f"stopped brokers {stopped} of cluster {cluster_id} in {data_dir}")
@@ -179,7 +260,11 @@ def _stop(args):
 
 
 def _status(args):
-    status = cluster_status(args.data_dir)
+    try:
+        status = cluster_status(args.data_dir)
+    except KafkaStorageError as exc:
+        fail(exc)
+        return STATUS_UNKNOWN
     if status["cluster_id"] is None:
         print(f"no cluster in {status['data_dir']} (no {dd.META_PROPERTIES})")
         return STATUS_NO_CLUSTER
@@ -189,12 +274,7 @@ def _status(args):
     if supervisor is not None:
         print(f"supervisor: pid {supervisor['pid']} ({supervisor['kind']}), "
               f"{'running' if supervisor['alive'] else 'not running'}")
-    for broker_id, broker in status["brokers"].items():
-        if broker["alive"]:
-            print(f"broker {broker_id}: pid {broker['pid']}, {broker['state']}")
-        else:
-            print(f"broker {broker_id}: not running (last state {broker['state']}, pid "
-                  f"{broker['pid']})")
+    _print_brokers(status["brokers"], status.get("controller_id", -1))
     if "controller_id" in status:
         topics = status["topics"]
         print(f"controller: broker {status['controller_id']} (metadata version "
@@ -204,3 +284,23 @@ def _status(args):
     brokers = status["brokers"].values()
     running = bool(status["brokers"]) and all(b["alive"] for b in brokers)
     return STATUS_RUNNING if running else STATUS_NOT_RUNNING
+
+
+BROKER_COLUMNS = ("BROKER", "PID", "STATE", "SINCE", "CONTROLLER")
+
+
+def _print_brokers(brokers, controller_id):
+    """One row per broker, Kafka tools' way: upper-case headers, "-" for unknown."""
+    rows = [BROKER_COLUMNS]
+    for broker_id, broker in brokers.items():
+        since = broker["since"]
+        state = broker["state"] or "-"
+        if broker["exit"] and state in ("stopped", "crashed"):
+            state = f"{state} ({broker['exit']})"
+        rows.append((str(broker_id), str(broker["pid"] or "-"), state,
+                     "-" if since is None else time.strftime("%Y-%m-%d %H:%M:%S",
+                                                             time.localtime(since)),
+                     "yes" if broker_id == controller_id else "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(BROKER_COLUMNS))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())

@@ -46,6 +46,7 @@ from cluster.tools.support import (
     ToolError,
     add_bootstrap_argument,
     client_properties,
+    describe,
     fail,
     has_property,
     parse_bool,
@@ -149,7 +150,7 @@ def _produce(producer, reader, topic, sync, failures):
     def report(key, value, exc):
         failures.append(exc)
         print(f"Error when sending message to topic {topic} with key: {_size(key)}, value: "
-              f"{_size(value)} with error: {exc}", file=sys.stderr, flush=True)
+              f"{_size(value)} with error: {describe(exc)}", file=sys.stderr, flush=True)
     while True:
         if prompt:
             sys.stdout.write(">")

@@ -51,6 +51,7 @@ from cluster.tools.support import (
     ToolError,
     add_bootstrap_argument,
     client_properties,
+    describe,
     fail,
     producer_properties,
     setup_logging,
@@ -192,7 +193,7 @@ def _report(sent, elapsed, errors, latencies, duplicates):
         print(f"Percentiles: 50th = {p50:.3f}, 99th = {p99:.3f}, 99.9th = {p999:.3f}")
     sys.stdout.flush()
     if errors:
-        print(f"{len(errors)} sends failed; the first: {errors[0]}", file=sys.stderr)
+        print(f"{len(errors)} sends failed; the first: {describe(errors[0])}", file=sys.stderr)
     if lost or duplicates:
         print(f"{lost} records never arrived and {duplicates} arrived more than once",
               file=sys.stderr)

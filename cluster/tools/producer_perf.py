@@ -51,6 +51,7 @@ from cluster.tools.support import (
     ToolError,
     add_bootstrap_argument,
     client_properties,
+    describe,
     fail,
     print_metrics,
     producer_properties,
@@ -132,7 +133,7 @@ def run(args):
     finally:
         producer.close()
     if stats.failed:
-        print(f"{stats.failed} records failed; the first error: {stats.first_error}",
+        print(f"{stats.failed} records failed; the first error: {describe(stats.first_error)}",
               file=sys.stderr)
         return FAILED
     return 0

@@ -99,10 +99,20 @@ def parse_bool(value):
     return value.strip().lower() == "true"
 
 
+def describe(exc):
+    """One line for an error a tool reports: a ToolError's message as it is; any other
+    exception as ``<class>: <message>``, the class named once, as a Kafka tool's stack trace
+    starts (``str()`` of a KafkaError is its message alone)."""
+    if isinstance(exc, ToolError):
+        return str(exc)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def fail(exc, prefix=""):
-    """Print why a tool failed — a ToolError, or a KafkaError (which names its class) — to
-    stderr, after ``prefix``; return the tool's exit code."""
-    print(f"{prefix}{exc}", file=sys.stderr, flush=True)
+    """Print why a tool failed (``describe``) to stderr, after ``prefix``; return the tool's
+    exit code."""
+    print(f"{prefix}{describe(exc)}", file=sys.stderr, flush=True)
     return FAILED
 
 

@@ -23,16 +23,23 @@ executing topic command : [Error 36] TopicAlreadyExistsError: topic 'T': ...``),
 Kafka's own checks (``Topic 'T' does not exist as expected``, ``The partitions must be
 greater than 0``, ...). ``--command-config`` reads admin client properties from a file.
 
-Partitions and leaders come from Metadata requests (the admin client); the topic id and
-the topic's configs, which Metadata v8 does not carry and for which ringlog serves no
-DescribeConfigs yet, are read from the cluster's metadata page.
+Partitions and leaders come from Metadata requests (the admin client), the ``Configs``
+from DescribeConfigs (those not at Kafka's default, as kafka-topics shows them: the topic's
+overrides and what the brokers' configs set); the topic id, which Metadata v8 does not
+carry, is read from the cluster's metadata page.
 """
 from __future__ import annotations
 
 import re
 import sys
 
-from cluster.admin.kafka_admin_client import KafkaAdminClient, NewPartitions, NewTopic
+from cluster.admin.kafka_admin_client import (
+    ConfigResource,
+    KafkaAdminClient,
+    NewPartitions,
+    NewTopic,
+)
+from cluster.config.dynamic import ConfigResourceType, ConfigSource
 from cluster.errors import KafkaError, TopicAlreadyExistsError
 from cluster.metadata.page import MetadataPage
 from cluster.tools.support import (
@@ -174,7 +181,7 @@ def _describe(admin, args):
     for topic in sorted(described, key=lambda t: t["name"]):
         name, partitions = topic["name"], topic["partitions"]
         if not only_unavailable:
-            out.append(_topic_line(name, partitions, image))
+            out.append(_topic_line(name, partitions, image, _configs(admin, name)))
         for p in partitions:
             if only_unavailable and p["leader_id"] in live:
                 continue
@@ -226,10 +233,17 @@ def _existing_topics(admin, args):
     return names
 
 
-def _topic_line(name, partitions, image):
+def _configs(admin, name):
+    """``k=v,...`` of the topic's configs that are not at Kafka's default, sorted."""
+    (result,) = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+    return ",".join(f"{c['name']}={c['value']}" for c in sorted(
+        result["configs"], key=lambda c: c["name"])
+        if c["config_source"] != ConfigSource.DEFAULT_CONFIG)
+
+
+def _topic_line(name, partitions, image, configs):
     info = image.topics.get(name) if image is not None else None
     topic_id = f"\tTopicId: {info.topic_id}" if info is not None else ""
-    configs = ",".join(f"{k}={v}" for k, v in sorted(info.configs.items())) if info else ""
     factor = len(partitions[0]["replica_nodes"]) if partitions else 0
     return (f"Topic: {name}{topic_id}\tPartitionCount: {len(partitions)}"
             f"\tReplicationFactor: {factor}\tConfigs: {configs}")
@@ -237,7 +251,7 @@ def _topic_line(name, partitions, image):
 
 def _metadata_image(admin):
     """The newest MetadataImage from the cluster's metadata page, or None if it cannot be
-    read (the describe then leaves out topic ids and configs)."""
+    read (the describe then leaves out topic ids)."""
     cluster_id = admin.describe_cluster()["cluster_id"]
     try:
         page = MetadataPage.open(cluster_id)

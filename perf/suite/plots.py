@@ -5,6 +5,11 @@
 * ``<stamp>-record-size.png`` records/s and MB/s against value size (w7)
 * ``<stamp>-latency.png``     latency histograms per rate, one line per peer (w4)
 
+Axes span the data, not the range a figure could take: the latency histograms' x axis runs
+from the first to the last non-empty bin of any peer (``histogram_span``; the bins
+themselves cover 1 µs to 10 s), and ticks read as plain numbers (``12,000``, ``300 µs``,
+``30 ms``), not powers of ten.
+
 A plot whose workload did not run is not made. Functions only; the suite's main thread.
 """
 from __future__ import annotations
@@ -15,9 +20,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 _MB = 1e6
+#: Ticks of a log axis: 1, 2 and 5 times each power of ten.
+_LOG_SUBS = (1.0, 2.0, 5.0)
 
 
 def _series(workload, name):
@@ -42,13 +49,56 @@ def _lines(axes, series, scale=1.0):
         axes.plot(xs, [y / scale for y in ys], marker="o", label=peer)
 
 
+def _plain(value, _=None):
+    """A tick as a plain number: 12,000, 200, 54.5, 0.5."""
+    if value == round(value) or abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _duration_us(value, _=None):
+    if value >= 1e6:
+        return f"{value / 1e6:g} s"
+    return f"{value / 1e3:g} ms" if value >= 1e3 else f"{value:g} µs"
+
+
 def _log_x(axes, series):
     """A log x axis labelled with the measured points as plain numbers."""
     axes.set_xscale("log")
     ticks = sorted({x for xs, _ in series.values() for x in xs})
     axes.xaxis.set_major_locator(FixedLocator(ticks))
-    axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    axes.xaxis.set_major_formatter(FuncFormatter(_plain))
     axes.xaxis.set_minor_locator(NullLocator())
+
+
+def _log_ticks(axis, formatter=_plain):
+    """Ticks at 1, 2, 5 × 10^n of a log ``axis`` (``axes.xaxis``/``yaxis``), as plain
+    numbers."""
+    axis.set_major_locator(LogLocator(base=10, subs=_LOG_SUBS))
+    axis.set_major_formatter(FuncFormatter(formatter))
+    axis.set_minor_locator(NullLocator())
+
+
+def _save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def histogram_span(histograms):
+    """(low, high) µs around the non-empty bins of ``histograms`` (``edges_us``/``counts``
+    dicts), one bin of margin each side; None when every one is empty."""
+    low = high = None
+    for histogram in histograms:
+        edges, counts = histogram["edges_us"], histogram["counts"]
+        filled = [i for i, count in enumerate(counts) if count]
+        if not filled:
+            continue
+        first, last = max(filled[0] - 1, 0), min(filled[-1] + 2, len(edges) - 1)
+        low = edges[first] if low is None else min(low, edges[first])
+        high = edges[last] if high is None else max(high, edges[last])
+    return None if low is None else (low, high)
 
 
 def _scaling(doc, key, axis, second, second_label, title, path):
@@ -64,13 +114,11 @@ def _scaling(doc, key, axis, second, second_label, title, path):
     for axes in (left, right):
         axes.set_xlabel(axis)
         _log_x(axes, rates)
+        axes.yaxis.set_major_formatter(FuncFormatter(_plain))
         axes.grid(True, which="both", alpha=0.3)
         axes.legend()
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def _record_size(doc, path):
@@ -87,40 +135,50 @@ def _record_size(doc, path):
         axes.set_xlabel("value bytes")
         _log_x(axes, rates)
         axes.set_yscale("log")
+        _log_ticks(axes.yaxis)
         axes.grid(True, which="both", alpha=0.3)
         axes.legend()
     fig.suptitle("workload 7: throughput against record size")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
-def _latency(doc, path):
+def latency_figure(doc):
+    """The figure of workload 4's histograms (one panel per rate, one line per peer, the x
+    axis the same ``histogram_span`` in every panel), or None when it did not run."""
     workload = doc["workloads"].get("4")
     if not workload:
         return None
+    histograms = {}  # (rate, peer): histogram
+    for entry in workload["cases"]:
+        histogram = ((entry.get("figures") or {}).get("latency") or {}).get("histogram")
+        if histogram:
+            histograms[entry["x"], entry["peer"]] = histogram
+    span = histogram_span(histograms.values())
     rates = sorted({e["x"] for e in workload["cases"]})
     fig, panels = plt.subplots(1, len(rates), figsize=(5.5 * len(rates), 4.2), squeeze=False)
     for axes, rate in zip(panels[0], rates):
-        for entry in workload["cases"]:
-            histogram = ((entry.get("figures") or {}).get("latency") or {}).get("histogram")
-            if entry["x"] != rate or not histogram:
+        for (x, peer), histogram in histograms.items():
+            if x != rate:
                 continue
-            edges, counts = histogram["edges_us"], histogram["counts"]
+            counts = histogram["counts"]
             total = sum(counts) or 1
-            axes.stairs([c / total for c in counts], edges, label=entry["peer"])
+            axes.stairs([c / total for c in counts], histogram["edges_us"], label=peer)
         axes.set_xscale("log")
-        axes.set_xlabel("latency µs (send → receive)")
+        if span:
+            axes.set_xlim(*span)
+        _log_ticks(axes.xaxis, _duration_us)
+        axes.set_xlabel("latency (send → receive)")
         axes.set_ylabel("fraction of records")
         axes.set_title(f"{rate:,} records/s")
         axes.grid(True, which="both", alpha=0.3)
         axes.legend()
     fig.suptitle("workload 4: latency histogram")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def _latency(doc, path):
+    fig = latency_figure(doc)
+    return None if fig is None else _save(fig, path)
 
 
 def make_plots(doc, directory, stamp):

@@ -1,10 +1,11 @@
 """The suite's tables (rich): the machine, one table per workload with ringlog and each peer
-side by side, and the summary of the issue's targets.
+side by side, and the project's goals met or not.
 
 Throughput tables: records/s of the producers, of the consumers and end to end, MB/s end to
-end, peak RSS of the servers (brokers, redis-server) and of the client processes, and
-ringlog ÷ peer on end-to-end records/s. The latency table: achieved rate, p50/p99/p99.9
-and max in µs, and ringlog ÷ peer on p99 (below 1: ringlog is faster).
+end, peak RSS of the servers (brokers, redis-server) and of the client processes, and how
+much faster or slower ringlog is than the row's peer on end-to-end records/s. The latency
+table: achieved rate, p50/p99/p99.9 and max in µs, and how much faster or slower ringlog is
+than the row's peer on p99 (``results.speed``: one wording for rates and latencies).
 
 Reads a ``results.Results`` document only; the suite's main thread calls it.
 """
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perf.suite.peers import BASELINE
-from perf.suite.results import BEHIND, figure
+from perf.suite.results import BEHIND, figure, goal, speed
 
 _MB = 1e6
 _AXES = {5: "partitions", 6: "processes", 7: "value bytes", 4: "rate /s"}
@@ -29,10 +30,6 @@ def _num(value, digits=0):
 
 def _mb(value):
     return "-" if not value else f"{value / _MB:,.0f}"
-
-
-def _ratio(value):
-    return "-" if value is None else f"{value:.2f}×"
 
 
 def machine_table(machine):
@@ -67,8 +64,9 @@ def workload_table(key, workload):
     if axis:
         table.add_column(axis, justify="right")
     for name in ("producer rec/s", "consumer rec/s", "end-to-end rec/s", "MB/s",
-                 "server RSS MB", "client RSS MB", "ringlog ÷ peer"):
+                 "server RSS MB", "client RSS MB", "ringlog vs this peer"):
         table.add_column(name, justify="right")
+    table.caption = "ringlog vs this peer: ringlog's end-to-end records/s against the peer's"
     ratios = {(r["x"], r["peer"]): r["ratio"] for r in workload["ratios"]
               if r["figure"] == "e2e_rps"}
     for entry in sorted(workload["cases"], key=lambda e: (_order(e["x"]), e["peer"] != BASELINE)):
@@ -85,8 +83,7 @@ def workload_table(key, workload):
         table.add_row(*cells, _num(f.get("producer_rps")), _num(f.get("consumer_rps")),
                       e2e + lost, _num(f.get("e2e_mb_s"), 1), _mb(f.get("server_peak_rss")),
                       _mb(f.get("client_peak_rss_mean")),
-                      "" if entry["peer"] == BASELINE else _ratio(ratios.get((entry["x"],
-                                                                               entry["peer"]))))
+                      _versus(entry, ratios, "e2e_rps"))
     return table
 
 
@@ -94,7 +91,7 @@ def _latency_table(key, workload):
     table = Table(title=f"workload {key}: {workload['title']} (µs, send → receive in "
                         f"another process)", box=box.SIMPLE_HEAD)
     for name in ("peer", "rate /s", "achieved /s", "p50", "p99", "p99.9", "max",
-                 "ringlog ÷ peer (p99)"):
+                 "ringlog vs this peer (p99)"):
         table.add_column(name, justify="left" if name == "peer" else "right")
     table.caption = (f"* below {BEHIND:.0%} of the rate: the sender fell behind, and its "
                      f"latencies (from the actual send) leave out the time records waited")
@@ -110,9 +107,16 @@ def _latency_table(key, workload):
         table.add_row(*cells, f"[red]{_num(achieved)}*[/red]" if behind else _num(achieved),
                       *[_num(figure(entry, p), 0) for p in ("p50", "p99", "p99.9")],
                       _num((entry["figures"].get("latency") or {}).get("max")),
-                      "" if entry["peer"] == BASELINE else _ratio(ratios.get((entry["x"],
-                                                                               entry["peer"]))))
+                      _versus(entry, ratios, "p99"))
     return table
+
+
+def _versus(entry, ratios, figure_name):
+    """The last cell of a case's row: "2.00× faster" / "3.10× slower" (ringlog against the
+    row's peer), empty on ringlog's own row."""
+    if entry["peer"] == BASELINE:
+        return ""
+    return speed(ratios.get((entry["x"], entry["peer"])), figure_name)
 
 
 def _order(x):
@@ -120,16 +124,17 @@ def _order(x):
 
 
 def targets_table(targets):
-    table = Table(title="the issue's targets (workload 1; latency: workload 4 at 10,000/s)",
-                  box=box.SIMPLE_HEAD)
-    for name in ("target", "measured", "wanted", "met"):
+    table = Table(title="the project's goals for ringlog against its peers", box=box.SIMPLE_HEAD)
+    for name in ("figure", "measured", "goal", "met"):
         table.add_column(name)
     for t in targets:
         met = "-" if t["met"] is None else ("[green]yes[/green]" if t["met"] else
                                             "[red]no[/red]")
         if t.get("note"):
             met += "*"
-        table.add_row(t["name"], _ratio(t["ratio"]), f"{t['comparison']} {t['target']:g}×", met)
+        measured = ("not measured" if t["ratio"] is None else
+                    f"ringlog is {speed(t['ratio'], t['figure'])} than {t['peer']}")
+        table.add_row(t["name"], measured, goal(t), met)
     notes = [t["note"] for t in targets if t.get("note")]
     if notes:
         table.caption = "* " + "; ".join(notes)

@@ -7,14 +7,16 @@ Layout::
      "peers":     {name: {"available", "description" | "reason"}},
      "workloads": {"1": {"title", "cases": [{"peer", "x", "params", "figures" | "error"}],
                          "ratios": [{"x", "peer", "figure", "ringlog", "other", "ratio"}]}},
-     "targets":   [{"name", "ratio", "target", "comparison", "met", "note" (when a latency
-                    run's sender fell behind its rate)}],
+     "targets":   [{"name", "peer", "figure", "ratio", "target", "comparison", "met",
+                    "note" (when a latency run's sender fell behind its rate)}],
      "plots":     [PNG paths],
      "shm_leftovers": [/dev/shm objects a stopped ringlog cluster left, unlinked by the suite]}
 
 Rates are records/s and MB/s (1e6 bytes of values); memory in bytes; latencies in µs.
 Ratios are always ringlog ÷ peer, on the same figure measured in the same run: above 1
-ringlog is faster for a rate, below 1 ringlog is faster for a latency.
+ringlog is faster for a rate, below 1 ringlog is faster for a latency. People read them as
+``speed()`` says them: "ringlog is 2.00× faster" / "3.10× slower" than the peer, whatever
+the figure. The targets are the project's goals for ringlog against its peers.
 
 Owner: the suite's main thread (``Results`` is not thread safe).
 """
@@ -34,14 +36,13 @@ BEHIND = 0.95
 #: Figures compared per workload (the first is the headline of its table).
 THROUGHPUT = ("e2e_rps", "producer_rps", "consumer_rps")
 LATENCY = ("p50", "p99", "p99.9")
-#: The issue's targets on workload 1 (and 4 at 10,000 records/s).
+#: The project's goals: (name, workload, x, figure, peer, comparison, target), the
+#: comparison and target applying to the ratio ringlog ÷ peer.
 TARGETS = (
-    ("end-to-end records/s, ringlog ÷ Redis Streams", 1, None, "e2e_rps", "redis_streams",
-     ">=", 15.0),
-    ("end-to-end records/s, ringlog ÷ pyzmq PUSH/PULL", 1, None, "e2e_rps", "zmq_pushpull",
-     ">=", 1.0),
-    ("latency p99 at 10,000 records/s, ringlog ÷ Redis Streams", 4, 10_000, "p99",
-     "redis_streams", "<", 1.0),
+    ("end-to-end records/s (workload 1)", 1, None, "e2e_rps", "redis_streams", ">=", 15.0),
+    ("end-to-end records/s (workload 1)", 1, None, "e2e_rps", "zmq_pushpull", ">=", 1.0),
+    ("latency p99 at 10,000 records/s (workload 4)", 4, 10_000, "p99", "redis_streams", "<",
+     1.0),
 )
 
 
@@ -50,6 +51,28 @@ def ratio(ours, theirs):
     if ours is None or theirs is None or theirs == 0:
         return None
     return ours / theirs
+
+
+def speed(ratio, figure_name):
+    """Ratio ringlog ÷ peer of figure ``figure_name`` said as ringlog's speed against the
+    peer: "2.00× faster", "3.10× slower" (a latency ratio of 0.5 is "2.00× faster");
+    "-" when there is no ratio."""
+    if not ratio:
+        return "-"
+    factor = 1 / ratio if figure_name in LATENCY else ratio
+    return f"{factor:.2f}× faster" if factor >= 1 else f"{1 / factor:.2f}× slower"
+
+
+def goal(target_entry):
+    """What a target (an entry of ``doc["targets"]``) asks of ringlog, in words: "at least
+    15× faster than redis_streams", "at least as fast as zmq_pushpull", "faster than ..."."""
+    target, peer = target_entry["target"], target_entry["peer"]
+    if target_entry["figure"] in LATENCY:  # lower is better: ratio < target
+        factor = 1 / target
+        return (f"faster than {peer}" if factor == 1 else
+                f"more than {factor:g}× faster than {peer}")
+    return (f"at least as fast as {peer}" if target == 1 else
+            f"at least {target:g}× faster than {peer}")
 
 
 def figure(case_entry, name):
@@ -99,8 +122,8 @@ class Results:
         value = found[0]["ratio"] if found else None
         met = None if value is None else (value >= target if comparison == ">=" else
                                           value < target)
-        entry = {"name": name, "ratio": value, "target": target, "comparison": comparison,
-                 "met": met}
+        entry = {"name": name, "peer": peer, "figure": figure_name, "ratio": value,
+                 "target": target, "comparison": comparison, "met": met}
         behind = [e for e in self.doc["workloads"].get(str(workload), {}).get("cases", [])
                   if x and e["x"] == x and e["peer"] in (BASELINE, peer) and "figures" in e
                   and (e["figures"].get("achieved_rate") or 0) < BEHIND * x]

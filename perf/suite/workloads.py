@@ -1,4 +1,4 @@
-"""The seven workloads of the performance-suite issue, their sizes per profile, the cases
+"""The seven workloads of the performance suite, their sizes per profile, the cases
 they make for each peer, and the figures of a case's runs.
 
 1. ``pair``       1 producer, 1 consumer, 1 channel (ringlog: 1 partition on 1 broker),

@@ -24,6 +24,9 @@ NotControllerError, which the handler turns into the NOT_CONTROLLER error code):
   "configs"}], validate_only)`` (CreateTopics),
 - ``delete_topics([names])`` (DeleteTopics),
 - ``create_partitions({name: (count, assignments)}, validate_only)`` (CreatePartitions),
+- ``alter_configs([(resource_type, name, ops)], validate_only, replace)`` (AlterConfigs
+  with ``replace``, IncrementalAlterConfigs without; ``cluster.config.dynamic``), keyed
+  by ``(resource_type, name)``,
 
 each returning ``{topic: (error_code, error_message)}`` — ``(0, None)`` on success, else
 Kafka's code and a message naming the bad value — as the responses carry them. All
@@ -42,14 +45,17 @@ import logging
 import os
 import time
 
+from cluster.config import dynamic
 from cluster.errors import (
     BrokerResponseError,
+    InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicationAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     NotControllerError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
@@ -228,9 +234,10 @@ class Controller:
 
     def _election_records(self, live):
         records = []
+        config = dynamic.effective_broker_config(self.broker_config,
+                                                 self._image.broker_configs, self.broker_id)
         for topic in self._image.topics.values():
-            unclean = self.broker_config.topic_config(topic.configs)[
-                "unclean.leader.election.enable"]
+            unclean = config.topic_config(topic.configs)["unclean.leader.election.enable"]
             for state in topic.partitions:
                 new = elect(state, live, unclean)
                 if new is not state:
@@ -372,6 +379,19 @@ class Controller:
                 f"{what}: the metadata image would be {size} bytes, more than the "
                 f"{self.page.capacity} the metadata page holds")
 
+    def _check_partitions_per_broker(self, image, new, what):
+        """POLICY_VIOLATION if ``new`` puts more partition replicas than
+        ``ringlog.max.partitions.per.broker`` on a broker it adds replicas to: Kafka's
+        proposed ``max.broker.partitions`` (KIP-578), checked before anything is created,
+        as a policy of the cluster refuses a request that is otherwise valid."""
+        limit, source = self.broker_config.max_partitions_per_broker()
+        before, after = _replicas_per_broker(image), _replicas_per_broker(new)
+        for broker, count in sorted(after.items()):
+            if count > limit and count > before.get(broker, 0):
+                raise PolicyViolationError(
+                    f"{what}: broker {broker} would host {count} partition replicas, more "
+                    f"than ringlog.max.partitions.per.broker {limit} ({source})")
+
     # -- DeleteTopics ---------------------------------------------------------------------------
 
     def delete_topics(self, names):
@@ -423,6 +443,7 @@ class Controller:
             try:
                 planned = plan(staged)
                 new = mr.apply(staged, planned, staged.version)
+                self._check_partitions_per_broker(staged, new, f"topic {name!r}")
                 self._check_fits(new, f"topic {name!r}")
             except BrokerResponseError as exc:
                 results[name] = _error(exc)
@@ -466,6 +487,48 @@ class Controller:
                                             start_partition=current)
         return self._new_partitions(image, name, replica_lists, current)
 
+    # -- AlterConfigs, IncrementalAlterConfigs --------------------------------------------------
+
+    def alter_configs(self, resources, validate_only=False, replace=False):
+        """Change dynamic configs: ``resources`` are ``(resource_type, name, ops)``, ops
+        ``(key, AlterConfigOp, value)``; ``replace``: AlterConfigs (the configs given
+        replace all the resource's), else IncrementalAlterConfigs. Returns ``{(resource_type,
+        name): (error_code, message)}``; the accepted changes are committed as one batch."""
+        self._require_active()
+        keys = [(resource_type, name) for resource_type, name, _ in resources]
+        results = {}
+        records = []
+        staged = self._image
+        for resource_type, name, ops in resources:
+            key = (resource_type, name)
+            if keys.count(key) > 1:
+                results[key] = (InvalidRequestError.errno,
+                                f"resource {name!r} of type {resource_type} appears "
+                                f"{keys.count(key)} times in the request")
+                continue
+            kind = (mr.TOPIC_RESOURCE if resource_type == dynamic.ConfigResourceType.TOPIC
+                    else mr.BROKER_RESOURCE)
+            try:
+                changes = dynamic.plan_change(self.broker_config, staged, resource_type,
+                                              name, ops, replace)
+                record = mr.config_record(kind, name, changes)
+                new = mr.apply(staged, [record], staged.version)
+                if len(new.to_json()) > self.page.capacity:
+                    raise InvalidConfigurationError(
+                        f"{kind} {name!r}: with these configs the metadata image would be "
+                        f"{len(new.to_json())} bytes, more than the {self.page.capacity} "
+                        f"the metadata page holds")
+            except BrokerResponseError as exc:
+                results[key] = _error(exc)
+                continue
+            results[key] = NO_ERROR
+            if changes and not validate_only:
+                staged = new
+                records.append(record)
+        if records:
+            self._commit(records)
+        return results
+
     # -- committing -----------------------------------------------------------------------------
 
     def _commit(self, records):
@@ -496,6 +559,16 @@ class Controller:
         if self._lock_fd is not None:
             fd, self._lock_fd = self._lock_fd, None
             os.close(fd)
+
+
+def _replicas_per_broker(image):
+    """Broker id -> the partition replicas ``image`` places on it."""
+    counts = {}
+    for topic in image.topics.values():
+        for state in topic.partitions:
+            for broker in state.replicas:
+                counts[broker] = counts.get(broker, 0) + 1
+    return counts
 
 
 def _error(exc):

@@ -18,6 +18,10 @@ record's key names the entity it is about; its value is compact JSON with a ``ty
   new (``partition`` = the topic's partition count) or changed.
 - ``remove_topic`` (key ``topic/<name>``): ``name`` — a topic and its partitions were
   deleted (its id joins the image's ``deleted_topic_ids``).
+- ``config`` (key ``config/<resource_type>/<name>``): ``resource_type`` (``topic`` or
+  ``broker``), ``name`` (a topic; a broker id, or ``""`` for the cluster-wide default),
+  ``configs`` ``{key: value, or null to delete}`` — dynamic configs changed (AlterConfigs,
+  IncrementalAlterConfigs), merged over what the resource had.
 
 One controller action is one batch: a CreateTopics call's ``topic`` records, each followed
 by its ``partition`` records in order; a liveness change's ``broker`` records and the
@@ -52,6 +56,10 @@ BROKER = "broker"
 TOPIC = "topic"
 PARTITION = "partition"
 REMOVE_TOPIC = "remove_topic"
+CONFIG = "config"
+#: The ``resource_type`` of ``config`` records.
+TOPIC_RESOURCE = "topic"
+BROKER_RESOURCE = "broker"
 
 #: The metadata log's settings: nothing is ever deleted, and one change is one batch
 #: whatever its size.
@@ -88,6 +96,11 @@ def remove_topic_record(name):
     return {"type": REMOVE_TOPIC, "name": name}
 
 
+def config_record(resource_type, name, changes):
+    return {"type": CONFIG, "resource_type": resource_type, "name": name,
+            "configs": dict(changes)}
+
+
 def record_key(record):
     """The entity a record is about (its key in the log)."""
     kind = record["type"]
@@ -99,6 +112,8 @@ def record_key(record):
         return f"topic/{record['name']}"
     if kind == PARTITION:
         return f"partition/{record['topic']}/{record['partition']}"
+    if kind == CONFIG:
+        return f"config/{record['resource_type']}/{record['name']}"
     raise ValueError(f"unknown metadata record type {kind!r} in {record!r}")
 
 
@@ -122,6 +137,7 @@ def apply(image, records, version):
     """
     brokers = dict(image.brokers)
     topics = dict(image.topics)
+    broker_configs = dict(image.broker_configs)
     partitions = {}  # topic -> list of PartitionState, for the topics these records touch
     controller_id = image.controller_id
     deleted = set(image.deleted_topic_ids)
@@ -158,12 +174,29 @@ def apply(image, records, version):
                 deleted.add(removed.topic_id)
         elif kind == CONTROLLER:
             controller_id = record["broker_id"]
+        elif kind == CONFIG and record["resource_type"] == TOPIC_RESOURCE:
+            name = record["name"]
+            if name not in topics:
+                raise ValueError(f"metadata record {record!r}: no topic {name!r}")
+            topics[name] = dataclasses.replace(
+                topics[name], configs=_merged(topics[name].configs, record["configs"]))
+        elif kind == CONFIG and record["resource_type"] == BROKER_RESOURCE:
+            configs = _merged(broker_configs.get(record["name"], {}), record["configs"])
+            broker_configs[record["name"]] = configs
+            if not configs:
+                del broker_configs[record["name"]]
         else:
             raise ValueError(f"unknown metadata record type {kind!r} in {record!r}")
     for name, states in partitions.items():
         topics[name] = dataclasses.replace(topics[name], partitions=tuple(states))
     return MetadataImage(version, image.cluster_id, controller_id, brokers, topics,
-                         frozenset(deleted))
+                         frozenset(deleted), broker_configs)
+
+
+def _merged(configs, changes):
+    """``configs`` with ``changes`` applied (a None value deletes its key)."""
+    merged = {**configs, **changes}
+    return {key: value for key, value in merged.items() if value is not None}
 
 
 # -- the log ------------------------------------------------------------------------------------

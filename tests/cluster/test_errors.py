@@ -1,6 +1,8 @@
 """cluster.errors: one class per Kafka error code, kafka-python's names, storage errors unified."""
 from __future__ import annotations
 
+import traceback
+
 import kafka.errors as kafka_python_errors
 import pytest
 from kio.schema.errors import ErrorCode
@@ -104,11 +106,27 @@ def test_kafkas_current_names_are_the_same_classes():
 def test_error_carries_errno_and_names_the_bad_value():
     exc = errors.UnknownTopicOrPartitionError("topic 'orders' partition 7: not hosted on broker 2")
     assert exc.errno == 3
-    assert str(exc) == ("[Error 3] UnknownTopicOrPartitionError: "
-                        "topic 'orders' partition 7: not hosted on broker 2")
+    assert str(exc) == "[Error 3] topic 'orders' partition 7: not hosted on broker 2"
     assert str(errors.KafkaTimeoutError("batch expired after 120000 ms")) == (
-        "KafkaTimeoutError: batch expired after 120000 ms")
-    assert str(errors.IllegalStateError()) == "IllegalStateError"
+        "batch expired after 120000 ms")
+    assert repr(errors.KafkaTimeoutError("x")) == "KafkaTimeoutError('x')"
+
+
+def test_without_a_message_an_error_says_kafkas_description():
+    assert str(errors.UnknownTopicOrPartitionError()) == (
+        "[Error 3] " + errors.UnknownTopicOrPartitionError.description)
+    assert str(errors.IllegalStateError()) == ""  # no description: the class name says it
+
+
+@pytest.mark.parametrize("exc", [
+    errors.KafkaConfigurationError("acks must be 0, 1 or all, found 2"),
+    errors.UnknownTopicOrPartitionError("topic 'orders' partition 7"),
+    segments.errors.CorruptRecordError("stored CRC 1, computed 2"),
+    errors.IllegalStateError(),
+])
+def test_a_traceback_names_the_class_once(exc):
+    line = "".join(traceback.format_exception_only(exc))
+    assert line.count(type(exc).__name__) == 1, line
 
 
 @pytest.mark.parametrize("storage_cls, code", [
@@ -129,7 +147,7 @@ def test_storage_errors_are_the_classes_for_their_codes(storage_cls, code):
     assert isinstance(exc, errors.KafkaError)
     assert isinstance(exc, errors.RetriableError) == storage_cls.retriable
     assert errors.error_code(exc) == code
-    assert str(exc) == f"[Error {code}] {storage_cls.__name__}: bad value for code {code}"
+    assert str(exc) == f"[Error {code}] bad value for code {code}"
     assert storage_cls.description
 
 

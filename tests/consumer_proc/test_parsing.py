@@ -13,12 +13,14 @@ from consumer_proc import columns_parser
 from consumer_proc.columns_parser import parse_batches
 from consumer_proc.partition_records import PartitionRecords
 from consumer_proc.record_columns import RecordColumns
-from segments import batch_descriptor as d
+from segments import batch_descriptor as d, compression
 from segments.batch_header import BatchHeader, iter_batches
 from segments.bulk import build_batches
+from segments.compression import CODEC_NAMES
 from segments.errors import CorruptRecordError
 from segments.records import RecordBatchBuilder, iter_records, pack_batch
 from segments.varint import encode_varint
+from tests.support.zip_bomb import INFLATED, bomb_batch, peak_memory
 
 T0 = 1_700_000_000_000
 TP = TopicPartition("t", 3)
@@ -371,9 +373,49 @@ def test_a_corrupt_batch_raises_naming_the_partition_and_exhausts():
     assert not part
 
 
+@pytest.mark.parametrize("take_columns", [False, True])
+@pytest.mark.parametrize("count, shift", [(4, -1), (4, -4), (100, -1), (100, -150)])
+def test_a_renumbered_batch_raises_after_the_batches_before_it(take_columns, count, shift):
+    """baseOffset is outside the CRC: a batch whose offsets do not follow the previous
+    batch's is corrupt, like a CRC failure (small fetches and vectorised runs alike)."""
+    buf = bytearray(log_of([built([(T0, None, b"v", ())] * count)] * 3, first_offset=50))
+    second = BatchHeader(buf, 0).size_in_bytes
+    third = second + BatchHeader(buf, second).size_in_bytes
+    renumbered = 50 + 2 * count + shift  # at or below the second batch's last offset
+    d.INT64.pack_into(buf, third + d.BASE_OFFSET_OFFSET, renumbered)
+    part = PartitionRecords(TP, 50, bytes(buf))
+    assert part.end_offset == 50 + 2 * count  # the next fetch asks for the bad batch again
+    take = (lambda n: [int(o) for c in part.take_columns(n) for o in c.offsets]) \
+        if take_columns else (lambda n: [r.offset for r in part.take(n)])
+    assert take(10_000) == list(range(50, 50 + 2 * count))
+    with pytest.raises(CorruptRecordError,
+                       match=f"t-3: batch at offset {renumbered}: .*previous batch's last "
+                             f"offset {50 + 2 * count - 1}"):
+        take(10_000)
+    assert not part and part.next_offset == 50 + 2 * count
+
+
 def test_a_header_that_does_not_frame_raises_at_once():
     buf = bytearray(log_of([built([(T0, None, b"v", ())])]))
     buf[d.MAGIC_OFFSET] = 1
     with pytest.raises(CorruptRecordError, match="t-3 fetched at offset 0: .*magic 1"):
         PartitionRecords(TP, 0, bytes(buf))
 
+
+
+@pytest.mark.parametrize("take_columns", [False, True])
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_zip_bomb_is_not_inflated_by_the_consumer(monkeypatch, codec, take_columns):
+    """A CRC-valid batch whose one record inflates to 16 MiB: the consumer decompresses at
+    most compression.MAX_RECORDS_BYTES (1 MiB here) and raises naming the partition,
+    the batch's offset, the codec and the limit."""
+    monkeypatch.setattr(compression, "MAX_RECORDS_BYTES", 1 << 20)
+    part = PartitionRecords(TP, 3, log_of([bomb_batch(codec)], first_offset=3))
+    take = part.take_columns if take_columns else part.take
+    peak, raised = peak_memory(lambda: take(10))
+    assert isinstance(raised, CorruptRecordError), raised
+    assert str(raised).startswith("[Error 2] t-3: batches from offset 3")
+    assert f"batch at offset 3: {CODEC_NAMES[codec]}: " in str(raised)
+    assert f"inflate past the limit of {1 << 20} bytes" in str(raised)
+    assert peak < 8 * 1024 * 1024 < INFLATED
+    assert not part

@@ -287,3 +287,17 @@ def test_garbage_in_a_request_ring_closes_only_that_connection(cluster, bystande
     with KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers) as consumer:
         tp = TopicPartition(GOOD, 0)
         assert consumer.end_offsets([tp])[tp] == 1  # the bystander's record only
+
+
+def test_clients_of_a_stopped_cluster_say_how_to_start_it(e2e):
+    stopped = e2e.cluster(brokers=2, name="stopped")
+    stopped.stop()
+    for make in (KafkaProducer, KafkaConsumer, KafkaAdminClient):
+        started = time.monotonic()
+        with pytest.raises(errors.NoBrokersAvailable) as raised:
+            make(bootstrap_servers=stopped.data_dir)
+        assert time.monotonic() - started < 5.0, make  # at once, not after a retry loop
+        message = str(raised.value)
+        assert f"in {stopped.data_dir} is not running" in message, make
+        assert (f"start it with: ringlog cluster start --data-dir {stopped.data_dir} --brokers 2 "
+                f"--detach") in message, make

@@ -20,8 +20,9 @@ import tempfile
 
 import psutil
 import pytest
+from rich.console import Console
 
-from perf.suite import results as results_module, runner, workloads
+from perf.suite import latency, plots, report, results as results_module, runner, workloads
 from perf.suite.peers import PEERS
 from tests.support.bounds import PERF_RUN_BOUND
 from tests.support.paths import ROOT
@@ -231,33 +232,6 @@ def _case(peer, x=None, **figures):
     return {"peer": peer, "x": x, "params": {}, "figures": figures}
 
 
-def test_ratios_and_targets_from_known_figures():
-    doc = results_module.Results("quickest")
-    doc.doc["workloads"] = {
-        "1": {"title": "", "ratios": [], "cases": [
-            _case("ringlog", e2e_rps=300.0, producer_rps=600.0, consumer_rps=None),
-            _case("redis_streams", e2e_rps=20.0, producer_rps=0.0, consumer_rps=10.0),
-            _case("zmq_pushpull", e2e_rps=400.0, producer_rps=100.0, consumer_rps=5.0)]},
-        "4": {"title": "", "ratios": [], "cases": [
-            _case("ringlog", 10_000, achieved_rate=9_990.0,
-                  latency={"p50": 10.0, "p99": 50.0, "p99.9": 90.0}),
-            _case("redis_streams", 10_000, achieved_rate=6_000.0,
-                  latency={"p50": 20.0, "p99": 100.0, "p99.9": 90.0})]}}
-    doc.compute_ratios()
-    got = {(r["peer"], r["figure"]): r["ratio"] for r in doc.doc["workloads"]["1"]["ratios"]}
-    assert got[("redis_streams", "e2e_rps")] == 15.0
-    assert got[("redis_streams", "producer_rps")] is None  # the peer's figure is 0
-    assert got[("redis_streams", "consumer_rps")] is None  # ringlog's figure is missing
-    assert got[("zmq_pushpull", "e2e_rps")] == 0.75
-    latency = {r["figure"]: r["ratio"] for r in doc.doc["workloads"]["4"]["ratios"]}
-    assert latency == {"p50": 0.5, "p99": 0.5, "p99.9": 1.0}
-    assert [(t["ratio"], t["met"]) for t in doc.doc["targets"]] == [
-        (15.0, True), (0.75, False), (0.5, True)]
-    # a sender that fell behind its rate makes the latency comparison unfair: said so
-    assert "note" not in doc.doc["targets"][0]
-    assert doc.doc["targets"][2]["note"].startswith("redis_streams's sender fell behind (6,000")
-
-
 def test_profiles_scale_slow_peers_but_not_latency():
     by_key = {c.key: c for c in workloads.cases("full", list(PEERS))}
     assert by_key["w1/ringlog"].records == 300_000
@@ -280,3 +254,94 @@ def test_peers_must_include_ringlog():
         runner.parse_args(["--peers", "redis_streams"])
     with pytest.raises(SystemExit):
         runner.parse_args(["--workloads", "9"])
+
+
+def _known_results():
+    """Results with known figures: ringlog 15× Redis Streams' end-to-end rate and 0.75× pyzmq's;
+    p99 half Redis Streams' at 10,000 records/s, its sender behind."""
+    doc = results_module.Results("quickest")
+    doc.doc["workloads"] = {
+        "1": {"title": "", "ratios": [], "cases": [
+            _case("ringlog", e2e_rps=300.0, producer_rps=600.0, consumer_rps=None),
+            _case("redis_streams", e2e_rps=20.0, producer_rps=0.0, consumer_rps=10.0),
+            _case("zmq_pushpull", e2e_rps=400.0, producer_rps=100.0, consumer_rps=5.0)]},
+        "4": {"title": "", "ratios": [], "cases": [
+            _case("ringlog", 10_000, achieved_rate=9_990.0,
+                  latency={"p50": 10.0, "p99": 50.0, "p99.9": 90.0}),
+            _case("redis_streams", 10_000, achieved_rate=6_000.0,
+                  latency={"p50": 20.0, "p99": 100.0, "p99.9": 90.0})]}}
+    doc.compute_ratios()
+    return doc
+
+
+def test_ratios_and_targets_from_known_figures():
+    doc = _known_results()
+    got = {(r["peer"], r["figure"]): r["ratio"] for r in doc.doc["workloads"]["1"]["ratios"]}
+    assert got[("redis_streams", "e2e_rps")] == 15.0
+    assert got[("redis_streams", "producer_rps")] is None  # the peer's figure is 0
+    assert got[("redis_streams", "consumer_rps")] is None  # ringlog's figure is missing
+    assert got[("zmq_pushpull", "e2e_rps")] == 0.75
+    latency = {r["figure"]: r["ratio"] for r in doc.doc["workloads"]["4"]["ratios"]}
+    assert latency == {"p50": 0.5, "p99": 0.5, "p99.9": 1.0}
+    assert [(t["peer"], t["figure"], t["ratio"], t["met"]) for t in doc.doc["targets"]] == [
+        ("redis_streams", "e2e_rps", 15.0, True), ("zmq_pushpull", "e2e_rps", 0.75, False),
+        ("redis_streams", "p99", 0.5, True)]
+    # a sender that fell behind its rate makes the latency comparison unfair: said so
+    assert "note" not in doc.doc["targets"][0]
+    assert doc.doc["targets"][2]["note"].startswith("redis_streams's sender fell behind (6,000")
+
+
+def test_speed_says_faster_or_slower_for_rates_and_latencies_alike():
+    speed = results_module.speed
+    assert speed(2.0, "e2e_rps") == "2.00× faster"
+    assert speed(0.25, "e2e_rps") == "4.00× slower"
+    assert speed(0.5, "p99") == "2.00× faster"  # half the peer's latency
+    assert speed(3.0, "p99.9") == "3.00× slower"
+    assert speed(None, "p99") == speed(0.0, "e2e_rps") == "-"
+
+
+def test_report_says_how_much_faster_and_names_the_projects_goals():
+    doc = _known_results().doc
+    doc["machine"] = {"cpus": 2, "cpus_usable": 2}
+    doc["peers"] = {name: {"available": True} for name in PEERS}
+    console = Console(record=True, width=200)
+    report.print_report(doc, console)
+    text = console.export_text()
+    assert "project's goals" in text and "issue" not in text and "÷" not in text
+    lines = text.splitlines()
+    assert any("ringlog is 15.00× faster than redis_streams" in line
+               and "at least 15× faster than redis_streams" in line for line in lines)
+    assert any("ringlog is 1.33× slower than zmq_pushpull" in line
+               and "at least as fast as zmq_pushpull" in line for line in lines)
+    assert any("ringlog is 2.00× faster than redis_streams" in line
+               and "faster than redis_streams" in line for line in lines)
+    # the workload tables' last column: the same words, on the peer's row
+    assert any(line.split()[:1] == ["zmq_pushpull"] and line.endswith("1.33× slower")
+               for line in (raw.strip() for raw in lines))
+
+
+def test_latency_plot_spans_the_data_not_the_bins():
+    """Latencies between 30 µs and 30 ms: the x axis covers about that (one bin of margin),
+    not the bins' 1 µs to 10 s, and its ticks read as durations."""
+    edges = [float(e) for e in latency.HISTOGRAM_EDGES_US]
+
+    def histogram(low_us, high_us):
+        counts = [1 if low_us <= lo and hi <= high_us else 0
+                  for lo, hi in zip(edges, edges[1:])]
+        return {"edges_us": edges, "counts": counts}
+
+    doc = {"workloads": {"4": {"cases": [
+        {"peer": "ringlog", "x": 1000, "figures": {"latency": {"histogram": histogram(30, 3e3)}}},
+        {"peer": "mp_queue", "x": 1000, "figures": {"latency": {"histogram": histogram(300, 3e4)}}},
+    ]}}}
+    fig = plots.latency_figure(doc)
+    try:
+        axes = fig.axes[0]
+        low, high = axes.get_xlim()
+        assert 20 <= low <= 30 and 30_000 <= high <= 50_000
+        fig.canvas.draw()
+        labels = [t.get_text() for t in axes.get_xticklabels()
+                  if low <= t.get_position()[0] <= high]
+        assert "100 µs" in labels and "1 ms" in labels and "10 ms" in labels
+    finally:
+        plots.plt.close(fig)

@@ -2,9 +2,13 @@
 controller inside the broker (admin requests, auto-creation, forwarding), log timers."""
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
+import subprocess
 
+import psutil
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -180,6 +184,78 @@ def test_retention_runs_on_its_timer_in_the_broker_loop(cluster, tmp_path):
     assert [offset for offset, _ in fetch_all(client, "short-lived", start=9)] == [9]
 
 
+@pytest.fixture
+def tmpfs():
+    """``mount(path, size)``: a tmpfs of ``size`` bytes on ``path``, or the test is skipped
+    where this machine does not allow mounting (not root). Unmounted at the end, after the
+    brokers are gone: list this fixture before ``cluster``."""
+    mounted = []
+
+    def mount(path, size):
+        os.makedirs(path, exist_ok=True)
+        if shutil.which("mount") is None:
+            pytest.skip("no mount command: cannot make a small file system to fill")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path],
+                              capture_output=True, text=True, timeout=BOUND)
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs to fill (needs root): {done.stderr.strip()}")
+        mounted.append(path)
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", path], check=True, timeout=BOUND)
+
+
+def fill(directory):
+    """Write a file in ``directory`` until its file system is full; its path."""
+    path = os.path.join(directory, "filler")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e
+    finally:
+        os.close(fd)
+    return path
+
+
+def test_a_full_disk_fails_that_partition_with_kafka_storage_error_until_space_returns(
+        tmpfs, cluster):
+    full = os.path.join(cluster.data_dir, "broker-0", "full-0")
+    tmpfs(full, 1 << 20)  # the partition "full-0" alone lives on a 1 MiB file system
+    cluster.page.publish(make_image(cluster.cluster_id, 1, {
+        "full": (1, {"segment.bytes": "65536"}), "roomy": (1, {})}))
+    broker = cluster.broker().start()
+    client = cluster.client()
+    acked = []
+
+    def produce(topic, tag):
+        values = [b"%s-%d-%d-" % (topic.encode(), tag, i) + b"x" * 1000 for i in range(16)]
+        result = client.call(produce_request(topic, 0, batch(values))).responses[0] \
+            .partition_responses[0]
+        if result.error_code == ErrorCode.none and topic == "full":
+            acked.extend(values)
+        return result
+
+    for tag in range(8):  # 128 KiB over two segments
+        assert produce("full", tag).error_code == ErrorCode.none
+    filler = fill(full)
+    for tag in range(8, 12):  # each needs new pages: none is left
+        result = produce("full", tag)
+        assert result.error_code == ErrorCode.kafka_storage_error, result
+        assert "ENOSPC" in result.error_message and full in result.error_message
+        assert produce("roomy", tag).error_code == ErrorCode.none  # the broker goes on
+    assert broker.popen.poll() is None
+
+    os.unlink(filler)  # space returns: no restart needed
+    for tag in range(12, 20):  # rolls again, too
+        assert produce("full", tag).error_code == ErrorCode.none
+    assert fetch_all(client, "full") == list(enumerate(acked))
+    assert len(acked) == 16 * 16
+    assert "Traceback" not in broker.log()
+    assert broker.stop() == 0
+
+
 # -- with the controller inside the broker (python -m replica_proc) --------------------------
 
 def controller_and_brokers(client):
@@ -234,3 +310,64 @@ def test_auto_creation_is_forwarded_to_the_controller_broker(cluster):
         topic = client.call(metadata_request(["auto-made"])).topics[0]
         return topic.error_code == ErrorCode.none and len(topic.partitions) == 1
     wait_for(created, "the controller to create the forwarded topic")
+
+
+# -- many partitions -------------------------------------------------------------------------
+
+MANY = 400
+SPREAD = range(0, MANY, 8)  # 50 partitions across the range
+
+
+def fetch_spread(client, offset=0):
+    """``{partition: [(offset, value)]}`` of one Fetch over the partitions of SPREAD."""
+    response = client.call(fetch_request([("many", p, offset) for p in SPREAD]))
+    out = {}
+    for data in response.responses[0].partitions:
+        assert data.error_code == ErrorCode.none, data
+        out[data.partition_index] = [(r.offset, r.value) for r in iter_records(data.records)]
+    return out
+
+
+@pytest.mark.slow
+def test_a_broker_hosts_more_partitions_than_it_could_keep_files_open_for(cluster):
+    # 400 partitions on a broker that may open 256 files: keeping the .log, .index and
+    # .timeindex of each open took 1,200. The segment file cache holds 60 files (fewer
+    # than one Fetch below reads), the partition limit is 400. (Kept small because each
+    # new partition costs a few fsyncs; the same holds at 10,000 with a larger limit.)
+    settings = dict(controller=True, nofile=256, overrides=[
+        "ringlog.max.open.segment.files=60", f"ringlog.max.partitions.per.broker={MANY}"])
+    broker = cluster.broker(**settings).start()
+    client = cluster.client()
+    wait_for(lambda: controller_and_brokers(client) == (0, [0]),
+             "broker 0 to become the controller and be alive")
+    baseline = psutil.Process(broker.pid).num_fds()
+
+    response = client.call(create_topics_request({"many": (MANY, {})}))
+    assert response.topics[0].error_code == ErrorCode.none, response
+    response = client.call(create_topics_request({"one-more": (1, {})}))
+    assert (response.topics[0].error_code, response.topics[0].error_message) == (
+        ErrorCode.policy_violation, "topic 'one-more': broker 0 would host 401 partition "
+        "replicas, more than ringlog.max.partitions.per.broker 400 (configured)")
+    client.call(metadata_request(["auto-made"]))  # auto-creation obeys the limit too
+    for name in ("one-more", "auto-made"):
+        response = client.call(metadata_request([name], allow_auto_topic_creation=False))
+        assert response.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+        assert not os.path.exists(os.path.join(cluster.data_dir, "broker-0", f"{name}-0"))
+
+    for p in SPREAD:
+        response = client.call(produce_request("many", p, batch([b"p%d" % p])))
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert fetch_spread(client) == {p: [(0, b"p%d" % p)] for p in SPREAD}
+    assert psutil.Process(broker.pid).num_fds() <= baseline + 60
+    assert broker.stop() == 0, broker.log()
+    cluster.clients.remove(client)
+    client.close()
+
+    broker = cluster.broker(**settings).start()  # opens (and checks) all 400 logs
+    client = cluster.client()
+    for p in SPREAD:
+        response = client.call(produce_request("many", p, batch([b"again"])))
+        assert response.responses[0].partition_responses[0].base_offset == 1
+    assert fetch_spread(client) == {p: [(0, b"p%d" % p), (1, b"again")] for p in SPREAD}
+    assert psutil.Process(broker.pid).num_fds() <= baseline + 60
+    assert broker.stop() == 0, broker.log()

@@ -3,6 +3,7 @@ the fetch purgatory and the log timers (fake clocks)."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import re
@@ -28,6 +29,7 @@ from replica_proc.replica_manager import ReplicaManager
 from segments.log import PartitionLog
 from tests.support.broker import batch, make_image
 from tests.support.clock import T0, FakeClock
+from tests.support.disk_faults import DiskFaults
 
 CLUSTER = "unit-cluster"
 
@@ -75,6 +77,19 @@ def test_apply_opens_hosted_partitions_and_deletes_strays(manager):
         manager.partition("mine", 5)
     with pytest.raises(UnknownTopicOrPartitionError, match="'nope' does not exist"):
         manager.partition("nope", 0)
+
+
+def test_a_partition_whose_log_went_offline_answers_kafka_storage_error(manager, monkeypatch):
+    disk = DiskFaults(monkeypatch, os.path.join(manager.log_dir, "a-0"))
+    manager.apply(image(1, a=(1, {"flush.messages": "1"}), b=(1, {})))
+    disk.arm(0, errno.EIO, kinds=("sync",))
+    # the batch is written, then the flush after it fails: the log goes offline
+    assert manager.leader("a", 0).append_as_leader(batch([b"kept"]), 1) == 0
+    disk.clear()
+    with pytest.raises(KafkaStorageError, match="a-0 is offline on broker 0: .*EIO") as e:
+        manager.leader("a", 0)  # so produce and fetch answer 56 for it alone
+    assert e.value.errno == 56
+    assert manager.leader("b", 0).append_as_leader(batch([b"v"]), 1) == 0
 
 
 def test_a_deleted_topic_is_closed_and_its_directory_removed(manager):

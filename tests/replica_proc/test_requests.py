@@ -17,6 +17,7 @@ from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
 from cluster.protocol import frame_descriptor as protocol_descriptor, frames as protocol
 from cluster.protocol.frames import ApiKey
+from segments import batch_descriptor as d
 from segments.records import iter_records
 from shm_ring import PeerClosedError, cleanup_stale, list_objects
 from tests.support.bounds import BOUND
@@ -131,7 +132,7 @@ def test_api_versions_lists_what_the_broker_serves(env):
     response = client.call(api_versions_request(2))
     served = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert served == {0: (3, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 18: (0, 2), 19: (2, 4),
-                      20: (1, 3), 37: (0, 1)}
+                      20: (1, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 44: (0, 0)}
 
 
 def test_api_versions_of_an_unsupported_version_answers_v0_with_unsupported_version(env):
@@ -383,6 +384,28 @@ def test_a_fetch_offset_out_of_range_says_where_the_log_is(env):
     assert partition.error_code == ErrorCode.offset_out_of_range
     assert (partition.high_watermark, partition.log_start_offset) == (2, 0)
     assert partition.records == b""
+    still_serving(env)
+
+
+def test_a_renumbered_batch_met_by_a_fetch_fails_that_partition_only(env):
+    """baseOffset is outside the CRC; the read path walks batch headers to find the offset
+    and refuses offsets that go backwards: KAFKA_STORAGE_ERROR for that partition, the
+    other partitions and the connection still served."""
+    env.publish(renumbered=(2, {}))
+    client = env.client()
+    for partition in (0, 1):
+        for _n in range(4):
+            client.call(produce_request("renumbered", partition, batch([b"r" * 50] * 10)))
+    [log_path] = env.data_dir.rglob("renumbered-0/*.log")
+    with open(log_path, "r+b") as f:  # the third batch (20..29) renumbered from 15
+        size = d.LOG_OVERHEAD + d.INT32.unpack(f.read(d.LOG_OVERHEAD)[8:])[0]
+        f.seek(2 * size)
+        f.write(d.INT64.pack(15))
+    response = client.call(fetch_request([("renumbered", 0, 20), ("renumbered", 1, 20)]))
+    bad, good = response.responses[0].partitions
+    assert bad.error_code == ErrorCode.kafka_storage_error and bad.records == b""
+    assert good.error_code == ErrorCode.none
+    assert [offset for offset, _ in records_of(good.records)] == list(range(20, 40))
     still_serving(env)
 
 

@@ -11,11 +11,14 @@ from segments import batch_descriptor as d
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint, fsync_directory
 from segments.cleaner import CLEANER_OFFSET_CHECKPOINT, clean
+from segments.compression import CODEC_NAMES
+from segments.errors import CorruptRecordError
 from segments.log import PartitionLog
 from segments.records import iter_records
 from segments.segment import SWAP_SUFFIX
 from tests.segments.helpers import all_records, batches_of, crash, make_batch, open_log
 from tests.support.clock import T0, FakeClock
+from tests.support.zip_bomb import INFLATED, bomb_batch, peak_memory
 
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": 2000,
            "index.interval.bytes": 200, "delete.retention.ms": 60_000}
@@ -251,4 +254,30 @@ def test_empty_batches_disappear_and_control_batches_stay(tmp_path):
     headers = list(batches_of(data))
     assert [(h.base_offset, h.last_offset, h.record_count, h.is_control_batch)
             for h in headers] == [(2, 2, 1, True), (3, 3, 1, False)]
+    log.close()
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_zip_bomb_in_the_log_stops_the_pass_without_inflating(tmp_path, codec):
+    """A CRC-valid batch whose one record inflates to 16 MiB (written while the topic was
+    not compacted): the cleaner decompresses at most max.message.bytes of it, raises
+    CorruptRecordError naming offset, codec and limit, and leaves the log as it was."""
+    path = tmp_path / "t-0"
+    log = open_log(path)
+    log.append(bomb_batch(codec))
+    for n in range(20):
+        if n % 10 == 0:
+            log.roll()
+        log.append(make_batch([(T0 + n, b"k%d" % (n % 3), b"v" * 50)]))
+    end, segments = log.log_end_offset, log.segment_base_offsets()
+    assert len(segments) > 2
+    log.close()
+    log = open_log(path, **COMPACT)
+    peak, raised = peak_memory(lambda: clean(log, force=True))
+    assert isinstance(raised, CorruptRecordError), raised
+    limit = log.config.max_message_bytes
+    assert f"batch at offset 0: {CODEC_NAMES[codec]}: " in str(raised)
+    assert f"inflate past the limit of {limit} bytes" in str(raised)
+    assert peak < 8 * 1024 * 1024 < INFLATED
+    assert (log.log_end_offset, log.segment_base_offsets()) == (end, segments)
     log.close()

@@ -14,7 +14,15 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from segments import batch_descriptor as d
 from segments.batch_header import BatchHeader
 from segments.bulk import build_batches
-from segments.compression import CODEC_NAMES, XERIAL_HEADER, codec_id, compress, decompress
+from segments.compression import (
+    CODEC_NAMES,
+    MAX_RECORDS_BYTES as LIMIT,
+    XERIAL_HEADER,
+    codec_id,
+    compress,
+    decompress,
+    records_size_limit,
+)
 from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from segments.records import RecordBatch, RecordBatchBuilder, iter_records
 from segments.varint import (
@@ -333,20 +341,21 @@ def test_snappy_is_xerial_framed_in_32k_blocks():
         pos += 4 + length
         blocks += 1
     assert (pos, blocks) == (len(blob), 3)
-    assert decompress(d.CODEC_SNAPPY, blob) == data
+    assert decompress(d.CODEC_SNAPPY, blob, LIMIT, 0) == data
 
 
 def test_readers_accept_what_other_writers_emit():
     import cramjam
     data = b"kafka " * 1000
     raw_snappy = bytes(cramjam.snappy.compress_raw(data))
-    assert decompress(d.CODEC_SNAPPY, raw_snappy) == data
+    assert decompress(d.CODEC_SNAPPY, raw_snappy, LIMIT, 0) == data
     two_members = gzip.compress(data[:10]) + gzip.compress(data[10:])
-    assert decompress(d.CODEC_GZIP, two_members) == data
+    assert decompress(d.CODEC_GZIP, two_members, LIMIT, 0) == data
     no_size = zstandard.ZstdCompressor(write_content_size=False).compress(data)
-    assert decompress(d.CODEC_ZSTD, no_size + no_size) == data + data
+    assert decompress(d.CODEC_ZSTD, no_size + no_size, LIMIT, 0) == data + data
     assert lz4.frame.compress(data)[4] & 0x08  # content size flag: what kafka-python writes
-    assert decompress(d.CODEC_LZ4, lz4.frame.compress(data, store_size=False)) == data
+    no_size = lz4.frame.compress(data, store_size=False)
+    assert decompress(d.CODEC_LZ4, no_size + no_size, LIMIT, 0) == data + data
 
 
 @pytest.mark.parametrize("codec", CODECS[1:])
@@ -354,7 +363,43 @@ def test_damaged_compressed_data_raises_corrupt_record_naming_the_codec(codec):
     blob = compress(codec, b"kafka " * 1000)
     damaged = blob[: len(blob) // 2] + bytes(len(blob) - len(blob) // 2)
     with pytest.raises(CorruptRecordError, match=CODEC_NAMES[codec]):
-        decompress(codec, damaged)
+        decompress(codec, damaged, LIMIT, 0)
+
+
+def other_writers(codec, data):
+    """``data`` compressed as other writers do: two gzip members, raw snappy, two lz4
+    frames and two zstd frames without a content size."""
+    import cramjam
+    half = len(data) // 2
+    return {
+        d.CODEC_GZIP: gzip.compress(data[:half]) + gzip.compress(data[half:]),
+        d.CODEC_SNAPPY: bytes(cramjam.snappy.compress_raw(data)),
+        d.CODEC_LZ4: lz4.frame.compress(data[:half], store_size=False)
+        + lz4.frame.compress(data[half:], store_size=False),
+        d.CODEC_ZSTD: b"".join(zstandard.ZstdCompressor(write_content_size=False).compress(p)
+                               for p in (data[:half], data[half:])),
+    }[codec]
+
+
+@pytest.mark.parametrize("writer", ["ours", "others"])
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_decompression_stops_at_the_limit_naming_offset_codec_and_limit(codec, writer):
+    data = bytes(range(256)) * 400  # 102400 bytes: several snappy blocks
+    blob = compress(codec, data) if writer == "ours" else other_writers(codec, data)
+    assert decompress(codec, blob, len(data), 42) == data
+    with pytest.raises(CorruptRecordError) as e:
+        decompress(codec, blob, len(data) - 1, 42)
+    assert str(e.value).startswith("[Error 2] batch at offset 42: "
+                                   f"{CODEC_NAMES[codec]}: ")
+    assert f"inflate past the limit of {len(data) - 1} bytes" in str(e.value)
+
+
+def test_the_limit_is_what_the_records_may_hold():
+    assert records_size_limit(3) == LIMIT
+    assert records_size_limit(3, 1000) == 3000
+    assert records_size_limit(0, 1000) == 1000
+    assert records_size_limit(10 ** 6, 10 ** 6) == LIMIT
+    assert records_size_limit(10 ** 6, 10 ** 6, cap=5) == 5
 
 
 # -- corruption --------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from crc32c import crc32c
 from segments import batch_descriptor as d
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint
+from segments.compression import CODEC_NAMES
 from segments.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -34,6 +35,7 @@ from tests.segments.helpers import (
     simple_batch,
 )
 from tests.support.clock import T0, FakeClock
+from tests.support.zip_bomb import INFLATED, bomb_batch, peak_memory
 
 # -- config -------------------------------------------------------------------------------
 
@@ -589,4 +591,32 @@ def test_random_operations_match_a_model(tmp_path, seed):
         expected = [o for _, records in model for o, _ in records if o >= start]
         if step % 25 == 0 or op >= 0.82:
             assert [r.offset for r in all_records(log)] == expected
+    log.close()
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_zip_bomb_is_refused_on_append_to_a_compacted_log_without_inflating(tmp_path, codec):
+    """Appending to a compacted log decodes the records (every one needs a key): a
+    CRC-valid one-record batch inflating to 16 MiB is decompressed to at most
+    max.message.bytes, and refused, naming offset, codec and limit; nothing is appended."""
+    log = open_log(tmp_path / "t-0", **{"cleanup.policy": "compact"})
+    bomb = bomb_batch(codec)
+    assert len(bomb) < log.config.max_message_bytes
+    peak, raised = peak_memory(lambda: log.append(bomb))
+    assert isinstance(raised, CorruptRecordError), raised
+    assert f"batch at offset 0: {CODEC_NAMES[codec]}: " in str(raised)
+    assert f"inflate past the limit of {log.config.max_message_bytes} bytes" in str(raised)
+    assert peak < 8 * 1024 * 1024 < INFLATED
+    assert (log.log_end_offset, log.size_in_bytes) == (0, 0)
+    log.close()
+
+
+@pytest.mark.parametrize("codec", [1, 4])
+def test_a_zip_bomb_met_by_a_timestamp_lookup_is_not_inflated(tmp_path, codec):
+    log = open_log(tmp_path / "t-0")
+    log.append(bomb_batch(codec))  # a log that is not compacted does not decode records
+    peak, raised = peak_memory(lambda: log.offset_for_timestamp(T0))
+    assert isinstance(raised, CorruptRecordError), raised
+    assert f"inflate past the limit of {log.config.max_message_bytes} bytes" in str(raised)
+    assert peak < 8 * 1024 * 1024 < INFLATED
     log.close()

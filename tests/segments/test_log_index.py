@@ -34,7 +34,9 @@ def test_offset_index_lookups_match_a_scan(tmp_path):
         assert index.lookup(target) == (below[-1] if below else (BASE, 0))
     for target in range(0, entries[-1][1] + 5, 7):
         below = [e for e in entries if e[1] <= target]
-        assert index.lookup_by_position(target) == (below[-1] if below else (BASE, 0))
+        n = index.search(1, target)
+        assert (n, index.entry(n) if n >= 0 else None) == (
+            (len(below) - 1, (below[-1][0] - BASE, below[-1][1])) if below else (-1, None))
     assert index.last_entry() == entries[-1]
 
 
@@ -94,10 +96,9 @@ def test_time_index_keeps_only_growing_timestamps(tmp_path):
     index.maybe_append(50, BASE + 3)
     index.maybe_append(70, BASE + 9)
     assert index.entries == 2
-    assert index.lookup(49) == (NO_TIMESTAMP, BASE)
-    assert index.lookup(50) == (50, BASE + 1)
-    assert index.lookup(69) == (50, BASE + 1)
-    assert index.lookup(10 ** 15) == (70, BASE + 9)
+    assert index.search(0, 49) == -1
+    assert index.search(0, 50) == index.search(0, 69) == 0 and index.entry(0) == (50, 1)
+    assert index.search(0, 10 ** 15) == 1 and index.entry(1) == (70, 9)
     index.truncate_to(BASE + 9)
     assert index.last_entry() == (50, BASE + 1)
     with pytest.raises(ValueError, match="below"):

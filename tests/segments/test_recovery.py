@@ -24,6 +24,7 @@ from tests.segments.helpers import (
     set_recovery_point,
     simple_batch,
 )
+from tests.support.clock import T0
 
 CONFIG = {"segment.bytes": 5000, "index.interval.bytes": 300}
 
@@ -122,6 +123,42 @@ def test_a_base_offset_that_goes_backwards_is_caught(tmp_path, caplog):
         f.seek(position)
         f.write(d.INT64.pack(header.base_offset - 1))
     expect_truncated_at(path, batches, len(batches) - 3, caplog)
+
+
+def test_a_base_offset_that_runs_into_the_next_segment_is_caught(tmp_path, caplog):
+    path = tmp_path / "t-0"
+    crash(build(path, 2))
+    set_recovery_point(path, 0)
+    batches = batches_in_order(path)
+    # the last batch of the first segment, renumbered past the next segment's base offset
+    victim = max(i for i, (lp, _, _) in enumerate(batches) if lp == batches[0][0])
+    log_path, position, header = batches[victim]
+    with open(log_path, "r+b") as f:
+        f.seek(position)
+        f.write(d.INT64.pack(header.base_offset + 8))
+    expect_truncated_at(path, batches, victim, caplog)
+    assert "reaches the next segment's base offset" in caplog.text
+
+
+@pytest.mark.parametrize("shift", [-1, -3, 0])
+def test_a_read_through_renumbered_offsets_fails_naming_the_file(tmp_path, shift):
+    """A baseOffset flipped under a running log is met by the read path, which checks
+    that offsets increase batch by batch as it walks the headers."""
+    path = tmp_path / "t-0"
+    log = build(path, 3)
+    batches = batches_in_order(path)
+    first_segment = [b for b in batches if b[0] == batches[0][0]]
+    log_path, position, header = first_segment[3]
+    previous = first_segment[2][2]
+    with open(log_path, "r+b") as f:
+        f.seek(position)
+        f.write(d.INT64.pack(previous.last_offset + shift))
+    with pytest.raises(KafkaStorageError) as e:  # the scan from an index entry crosses it
+        log.read(header.base_offset, 1 << 20)
+    assert os.path.basename(log_path) in str(e.value)
+    assert f"baseOffset {previous.last_offset + shift}" in str(e.value)
+    assert log.read(first_segment[1][2].base_offset, 1) != b""  # before it: served
+    log.close()
 
 
 def test_recovery_starts_at_the_recovery_point(tmp_path):
@@ -239,6 +276,75 @@ def test_a_bad_index_is_rebuilt(tmp_path, damage, suffix):
     assert {t: log.offset_for_timestamp(t) for t in stamps} == stamps
     log.close()
     assert victim.read_bytes() == original
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+def test_seeded_flips_in_an_index_never_break_reads(tmp_path, suffix, caplog):
+    """A single-byte flip anywhere in the first, a middle or the last entry of a sealed or
+    the active segment's index: the log opens, and reads by offset and by time return
+    what they did before (the index rebuilt, or its bad entry not used)."""
+    path = tmp_path / "t-0"
+    log = open_log(path, **CONFIG)
+    rng = random.Random(7)
+    for n in range(70):
+        log.append(simple_batch(rng.randint(1, 6), timestamp=T0 + 10 * n + rng.randint(0, 15),
+                                value_size=rng.randint(5, 80)))
+    offsets = range(0, log.log_end_offset, 3)
+    times = range(T0 - 5, T0 + 10 * 70 + 30, 7)
+
+    def reads(log):
+        return ({o: log.read(o, 400) for o in offsets},
+                {t: log.lookup_timestamp(t) for t in times})
+    expected = reads(log)
+    log.close()
+    entry = 8 if suffix == ".index" else 12
+    segments = sorted(n for n in os.listdir(path) if n.endswith(suffix))
+    for name in (segments[0], segments[-1]):  # a sealed segment and the active one
+        victim = path / name
+        original = victim.read_bytes()
+        count = len(original) // entry
+        assert count >= 3
+        for n in sorted({0, count // 2, count - 1}):
+            for byte in range(entry):
+                flipped = bytearray(original)
+                flipped[n * entry + byte] ^= rng.randint(1, 255)
+                victim.write_bytes(flipped)
+                with caplog.at_level(logging.WARNING, logger="segments"):
+                    log = open_log(path, **CONFIG)
+                    assert reads(log) == expected, (name, n, byte)
+                assert log.recovery.bytes_dropped == 0
+                log.close()
+                victim.write_bytes(original)
+        assert name in caplog.text  # the warnings name the file
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_index_of_random_bytes_is_rebuilt_or_harmless(tmp_path, seed):
+    """Whatever bytes an index holds before its last two entries (which the old O(1)
+    check looked at), opening the log and reading by offset and by time never fails (no
+    struct.error) and returns what it did before."""
+    rng = random.Random(seed)
+    path = tmp_path / "t-0"
+    log = build(path, seed)
+    offsets = range(0, log.log_end_offset, 2)
+    expected = {o: log.read(o, 400) for o in offsets}
+    stamps = {t: log.offset_for_timestamp(t) for t in range(T0 - 3, T0 + 10)}
+    log.close()
+    garbled = 0
+    for suffix in (".index", ".timeindex"):
+        tail = 2 * (8 if suffix == ".index" else 12)
+        for name in sorted(n for n in os.listdir(path) if n.endswith(suffix)):
+            original = (path / name).read_bytes()
+            if len(original) > tail:
+                garbled += 1
+                (path / name).write_bytes(rng.randbytes(len(original) - tail)
+                                          + original[-tail:])
+    assert garbled >= 2
+    log = open_log(path, **CONFIG)
+    assert {o: log.read(o, 400) for o in offsets} == expected
+    assert {t: log.offset_for_timestamp(t) for t in stamps} == stamps
+    assert log.recovery.bytes_dropped == 0
+    log.close()
 
 
 def test_an_unreadable_recovery_checkpoint_means_full_validation(tmp_path):

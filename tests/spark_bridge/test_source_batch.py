@@ -101,6 +101,14 @@ def test_min_partitions_splits_ranges_into_more_tasks(spark, cluster, logs):
     assert rows_of(df) == without_headers(logs)
 
 
+def test_max_records_per_partition_caps_every_task(spark, cluster, logs):
+    df = reader(spark, cluster, subscribe="logs", maxRecordsPerPartition="64").load()
+    per_task = [r["count"] for r in
+                df.groupBy(F.spark_partition_id().alias("task")).count().collect()]
+    assert max(per_task) <= 64 and len(per_task) >= 600 // 64
+    assert rows_of(df) == without_headers(logs)
+
+
 def test_same_range_read_twice_gives_the_same_rows(spark, cluster):
     create_topic(cluster, "twice", 2)
     for partition in (0, 1):

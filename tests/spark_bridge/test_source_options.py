@@ -4,13 +4,18 @@ Spark session, no cluster: these run in milliseconds (the Spark-level check that
 error reaches the user is in test_source_batch.py)."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from cluster.structs import TopicPartition
 from spark_bridge.consumer_strategy import Assign, Subscribe, SubscribePattern
 from spark_bridge.options import (
+    DEFAULT_MAX_TRIGGER_DELAY_MS,
     DEFAULT_POLL_TIMEOUT_MS,
+    KNOWN_OPTIONS,
     InvalidOptionError,
+    duration_ms,
     include_headers,
     parse_batch_options,
     parse_stream_options,
@@ -35,6 +40,23 @@ def test_defaults_are_spark_kafka_defaults():
         "earliest", "latest", True, False, None, None, DEFAULT_POLL_TIMEOUT_MS)
     s = stream()
     assert (s.starting, s.ending) == ("latest", None)
+    assert (s.min_offsets_per_trigger, s.max_trigger_delay_ms, s.max_records_per_partition) \
+        == (None, 15 * 60_000, None) == (None, DEFAULT_MAX_TRIGGER_DELAY_MS, None)
+
+
+def test_trigger_and_split_options_parsed():
+    s = stream(minOffsetsPerTrigger="100", maxOffsetsPerTrigger="100", MAXTRIGGERDELAY="30s",
+               maxRecordsPerPartition="5000")
+    assert (s.min_offsets_per_trigger, s.max_offsets_per_trigger, s.max_trigger_delay_ms,
+            s.max_records_per_partition) == (100, 100, 30_000, 5000)
+    assert batch(maxRecordsPerPartition="7").max_records_per_partition == 7
+
+
+@pytest.mark.parametrize("text, ms", [("15m", 900_000), ("15min", 900_000), ("500ms", 500),
+                                      ("30s", 30_000), ("2h", 7_200_000), ("1d", 86_400_000),
+                                      ("250", 250), (" 3S ", 3000), ("1500us", 1)])
+def test_durations_as_spark_reads_them(text, ms):
+    assert duration_ms(text) == ms
 
 
 def test_names_are_case_insensitive_and_values_parsed():
@@ -102,6 +124,15 @@ INVALID = [
     ({**BASE, "kafka.auto.offset.reset": "earliest"}, "auto.offset.reset"),
     ({**BASE, "kafka.value.deserializer": "x"}, "value.deserializer"),
     ({**BASE, "kafka.enable.auto.commit": "true"}, "enable.auto.commit"),
+    ({**BASE, "minOffsetsPerTrigger": "0"}, "minOffsetsPerTrigger"),
+    ({**BASE, "minOffsetsPerTrigger": "some"}, "minOffsetsPerTrigger"),
+    ({**BASE, "minOffsetsPerTrigger": "101", "maxOffsetsPerTrigger": "100"},
+     "minOffsetsPerTrigger' \\(101\\) is higher than option 'maxOffsetsPerTrigger' \\(100\\)"),
+    ({**BASE, "maxTriggerDelay": "soon"}, "maxTriggerDelay.*'soon'"),
+    ({**BASE, "maxTriggerDelay": "1.5s"}, "maxTriggerDelay"),
+    ({**BASE, "maxTriggerDelay": "-5s"}, "maxTriggerDelay"),
+    ({**BASE, "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition"),
+    ({**BASE, "maxRecordsPerPartition": "lots"}, "maxRecordsPerPartition"),
 ]
 
 
@@ -145,3 +176,43 @@ def test_stream_rules(extra, named):
 
 def test_stream_allows_latest_start():
     assert stream(startingOffsets="latest").starting == "latest"
+
+
+# -- unknown options ----------------------------------------------------------------------------
+
+def warnings_of(caplog, parse, options):
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="spark_bridge.options"):
+        parse(options)
+    return [(r.levelno, r.getMessage()) for r in caplog.records]
+
+
+@pytest.mark.parametrize("parse", [parse_batch_options, parse_stream_options])
+def test_an_unknown_option_is_warned_about_once_naming_it(caplog, parse):
+    got = warnings_of(caplog, parse, {**BASE, "startingOffset": "x", "maxOffsetPerTriger": "5"})
+    assert [level for level, _ in got] == [logging.WARNING, logging.WARNING]
+    assert "'maxOffsetPerTriger'" in got[0][1] and "'startingOffset'" in got[1][1]
+    assert all("ringlog source" in message and "ignored" in message for _, message in got)
+
+
+def test_kafka_consumer_settings_get_one_debug_line(caplog):
+    got = warnings_of(caplog, parse_stream_options,
+                      {**BASE, "kafka.security.protocol": "SSL", "kafka.group.id": "g"})
+    assert len(got) == 1 and got[0][0] == logging.DEBUG
+    assert "kafka.group.id" in got[0][1] and "kafka.security.protocol" in got[0][1]
+
+
+def test_known_options_are_not_warned_about(caplog):
+    options = {**BASE, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "9",
+               "minOffsetsPerTrigger": "3", "maxTriggerDelay": "1m", "failOnDataLoss": "false",
+               "minPartitions": "2", "maxRecordsPerPartition": "10", "includeHeaders": "true",
+               "kafkaConsumer.pollTimeoutMs": "100"}
+    assert {name.lower() for name in options} <= KNOWN_OPTIONS
+    assert warnings_of(caplog, parse_stream_options, options) == []
+
+
+def test_batch_says_the_trigger_options_are_ignored_not_unknown(caplog):
+    got = warnings_of(caplog, parse_batch_options,
+                      {**BASE, "minOffsetsPerTrigger": "3", "maxTriggerDelay": "1m"})
+    assert [m for _, m in got] == ["minOffsetsPerTrigger option ignored in batch queries",
+                                   "maxTriggerDelay option ignored in batch queries"]

@@ -1,8 +1,10 @@
 """The ringlog source's planning and row building without Spark or a cluster: offsets JSON
-(spark_bridge.offsets), minPartitions splitting and maxOffsetsPerTrigger rate limiting with
-Spark's arithmetic (offset_ranges; expected values from Spark's
-KafkaOffsetRangeCalculatorSuite and KafkaMicroBatchStream.rateLimit), and RecordColumns
-turned into Arrow batches (arrow_rows) for every key/value shape."""
+(spark_bridge.offsets), minPartitions and maxRecordsPerPartition splitting and
+maxOffsetsPerTrigger rate limiting with Spark's arithmetic (offset_ranges; expected values
+from Spark's KafkaOffsetRangeCalculatorSuite and KafkaMicroBatchStream.rateLimit),
+minOffsetsPerTrigger with maxTriggerDelay (trigger_delay, and the stream reader's
+latestOffset over a fake offset reader and a fake clock), and RecordColumns turned into
+Arrow batches (arrow_rows) for every key/value shape."""
 from __future__ import annotations
 
 import json
@@ -11,6 +13,7 @@ import pickle
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from cluster.structs import TopicPartition
 from consumer_proc.record_columns import RecordColumns
@@ -23,7 +26,11 @@ from spark_bridge.offsets import (
     parse_partitions,
     to_json_dict,
 )
+from spark_bridge.options import parse_stream_options
 from spark_bridge.source import ringlog_schema
+from spark_bridge.stream_reader import RinglogStreamReader
+from spark_bridge.trigger_delay import TriggerDelay
+from tests.support.clock import T0, FakeClock
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 A10 = TopicPartition("a", 10)
@@ -84,6 +91,36 @@ def test_splits_cover_the_range_exactly():
     assert len(got) >= 7
 
 
+# -- maxRecordsPerPartition ---------------------------------------------------------------------
+
+def test_max_records_cuts_each_range_into_even_pieces_at_most_that_big():
+    got = split_ranges(ranges((A0, 0, 10), (A1, 5, 8), (B0, 4, 4)), max_records=4)
+    assert got == ranges((A0, 0, 3), (A0, 3, 6), (A0, 6, 10), (A1, 5, 8))
+    assert split_ranges(ranges((A0, 0, 8)), max_records=4) == ranges((A0, 0, 4), (A0, 4, 8))
+
+
+def test_min_partitions_applies_after_max_records():
+    # 2 pieces of 4 after the maximum, fewer than 4 tasks: each piece is cut in two
+    got = split_ranges(ranges((A0, 0, 8)), min_partitions=4, max_records=4)
+    assert got == ranges((A0, 0, 2), (A0, 2, 4), (A0, 4, 6), (A0, 6, 8))
+    # enough pieces already: min_partitions changes nothing
+    assert split_ranges(ranges((A0, 0, 9)), min_partitions=2, max_records=3) == \
+        ranges((A0, 0, 3), (A0, 3, 6), (A0, 6, 9))
+
+
+@pytest.mark.parametrize("max_records", [1, 7, 100, 999])
+@pytest.mark.parametrize("min_partitions", [None, 3, 40])
+def test_max_records_holds_and_the_pieces_cover_every_range(max_records, min_partitions):
+    given = ranges((A0, 100, 1_100), (A1, 0, 333), (B0, 9, 10))
+    got = split_ranges(given, min_partitions, max_records)
+    assert max(r.size for r in got) <= max_records
+    for whole in given:
+        parts = [r for r in got if (r.topic, r.partition) == (whole.topic, whole.partition)]
+        assert parts[0].from_offset == whole.from_offset
+        assert all(p.until_offset == q.from_offset for p, q in zip(parts, parts[1:]))
+        assert parts[-1].until_offset == whole.until_offset
+
+
 def test_offset_range_pickles_as_spark_input_partition():
     r = OffsetRange("a", 3, 10, 20)
     assert pickle.loads(pickle.dumps(r)) == r
@@ -105,6 +142,87 @@ def test_rate_limit_new_partitions_start_from_earliest():
 def test_rate_limit_with_room_for_everything_or_nothing_waiting():
     assert rate_limit(1000, {A0: 5}, {A0: 50}, {}) == {A0: 50}
     assert rate_limit(10, {A0: 50, A1: 7}, {A0: 50, A1: 7}, {}) == {A0: 50, A1: 7}
+
+
+# -- minOffsetsPerTrigger and maxTriggerDelay (delayBatch) -------------------------------------
+
+def test_trigger_waits_for_the_minimum_until_the_delay_has_passed():
+    clock = FakeClock(T0)
+    delay = TriggerDelay(60_000, clock)
+    assert not delay.waits(100, {A0: 0}, {A0: 5})  # the first trigger never waits
+    clock.advance(1_000)
+    assert delay.waits(100, {A0: 5}, {A0: 50, A1: 40})  # 45 + 40 (new: from 0) < 100
+    assert not delay.waits(100, {A0: 5}, {A0: 50, A1: 60})  # 105 waiting: runs
+    clock.advance(59_999)
+    assert delay.waits(100, {A0: 50}, {A0: 51})  # just under the delay since that one
+    clock.advance(1)
+    assert not delay.waits(100, {A0: 50}, {A0: 51})  # the delay has passed
+    assert delay.waits(100, {A0: 51}, {A0: 51})  # and counts again from there
+
+
+class FakeOffsets:
+    """An OffsetReader's answers from dicts: ``latest`` high watermarks, ``log_start``."""
+
+    def __init__(self, latest, log_start=None):
+        self.high_watermarks = dict(latest)
+        self.log_start = log_start or {}
+
+    def partitions(self):
+        return sorted(self.high_watermarks)
+
+    def latest(self, partitions):
+        return {tp: self.high_watermarks[tp] for tp in partitions}
+
+    def earliest(self, partitions):
+        return {tp: self.log_start.get(tp, 0) for tp in partitions}
+
+
+def stream_reader(offsets, clock, **options):
+    parsed = parse_stream_options({"bootstrap.servers": "/d", "subscribe": "a", **options})
+    return RinglogStreamReader(parsed, ringlog_schema(False), offsets=offsets, clock=clock)
+
+
+def test_default_read_limit_carries_the_minimum_else_the_maximum():
+    offsets, clock = FakeOffsets({}), FakeClock(T0)
+    assert stream_reader(offsets, clock).getDefaultReadLimit() == ReadAllAvailable()
+    assert stream_reader(offsets, clock, maxOffsetsPerTrigger="9").getDefaultReadLimit() == \
+        ReadMaxRows(9)
+    assert stream_reader(offsets, clock, minOffsetsPerTrigger="3",
+                         maxOffsetsPerTrigger="9").getDefaultReadLimit() == ReadMinRows(3)
+
+
+def test_latest_offset_holds_a_trigger_back_until_enough_records_or_the_delay():
+    offsets, clock = FakeOffsets({A0: 30, A1: 0}), FakeClock(T0)
+    reader = stream_reader(offsets, clock, minOffsetsPerTrigger="100",
+                           maxOffsetsPerTrigger="150", maxTriggerDelay="10s")
+    limit = reader.getDefaultReadLimit()
+    start = to_json_dict({A0: 0, A1: 0})
+    assert reader.latestOffset(start, limit) == to_json_dict({A0: 30, A1: 0})  # first: runs
+    start = to_json_dict({A0: 30, A1: 0})
+    offsets.high_watermarks = {A0: 80, A1: 40}  # 90 new: fewer than 100
+    clock.advance(9_999)
+    assert reader.latestOffset(start, limit) == start  # Spark runs no micro-batch
+    offsets.high_watermarks = {A0: 200, A1: 130}  # 300 new: runs, at most 150 of them
+    assert reader.latestOffset(start, limit) == to_json_dict({A0: 30 + 85, A1: 65})
+    start = to_json_dict({A0: 115, A1: 65})
+    offsets.high_watermarks = {A0: 116, A1: 65}
+    clock.advance(9_999)
+    assert reader.latestOffset(start, limit) == start
+    clock.advance(1)  # 10 s since the last trigger that ran: runs with what there is
+    assert reader.latestOffset(start, limit) == to_json_dict({A0: 116, A1: 65})
+    # Trigger.Once and the like: everything, whatever the options
+    offsets.high_watermarks = {A0: 120, A1: 65}
+    assert reader.latestOffset(start, ReadAllAvailable()) == to_json_dict({A0: 120, A1: 65})
+
+
+def test_available_now_never_waits_for_the_minimum():
+    offsets, clock = FakeOffsets({A0: 10}), FakeClock(T0)
+    reader = stream_reader(offsets, clock, minOffsetsPerTrigger="100", maxTriggerDelay="1h")
+    reader.prepareForTriggerAvailableNow()
+    limit = reader.getDefaultReadLimit()
+    assert reader.latestOffset(to_json_dict({A0: 0}), limit) == to_json_dict({A0: 10})
+    offsets.high_watermarks = {A0: 20}  # after the target: not read
+    assert reader.latestOffset(to_json_dict({A0: 10}), limit) == to_json_dict({A0: 10})
 
 
 # -- Arrow rows ---------------------------------------------------------------------------------

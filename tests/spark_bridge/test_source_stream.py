@@ -3,11 +3,14 @@ with a checkpoint and run with Trigger.AvailableNow: several micro-batches under
 maxOffsetsPerTrigger with exactly the records produced, restarts that go on where the
 checkpoint left off, new partitions and new topics matching subscribePattern picked up,
 startingOffsets latest, and records deleted by retention before they were read
-(failOnDataLoss true fails naming the partition and offsets; false skips them)."""
+(failOnDataLoss true fails naming the partition and offsets; false skips them). Under a
+processing-time trigger, minOffsetsPerTrigger holds micro-batches back through Spark's JVM
+(the read limit goes there and back)."""
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -91,6 +94,40 @@ def test_available_now_in_micro_batches_then_restarts_and_new_partitions(spark, 
                                 partition=partition))
     assert sum(pipeline.run()) == 150
     assert pipeline.rows() == plain(produced)
+
+
+def _input_rows(query):
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+
+def _wait_for_rows(query, total):
+    deadline = time.monotonic() + SPARK_QUERY_BOUND
+    while sum(_input_rows(query)) < total:
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, f"read {_input_rows(query)}, waiting for {total}"
+        time.sleep(0.05)
+    return _input_rows(query)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_min_offsets_per_trigger_holds_micro_batches_back(spark, cluster, tmp_path):
+    create_topic(cluster, "trickle", 1)
+    produce(cluster, "trickle", 30)
+    df = stream_reader(spark, cluster, subscribe="trickle", startingOffsets="earliest",
+                       minOffsetsPerTrigger="100", maxTriggerDelay="1h").load()
+    query = (df.writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="100 milliseconds").start())
+    try:
+        assert _wait_for_rows(query, 30) == [30]  # a query's first trigger never waits
+        produce(cluster, "trickle", 50, start=30)
+        time.sleep(2.0)  # some 20 triggers, each with 50 records waiting: fewer than 100
+        assert _input_rows(query) == [30]
+        produce(cluster, "trickle", 60, start=80)
+        assert _wait_for_rows(query, 140) == [30, 110]
+    finally:
+        query.stop()
 
 
 @pytest.mark.spark

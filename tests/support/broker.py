@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -190,8 +191,11 @@ class Client:
 class BrokerProcess:
     """One broker process of the data directory ``data_dir``."""
 
-    def __init__(self, data_dir, broker_id=0, overrides=(), controller=False, config=None):
+    def __init__(self, data_dir, broker_id=0, overrides=(), controller=False, config=None,
+                 nofile=None):
+        """``nofile``: the RLIMIT_NOFILE soft limit of the process (None: inherited)."""
         self.data_dir = os.fspath(data_dir)
+        self.nofile = nofile
         self.broker_id = broker_id
         self.overrides = list(overrides)
         self.config = config
@@ -209,10 +213,16 @@ class BrokerProcess:
             command += ["--override", override]
         with open(self.log_path, "ab") as out:
             self.popen = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
+                                          stdin=subprocess.DEVNULL, preexec_fn=self._limit)
         if wait:
             self.wait_serving()
         return self
+
+    def _limit(self):
+        """In the child before exec: lower RLIMIT_NOFILE's soft limit to ``nofile``."""
+        if self.nofile is not None:
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, hard))
 
     def wait_serving(self):
         def serving():

@@ -3,7 +3,9 @@ timeouts, broker failures and reconnection, the metadata cache — against fake 
 from __future__ import annotations
 
 import datetime
+import os
 import threading
+import time
 
 import pytest
 
@@ -24,6 +26,8 @@ from cluster.errors import (
     NoBrokersAvailable,
     RequestTimedOutError,
 )
+from cluster.metadata import data_dir as dd
+from cluster.metadata.broker_lock import register_broker
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from shm_ring import ring_descriptor as rd
@@ -67,6 +71,38 @@ def client_of():
 def test_bootstrap_servers_must_name_a_data_directory(tmp_path):
     with pytest.raises(NoBrokersAvailable, match="localhost:9092"):
         locate_cluster(("localhost:9092", str(tmp_path)))
+
+
+def stopped_data_dir(path, brokers):
+    """A data directory of ``brokers`` brokers, none of them running (no lock held)."""
+    cluster_id = dd.ensure_cluster_id(path)
+    for broker_id in range(brokers):
+        os.makedirs(dd.broker_dir(path, broker_id))
+        dd.ensure_broker_meta(path, broker_id, cluster_id)
+    return cluster_id
+
+
+def test_a_stopped_cluster_says_how_to_start_it_at_once(tmp_path):
+    cluster_id = stopped_data_dir(tmp_path / "my data", brokers=3)
+    started = time.monotonic()
+    with pytest.raises(NoBrokersAvailable) as raised:
+        KafkaClient(AdminClientConfig(bootstrap_servers=str(tmp_path / "my data"))
+                    ).wait_for_metadata(IN_PROCESS_BOUND)
+    assert time.monotonic() - started < 2.0  # no retry loop: nothing could answer
+    message = str(raised.value)
+    assert "\n" not in message
+    assert f"cluster {cluster_id} in {tmp_path / 'my data'} is not running" in message
+    assert (f"ringlog cluster start --data-dir '{tmp_path / 'my data'}' --brokers 3 --detach"
+            in message)
+
+
+def test_a_broker_that_holds_its_lock_is_not_called_stopped(tmp_path):
+    cluster_id = stopped_data_dir(tmp_path, brokers=1)
+    with register_broker(tmp_path, 0, cluster_id):  # running, but not on any metadata page
+        with pytest.raises(NoBrokersAvailable, match="can be reached") as raised:
+            KafkaClient(AdminClientConfig(bootstrap_servers=str(tmp_path))
+                        ).wait_for_metadata(IN_PROCESS_BOUND)
+    assert "ringlog cluster start" not in str(raised.value)
 
 
 def test_bootstrap_reads_the_cluster_id_and_live_brokers_from_the_page(fake_cluster, client_of):

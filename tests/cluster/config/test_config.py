@@ -6,6 +6,7 @@ import logging
 import math
 import pickle
 import re
+import resource
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -436,7 +437,8 @@ BAD_BROKER_VALUES = [
     ("ringlog.park.timeout.ms", "0"), ("log.flush.interval.ms", "-5"),
     ("log.flush.scheduler.interval.ms", "-1"), ("log.roll.ms", "0"), ("log.retention.ms", "x"),
     ("log.retention.minutes", "0"), ("log.cleaner.min.compaction.lag.ms", "-1"),
-    ("group.max.session.timeout.ms", "-1"),
+    ("group.max.session.timeout.ms", "-1"), ("ringlog.max.open.segment.files", "-2"),
+    ("ringlog.max.partitions.per.broker", "x"),
 ]
 
 
@@ -452,6 +454,20 @@ def test_every_bad_broker_value_names_key_value_and_expectation(name, raw):
 
 def test_every_broker_key_has_a_bad_value_case():
     assert {name for name, _ in BAD_BROKER_VALUES} == BROKER_KEYS.keys()
+
+
+def test_partition_and_open_file_limits_default_to_rlimit_nofile():
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    config = BrokerConfig()
+    assert config.max_partitions_per_broker() == (soft, f"derived from RLIMIT_NOFILE {soft}")
+    assert config.max_open_segment_files() == (soft // 2,
+                                                f"derived from RLIMIT_NOFILE {soft} / 2")
+    config = BrokerConfig({"ringlog.max.partitions.per.broker": "7",
+                           "ringlog.max.open.segment.files": "30"})
+    assert config.max_partitions_per_broker() == (7, "configured")
+    assert config.max_open_segment_files() == (30, "configured")
+    with pytest.raises(InvalidConfigurationError, match=r"max.open.segment.files \(0\)"):
+        BrokerConfig({"ringlog.max.open.segment.files": "0"})
 
 
 def test_fetch_wait_above_lag_time_is_refused_like_kafka():

@@ -15,6 +15,7 @@ from cluster.errors import (
     IllegalStateError,
     InvalidTopicError,
     KafkaConnectionError,
+    KafkaStorageError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     NoBrokersAvailable,
@@ -51,7 +52,7 @@ def producer_of():
 
 def test_a_cluster_that_is_not_running_gives_no_brokers_available(tmp_path):
     cluster_id = dd.ensure_cluster_id(tmp_path)
-    with pytest.raises(NoBrokersAvailable, match=f"cluster {cluster_id} .* none is live"):
+    with pytest.raises(NoBrokersAvailable, match=f"cluster {cluster_id} in .* is not running"):
         KafkaProducer(bootstrap_servers=str(tmp_path))
 
 
@@ -187,6 +188,25 @@ def test_retriable_errors_are_retried_until_retries_run_out(fake_cluster, produc
     with pytest.raises(NotLeaderForPartitionError, match="topic 'flaky' partition 0"):
         producer.send("flaky", b"b").get(IN_PROCESS_BOUND)
     assert producer.metrics()["producer-metrics"]["record-error-total"] == 1
+
+
+def test_kafka_storage_error_is_retried_after_a_metadata_refresh(fake_cluster, producer_of):
+    # A broker whose disk is full answers KAFKA_STORAGE_ERROR for that partition and has
+    # stored nothing: as Kafka's producer, refresh metadata and retry; ack once stored.
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("disk")
+    producer = producer_of(cluster)
+    assert producer.send("disk", b"first").get(IN_PROCESS_BOUND).offset == 0
+    before = len(cluster.requests)
+    cluster.fail_next("disk", 0, KafkaStorageError.errno, times=2)
+    assert producer.send("disk", b"second").get(IN_PROCESS_BOUND).offset == 1
+    names = [name for _, name, _ in cluster.requests[before:]]
+    produces = [n for n, name in enumerate(names) if name == "PRODUCE"]
+    assert len(produces) == 3
+    for refused, retry in zip(produces, produces[1:]):  # a metadata refresh in between
+        assert "METADATA" in names[refused + 1:retry], names
+    assert [r.value for r in cluster.records("disk", 0)] == [b"first", b"second"]
+    assert producer.metrics()["producer-metrics"]["record-retry-total"] == 2
 
 
 def test_broker_failure_gives_errors_then_the_producer_recovers(fake_cluster, producer_of):

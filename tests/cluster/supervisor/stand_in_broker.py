@@ -5,7 +5,8 @@ nothing else: holds its broker lock, writes broker.json (starting, then serving)
 Controller from its loop, and on SIGTERM writes stopping, resigns and exits 0.
 ``--exit-code N`` makes it exit with N right after registering (a broker that fails to
 start); ``--never-serve`` keeps it in ``starting``; ``--create-topic NAME:PARTITIONS`` has it
-create that topic when it is the controller and the topic does not exist.
+create that topic when it is the controller and the topic does not exist;
+``--ignore-sigterm`` makes it a broker that does not stop on SIGTERM (only SIGKILL ends it).
 """
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ def main():
     parser.add_argument("--exit-code", type=int)
     parser.add_argument("--never-serve", action="store_true")
     parser.add_argument("--create-topic")
+    parser.add_argument("--ignore-sigterm", action="store_true")
     args = parser.parse_args()
     stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGTERM, lambda *_: None if args.ignore_sigterm else stop.append(1))
     props = parse_overrides(args.override)
     props["broker.id"] = args.broker_id
     config = BrokerConfig(props, data_dir=args.data_dir)

@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
+from cluster.errors import KafkaConfigurationError, UnknownTopicOrPartitionError
 from cluster.tools.cli import main
+from cluster.tools.support import FAILED, ToolError, fail
 from segments.log import PartitionLog
 from segments.records import RecordBatchBuilder
 
@@ -44,3 +46,13 @@ def test_unknown_flag_is_a_usage_error(capsys):
         main(["dump-log", "--files", "x.log", "--no-such-flag"])
     assert exit_.value.code == 2
     assert "--no-such-flag" in capsys.readouterr().err
+
+
+def test_a_failed_tool_says_the_error_class_once(capsys):
+    assert fail(KafkaConfigurationError("acks must be 0, 1 or all, found '2'")) == FAILED
+    assert fail(UnknownTopicOrPartitionError("topic 'x'"), "Error while executing : ") == FAILED
+    assert fail(ToolError("--topic must be specified")) == FAILED
+    assert capsys.readouterr().err.splitlines() == [
+        "KafkaConfigurationError: acks must be 0, 1 or all, found '2'",
+        "Error while executing : UnknownTopicOrPartitionError: [Error 3] topic 'x'",
+        "--topic must be specified"]

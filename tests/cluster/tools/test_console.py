@@ -166,7 +166,7 @@ def test_failed_sends_are_reported(cluster, capsys):
                    "max.request.size=1500") == 1
     err = capsys.readouterr().err
     assert "Error when sending message to topic small with key: null, value: 2000 bytes " \
-           "with error: " in err and "RecordTooLargeError" in err
+           "with error: RecordTooLargeError: [Error 10] " in err
 
 
 # -- the line reader and the formatter alone ------------------------------------------------------

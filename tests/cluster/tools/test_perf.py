@@ -97,7 +97,7 @@ def test_producer_perf_counts_failed_records_apart(cluster, capsys):
                               "max.request.size=2000") == 1
     out, err = capsys.readouterr()
     assert SUMMARY.fullmatch(out.splitlines()[-1]).group(1) == "0"
-    assert err.startswith("20 records failed; the first error: [Error 10] RecordTooLargeError")
+    assert err.startswith("20 records failed; the first error: RecordTooLargeError: [Error 10] ")
 
 
 @pytest.mark.multiprocess
@@ -224,7 +224,7 @@ def test_e2e_latency_reports_failed_and_lost_records(cluster, capsys):
                     "max.request.size=1500") == 1
     out, err = capsys.readouterr()
     assert out.splitlines()[-1].endswith("0 received in another process, 5 lost, 0 duplicated")
-    assert "5 sends failed; the first: [Error 10] RecordTooLargeError" in err
+    assert "5 sends failed; the first: RecordTooLargeError: [Error 10] " in err
     assert "5 records never arrived" in err
 
 

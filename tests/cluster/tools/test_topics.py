@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from cluster.metadata import data_dir as dd
 from cluster.tools import topics
 from tests.support.tools import run_tool, tool_cluster
 
@@ -82,6 +83,24 @@ def test_bad_partitions_and_replication_factors(cluster, capsys):
     err = capsys.readouterr().err
     assert "InvalidReplicationFactorError" in err and "'r3'" in err and "3" in err
     assert "r3" not in cluster.metadata().topics
+
+
+def test_more_partitions_than_a_broker_can_host_is_one_line_and_creates_nothing(
+        cluster, capsys):
+    # The command: 100,000 partitions ran both brokers out of file descriptors.
+    assert topic_tool(cluster, "--create", "--topic", "huge", "--partitions", 100_000) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert re.fullmatch(
+        r"Error while executing topic command : PolicyViolationError: \[Error 44\] "
+        r"(?:topic 'huge': )+broker \d would host \d+ partition replicas, more than "
+        r"ringlog.max.partitions.per.broker (\d+) \(derived from RLIMIT_NOFILE \1\)\n",
+        captured.err), captured.err
+    assert "huge" not in cluster.metadata().topics
+    assert topic_tool(cluster, "--create", "--topic", "small", "--partitions", 2) == 0
+    assert topic_tool(cluster, "--alter", "--topic", "small", "--partitions", 100_000) == 1
+    assert "PolicyViolationError: [Error 44] topic 'small'" in capsys.readouterr().err
+    assert len(cluster.metadata().topics["small"].partitions) == 2
 
 
 def test_topic_configs_are_checked(cluster, capsys):
@@ -162,3 +181,12 @@ def test_unavailable_partitions_while_a_broker_is_down(cluster, capsys):
         assert all("\tLeader: none\t" in line for line in lines)
     finally:
         cluster.start_broker(1)
+
+
+def test_a_stopped_cluster_is_one_line_saying_how_to_start_it(tmp_path, capsys):
+    cluster_id = dd.ensure_cluster_id(tmp_path)
+    assert run_tool(topics, "--bootstrap-server", tmp_path, "--list") == 1
+    assert capsys.readouterr().err == (
+        f"Error while executing topic command : NoBrokersAvailable: cluster {cluster_id} in "
+        f"{tmp_path} is not running (no broker process is alive); start it with: ringlog "
+        f"cluster start --data-dir {tmp_path} --detach\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import time
 
@@ -578,3 +579,43 @@ def test_records_are_keyed_by_entity():
         "controller", "topic/t", "partition/t/3"]
     with pytest.raises(ValueError, match="unknown metadata record type 'wormhole'"):
         mr.record_key({"type": "wormhole"})
+
+
+# -- partitions per broker --------------------------------------------------------------------
+
+def test_more_partitions_per_broker_than_the_limit_are_refused_and_nothing_created(env):
+    for b in range(2):
+        env.start_broker(b)
+    controller = env.controller(0, **{"ringlog.max.partitions.per.broker": 10})
+    env.poll(controller)
+    assert controller.create_topics([{"name": "a", "num_partitions": 8}])["a"] == (0, None)
+    before = env.page.read()
+    (code, message), = controller.create_topics([{"name": "big", "num_partitions": 14}]).values()
+    assert (code, message) == (44, "topic 'big': broker 0 would host 11 partition replicas, "
+                                   "more than ringlog.max.partitions.per.broker 10 "
+                                   "(configured)")
+    code, message = controller.create_partitions({"a": (30, None)})["a"]
+    assert code == 44 and "broker 0 would host 15 partition replicas" in message
+    assert env.page.read() == before
+    # Up to the limit is fine, and an auto-creation (num.partitions) obeys it too.
+    assert controller.create_partitions({"a": (20, None)})["a"] == (0, None)
+    assert controller.create_topics([{"name": "auto"}])["auto"][0] == 44
+
+
+def test_the_default_limit_is_derived_from_rlimit_nofile(env):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    env.start_broker(0)
+    controller = env.controller(0)
+    env.poll(controller)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (300, hard))
+    try:
+        (code, message), = controller.create_topics(
+            [{"name": "huge", "num_partitions": 301}]).values()
+        assert controller.create_topics([{"name": "fits", "num_partitions": 300}])["fits"] == (
+            0, None)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert code == 44
+    assert message == ("topic 'huge': broker 0 would host 301 partition replicas, more than "
+                       "ringlog.max.partitions.per.broker 300 (derived from RLIMIT_NOFILE 300)")
+    assert "huge" not in env.page.read().topics
