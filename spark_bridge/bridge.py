@@ -23,7 +23,8 @@ two files of the bridge's own there: the starting offsets "latest" was pinned to
 The bridge prints one line per micro-batch, as Kafka's tools print progress (Spark's own
 logging is turned down to errors), and a summary when it stops: on SIGTERM or Ctrl-C
 (the query is stopped — an interrupted batch is not committed and runs again next time —
-then Spark, and the bridge exits 0), or by itself with ``--available-now`` once everything
+then Spark, and the bridge exits 0, its last line saying where the checkpoint stands and
+the command that resumes: ``stop_line``), or by itself with ``--available-now`` once everything
 committed when it started is in the sink. A SIGTERM sent to the bridge's whole process
 group (``timeout``, a service manager) reaches Spark's JVM too, whose own shutdown hook
 stops the query; the bridge then only waits for the JVM and exits 0 as well (Spark logs
@@ -43,6 +44,7 @@ import threading
 import time
 
 from spark_bridge import jvm
+from spark_bridge.checkpoint_log import read_progress
 from spark_bridge.session import get_spark
 from spark_bridge.starting_offsets import pin_starting_offsets, resumes
 from spark_bridge.transform import apply_transform
@@ -59,7 +61,8 @@ class BridgeConfig:
     Spark's default, each batch as soon as the previous one ends); ``available_now``:
     process what is committed at start, then stop. ``source_options``: further options of
     the ringlog source by Spark's names (startingOffsets, maxOffsetsPerTrigger, ...).
-    ``transform``: the loaded function, ``transform_spec`` its ``module:function``."""
+    ``transform``: the loaded function, ``transform_spec`` its ``module:function``.
+    ``resume_command``: the command line that runs this bridge again (printed on a stop)."""
 
     bootstrap_servers: str
     topic: str
@@ -72,6 +75,7 @@ class BridgeConfig:
     transform_spec: str = None
     master: str = "local[2]"
     spark_conf: dict = dataclasses.field(default_factory=dict)
+    resume_command: str = None
 
 
 class Bridge:
@@ -149,6 +153,9 @@ class Bridge:
             elapsed = 0.0 if self._started is None else self._clock() - self._started
             self._print(f"Processed a total of {self._rows} rows in {self._batches} batches "
                         f"in {elapsed:.1f} s; end offsets {_offsets_text(self._end_offsets)}")
+        if self._stop.is_set():
+            self._print(stop_line(read_progress(self.config.checkpoint),
+                                  self.config.resume_command))
         return 1 if failure is not None else 0
 
     def _failure_of(self, exc):
@@ -235,6 +242,19 @@ class _ProgressListener:
                 pass
 
         return ProgressListener()
+
+
+def stop_line(progress, resume_command):
+    """The line a bridge stopped by a signal prints: where its query stopped (checkpoint_log's
+    Progress) and the command that goes on from there."""
+    if progress.committed is None:
+        where = "stopped before any micro-batch was committed"
+    else:
+        where = (f"stopped after batch {progress.committed}, committed up to offsets "
+                 f"{_offsets_text(progress.end_offsets)}")
+    if progress.planned is not None and progress.planned != progress.committed:
+        where += f" (batch {progress.planned} was interrupted: it runs again first)"
+    return f"spark-bridge: {where}; resume with: {resume_command}"
 
 
 def _parse_offsets(raw):

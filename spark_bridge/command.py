@@ -19,7 +19,8 @@ soon as the previous one ends. ``--master`` and ``--conf`` are spark-submit's.
 
 Bad ``--sink``, ``--transform`` or ``--trigger`` values fail before Spark starts (exit 1,
 the message naming the value). The bridge prints a line per micro-batch and a summary when
-it stops: on SIGTERM or Ctrl-C (exit 0) or, with ``--available-now``, once the records
+it stops: on SIGTERM or Ctrl-C (exit 0; then one more line: the last committed batch, the
+offsets it ended at, and the command that resumes) or, with ``--available-now``, once the records
 committed at start are in the sink. Started again with the same ``--checkpoint``, it goes on
 where the last run's last committed batch ended, whatever way that run ended.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 
 from cluster.config import parse_overrides
@@ -37,6 +39,8 @@ from spark_bridge.transform import load_transform
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)\Z")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+#: ``--master`` when not given.
+DEFAULT_MASTER = "local[2]"
 
 
 def add_arguments(parser):
@@ -61,7 +65,7 @@ def add_arguments(parser):
                         help="source option maxOffsetsPerTrigger: records per micro-batch")
     parser.add_argument("--fail-on-data-loss", metavar="BOOL",
                         help="source option failOnDataLoss: true (default) or false")
-    parser.add_argument("--master", default="local[2]",
+    parser.add_argument("--master", default=DEFAULT_MASTER,
                         help="Spark master (default local[2])")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting, as spark-submit's --conf (repeatable)")
@@ -105,7 +109,28 @@ def bridge_config(args):
         transform_spec=args.transform,
         master=args.master,
         spark_conf=parse_overrides(args.conf),
+        resume_command=resume_command(args),
     )
+
+
+def resume_command(args):
+    """The command line that runs the bridge of ``args`` again, on the same checkpoint (its
+    path made absolute): printed when the bridge stops, so it says what to run next."""
+    argv = ["ringlog", "spark-bridge", "--bootstrap-server", args.bootstrap_server,
+            "--topic", args.topic, "--sink", args.sink,
+            "--checkpoint", os.path.abspath(args.checkpoint)]
+    for flag, value in (("--trigger", args.trigger), ("--transform", args.transform),
+                        ("--starting-offsets", args.starting_offsets),
+                        ("--max-offsets-per-trigger", args.max_offsets_per_trigger),
+                        ("--fail-on-data-loss", args.fail_on_data_loss),
+                        ("--master", None if args.master == DEFAULT_MASTER else args.master)):
+        if value is not None:
+            argv += [flag, value]
+    if args.available_now:
+        argv.append("--available-now")
+    for setting in args.conf:
+        argv += ["--conf", setting]
+    return shlex.join(argv)
 
 
 def parse_interval(text):

@@ -1,5 +1,14 @@
 """The Spark JVM behind a PySpark driver: starting it quietly, its processes, its end.
 
+``start_jvm`` starts the JVM as PySpark would, but with its standard error through a pipe
+that a thread of the driver copies to the driver's standard error, line by line, leaving
+out the one line every start prints because Spark's launcher adds
+``--add-modules=jdk.incubator.vector`` (``WARNING: Using incubator modules: ...``: the
+JVM's module system prints it before any logging is set up, and no JVM option silences
+it). The same pipe keeps a killed bridge's log short: once the driver is gone, nothing
+reads the pipe, and the Java errors of a JVM that lost its driver go nowhere instead of
+into the log (Java ignores the broken pipe).
+
 PySpark's driver (this Python process) starts the JVM (``java ... PythonGatewayServer``) as
 its child, with a pipe on the JVM's standard input; the JVM exits when it reads end of file
 there — when the driver closes the pipe, or dies. The JVM in turn starts Spark's Python
@@ -20,6 +29,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 
 import psutil
 
@@ -27,6 +37,42 @@ import psutil
 PREVIOUS_EXIT_TIMEOUT = 60.0
 #: Seconds the JVM may take to exit once Spark is stopped and its stdin is closed.
 EXIT_TIMEOUT = 30.0
+
+
+#: The start of the line the JVM's module system prints for Spark's incubator module.
+INCUBATOR_NOTICE = b"WARNING: Using incubator modules:"
+
+
+def start_jvm(settings):
+    """Start Spark's JVM for ``settings`` (Spark's keys, ``spark.master`` and
+    ``spark.app.name`` included) unless this process has one, its standard error copied to
+    ours without the incubator notice. ``SparkSession.builder.getOrCreate()`` then uses it;
+    the settings must be the builder's, as the JVM's options are fixed at its start."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        threading.Thread(target=_copy_stderr, args=(gateway.proc.stderr,), daemon=True,
+                         name="spark-jvm-stderr").start()
+        SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _copy_stderr(pipe):
+    """The JVM's standard error to ours (file descriptor 2, which the JVM would otherwise
+    have inherited), line by line, but the incubator notice; returns at the end of the pipe
+    (the JVM exited). It keeps reading when a write fails, so the JVM never blocks on a
+    full pipe."""
+    with pipe:
+        for line in pipe:
+            if not line.startswith(INCUBATOR_NOTICE):
+                try:
+                    os.write(2, line)
+                except OSError:
+                    pass  # our stderr is gone: the JVM's lines with it
 
 
 class PreviousBridgeRunning(RuntimeError):

@@ -2,12 +2,15 @@
 
 ``get_spark()`` is what tests, benchmarks and the bridge process call instead of
 ``SparkSession.builder``: it points Spark's Python workers at this interpreter (the venv's,
-which has pyarrow; without it workers fail with "No module named pyarrow"), quiets the JVM's
-logging (``log4j2.properties`` next to this module: no start-up chatter, then errors only; and
-the driver bound to 127.0.0.1, so Spark does not warn about the host name), turns the web UI
+which has pyarrow; without it workers fail with "No module named pyarrow"), quiets the JVM
+(started by ``jvm.start_jvm``, without its incubator notice; its logging set by
+``log4j2.properties`` next to this module: no start-up chatter, then errors only; and the
+driver bound to 127.0.0.1, so Spark does not warn about the host name), turns the web UI
 off, keeps shuffle partitions small for a 2-core host, and registers the ``ringlog`` data
-source. It is idempotent: the second call returns the same session
-(Spark itself allows one active SparkContext per process).
+source (an installed ringlog is found by PySpark itself, through ``pyspark_ringlog``, when
+the workers' Python has it; registering replaces that with this process's class, so the
+source works from a bare checkout too). It is idempotent: the second call returns the same
+session (Spark itself allows one active SparkContext per process).
 
 Thread safety: call it from one thread (the driver's main thread); the returned session is
 Spark's and follows Spark's rules.
@@ -59,15 +62,17 @@ def get_spark(app_name="ringlog", master="local[2]", conf=None):
     """
     from pyspark.sql import SparkSession
 
+    from spark_bridge.jvm import start_jvm
     from spark_bridge.source import RinglogDataSource
 
     with _lock:
         _point_workers_at_this_interpreter()
-        builder = SparkSession.builder.appName(app_name).master(master)
-        settings = {**DEFAULT_CONF,
+        settings = {"spark.master": master, "spark.app.name": app_name, **DEFAULT_CONF,
                     "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:"
                                                      f"{LOG4J2_PROPERTIES}",
                     **(conf or {})}
+        start_jvm(settings)
+        builder = SparkSession.builder
         for key, value in settings.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()

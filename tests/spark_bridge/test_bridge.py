@@ -14,8 +14,10 @@ are bounded; whatever still runs at the end is killed by pid.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,6 +31,8 @@ import pytest
 from cluster import KafkaProducer
 from shm_ring.naming import list_objects
 from spark_bridge import command as spark_bridge_cmd, jvm, sink_log
+from spark_bridge.bridge import stop_line
+from spark_bridge.checkpoint_log import read_progress
 from spark_bridge.sinks import Sink, SinkSpecError, parse_sink
 from spark_bridge.starting_offsets import PINNED_FILE, pin_starting_offsets, resumes
 from spark_bridge.transform import TransformError, apply_transform, load_transform
@@ -236,6 +240,7 @@ def test_available_now_writes_every_committed_record_through_the_transform(
     assert batches[-1][2] == {"bridge-all": {
         str(p): max(o for q, o in produced if q == p) + 1 for p in range(3)}}
     assert f"Processed a total of 3000 rows in {len(batches)} batches" in bridge.out
+    assert jvm.INCUBATOR_NOTICE.decode() not in bridge.err_path.read_text()
 
 
 @pytest.mark.multiprocess
@@ -263,10 +268,14 @@ def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_sigterm_st
                          "two batches with rows")
         first.process.kill()  # SIGKILL: no shutdown at all
         assert first.wait_exit() == -signal.SIGKILL
+        killed_at = len(first.err_path.read_text())
         # Started again at once: it waits for the killed bridge's JVM, which is still
         # stopping, before it touches the checkpoint.
         second = bridges("second", *argv)
         first.assert_nothing_left(cluster.cluster_id)
+        # What the JVM wrote once its driver was gone (Java errors about the lost driver)
+        # does not reach the killed bridge's log.
+        assert first.err_path.read_text()[killed_at:] == ""
         second.wait_until(lambda: any(rows for _, rows, _ in second.batches()),
                           "a batch with rows after the restart")
     finally:
@@ -276,7 +285,15 @@ def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_sigterm_st
                       f"the end offsets {ends}")
     second.process.send_signal(signal.SIGTERM)
     assert second.wait_exit() == 0, second.err_path.read_text()[-3000:]
-    assert "Processed a total of" in second.out.splitlines()[-1]
+    lines = second.out.splitlines()
+    assert "Processed a total of" in lines[-2]
+    # The last line: where it stopped (the last batch committed, at the end offsets) and
+    # the command that resumes.
+    progress = read_progress(str(tmp_path / "checkpoint"))
+    assert progress.end_offsets == {"bridge-kill": ends}
+    assert progress.committed >= second.batches()[-1][0]
+    assert lines[-1] == stop_line(progress, shlex.join(["ringlog", "spark-bridge",
+                                                        *map(str, argv)]))
     second.assert_nothing_left(cluster.cluster_id)
 
     pinned = json.loads((tmp_path / "checkpoint" / PINNED_FILE).read_text())["bridge-kill"]
@@ -457,3 +474,22 @@ def test_wait_for_recorded_gives_up_naming_the_pids(tmp_path):
         sleeper.kill()
         sleeper.wait(10)
     assert jvm.wait_for_recorded(tmp_path / "none") == 0  # no earlier bridge
+
+
+def test_jvm_stderr_is_copied_without_the_incubator_notice(capfd):
+    pipe = io.BytesIO(b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+                      b"12:00:00 ERROR Executor: a real error\n\tat X.y(X.java:1)\n")
+    jvm._copy_stderr(pipe)
+    assert capfd.readouterr().err == "12:00:00 ERROR Executor: a real error\n\tat X.y(X.java:1)\n"
+    assert pipe.closed
+
+
+def test_jvm_stderr_is_drained_when_ours_is_gone(monkeypatch):
+    written = []
+
+    def broken(fd, data):
+        written.append(data)
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr(jvm.os, "write", broken)
+    jvm._copy_stderr(io.BytesIO(b"one\ntwo\nthree\n"))
+    assert written == [b"one\n", b"two\n", b"three\n"]  # read to the end: the JVM never blocks
