@@ -4,7 +4,9 @@ Runs one broker of the cluster in data directory D until SIGTERM or SIGINT (grac
 stop, exit status 0). ``--config`` is a server.properties file; ``--override`` pairs win
 over it, as with ``kafka-server-start.sh``. The supervisor (``cluster.supervisor.supervisor``)
 starts brokers this way, after it created the metadata page; a start that fails (the broker id
-already running, the page missing, a bad config) logs why and exits with status 1.
+already running, the page missing, a bad config) logs why and exits with status 1. So does a
+damaged or foreign data directory (a meta.properties that does not parse or names another
+cluster or broker): one ERROR line naming the file and what was wrong, no traceback.
 
 The process runs with umask 077 (``dd.set_private_umask``), set before anything is opened:
 every directory and file it makes in D (segments, indexes, checkpoints, the controller's
@@ -19,6 +21,7 @@ import sys
 import time
 
 from cluster.config import BrokerConfig, parse_overrides
+from cluster.errors import InconsistentClusterIdError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
 from replica_proc.broker import Broker
@@ -84,6 +87,9 @@ def main(argv=None):
     signal.signal(signal.SIGINT, request_stop)
     try:
         broker.run()
+    except (KafkaStorageError, InconsistentClusterIdError) as exc:  # the message names the file
+        log.error("broker %d cannot run: %s", args.broker_id, exc)
+        return 1
     except Exception:
         log.exception("broker %d failed", args.broker_id)
         return 1

@@ -11,7 +11,10 @@ topic is UNKNOWN_TOPIC_OR_PARTITION. ``topics`` null asks for every topic.
 
 Brokers listed are the live ones; a broker's ``host`` is the name of its shared-memory
 listener (where clients connect) and ``port`` its id. A partition without a leader says
-LEADER_NOT_AVAILABLE; ``offline_replicas`` (v5+) are its replicas on brokers not alive.
+LEADER_NOT_AVAILABLE; ``offline_replicas`` (v5+) are its replicas on brokers not alive,
+and this broker's own replica when it is offline (``ReplicaManager.offline``: its files
+could not be read); a partition this broker leads whose replica here is offline says
+KAFKA_STORAGE_ERROR, as its Produce and Fetch answers do.
 
 Owner: the broker's loop thread.
 """
@@ -19,7 +22,12 @@ from __future__ import annotations
 
 import logging
 
-from cluster.errors import InvalidTopicError, LeaderNotAvailableError, UnknownTopicOrPartitionError
+from cluster.errors import (
+    InvalidTopicError,
+    KafkaStorageError,
+    LeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
 from cluster.metadata.model import validate_topic_name
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
@@ -30,14 +38,16 @@ log = logging.getLogger(__name__)
 
 
 class MetadataHandler:
-    """Answers Metadata requests from ``metadata.image`` (a BrokerMetadata).
+    """Answers Metadata requests from ``metadata.image`` (a BrokerMetadata) and the
+    offline replicas of ``replicas`` (the ReplicaManager).
 
     ``auto_create(names)`` creates topics (the admin handler's, which knows where the
     controller is).
     """
 
-    def __init__(self, broker_id, config, metadata, auto_create):
+    def __init__(self, broker_id, config, metadata, replicas, auto_create):
         self._broker_id = broker_id
+        self._replicas = replicas
         self._auto_create_enabled = config["auto.create.topics.enable"]
         self._metadata = metadata
         self._auto_create = auto_create
@@ -81,15 +91,19 @@ class MetadataHandler:
                          topics=tuple(topics))
         channel.send(protocol.encode_response(response, header.correlation_id))
 
-    @staticmethod
-    def _topic(classes, live, info):
-        partitions = tuple(
-            build(classes.MetadataResponsePartition,
-                  error_code=error(0 if p.online else LeaderNotAvailableError.errno),
-                  partition_index=p.partition, leader_id=p.leader,
-                  leader_epoch=p.leader_epoch, replica_nodes=tuple(p.replicas),
-                  isr_nodes=tuple(p.isr),
-                  offline_replicas=tuple(r for r in p.replicas if r not in live))
-            for p in info.partitions)
+    def _topic(self, classes, live, info):
+        partitions = tuple(self._partition(classes, live, p) for p in info.partitions)
         return build(classes.MetadataResponseTopic, error_code=error(0), name=info.name,
                      is_internal=info.internal, partitions=partitions)
+
+    def _partition(self, classes, live, p):
+        code = 0 if p.online else LeaderNotAvailableError.errno
+        offline = [r for r in p.replicas if r not in live]
+        if self._broker_id in p.replicas and self._replicas.offline(p.topic, p.partition):
+            offline.append(self._broker_id)
+            if p.leader == self._broker_id:
+                code = KafkaStorageError.errno
+        return build(classes.MetadataResponsePartition, error_code=error(code),
+                     partition_index=p.partition, leader_id=p.leader,
+                     leader_epoch=p.leader_epoch, replica_nodes=tuple(p.replicas),
+                     isr_nodes=tuple(p.isr), offline_replicas=tuple(offline))

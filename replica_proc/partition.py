@@ -11,9 +11,11 @@ smallest log end offset of the ISR; while the ISR is this broker alone (replicat
 the ISR changes that let it lag come with replication. Consumers read below the high
 watermark only; followers (``replica_id`` >= 0 in a Fetch) read up to the log end.
 
-The partition directory carries ``partition.metadata`` (Kafka's format: ``version: 0``,
-``topic_id: <id>``) so that a topic deleted and created again under the same name while
-this broker was down is recognised as a different topic.
+The partition directory carries ``partition.metadata`` (Kafka's PartitionMetadataFile:
+exactly the two lines ``version: 0`` and ``topic_id: <id>``) so that a topic deleted and
+created again under the same name while this broker was down is recognised as a different
+topic. ``read_topic_id`` parses it strictly: anything else raises KafkaStorageError naming
+the file and what was wrong, and the ReplicaManager takes that partition offline.
 
 Owner: the broker's loop thread (through the ReplicaManager); not thread-safe, like the
 PartitionLog it owns.
@@ -21,17 +23,24 @@ PartitionLog it owns.
 from __future__ import annotations
 
 import os
+import re
 
 from cluster.errors import (
     FencedLeaderEpochError,
+    KafkaStorageError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
     UnknownLeaderEpochError,
 )
-from segments.checkpoint import fsync_directory
+from segments.checkpoint import write_atomically
 from segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
 
 PARTITION_METADATA = "partition.metadata"
+METADATA_VERSION = 0
+_METADATA_FORMAT = re.compile(rb"version: %d\ntopic_id: ([A-Za-z0-9_-]{1,64})\n"
+                              % METADATA_VERSION)
+#: Longer than any well-formed partition.metadata (what an error message quotes of it).
+_MAX_METADATA_BYTES = 96
 
 #: ListOffsets' answer when no offset matches (Kafka's UNKNOWN_OFFSET / NO_TIMESTAMP).
 UNKNOWN_OFFSET = -1
@@ -52,25 +61,31 @@ def parse_directory_name(name):
 
 
 def read_topic_id(path):
-    """The topic id recorded in ``path``/partition.metadata, or None if there is none."""
+    """The topic id recorded in ``path``/partition.metadata, or None if there is none.
+
+    Strict (Kafka's PartitionMetadataFile has no checksum, so the parser is the check):
+    ASCII, exactly ``version: 0`` and ``topic_id: <id>`` with an id of 1-64 characters of
+    ``[A-Za-z0-9_-]``, each line ending in a newline, nothing else. Anything else raises
+    KafkaStorageError naming the file and what was found.
+    """
+    target = os.path.join(path, PARTITION_METADATA)
     try:
-        with open(os.path.join(path, PARTITION_METADATA), encoding="utf-8") as f:
-            lines = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
+        with open(target, "rb") as f:
+            data = f.read(_MAX_METADATA_BYTES + 1)
     except FileNotFoundError:
         return None
-    return lines.get("topic_id")
+    match = _METADATA_FORMAT.fullmatch(data)
+    if match is None:
+        raise KafkaStorageError(
+            f"{target}: malformed partition metadata {data[:_MAX_METADATA_BYTES]!r}, "
+            f"expected b'version: {METADATA_VERSION}\\ntopic_id: <id>\\n'")
+    return match.group(1).decode("ascii")
 
 
 def write_topic_id(path, topic_id):
     """Record ``topic_id`` in ``path``/partition.metadata (atomically, durably)."""
-    target = os.path.join(path, PARTITION_METADATA)
-    tmp = target + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"version: 0\ntopic_id: {topic_id}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
-    fsync_directory(path)
+    write_atomically(os.path.join(path, PARTITION_METADATA),
+                     f"version: {METADATA_VERSION}\ntopic_id: {topic_id}\n".encode("ascii"))
 
 
 class Partition:

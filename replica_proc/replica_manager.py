@@ -6,10 +6,21 @@
   ``<log dir>/<topic>-<partition>``, created or recovered) and has the image's leader,
   epoch, replicas and ISR;
 - a partition no longer placed here, or whose topic was deleted, is closed and its
-  directory deleted; so is a directory whose ``partition.metadata`` names another topic id
-  (the topic was deleted and created again while this broker was down), and, on the first
-  image, any directory the image does not place here (a stray left by a deletion this
-  broker missed);
+  directory deleted; so is, on the first image, any directory the image does not place
+  here (a stray left by a deletion or a move this broker missed) whose
+  ``partition.metadata`` names a deleted topic's id or its topic's current id. Any other
+  stray (an id that cannot be read, or that the metadata does not know: a metadata log
+  that lost records, say) is renamed aside, never deleted;
+- a partition directory whose ``partition.metadata`` names the id of a deleted topic
+  (``image.deleted_topic_ids``: the topic was deleted, and created again under its name,
+  while this broker was down) is renamed aside to ``<topic>-<p>.<uuid>-stray``, as
+  Kafka's LogManager does with stray logs, and a new log is started; one whose
+  ``partition.metadata`` does not parse, or names any other id, is **offline**: an ERROR
+  line names the file, the id expected and the one found, the directory is left as it is,
+  and requests for the partition get KAFKA_STORAGE_ERROR (Kafka's answer for an offline
+  replica) until an image no longer places it here. So is a partition whose log fails
+  to open in any other way (an unexpected error is logged with its traceback). Other
+  partitions are not affected;
 - topic configs become each log's ``LogConfig`` (``BrokerConfig.log_config``) and the
   partition's ``min.insync.replicas``, over the broker's defaults: its server.properties
   under the image's dynamic broker configs (``cluster.config.dynamic``), so a changed
@@ -19,10 +30,13 @@ An image of version 0 (the empty page before any controller published) is ignore
 says nothing about which logs to keep.
 
 Lookups for requests: ``partition(topic, index)`` raises UNKNOWN_TOPIC_OR_PARTITION for a
-topic or partition the image does not have and NOT_LEADER_OR_FOLLOWER for one placed on
-other brokers; ``leader(...)`` also refuses replicas this broker does not lead, and with
-KAFKA_STORAGE_ERROR a partition whose log went offline (segments.log: a failed fsync or
-an undoable write), until a restart recovers it; the other partitions go on.
+topic or partition the image does not have, KAFKA_STORAGE_ERROR for an offline one and
+NOT_LEADER_OR_FOLLOWER for one placed on other brokers; ``leader(...)`` also refuses
+replicas this broker does not lead. ``offline(topic, index)`` is the error of an offline
+partition (None if it is not one), for Metadata responses.
+``leader(...)`` also answers KAFKA_STORAGE_ERROR for a partition whose log went offline
+(segments.log: a failed fsync or an undoable write), until a restart recovers it; the
+other partitions go on.
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -31,24 +45,31 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import uuid
 
 from cluster.config.dynamic import effective_broker_config
 from cluster.errors import (
+    InconsistentTopicIdError,
     InvalidConfigurationError,
     KafkaStorageError,
     NotLeaderForPartitionError,
     UnknownTopicOrPartitionError,
 )
 from replica_proc.partition import (
+    PARTITION_METADATA,
     Partition,
     directory_name,
     parse_directory_name,
     read_topic_id,
     write_topic_id,
 )
+from segments.checkpoint import fsync_directory
 from segments.log import PartitionLog
 
 log = logging.getLogger(__name__)
+
+#: Suffix of a partition directory renamed aside (Kafka's LogManager.StrayDirSuffix).
+STRAY_SUFFIX = "-stray"
 
 
 class ReplicaManager:
@@ -66,6 +87,7 @@ class ReplicaManager:
         self.clock = clock
         self.image = None
         self._partitions = {}  # (topic, index) -> Partition
+        self._offline = {}  # (topic, index) -> (topic id, KafkaStorageError) while offline
         self._topic_settings = {}  # topic -> (configs, LogConfig, min.insync.replicas)
         os.makedirs(self.log_dir, exist_ok=True)
 
@@ -83,6 +105,9 @@ class ReplicaManager:
         found = self._partitions.get((topic, index))
         if found is not None:
             return found
+        offline = self._offline.get((topic, index))
+        if offline is not None:
+            raise offline[1]
         image = self.image
         info = image.topics.get(topic) if image is not None else None
         if info is None:
@@ -95,6 +120,11 @@ class ReplicaManager:
         raise NotLeaderForPartitionError(
             f"{topic}-{index} is not hosted on broker {self.broker_id} (leader: "
             f"{state.leader}, replicas {list(state.replicas)})")
+
+    def offline(self, topic, index):
+        """The KafkaStorageError of ``topic``-``index`` if its replica here is offline."""
+        offline = self._offline.get((topic, index))
+        return None if offline is None else offline[1]
 
     def leader(self, topic, index, current_leader_epoch=-1):
         """The Partition ``topic``-``index`` if this broker leads it, else raise
@@ -128,6 +158,10 @@ class ReplicaManager:
                              "topic re-created" if info.topic_id != partition.topic_id
                              else "partition moved to other brokers")
                 changed.add(key)
+        for key, (topic_id, _) in list(self._offline.items()):
+            if key not in hosted or image.topics[key[0]].topic_id != topic_id:
+                del self._offline[key]
+                changed.add(key)
         if first:
             self._delete_strays(image, hosted)
         for key, state in hosted.items():
@@ -135,10 +169,12 @@ class ReplicaManager:
             log_config, min_isr = self._settings(info)
             partition = self._partitions.get(key)
             if partition is None:
+                if key in self._offline:
+                    continue
                 partition = self._open(info, key[1], log_config, min_isr)
+                changed.add(key)
                 if partition is None:
                     continue
-                changed.add(key)
             elif partition.log.config != log_config:
                 partition.log.update_config(log_config)
             partition.min_insync_replicas = min_isr
@@ -175,20 +211,32 @@ class ReplicaManager:
         return settings[1], settings[2]
 
     def _open(self, info, index, log_config, min_isr):
-        """Open (recover) or create the log of ``info.name``-``index``; None on a storage
-        error, which is logged (the partition stays unavailable here)."""
+        """Open (recover) or create the log of ``info.name``-``index``; None if the
+        partition is offline (see the module doc), with the reason logged."""
         path = os.path.join(self.log_dir, directory_name(info.name, index))
+        key = (info.name, index)
         try:
             found_id = read_topic_id(path) if os.path.isdir(path) else None
             if found_id is not None and found_id != info.topic_id:
-                log.warning("%s: topic id %s on disk, %s in the metadata: deleting the old "
-                            "log", path, found_id, info.topic_id)
-                shutil.rmtree(path)
+                if found_id not in self.image.deleted_topic_ids:
+                    raise InconsistentTopicIdError(
+                        f"{os.path.join(path, PARTITION_METADATA)}: topic id {found_id!r} "
+                        f"on disk, expected {info.topic_id!r} (the metadata's id of topic "
+                        f"{info.name!r}), and {found_id!r} is no deleted topic's id")
+                aside = self._rename_aside(path)
+                log.warning("%s: topic id %s on disk is a deleted topic's; the metadata's "
+                            "is %s (topic %s re-created): old log moved to %s", path,
+                            found_id, info.topic_id, info.name, aside)
             partition_log = PartitionLog(path, log_config, clock=self.clock)
             if found_id != info.topic_id:
                 write_topic_id(path, info.topic_id)
-        except (KafkaStorageError, OSError) as exc:
-            log.error("cannot open the log of %s-%d at %s: %s", info.name, index, path, exc)
+        except Exception as exc:  # even a bug reading one log must not stop the others
+            expected = isinstance(exc, (KafkaStorageError, InconsistentTopicIdError, OSError))
+            reason = str(exc) if expected else repr(exc)
+            log.error("partition %s-%d offline (its directory %s is left as it is): %s",
+                      info.name, index, path, reason, exc_info=not expected)
+            self._offline[key] = (info.topic_id, KafkaStorageError(
+                f"{info.name}-{index} is offline on broker {self.broker_id}: {reason}"))
             return None
         recovery = partition_log.recovery
         log.info("opened %s: offsets %d..%d%s", path, partition_log.log_start_offset,
@@ -197,8 +245,17 @@ class ReplicaManager:
                  f"{recovery.bytes_dropped} bytes)" if recovery.segments_recovered else "")
         partition = Partition(info.name, index, info.topic_id, self.broker_id, partition_log,
                               min_isr)
-        self._partitions[(info.name, index)] = partition
+        self._partitions[key] = partition
         return partition
+
+    @staticmethod
+    def _rename_aside(path):
+        """Rename a partition directory to ``<path>.<uuid>-stray`` (never deleted here);
+        return the new path."""
+        aside = f"{path}.{uuid.uuid4().hex}{STRAY_SUFFIX}"
+        os.rename(path, aside)
+        fsync_directory(os.path.dirname(path))
+        return aside
 
     def _remove(self, key, reason):
         partition = self._partitions.pop(key)
@@ -206,14 +263,28 @@ class ReplicaManager:
         partition.delete()
 
     def _delete_strays(self, image, hosted):
-        """Delete partition directories the first image does not place on this broker."""
+        """Delete partition directories the first image does not place on this broker;
+        rename aside those whose topic id cannot be read."""
         for name in os.listdir(self.log_dir):
             path = os.path.join(self.log_dir, name)
             key = parse_directory_name(name)
             if key is None or not os.path.isdir(path) or key in hosted:
                 continue
-            log.info("deleting stray log %s: not a partition of broker %d in metadata "
-                     "version %d", path, self.broker_id, image.version)
+            try:
+                topic_id = read_topic_id(path)
+            except KafkaStorageError as exc:
+                topic_id = None
+                log.error("%s", exc)
+            info = image.topics.get(key[0])
+            if topic_id not in image.deleted_topic_ids and (
+                    info is None or info.topic_id != topic_id):
+                log.error("stray log %s (not a partition of broker %d in metadata version "
+                          "%d) has topic id %s, which the metadata does not know: moved to "
+                          "%s, not deleted", path, self.broker_id, image.version, topic_id,
+                          self._rename_aside(path))
+                continue
+            log.info("deleting stray log %s (topic id %s): not a partition of broker %d in "
+                     "metadata version %d", path, topic_id, self.broker_id, image.version)
             shutil.rmtree(path, ignore_errors=True)
 
     # -- ending ---------------------------------------------------------------------------

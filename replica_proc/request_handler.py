@@ -71,7 +71,7 @@ class RequestHandler:
             ApiKey.PRODUCE: ProduceHandler(replicas, self.fetch.on_append),
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: ListOffsetsHandler(replicas),
-            ApiKey.METADATA: MetadataHandler(broker_id, config, metadata,
+            ApiKey.METADATA: MetadataHandler(broker_id, config, metadata, replicas,
                                              self.admin.auto_create),
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self.admin.create_topics,

@@ -1,17 +1,30 @@
-"""Checkpoint files: small text files replaced atomically (Kafka's format).
+"""Checkpoint files: small text files replaced atomically (Kafka's layout, plus a CRC).
 
-A checkpoint file holds a version line, a count line and one line per entry whose
-fields are separated by single spaces::
+A checkpoint file holds a version line, a count line, one line per entry whose fields are
+separated by single spaces, and a last line with the CRC-32C of every byte before it::
 
     0
     2
     my-topic-0 4242
     other-topic-3 17
+    crc32c 0x1b2e3f40
 
 Kafka writes ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-``leader-epoch-checkpoint`` this way. A write goes to ``<name>.tmp``, is fsynced, renamed
-over ``<name>`` and the directory is fsynced, so a reader sees either the old file or the
-new one, never a mix; a crash can leave a stale ``.tmp``, which the next write replaces.
+``leader-epoch-checkpoint`` in this layout without the CRC line; ringlog writes the first
+two, and ``cleaner-offset-checkpoint`` (``segments.cleaner``), in each partition directory.
+The CRC line is ringlog's: without it a flipped digit reads as another offset, and a log
+start offset moved up hides acknowledged records. A file without it (written before it
+existed) is still read; a flipped byte cannot remove it, only break it.
+
+Reading is strict: ASCII only, the version line exactly, a count line and offsets in plain
+decimal (no sign, no leading zero, no ``_``), each entry's name once, the CRC matching.
+Anything else raises KafkaStorageError naming the file, the line and what was expected;
+the reader's owner falls back as Kafka does (an unreadable recovery point means
+validating the whole log, an unreadable log start offset means the first segment's base
+offset, an unreadable cleaner offset means cleaning from the start) and never deletes data
+because of it. A write goes to ``<name>.tmp``, is fsynced, renamed over ``<name>`` and the
+directory is fsynced, so a reader sees either the old file or the new one, never a mix; a
+crash can leave a stale ``.tmp``, which the next write replaces.
 
 ``CheckpointFile`` does no locking: its owner (the one thread that owns the directory's
 log) is the only writer.
@@ -19,10 +32,18 @@ log) is the only writer.
 from __future__ import annotations
 
 import os
+import re
+
+from crc32c import crc32c
 
 from segments.errors import KafkaStorageError
 
 TMP_SUFFIX = ".tmp"
+#: A count or an offset: plain decimal, no sign, no leading zero (what ``str(int)`` writes).
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+#: The last line: the CRC-32C of every byte before it.
+CRC_PREFIX = "crc32c "
+_CRC_LINE = re.compile(re.escape(CRC_PREFIX) + r"0x([0-9a-f]{8})")
 
 
 class CheckpointFile:
@@ -44,7 +65,8 @@ class CheckpointFile:
                     f"checkpoint {self.path}: entry {entry!r} must have {self.fields} "
                     f"non-empty fields without spaces")
             lines.append(" ".join(texts))
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
+        body = ("\n".join(lines) + "\n").encode()
+        write_atomically(self.path, body + f"{CRC_PREFIX}0x{crc32c(body):08x}\n".encode())
 
     def read(self):
         """The entries as tuples of strings; ``[]`` if the file does not exist.
@@ -54,11 +76,26 @@ class CheckpointFile:
         """
         try:
             with open(self.path, "rb") as f:
-                text = f.read().decode("utf-8", errors="replace")
+                data = f.read()
         except FileNotFoundError:
             return []
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError as e:
+            line = data.count(b"\n", 0, e.start) + 1
+            raise KafkaStorageError(
+                f"checkpoint {self.path} line {line}: byte {data[e.start]:#04x} at position "
+                f"{e.start} is not ASCII") from None
         lines = text.split("\n")
         if lines and lines[-1] == "":
+            lines.pop()
+        if lines and lines[-1].startswith(CRC_PREFIX):
+            match = _CRC_LINE.fullmatch(lines[-1])
+            body = data[:data.rfind(b"\n", 0, len(data) - 1) + 1]
+            if match is None or int(match.group(1), 16) != crc32c(body):
+                raise KafkaStorageError(
+                    f"checkpoint {self.path} line {len(lines)}: {lines[-1]!r}, expected "
+                    f"{CRC_PREFIX}0x{crc32c(body):08x}, the CRC-32C of the lines before it")
             lines.pop()
         if len(lines) < 2:
             raise KafkaStorageError(
@@ -66,18 +103,25 @@ class CheckpointFile:
                 f"found {len(lines)} line(s)")
         if lines[0] != str(self.version):
             raise KafkaStorageError(
-                f"checkpoint {self.path}: version {lines[0]!r}, expected {self.version}")
-        if not lines[1].isdigit() or int(lines[1]) != len(lines) - 2:
+                f"checkpoint {self.path} line 1: version {lines[0]!r}, expected "
+                f"{self.version}")
+        if not _DECIMAL.fullmatch(lines[1]) or int(lines[1]) != len(lines) - 2:
             raise KafkaStorageError(
-                f"checkpoint {self.path}: count line {lines[1]!r}, but "
+                f"checkpoint {self.path} line 2: count line {lines[1]!r}, but "
                 f"{len(lines) - 2} entry line(s) follow")
         entries = []
+        names = set()
         for number, line in enumerate(lines[2:], start=3):
             fields = tuple(line.split(" "))
             if len(fields) != self.fields or not all(fields):
                 raise KafkaStorageError(
                     f"checkpoint {self.path} line {number}: {line!r}, expected "
                     f"{self.fields} fields separated by single spaces")
+            if fields[0] in names:
+                raise KafkaStorageError(
+                    f"checkpoint {self.path} line {number}: {line!r}, a second entry for "
+                    f"{fields[0]!r}")
+            names.add(fields[0])
             entries.append(fields)
         return entries
 
@@ -98,13 +142,12 @@ class OffsetCheckpoint:
     def read(self):
         """``{name: offset}``; raises KafkaStorageError on a malformed file."""
         result = {}
-        for name, offset in self.file.read():
-            try:
-                result[name] = int(offset)
-            except ValueError:
+        for number, (name, offset) in enumerate(self.file.read(), start=3):
+            if not _DECIMAL.fullmatch(offset):
                 raise KafkaStorageError(
-                    f"checkpoint {self.path}: offset {offset!r} of {name!r} is not an "
-                    f"integer") from None
+                    f"checkpoint {self.path} line {number}: offset {offset!r} of {name!r} "
+                    f"is not a non-negative decimal integer")
+            result[name] = int(offset)
         return result
 
 

@@ -267,6 +267,11 @@ class PartitionLog:
                 self._recover_segments(False, recovery_point or 0, result, now)
             self.log_end_offset = self.active_segment.next_offset
         first = self.segments[0].base_offset
+        if start_offset is not None and start_offset > self.log_end_offset:
+            log.warning("log %s: ignoring %s: log start offset %d is past the log end offset "
+                        "%d", self.path, self._start_checkpoint.path, start_offset,
+                        self.log_end_offset)  # Kafka would delete every segment here
+            start_offset = None
         self.log_start_offset = min(max(start_offset or first, first), self.log_end_offset)
         # Recovered bytes are on disk now; make the recovery point current.
         for segment in self.segments:

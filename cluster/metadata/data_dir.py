@@ -21,6 +21,10 @@
 
 Files are written as Kafka writes its checkpoints: to ``<name>.tmp``, fsynced, renamed over
 ``<name>``, directory fsynced — a reader sees the old file or the new one, never a mix.
+Both meta.properties are read strictly (``read_meta_properties``): ASCII, ``#`` comments
+and ``key=value`` lines of their known keys only, each once, with well-formed values;
+anything else raises KafkaStorageError naming the file, the line and what was found, and
+the broker (or supervisor) refuses to start with that one line.
 
 Everything in D is its owner's alone: directories 0700, files 0600 (segments are the
 users' records; a lock file others can open is a lock others can hold). The supervisor and
@@ -44,7 +48,6 @@ import stat
 import threading
 import uuid
 
-from cluster.config.properties import load_properties
 from cluster.errors import InconsistentClusterIdError, KafkaStorageError
 from segments.checkpoint import write_atomically
 
@@ -68,6 +71,13 @@ STATE_STOPPING = "stopping"
 #: meta.properties versions: the data directory's (Kafka KRaft's v1) and a broker's.
 CLUSTER_META_VERSION = 1
 BROKER_META_VERSION = 0
+
+_CLUSTER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: The keys each meta.properties may hold, and the form of their values.
+CLUSTER_META_KEYS = {"cluster.id": _CLUSTER_ID,
+                     "version": re.compile(re.escape(str(CLUSTER_META_VERSION)))}
+BROKER_META_KEYS = {"broker.id": re.compile(r"0|[1-9][0-9]{0,9}"), "cluster.id": _CLUSTER_ID,
+                    "version": re.compile(re.escape(str(BROKER_META_VERSION)))}
 
 PRIVATE_UMASK = 0o077
 """The umask under which D's files and directories are made: no bits for group or others."""
@@ -221,19 +231,47 @@ def write_properties(path, props, comment):
         write_atomically(path, ("\n".join(lines) + "\n").encode())
 
 
-def read_properties(path):
-    """The properties in ``path``, or None if there is no such file."""
+def read_meta_properties(path, keys):
+    """The ``key=value`` pairs of the meta.properties at ``path``, or None if there is no
+    such file. ``keys`` maps each key the file may hold to a pattern its value must match
+    (CLUSTER_META_KEYS, BROKER_META_KEYS); which keys are required is the caller's check.
+
+    Strict: the file is ASCII; each line is empty (the end), a ``#`` comment or
+    ``key=value`` with a known key, given once, and a matching value. Anything else raises
+    KafkaStorageError naming the file, the line and what was found.
+    """
     try:
-        return load_properties(path)
+        with open(path, "rb") as file:
+            data = file.read()
     except FileNotFoundError:
         return None
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise KafkaStorageError(
+            f"{path}: byte {data[exc.start]:#04x} at position {exc.start} is not ASCII; "
+            f"the file is damaged") from None
+    props = {}
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line or line.startswith("#"):
+            continue
+        key, equals, value = line.partition("=")
+        pattern = keys.get(key)
+        if not equals or pattern is None or key in props or not pattern.fullmatch(value):
+            raise KafkaStorageError(
+                f"{path} line {number}: {line!r}, expected one of "
+                f"{', '.join(f'{k}=<{p.pattern}>' for k, p in keys.items())}, each once; "
+                f"the file is damaged")
+        props[key] = value
+    return props
 
 
 # -- the cluster id ---------------------------------------------------------------------------
 
 def read_cluster_id(data_dir):
     """The cluster id in ``D/meta.properties``, or None before the first start."""
-    props = read_properties(os.path.join(os.fspath(data_dir), META_PROPERTIES))
+    props = read_meta_properties(os.path.join(os.fspath(data_dir), META_PROPERTIES),
+                                 CLUSTER_META_KEYS)
     if props is None:
         return None
     cluster_id = props.get("cluster.id")
@@ -264,7 +302,7 @@ def ensure_broker_meta(data_dir, broker_id, cluster_id):
     (Kafka refuses to start such a broker the same way).
     """
     path = os.path.join(broker_dir(data_dir, broker_id), META_PROPERTIES)
-    props = read_properties(path)
+    props = read_meta_properties(path, BROKER_META_KEYS)
     if props is None:
         write_properties(path, {"broker.id": broker_id, "cluster.id": cluster_id,
                                 "version": BROKER_META_VERSION},
@@ -273,13 +311,32 @@ def ensure_broker_meta(data_dir, broker_id, cluster_id):
     if props.get("cluster.id") != cluster_id or props.get("broker.id") != str(broker_id):
         raise InconsistentClusterIdError(
             f"{path} says cluster.id={props.get('cluster.id')!r} broker.id="
-            f"{props.get('broker.id')!r}, expected cluster.id={cluster_id!r} "
-            f"broker.id={broker_id!r}")
+            f"{props.get('broker.id')!r}, expected cluster.id={cluster_id!r} (of "
+            f"{os.path.join(os.fspath(data_dir), META_PROPERTIES)}) broker.id={broker_id!r}")
 
 
 def read_broker_state(data_dir, broker_id):
-    """``D/broker-<id>/broker.json`` ({"pid", "state"}), or None if there is none."""
-    return read_json(os.path.join(broker_dir(data_dir, broker_id), BROKER_JSON))
+    """``D/broker-<id>/broker.json`` ({"pid", "state"}), or None if there is none.
+
+    A damaged file (not JSON, or not exactly an int ``pid`` and a known ``state``) is
+    logged as a WARNING naming it and read as None, like a missing one: the broker rewrites
+    it whole when it starts, and until then nobody may count it as serving.
+    """
+    path = os.path.join(broker_dir(data_dir, broker_id), BROKER_JSON)
+    try:
+        state = read_json(path)
+    except ValueError as exc:  # not UTF-8, or not JSON
+        log.warning("%s is damaged (%s); reading it as no state", path, exc)
+        return None
+    if state is not None and not (
+            isinstance(state, dict) and state.keys() == {"pid", "state"}
+            and type(state["pid"]) is int
+            and state["state"] in (STATE_STARTING, STATE_SERVING, STATE_STOPPING)):
+        log.warning("%s is damaged: %r, expected {\"pid\": <int>, \"state\": <%s|%s|%s>}; "
+                    "reading it as no state", path, state, STATE_STARTING, STATE_SERVING,
+                    STATE_STOPPING)
+        return None
+    return state
 
 
 def write_broker_state(data_dir, broker_id, state, pid=None):

@@ -82,9 +82,13 @@ class MetadataImage:
     """One published version of the whole cluster's metadata.
 
     ``version`` grows by one with every change the controller publishes; readers compare it
-    to know whether anything changed. ``broker_configs`` are the dynamic broker configs:
-    ``{"": the cluster-wide default, "<broker id>": that broker's}``, each ``{broker key:
-    value}`` (``cluster.config.dynamic``).
+    to know whether anything changed. ``deleted_topic_ids``: the ids of every topic ever
+    deleted, so a broker finding one in a partition directory's ``partition.metadata``
+    knows that directory holds a deleted topic's log (the topic was deleted, and perhaps
+    created again under its name, while that broker was down), not a damaged file.
+    ``broker_configs`` are the dynamic broker configs: ``{"": the cluster-wide default,
+    "<broker id>": that broker's}``, each ``{broker key: value}``
+    (``cluster.config.dynamic``).
     """
 
     version: int
@@ -92,6 +96,7 @@ class MetadataImage:
     controller_id: int
     brokers: dict
     topics: dict
+    deleted_topic_ids: frozenset = frozenset()
     broker_configs: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -136,6 +141,7 @@ class MetadataImage:
                  [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr)]
                   for p in t.partitions]]
                 for t in self.topics.values()],
+            "deleted_topic_ids": sorted(self.deleted_topic_ids),
             "broker_configs": self.broker_configs,
         }, separators=(",", ":"))
 
@@ -151,4 +157,4 @@ class MetadataImage:
                       for n, (leader, epoch, replicas, isr) in enumerate(partitions)),
                 configs, internal)
         return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics,
-                   raw.get("broker_configs", {}))
+                   frozenset(raw["deleted_topic_ids"]), raw.get("broker_configs", {}))

@@ -17,7 +17,7 @@ record's key names the entity it is about; its value is compact JSON with a ``ty
   (-1: offline), ``leader_epoch``, ``replicas``, ``isr`` — the whole state of a partition,
   new (``partition`` = the topic's partition count) or changed.
 - ``remove_topic`` (key ``topic/<name>``): ``name`` — a topic and its partitions were
-  deleted.
+  deleted (its id joins the image's ``deleted_topic_ids``).
 - ``config`` (key ``config/<resource_type>/<name>``): ``resource_type`` (``topic`` or
   ``broker``), ``name`` (a topic; a broker id, or ``""`` for the cluster-wide default),
   ``configs`` ``{key: value, or null to delete}`` — dynamic configs changed (AlterConfigs,
@@ -36,15 +36,20 @@ writer and reader; ``apply`` is a pure function.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import os
+import re
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
-from segments.log import PartitionLog
+from segments.batch_header import iter_batches
+from segments.errors import CorruptRecordError, KafkaStorageError
+from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog
 from segments.log_config import INT_MAX, LogConfig
 from segments.records import RecordBatchBuilder, iter_records
+from segments.segment import LOG_SUFFIX, base_offset_from_name
 
 CONTROLLER = "controller"
 BROKER = "broker"
@@ -63,6 +68,7 @@ LOG_CONFIG = LogConfig.from_dict({
     "segment.bytes": 64 * 1024 * 1024, "cleanup.policy": "delete"})
 
 _READ_BYTES = 1024 * 1024
+_SEGMENT_NAME = re.compile(r"[0-9]{20}" + re.escape(LOG_SUFFIX))
 
 
 # -- records ------------------------------------------------------------------------------------
@@ -134,6 +140,7 @@ def apply(image, records, version):
     broker_configs = dict(image.broker_configs)
     partitions = {}  # topic -> list of PartitionState, for the topics these records touch
     controller_id = image.controller_id
+    deleted = set(image.deleted_topic_ids)
     for record in records:
         kind = record.get("type")
         if kind == PARTITION:
@@ -161,8 +168,10 @@ def apply(image, records, version):
                                      record["internal"])
             partitions[name] = []
         elif kind == REMOVE_TOPIC:
-            topics.pop(record["name"], None)
+            removed = topics.pop(record["name"], None)
             partitions.pop(record["name"], None)
+            if removed is not None:
+                deleted.add(removed.topic_id)
         elif kind == CONTROLLER:
             controller_id = record["broker_id"]
         elif kind == CONFIG and record["resource_type"] == TOPIC_RESOURCE:
@@ -181,7 +190,7 @@ def apply(image, records, version):
     for name, states in partitions.items():
         topics[name] = dataclasses.replace(topics[name], partitions=tuple(states))
     return MetadataImage(version, image.cluster_id, controller_id, brokers, topics,
-                         broker_configs)
+                         frozenset(deleted), broker_configs)
 
 
 def _merged(configs, changes):
@@ -192,6 +201,40 @@ def _merged(configs, changes):
 
 # -- the log ------------------------------------------------------------------------------------
 
+def check_whole(path):
+    """Raise KafkaStorageError naming the file unless the segments in ``path`` hold whole
+    batches only, each with a good CRC, their offsets running on without a gap.
+
+    Run before opening a log that was shut down cleanly: damage found then is not a torn
+    tail, and the partition log's repair (truncating at the first bad batch) would make
+    the controller forget every change after it, so the start stops instead.
+    """
+    expected = None
+    for name in sorted(n for n in os.listdir(path) if _SEGMENT_NAME.fullmatch(n)):
+        file = os.path.join(path, name)
+        with open(file, "rb") as f:
+            data = f.read()
+        position = 0
+        try:
+            for header in iter_batches(data):
+                header.validate()
+                if header.base_offset != (base_offset_from_name(name) if expected is None
+                                          else expected):
+                    raise CorruptRecordError(
+                        f"batch at position {position}: base offset {header.base_offset}, "
+                        f"expected {expected}")
+                expected = header.next_offset
+                position += header.size_in_bytes
+            if position != len(data):
+                raise CorruptRecordError(f"{len(data) - position} bytes at position "
+                                         f"{position} are no whole batch")
+        except CorruptRecordError as exc:
+            raise KafkaStorageError(
+                f"metadata log {file}: {exc} after a clean shutdown; not opening a damaged "
+                f"metadata log (cutting it would forget the changes after the damage)"
+            ) from None
+
+
 class MetadataLog:
     """The metadata log of a data directory, opened by the controller that became active.
 
@@ -201,6 +244,8 @@ class MetadataLog:
 
     def __init__(self, data_dir, clock=None):
         self.path = os.path.join(os.fspath(data_dir), dd.METADATA_LOG_DIR)
+        if os.path.exists(os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)):
+            check_whole(self.path)
         self._log = PartitionLog(self.path, LOG_CONFIG, clock=clock)
         self._clock = self._log.clock
 
@@ -209,15 +254,36 @@ class MetadataLog:
         return self._log.log_end_offset
 
     def replay(self, cluster_id):
-        """(image, controller epoch) from every record in the log (epoch 0 if none)."""
+        """(image, controller epoch) from every record in the log (epoch 0 if none).
+
+        Every batch's CRC is checked, and the offsets must run on without a gap (the log is
+        never compacted; baseOffset is outside the CRC). A damaged batch, a gap, or a record
+        that is not JSON raises KafkaStorageError naming the segment file and the offset:
+        the log is the only copy of the cluster's metadata, and cutting it at the damage (a
+        partition log's repair) would make the controller forget topics and the brokers
+        delete their logs.
+        """
         records = []
         offset = self._log.log_start_offset
         end = self._log.log_end_offset
         while offset < end:
             data = self._log.read(offset, _READ_BYTES)
-            for record in iter_records(data):
-                records.append(json.loads(record.value))
-                offset = record.offset + 1
+            start = offset
+            try:
+                for record in iter_records(data):
+                    if record.offset != offset:  # the log is never compacted: no gaps
+                        raise ValueError(f"record offset {record.offset}, expected {offset}")
+                    records.append(json.loads(record.value))
+                    offset += 1
+                if offset == start:
+                    raise ValueError(f"no whole batch before the log end offset {end}")
+            except (CorruptRecordError, ValueError) as exc:
+                bases = self._log.segment_base_offsets()
+                base = bases[max(0, bisect.bisect_right(bases, offset) - 1)]
+                raise KafkaStorageError(
+                    f"metadata log {os.path.join(self.path, f'{base:020d}{LOG_SUFFIX}')}: "
+                    f"the batch after offset {offset} is damaged ({exc}); not replaying "
+                    f"a damaged metadata log") from None
         epoch = max((r["epoch"] for r in records if r.get("type") == CONTROLLER), default=0)
         return apply(MetadataImage.empty(cluster_id), records, end), epoch
 

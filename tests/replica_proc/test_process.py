@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import subprocess
 
@@ -134,6 +135,31 @@ def test_a_second_process_with_the_same_broker_id_is_refused(cluster):
     client = cluster.client()  # the first one still serves
     assert client.call(metadata_request(None)).cluster_id == cluster.cluster_id
     assert first.stop() == 0
+
+
+@pytest.mark.parametrize("where,damage,words", [
+    ("", lambda t: t.replace(b"version=1", b"version=\xb1"), "byte 0xb1 at position"),
+    ("broker-0", lambda t: t.replace(b"broker.id=0", b"broker.id=0\x00"), "line 2"),
+    ("broker-0", lambda t: t.replace(b"cluster.id", b"cluster.ix"), "'cluster.ix="),
+    ("broker-0", lambda t: t.replace(b"broker.id=0", b"broker.id=8"),
+     "says cluster.id=.* broker.id='8', expected"),
+])
+def test_a_damaged_meta_properties_stops_the_start_with_one_line_naming_it(
+        cluster, where, damage, words):
+    broker = cluster.broker(controller=True).start()
+    assert broker.stop() == 0
+    path = os.path.join(cluster.data_dir, where, "meta.properties")
+    with open(path, "rb") as f:
+        text = f.read()
+    with open(path, "wb") as f:
+        f.write(damage(text))
+    started = cluster.broker(controller=True).start(wait=False)
+    assert started.popen.wait(BOUND) == 1
+    output = started.log().split("broker 0 stopped")[-1]  # this start's lines only
+    assert "Traceback" not in output and "UnicodeDecodeError" not in output
+    [line] = [x for x in output.splitlines() if " ERROR " in x]
+    assert "broker 0 cannot run: " in line and path in line
+    assert re.search(words, line), line
 
 
 def test_retention_runs_on_its_timer_in_the_broker_loop(cluster, tmp_path):

@@ -2,8 +2,12 @@
 the fetch purgatory and the log timers (fake clocks)."""
 from __future__ import annotations
 
+import dataclasses
 import errno
+import logging
 import os
+import re
+import struct
 
 import pytest
 
@@ -17,10 +21,12 @@ from cluster.errors import (
     UnknownTopicOrPartitionError,
 )
 from cluster.metadata.model import PartitionState
+from replica_proc import replica_manager
 from replica_proc.delayed_fetch import DelayedFetch, FetchPurgatory
 from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS, LogManager
-from replica_proc.partition import PARTITION_METADATA
+from replica_proc.partition import PARTITION_METADATA, write_topic_id
 from replica_proc.replica_manager import ReplicaManager
+from segments.log import PartitionLog
 from tests.support.broker import batch, make_image
 from tests.support.clock import T0, FakeClock
 from tests.support.disk_faults import DiskFaults
@@ -58,7 +64,9 @@ def test_an_image_of_version_0_opens_and_deletes_nothing(manager):
 def test_apply_opens_hosted_partitions_and_deletes_strays(manager):
     stray = os.path.join(manager.log_dir, "gone-0")
     os.makedirs(stray)
-    changed = manager.apply(image(1, mine=(2, {}), theirs=(1, {}, 1)))
+    write_topic_id(stray, "gone-id")
+    changed = manager.apply(dataclasses.replace(image(1, mine=(2, {}), theirs=(1, {}, 1)),
+                                                deleted_topic_ids=frozenset({"gone-id"})))
     assert changed == {("mine", 0), ("mine", 1)}
     assert not os.path.exists(stray)
     assert manager.leader("mine", 1).is_leader
@@ -93,17 +101,115 @@ def test_a_deleted_topic_is_closed_and_its_directory_removed(manager):
 
 
 def test_a_topic_recreated_under_the_same_name_starts_a_new_log(manager, tmp_path, clock):
+    """The old log's topic id is a deleted topic's (the metadata says so): the directory is
+    renamed aside, Kafka's stray log, not deleted, and the new topic starts empty."""
     manager.apply(image(1, t=(1, {})))
     manager.leader("t", 0).append_as_leader(batch([b"old"]), 1)
     manager.close()
-    with open(os.path.join(manager.log_dir, "t-0", PARTITION_METADATA), "w") as f:
+    path = os.path.join(manager.log_dir, "t-0")
+    with open(os.path.join(path, PARTITION_METADATA), "w") as f:
         f.write("version: 0\ntopic_id: some-older-topic\n")
     again = ReplicaManager(0, manager.log_dir, manager.config, clock)
     try:
-        again.apply(image(1, t=(1, {})))
+        again.apply(dataclasses.replace(image(1, t=(1, {})),
+                                        deleted_topic_ids=frozenset({"some-older-topic"})))
         assert again.leader("t", 0).log.log_end_offset == 0
+        [aside] = [n for n in os.listdir(manager.log_dir) if n.startswith("t-0.")]
+        assert aside.endswith("-stray")
+        with open(os.path.join(manager.log_dir, aside, "00000000000000000000.log"),
+                  "rb") as f:
+            assert b"old" in f.read()
     finally:
         again.close()
+
+
+def closed_with_two_partitions(manager):
+    """t-0 and t-1 with one record each, closed; the files of t-0 as bytes."""
+    manager.apply(image(1, t=(2, {})))
+    for n in (0, 1):
+        manager.leader("t", n).append_as_leader(batch([b"v%d" % n]), 1)
+    manager.close()
+    path = os.path.join(manager.log_dir, "t-0")
+    return {name: open(os.path.join(path, name), "rb").read() for name in os.listdir(path)}
+
+
+@pytest.mark.parametrize("content", [
+    b"version: 0\ntopic_id: \xff\xfe\n",      # not ASCII (a UnicodeDecodeError before)
+    b"version: 0\ntopic_id: ab\ncd\n",         # a flipped byte became a newline
+    b"version: 0\ntopik_id: abc\n",
+    b"version: 9\ntopic_id: abc\n",
+    b"version: 0\n",
+    b"",
+    b"version: 0\ntopic_id: some-other-topic\n",  # a valid id that is no deleted topic's
+])
+def test_a_damaged_partition_metadata_takes_that_partition_offline_and_keeps_its_data(
+        manager, clock, caplog, content):
+    before = closed_with_two_partitions(manager)
+    metadata = os.path.join(manager.log_dir, "t-0", PARTITION_METADATA)
+    with open(metadata, "wb") as f:
+        f.write(content)
+    again = ReplicaManager(0, manager.log_dir, manager.config, clock)
+    try:
+        with caplog.at_level(logging.ERROR, logger="replica_proc.replica_manager"):
+            assert again.apply(image(1, t=(2, {}))) == {("t", 0), ("t", 1)}
+        assert again.leader("t", 1).log.read(0, 1000)  # the other partition serves
+        with pytest.raises(KafkaStorageError, match="t-0 is offline on broker 0: .*"
+                           + re.escape(metadata)) as raised:
+            again.leader("t", 0)
+        assert raised.value.errno == 56
+        assert again.offline("t", 0) is raised.value and again.offline("t", 1) is None
+        [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert metadata in line and "offline" in line
+        if b"some-other-topic" in content:
+            assert "'some-other-topic' on disk, expected" in line
+        path = os.path.join(manager.log_dir, "t-0")
+        after = {name: open(os.path.join(path, name), "rb").read() for name in os.listdir(path)}
+        assert after == {**before, PARTITION_METADATA: content}  # nothing deleted or written
+        again.apply(image(2, u=(1, {})))  # the topic deleted: no longer offline here
+        assert again.offline("t", 0) is None
+    finally:
+        again.close()
+
+
+def test_a_log_that_fails_to_open_in_an_unexpected_way_takes_only_its_partition_offline(
+        manager, clock, caplog, monkeypatch):
+    closed_with_two_partitions(manager)
+
+    def open_log(path, *args, **kwargs):
+        if path.endswith("t-0"):
+            raise struct.error("offset -1375730254 out of range for 1458-byte buffer")
+        return PartitionLog(path, *args, **kwargs)
+    monkeypatch.setattr(replica_manager, "PartitionLog", open_log)
+    again = ReplicaManager(0, manager.log_dir, manager.config, clock)
+    try:
+        with caplog.at_level(logging.ERROR, logger="replica_proc.replica_manager"):
+            again.apply(image(1, t=(2, {})))
+        assert again.leader("t", 1).log.read(0, 1000)
+        with pytest.raises(KafkaStorageError, match="t-0 is offline on broker 0: error"):
+            again.leader("t", 0)
+        [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert os.path.join(manager.log_dir, "t-0") in record.getMessage()
+        assert record.exc_info is not None  # a bug: its traceback is in the log
+    finally:
+        again.close()
+
+
+@pytest.mark.parametrize("content", [
+    b"version: 0\ntopic_id: \xff\n",        # unreadable
+    b"version: 0\ntopic_id: unknown-id\n",   # a topic the metadata never deleted
+    None,                                    # no partition.metadata at all
+])
+def test_a_stray_directory_the_metadata_does_not_account_for_is_renamed_aside(manager,
+                                                                              content):
+    stray = os.path.join(manager.log_dir, "gone-0")
+    os.makedirs(stray)
+    if content is not None:
+        with open(os.path.join(stray, PARTITION_METADATA), "wb") as f:
+            f.write(content)
+    manager.apply(image(1, mine=(1, {})))
+    assert not os.path.exists(stray)
+    [aside] = [n for n in os.listdir(manager.log_dir) if n.startswith("gone-0.")]
+    assert aside.endswith("-stray")
 
 
 def test_topic_configs_reach_the_log_and_change_with_the_image(manager):

@@ -6,11 +6,16 @@ import os
 import random
 
 import pytest
+from crc32c import crc32c
 
 from segments import batch_descriptor as d
 from segments.checkpoint import CheckpointFile, OffsetCheckpoint
 from segments.errors import KafkaStorageError
-from segments.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT
+from segments.log import (
+    CLEAN_SHUTDOWN_MARKER,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+)
 from tests.segments.helpers import (
     all_records,
     crash,
@@ -369,12 +374,31 @@ def test_leftover_index_without_log_is_removed(tmp_path):
 
 # -- checkpoint files -----------------------------------------------------------------------
 
-def test_checkpoint_format_is_kafkas(tmp_path):
+def test_checkpoint_format_is_kafkas_plus_a_crc_line(tmp_path):
     checkpoint = OffsetCheckpoint(tmp_path / "recovery-point-offset-checkpoint")
     checkpoint.write({"t-1": 17, "t-0": 4242})
-    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == \
-        "0\n2\nt-0 4242\nt-1 17\n"
+    body = b"0\n2\nt-0 4242\nt-1 17\n"
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_bytes() == \
+        body + b"crc32c 0x%08x\n" % crc32c(body)
     assert checkpoint.read() == {"t-0": 4242, "t-1": 17}
+    (tmp_path / "recovery-point-offset-checkpoint").write_bytes(body)  # Kafka's, no CRC
+    assert checkpoint.read() == {"t-0": 4242, "t-1": 17}
+
+
+def test_every_single_byte_flip_in_a_checkpoint_is_caught(tmp_path):
+    """Without the CRC line, a digit flipped into another digit read as another offset (a
+    log start offset moved up hides acknowledged records)."""
+    path = tmp_path / "log-start-offset-checkpoint"
+    checkpoint = OffsetCheckpoint(path)
+    checkpoint.write({"t-0": 120})
+    original = path.read_bytes()
+    for position in range(len(original)):
+        for xor in range(1, 256):
+            data = bytearray(original)
+            data[position] ^= xor
+            path.write_bytes(data)
+            with pytest.raises(KafkaStorageError, match=f"checkpoint {path} line"):
+                checkpoint.read()
     assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
     assert OffsetCheckpoint(tmp_path / "missing").read() == {}
 
@@ -413,3 +437,38 @@ def test_checkpoint_offset_must_be_an_integer(tmp_path):
     (tmp_path / "cp").write_text("0\n1\nt-0 x1\n")
     with pytest.raises(KafkaStorageError, match="'x1'"):
         OffsetCheckpoint(tmp_path / "cp").read()
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"0\n1\nt-0 4\xb22\n", ["line 3", "byte 0xb2 at position 9 is not ASCII"]),
+    (b"0\n1\nt-0 4_2\n", ["line 3", "offset '4_2'"]),  # int() read it as 42
+    (b"0\n1\nt-0 +42\n", ["line 3", "offset '+42'"]),
+    (b"0\n1\nt-0 -1\n", ["line 3", "offset '-1'"]),
+    (b"0\n1\nt-0 042\n", ["line 3", "offset '042'"]),
+    (b"0\n01\nt-0 42\n", ["line 2", "count line '01'"]),
+    (b"0\n2\nt-0 42\nt-0 7\n", ["line 4", "a second entry for 't-0'"]),
+])
+def test_a_damaged_offset_checkpoint_names_the_file_and_line(tmp_path, data, words):
+    (tmp_path / "cp").write_bytes(data)
+    with pytest.raises(KafkaStorageError) as e:
+        OffsetCheckpoint(tmp_path / "cp").read()
+    assert f"checkpoint {tmp_path / 'cp'} " in str(e.value)
+    for word in words:
+        assert word in str(e.value)
+
+
+def test_a_damaged_log_start_checkpoint_hides_no_record(tmp_path, caplog):
+    """Unreadable, or past the log end (a flipped digit): the first segment's base offset
+    is the log start offset, so every record stays readable and nothing is deleted."""
+    path = tmp_path / "t-0"
+    log = build(path, 7)
+    expected = all_records(log)
+    log.close()
+    for text in ("0\n1\nt-0 9\xff\n", "0\n1\nt-0 90000\n"):
+        (path / LOG_START_OFFSET_CHECKPOINT).write_bytes(text.encode("latin-1"))
+        with caplog.at_level(logging.WARNING, logger="segments.log"):
+            log = open_log(path, **CONFIG)
+        assert log.log_start_offset == 0
+        assert all_records(log) == expected
+        assert str(path / LOG_START_OFFSET_CHECKPOINT) in caplog.text
+        log.close()

@@ -55,7 +55,8 @@ def test_register_holds_the_lock_and_writes_state(tmp_path):
                                                   f"is held by pid {os.getpid()} \\(command "):
             register_broker(tmp_path, 4, "cid", timeout=0.05)
     assert not broker_is_alive(tmp_path, 4)
-    props = dd.read_properties(os.path.join(dd.broker_dir(tmp_path, 4), "meta.properties"))
+    props = dd.read_meta_properties(os.path.join(dd.broker_dir(tmp_path, 4), "meta.properties"),
+                                    dd.BROKER_META_KEYS)
     assert props == {"broker.id": "4", "cluster.id": "cid", "version": "0"}
 
 
@@ -94,3 +95,20 @@ def test_the_probe_sees_a_killed_broker_die_and_a_replaced_lock_file(tmp_path):
         if process.is_alive():
             os.kill(process.pid, signal.SIGKILL)
         process.join(BOUND)
+
+
+@pytest.mark.parametrize("content", [
+    b'{\n "pid": 3042,\nU"state": "serving"\n}\n',   # a flipped byte: not JSON any more
+    b'{\n "pid": 3042,\n "state": "serving"\n}\xff',  # not UTF-8
+    b'{\n "pid": 3042,\n "state": "servinf"\n}\n',   # JSON, but no known state
+    b'{\n "pid": "3042",\n "state": "serving"\n}\n',
+])
+def test_a_damaged_broker_json_reads_as_no_state_with_a_warning(tmp_path, caplog, content):
+    register_broker(tmp_path, 2, "cid").close()
+    path = os.path.join(dd.broker_dir(tmp_path, 2), dd.BROKER_JSON)
+    with open(path, "wb") as f:
+        f.write(content)
+    assert dd.read_broker_state(tmp_path, 2) is None
+    assert f"{path} is damaged" in caplog.text
+    register_broker(tmp_path, 2, "cid").close()  # a start rewrites it whole
+    assert dd.read_broker_state(tmp_path, 2) == {"pid": os.getpid(), "state": "starting"}

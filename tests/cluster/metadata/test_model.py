@@ -35,7 +35,8 @@ def image():
     return MetadataImage(
         version=7, cluster_id="c1", controller_id=1,
         brokers={0: BrokerInfo(0, 100, True), 1: BrokerInfo(1, 101, False)},
-        topics={"t": TopicInfo("t", "uuid-1", parts, {"retention.ms": "1000"})})
+        topics={"t": TopicInfo("t", "uuid-1", parts, {"retention.ms": "1000"})},
+        deleted_topic_ids=frozenset({"uuid-0"}))
 
 
 def test_json_round_trip_keeps_everything():

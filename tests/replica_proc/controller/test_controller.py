@@ -8,6 +8,7 @@ the active one.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import time
@@ -15,7 +16,7 @@ import time
 import pytest
 
 from cluster.config import BrokerConfig
-from cluster.errors import NotControllerError
+from cluster.errors import KafkaStorageError, NotControllerError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import register_broker
 from cluster.metadata.model import MetadataImage, PartitionState
@@ -161,6 +162,42 @@ def test_a_torn_tail_of_the_metadata_log_is_dropped_on_takeover(env):
         file.write(b"\x00" * 8 + b"\x00\x00\x01\x00" + b"half a batch")
     image, epoch = MetadataLog(env.data_dir).replay(env.cluster_id)
     assert (image, epoch) == (before, 1)
+
+
+@pytest.mark.parametrize("damaged", [
+    "json",  # inside the last record's JSON: the CRC fails
+    "base offset",  # the last batch's baseOffset (outside the CRC): a gap in the offsets
+    "batch length",  # the last batch's batchLength: the open's repair would cut the log
+])
+def test_a_damaged_batch_in_the_metadata_log_is_named_not_replayed_or_cut(env, damaged):
+    """After a clean shutdown nothing validates the log on open; replay checks each batch's
+    CRC and offsets and refuses, naming the file, rather than forget what follows."""
+    env.start_broker(0)
+    controller = env.controller(0)
+    env.poll(controller)
+    controller.create_topics([{"name": "t", "num_partitions": 3}])
+    controller.close()
+    segment = os.path.join(env.data_dir, dd.METADATA_LOG_DIR, "0" * 20 + ".log")
+    with open(segment, "r+b") as file:
+        data = bytearray(file.read())
+        last = last_batch_position(data)  # low bytes of baseOffset, batchLength:
+        position = {"json": -5, "base offset": last + 7, "batch length": last + 11}[damaged]
+        data[position] ^= 0x40
+        file.seek(0)
+        file.write(data)
+    with pytest.raises(KafkaStorageError, match=re.escape(f"metadata log {segment}: ")):
+        MetadataLog(env.data_dir).replay(env.cluster_id)
+    with open(segment, "rb") as file:
+        assert file.read() == data  # nothing cut
+
+
+def last_batch_position(data):
+    """Where the last RecordBatch in ``data`` (a segment's bytes) starts."""
+    position = last = 0
+    while position < len(data):
+        last = position
+        position += 12 + int.from_bytes(data[position + 8:position + 12], "big")
+    return last
 
 
 def controller_process(data_dir, cluster_id, broker_id, pipe):
@@ -461,6 +498,8 @@ def test_delete_topics(three):
         "b": (42, "topic 'b' appears 2 times in the request; each topic may be deleted once")}
     assert sorted(env.page.read().topics) == ["b"]
     assert controller.create_topics([{"name": "a"}]) == {"a": (0, None)}  # a new topic id
+    deleted = env.page.read().deleted_topic_ids
+    assert len(deleted) == 1 and env.page.read().topics["a"].topic_id not in deleted
 
 
 def test_delete_topics_disabled(env):
