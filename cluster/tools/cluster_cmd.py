@@ -142,7 +142,12 @@ def _start(args):
                             restart_on_failure=args.restart_on_failure)
     if not lock_or_explain(supervisor):
         return 1
-    return serve_until_signalled(supervisor, on_started=_print_foreground)
+    code = serve_until_signalled(supervisor, on_started=_print_foreground)
+    if code == 0:  # a signal stopped it: say where it stopped and how to go on
+        print(f"stopped cluster {dd.read_cluster_id(data_dir)} in {data_dir} on a signal; its "
+              f"data is kept; start it again with: ringlog cluster start --data-dir "
+              f"{data_dir} --brokers {args.brokers}", flush=True)
+    return code
 
 
 def _missing_brokers(data_dir, brokers):

@@ -309,8 +309,12 @@ def test_cli_foreground_start_stops_on_sigterm(data_dir):
         assert running(broker)
         process.send_signal(signal.SIGTERM)
         assert process.wait(BOUND) == 0
+        cluster_id = dd.read_cluster_id(data_dir)
+        assert process.stdout.read().splitlines()[-1] == (
+            f"stopped cluster {cluster_id} in {data_dir} on a signal; its data is kept; start "
+            f"it again with: ringlog cluster start --data-dir {data_dir} --brokers 1")
         assert not running(broker)
-        assert list_objects(dd.read_cluster_id(data_dir)) == []
+        assert list_objects(cluster_id) == []
     finally:
         if process.poll() is None:
             process.kill()
