@@ -170,8 +170,8 @@ def claim_data_dir(data_dir):
     elif os.path.lexists(data_dir) and not (os.path.isdir(data_dir) and not os.listdir(data_dir)):
         return (f"{data_dir} exists and the demo did not make it (no {MARKER} in it), so it "
                 f"will not delete it: give the demo another --data-dir, or remove it yourself")
-    os.makedirs(data_dir, exist_ok=True)
-    with open(marker, "w", encoding="ascii") as file:
+    dd.make_data_dir(data_dir)  # 0700, as the cluster makes it
+    with dd.private_umask(), open(marker, "w", encoding="ascii") as file:
         file.write("made by `make demo` (spark_bridge/demo.py), which deletes it when it runs "
                    "again\n")
     return None

@@ -143,3 +143,12 @@ def test_without_java_the_demo_stops_before_starting_anything(tmp_path, java_hom
         assert last_line(out).startswith(
             f"demo FAILED: JAVA_HOME={tmp_path / java_home} has no bin/java")
     assert not (tmp_path / "demo-data").exists()  # no cluster, not even its directory
+
+
+def test_the_demo_makes_its_directory_private_as_the_cluster_would(tmp_path, caplog):
+    data_dir = str(tmp_path / "demo-data")
+    assert claim_data_dir(data_dir) is None
+    assert os.stat(data_dir).st_mode & 0o777 == 0o700
+    assert os.stat(os.path.join(data_dir, MARKER)).st_mode & 0o777 == 0o600
+    dd.make_data_dir(data_dir)  # what the cluster's start does next: nothing to warn about
+    assert "other users can list it" not in caplog.text
