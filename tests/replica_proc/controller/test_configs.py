@@ -18,19 +18,12 @@ from cluster.errors import (
     InvalidRequestError,
     UnknownTopicOrPartitionError,
 )
-from tests.replica_proc.controller.test_controller import Env
+from tests.replica_proc.controller.env import Env
 
 TOPIC, BROKER = ConfigResourceType.TOPIC, ConfigResourceType.BROKER
 SET, DELETE, APPEND, SUBTRACT = (AlterConfigOp.SET, AlterConfigOp.DELETE, AlterConfigOp.APPEND,
                                  AlterConfigOp.SUBTRACT)
 OK = (0, None)
-
-
-@pytest.fixture
-def env(tmp_path):
-    environment = Env(tmp_path)
-    yield environment
-    environment.close()
 
 
 @pytest.fixture

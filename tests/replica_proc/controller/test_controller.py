@@ -25,60 +25,9 @@ from replica_proc.controller import metadata_log as mr
 from replica_proc.controller.controller import Controller
 from replica_proc.controller.metadata_log import MetadataLog
 from replica_proc.controller.placement import assign_replicas, elect
-from shm_ring.naming import cleanup_stale, list_objects
+from tests.replica_proc.controller.env import Env
 from tests.support.bounds import BOUND
 from tests.support.processes import CTX
-
-
-class Env:
-    """A data directory, a metadata page, brokers (registrations) and controllers."""
-
-    def __init__(self, path, page_size=1024 * 1024):
-        self.data_dir = str(path / "data")
-        self.cluster_id = dd.ensure_cluster_id(self.data_dir)
-        self.page = MetadataPage.create(self.cluster_id, size=page_size)
-        self.brokers = {}
-        self.controllers = []
-        self.now = 0.0
-
-    def start_broker(self, broker_id, state=dd.STATE_SERVING):
-        registration = register_broker(self.data_dir, broker_id, self.cluster_id)
-        registration.set_state(state)
-        self.brokers[broker_id] = registration
-        return registration
-
-    def stop_broker(self, broker_id):
-        self.brokers.pop(broker_id).close()
-
-    def controller(self, broker_id=0, **config):
-        config = {k.replace("_", "."): v for k, v in config.items()}
-        controller = Controller(self.data_dir, self.cluster_id, broker_id,
-                                BrokerConfig(config, data_dir=self.data_dir), self.page)
-        self.controllers.append(controller)
-        return controller
-
-    def poll(self, controller):
-        """A poll after the interval has passed; the image on the page."""
-        self.now += 1.0
-        controller.poll(self.now)
-        return self.page.read()
-
-    def close(self):
-        for controller in self.controllers:
-            controller.close()
-        for registration in self.brokers.values():
-            registration.close()
-        self.page.unlink()
-        self.page.close()
-        cleanup_stale(self.cluster_id)
-        assert list_objects(self.cluster_id) == []
-
-
-@pytest.fixture
-def env(tmp_path):
-    environment = Env(tmp_path)
-    yield environment
-    environment.close()
 
 
 @pytest.fixture
