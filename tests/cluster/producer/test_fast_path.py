@@ -14,7 +14,6 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from cluster.client.metadata import PartitionMetadata, TopicMetadata
 from cluster.errors import IllegalStateError
 from cluster.producer.accumulator import RecordAccumulator
-from cluster.producer.kafka_producer import KafkaProducer
 from cluster.producer.partitioner import DefaultPartitioner
 from segments.batch_header import BatchHeader
 from segments.records import RecordBatch, RecordBatchBuilder
@@ -232,21 +231,8 @@ def test_expired_reports_the_oldest_batch_left():
 
 # -- KafkaProducer -------------------------------------------------------------------------------
 
-@pytest.fixture
-def producer_of():
-    made = []
-
-    def make(cluster, **overrides):
-        settings = dict(bootstrap_servers=cluster.data_dir, acks=1, linger_ms=2,
-                        enable_idempotence=False, retry_backoff_ms=5, request_timeout_ms=2000,
-                        delivery_timeout_ms=8000, max_block_ms=5000, ringlog_park_timeout_ms=10)
-        settings.update(overrides)
-        producer = KafkaProducer(**settings)
-        made.append(producer)
-        return producer
-    yield make
-    for producer in made:
-        producer.close(timeout=IN_PROCESS_BOUND)
+#: What ``producer_of`` (conftest.py) sets here on top of its common settings.
+PRODUCER_SETTINGS = {"linger_ms": 2}
 
 
 def test_unkeyed_records_fill_sticky_batches_in_order(fake_cluster, producer_of):

@@ -30,24 +30,8 @@ from segments.batch_header import BatchHeader
 from tests.support.bounds import IN_PROCESS_BOUND
 from tests.support.paths import ROOT
 
-
-@pytest.fixture
-def producer_of():
-    made = []
-
-    def make(cluster, **overrides):
-        settings = dict(bootstrap_servers=cluster.data_dir, acks=1, linger_ms=0,
-                        enable_idempotence=False, retry_backoff_ms=5, reconnect_backoff_ms=5,
-                        reconnect_backoff_max_ms=50, request_timeout_ms=2000,
-                        delivery_timeout_ms=8000, max_block_ms=5000,
-                        ringlog_park_timeout_ms=10)
-        settings.update(overrides)
-        producer = KafkaProducer(**settings)
-        made.append(producer)
-        return producer
-    yield make
-    for producer in made:
-        producer.close(timeout=IN_PROCESS_BOUND)
+#: What ``producer_of`` (conftest.py) sets here on top of its common settings.
+PRODUCER_SETTINGS = {"linger_ms": 0, "reconnect_backoff_ms": 5, "reconnect_backoff_max_ms": 50}
 
 
 def test_a_cluster_that_is_not_running_gives_no_brokers_available(tmp_path):
