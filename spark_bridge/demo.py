@@ -44,8 +44,7 @@ from cluster import (
     TopicPartition,
 )
 from cluster.metadata import data_dir as dd
-from cluster.metadata.broker_lock import broker_is_alive
-from cluster.supervisor.supervisor import read_record, supervisor_alive
+from cluster.supervisor.supervisor import read_record, running_brokers, supervisor_alive
 from cluster.tools.support import describe
 from shm_ring import list_objects
 from spark_bridge import jvm
@@ -154,8 +153,7 @@ def claim_data_dir(data_dir):
     why the demo may not use it: a live cluster holds it (its brokers' locks, or the
     supervisor its ``cluster.json`` names), or it is not empty and the demo did not make it.
     Only a directory with the marker is deleted, and only when no cluster runs there."""
-    running = {b: (dd.read_broker_state(data_dir, b) or {}).get("pid")
-               for b in dd.broker_ids(data_dir) if broker_is_alive(data_dir, b)}
+    running = running_brokers(data_dir)
     record = read_record(data_dir)
     holders = [f"brokers (id: pid) {running}"] if running else []
     if record.get("state") != "stopped" and supervisor_alive(record):
