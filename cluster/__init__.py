@@ -21,6 +21,7 @@ _EXPORTS = {
     "ConfigResource": "cluster.admin.kafka_admin_client",
     "ConfigResourceType": "cluster.config.dynamic",
     "ConsumerRecord": "consumer_proc.consumer_record",
+    "ElectionType": "cluster.protocol.frames",
     "KafkaAdminClient": "cluster.admin.kafka_admin_client",
     "KafkaConsumer": "consumer_proc.consumer",
     "KafkaProducer": "cluster.producer.kafka_producer",

@@ -1,13 +1,16 @@
 """CreateTopics v2-4, DeleteTopics v1-3, CreatePartitions v0-1, AlterConfigs v0-1,
-IncrementalAlterConfigs v0: the controller's work.
+IncrementalAlterConfigs v0, ElectLeaders v0-1: the controller's work.
 
 These change the cluster's metadata, which only the active controller writes. A broker
 whose own ``Controller`` is active calls it (``create_topics`` / ``delete_topics`` /
-``create_partitions`` / ``alter_configs``, each returning ``{name: (error_code,
-message)}``, a config resource's name being ``(resource_type, name)``) and then picks up
+``create_partitions`` / ``alter_configs`` / ``elect_leaders``, each returning ``{name:
+(error_code, message)}``, a config resource's name being ``(resource_type, name)``, a
+partition's ``(topic, partition)``) and then picks up
 the image it just published, so its own new partitions are open before it answers. Any
 other broker answers NOT_CONTROLLER for every topic, naming the controller; clients
-retry there (Kafka's behaviour before request forwarding).
+retry there (Kafka's behaviour before request forwarding). ElectLeaders v1 carries that error,
+or any other the whole request failed with, in its top-level ``error_code`` too: a request
+for every partition (``topic_partitions`` null) has no partition to carry it.
 
 Auto-creation (from Metadata) comes here too: the local controller when active, else a
 CreateTopics forwarded to the controller broker (``ControllerChannel``).
@@ -24,7 +27,7 @@ import logging
 from cluster.config.dynamic import AlterConfigOp
 from cluster.errors import NotControllerError
 from cluster.protocol import frames as protocol
-from cluster.protocol.frames import ApiKey
+from cluster.protocol.frames import ApiKey, ElectionType
 from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
 
 log = logging.getLogger(__name__)
@@ -49,20 +52,26 @@ class AdminHandler:
     def _call(self, what, names, call):
         """``{name: (code, message)}`` from the controller's ``call()``, or the same error
         for every name when there is no active controller here or the call failed."""
+        return self._call_with_error(what, names, call)[1]
+
+    def _call_with_error(self, what, names, call):
+        """``(error, results)``: ``_call``'s results and ``(code, message)`` of the error
+        given to every name (NO_ERROR when the call ran)."""
         if not self._active():
             controller_id = self._metadata.image.controller_id
             message = (f"broker {self._broker_id} is not the active controller; the "
                        f"controller is broker {controller_id}" if controller_id >= 0 else
                        f"broker {self._broker_id} is not the active controller; no broker "
                        f"is yet")
-            return {name: (NotControllerError.errno, message) for name in names}
+            failure = (NotControllerError.errno, message)
+            return failure, {name: failure for name in names}
         try:
             results = call()
         except Exception as exc:
-            code = code_of(exc, what)
-            return {name: (code, str(exc)) for name in names}
+            failure = (code_of(exc, what), str(exc))
+            return failure, {name: failure for name in names}
         self._on_metadata_change()
-        return results
+        return (0, None), results
 
     # -- the APIs ---------------------------------------------------------------------------
 
@@ -132,6 +141,31 @@ class AdminHandler:
                                   error_code=error(results[key][0]),
                                   error_message=results[key][1], resource_type=key[0],
                                   resource_name=key[1]) for key in keys)))
+
+    def elect_leaders(self, channel, header, request):
+        """ElectLeaders: v0 elects preferred leaders, v1 says which election."""
+        version = header.request_api_version
+        classes = module(ApiKey.ELECT_LEADERS, version)
+        election_type = request.election_type if version >= 1 else ElectionType.PREFERRED
+        asked = None
+        if request.topic_partitions is not None:
+            asked = {}
+            for topic in request.topic_partitions:
+                asked.setdefault(topic.topic, []).extend(topic.partitions)
+        keys = list(dict.fromkeys((topic, partition) for topic, partitions in
+                                  (asked or {}).items() for partition in partitions))
+        (top, _), results = self._call_with_error(
+            "ElectLeaders", keys, lambda: self._controller.elect_leaders(election_type, asked))
+        by_topic = {}
+        for (topic, partition), (code, message) in results.items():
+            by_topic.setdefault(topic, []).append(build(
+                classes.PartitionResult, partition_id=partition, error_code=error(code),
+                error_message=message))
+        self._send(channel, header, build(
+            classes.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=error(top),
+            replica_election_results=tuple(build(
+                classes.ReplicaElectionResult, topic=topic, partition_result=tuple(parts))
+                for topic, parts in by_topic.items())))
 
     @staticmethod
     def _send(channel, header, response):

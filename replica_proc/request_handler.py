@@ -17,6 +17,7 @@ CreatePartitions          0-1                               admin_handler
 DescribeConfigs           1-3                               describe_configs_handler
 AlterConfigs              0-1                               admin_handler
 IncrementalAlterConfigs   0                                 admin_handler
+ElectLeaders              0-1                               admin_handler
 ========================  ================================  =======================
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
@@ -80,6 +81,7 @@ class RequestHandler:
             ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(broker_id, config, metadata),
             ApiKey.ALTER_CONFIGS: self.admin.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
+            ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
         }
 
     def refresh_metadata(self):

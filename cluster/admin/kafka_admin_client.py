@@ -9,6 +9,7 @@
     admin.incremental_alter_configs([ConfigResource(ConfigResourceType.TOPIC, "app-logs",
                                                     {"retention.ms": "3600000"})])
     admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "app-logs")])
+    admin.perform_leader_election(ElectionType.PREFERRED, {"app-logs": [0, 1]})
     admin.delete_topics(["app-logs"])
 
 kafka-python's method names, arguments and result shapes (dicts of the response fields).
@@ -26,6 +27,10 @@ topics and the cluster-wide broker default (name ``""``), and broker ``b`` for r
 ``"b"``; ``alter_configs`` (AlterConfigs: the configs given replace the resource's dynamic
 ones) and ``incremental_alter_configs`` (IncrementalAlterConfigs: only the keys given
 change) go to the controller like the topic changes.
+
+Leader elections (``perform_leader_election``, ElectLeaders, KIP-460) go to the controller
+too: PREFERRED moves leadership back to each partition's first replica, UNCLEAN elects a
+leader for partitions that have none, from outside the ISR if need be.
 
 Thread safety: one thread at a time (it owns a KafkaClient).
 """
@@ -47,7 +52,7 @@ from cluster.errors import (
     for_code,
 )
 from cluster.protocol import frames as protocol
-from cluster.protocol.frames import ApiKey
+from cluster.protocol.frames import ApiKey, ElectionType
 
 
 class NewTopic:
@@ -321,6 +326,48 @@ class KafkaAdminClient:
                 "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port,
                              "rack": b.rack} for b in response.brokers]}
 
+    # -- leader elections -----------------------------------------------------------------------
+
+    def perform_leader_election(self, election_type, topic_partitions=None, timeout_ms=None,
+                                raise_errors=True):
+        """ElectLeaders: ``election_type`` an ElectionType (or 0 PREFERRED, 1 UNCLEAN) for
+        ``topic_partitions``: ``{topic: [partition ids]}``, a list of topic names (all their
+        partitions), or None (every partition of the cluster; the controller then leaves out
+        those that need no election). Returns ``{"error_code", "replica_election_results":
+        [{"topic", "partition_result": [{"partition_id", "error_code", "error_message"}]}]}``
+        (kafka-python's ElectLeadersResponse fields). With ``raise_errors`` the first
+        failed partition raises its error (ELECTION_NOT_NEEDED included, as kafka-python
+        does); pass False to read each partition's outcome."""
+        election_type = ElectionType(election_type)
+        m = protocol.request_module(ApiKey.ELECT_LEADERS, API_VERSIONS[ApiKey.ELECT_LEADERS])
+        if topic_partitions is not None and not isinstance(topic_partitions, dict):
+            topic_partitions = {t["name"]: [p["partition_index"] for p in t["partitions"]]
+                                for t in self.describe_topics(list(topic_partitions))}
+        timeout = self._timeout_of(timeout_ms)
+        request = m.ElectLeadersRequest(
+            election_type=int(election_type), timeout=_delta(timeout),
+            topic_partitions=None if topic_partitions is None else tuple(
+                m.TopicPartitions(topic=topic, partitions=tuple(partitions))
+                for topic, partitions in topic_partitions.items()))
+        response = self._to_controller(
+            request, lambda r: (r, *(p for t in r.replica_election_results
+                                     for p in t.partition_result)), timeout)
+        result = {"error_code": int(response.error_code), "replica_election_results": [
+            {"topic": t.topic, "partition_result": [
+                {"partition_id": p.partition_id, "error_code": int(p.error_code),
+                 "error_message": p.error_message} for p in t.partition_result]}
+            for t in response.replica_election_results]}
+        if raise_errors:
+            if result["error_code"]:
+                error = for_code(result["error_code"])
+                raise error(f"ElectLeaders ({election_type.name}): {error.description}")
+            _raise_first([{"name": f"{t['topic']}-{p['partition_id']}", **p}
+                          for t in result["replica_election_results"]
+                          for p in t["partition_result"]], _partition_label)
+        if result["replica_election_results"]:
+            self._client.cluster.request_update()
+        return result
+
     # -- requests --------------------------------------------------------------------------------
 
     def _timeout_of(self, timeout_ms):
@@ -394,6 +441,10 @@ def _new_topics(new_topics):
 
 def _delta(seconds):
     return datetime.timedelta(seconds=seconds)
+
+
+def _partition_label(result):
+    return f"partition {result['name']}"
 
 
 def _resource_label(result):

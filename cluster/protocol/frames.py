@@ -78,7 +78,16 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+
+
+class ElectionType(enum.IntEnum):
+    """ElectLeaders' ``election_type`` (KIP-460; v0 requests are PREFERRED): Kafka's
+    ``ElectionType``, kafka-python's ``ElectionType``."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
 
 
 #: api_key -> (min version, max version): what a broker advertises in ApiVersions. Every
@@ -104,6 +113,7 @@ SUPPORTED_VERSIONS = {
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.ELECT_LEADERS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
 }
 

@@ -18,6 +18,10 @@ COMMANDS = {
                                            "[kafka-server-start / -stop, per broker]"),
     "topics": ("cluster.tools.topics", "create, list, describe, alter and delete topics "
                                        "[kafka-topics]"),
+    "leader-election": ("cluster.tools.leader_election", "move leadership back to preferred "
+                                                         "replicas, or elect leaders of "
+                                                         "offline partitions "
+                                                         "[kafka-leader-election]"),
     "get-offsets": ("cluster.tools.get_offsets", "print the offsets of topic partitions at a time, "
                                                  "the earliest or the latest [kafka-get-offsets]"),
     "configs": ("cluster.tools.configs", "describe and alter topic and broker configs, applied "

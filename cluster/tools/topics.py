@@ -7,15 +7,22 @@
                    [--config k=v ...] [--if-not-exists]
     ringlog topics --bootstrap-server D --list [--topic REGEX] [--exclude-internal]
     ringlog topics --bootstrap-server D --describe [--topic REGEX] [--if-exists]
-                   [--unavailable-partitions]
+                   [--under-replicated-partitions | --unavailable-partitions
+                    | --under-min-isr-partitions | --at-min-isr-partitions]
     ringlog topics --bootstrap-server D --alter --topic REGEX --partitions P [--if-exists]
     ringlog topics --bootstrap-server D --delete --topic REGEX [--if-exists]
 
 Kafka's output: ``Created topic T.``; ``--list`` prints the names, sorted; ``--describe``
 prints per topic ``Topic: T<TAB>TopicId: ..<TAB>PartitionCount: ..<TAB>ReplicationFactor:
 ..<TAB>Configs: k=v,..`` (the topic's own overrides) then one line per partition,
-``<TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1<TAB>Isr: 1`` (``Leader: none``
-while offline); ``--alter`` and ``--delete`` print nothing. Except with ``--create``,
+``<TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2,3<TAB>Isr: 1,2`` (``Leader:
+none`` while offline) — Kafka 3.6's form, without the ``Elr`` and ``LastKnownElr`` of 3.7
+(KIP-966). A report option makes ``--describe`` print only the partitions it picks, without
+the topic lines, as kafka-topics does: ``--under-replicated-partitions`` (ISR smaller than
+the replicas), ``--unavailable-partitions`` (no leader, or a leader that is not alive),
+``--under-min-isr-partitions`` (no leader, or ISR smaller than the topic's
+``min.insync.replicas``), ``--at-min-isr-partitions`` (ISR exactly that size); one at a
+time. ``--alter`` and ``--delete`` print nothing. Except with ``--create``,
 ``--topic`` is Kafka's include list: a regular expression matched against whole names.
 
 Errors go to stderr, with exit code 1: the broker's error for the topic (``Error while
@@ -62,8 +69,14 @@ _ALLOWED = {
     "if_not_exists": ("create",),
     "if_exists": ("alter", "delete", "describe"),
     "exclude_internal": ("list", "describe"),
+    "under_replicated_partitions": ("describe",),
     "unavailable_partitions": ("describe",),
+    "under_min_isr_partitions": ("describe",),
+    "at_min_isr_partitions": ("describe",),
 }
+#: --describe's report options, which Kafka allows one at a time.
+_REPORTS = ("under_replicated_partitions", "unavailable_partitions", "under_min_isr_partitions",
+            "at_min_isr_partitions")
 _MAX_REPLICATION_FACTOR = 2**15 - 1
 _ERROR_PREFIX = "Error while executing topic command : "
 
@@ -99,8 +112,17 @@ def add_arguments(parser):
                         help="--alter, --delete, --describe do nothing when no topic matches")
     parser.add_argument("--exclude-internal", action="store_true",
                         help="leave internal topics out of --list and --describe")
+    parser.add_argument("--under-replicated-partitions", action="store_true",
+                        help="--describe only the partitions whose ISR is smaller than "
+                             "their replicas")
     parser.add_argument("--unavailable-partitions", action="store_true",
                         help="--describe only the partitions whose leader is not available")
+    parser.add_argument("--under-min-isr-partitions", action="store_true",
+                        help="--describe only the partitions whose ISR is smaller than "
+                             "min.insync.replicas")
+    parser.add_argument("--at-min-isr-partitions", action="store_true",
+                        help="--describe only the partitions whose ISR is exactly "
+                             "min.insync.replicas")
 
 
 def run(args):
@@ -125,6 +147,10 @@ def _check_options(args, action):
         if getattr(args, option) not in (None, False, []) and action not in actions:
             raise ToolError(f"Option --{option.replace('_', '-')} can't be used with option "
                             f"--{action}")
+    reports = [name for name in _REPORTS if getattr(args, name)]
+    if len(reports) > 1:
+        raise ToolError(f"Option --{reports[0].replace('_', '-')} can't be used with option "
+                        f"--{reports[1].replace('_', '-')}")
     if action not in ("list", "describe") and not args.topic:
         raise ToolError(f"Missing required argument --topic (for --{action})")
     if action == "alter" and args.partitions is None:
@@ -175,15 +201,18 @@ def _describe(admin, args):
         return 0
     described = admin.describe_topics(names)
     image = _metadata_image(admin)
-    only_unavailable = args.unavailable_partitions
+    report = next((name for name in _REPORTS if getattr(args, name)), None)
     live = {broker["node_id"] for broker in admin.describe_cluster()["brokers"]}
     out = []
     for topic in sorted(described, key=lambda t: t["name"]):
         name, partitions = topic["name"], topic["partitions"]
-        if not only_unavailable:
-            out.append(_topic_line(name, partitions, image, _configs(admin, name)))
+        configs = _configs(admin, name)
+        if report is None:
+            out.append(_topic_line(name, partitions, image, _overrides(configs)))
+        min_isr = int(next((c["value"] for c in configs
+                            if c["name"] == "min.insync.replicas"), 1))
         for p in partitions:
-            if only_unavailable and p["leader_id"] in live:
+            if report is not None and not _REPORTED[report](p, live, min_isr):
                 continue
             leader = p["leader_id"] if p["leader_id"] >= 0 else "none"
             out.append(f"\tTopic: {name}\tPartition: {p['partition_index']}\tLeader: {leader}"
@@ -234,11 +263,29 @@ def _existing_topics(admin, args):
 
 
 def _configs(admin, name):
-    """``k=v,...`` of the topic's configs that are not at Kafka's default, sorted."""
+    """The topic's configs (DescribeConfigs entries)."""
     (result,) = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+    return result["configs"]
+
+
+def _overrides(configs):
+    """``k=v,...`` of the configs that are not at Kafka's default, sorted."""
     return ",".join(f"{c['name']}={c['value']}" for c in sorted(
-        result["configs"], key=lambda c: c["name"])
+        configs, key=lambda c: c["name"])
         if c["config_source"] != ConfigSource.DEFAULT_CONFIG)
+
+
+#: report option -> whether a partition (describe_topics'), given the live broker ids and
+#: the topic's min.insync.replicas, is one it prints (Kafka's PartitionDescription).
+_REPORTED = {
+    "under_replicated_partitions":
+        lambda p, live, min_isr: len(p["isr_nodes"]) < len(p["replica_nodes"]),
+    "unavailable_partitions":
+        lambda p, live, min_isr: p["leader_id"] < 0 or p["leader_id"] not in live,
+    "under_min_isr_partitions":
+        lambda p, live, min_isr: p["leader_id"] < 0 or len(p["isr_nodes"]) < min_isr,
+    "at_min_isr_partitions": lambda p, live, min_isr: len(p["isr_nodes"]) == min_isr,
+}
 
 
 def _topic_line(name, partitions, image, configs):

@@ -27,11 +27,19 @@ NotControllerError, which the handler turns into the NOT_CONTROLLER error code):
 - ``alter_configs([(resource_type, name, ops)], validate_only, replace)`` (AlterConfigs
   with ``replace``, IncrementalAlterConfigs without; ``cluster.config.dynamic``), keyed
   by ``(resource_type, name)``,
+- ``elect_leaders(election_type, {topic: [partitions]} or None)`` (ElectLeaders, KIP-460),
+  keyed by ``(topic, partition)``,
 
 each returning ``{topic: (error_code, error_message)}`` — ``(0, None)`` on success, else
 Kafka's code and a message naming the bad value — as the responses carry them. All
 accepted changes of one call go to the log as one batch, fsynced, before the new image is
 published: once a caller has a success, the change survives a crash of any process.
+
+Leader rebalance (``auto.leader.rebalance.enable``): every ``leader.imbalance.check.
+interval.seconds`` of the poll's clock, the active controller runs a preferred-replica
+election for the partitions ``placement.imbalanced_partitions`` picks (brokers leading
+less than ``100 - leader.imbalance.per.broker.percentage`` % of the partitions they are
+the preferred replica of).
 
 Ownership: a Controller belongs to one broker's loop thread; every method is called from
 it. ``close()`` (at broker shutdown) releases the controllership and is safe to call twice.
@@ -48,6 +56,8 @@ import time
 from cluster.config import dynamic
 from cluster.errors import (
     BrokerResponseError,
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
     InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicationAssignmentError,
@@ -56,15 +66,22 @@ from cluster.errors import (
     InvalidTopicError,
     NotControllerError,
     PolicyViolationError,
+    PreferredLeaderNotAvailableError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
 )
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
-from cluster.metadata.model import BrokerInfo, PartitionState, validate_topic_name
+from cluster.metadata.model import NO_LEADER, BrokerInfo, PartitionState, validate_topic_name
+from cluster.protocol.frames import ElectionType
 from replica_proc.controller import metadata_log as mr
-from replica_proc.controller.placement import assign_replicas, elect
+from replica_proc.controller.placement import (
+    assign_replicas,
+    elect,
+    elect_preferred,
+    imbalanced_partitions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +123,7 @@ class Controller:
         self._states = {}  # broker id -> (stat of broker.json, its contents)
         self._next_poll = float("-inf")
         self._start_index = 0
+        self._next_rebalance = None  # (controller epoch, poll time of the next check)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -137,6 +155,8 @@ class Controller:
             self._check_liveness()
         elif self._try_lock():
             self._become_active()
+        if self.active:
+            self._check_leader_imbalance(now)
         return self.active
 
     def _try_lock(self):
@@ -529,6 +549,109 @@ class Controller:
             self._commit(records)
         return results
 
+    # -- ElectLeaders and the leader rebalance --------------------------------------------------
+
+    def elect_leaders(self, election_type, partitions=None):
+        """ElectLeaders (KIP-460) for ``partitions`` (``{topic: [partition ids]}``; None:
+        every partition). Returns ``{(topic, partition): (error_code, message)}`` in request
+        order; with None, partitions that need no election are left out (as Kafka does).
+
+        PREFERRED: ``replicas[0]`` takes over if it is alive and in the ISR
+        (PREFERRED_LEADER_NOT_AVAILABLE otherwise; ELECTION_NOT_NEEDED if it leads).
+        UNCLEAN: only a partition without a leader: the first live ISR member, else the
+        first live replica with an ISR of itself (ELIGIBLE_LEADERS_NOT_AVAILABLE if none
+        is alive; ELECTION_NOT_NEEDED if it has a leader). Unknown topics and partitions:
+        UNKNOWN_TOPIC_OR_PARTITION. Every change bumps the leader epoch; all of them are
+        committed as one batch."""
+        self._require_active()
+        try:
+            election_type = ElectionType(election_type)
+        except ValueError:
+            raise InvalidRequestError(
+                f"election type {election_type} is neither PREFERRED (0) nor UNCLEAN "
+                f"(1)") from None
+        everything = partitions is None
+        if everything:
+            partitions = {name: [state.partition for state in topic.partitions]
+                          for name, topic in self._image.topics.items()}
+        live = set(self._image.live_brokers())
+        results = {}
+        records = []
+        for topic, ids in partitions.items():
+            for partition in ids:
+                if (topic, partition) in results:
+                    continue
+                result, new = self._elect_leader(topic, partition, election_type, live)
+                if new is not None:
+                    records.append(mr.partition_record(new))
+                    log.info("%s election for %s-%d: leader %d (epoch %d)",
+                             election_type.name, topic, partition, new.leader,
+                             new.leader_epoch)
+                results[(topic, partition)] = result
+        if records:
+            self._commit(records)
+        if everything:
+            results = {key: result for key, result in results.items()
+                       if result[0] != ElectionNotNeededError.errno}
+        return results
+
+    def _elect_leader(self, topic, partition, election_type, live):
+        """``((error_code, message), new PartitionState or None)`` of one election."""
+        info = self._image.topics.get(topic)
+        if info is None or not 0 <= partition < len(info.partitions):
+            what = (f"topic {topic!r} does not exist" if info is None else
+                    f"topic {topic!r} has no partition {partition} (it has "
+                    f"{len(info.partitions)})")
+            return (UnknownTopicOrPartitionError.errno, what), None
+        state = info.partitions[partition]
+        name = f"{topic}-{partition}"
+        if election_type == ElectionType.PREFERRED:
+            preferred = state.replicas[0]
+            if state.leader == preferred:
+                return (ElectionNotNeededError.errno,
+                        f"{name}: the preferred replica {preferred} leads already"), None
+            new = elect_preferred(state, live)
+            if new is None:
+                why = ("not alive" if preferred not in live else
+                       f"not in the ISR {_ids(state.isr)}")
+                return (PreferredLeaderNotAvailableError.errno,
+                        f"{name}: the preferred replica {preferred} is {why}"), None
+            return NO_ERROR, new
+        if state.leader != NO_LEADER:
+            return (ElectionNotNeededError.errno,
+                    f"{name}: broker {state.leader} leads it; unclean election is only "
+                    f"for partitions without a leader"), None
+        new = elect(state, live, unclean=True)
+        if new.leader == NO_LEADER:
+            return (EligibleLeadersNotAvailableError.errno,
+                    f"{name}: none of its replicas {_ids(state.replicas)} is alive"), None
+        return NO_ERROR, new
+
+    def _check_leader_imbalance(self, now):
+        """The automatic preferred-replica election (module doc), due every
+        ``leader.imbalance.check.interval.seconds`` after this broker became active."""
+        if not self.broker_config["auto.leader.rebalance.enable"]:
+            return
+        interval = self.broker_config["leader.imbalance.check.interval.seconds"]
+        if self._next_rebalance is None or self._next_rebalance[0] != self.epoch:
+            self._next_rebalance = (self.epoch, now + interval)
+            return
+        if now < self._next_rebalance[1]:
+            return
+        self._next_rebalance = (self.epoch, now + interval)
+        states = [state for topic in self._image.topics.values() for state in topic.partitions]
+        moving = imbalanced_partitions(
+            states, set(self._image.live_brokers()),
+            self.broker_config["leader.imbalance.per.broker.percentage"])
+        if not moving:
+            return
+        partitions = {}
+        for state in moving:
+            partitions.setdefault(state.topic, []).append(state.partition)
+        results = self.elect_leaders(ElectionType.PREFERRED, partitions)
+        log.info("leader rebalance: preferred replicas lead %d partition(s) again",
+                 sum(1 for code, _ in results.values() if code == 0))
+
     # -- committing -----------------------------------------------------------------------------
 
     def _commit(self, records):
@@ -569,6 +692,10 @@ def _replicas_per_broker(image):
             for broker in state.replicas:
                 counts[broker] = counts.get(broker, 0) + 1
     return counts
+
+
+def _ids(ids):
+    return "[" + ",".join(map(str, ids)) + "]"
 
 
 def _error(exc):

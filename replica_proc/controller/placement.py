@@ -16,9 +16,18 @@ replica, in assignment order, that is alive and in the ISR leads; failing that, 
 (records may be lost), else the partition is offline (leader -1). The leader epoch grows
 by one whenever the leader changes, offline included.
 
+``elect_preferred`` is the preferred-replica election (KIP-460 PREFERRED, and the automatic
+rebalance): the partition's first replica leads again when it is alive and in the ISR, the
+ISR unchanged. ``imbalanced_partitions`` is Kafka's leader-imbalance rule
+(``auto.leader.rebalance.enable``): per preferred broker, the share of the partitions it
+should lead but does not; above ``leader.imbalance.per.broker.percentage`` its partitions
+whose preferred replica could lead are moved back.
+
 Pure functions: any thread may call them.
 """
 from __future__ import annotations
+
+import dataclasses
 
 from cluster.metadata.model import NO_LEADER, PartitionState
 
@@ -65,3 +74,31 @@ def elect(state, live, unclean=False):
         return state
     epoch = state.leader_epoch + 1 if leader != state.leader else state.leader_epoch
     return PartitionState(state.topic, state.partition, leader, epoch, state.replicas, isr)
+
+
+def elect_preferred(state, live):
+    """``state`` led by its preferred replica (``replicas[0]``), leader epoch + 1; None when
+    that replica is not alive or not in the ISR. The caller checks it does not lead
+    already (that is no election)."""
+    preferred = state.replicas[0]
+    if preferred not in live or preferred not in state.isr:
+        return None
+    return dataclasses.replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1)
+
+
+def imbalanced_partitions(states, live, percentage):
+    """The partitions of ``states`` (PartitionStates) a preferred-replica election should
+    move back, in the order given: group them by preferred replica; for a broker whose
+    ratio (partitions it should lead but does not / partitions it should lead) exceeds
+    ``percentage``/100, those not led by it whose preferred replica can lead
+    (``elect_preferred``). Kafka's ``checkAndTriggerAutoLeaderRebalance``."""
+    by_preferred = {}
+    for state in states:
+        by_preferred.setdefault(state.replicas[0], []).append(state)
+    moving = set()
+    for broker, preferred in by_preferred.items():
+        astray = [s for s in preferred if s.leader != broker]
+        if len(astray) * 100 > percentage * len(preferred):
+            moving.update((s.topic, s.partition) for s in astray
+                          if elect_preferred(s, live) is not None)
+    return [s for s in states if (s.topic, s.partition) in moving]

@@ -169,6 +169,9 @@ KAFKA_BROKER_DEFAULTS = {
     "replica.fetch.max.bytes": 1048576,
     "replica.fetch.wait.max.ms": 500,
     "unclean.leader.election.enable": False,
+    "auto.leader.rebalance.enable": True,
+    "leader.imbalance.check.interval.seconds": 300,
+    "leader.imbalance.per.broker.percentage": 10,
     "offsets.topic.num.partitions": 50,
     "offsets.topic.replication.factor": 3,
     "group.initial.rebalance.delay.ms": 3000,
@@ -438,7 +441,9 @@ BAD_BROKER_VALUES = [
     ("log.flush.scheduler.interval.ms", "-1"), ("log.roll.ms", "0"), ("log.retention.ms", "x"),
     ("log.retention.minutes", "0"), ("log.cleaner.min.compaction.lag.ms", "-1"),
     ("group.max.session.timeout.ms", "-1"), ("ringlog.max.open.segment.files", "-2"),
-    ("ringlog.max.partitions.per.broker", "x"),
+    ("ringlog.max.partitions.per.broker", "x"), ("auto.leader.rebalance.enable", "on"),
+    ("leader.imbalance.check.interval.seconds", "0"),
+    ("leader.imbalance.per.broker.percentage", "-1"),
 ]
 
 

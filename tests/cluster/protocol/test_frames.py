@@ -127,10 +127,11 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
         ApiKey.API_VERSIONS: (0, 2), ApiKey.METADATA: (1, 8), ApiKey.PRODUCE: (3, 8),
         ApiKey.FETCH: (4, 11)}
     assert {key: protocol.SUPPORTED_VERSIONS[key] for key in (
-        ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)} == {
+        ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.ELECT_LEADERS)} == {
         ApiKey.DESCRIBE_CONFIGS: (1, 3), ApiKey.ALTER_CONFIGS: (0, 1),
-        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0)}
-    assert len(protocol.SUPPORTED_VERSIONS) == 20
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0), ApiKey.ELECT_LEADERS: (0, 1)}
+    assert len(protocol.SUPPORTED_VERSIONS) == 21
     for key, version in ALL_VERSIONS:
         for cls in (protocol.request_class(key, version), protocol.response_class(key, version)):
             assert (cls.__api_key__, cls.__version__, cls.__flexible__) == (key, version, False)

@@ -190,3 +190,38 @@ def test_a_stopped_cluster_is_one_line_saying_how_to_start_it(tmp_path, capsys):
         f"Error while executing topic command : NoBrokersAvailable: cluster {cluster_id} in "
         f"{tmp_path} is not running (no broker process is alive); start it with: ringlog "
         f"cluster start --data-dir {tmp_path} --detach\n")
+
+
+def test_describe_report_options_pick_partitions_as_kafka_does(cluster, capsys):
+    for name, assignment, configs in (("gone", "1", ()), ("single", "0", ()),
+                                      ("urp", "0:1", ()),
+                                      ("minisr", "0:1", ("--config", "min.insync.replicas=2"))):
+        assert topic_tool(cluster, "--create", "--topic", name, "--replica-assignment",
+                          assignment, *configs) == 0
+    cluster.kill_broker(1)
+    try:
+        cluster.wait_for_metadata(lambda image: 1 not in image.live_brokers())
+        capsys.readouterr()
+
+        def report(option):
+            assert topic_tool(cluster, "--describe", "--topic", "gone|single|urp|minisr",
+                              option) == 0
+            return capsys.readouterr().out
+
+        def line(name, leader, replicas, isr):
+            return (f"\tTopic: {name}\tPartition: 0\tLeader: {leader}\tReplicas: {replicas}"
+                    f"\tIsr: {isr}\n")
+        gone, single = line("gone", "none", "1", "1"), line("single", 0, "0", "0")
+        urp, minisr = line("urp", 0, "0,1", "0"), line("minisr", 0, "0,1", "0")
+        assert report("--under-replicated-partitions") == minisr + urp
+        assert report("--unavailable-partitions") == gone
+        assert report("--under-min-isr-partitions") == gone + minisr
+        assert report("--at-min-isr-partitions") == gone + single + urp
+    finally:
+        cluster.start_broker(1)
+    assert topic_tool(cluster, "--describe", "--under-replicated-partitions",
+                      "--at-min-isr-partitions") == 1
+    assert capsys.readouterr().err == ("Option --under-replicated-partitions can't be used "
+                                       "with option --at-min-isr-partitions\n")
+    assert topic_tool(cluster, "--list", "--under-min-isr-partitions") == 1
+    assert "can't be used with option --list" in capsys.readouterr().err
