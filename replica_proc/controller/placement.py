@@ -14,7 +14,8 @@ acknowledged record); a leader that is alive and in the ISR stays; otherwise the
 replica, in assignment order, that is alive and in the ISR leads; failing that, with
 ``unclean.leader.election.enable`` the first live replica leads with an ISR of itself
 (records may be lost), else the partition is offline (leader -1). The leader epoch grows
-by one whenever the leader changes, offline included.
+by one whenever the leader changes, offline included; the partition epoch by one on every
+change (leader or ISR).
 
 Pure functions: any thread may call them.
 """
@@ -64,4 +65,5 @@ def elect(state, live, unclean=False):
     if leader == state.leader and isr == state.isr:
         return state
     epoch = state.leader_epoch + 1 if leader != state.leader else state.leader_epoch
-    return PartitionState(state.topic, state.partition, leader, epoch, state.replicas, isr)
+    return PartitionState(state.topic, state.partition, leader, epoch, state.replicas, isr,
+                          state.partition_epoch + 1)
