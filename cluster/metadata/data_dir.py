@@ -209,6 +209,21 @@ def new_uuid():
             return text
 
 
+def uuid_of(text):
+    """The ``uuid.UUID`` of an id ``new_uuid`` made (as Kafka's wire format carries topic
+    ids), or None if ``text`` is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except (ValueError, TypeError):
+        return None
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else None
+
+
+def text_of(value):
+    """The text form (``new_uuid``'s) of a ``uuid.UUID``."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+
+
 # -- atomic small files ------------------------------------------------------------------------
 
 def write_json(path, value):

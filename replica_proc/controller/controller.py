@@ -29,9 +29,13 @@ NotControllerError, which the handler turns into the NOT_CONTROLLER error code):
   by ``(resource_type, name)``,
 
 each returning ``{topic: (error_code, error_message)}`` — ``(0, None)`` on success, else
-Kafka's code and a message naming the bad value — as the responses carry them. All
-accepted changes of one call go to the log as one batch, fsynced, before the new image is
-published: once a caller has a success, the change survives a crash of any process.
+Kafka's code and a message naming the bad value — as the responses carry them; and
+
+- ``alter_partition(broker_id, changes)`` (AlterPartition, KIP-497: a leader's ISR
+  change), returning ``{(topic, partition): (error_code, PartitionState or None)}``.
+
+All accepted changes of one call go to the log as one batch, fsynced, before the new image
+is published: once a caller has a success, the change survives a crash of any process.
 
 Ownership: a Controller belongs to one broker's loop thread; every method is called from
 it. ``close()`` (at broker shutdown) releases the controllership and is safe to call twice.
@@ -44,17 +48,22 @@ import functools
 import logging
 import os
 import time
+from typing import NamedTuple
 
 from cluster.config import dynamic
 from cluster.errors import (
     BrokerResponseError,
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
     InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicationAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
+    InvalidUpdateVersionError,
     NotControllerError,
+    NotLeaderForPartitionError,
     PolicyViolationError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
@@ -72,6 +81,17 @@ POLL_INTERVAL = 0.05
 """Seconds between two election attempts or liveness checks."""
 
 NO_ERROR = (0, None)
+
+
+class IsrChange(NamedTuple):
+    """One partition of an AlterPartition: the ISR its leader wants, and the leader epoch
+    and partition epoch of the state the leader bases it on."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple
 
 
 def _wall_clock_ms():
@@ -486,6 +506,92 @@ class Controller:
             replica_lists = assign_replicas(live, adding, factor, start,
                                             start_partition=current)
         return self._new_partitions(image, name, replica_lists, current)
+
+    # -- AlterPartition -------------------------------------------------------------------------
+
+    def alter_partition(self, broker_id, changes):
+        """Apply the ISR ``changes`` (IsrChange) broker ``broker_id`` asks for as leader, with
+        the checks of Kafka's ReplicationControlManager, in this order:
+
+        - no such topic or partition: UNKNOWN_TOPIC_OR_PARTITION;
+        - a leader epoch other than the partition's: FENCED_LEADER_EPOCH (the requester
+          missed a leader change);
+        - a requester that is not the leader: NOT_LEADER_OR_FOLLOWER;
+        - a partition epoch other than the partition's: INVALID_UPDATE_VERSION (it missed
+          an ISR change, by the controller or an earlier request);
+        - a new ISR without the leader, with a broker that holds no replica of the
+          partition, or adding a broker that is not alive (fenced, shutting down, never
+          registered): INELIGIBLE_REPLICA.
+
+        An accepted change keeps the leader and its epoch, sets the ISR and bumps the
+        partition epoch; one equal to the current ISR changes nothing. Changes are checked
+        in order against the state the earlier ones made (a second change of the same
+        partition in one call names a stale partition epoch). Returns ``{(topic,
+        partition): (error_code, state)}``: the partition's new state (or its unchanged
+        state) with 0, or None with the error. The accepted ones are one batch in the log.
+        """
+        self._require_active()
+        results = {}
+        records = []
+        staged = self._image
+        for change in changes:
+            key = (change.topic, change.partition)
+            try:
+                new = self._plan_isr(staged, broker_id, change)
+            except BrokerResponseError as exc:
+                results[key] = (exc.errno, None)
+                log.info("AlterPartition of %s-%d by broker %d refused: %s", *key, broker_id,
+                         exc)
+                continue
+            results[key] = (0, new)
+            if new is not staged.partition(*key):
+                record = mr.partition_record(new)
+                staged = mr.apply(staged, [record], staged.version)
+                records.append(record)
+                log.info("broker %d changed the ISR of %s-%d to %s (partition epoch %d)",
+                         broker_id, *key, list(new.isr), new.partition_epoch)
+        if records:
+            self._commit(records)
+        return results
+
+    @staticmethod
+    def _plan_isr(image, broker_id, change):
+        """The new state of ``change``'s partition, or the error why not (see
+        ``alter_partition``)."""
+        where = f"{change.topic}-{change.partition}"
+        state = image.partition(change.topic, change.partition)
+        if state is None:
+            raise UnknownTopicOrPartitionError(f"partition {where} does not exist")
+        if change.leader_epoch != state.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{where}: leader epoch {change.leader_epoch} in the request, the partition "
+                f"is at {state.leader_epoch}")
+        if broker_id != state.leader:
+            raise NotLeaderForPartitionError(
+                f"{where}: broker {broker_id} asked, the leader is {state.leader}")
+        if change.partition_epoch != state.partition_epoch:
+            raise InvalidUpdateVersionError(
+                f"{where}: partition epoch {change.partition_epoch} in the request, the "
+                f"partition is at {state.partition_epoch}")
+        new_isr = tuple(change.new_isr)
+        if state.leader not in new_isr:
+            raise IneligibleReplicaError(
+                f"{where}: the new ISR {list(new_isr)} lacks the leader {state.leader}")
+        for broker in new_isr:
+            if new_isr.count(broker) > 1 or broker not in state.replicas:
+                raise IneligibleReplicaError(
+                    f"{where}: the new ISR {list(new_isr)} names broker {broker} "
+                    f"{'twice' if broker in state.replicas else 'which holds no replica'} "
+                    f"(replicas {list(state.replicas)})")
+            info = image.brokers.get(broker)
+            if broker not in state.isr and (info is None or not info.alive):
+                raise IneligibleReplicaError(
+                    f"{where}: broker {broker} cannot join the ISR: it is not alive "
+                    f"(fenced, shutting down or not registered)")
+        if new_isr == state.isr:
+            return state
+        return dataclasses.replace(state, isr=new_isr,
+                                   partition_epoch=state.partition_epoch + 1)
 
     # -- AlterConfigs, IncrementalAlterConfigs --------------------------------------------------
 
