@@ -22,7 +22,8 @@ poll the controller, apply a new image if the metadata page moved, accept connec
 serve every connection with requests (in order per connection, see ``channel``; at most
 ``REQUESTS_PER_TURN`` of each per turn, so no client waits behind another's stream), retry
 responses that found a full ring, answer parked fetches whose wait ran out, run the log
-timers, read forwarded answers, and drop connections whose client closed or died
+timers, read the controller's answers (forwarded CreateTopics, ISR changes) and send the
+ISR changes pending, and drop connections whose client closed or died
 (``Listener.reap``, which unlinks a dead client's rings).
 
 A request that cannot be served — garbage, an unknown API, a bug in a handler — drops
@@ -190,6 +191,7 @@ class Broker:
                     self._serve(listener, handler, channel)
             log_manager.tick(clock() * 1000)
             forwarder.poll()
+            handler.alter_partitions.poll()
             for conn in listener.reap():
                 channel = channels.pop(conn, None)
                 if channel is not None:

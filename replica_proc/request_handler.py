@@ -17,6 +17,7 @@ CreatePartitions          0-1                               admin_handler
 DescribeConfigs           1-3                               describe_configs_handler
 AlterConfigs              0-1                               admin_handler
 IncrementalAlterConfigs   0                                 admin_handler
+AlterPartition            2-3 (flexible)                    alter_partition_handler
 ========================  ================================  =======================
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
@@ -28,6 +29,9 @@ ApiVersions advertises exactly these. Bad input never stops the broker:
   table (this includes the group and transaction APIs, which come with later issues) —
   raises ``CloseConnection``: the broker logs it and drops that connection, as Kafka
   closes the socket; every other connection keeps being served.
+
+``alter_partitions`` is the broker's ``AlterPartitionManager``: partition leaders submit
+their ISR changes to it, and the loop polls it.
 
 ``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
 something) applies a new image to the ReplicaManager and answers parked fetches of the
@@ -43,6 +47,8 @@ from cluster.errors import InvalidRequestError, UnsupportedVersionError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.admin_handler import AdminHandler
+from replica_proc.alter_partition_handler import AlterPartitionHandler
+from replica_proc.alter_partition_manager import AlterPartitionManager
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import FetchPurgatory
 from replica_proc.describe_configs_handler import DescribeConfigsHandler
@@ -67,6 +73,8 @@ class RequestHandler:
         self.fetch = FetchHandler(replicas, self.purgatory, clock)
         self.admin = AdminHandler(broker_id, metadata, controller, forwarder,
                                   self.refresh_metadata, clock)
+        self.alter_partitions = AlterPartitionManager(broker_id, metadata, controller,
+                                                      forwarder, self.refresh_metadata, clock)
         self._handlers = {
             ApiKey.PRODUCE: ProduceHandler(replicas, self.fetch.on_append),
             ApiKey.FETCH: self.fetch,
@@ -80,6 +88,7 @@ class RequestHandler:
             ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(broker_id, config, metadata),
             ApiKey.ALTER_CONFIGS: self.admin.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
+            ApiKey.ALTER_PARTITION: AlterPartitionHandler(controller, self.refresh_metadata),
         }
 
     def refresh_metadata(self):

@@ -14,6 +14,8 @@
         meta.properties         broker.id, cluster.id, version=0
         broker.lock             flock(LOCK_EX) held while the broker runs (broker_lock.py)
         broker.json             {"pid": .., "state": "starting|serving|stopping"}, atomic
+        broker.heartbeat        the broker's last heartbeat: one int64 rewritten in place
+                                by its heartbeat thread (broker_lock.py)
         broker.log              the broker process's stdout and stderr
         supervisor.request      a start/stop/kill asked of the supervisor by
                                 ``ringlog broker`` (cluster.supervisor.requests)
@@ -61,6 +63,7 @@ CONTROLLER_LOCK = "controller.lock"
 METADATA_LOG_DIR = "__cluster_metadata-0"
 BROKER_LOCK = "broker.lock"
 BROKER_JSON = "broker.json"
+BROKER_HEARTBEAT = "broker.heartbeat"
 BROKER_LOG = "broker.log"
 
 #: broker.json states, in the order a broker goes through them.
