@@ -12,10 +12,15 @@ poll. The one that gets it becomes *active*:
    the brokers now says (below), and publishes the image on the metadata page.
 
 While active, each poll checks broker liveness: broker ``b`` is alive while some process
-holds ``D/broker-<b>/broker.lock`` (``broker_lock``) and its ``broker.json`` says
-``serving``. When that changes the controller appends ``broker`` records and, for every
-partition, ``placement.elect`` (leaders from the live ISR, ``unclean.leader.election.
-enable`` per topic, leader epoch + 1 on every leader change), then publishes.
+holds ``D/broker-<b>/broker.lock`` (``broker_lock``), its ``broker.json`` says
+``serving``, and its heartbeat (``replica_proc.heartbeat``) is at most
+``broker.session.timeout.ms`` old — a broker whose heartbeat is older is *fenced* (a
+SIGSTOPped or hung process) until its heartbeats resume; one that never wrote a heartbeat
+(a stand-in of the tests) is judged by its lock and state alone. ``poll``'s ``now`` is
+the host's monotonic clock, the heartbeats' clock. When liveness changes the controller
+appends ``broker`` records and, for every partition, ``placement.elect`` (leaders from
+the live ISR, ``unclean.leader.election.enable`` per topic, leader epoch + 1 on every
+leader change), then publishes.
 
 The broker's request handler calls, on the active controller only (others raise
 NotControllerError, which the handler turns into the NOT_CONTROLLER error code):
@@ -70,7 +75,7 @@ from cluster.errors import (
     UnknownTopicOrPartitionError,
 )
 from cluster.metadata import data_dir as dd
-from cluster.metadata.broker_lock import broker_is_alive
+from cluster.metadata.broker_lock import HeartbeatReader, broker_is_alive
 from cluster.metadata.model import BrokerInfo, PartitionState, validate_topic_name
 from replica_proc.controller import metadata_log as mr
 from replica_proc.controller.placement import assign_replicas, elect
@@ -124,6 +129,8 @@ class Controller:
         self._broker_ids = []
         self._dir_stamp = None  # mtime of the data directory when _broker_ids was read
         self._states = {}  # broker id -> (stat of broker.json, its contents)
+        self._heartbeats = HeartbeatReader(self.data_dir)
+        self._session_timeout_ns = broker_config["broker.session.timeout.ms"] * 1_000_000
         self._next_poll = float("-inf")
         self._start_index = 0
 
@@ -154,9 +161,9 @@ class Controller:
             return self.active
         self._next_poll = now + self.poll_interval
         if self.active:
-            self._check_liveness()
+            self._check_liveness(now)
         elif self._try_lock():
-            self._become_active()
+            self._become_active(now)
         return self.active
 
     def _try_lock(self):
@@ -170,7 +177,7 @@ class Controller:
             return False
         return True
 
-    def _become_active(self):
+    def _become_active(self, now):
         try:
             metadata_log = mr.MetadataLog(self.data_dir, clock=self.clock)
             image, epoch = metadata_log.replay(self.cluster_id)
@@ -184,28 +191,28 @@ class Controller:
                  "version %d: %d topics, %d brokers", self.broker_id, self.epoch,
                  image.version, len(image.topics), len(image.brokers))
         records = [mr.controller_record(self.broker_id, self.epoch)]
-        records += self._liveness_records(force=True)
+        records += self._liveness_records(now, force=True)
         self._commit(records)
 
     # -- liveness -----------------------------------------------------------------------------
 
-    def _check_liveness(self):
-        records = self._liveness_records()
+    def _check_liveness(self, now):
+        records = self._liveness_records(now)
         if records:
             self._commit(records)
 
-    def _liveness_records(self, force=False):
+    def _liveness_records(self, now, force=False):
         """Records for brokers whose liveness changed and the partitions that follow; with
         ``force``, partitions are re-elected even if no broker changed (a new controller)."""
         brokers = dict(self._image.brokers)
         records = []
         for broker_id in sorted(set(self._scan_broker_ids()) | brokers.keys()):
-            info = self._observe(broker_id, brokers.get(broker_id))
+            info, why = self._observe(broker_id, brokers.get(broker_id), now)
             if info is not None and info != brokers.get(broker_id):
                 brokers[broker_id] = info
                 records.append(mr.broker_record(info))
                 log.info("broker %d is %s (pid %d)", broker_id,
-                         "alive" if info.alive else "not alive", info.pid)
+                         "alive" if info.alive else f"not alive: {why}", info.pid)
         if records or force:
             live = {b.id for b in brokers.values() if b.alive}
             records += self._election_records(live)
@@ -221,17 +228,24 @@ class Controller:
             self._broker_ids = dd.broker_ids(self.data_dir)
         return self._broker_ids
 
-    def _observe(self, broker_id, known):
-        """BrokerInfo for what broker ``broker_id`` looks like now; None while it has never
-        been alive (the image lists a broker from its first ``serving``)."""
-        if broker_is_alive(self.data_dir, broker_id):
-            state = self._broker_state(broker_id)
-            if state.get("state") == dd.STATE_SERVING:
-                pid = state.get("pid")
-                return BrokerInfo(broker_id, pid if isinstance(pid, int) else 0, True)
+    def _observe(self, broker_id, known, now):
+        """(BrokerInfo for what broker ``broker_id`` looks like at ``now``, why it is not
+        alive); the info is None while it has never been alive (the image lists a broker
+        from its first ``serving``)."""
+        if not broker_is_alive(self.data_dir, broker_id):
+            self._heartbeats.forget(broker_id)
+            why = "its process is gone"
+        elif (state := self._broker_state(broker_id)).get("state") != dd.STATE_SERVING:
+            why = f"it is {state.get('state', 'in no known state')}"
+        elif self._heartbeats.older_than(broker_id, int(now * 1e9) - self._session_timeout_ns):
+            why = (f"fenced, no heartbeat for more than broker.session.timeout.ms "
+                   f"({self._session_timeout_ns // 1_000_000} ms)")
+        else:
+            pid = state.get("pid")
+            return BrokerInfo(broker_id, pid if isinstance(pid, int) else 0, True), None
         if known is None:
-            return None
-        return dataclasses.replace(known, alive=False)
+            return None, why
+        return dataclasses.replace(known, alive=False), why
 
     def _broker_state(self, broker_id):
         """broker.json of a broker, re-read only when the file changed."""
@@ -659,6 +673,7 @@ class Controller:
             metadata_log.close()
             log.info("broker %d resigned as controller (epoch %d)", self.broker_id,
                      self.epoch)
+        self._heartbeats.close()
         self._release_lock()
 
     def _release_lock(self):

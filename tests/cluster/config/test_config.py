@@ -439,7 +439,16 @@ BAD_BROKER_VALUES = [
     ("log.retention.minutes", "0"), ("log.cleaner.min.compaction.lag.ms", "-1"),
     ("group.max.session.timeout.ms", "-1"), ("ringlog.max.open.segment.files", "-2"),
     ("ringlog.max.partitions.per.broker", "x"),
+    ("controlled.shutdown.max.retries", "-1"), ("controlled.shutdown.retry.backoff.ms", "x"),
+    ("broker.heartbeat.interval.ms", "0"), ("broker.session.timeout.ms", "-1"),
 ]
+
+
+def test_a_heartbeat_interval_of_the_session_timeout_or_more_is_refused():
+    with pytest.raises(InvalidConfigurationError, match=r"broker.heartbeat.interval.ms \(6000\) "
+                       r"must be less than broker.session.timeout.ms \(6000\)"):
+        BrokerConfig({"broker.heartbeat.interval.ms": 6000})
+    assert BrokerConfig({})["broker.session.timeout.ms"] == 6000
 
 
 @pytest.mark.parametrize("name, raw", BAD_BROKER_VALUES)
