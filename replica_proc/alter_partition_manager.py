@@ -20,8 +20,12 @@ tell it the partition's state).
   then the callbacks. Otherwise it sends an AlterPartition request (v3, topics by id)
   through the broker's ``ControllerChannel`` to the controller the metadata names. An
   answer NOT_CONTROLLER, a connection that is lost (the controller died, resigned or moved)
-  or a controller that cannot be reached puts the changes back, to be sent again after
-  ``retry_backoff`` seconds to whichever controller the metadata names then. Sending a
+  or a controller that cannot be reached puts the changes back, to be sent again after a
+  backoff to whichever controller the metadata names then: ``retry_backoff`` seconds,
+  doubled after each failure in a row up to ``RETRY_BACKOFF_MAX`` (Kafka's
+  ``retry.backoff.ms`` and ``retry.backoff.max.ms``), so a controller broker that does
+  not accept connections (each attempt may block the loop for the channel's connect
+  timeout) is not tried at every turn. Sending a
   change again is safe: a change already applied comes back INVALID_UPDATE_VERSION or, if
   the ISR is what it asked for, succeeds with the same state.
 
@@ -45,6 +49,9 @@ log = logging.getLogger(__name__)
 RETRY_BACKOFF = 0.1
 """Seconds before changes that found no controller are sent again (Kafka's
 ``retry.backoff.ms`` default, 100)."""
+
+RETRY_BACKOFF_MAX = 1.0
+"""Longest backoff after failures in a row (Kafka's ``retry.backoff.max.ms``, 1000)."""
 
 _VERSION = protocol.SUPPORTED_VERSIONS[ApiKey.ALTER_PARTITION][1]
 _NO_BROKER_EPOCH = -1
@@ -74,6 +81,7 @@ class AlterPartitionManager:
         self._in_flight = {}  # (topic, index) -> _Pending, in the request in flight
         self._answers = []  # (response or None, changes of the request it answers)
         self._next_send = float("-inf")
+        self._failures = 0  # failed sends in a row
 
     def submit(self, topic, index, leader_epoch, partition_epoch, new_isr, callback):
         """Ask for ``new_isr`` of ``topic``-``index``; False if a change of it is already
@@ -145,7 +153,7 @@ class AlterPartitionManager:
             self._pending = {}
             self._in_flight = sent
         else:
-            self._next_send = self._clock() + self._retry_backoff
+            self._back_off()
 
     # -- answers ------------------------------------------------------------------------------
 
@@ -158,6 +166,7 @@ class AlterPartitionManager:
                      else "the broker was not the controller")
             self._requeue(sent)
             return
+        self._failures = 0
         if response.error_code != 0:
             for item in sent.values():
                 item.callback(int(response.error_code), None)
@@ -188,4 +197,9 @@ class AlterPartitionManager:
     def _requeue(self, sent):
         for key, item in sent.items():
             self._pending.setdefault(key, item)
-        self._next_send = self._clock() + self._retry_backoff
+        self._back_off()
+
+    def _back_off(self):
+        backoff = min(self._retry_backoff * 2 ** self._failures, RETRY_BACKOFF_MAX)
+        self._failures += 1
+        self._next_send = self._clock() + backoff

@@ -14,7 +14,7 @@ from cluster.metadata import data_dir as dd
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.alter_partition_handler import AlterPartitionHandler
-from replica_proc.alter_partition_manager import AlterPartitionManager
+from replica_proc.alter_partition_manager import RETRY_BACKOFF_MAX, AlterPartitionManager
 from replica_proc.controller.controller import IsrChange
 from tests.replica_proc.controller.env import Env
 
@@ -247,18 +247,25 @@ def test_not_controller_and_lost_connections_are_sent_again_after_the_backoff(re
     channel.answer(handler_controller=standby)  # NOT_CONTROLLER
     manager.poll()
     assert channel.sent == [] and done.calls == []
-    clock[0] += 0.2
+    clock[0] += RETRY_BACKOFF_MAX
     manager.poll()
     assert len(channel.sent) == 1
     channel.answer(lost=True)
     manager.poll()
     assert channel.sent == [] and done.calls == []
     channel.up = False  # no controller reachable: kept, tried again later
-    clock[0] += 0.2
+    clock[0] += RETRY_BACKOFF_MAX
     manager.poll()
     assert done.calls == [] and manager.busy
+    attempts = []
+    channel.send = lambda *args: attempts.append(args) and False
+    for _ in range(50):  # failures in a row back off up to RETRY_BACKOFF_MAX, no further
+        clock[0] += RETRY_BACKOFF_MAX / 10
+        manager.poll()
+    assert 4 <= len(attempts) <= 6
+    del channel.send
     channel.up = True
-    clock[0] += 0.2
+    clock[0] += RETRY_BACKOFF_MAX
     manager.poll()
     channel.answer()
     manager.poll()
@@ -279,7 +286,7 @@ def test_a_change_the_controller_already_applied_comes_back_stale(remote):
     channel.sent.clear()
     on_answer(None)
     manager.poll()  # put back, to be sent after the backoff
-    clock[0] += 0.2
+    clock[0] += RETRY_BACKOFF_MAX
     manager.poll()
     channel.answer()
     manager.poll()
