@@ -99,7 +99,9 @@ class AlterPartitionManager:
         return bool(self._pending or self._in_flight)
 
     def poll(self):
-        """Hand out the answers that arrived, then send what is pending (never waits)."""
+        """Hand out the answers that arrived, then send what is pending. Never waits for an
+        answer; connecting to a controller broker anew may take up to the channel's
+        connect timeout."""
         answers, self._answers = self._answers, []
         for response, sent in answers:
             self._answered(response, sent)
@@ -115,6 +117,7 @@ class AlterPartitionManager:
 
     def _local(self, controller):
         pending, self._pending = self._pending, {}
+        self._failures = 0
         results = controller.alter_partition(self.broker_id,
                                              [p.change for p in pending.values()])
         if any(code == 0 for code, _ in results.values()):
