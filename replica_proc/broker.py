@@ -6,7 +6,9 @@ source and controller). Start-up, in order:
 
 1. the cluster id from ``D/meta.properties`` (written by the first start);
 2. ``D/broker-<id>/broker.lock`` taken (another process running this broker id refuses
-   the start), meta.properties checked, broker.json ``starting`` (``cluster.metadata.broker_lock``);
+   the start), meta.properties checked, broker.json ``starting`` (``cluster.metadata.broker_lock``),
+   the heartbeat thread started (``heartbeat``: the controller fences a broker whose
+   heartbeat is older than ``broker.session.timeout.ms``);
 3. the metadata source (``open_metadata(cluster_id)``: the metadata page), the process's
    segment file cache sized (``ringlog.max.open.segment.files``), the ReplicaManager,
    this broker's Controller (``make_controller(cluster_id, source)``) and its first poll —
@@ -22,7 +24,8 @@ poll the controller, apply a new image if the metadata page moved, accept connec
 serve every connection with requests (in order per connection, see ``channel``; at most
 ``REQUESTS_PER_TURN`` of each per turn, so no client waits behind another's stream), retry
 responses that found a full ring, answer parked fetches whose wait ran out, run the log
-timers, read forwarded answers, and drop connections whose client closed or died
+timers, read the controller's answers (forwarded CreateTopics, ISR changes) and send the
+ISR changes pending, and drop connections whose client closed or died
 (``Listener.reap``, which unlinks a dead client's rings).
 
 A request that cannot be served — garbage, an unknown API, a bug in a handler — drops
@@ -30,10 +33,17 @@ that connection only, with a log line naming it; the broker keeps serving. An ex
 outside the requests (the controller cannot read its metadata log, say) ends ``run()``
 after the same orderly shutdown, and ``python -m replica_proc`` exits with status 1.
 
-Shutdown (``stop()``, from SIGTERM or SIGINT): broker.json ``stopping``, then the listener
-closed (clients see PeerClosedError), the controllership resigned, every log flushed and
-closed with its clean-shutdown marker, the metadata page unmapped, the lock released.
-A SIGKILL skips all of it; the next start recovers the logs and takes the listener over.
+Shutdown (``stop()``, from SIGTERM or SIGINT) is Kafka's controlled shutdown: broker.json
+``stopping`` at once — the controller no longer counts the broker alive and moves its
+leaderships to other in-sync replicas — while the broker keeps serving, until the metadata
+shows it leads no partition that another live in-sync replica could lead (a broker alone,
+or leading RF-1 partitions only, does not wait), for at most
+``controlled.shutdown.max.retries`` × ``controlled.shutdown.retry.backoff.ms`` (no wait
+with ``controlled.shutdown.enable=false``). Then the listener is closed (clients see
+PeerClosedError), the controllership resigned, every log flushed and closed with its
+clean-shutdown marker, the heartbeats stopped, the metadata page unmapped, the lock
+released. A SIGKILL skips all of it; the next start recovers the logs and takes the
+listener over.
 
 Owner: the thread that calls ``run()`` does everything; ``stop()`` may be called from a
 signal handler or another thread.
@@ -51,6 +61,7 @@ from cluster.metadata.broker_lock import register_broker
 from replica_proc.broker_metadata import BrokerMetadata
 from replica_proc.channel import Channel, CloseConnection
 from replica_proc.controller_channel import ControllerChannel
+from replica_proc.heartbeat import HeartbeatThread
 from replica_proc.log_manager import LogManager
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
@@ -115,6 +126,9 @@ class Broker:
         with contextlib.ExitStack() as stack:  # closes in the reverse order of opening
             registration = register_broker(self.data_dir, self.broker_id, cluster_id)
             stack.callback(registration.close)
+            heartbeat = HeartbeatThread(registration,
+                                        self.config["broker.heartbeat.interval.ms"] / 1000)
+            stack.callback(heartbeat.start().close)
             log.info("broker %d of cluster %s starting (pid registered in %s)",
                      self.broker_id, cluster_id, registration.path)
             source = self._open_metadata(cluster_id)
@@ -146,7 +160,8 @@ class Broker:
             log.info("broker %d serving: %d partition(s), listener %s", self.broker_id,
                      len(replicas), listener.name)
             try:
-                self._loop(listener, handler, log_manager, controller, forwarder)
+                self._loop(listener, handler, log_manager, controller, forwarder,
+                           registration)
             finally:
                 registration.set_state(dd.STATE_STOPPING)
                 log.info("broker %d stopping", self.broker_id)
@@ -155,12 +170,18 @@ class Broker:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _loop(self, listener, handler, log_manager, controller, forwarder):
+    def _loop(self, listener, handler, log_manager, controller, forwarder, registration):
         clock = self._clock
         channels = self._channels
         fetch = handler.fetch
-        while not self._stopping:
+        shutdown_deadline = None
+        while True:
             now = clock()
+            if self._stopping:
+                if shutdown_deadline is None:
+                    shutdown_deadline = self._begin_shutdown(registration, now)
+                if self._may_close(handler.metadata.image, now, shutdown_deadline):
+                    return
             timeout = min(POLL_INTERVAL, log_manager.next_due() / 1000 - now)
             deadline = fetch.next_deadline()
             if deadline is not None:
@@ -190,10 +211,45 @@ class Broker:
                     self._serve(listener, handler, channel)
             log_manager.tick(clock() * 1000)
             forwarder.poll()
+            handler.alter_partitions.poll()
             for conn in listener.reap():
                 channel = channels.pop(conn, None)
                 if channel is not None:
                     fetch.cancel(channel)
+
+    # -- controlled shutdown ----------------------------------------------------------------
+
+    def _begin_shutdown(self, registration, now):
+        """Say ``stopping`` (the controller moves this broker's leaderships away); the
+        deadline of the wait for that."""
+        registration.set_state(dd.STATE_STOPPING)
+        wait = (self.config["controlled.shutdown.max.retries"]
+                * self.config["controlled.shutdown.retry.backoff.ms"] / 1000)
+        if self.config["controlled.shutdown.enable"]:
+            log.info("broker %d stopping: waiting up to %.1f s for its leaderships to move",
+                     self.broker_id, wait)
+        return now + wait
+
+    def _may_close(self, image, now, deadline):
+        """Whether the controlled shutdown is over: this broker leads no partition that
+        another live in-sync replica could lead, or the deadline passed."""
+        if not self.config["controlled.shutdown.enable"]:
+            return True
+        waiting = [state for state in image.partitions_led_by(self.broker_id)
+                   if any(b != self.broker_id and b in state.isr
+                          and getattr(image.brokers.get(b), "alive", False)
+                          for b in state.replicas)]
+        if not waiting:
+            log.info("broker %d leads no partition another replica could lead; closing",
+                     self.broker_id)
+            return True
+        if now >= deadline:
+            log.warning("broker %d closing while it still leads %d partition(s) other "
+                        "replicas could lead (controlled shutdown timed out): %s",
+                        self.broker_id, len(waiting),
+                        [f"{s.topic}-{s.partition}" for s in waiting[:10]])
+            return True
+        return False
 
     def _serve(self, listener, handler, channel):
         """Handle up to ``REQUESTS_PER_TURN`` of the channel's requests (fewer if it runs out

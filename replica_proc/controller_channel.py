@@ -1,14 +1,23 @@
-"""CreateTopics forwarded to the controller broker, for auto-created topics.
+"""The broker's connection to the controller broker: requests a broker sends the controller.
 
-A Metadata request may ask a broker that is not the active controller to create topics;
-as Kafka does, the broker forwards a CreateTopics request to the controller and answers
-the client at once (LEADER_NOT_AVAILABLE; the client asks again). This is the broker's
-client connection to the controller broker for that: ``create_topics`` sends without
-waiting (a name is sent at most once per ``retry_interval`` seconds, so a client polling
-Metadata does not flood the controller), ``poll`` reads whatever answers arrived and logs
-the failures (TOPIC_ALREADY_EXISTS is the usual race and not logged). A controller broker
-that died or closed is dropped; the next send connects again, to whichever broker the
-metadata names then.
+Two parts of a broker talk to the active controller when it is another broker: auto-creation
+(a Metadata request naming a missing topic is forwarded as a CreateTopics request, as
+Kafka forwards it) and the leader's ISR changes (AlterPartition, ``alter_partition_manager``).
+Both send through the one ``ControllerChannel`` of the broker:
+
+- ``send(controller_id, request, on_answer)`` sends a kio request to broker
+  ``controller_id`` without waiting (connecting first, or again if the controller moved);
+  False when it could not be sent now (no such broker listening, the ring full): the caller
+  tries again later;
+- ``poll()`` (from the broker loop) reads the answers that arrived and calls each request's
+  ``on_answer(response)``; when the connection is lost (the controller broker died or
+  closed, the controller moved, an answer that does not decode) every request in flight
+  gets ``on_answer(None)``: it may or may not have been applied, and the caller decides
+  whether to send it again.
+
+``create_topics(controller_id, names, now)`` is auto-creation's use: a name is sent at most
+once per ``retry_interval`` seconds, so a client polling Metadata does not flood the
+controller; failures other than TOPIC_ALREADY_EXISTS (the usual race) are logged.
 
 Owner: the broker's loop thread. The connection's rings are this process's (it unlinks
 them in ``close`` or when the controller broker goes away).
@@ -35,7 +44,7 @@ RETRY_INTERVAL = 1.0
 """Seconds before the same topic name is forwarded again."""
 
 REQUEST_TIMEOUT = datetime.timedelta(seconds=30)
-_VERSION = protocol.SUPPORTED_VERSIONS[ApiKey.CREATE_TOPICS][1]
+_CREATE_TOPICS_VERSION = protocol.SUPPORTED_VERSIONS[ApiKey.CREATE_TOPICS][1]
 
 
 class ControllerChannel:
@@ -50,8 +59,94 @@ class ControllerChannel:
         self._conn = None
         self._controller_id = None
         self._correlation_id = 0
-        self._in_flight = {}  # correlation id -> topic names
+        self._in_flight = {}  # correlation id -> (api key, version, on_answer)
         self._sent = {}  # topic name -> when it was last forwarded
+
+    @property
+    def controller_id(self):
+        """The broker the connection is to, or None while there is none."""
+        return self._controller_id if self._conn is not None else None
+
+    # -- any request ----------------------------------------------------------------------------
+
+    def send(self, controller_id, request, on_answer):
+        """Send ``request`` (a kio request) to broker ``controller_id``; True if sent, and
+        ``poll()`` calls ``on_answer(response or None)`` once. Never waits for the answer."""
+        if controller_id < 0 or controller_id == self.broker_id:
+            return False
+        conn = self._connection(controller_id)
+        if conn is None:
+            return False
+        self._correlation_id = self._correlation_id % 0x7FFFFFFF + 1
+        frame = protocol.encode_request(request, self._correlation_id,
+                                        f"broker-{self.broker_id}")
+        try:
+            sent = conn.send(frame, timeout=0)
+        except (PeerDiedError, PeerClosedError) as exc:
+            self._drop(exc)
+            return False
+        if sent:
+            self._in_flight[self._correlation_id] = (
+                request.__api_key__, request.__version__, on_answer)
+        return sent
+
+    def _connection(self, controller_id):
+        if self._conn is not None and self._controller_id != controller_id:
+            self._drop(f"the controller moved to broker {controller_id}")
+        if self._conn is None:
+            try:
+                self._conn = self._connect(self.cluster_id, controller_id,
+                                           timeout=CONNECT_TIMEOUT, capacity=CAPACITY)
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("cannot reach controller %d: %s", controller_id, exc)
+                return None
+            self._controller_id = controller_id
+        return self._conn
+
+    def poll(self):
+        """Read the answers that arrived and hand them out (never waits)."""
+        conn = self._conn
+        if conn is None or not self._in_flight:
+            return
+        try:
+            while (frame := conn.recv(timeout=0)) is not None:
+                try:
+                    correlation_id = protocol.response_correlation_id(frame)
+                    entry = self._in_flight.pop(correlation_id, None)
+                    if entry is None:
+                        raise KafkaProtocolError(
+                            f"an answer with correlation id {correlation_id}, which no "
+                            f"request in flight has")
+                    api_key, version, on_answer = entry
+                    _, response = protocol.decode_response(frame, api_key, version)
+                finally:
+                    del frame
+                    conn.release()
+                on_answer(response)
+        except (PeerDiedError, PeerClosedError, KafkaProtocolError) as exc:
+            self._drop(exc)
+
+    def _drop(self, reason):
+        log.info("dropping the connection to controller %s: %s", self._controller_id, reason)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+        self._fail_in_flight()
+
+    def _fail_in_flight(self):
+        in_flight, self._in_flight = self._in_flight, {}
+        for _, _, on_answer in in_flight.values():
+            on_answer(None)
+
+    def close(self):
+        """Close the connection (unlinking its rings); safe to call twice. Requests in
+        flight are not answered."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._in_flight.clear()
+
+    # -- auto-creation --------------------------------------------------------------------------
 
     def create_topics(self, controller_id, names, now):
         """Forward a CreateTopics of ``names`` (broker defaults for partitions and
@@ -59,77 +154,24 @@ class ControllerChannel:
         retry = self._retry_interval
         self._sent = {n: when for n, when in self._sent.items() if now - when < retry}
         names = [n for n in names if n not in self._sent]
-        if not names or controller_id < 0 or controller_id == self.broker_id:
+        if not names:
             return
-        conn = self._connection(controller_id)
-        if conn is None:
-            return
-        classes = protocol.request_module(ApiKey.CREATE_TOPICS, _VERSION)
+        classes = protocol.request_module(ApiKey.CREATE_TOPICS, _CREATE_TOPICS_VERSION)
         request = classes.CreateTopicsRequest(
             topics=tuple(classes.CreatableTopic(name=n, num_partitions=-1,
                                                 replication_factor=-1, assignments=(),
                                                 configs=()) for n in names),
             timeout=REQUEST_TIMEOUT, validate_only=False)
-        self._correlation_id += 1
-        frame = protocol.encode_request(request, self._correlation_id,
-                                        f"broker-{self.broker_id}")
-        try:
-            sent = conn.send(frame, timeout=0)
-        except (PeerDiedError, PeerClosedError) as exc:
-            self._drop(exc)
-            return
-        if sent:
-            self._in_flight[self._correlation_id] = names
+        if self.send(controller_id, request, self._created):
             for name in names:
                 self._sent[name] = now
             log.info("asked controller %d to create %s", controller_id, names)
 
-    def _connection(self, controller_id):
-        if self._conn is not None and self._controller_id != controller_id:
-            self._drop("the controller moved")
-        if self._conn is None:
-            try:
-                self._conn = self._connect(self.cluster_id, controller_id,
-                                           timeout=CONNECT_TIMEOUT, capacity=CAPACITY)
-            except (ConnectionError, TimeoutError) as exc:
-                log.warning("cannot reach controller %d to create topics: %s", controller_id,
-                            exc)
-                return None
-            self._controller_id = controller_id
-        return self._conn
-
-    def poll(self):
-        """Read the answers that arrived (never waits)."""
-        conn = self._conn
-        if conn is None or not self._in_flight:
-            return
-        try:
-            while (frame := conn.recv(timeout=0)) is not None:
-                try:
-                    correlation_id, response = protocol.decode_response(
-                        frame, ApiKey.CREATE_TOPICS, _VERSION)
-                finally:
-                    del frame
-                    conn.release()
-                self._in_flight.pop(correlation_id, None)
-                for result in response.topics:
-                    if result.error_code not in (0, TopicAlreadyExistsError.errno):
-                        log.warning("controller %d did not create topic %r: %s (%s)",
-                                    self._controller_id, result.name, result.error_code.name,
-                                    result.error_message)
-        except (PeerDiedError, PeerClosedError, KafkaProtocolError) as exc:
-            self._drop(exc)
-
-    def _drop(self, reason):
-        log.info("dropping the connection to controller %s: %s", self._controller_id, reason)
-        self._in_flight.clear()
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-    def close(self):
-        """Close the connection (unlinking its rings); safe to call twice."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        self._in_flight.clear()
+    def _created(self, response):
+        if response is None:
+            return  # the connection was lost; the next Metadata request forwards again
+        for result in response.topics:
+            if result.error_code not in (0, TopicAlreadyExistsError.errno):
+                log.warning("controller %d did not create topic %r: %s (%s)",
+                            self._controller_id, result.name, result.error_code.name,
+                            result.error_message)

@@ -18,6 +18,7 @@ DescribeConfigs           1-3                               describe_configs_han
 AlterConfigs              0-1                               admin_handler
 IncrementalAlterConfigs   0                                 admin_handler
 ElectLeaders              0-1                               admin_handler
+AlterPartition            2-3 (flexible)                    alter_partition_handler
 ========================  ================================  =======================
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
@@ -29,6 +30,9 @@ ApiVersions advertises exactly these. Bad input never stops the broker:
   table (this includes the group and transaction APIs, which come with later issues) —
   raises ``CloseConnection``: the broker logs it and drops that connection, as Kafka
   closes the socket; every other connection keeps being served.
+
+``alter_partitions`` is the broker's ``AlterPartitionManager``: partition leaders submit
+their ISR changes to it, and the loop polls it.
 
 ``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
 something) applies a new image to the ReplicaManager and answers parked fetches of the
@@ -44,6 +48,8 @@ from cluster.errors import InvalidRequestError, UnsupportedVersionError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.admin_handler import AdminHandler
+from replica_proc.alter_partition_handler import AlterPartitionHandler
+from replica_proc.alter_partition_manager import AlterPartitionManager
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import FetchPurgatory
 from replica_proc.describe_configs_handler import DescribeConfigsHandler
@@ -68,6 +74,8 @@ class RequestHandler:
         self.fetch = FetchHandler(replicas, self.purgatory, clock)
         self.admin = AdminHandler(broker_id, metadata, controller, forwarder,
                                   self.refresh_metadata, clock)
+        self.alter_partitions = AlterPartitionManager(broker_id, metadata, controller,
+                                                      forwarder, self.refresh_metadata, clock)
         self._handlers = {
             ApiKey.PRODUCE: ProduceHandler(replicas, self.fetch.on_append),
             ApiKey.FETCH: self.fetch,
@@ -82,6 +90,7 @@ class RequestHandler:
             ApiKey.ALTER_CONFIGS: self.admin.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
             ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
+            ApiKey.ALTER_PARTITION: AlterPartitionHandler(controller, self.refresh_metadata),
         }
 
     def refresh_metadata(self):

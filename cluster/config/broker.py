@@ -18,6 +18,12 @@ Differences from Kafka:
   ``replica.fetch.wait.max.ms``, ``group.*.ms`` have no lower bound in Kafka; here they
   must be at least -1 (an id; -1: not assigned yet), 1 (a factor) or 0 (a time).
 
+``broker.heartbeat.interval.ms`` (500) and ``broker.session.timeout.ms`` (6000) are
+Kafka's keys with defaults for brokers sharing one host (``replica_proc.heartbeat`` says
+why); ``controlled.shutdown.max.retries`` (3) and ``controlled.shutdown.retry.backoff.ms``
+(5000) bound how long a stopping broker waits for its leaderships to move
+(``replica_proc.broker``).
+
 Topic-level configuration. Each topic config has broker synonyms (Kafka's
 ``ServerTopicConfigSynonyms``): ``log.segment.bytes`` is the default of ``segment.bytes``,
 ``message.max.bytes`` of ``max.message.bytes``, and ``segment.ms`` comes from
@@ -163,6 +169,10 @@ BROKER_KEYS = keys(
     Key("group.min.session.timeout.ms", _int_ms, 6000),
     Key("group.max.session.timeout.ms", _int_ms, 1800000),
     Key("controlled.shutdown.enable", Bool(), True),
+    Key("controlled.shutdown.max.retries", Int(0, INT_MAX), 3),
+    Key("controlled.shutdown.retry.backoff.ms", _ms, 5000),
+    Key("broker.heartbeat.interval.ms", Int(1, INT_MAX), 500),
+    Key("broker.session.timeout.ms", Int(1, INT_MAX), 6000),
     Key("ringlog.ring.bytes", _ring_bytes, 4 * 1024 * 1024),
     Key(*SPIN_ITERATIONS),
     Key(*PARK_TIMEOUT_MS),
@@ -322,6 +332,12 @@ def _check_broker(values):
         raise InvalidConfigurationError(
             f"replica.fetch.wait.max.ms ({wait}) must be at most replica.lag.time.max.ms "
             f"({lag}), to prevent frequent changes in ISR")
+    beat, session = values["broker.heartbeat.interval.ms"], values["broker.session.timeout.ms"]
+    if beat >= session:
+        raise InvalidConfigurationError(
+            f"broker.heartbeat.interval.ms ({beat}) must be less than "
+            f"broker.session.timeout.ms ({session}): a broker would be fenced between two "
+            f"heartbeats")
     if values["ringlog.max.open.segment.files"] == 0:
         raise InvalidConfigurationError(
             "ringlog.max.open.segment.files (0) must be -1 (derived from RLIMIT_NOFILE) or at "

@@ -14,6 +14,8 @@
         meta.properties         broker.id, cluster.id, version=0
         broker.lock             flock(LOCK_EX) held while the broker runs (broker_lock.py)
         broker.json             {"pid": .., "state": "starting|serving|stopping"}, atomic
+        broker.heartbeat        the broker's last heartbeat: one int64 rewritten in place
+                                by its heartbeat thread (broker_lock.py)
         broker.log              the broker process's stdout and stderr
         supervisor.request      a start/stop/kill asked of the supervisor by
                                 ``ringlog broker`` (cluster.supervisor.requests)
@@ -61,6 +63,7 @@ CONTROLLER_LOCK = "controller.lock"
 METADATA_LOG_DIR = "__cluster_metadata-0"
 BROKER_LOCK = "broker.lock"
 BROKER_JSON = "broker.json"
+BROKER_HEARTBEAT = "broker.heartbeat"
 BROKER_LOG = "broker.log"
 
 #: broker.json states, in the order a broker goes through them.
@@ -207,6 +210,21 @@ def new_uuid():
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         if not text.startswith("-"):
             return text
+
+
+def uuid_of(text):
+    """The ``uuid.UUID`` of an id ``new_uuid`` made (as Kafka's wire format carries topic
+    ids), or None if ``text`` is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except (ValueError, TypeError):
+        return None
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else None
+
+
+def text_of(value):
+    """The text form (``new_uuid``'s) of a ``uuid.UUID``."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
 
 
 # -- atomic small files ------------------------------------------------------------------------

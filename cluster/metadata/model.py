@@ -49,7 +49,12 @@ class BrokerInfo:
 
 @dataclasses.dataclass(frozen=True)
 class PartitionState:
-    """Leadership of one partition. ``leader`` is NO_LEADER while the partition is offline."""
+    """Leadership of one partition. ``leader`` is NO_LEADER while the partition is offline.
+
+    ``partition_epoch`` is Kafka's partitionEpoch: 0 for a new partition, one more on every
+    change of its leader, ISR or replicas; an AlterPartition naming an older one is stale
+    (INVALID_UPDATE_VERSION), which fences ISR updates from a leader that missed a change.
+    """
 
     topic: str
     partition: int
@@ -57,6 +62,7 @@ class PartitionState:
     leader_epoch: int
     replicas: tuple
     isr: tuple
+    partition_epoch: int = 0
 
     @property
     def online(self):
@@ -138,8 +144,8 @@ class MetadataImage:
             "brokers": [[b.id, b.pid, b.alive] for b in self.brokers.values()],
             "topics": [
                 [t.name, t.topic_id, t.configs, t.internal,
-                 [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr)]
-                  for p in t.partitions]]
+                 [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr),
+                   p.partition_epoch] for p in t.partitions]]
                 for t in self.topics.values()],
             "deleted_topic_ids": sorted(self.deleted_topic_ids),
             "broker_configs": self.broker_configs,
@@ -153,8 +159,10 @@ class MetadataImage:
         for name, topic_id, configs, internal, partitions in raw["topics"]:
             topics[name] = TopicInfo(
                 name, topic_id,
-                tuple(PartitionState(name, n, leader, epoch, tuple(replicas), tuple(isr))
-                      for n, (leader, epoch, replicas, isr) in enumerate(partitions)),
+                tuple(PartitionState(name, n, leader, epoch, tuple(replicas), tuple(isr),
+                                     partition_epoch)
+                      for n, (leader, epoch, replicas, isr, partition_epoch)
+                      in enumerate(partitions)),
                 configs, internal)
         return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics,
                    frozenset(raw["deleted_topic_ids"]), raw.get("broker_configs", {}))

@@ -1,4 +1,4 @@
-"""Binary layout of the Kafka protocol frames on the rings (non-flexible versions only).
+"""Binary layout of the Kafka protocol frames on the rings.
 
 Every field is big-endian. A frame is a size prefix followed by a header and a body; the
 size counts the bytes after the size field itself, so a frame occupies
@@ -17,6 +17,17 @@ header v0 — the headers of every non-flexible API version::
     +---------------+---------------+
     | body ...                      | @14 + client_id length
     +-------------------------------+
+
+An API with no non-flexible version (AlterPartition) travels at a flexible version: request
+header v2 is v1 followed by a tagged-field section, response header v1 is v0 followed by
+one; a tagged-field section is an unsigned varint count and that many fields, and ringlog
+writes none (one byte, 0)::
+
+    request header v2: ... | client_id ... | tagged fields (0x00) | body ...
+    response header v1: size | correlation_id | tagged fields (0x00) | body ...
+
+The bodies of flexible versions use compact strings and arrays and end each struct with
+its own tagged fields; kio encodes and decodes them.
 
 Body primitives (Kafka's names): STRING = int16 length + UTF-8 bytes; NULLABLE_STRING the
 same with length -1 for null; NULLABLE_BYTES / RECORDS = int32 length + bytes, -1 for null;
@@ -86,6 +97,11 @@ MIN_REQUEST_FRAME_LENGTH = CLIENT_ID_OFFSET
 # Response header v0.
 RESPONSE_CORRELATION_ID_OFFSET = SIZE_OFFSET + SIZE_PREFIX_LENGTH
 RESPONSE_BODY_OFFSET = RESPONSE_CORRELATION_ID_OFFSET + 4
+
+# Request header v2 / response header v1: the empty tagged-field section ringlog writes
+# after the v1 / v0 header (an unsigned varint count of 0).
+NO_TAGGED_FIELDS = 0
+EMPTY_TAGGED_FIELDS_LENGTH = 1
 MIN_RESPONSE_FRAME_LENGTH = RESPONSE_BODY_OFFSET
 
 #: Bytes a frame needs around one batch: the Kafka request or response header, a client id

@@ -1,7 +1,11 @@
 """Kafka protocol frames on the rings: the supported APIs and versions, and their codec.
 
 The rings carry real Kafka frames at non-flexible versions (layout: ``frame_descriptor``),
-so a TCP gateway can shuttle frames between Kafka clients and the rings unchanged. Request
+so a TCP gateway can shuttle frames between Kafka clients and the rings unchanged. An API
+that has no non-flexible version (AlterPartition, KIP-497) is carried at its flexible
+versions instead, with request header v2 and response header v1: the v1 / v0 headers
+followed by an empty tagged-field section (``FLEXIBLE_ONLY``). Every other API keeps its
+non-flexible versions only. Request
 and response bodies are kio's dataclasses (``kio.schema.<api>.v<N>``; ``request_module`` /
 ``response_module`` give the module holding a version's nested classes); the header is
 written and parsed here. Record batches travel as opaque bytes, never parsed: the
@@ -80,6 +84,7 @@ class ApiKey(enum.IntEnum):
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION = 56
 
 
 class ElectionType(enum.IntEnum):
@@ -91,8 +96,9 @@ class ElectionType(enum.IntEnum):
 
 
 #: api_key -> (min version, max version): what a broker advertises in ApiVersions. Every
-#: version in range is non-flexible (request header v1, response header v0) and present in
-#: kio; the lowest are those Kafka 4.0 still accepts (KIP-896).
+#: version in range is present in kio and non-flexible (request header v1, response header
+#: v0), except for the APIs of ``FLEXIBLE_ONLY``; the lowest are those Kafka 4.0 still
+#: accepts (KIP-896).
 SUPPORTED_VERSIONS = {
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 11),
@@ -115,7 +121,13 @@ SUPPORTED_VERSIONS = {
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.ELECT_LEADERS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.ALTER_PARTITION: (2, 3),
 }
+
+#: The APIs without a non-flexible version, carried at flexible versions (request header
+#: v2, response header v1). AlterPartition v2 (topic ids) and v3 (KIP-903's broker epochs
+#: per ISR member) are the versions kio has.
+FLEXIBLE_ONLY = frozenset({ApiKey.ALTER_PARTITION})
 
 
 class _Codec(NamedTuple):
@@ -126,6 +138,7 @@ class _Codec(NamedTuple):
     write_into: object  # (view, position, body) -> end; None: use kio_write
     kio_write: object  # (writable, body) -> None
     kio_read: object  # (buffer, offset) -> (body, bytes consumed)
+    tagged: int  # bytes of the headers' empty tagged-field section: 1 if flexible, else 0
 
 
 #: The hand encoders, by (kind, api_key): (size, write_into).
@@ -159,7 +172,8 @@ def _codec(kind, api_key, api_version):
     _check_supported(api_key, api_version)
     cls = _LOADERS[kind](api_key, api_version)
     size, write_into = _HAND_ENCODERS.get((kind, api_key), (None, None))
-    codec = _Codec(cls, size, write_into, entity_writer(cls), entity_reader(cls))
+    codec = _Codec(cls, size, write_into, entity_writer(cls), entity_reader(cls),
+                   d.EMPTY_TAGGED_FIELDS_LENGTH if cls.__flexible__ else 0)
     return _CODECS.setdefault((kind, api_key, api_version), codec)
 
 
@@ -280,7 +294,8 @@ def _check_room(buf, position, size):
 def request_frame_size(request, client_id):
     """Bytes the frame of ``request`` occupies, size prefix included."""
     codec = _codec_of("request", request)
-    return d.CLIENT_ID_OFFSET + len(_client_id_bytes(client_id)) + _body_size(codec, request)
+    return (d.CLIENT_ID_OFFSET + len(_client_id_bytes(client_id)) + codec.tagged
+            + _body_size(codec, request))
 
 
 def encode_request_into(buf, position, request, correlation_id, client_id):
@@ -289,11 +304,13 @@ def encode_request_into(buf, position, request, correlation_id, client_id):
     this raises, the bytes there are undefined (do not commit the slot)."""
     codec = _codec_of("request", request)
     client = _client_id_bytes(client_id)
-    size = d.CLIENT_ID_OFFSET + len(client) + _body_size(codec, request)
+    header_size = d.CLIENT_ID_OFFSET + len(client) + codec.tagged
+    size = header_size + _body_size(codec, request)
     _check_room(buf, position, size)
     with memoryview(buf) as view:
-        _write_request_header(view, position, size, request, correlation_id, client_id, client)
-        end = _write_body(codec, view, position + d.CLIENT_ID_OFFSET + len(client), request)
+        _write_request_header(view, position, size, request, correlation_id, client_id, client,
+                              codec.tagged)
+        end = _write_body(codec, view, position + header_size, request)
     assert end == position + size, (end, position, size)
     return end
 
@@ -302,7 +319,7 @@ def encode_request(request, correlation_id, client_id):
     """The frame of ``request`` (a kio request object) as a ``bytearray``."""
     codec = _codec_of("request", request)
     client = _client_id_bytes(client_id)
-    header_size = d.CLIENT_ID_OFFSET + len(client)
+    header_size = d.CLIENT_ID_OFFSET + len(client) + codec.tagged
     body = _kio_body(codec, request) if codec.write_into is None else None
     frame = bytearray(header_size + (len(body) if body is not None
                                      else _body_size(codec, request)))
@@ -311,11 +328,14 @@ def encode_request(request, correlation_id, client_id):
             view[header_size:] = body
         else:
             _write_body(codec, view, header_size, request)
-        _write_request_header(view, 0, len(frame), request, correlation_id, client_id, client)
+        _write_request_header(view, 0, len(frame), request, correlation_id, client_id, client,
+                              codec.tagged)
     return frame
 
 
-def _write_request_header(buf, position, size, request, correlation_id, client_id, client):
+def _write_request_header(buf, position, size, request, correlation_id, client_id, client,
+                          tagged):
+    """Request header v1, or v2 with ``tagged`` (1) bytes of empty tagged fields."""
     try:
         d.REQUEST_PREFIX.pack_into(
             buf, position, size - d.SIZE_PREFIX_LENGTH, request.__api_key__,
@@ -325,16 +345,24 @@ def _write_request_header(buf, position, size, request, correlation_id, client_i
         raise IllegalArgumentError(f"correlation_id {correlation_id!r}: {exc}") from exc
     start = position + d.CLIENT_ID_OFFSET
     buf[start:start + len(client)] = client
+    if tagged:
+        buf[start + len(client)] = d.NO_TAGGED_FIELDS
 
 
 def encode_response(response, correlation_id):
     """The frame of ``response`` (a kio response object) as a ``bytearray``; the body is
-    kio's (the broker writes its Fetch responses in place: ``fetch_response``)."""
-    body = _kio_body(_codec_of("response", response), response)
-    frame = bytearray(d.RESPONSE_BODY_OFFSET + len(body))
+    kio's (the broker writes its Fetch responses in place: ``fetch_response``). Response
+    header v1 (an empty tagged-field section after the correlation id) for a flexible
+    response, else v0."""
+    codec = _codec_of("response", response)
+    body = _kio_body(codec, response)
+    start = d.RESPONSE_BODY_OFFSET + codec.tagged
+    frame = bytearray(start + len(body))
     with memoryview(frame) as view:
-        view[d.RESPONSE_BODY_OFFSET:] = body
+        view[start:] = body
         _write_response_header(view, 0, len(frame), correlation_id)
+    if codec.tagged:
+        frame[d.RESPONSE_BODY_OFFSET] = d.NO_TAGGED_FIELDS
     return frame
 
 
@@ -348,8 +376,9 @@ def _write_response_header(buf, position, size, correlation_id):
 # -- decoding ---------------------------------------------------------------------------------
 
 #: What kio's reader raises on bytes that do not parse (ValueError: an unknown error code
-#: or enum value); the fuzz test holds it to that.
-_MALFORMED = (SerialError, ValueError)
+#: or enum value; KeyError: a tag a flexible body does not define); the fuzz test holds it
+#: to that.
+_MALFORMED = (SerialError, ValueError, KeyError)
 
 
 def _frame_view(frame, minimum, error):
@@ -377,10 +406,38 @@ def _read_body(codec, view, position):
 _read_request_header = entity_reader(RequestHeader)
 
 
+def _read_uvarint(view, position):
+    """(value, end) of the unsigned varint at ``position``."""
+    value = shift = 0
+    while True:
+        if position >= len(view) or shift > 28:
+            raise ValueError(f"unsigned varint at position {position} does not end")
+        byte = view[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+
+
+def _skip_tagged_fields(view, position):
+    """The end of the tagged-field section at ``position``; the fields (none is defined
+    for the headers) are ignored, as Kafka ignores tags it does not know."""
+    count, position = _read_uvarint(view, position)
+    for _ in range(count):
+        _, position = _read_uvarint(view, position)
+        size, position = _read_uvarint(view, position)
+        position += size
+    if position > len(view):
+        raise ValueError(f"tagged fields run {position - len(view)} bytes past the frame")
+    return position
+
+
 def decode_request(frame):
     """``(RequestHeader, request)`` from ``frame``: one whole request frame (bytes-like,
     size prefix included, nothing after it). The header is kio's ``RequestHeader`` v1
-    (``request_api_key``, ``request_api_version``, ``correlation_id``, ``client_id``)."""
+    (``request_api_key``, ``request_api_version``, ``correlation_id``, ``client_id``), for
+    a flexible request too (its v2 header's tagged fields are read past: none is defined)."""
     view = _frame_view(frame, d.MIN_REQUEST_FRAME_LENGTH, InvalidRequestError)
     try:
         header, header_size = _read_request_header(view, d.SIZE_PREFIX_LENGTH)
@@ -393,7 +450,10 @@ def decode_request(frame):
         exc.header = header
         raise
     try:
-        request = _read_body(codec, view, d.SIZE_PREFIX_LENGTH + header_size)
+        start = d.SIZE_PREFIX_LENGTH + header_size
+        if codec.tagged:
+            start = _skip_tagged_fields(view, start)
+        request = _read_body(codec, view, start)
     except _MALFORMED as exc:
         error = InvalidRequestError(
             f"{ApiKey(api_key).name} v{api_version} request (correlation_id "
@@ -417,7 +477,10 @@ def decode_response(frame, api_key, api_version):
     view = _frame_view(frame, d.MIN_RESPONSE_FRAME_LENGTH, KafkaProtocolError)
     (correlation_id,) = d.INT32.unpack_from(view, d.RESPONSE_CORRELATION_ID_OFFSET)
     try:
-        response = _read_body(codec, view, d.RESPONSE_BODY_OFFSET)
+        start = d.RESPONSE_BODY_OFFSET
+        if codec.tagged:
+            start = _skip_tagged_fields(view, start)
+        response = _read_body(codec, view, start)
     except _MALFORMED as exc:
         raise KafkaProtocolError(
             f"{ApiKey(api_key).name} v{api_version} response (correlation_id "

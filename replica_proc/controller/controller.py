@@ -12,10 +12,15 @@ poll. The one that gets it becomes *active*:
    the brokers now says (below), and publishes the image on the metadata page.
 
 While active, each poll checks broker liveness: broker ``b`` is alive while some process
-holds ``D/broker-<b>/broker.lock`` (``broker_lock``) and its ``broker.json`` says
-``serving``. When that changes the controller appends ``broker`` records and, for every
-partition, ``placement.elect`` (leaders from the live ISR, ``unclean.leader.election.
-enable`` per topic, leader epoch + 1 on every leader change), then publishes.
+holds ``D/broker-<b>/broker.lock`` (``broker_lock``), its ``broker.json`` says
+``serving``, and its heartbeat (``replica_proc.heartbeat``) is at most
+``broker.session.timeout.ms`` old — a broker whose heartbeat is older is *fenced* (a
+SIGSTOPped or hung process) until its heartbeats resume; one that never wrote a heartbeat
+(a stand-in of the tests) is judged by its lock and state alone. ``poll``'s ``now`` is
+the host's monotonic clock, the heartbeats' clock. When liveness changes the controller
+appends ``broker`` records and, for every partition, ``placement.elect`` (leaders from
+the live ISR, ``unclean.leader.election.enable`` per topic, leader epoch + 1 on every
+leader change), then publishes.
 
 The broker's request handler calls, on the active controller only (others raise
 NotControllerError, which the handler turns into the NOT_CONTROLLER error code):
@@ -31,9 +36,13 @@ NotControllerError, which the handler turns into the NOT_CONTROLLER error code):
   keyed by ``(topic, partition)``,
 
 each returning ``{topic: (error_code, error_message)}`` — ``(0, None)`` on success, else
-Kafka's code and a message naming the bad value — as the responses carry them. All
-accepted changes of one call go to the log as one batch, fsynced, before the new image is
-published: once a caller has a success, the change survives a crash of any process.
+Kafka's code and a message naming the bad value — as the responses carry them; and
+
+- ``alter_partition(broker_id, changes)`` (AlterPartition, KIP-497: a leader's ISR
+  change), returning ``{(topic, partition): (error_code, PartitionState or None)}``.
+
+All accepted changes of one call go to the log as one batch, fsynced, before the new image
+is published: once a caller has a success, the change survives a crash of any process.
 
 Leader rebalance (``auto.leader.rebalance.enable``): every ``leader.imbalance.check.
 interval.seconds`` of the poll's clock, the active controller runs a preferred-replica
@@ -52,19 +61,24 @@ import functools
 import logging
 import os
 import time
+from typing import NamedTuple
 
 from cluster.config import dynamic
 from cluster.errors import (
     BrokerResponseError,
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
     InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicationAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
+    InvalidUpdateVersionError,
     NotControllerError,
+    NotLeaderForPartitionError,
     PolicyViolationError,
     PreferredLeaderNotAvailableError,
     TopicAlreadyExistsError,
@@ -72,7 +86,7 @@ from cluster.errors import (
     UnknownTopicOrPartitionError,
 )
 from cluster.metadata import data_dir as dd
-from cluster.metadata.broker_lock import broker_is_alive
+from cluster.metadata.broker_lock import HeartbeatReader, broker_is_alive
 from cluster.metadata.model import NO_LEADER, BrokerInfo, PartitionState, validate_topic_name
 from cluster.protocol.frames import ElectionType
 from replica_proc.controller import metadata_log as mr
@@ -89,6 +103,17 @@ POLL_INTERVAL = 0.05
 """Seconds between two election attempts or liveness checks."""
 
 NO_ERROR = (0, None)
+
+
+class IsrChange(NamedTuple):
+    """One partition of an AlterPartition: the ISR its leader wants, and the leader epoch
+    and partition epoch of the state the leader bases it on."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple
 
 
 def _wall_clock_ms():
@@ -121,6 +146,8 @@ class Controller:
         self._broker_ids = []
         self._dir_stamp = None  # mtime of the data directory when _broker_ids was read
         self._states = {}  # broker id -> (stat of broker.json, its contents)
+        self._heartbeats = HeartbeatReader(self.data_dir)
+        self._session_timeout_ns = broker_config["broker.session.timeout.ms"] * 1_000_000
         self._next_poll = float("-inf")
         self._start_index = 0
         self._next_rebalance = None  # (controller epoch, poll time of the next check)
@@ -152,9 +179,9 @@ class Controller:
             return self.active
         self._next_poll = now + self.poll_interval
         if self.active:
-            self._check_liveness()
+            self._check_liveness(now)
         elif self._try_lock():
-            self._become_active()
+            self._become_active(now)
         if self.active:
             self._check_leader_imbalance(now)
         return self.active
@@ -170,7 +197,7 @@ class Controller:
             return False
         return True
 
-    def _become_active(self):
+    def _become_active(self, now):
         try:
             metadata_log = mr.MetadataLog(self.data_dir, clock=self.clock)
             image, epoch = metadata_log.replay(self.cluster_id)
@@ -184,28 +211,28 @@ class Controller:
                  "version %d: %d topics, %d brokers", self.broker_id, self.epoch,
                  image.version, len(image.topics), len(image.brokers))
         records = [mr.controller_record(self.broker_id, self.epoch)]
-        records += self._liveness_records(force=True)
+        records += self._liveness_records(now, force=True)
         self._commit(records)
 
     # -- liveness -----------------------------------------------------------------------------
 
-    def _check_liveness(self):
-        records = self._liveness_records()
+    def _check_liveness(self, now):
+        records = self._liveness_records(now)
         if records:
             self._commit(records)
 
-    def _liveness_records(self, force=False):
+    def _liveness_records(self, now, force=False):
         """Records for brokers whose liveness changed and the partitions that follow; with
         ``force``, partitions are re-elected even if no broker changed (a new controller)."""
         brokers = dict(self._image.brokers)
         records = []
         for broker_id in sorted(set(self._scan_broker_ids()) | brokers.keys()):
-            info = self._observe(broker_id, brokers.get(broker_id))
+            info, why = self._observe(broker_id, brokers.get(broker_id), now)
             if info is not None and info != brokers.get(broker_id):
                 brokers[broker_id] = info
                 records.append(mr.broker_record(info))
                 log.info("broker %d is %s (pid %d)", broker_id,
-                         "alive" if info.alive else "not alive", info.pid)
+                         "alive" if info.alive else f"not alive: {why}", info.pid)
         if records or force:
             live = {b.id for b in brokers.values() if b.alive}
             records += self._election_records(live)
@@ -221,17 +248,24 @@ class Controller:
             self._broker_ids = dd.broker_ids(self.data_dir)
         return self._broker_ids
 
-    def _observe(self, broker_id, known):
-        """BrokerInfo for what broker ``broker_id`` looks like now; None while it has never
-        been alive (the image lists a broker from its first ``serving``)."""
-        if broker_is_alive(self.data_dir, broker_id):
-            state = self._broker_state(broker_id)
-            if state.get("state") == dd.STATE_SERVING:
-                pid = state.get("pid")
-                return BrokerInfo(broker_id, pid if isinstance(pid, int) else 0, True)
+    def _observe(self, broker_id, known, now):
+        """(BrokerInfo for what broker ``broker_id`` looks like at ``now``, why it is not
+        alive); the info is None while it has never been alive (the image lists a broker
+        from its first ``serving``)."""
+        if not broker_is_alive(self.data_dir, broker_id):
+            self._heartbeats.forget(broker_id)
+            why = "its process is gone"
+        elif (state := self._broker_state(broker_id)).get("state") != dd.STATE_SERVING:
+            why = f"it is {state.get('state', 'in no known state')}"
+        elif self._heartbeats.older_than(broker_id, int(now * 1e9) - self._session_timeout_ns):
+            why = (f"fenced, no heartbeat for more than broker.session.timeout.ms "
+                   f"({self._session_timeout_ns // 1_000_000} ms)")
+        else:
+            pid = state.get("pid")
+            return BrokerInfo(broker_id, pid if isinstance(pid, int) else 0, True), None
         if known is None:
-            return None
-        return dataclasses.replace(known, alive=False)
+            return None, why
+        return dataclasses.replace(known, alive=False), why
 
     def _broker_state(self, broker_id):
         """broker.json of a broker, re-read only when the file changed."""
@@ -507,6 +541,92 @@ class Controller:
                                             start_partition=current)
         return self._new_partitions(image, name, replica_lists, current)
 
+    # -- AlterPartition -------------------------------------------------------------------------
+
+    def alter_partition(self, broker_id, changes):
+        """Apply the ISR ``changes`` (IsrChange) broker ``broker_id`` asks for as leader, with
+        the checks of Kafka's ReplicationControlManager, in this order:
+
+        - no such topic or partition: UNKNOWN_TOPIC_OR_PARTITION;
+        - a leader epoch other than the partition's: FENCED_LEADER_EPOCH (the requester
+          missed a leader change);
+        - a requester that is not the leader: NOT_LEADER_OR_FOLLOWER;
+        - a partition epoch other than the partition's: INVALID_UPDATE_VERSION (it missed
+          an ISR change, by the controller or an earlier request);
+        - a new ISR without the leader, with a broker that holds no replica of the
+          partition, or adding a broker that is not alive (fenced, shutting down, never
+          registered): INELIGIBLE_REPLICA.
+
+        An accepted change keeps the leader and its epoch, sets the ISR and bumps the
+        partition epoch; one equal to the current ISR changes nothing. Changes are checked
+        in order against the state the earlier ones made (a second change of the same
+        partition in one call names a stale partition epoch). Returns ``{(topic,
+        partition): (error_code, state)}``: the partition's new state (or its unchanged
+        state) with 0, or None with the error. The accepted ones are one batch in the log.
+        """
+        self._require_active()
+        results = {}
+        records = []
+        staged = self._image
+        for change in changes:
+            key = (change.topic, change.partition)
+            try:
+                new = self._plan_isr(staged, broker_id, change)
+            except BrokerResponseError as exc:
+                results[key] = (exc.errno, None)
+                log.info("AlterPartition of %s-%d by broker %d refused: %s", *key, broker_id,
+                         exc)
+                continue
+            results[key] = (0, new)
+            if new is not staged.partition(*key):
+                record = mr.partition_record(new)
+                staged = mr.apply(staged, [record], staged.version)
+                records.append(record)
+                log.info("broker %d changed the ISR of %s-%d to %s (partition epoch %d)",
+                         broker_id, *key, list(new.isr), new.partition_epoch)
+        if records:
+            self._commit(records)
+        return results
+
+    @staticmethod
+    def _plan_isr(image, broker_id, change):
+        """The new state of ``change``'s partition, or the error why not (see
+        ``alter_partition``)."""
+        where = f"{change.topic}-{change.partition}"
+        state = image.partition(change.topic, change.partition)
+        if state is None:
+            raise UnknownTopicOrPartitionError(f"partition {where} does not exist")
+        if change.leader_epoch != state.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{where}: leader epoch {change.leader_epoch} in the request, the partition "
+                f"is at {state.leader_epoch}")
+        if broker_id != state.leader:
+            raise NotLeaderForPartitionError(
+                f"{where}: broker {broker_id} asked, the leader is {state.leader}")
+        if change.partition_epoch != state.partition_epoch:
+            raise InvalidUpdateVersionError(
+                f"{where}: partition epoch {change.partition_epoch} in the request, the "
+                f"partition is at {state.partition_epoch}")
+        new_isr = tuple(change.new_isr)
+        if state.leader not in new_isr:
+            raise IneligibleReplicaError(
+                f"{where}: the new ISR {list(new_isr)} lacks the leader {state.leader}")
+        for broker in new_isr:
+            if new_isr.count(broker) > 1 or broker not in state.replicas:
+                raise IneligibleReplicaError(
+                    f"{where}: the new ISR {list(new_isr)} names broker {broker} "
+                    f"{'twice' if broker in state.replicas else 'which holds no replica'} "
+                    f"(replicas {list(state.replicas)})")
+            info = image.brokers.get(broker)
+            if broker not in state.isr and (info is None or not info.alive):
+                raise IneligibleReplicaError(
+                    f"{where}: broker {broker} cannot join the ISR: it is not alive "
+                    f"(fenced, shutting down or not registered)")
+        if new_isr == state.isr:
+            return state
+        return dataclasses.replace(state, isr=new_isr,
+                                   partition_epoch=state.partition_epoch + 1)
+
     # -- AlterConfigs, IncrementalAlterConfigs --------------------------------------------------
 
     def alter_configs(self, resources, validate_only=False, replace=False):
@@ -676,6 +796,7 @@ class Controller:
             metadata_log.close()
             log.info("broker %d resigned as controller (epoch %d)", self.broker_id,
                      self.epoch)
+        self._heartbeats.close()
         self._release_lock()
 
     def _release_lock(self):

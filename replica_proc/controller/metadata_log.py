@@ -14,8 +14,9 @@ record's key names the entity it is about; its value is compact JSON with a ``ty
   ``configs`` (topic-level overrides, as given), ``internal`` — a topic was created, with
   no partitions yet.
 - ``partition`` (key ``partition/<topic>/<p>``): ``topic``, ``partition``, ``leader``
-  (-1: offline), ``leader_epoch``, ``replicas``, ``isr`` — the whole state of a partition,
-  new (``partition`` = the topic's partition count) or changed.
+  (-1: offline), ``leader_epoch``, ``replicas``, ``isr``, ``partition_epoch`` — the whole
+  state of a partition, new (``partition`` = the topic's partition count) or changed.
+  Logs written before partition epochs existed lack ``partition_epoch``; it replays as 0.
 - ``remove_topic`` (key ``topic/<name>``): ``name`` — a topic and its partitions were
   deleted (its id joins the image's ``deleted_topic_ids``).
 - ``config`` (key ``config/<resource_type>/<name>``): ``resource_type`` (``topic`` or
@@ -89,7 +90,8 @@ def topic_record(name, topic_id, configs, internal=False):
 def partition_record(state):
     return {"type": PARTITION, "topic": state.topic, "partition": state.partition,
             "leader": state.leader, "leader_epoch": state.leader_epoch,
-            "replicas": list(state.replicas), "isr": list(state.isr)}
+            "replicas": list(state.replicas), "isr": list(state.isr),
+            "partition_epoch": state.partition_epoch}
 
 
 def remove_topic_record(name):
@@ -151,7 +153,8 @@ def apply(image, records, version):
                     raise ValueError(f"metadata record {record!r}: no topic {name!r}")
                 states = partitions[name] = list(topics[name].partitions)
             state = PartitionState(name, number, record["leader"], record["leader_epoch"],
-                                   tuple(record["replicas"]), tuple(record["isr"]))
+                                   tuple(record["replicas"]), tuple(record["isr"]),
+                                   record.get("partition_epoch", 0))
             if number == len(states):
                 states.append(state)
             elif 0 <= number < len(states):

@@ -14,7 +14,8 @@ acknowledged record); a leader that is alive and in the ISR stays; otherwise the
 replica, in assignment order, that is alive and in the ISR leads; failing that, with
 ``unclean.leader.election.enable`` the first live replica leads with an ISR of itself
 (records may be lost), else the partition is offline (leader -1). The leader epoch grows
-by one whenever the leader changes, offline included.
+by one whenever the leader changes, offline included; the partition epoch by one on every
+change (leader or ISR).
 
 ``elect_preferred`` is the preferred-replica election (KIP-460 PREFERRED, and the automatic
 rebalance): the partition's first replica leads again when it is alive and in the ISR, the
@@ -73,7 +74,8 @@ def elect(state, live, unclean=False):
     if leader == state.leader and isr == state.isr:
         return state
     epoch = state.leader_epoch + 1 if leader != state.leader else state.leader_epoch
-    return PartitionState(state.topic, state.partition, leader, epoch, state.replicas, isr)
+    return PartitionState(state.topic, state.partition, leader, epoch, state.replicas, isr,
+                          state.partition_epoch + 1)
 
 
 def elect_preferred(state, live):
@@ -83,7 +85,8 @@ def elect_preferred(state, live):
     preferred = state.replicas[0]
     if preferred not in live or preferred not in state.isr:
         return None
-    return dataclasses.replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1)
+    return dataclasses.replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1,
+                               partition_epoch=state.partition_epoch + 1)
 
 
 def imbalanced_partitions(states, live, percentage):

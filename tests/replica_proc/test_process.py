@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import psutil
 import pytest
@@ -14,6 +15,9 @@ from kio.schema.errors import ErrorCode
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
+from replica_proc.alter_partition_manager import AlterPartitionManager
+from replica_proc.broker_metadata import BrokerMetadata
+from replica_proc.controller_channel import ControllerChannel
 from segments.log import CLEAN_SHUTDOWN_MARKER
 from segments.records import iter_records
 from shm_ring import PeerClosedError, PeerDiedError, cleanup_stale, list_objects
@@ -310,6 +314,37 @@ def test_auto_creation_is_forwarded_to_the_controller_broker(cluster):
         topic = client.call(metadata_request(["auto-made"])).topics[0]
         return topic.error_code == ErrorCode.none and len(topic.partitions) == 1
     wait_for(created, "the controller to create the forwarded topic")
+
+
+def test_alter_partition_reaches_the_controller_broker_over_the_rings(cluster):
+    """A leader's ISR change sent over a ring connection to the controller broker (the
+    test process plays the leader, broker 0 is the controller): answered with the state,
+    or with the error of a stale partition epoch."""
+    cluster.broker(0, controller=True).start()
+    client = cluster.client(0)
+    wait_for(lambda: controller_and_brokers(client) == (0, [0]),
+             "broker 0 to become the controller and be alive")
+    assert client.call(create_topics_request({"isr": (1, {})})).topics[0].error_code == 0
+    channel = ControllerChannel(cluster.cluster_id, broker_id=7)
+    try:
+        metadata = BrokerMetadata(cluster.page, cluster.cluster_id)
+        wait_for(lambda: metadata.refresh() is not None and metadata.image.partition(
+            "isr", 0) is not None, "the topic in the metadata")
+        state = metadata.image.partition("isr", 0)
+        manager = AlterPartitionManager(0, metadata, None, channel, list, time.monotonic)
+        answers = []
+
+        def answered():
+            channel.poll()
+            manager.poll()
+            return not manager.busy
+        for partition_epoch in (state.partition_epoch, state.partition_epoch - 1):
+            manager.submit("isr", 0, state.leader_epoch, partition_epoch, state.isr,
+                           lambda code, new: answers.append((code, new)))
+            wait_for(answered, "the controller's answer")
+        assert answers == [(0, state), (ErrorCode.invalid_update_version, None)]
+    finally:
+        channel.close()
 
 
 # -- many partitions -------------------------------------------------------------------------

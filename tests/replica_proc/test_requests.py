@@ -132,7 +132,8 @@ def test_api_versions_lists_what_the_broker_serves(env):
     response = client.call(api_versions_request(2))
     served = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert served == {0: (3, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 18: (0, 2), 19: (2, 4),
-                      20: (1, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 43: (0, 1), 44: (0, 0)}
+                      20: (1, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 43: (0, 1), 44: (0, 0),
+                      56: (2, 3)}
 
 
 def test_api_versions_of_an_unsupported_version_answers_v0_with_unsupported_version(env):
@@ -475,6 +476,9 @@ def test_admin_requests_on_a_broker_that_is_not_the_controller(env):
     response = client.call(m.ElectLeadersRequest(election_type=0, topic_partitions=None))
     assert (response.error_code, response.replica_election_results) == (
         ErrorCode.not_controller, ())
+    m = protocol.request_module(ApiKey.ALTER_PARTITION, 3)
+    response = client.call(m.AlterPartitionRequest(broker_id=0, topics=()))
+    assert (response.error_code, response.topics) == (ErrorCode.not_controller, ())
 
 
 def _parked_client(cluster_id, topic, ready):

@@ -444,7 +444,16 @@ BAD_BROKER_VALUES = [
     ("ringlog.max.partitions.per.broker", "x"), ("auto.leader.rebalance.enable", "on"),
     ("leader.imbalance.check.interval.seconds", "0"),
     ("leader.imbalance.per.broker.percentage", "-1"),
+    ("controlled.shutdown.max.retries", "-1"), ("controlled.shutdown.retry.backoff.ms", "x"),
+    ("broker.heartbeat.interval.ms", "0"), ("broker.session.timeout.ms", "-1"),
 ]
+
+
+def test_a_heartbeat_interval_of_the_session_timeout_or_more_is_refused():
+    with pytest.raises(InvalidConfigurationError, match=r"broker.heartbeat.interval.ms \(6000\) "
+                       r"must be less than broker.session.timeout.ms \(6000\)"):
+        BrokerConfig({"broker.heartbeat.interval.ms": 6000})
+    assert BrokerConfig({})["broker.session.timeout.ms"] == 6000
 
 
 @pytest.mark.parametrize("name, raw", BAD_BROKER_VALUES)

@@ -31,7 +31,7 @@ def test_illegal_topic_names_are_named(name, words):
 
 def image():
     parts = tuple(PartitionState("t", n, leader=n % 2, leader_epoch=3, replicas=(n % 2,),
-                                 isr=(n % 2,)) for n in range(3))
+                                 isr=(n % 2,), partition_epoch=n) for n in range(3))
     return MetadataImage(
         version=7, cluster_id="c1", controller_id=1,
         brokers={0: BrokerInfo(0, 100, True), 1: BrokerInfo(1, 101, False)},

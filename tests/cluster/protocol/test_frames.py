@@ -14,6 +14,7 @@ import pytest
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader
+from kio.schema.request_header.v2.header import RequestHeader as FlexibleRequestHeader
 from kio.serial import entity_writer
 
 from cluster.errors import (
@@ -121,6 +122,11 @@ def kio_body(obj):
 
 # -- the table ----------------------------------------------------------------------------------
 
+def tagged(key):
+    """Bytes of the headers' empty tagged fields: 1 for an API carried flexible, else 0."""
+    return d.EMPTY_TAGGED_FIELDS_LENGTH if key in protocol.FLEXIBLE_ONLY else 0
+
+
 def test_supported_versions_are_kafkas_non_flexible_ranges():
     assert {key: protocol.SUPPORTED_VERSIONS[key] for key in (
         ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH)} == {
@@ -131,11 +137,16 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
         ApiKey.ELECT_LEADERS)} == {
         ApiKey.DESCRIBE_CONFIGS: (1, 3), ApiKey.ALTER_CONFIGS: (0, 1),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0), ApiKey.ELECT_LEADERS: (0, 1)}
-    assert len(protocol.SUPPORTED_VERSIONS) == 21
+    assert len(protocol.SUPPORTED_VERSIONS) == 22
+    assert set(protocol.FLEXIBLE_ONLY) == {ApiKey.ALTER_PARTITION}
+    assert protocol.SUPPORTED_VERSIONS[ApiKey.ALTER_PARTITION] == (2, 3)
     for key, version in ALL_VERSIONS:
+        flexible = key in protocol.FLEXIBLE_ONLY
         for cls in (protocol.request_class(key, version), protocol.response_class(key, version)):
-            assert (cls.__api_key__, cls.__version__, cls.__flexible__) == (key, version, False)
-        assert protocol.request_class(key, version).__header_schema__ is RequestHeader
+            assert (cls.__api_key__, cls.__version__, cls.__flexible__) == (
+                key, version, flexible)
+        if not flexible:
+            assert protocol.request_class(key, version).__header_schema__ is RequestHeader
 
 
 def test_api_versions_response_advertises_the_table():
@@ -166,7 +177,8 @@ def test_request_module_holds_the_nested_classes():
 def test_request_round_trip(key, version):
     request = sample(protocol.request_class(key, version))
     frame = protocol.encode_request(request, 123456, "producer-1")
-    assert bytes(frame[d.CLIENT_ID_OFFSET + len("producer-1"):]) == kio_body(request)
+    assert bytes(frame[d.CLIENT_ID_OFFSET + len("producer-1") + tagged(key):]) == kio_body(
+        request)
     assert len(frame) == protocol.request_frame_size(request, "producer-1")
 
     header, decoded = protocol.decode_request(bytes(frame))
@@ -185,7 +197,7 @@ def test_request_round_trip(key, version):
 def test_response_round_trip(key, version):
     response = sample(protocol.response_class(key, version))
     frame = protocol.encode_response(response, -7)
-    assert bytes(frame[d.RESPONSE_BODY_OFFSET:]) == kio_body(response)
+    assert bytes(frame[d.RESPONSE_BODY_OFFSET + tagged(key):]) == kio_body(response)
     assert protocol.response_correlation_id(frame) == -7
     assert protocol.decode_response(frame, key, version) == (-7, response)
 
@@ -205,6 +217,38 @@ def test_request_header_layout():
     assert header.client_id is None and header.correlation_id == 9
     header, _ = protocol.decode_request(protocol.encode_request(request, -1, "prod\u00fccer"))
     assert header.client_id == "prod\u00fccer" and header.correlation_id == -1
+
+
+def test_flexible_frames_carry_request_header_v2_and_response_header_v1():
+    """AlterPartition has only flexible versions: its headers are kio's v2 / v1 headers,
+    byte for byte, and the decoded request header is the same v1 header as any other."""
+    request = sample(protocol.request_class(ApiKey.ALTER_PARTITION, 3))
+    frame = protocol.encode_request(request, 77, "broker-1")
+    header_v2 = kio_body(FlexibleRequestHeader(
+        request_api_key=56, request_api_version=3, correlation_id=77, client_id="broker-1"))
+    assert bytes(frame) == struct.pack(">i", len(frame) - 4) + header_v2 + kio_body(request)
+    assert header_v2.endswith(b"broker-1\x00")
+    assert protocol.decode_request(frame) == (
+        RequestHeader(request_api_key=56, request_api_version=3, correlation_id=77,
+                      client_id="broker-1"), request)
+    response = sample(protocol.response_class(ApiKey.ALTER_PARTITION, 2))
+    frame = protocol.encode_response(response, 258)
+    assert bytes(frame) == (struct.pack(">ii", len(frame) - 4, 258) + b"\x00"
+                            + kio_body(response))
+    assert protocol.decode_response(frame, ApiKey.ALTER_PARTITION, 2) == (258, response)
+    # a request with a tagged field in its header (a newer client's) still decodes
+    tagged_header = kio_body(FlexibleRequestHeader(
+        request_api_key=56, request_api_version=3, correlation_id=5, client_id=None))[:-1]
+    tagged_header += b"\x01\x07\x02ab"  # one tagged field: tag 7, 2 bytes
+    body = kio_body(request)
+    frame = struct.pack(">i", len(tagged_header) + len(body)) + tagged_header + body
+    assert protocol.decode_request(frame)[1] == request
+
+
+def test_non_flexible_frames_have_no_tagged_fields():
+    request = sample(protocol.request_class(ApiKey.CREATE_TOPICS, 4))
+    frame = protocol.encode_request(request, 1, "c")
+    assert bytes(frame[d.CLIENT_ID_OFFSET + 1:]) == kio_body(request)
 
 
 def test_response_header_layout():

@@ -430,11 +430,24 @@ def test_leaders_come_from_the_live_isr_and_unclean_election_is_per_topic(three)
 
 
 def test_elect_keeps_a_live_leader_and_shrinks_the_isr():
-    state = PartitionState("t", 0, 1, 4, (0, 1, 2), (0, 1, 2))
+    state = PartitionState("t", 0, 1, 4, (0, 1, 2), (0, 1, 2), partition_epoch=7)
     assert elect(state, {0, 1, 2}) is state
-    assert elect(state, {1, 2}) == PartitionState("t", 0, 1, 4, (0, 1, 2), (1, 2))
-    assert elect(state, {0, 2}) == PartitionState("t", 0, 0, 5, (0, 1, 2), (0, 2))
-    assert elect(state, set()) == PartitionState("t", 0, -1, 5, (0, 1, 2), (1,))
+    assert elect(state, {1, 2}) == PartitionState("t", 0, 1, 4, (0, 1, 2), (1, 2), 8)
+    assert elect(state, {0, 2}) == PartitionState("t", 0, 0, 5, (0, 1, 2), (0, 2), 8)
+    assert elect(state, set()) == PartitionState("t", 0, -1, 5, (0, 1, 2), (1,), 8)
+
+
+def test_partition_epochs_survive_the_log_and_old_records_replay_as_zero(env):
+    topic = mr.topic_record("t", "id", {})
+    old = {"type": "partition", "topic": "t", "partition": 0, "leader": 0,
+           "leader_epoch": 2, "replicas": [0, 1], "isr": [0]}
+    new = mr.partition_record(PartitionState("t", 1, 1, 3, (1, 0), (1, 0), 9))
+    metadata_log = MetadataLog(env.data_dir)
+    metadata_log.append([topic, old, new])
+    image, _ = metadata_log.replay("c")
+    metadata_log.close()
+    assert [p.partition_epoch for p in image.topics["t"].partitions] == [0, 9]
+    assert MetadataImage.from_json(image.to_json()) == image
 
 
 # -- DeleteTopics and CreatePartitions -----------------------------------------------------------

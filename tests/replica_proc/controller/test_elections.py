@@ -208,7 +208,7 @@ def test_imbalanced_partitions_is_kafkas_rule_per_preferred_broker():
 
 def test_elect_preferred():
     s = PartitionState("t", 0, 1, 7, (0, 1, 2), (0, 1))
-    assert elect_preferred(s, {0, 1, 2}) == PartitionState("t", 0, 0, 8, (0, 1, 2), (0, 1))
+    assert elect_preferred(s, {0, 1, 2}) == PartitionState("t", 0, 0, 8, (0, 1, 2), (0, 1), 1)
     assert elect_preferred(s, {1, 2}) is None
     assert elect_preferred(PartitionState("t", 0, 1, 7, (2, 1, 0), (0, 1)), {0, 1, 2}) is None
 
