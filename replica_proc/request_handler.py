@@ -17,6 +17,7 @@ CreatePartitions          0-1                               admin_handler
 DescribeConfigs           1-3                               describe_configs_handler
 AlterConfigs              0-1                               admin_handler
 IncrementalAlterConfigs   0                                 admin_handler
+OffsetsForLeaderEpoch     2-3                               offsets_for_leader_epoch_handler
 ========================  ================================  =======================
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
@@ -49,6 +50,7 @@ from replica_proc.describe_configs_handler import DescribeConfigsHandler
 from replica_proc.fetch_handler import FetchHandler
 from replica_proc.list_offsets_handler import ListOffsetsHandler
 from replica_proc.metadata_handler import MetadataHandler
+from replica_proc.offsets_for_leader_epoch_handler import OffsetsForLeaderEpochHandler
 from replica_proc.produce_handler import ProduceHandler
 from replica_proc.responses import NO_THROTTLE, build, error, module
 
@@ -80,6 +82,7 @@ class RequestHandler:
             ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(broker_id, config, metadata),
             ApiKey.ALTER_CONFIGS: self.admin.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetsForLeaderEpochHandler(replicas),
         }
 
     def refresh_metadata(self):

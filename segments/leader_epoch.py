@@ -210,11 +210,6 @@ class LeaderEpochFileCache:
             return requested_epoch, self._starts[0]
         return self._epochs[higher - 1], self._starts[higher]
 
-    def epoch_for_offset(self, offset):
-        """The epoch whose entry covers ``offset`` (-1 before the first entry)."""
-        n = bisect.bisect_right(self._starts, offset)
-        return self._epochs[n - 1] if n else UNDEFINED_EPOCH
-
     # -- the file -------------------------------------------------------------------------
 
     def flush(self):

@@ -130,7 +130,8 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
         ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)} == {
         ApiKey.DESCRIBE_CONFIGS: (1, 3), ApiKey.ALTER_CONFIGS: (0, 1),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0)}
-    assert len(protocol.SUPPORTED_VERSIONS) == 20
+    assert protocol.SUPPORTED_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (2, 3)
+    assert len(protocol.SUPPORTED_VERSIONS) == 21
     for key, version in ALL_VERSIONS:
         for cls in (protocol.request_class(key, version), protocol.response_class(key, version)):
             assert (cls.__api_key__, cls.__version__, cls.__flexible__) == (key, version, False)
