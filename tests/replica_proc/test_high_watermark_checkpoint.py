@@ -141,3 +141,21 @@ def test_the_timer_writes_when_a_high_watermark_moved(config, monkeypatch):
     assert writes[-1] == [("t", 0, 6), ("t", 1, 2)]
     replicas.close()
     assert len(writes) == 2  # the shutdown's checkpoint had nothing new either
+
+
+def test_a_failed_write_is_logged_and_retried_by_the_next_pass(config, monkeypatch, caplog):
+    replicas = start(config)
+    fill(replicas)
+    timers = LogManager(replicas, config, 0)
+
+    def full_disk(self, high_watermarks):
+        raise OSError(28, "No space left on device")
+    with monkeypatch.context() as m:
+        m.setattr(HighWatermarkCheckpoint, "write", full_disk)
+        with caplog.at_level(logging.ERROR, logger="replica_proc.log_manager"):
+            assert "high-watermark checkpoint" in timers.tick(2000)
+    assert "No space left on device" in caplog.text
+    assert HighWatermarkCheckpoint(config["log.dirs"]).read() == {}
+    timers.tick(4000)  # the same high watermarks, written this time
+    assert HighWatermarkCheckpoint(config["log.dirs"]).read() == {("t", 0): 4, ("t", 1): 2}
+    replicas.close()
