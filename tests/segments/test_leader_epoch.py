@@ -11,7 +11,7 @@ import pytest
 
 from segments.batch_header import BatchHeader
 from segments.checkpoint import CheckpointFile
-from segments.errors import InvalidRecordError
+from segments.errors import InvalidRecordError, KafkaStorageError
 from segments.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochFileCache
 from tests.segments.helpers import crash, open_log, simple_batch
 
@@ -299,3 +299,22 @@ def test_a_new_empty_log_writes_no_checkpoint(tmp_path):
     reopened = open_log(tmp_path / "t-0")
     assert reopened.leader_epoch_cache.entries() == []
     reopened.close()
+
+
+def test_a_log_flush_writes_a_checkpoint_whose_write_failed(tmp_path, monkeypatch):
+    log = open_log(tmp_path / "t-0")
+    original = CheckpointFile.write
+
+    def full_disk(self, entries):
+        if self.path.endswith(LEADER_EPOCH_CHECKPOINT):
+            raise OSError(28, "No space left on device")
+        original(self, entries)
+    with monkeypatch.context() as m:
+        m.setattr(CheckpointFile, "write", full_disk)
+        assert log.append(simple_batch(2), leader_epoch=3) == (0, 1)  # the append stands
+        assert log.leader_epoch_cache.stale
+        with pytest.raises(KafkaStorageError, match="No space left"):
+            log.flush()
+    log.flush()
+    assert _reloaded(tmp_path / "t-0") == [(3, 0)]
+    log.close()
