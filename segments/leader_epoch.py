@@ -121,7 +121,7 @@ class LeaderEpochFileCache:
                 self._starts.append(base_offset)
                 self.latest_epoch = epoch
         self._truncate_from_end(log_end_offset)
-        self._persist()
+        self.persist()
 
     def _set(self, entries):
         self._epochs = [e for e, _ in entries]
@@ -153,14 +153,14 @@ class LeaderEpochFileCache:
         self._epochs.append(epoch)
         self._starts.append(start_offset)
         self.latest_epoch = epoch
-        self._persist()
+        self.persist()
         return True
 
     def truncate_from_end(self, end_offset):
         """The log was truncated to ``end_offset``: drop the entries starting at or after
         it. True if the cache changed."""
         if self._truncate_from_end(end_offset):
-            self._persist()
+            self.persist()
             return True
         return False
 
@@ -180,14 +180,14 @@ class LeaderEpochFileCache:
         covering = bisect.bisect_right(self._starts, start_offset) - 1
         del self._epochs[:covering], self._starts[:covering]
         self._starts[0] = start_offset
-        self._persist()
+        self.persist()
         return True
 
     def clear(self):
         """Drop every entry (the log was emptied: truncate_fully_and_start_at)."""
         if self._epochs:
             self._set([])
-            self._persist()
+            self.persist()
 
     # -- queries ------------------------------------------------------------------------
 
@@ -219,7 +219,9 @@ class LeaderEpochFileCache:
             self.file.write(self.entries())
             self.stale = False
 
-    def _persist(self):
+    def persist(self):
+        """Write the checkpoint now; a failure is logged and leaves the cache ``stale``
+        (the next ``flush`` writes it again)."""
         try:
             self.file.write(self.entries())
         except OSError as e:

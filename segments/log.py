@@ -35,7 +35,8 @@ int comparison per append (per batch as follower) while the epoch stays the same
 Truncation trims the cache's end, a log start move (retention, DeleteRecords) its start,
 ``truncate_fully_and_start_at`` empties it; opening the log trims it to the recovered
 range, and rebuilds it from the batch headers when its checkpoint does not parse (or is
-missing while the log holds batches: a log written before the cache existed).
+missing while the log holds batches: a log written before the cache existed). A new log
+writes an empty checkpoint, so that only such an old log is ever rescanned.
 
 Failed writes (a full disk, EIO): every write of an append — the .log write, a roll's new
 files and index write-out, the recovery-point checkpoint — either completes or leaves the
@@ -385,12 +386,15 @@ class PartitionLog:
         [log start, log end)."""
         cache = LeaderEpochFileCache(self.path)
         existed = cache.exists()
-        if not cache.load() or (not existed and self.log_end_offset > self.log_start_offset):
+        empty = self.log_end_offset == self.log_start_offset
+        if not cache.load() or (not existed and not empty):
             cache.rebuild(((info.partition_leader_epoch, info.base_offset)
                            for segment in self.segments for info in segment.headers(0)),
                           self.log_end_offset)
             log.info("log %s: leader epoch cache rebuilt from the log: %s", self.path,
                      cache.entries())
+        elif not existed:
+            cache.persist()  # a new log: the file says "no epochs yet", not "a lost file"
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
         return cache

@@ -292,10 +292,15 @@ def test_an_unreadable_or_missing_checkpoint_is_rebuilt_from_the_batches(tmp_pat
     reopened.close()
 
 
-def test_a_new_empty_log_writes_no_checkpoint(tmp_path):
+def test_a_new_log_writes_an_empty_checkpoint_and_never_rescans(tmp_path, monkeypatch):
     log = open_log(tmp_path / "t-0")
+    assert file_lines(tmp_path / "t-0")[:2] == ["0", "0"]
+    log.append(simple_batch(3))  # no epoch: the cache stays empty
     log.close()
-    assert not (tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).exists()
+
+    def rebuild(*args):
+        raise AssertionError("rebuilt a cache whose checkpoint is fine")
+    monkeypatch.setattr(LeaderEpochFileCache, "rebuild", rebuild)
     reopened = open_log(tmp_path / "t-0")
     assert reopened.leader_epoch_cache.entries() == []
     reopened.close()
