@@ -3,9 +3,9 @@
 ``handle(channel, frame)`` decodes the frame with ``cluster.protocol.frames`` and dispatches on the
 API key:
 
-========================  ================================  =======================
+========================  ================================  ================================
 API                       versions                          handler
-========================  ================================  =======================
+========================  ================================  ================================
 Produce                   3-8                               produce_handler
 Fetch                     4-11                              fetch_handler
 ListOffsets               1-5                               list_offsets_handler
@@ -18,7 +18,7 @@ DescribeConfigs           1-3                               describe_configs_han
 AlterConfigs              0-1                               admin_handler
 IncrementalAlterConfigs   0                                 admin_handler
 OffsetsForLeaderEpoch     2-3                               offsets_for_leader_epoch_handler
-========================  ================================  =======================
+========================  ================================  ================================
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
 
