@@ -133,11 +133,13 @@ class LeaderEpochFileCache:
     def assign(self, epoch, start_offset):
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
 
-        As Kafka's ``assign``: ignored for a negative epoch or offset, and for an epoch
-        not newer than the latest unless ``start_offset`` is below the latest entry's
-        start (a log rewritten below it); otherwise every entry whose epoch is >= ``epoch``
-        or whose start offset is >= ``start_offset`` is replaced by the new one, so both
-        fields keep increasing."""
+        Ignored for a negative epoch or offset (a batch without an epoch), and for an
+        epoch not newer than the latest unless ``start_offset`` is below the latest
+        entry's start (a log rewritten below it); otherwise, as Kafka's ``assign``, every
+        entry whose epoch is >= ``epoch`` or whose start offset is >= ``start_offset`` is
+        replaced by the new one, so both fields keep increasing. (Kafka also applies an
+        older epoch at or after the latest start, dropping the newer entries; a leader's
+        epochs only rise, so such a batch is stale and must not rewind the cache.)"""
         if epoch < 0 or start_offset < 0:
             return False
         if self._epochs and epoch <= self.latest_epoch \
