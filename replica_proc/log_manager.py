@@ -11,7 +11,10 @@ how long it may wait and calls ``tick(now)`` every iteration, which runs what is
   a log idle since the last pass with unflushed data is flushed, so its recovery point
   (and checkpoint file) is current and a crash recovers only recent batches;
 - compaction, every 15 s (Kafka's log.cleaner.backoff.ms): ``segments.cleaner.clean`` on
-  compacted topics, below the high watermark.
+  compacted topics, below the high watermark;
+- high-watermark checkpoint, every replica.high.watermark.checkpoint.interval.ms:
+  ``ReplicaManager.checkpoint_high_watermarks`` (one file for the broker, rewritten only
+  when a high watermark moved).
 
 Each pass goes over the partitions the ReplicaManager has open at that moment. A log that
 fails (a storage error) is logged and skipped; the other logs still get their turn.
@@ -47,6 +50,9 @@ class LogManager:
             _Task("recovery-point checkpoint", RECOVERY_CHECKPOINT_INTERVAL_MS,
                   self._checkpoint),
             _Task("compaction", CLEANER_BACKOFF_MS, self._compact),
+            _Task("high-watermark checkpoint",
+                  config["replica.high.watermark.checkpoint.interval.ms"],
+                  self._checkpoint_high_watermarks),
         ]
         for task in self._tasks:
             task.due = now + task.interval
@@ -105,6 +111,13 @@ class LogManager:
             if partition.log.config.compact:
                 cleaner.clean(partition.log, high_watermark=partition.high_watermark)
         self._each("compaction", partitions, apply)
+
+
+    def _checkpoint_high_watermarks(self, partitions):
+        try:
+            self._replicas.checkpoint_high_watermarks()
+        except OSError as exc:
+            log.error("high-watermark checkpoint failed: %s", exc)
 
 
 class _Task:

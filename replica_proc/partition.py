@@ -131,6 +131,10 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self.replicas = tuple(state.replicas)
         self.isr = tuple(state.isr)
+        # Leader epochs (R7): a new leader records where its epoch starts, its LEO.
+        if self.is_leader and self.leader_epoch > self.log.leader_epoch_cache.latest_epoch \
+                and self.log.offline is None:
+            self.log.leader_epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
         self._advance_high_watermark()
         return changed
 

@@ -38,6 +38,12 @@ partition (None if it is not one), for Metadata responses.
 (segments.log: a failed fsync or an undoable write), until a restart recovers it; the
 other partitions go on.
 
+High watermarks survive restarts (``replica_proc.high_watermark_checkpoint``):
+``checkpoint_high_watermarks()`` (the LogManager's timer, and ``close``) writes every open
+partition's high watermark to ``<log dir>/replication-offset-checkpoint``, and a partition
+opened after a restart starts at its checkpointed value clamped to its log's [log start,
+log end] (at the log start without one, or when the file does not parse: logged).
+
 Owner: the broker's loop thread, the only caller.
 """
 from __future__ import annotations
@@ -55,6 +61,7 @@ from cluster.errors import (
     NotLeaderForPartitionError,
     UnknownTopicOrPartitionError,
 )
+from replica_proc.high_watermark_checkpoint import HighWatermarkCheckpoint
 from replica_proc.partition import (
     PARTITION_METADATA,
     Partition,
@@ -90,6 +97,10 @@ class ReplicaManager:
         self._offline = {}  # (topic, index) -> (topic id, KafkaStorageError) while offline
         self._topic_settings = {}  # topic -> (configs, LogConfig, min.insync.replicas)
         os.makedirs(self.log_dir, exist_ok=True)
+        self._hw_checkpoint = HighWatermarkCheckpoint(self.log_dir)
+        #: (topic, index) -> high watermark read at start, for partitions not opened yet.
+        self._checkpointed_hws = self._read_high_watermarks()
+        self._written_hws = None  # what the file holds since our last write
 
     def __len__(self):
         return len(self._partitions)
@@ -245,6 +256,10 @@ class ReplicaManager:
                  f"{recovery.bytes_dropped} bytes)" if recovery.segments_recovered else "")
         partition = Partition(info.name, index, info.topic_id, self.broker_id, partition_log,
                               min_isr)
+        checkpointed = self._checkpointed_hws.pop(key, None)
+        if checkpointed is not None:
+            partition.high_watermark = min(max(checkpointed, partition_log.log_start_offset),
+                                           partition_log.log_end_offset)
         self._partitions[key] = partition
         return partition
 
@@ -287,11 +302,40 @@ class ReplicaManager:
                      "metadata version %d", path, topic_id, self.broker_id, image.version)
             shutil.rmtree(path, ignore_errors=True)
 
+    # -- high watermarks -------------------------------------------------------------------
+
+    def _read_high_watermarks(self):
+        try:
+            return self._hw_checkpoint.read()
+        except KafkaStorageError as exc:
+            log.error("%s; every high watermark starts at its log start offset", exc)
+            return {}
+
+    def checkpoint_high_watermarks(self):
+        """Write every open partition's high watermark (and those read at start of the
+        partitions still offline) to replication-offset-checkpoint, unless the file
+        already holds exactly these; True if it wrote. Raises OSError if the write
+        fails (the file keeps its previous content)."""
+        high_watermarks = {key: partition.high_watermark
+                           for key, partition in self._partitions.items()}
+        for key in self._offline:
+            if key in self._checkpointed_hws:
+                high_watermarks[key] = self._checkpointed_hws[key]
+        if high_watermarks == self._written_hws:
+            return False
+        self._hw_checkpoint.write(high_watermarks)
+        self._written_hws = high_watermarks
+        return True
+
     # -- ending ---------------------------------------------------------------------------
 
     def close(self):
-        """Flush and close every log (clean shutdown); a failure is logged, the rest still
-        close."""
+        """Checkpoint the high watermarks, then flush and close every log (clean
+        shutdown); a failure is logged, the rest still close."""
+        try:
+            self.checkpoint_high_watermarks()
+        except OSError as exc:
+            log.error("writing %s failed: %s", self._hw_checkpoint.path, exc)
         for key, partition in list(self._partitions.items()):
             try:
                 partition.close()

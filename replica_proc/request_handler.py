@@ -3,9 +3,9 @@
 ``handle(channel, frame)`` decodes the frame with ``cluster.protocol.frames`` and dispatches on the
 API key:
 
-========================  ================================  =======================
+========================  ================================  ================================
 API                       versions                          handler
-========================  ================================  =======================
+========================  ================================  ================================
 Produce                   3-8                               produce_handler
 Fetch                     4-11                              fetch_handler
 ListOffsets               1-5                               list_offsets_handler
@@ -19,7 +19,8 @@ AlterConfigs              0-1                               admin_handler
 IncrementalAlterConfigs   0                                 admin_handler
 ElectLeaders              0-1                               admin_handler
 AlterPartition            2-3 (flexible)                    alter_partition_handler
-========================  ================================  =======================
+OffsetsForLeaderEpoch     2-3                               offsets_for_leader_epoch_handler
+========================  ================================  ================================
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
 
@@ -56,6 +57,7 @@ from replica_proc.describe_configs_handler import DescribeConfigsHandler
 from replica_proc.fetch_handler import FetchHandler
 from replica_proc.list_offsets_handler import ListOffsetsHandler
 from replica_proc.metadata_handler import MetadataHandler
+from replica_proc.offsets_for_leader_epoch_handler import OffsetsForLeaderEpochHandler
 from replica_proc.produce_handler import ProduceHandler
 from replica_proc.responses import NO_THROTTLE, build, error, module
 
@@ -91,6 +93,7 @@ class RequestHandler:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.admin.incremental_alter_configs,
             ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
             ApiKey.ALTER_PARTITION: AlterPartitionHandler(controller, self.refresh_metadata),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetsForLeaderEpochHandler(replicas),
         }
 
     def refresh_metadata(self):

@@ -9,15 +9,18 @@ separated by single spaces, and a last line with the CRC-32C of every byte befor
     other-topic-3 17
     crc32c 0x1b2e3f40
 
-Kafka writes ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-``leader-epoch-checkpoint`` in this layout without the CRC line; ringlog writes the first
-two, and ``cleaner-offset-checkpoint`` (``segments.cleaner``), in each partition directory.
+Kafka writes ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``leader-epoch-checkpoint`` and ``replication-offset-checkpoint`` in this layout without
+the CRC line; ringlog writes the first three, and ``cleaner-offset-checkpoint``
+(``segments.cleaner``), in each partition directory, and the last (``topic partition
+offset`` lines, ``replica_proc.high_watermark_checkpoint``) in the broker's log directory.
 The CRC line is ringlog's: without it a flipped digit reads as another offset, and a log
 start offset moved up hides acknowledged records. A file without it (written before it
 existed) is still read; a flipped byte cannot remove it, only break it.
 
 Reading is strict: ASCII only, the version line exactly, a count line and offsets in plain
-decimal (no sign, no leading zero, no ``_``), each entry's name once, the CRC matching.
+decimal (no sign, no leading zero, no ``_``), each entry's key (its first ``key_fields``
+fields: a name, or a topic and a partition) once, the CRC matching.
 Anything else raises KafkaStorageError naming the file, the line and what was expected;
 the reader's owner falls back as Kafka does (an unreadable recovery point means
 validating the whole log, an unreadable log start offset means the first segment's base
@@ -47,12 +50,14 @@ _CRC_LINE = re.compile(re.escape(CRC_PREFIX) + r"0x([0-9a-f]{8})")
 
 
 class CheckpointFile:
-    """One checkpoint file at ``path`` with entries of ``fields`` fields each."""
+    """One checkpoint file at ``path`` with entries of ``fields`` fields each, keyed by
+    their first ``key_fields``."""
 
-    def __init__(self, path, version=0, fields=2):
+    def __init__(self, path, version=0, fields=2, key_fields=1):
         self.path = os.fspath(path)
         self.version = version
         self.fields = fields
+        self.key_fields = key_fields
 
     def write(self, entries):
         """Replace the file with ``entries`` (tuples of ``fields`` values without spaces)."""
@@ -117,11 +122,12 @@ class CheckpointFile:
                 raise KafkaStorageError(
                     f"checkpoint {self.path} line {number}: {line!r}, expected "
                     f"{self.fields} fields separated by single spaces")
-            if fields[0] in names:
+            key = fields[:self.key_fields]
+            if key in names:
                 raise KafkaStorageError(
                     f"checkpoint {self.path} line {number}: {line!r}, a second entry for "
-                    f"{fields[0]!r}")
-            names.add(fields[0])
+                    f"{' '.join(key)!r}")
+            names.add(key)
             entries.append(fields)
         return entries
 

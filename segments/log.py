@@ -9,6 +9,7 @@ by offset or by timestamp, rolling, truncation, retention and flushing. Its file
     <path>/00000000000000000000.timeindex   sparse time index
     <path>/recovery-point-offset-checkpoint everything below this offset is fsynced
     <path>/log-start-offset-checkpoint      the first offset a reader may ask for
+    <path>/leader-epoch-checkpoint          where each leader epoch starts (leader_epoch)
     <path>/.clean-shutdown                  written by close(), removed by the next open
 
 Offsets: ``log_start_offset`` <= readable offsets < ``log_end_offset`` (LEO, the offset
@@ -25,6 +26,17 @@ segments are only sanity-checked (Kafka's rules over each index file in one nump
 and the last entries against the log) and rebuilt if they fail. Opening a log whose
 recovery point is current therefore reads its indexes and a few kilobytes of each
 segment, not the segments.
+
+Leader epochs: ``leader_epoch_cache`` (``segments.leader_epoch``) records where each
+leader epoch starts. A leader append with a ``leader_epoch`` newer than the cache's latest
+adds ``(leader_epoch, its first offset)``; a follower append adds ``(partitionLeaderEpoch,
+baseOffset)`` of each batch with a newer epoch (header fields only). The check costs one
+int comparison per append (per batch as follower) while the epoch stays the same.
+Truncation trims the cache's end, a log start move (retention, DeleteRecords) its start,
+``truncate_fully_and_start_at`` empties it; opening the log trims it to the recovered
+range, and rebuilds it from the batch headers when its checkpoint does not parse (or is
+missing while the log holds batches: a log written before the cache existed). A new log
+writes an empty checkpoint, so that only such an old log is ever rescanned.
 
 Failed writes (a full disk, EIO): every write of an append — the .log write, a roll's new
 files and index write-out, the recovery-point checkpoint — either completes or leaves the
@@ -73,6 +85,7 @@ from segments.errors import (
     describe_os_error,
 )
 from segments.index import CorruptIndexError
+from segments.leader_epoch import LeaderEpochFileCache
 from segments.log_config import LogConfig
 from segments.records import RecordBatch
 from segments.segment import (
@@ -273,6 +286,7 @@ class PartitionLog:
                         self.log_end_offset)  # Kafka would delete every segment here
             start_offset = None
         self.log_start_offset = min(max(start_offset or first, first), self.log_end_offset)
+        self.leader_epoch_cache = self._load_leader_epoch_cache()
         # Recovered bytes are on disk now; make the recovery point current.
         for segment in self.segments:
             segment.flush()
@@ -366,6 +380,25 @@ class PartitionLog:
             fsync_directory(self.path)
             log.info("log %s: completed the swap of cleaned segment %d", self.path, base)
 
+    def _load_leader_epoch_cache(self):
+        """The leader-epoch cache, read (or rebuilt from the batch headers when the file
+        does not parse, or is missing while the log holds batches) and trimmed to
+        [log start, log end)."""
+        cache = LeaderEpochFileCache(self.path)
+        existed = cache.exists()
+        empty = self.log_end_offset == self.log_start_offset
+        if not cache.load() or (not existed and not empty):
+            cache.rebuild(((info.partition_leader_epoch, info.base_offset)
+                           for segment in self.segments for info in segment.headers(0)),
+                          self.log_end_offset)
+            log.info("log %s: leader epoch cache rebuilt from the log: %s", self.path,
+                     cache.entries())
+        elif not existed:
+            cache.persist()  # a new log: the file says "no epochs yet", not "a lost file"
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        return cache
+
     def _read_checkpoint(self, checkpoint, default):
         try:
             return checkpoint.read().get(self.name, default)
@@ -418,6 +451,8 @@ class PartitionLog:
                             bd.LOG_OVERHEAD + header.batch_length))
         first = self.log_end_offset
         self._append_validated(view, entries, first, now)
+        if leader_epoch is not None and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first)
         return first, offset - 1
 
     def append_as_follower(self, batches):
@@ -425,7 +460,9 @@ class PartitionLog:
 
         Each batch is validated as in ``append``; base offsets must be >= the log end
         offset and grow from batch to batch (InvalidRecordError otherwise). A trailing
-        partial batch (a fetch response may end in one) is ignored, as Kafka does.
+        partial batch (a fetch response may end in one) is ignored, as Kafka does. Each
+        batch whose partitionLeaderEpoch is newer than the cache's latest starts an epoch
+        there (once the append succeeded).
         """
         self._check_open()
         view = memoryview(batches)
@@ -436,7 +473,14 @@ class PartitionLog:
             return self.log_end_offset, self.log_end_offset - 1
         expected = self.log_end_offset
         entries = []
+        latest = self.leader_epoch_cache.latest_epoch
+        new_epochs = None
         for header in headers:
+            if header.partition_leader_epoch > latest:
+                latest = header.partition_leader_epoch
+                if new_epochs is None:
+                    new_epochs = []
+                new_epochs.append((latest, header.base_offset))
             if header.base_offset < expected:
                 raise InvalidRecordError(
                     f"batch at position {header.position}: baseOffset "
@@ -447,6 +491,9 @@ class PartitionLog:
         end = headers[-1].position + headers[-1].size_in_bytes
         first = headers[0].base_offset
         self._append_validated(view[:end], entries, first, self.clock())
+        if new_epochs is not None:
+            for epoch, base_offset in new_epochs:
+                self.leader_epoch_cache.assign(epoch, base_offset)
         return first, expected - 1
 
     def _validate(self, view, allow_partial_tail=False):
@@ -623,6 +670,12 @@ class PartitionLog:
         self._last_flush_ms = self.clock()
         if self.recovery_point != self.log_end_offset:
             self._checkpoint_recovery_point(self.log_end_offset)
+        if self.leader_epoch_cache.stale:
+            try:
+                self.leader_epoch_cache.flush()
+            except OSError as e:
+                raise self._storage_error(
+                    f"write of checkpoint {self.leader_epoch_cache.path}", e) from e
 
     def flush_if_due(self):
         """Flush when flush.messages or flush.ms says so (for a periodic flusher)."""
@@ -758,6 +811,7 @@ class PartitionLog:
         if self.log_start_offset > self.log_end_offset:
             self.log_start_offset = self.log_end_offset
             self._write_start_checkpoint()
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         return dropped
 
     def truncate_fully_and_start_at(self, offset):
@@ -774,6 +828,7 @@ class PartitionLog:
         self.log_end_offset = self.log_start_offset = self.recovery_point = offset
         self._write_recovery_checkpoint()
         self._write_start_checkpoint()
+        self.leader_epoch_cache.clear()
         fsync_directory(self.path)
         return dropped
 
@@ -820,6 +875,7 @@ class PartitionLog:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self._write_start_checkpoint()
+            self.leader_epoch_cache.truncate_from_start(offset)
             self.delete_old_segments()
         return self.log_start_offset
 
@@ -833,6 +889,7 @@ class PartitionLog:
         if first > self.log_start_offset:
             self.log_start_offset = first
             self._write_start_checkpoint()
+            self.leader_epoch_cache.truncate_from_start(first)
         self.recovery_point = max(self.recovery_point, first)
 
     # -- compaction support (segments.cleaner) --------------------------------------------

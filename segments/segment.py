@@ -72,7 +72,8 @@ _HEADER_SCAN_CHUNK = 4096
 _VALIDATE_CHUNK = 4 * 1024 * 1024
 
 #: One batch as a scan of headers sees it.
-BatchInfo = namedtuple("BatchInfo", "position size base_offset last_offset max_timestamp")
+BatchInfo = namedtuple("BatchInfo", "position size base_offset last_offset max_timestamp "
+                                    "partition_leader_epoch")
 
 
 def file_stem(base_offset):
@@ -346,7 +347,7 @@ class Segment:
                     f"{fields[0]}, expected more than {previous_last} (offsets must "
                     f"increase from the segment's base offset {self.base_offset})")
             previous_last = fields[0] + fields[6]
-            yield BatchInfo(position, size, fields[0], previous_last, fields[8])
+            yield BatchInfo(position, size, fields[0], previous_last, fields[8], fields[2])
             position += size
 
     def _named_batch(self, offset, position):

@@ -16,7 +16,8 @@ Differences from Kafka:
   ``None`` until both are known). A ``log.dirs`` or ``log.dir`` given is logged and ignored.
 - ``broker.id``, ``default.replication.factor``, ``replica.lag.time.max.ms``,
   ``replica.fetch.wait.max.ms``, ``group.*.ms`` have no lower bound in Kafka; here they
-  must be at least -1 (an id; -1: not assigned yet), 1 (a factor) or 0 (a time).
+  must be at least -1 (an id; -1: not assigned yet), 1 (a factor) or 0 (a time), and
+  ``replica.high.watermark.checkpoint.interval.ms`` at least 1 (a timer period).
 
 ``broker.heartbeat.interval.ms`` (500) and ``broker.session.timeout.ms`` (6000) are
 Kafka's keys with defaults for brokers sharing one host (``replica_proc.heartbeat`` says
@@ -157,6 +158,7 @@ BROKER_KEYS = keys(
     _log_key("log.message.timestamp.type", "message.timestamp.type"),
     _log_key("message.max.bytes", "max.message.bytes"),
     Key("replica.lag.time.max.ms", _ms, 30000),
+    Key("replica.high.watermark.checkpoint.interval.ms", Int(1, LONG_MAX), 5000),
     Key("replica.fetch.max.bytes", Int(0, INT_MAX), 1024 * 1024),
     Key("replica.fetch.wait.max.ms", _int_ms, 500),
     Key("unclean.leader.election.enable", Bool(), False),

@@ -14,14 +14,14 @@ The files, from the code (``segments.log``, ``replica_proc.partition``,
 
 - per partition (``D/broker-0/<topic>-<p>/``): ``.log``, ``.index``, ``.timeindex``,
   ``partition.metadata``, ``recovery-point-offset-checkpoint``,
-  ``log-start-offset-checkpoint`` (``cleaner-offset-checkpoint`` only for compacted
-  topics; the ``.clean-shutdown`` marker is empty);
-- per broker (``D/broker-0/``): ``meta.properties``, ``broker.json`` (``broker.lock`` is
-  empty; ``broker.log`` is output nobody reads);
+  ``log-start-offset-checkpoint``, ``leader-epoch-checkpoint`` (``cleaner-offset-checkpoint``
+  only for compacted topics; the ``.clean-shutdown`` marker is empty);
+- per broker (``D/broker-0/``): ``meta.properties``, ``broker.json``,
+  ``replication-offset-checkpoint`` (``broker.lock`` is empty; ``broker.log`` is output
+  nobody reads);
 - per data directory: ``D/meta.properties``, and the metadata log the controller writes,
   ``D/__cluster_metadata-0/`` (a partition log: ``.log`` and both checkpoints; its
-  ``.index`` and ``.timeindex`` stay empty at this size). ringlog writes no
-  ``leader-epoch-checkpoint`` or ``replication-offset-checkpoint`` yet.
+  ``.index`` and ``.timeindex`` stay empty at this size).
 
 One test per kind, each starting fresh copies of one stopped cluster (``template``).
 Flips of one kind in different partitions share a broker start (one flip per partition,
@@ -65,11 +65,13 @@ PARTITION_KINDS = {
     "partition.metadata": "partition.metadata",
     "recovery-point-offset-checkpoint": "recovery-point-offset-checkpoint",
     "log-start-offset-checkpoint": "log-start-offset-checkpoint",
+    "leader-epoch-checkpoint": "leader-epoch-checkpoint",
 }
 BROKER_KINDS = {
     "meta.properties (data dir)": ("", "meta.properties"),
     "meta.properties (broker)": ("broker-0", "meta.properties"),
     "broker.json": ("broker-0", "broker.json"),
+    "replication-offset-checkpoint": ("broker-0", "replication-offset-checkpoint"),
     "metadata log .log": ("__cluster_metadata-0", ".log"),
     "metadata log recovery-point-offset-checkpoint":
         ("__cluster_metadata-0", "recovery-point-offset-checkpoint"),

@@ -18,6 +18,8 @@ from cluster.metadata.page import MetadataPage
 from replica_proc.alter_partition_manager import AlterPartitionManager
 from replica_proc.broker_metadata import BrokerMetadata
 from replica_proc.controller_channel import ControllerChannel
+from replica_proc.high_watermark_checkpoint import HighWatermarkCheckpoint
+from segments.leader_epoch import LeaderEpochFileCache
 from segments.log import CLEAN_SHUTDOWN_MARKER
 from segments.records import iter_records
 from shm_ring import PeerClosedError, PeerDiedError, cleanup_stale, list_objects
@@ -103,6 +105,24 @@ def test_sigterm_stops_gracefully_and_leaves_clean_logs(cluster):
         client.call(produce_request("t", 1, batch([b"lost"])))
     assert list_objects(cluster.cluster_id) == [cluster.page.name]
     assert "broker 0 stopped" in broker.log()
+
+
+def test_high_watermarks_and_leader_epochs_are_checkpointed(cluster):
+    cluster.page.publish(make_image(cluster.cluster_id, 1, {"hw": (2, {})}))
+    broker = cluster.broker(
+        overrides=["replica.high.watermark.checkpoint.interval.ms=50"]).start()
+    client = cluster.client()
+    client.call(produce_request("hw", 1, batch([b"a", b"b", b"c"])))
+    checkpoint = HighWatermarkCheckpoint(os.path.join(cluster.data_dir, "broker-0"))
+    wait_for(lambda: checkpoint.read() == {("hw", 0): 0, ("hw", 1): 3},
+             "the timer to checkpoint the high watermarks")
+    client.call(produce_request("hw", 0, batch([b"d"])))
+    assert broker.stop() == 0, broker.log()
+    assert checkpoint.read() == {("hw", 0): 1, ("hw", 1): 3}  # written at the clean stop
+    for partition in (0, 1):
+        cache = LeaderEpochFileCache(os.path.join(cluster.data_dir, "broker-0",
+                                                  f"hw-{partition}"))
+        assert cache.load() and cache.entries() == [(0, 0)]
 
 
 def test_sigkill_then_restart_keeps_every_acknowledged_record(cluster):

@@ -33,6 +33,7 @@ from tests.support.broker import (
     list_offsets_request,
     make_image,
     metadata_request,
+    offsets_for_leader_epoch_request,
     produce_request,
     wait_for,
 )
@@ -132,8 +133,8 @@ def test_api_versions_lists_what_the_broker_serves(env):
     response = client.call(api_versions_request(2))
     served = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert served == {0: (3, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 18: (0, 2), 19: (2, 4),
-                      20: (1, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 43: (0, 1), 44: (0, 0),
-                      56: (2, 3)}
+                      20: (1, 3), 23: (2, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 43: (0, 1),
+                      44: (0, 0), 56: (2, 3)}
 
 
 def test_api_versions_of_an_unsupported_version_answers_v0_with_unsupported_version(env):
@@ -290,6 +291,22 @@ def test_list_offsets_earliest_latest_and_by_timestamp(env):
     assert lookup(T0 + 1) == (T0 + 1, 1)
     assert lookup(T0 + 500, version=1) == (T0 + 1000, 3)
     assert lookup(T0 + 5000) == (-1, -1)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_offsets_for_leader_epoch_answers_the_epochs_end(env, version):
+    topic = f"epochs-{version}"
+    env.publish(**{topic: (1, {})})
+    client = env.client()
+    client.call(produce_request(topic, 0, batch([b"a", b"b", b"c"])))
+    response = client.call(offsets_for_leader_epoch_request(
+        topic, [(0, 0, 0), (0, 0, 1), (0, 1, 0), (3, -1, 0)], version))
+    assert [(p.error_code, p.partition, p.leader_epoch, p.end_offset)
+            for p in response.topics[0].partitions] == [
+        (ErrorCode.none, 0, 0, 3),  # the latest epoch ends at the log end offset
+        (ErrorCode.none, 0, -1, -1),  # an epoch newer than any
+        (ErrorCode.unknown_leader_epoch, 0, -1, -1),
+        (ErrorCode.unknown_topic_or_partition, 3, -1, -1)]
 
 
 def test_metadata_lists_topics_partitions_and_leaders(env):

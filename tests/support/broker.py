@@ -104,6 +104,16 @@ def list_offsets_request(topic, partition, timestamp, version=5):
             m.ListOffsetsPartition(partition_index=partition, timestamp=timestamp),)),))
 
 
+def offsets_for_leader_epoch_request(topic, partitions, version=3, replica_id=-1):
+    """``partitions``: (partition, current_leader_epoch, leader_epoch) of ``topic``."""
+    m = _m(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+    return build(m.OffsetForLeaderEpochRequest, replica_id=replica_id, topics=(
+        m.OffsetForLeaderTopic(topic=topic, partitions=tuple(
+            m.OffsetForLeaderPartition(partition=p, current_leader_epoch=current,
+                                       leader_epoch=epoch)
+            for p, current, epoch in partitions)),))
+
+
 def metadata_request(names, allow_auto_topic_creation=True, version=8):
     m = _m(ApiKey.METADATA, version)
     topics = None if names is None else tuple(m.MetadataRequestTopic(name=n) for n in names)

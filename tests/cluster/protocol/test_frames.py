@@ -137,9 +137,10 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
         ApiKey.ELECT_LEADERS)} == {
         ApiKey.DESCRIBE_CONFIGS: (1, 3), ApiKey.ALTER_CONFIGS: (0, 1),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0), ApiKey.ELECT_LEADERS: (0, 1)}
-    assert len(protocol.SUPPORTED_VERSIONS) == 22
+    assert len(protocol.SUPPORTED_VERSIONS) == 23
     assert set(protocol.FLEXIBLE_ONLY) == {ApiKey.ALTER_PARTITION}
     assert protocol.SUPPORTED_VERSIONS[ApiKey.ALTER_PARTITION] == (2, 3)
+    assert protocol.SUPPORTED_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (2, 3)
     for key, version in ALL_VERSIONS:
         flexible = key in protocol.FLEXIBLE_ONLY
         for cls in (protocol.request_class(key, version), protocol.response_class(key, version)):
