@@ -17,12 +17,14 @@ source and controller). Start-up, in order:
    alive from then on and makes it leader of its partitions).
 
 The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell
-— at most ``POLL_INTERVAL``, less when a parked fetch or a log timer is due sooner — then
+— at most ``POLL_INTERVAL``, less when a parked fetch, a delayed produce or a log timer is
+due sooner — then
 poll the controller, apply a new image if the metadata page moved, accept connections,
 serve every connection with requests (in order per connection, see ``channel``; at most
 ``REQUESTS_PER_TURN`` of each per turn, so no client waits behind another's stream), retry
-responses that found a full ring, answer parked fetches whose wait ran out, run the log
-timers, read forwarded answers, and drop connections whose client closed or died
+responses that found a full ring, answer parked fetches and delayed produces whose time
+ran out, run the log timers, every ``replica.lag.time.max.ms`` / 2 the ISR-shrink check
+of the partitions it leads, read forwarded answers, and drop connections whose client closed or died
 (``Listener.reap``, which unlinks a dead client's rings).
 
 A request that cannot be served — garbage, an unknown API, a bug in a handler — drops
@@ -82,12 +84,17 @@ class Broker:
     ``close()``); ``make_controller(cluster_id, source)`` this broker's controller
     (``poll(now)``, ``active``, ``create_topics``, ``delete_topics``,
     ``create_partitions``, ``close()``), or pass None for a broker that never is one.
+    ``make_alter_partition(cluster_id, forwarder)`` the object through which partitions
+    this broker leads propose ISR changes (``submit(topic, index, leader_epoch,
+    partition_epoch, new_isr, callback)``, see ``partition``), or pass None: ISRs then
+    change only by the controller's own decisions.
     ``log_clock``: wall-clock milliseconds for the logs (None: the system's);
-    ``clock``: monotonic seconds for the loop's waits and timers.
+    ``clock``: monotonic seconds for the loop's waits and timers (and replica lag).
     """
 
-    def __init__(self, config, *, open_metadata, make_controller=None, log_clock=None,
-                 clock=time.monotonic, liveness_interval=LIVENESS_INTERVAL):
+    def __init__(self, config, *, open_metadata, make_controller=None,
+                 make_alter_partition=None, log_clock=None, clock=time.monotonic,
+                 liveness_interval=LIVENESS_INTERVAL):
         if config.data_dir is None or config["broker.id"] < 0:
             raise ValueError(f"a broker needs a data directory and a broker.id >= 0; found "
                              f"data_dir={config.data_dir!r}, broker.id={config['broker.id']}")
@@ -97,6 +104,7 @@ class Broker:
         self.cluster_id = None
         self._open_metadata = open_metadata
         self._make_controller = make_controller
+        self._make_alter_partition = make_alter_partition
         self._log_clock = log_clock
         self._clock = clock
         self._liveness_interval = liveness_interval
@@ -123,11 +131,15 @@ class Broker:
             FILES.max_open_files = bound
             log.info("broker %d keeps at most %d segment files open "
                      "(ringlog.max.open.segment.files, %s)", self.broker_id, bound, why)
-            replicas = ReplicaManager(self.broker_id, self.config["log.dirs"], self.config,
-                                      self._log_clock)
-            stack.callback(replicas.close)
             forwarder = ControllerChannel(cluster_id, self.broker_id)
             stack.callback(forwarder.close)
+            alter_partition = None
+            if self._make_alter_partition is not None:
+                alter_partition = self._make_alter_partition(cluster_id, forwarder)
+            replicas = ReplicaManager(self.broker_id, self.config["log.dirs"], self.config,
+                                      self._log_clock, loop_clock=self._clock,
+                                      alter_partition=alter_partition)
+            stack.callback(replicas.close)
             controller = None
             if self._make_controller is not None:
                 controller = self._make_controller(cluster_id, source)
@@ -158,11 +170,13 @@ class Broker:
     def _loop(self, listener, handler, log_manager, controller, forwarder):
         clock = self._clock
         channels = self._channels
-        fetch = handler.fetch
+        replicas = handler.replicas
+        isr_check_interval = self.config["replica.lag.time.max.ms"] / 2000
+        next_isr_check = clock() + isr_check_interval
         while not self._stopping:
             now = clock()
             timeout = min(POLL_INTERVAL, log_manager.next_due() / 1000 - now)
-            deadline = fetch.next_deadline()
+            deadline = handler.next_deadline()
             if deadline is not None:
                 timeout = min(timeout, deadline - now)
             if timeout > 0 and not any(c.needs_service for c in channels.values()):
@@ -179,7 +193,7 @@ class Broker:
                 channel = channels.get(conn)
                 if channel is not None:
                     self._serve(listener, handler, channel)
-            fetch.expire(clock())
+            handler.expire(clock())
             for channel in list(channels.values()):
                 if channel.closing:
                     self._drop(listener, handler, channel)
@@ -189,11 +203,14 @@ class Broker:
                 elif channel.needs_service:
                     self._serve(listener, handler, channel)
             log_manager.tick(clock() * 1000)
+            if clock() >= next_isr_check:
+                replicas.maybe_shrink_isr()
+                next_isr_check = clock() + isr_check_interval
             forwarder.poll()
             for conn in listener.reap():
                 channel = channels.pop(conn, None)
                 if channel is not None:
-                    fetch.cancel(channel)
+                    handler.cancel(channel)
 
     def _serve(self, listener, handler, channel):
         """Handle up to ``REQUESTS_PER_TURN`` of the channel's requests (fewer if it runs out
@@ -221,6 +238,6 @@ class Broker:
     def _drop(self, listener, handler, channel):
         log.warning("dropping connection %s (client pid %d): %s", channel.name,
                     channel.conn.client_pid, channel.closing)
-        handler.fetch.cancel(channel)
+        handler.cancel(channel)
         self._channels.pop(channel.conn, None)
         channel.close(listener)
