@@ -104,6 +104,7 @@ class ReplicaManager:
         self.alter_partition = alter_partition
         #: Called with (partition, old high watermark) when a Partition reports a move.
         self.on_high_watermark = None
+        self._deferred = None  # the moves reported while ``apply`` runs, or None
         os.makedirs(self.log_dir, exist_ok=True)
 
     def __len__(self):
@@ -163,6 +164,16 @@ class ReplicaManager:
         opened, changed or removed (for waking requests that wait on them)."""
         if image.version == 0:
             return set()
+        self._deferred = []
+        try:
+            changed = self._apply(image)
+        finally:
+            deferred, self._deferred = self._deferred, None
+        for partition, old in deferred:
+            self._report_high_watermark(partition, old)
+        return changed
+
+    def _apply(self, image):
         first = self.image is None
         if first or image.broker_configs != self.image.broker_configs:
             self._apply_broker_configs(image.broker_configs)
@@ -274,7 +285,11 @@ class ReplicaManager:
         return partition
 
     def _report_high_watermark(self, partition, old_high_watermark):
-        if self.on_high_watermark is not None:
+        """Pass a Partition's HW move on — after ``apply`` when it happens during one, so
+        that what it wakes reads a fully applied image."""
+        if self._deferred is not None:
+            self._deferred.append((partition, old_high_watermark))
+        elif self.on_high_watermark is not None:
             self.on_high_watermark(partition, old_high_watermark)
 
     # -- ISR ------------------------------------------------------------------------------

@@ -292,3 +292,15 @@ def test_the_periodic_check_shrinks_the_isr_of_a_lagging_follower(env):
     env.clock.advance(LAG_MS / 1000 + 1)
     env.replicas.maybe_shrink_isr()
     assert [p for p, _ in env.alter.proposals] == [("t", 0, 0, 0, [0, 1])]
+
+
+def test_a_shrink_committed_by_a_new_image_moves_the_hw_and_answers_acks_all(env):
+    env.publish("t", replicas=(0, 1, 2))
+    producer = env.channel()
+    request = produce(env, producer, "t", [b"a"])
+    follower_fetch(env, 1, "t", 1)
+    assert producer.parked is not None  # follower 2, in the ISR, has not fetched
+    env.clock.advance(LAG_MS / 1000 + 1)  # (till then, out of the ISR, it would still count)
+    env.publish("t", replicas=(0, 1, 2), isr=(0, 1))
+    assert env.replicas.leader("t", 0).high_watermark == 1
+    assert only(env.answer(producer, request)).error_code == ErrorCode.none
