@@ -23,7 +23,8 @@ when this broker starts a new leader epoch (Kafka's makeLeader), updated by each
 follower's Fetches. ISR changes (R3-R5) are proposed through ``alter_partition``, an object
 with ``submit(topic, index, leader_epoch, partition_epoch, new_isr, callback)`` that sends
 the controller an AlterPartition and later calls ``callback(error_code, new_state)``
-(``new_state`` a PartitionState, or None on an error):
+(``new_state`` a PartitionState, or None on an error) — on the broker's loop thread, as
+everything here:
 
 - expansion (``update_follower``): a follower outside the ISR whose LEO is >= the HW and
   >= this leader epoch's start offset, on a live broker, joins;
@@ -34,7 +35,9 @@ the controller an AlterPartition and later calls ``callback(error_code, new_stat
 One change at a time (Kafka's pending ISR state): while a proposal is in flight
 (``pending_isr``) no other is made, and the HW already counts the followers it adds
 (``maximal_isr``); a shrink counts only once committed. The answer, or a new
-PartitionState from the metadata, settles it. The partition epoch is read with
+PartitionState from the metadata, settles it: an error drops the proposal (the next fetch
+or check proposes again); a state of another leader epoch, or an older partition epoch,
+is not applied. The partition epoch is read with
 ``getattr(state, "partition_epoch", 0)`` until PartitionState carries it.
 
 The partition directory carries ``partition.metadata`` (Kafka's PartitionMetadataFile:
