@@ -19,13 +19,15 @@ source and controller). Start-up, in order:
    alive from then on and makes it leader of its partitions).
 
 The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell
-— at most ``POLL_INTERVAL``, less when a parked fetch or a log timer is due sooner — then
+— at most ``POLL_INTERVAL``, less when a parked fetch, a delayed produce or a log timer is
+due sooner — then
 poll the controller, apply a new image if the metadata page moved, accept connections,
 serve every connection with requests (in order per connection, see ``channel``; at most
 ``REQUESTS_PER_TURN`` of each per turn, so no client waits behind another's stream), retry
-responses that found a full ring, answer parked fetches whose wait ran out, run the log
-timers, read the controller's answers (forwarded CreateTopics, ISR changes) and send the
-ISR changes pending, and drop connections whose client closed or died
+responses that found a full ring, answer parked fetches and delayed produces whose time
+ran out, run the log timers, every ``replica.lag.time.max.ms`` / 2 the ISR-shrink check
+of the partitions it leads, read the controller's answers (forwarded CreateTopics, ISR
+changes) and send the ISR changes pending, and drop connections whose client closed or died
 (``Listener.reap``, which unlinks a dead client's rings).
 
 A request that cannot be served — garbage, an unknown API, a bug in a handler — drops
@@ -94,11 +96,12 @@ class Broker:
     (``poll(now)``, ``active``, ``create_topics``, ``delete_topics``,
     ``create_partitions``, ``close()``), or pass None for a broker that never is one.
     ``log_clock``: wall-clock milliseconds for the logs (None: the system's);
-    ``clock``: monotonic seconds for the loop's waits and timers.
+    ``clock``: monotonic seconds for the loop's waits and timers (and replica lag).
     """
 
     def __init__(self, config, *, open_metadata, make_controller=None, log_clock=None,
-                 clock=time.monotonic, liveness_interval=LIVENESS_INTERVAL):
+                 clock=time.monotonic,
+                 liveness_interval=LIVENESS_INTERVAL):
         if config.data_dir is None or config["broker.id"] < 0:
             raise ValueError(f"a broker needs a data directory and a broker.id >= 0; found "
                              f"data_dir={config.data_dir!r}, broker.id={config['broker.id']}")
@@ -137,11 +140,11 @@ class Broker:
             FILES.max_open_files = bound
             log.info("broker %d keeps at most %d segment files open "
                      "(ringlog.max.open.segment.files, %s)", self.broker_id, bound, why)
-            replicas = ReplicaManager(self.broker_id, self.config["log.dirs"], self.config,
-                                      self._log_clock)
-            stack.callback(replicas.close)
             forwarder = ControllerChannel(cluster_id, self.broker_id)
             stack.callback(forwarder.close)
+            replicas = ReplicaManager(self.broker_id, self.config["log.dirs"], self.config,
+                                      self._log_clock, loop_clock=self._clock)
+            stack.callback(replicas.close)
             controller = None
             if self._make_controller is not None:
                 controller = self._make_controller(cluster_id, source)
@@ -173,7 +176,9 @@ class Broker:
     def _loop(self, listener, handler, log_manager, controller, forwarder, registration):
         clock = self._clock
         channels = self._channels
-        fetch = handler.fetch
+        replicas = handler.replicas
+        isr_check_interval = self.config["replica.lag.time.max.ms"] / 2000
+        next_isr_check = clock() + isr_check_interval
         shutdown_deadline = None
         while True:
             now = clock()
@@ -183,7 +188,7 @@ class Broker:
                 if self._may_close(handler.metadata.image, now, shutdown_deadline):
                     return
             timeout = min(POLL_INTERVAL, log_manager.next_due() / 1000 - now)
-            deadline = fetch.next_deadline()
+            deadline = handler.next_deadline()
             if deadline is not None:
                 timeout = min(timeout, deadline - now)
             if timeout > 0 and not any(c.needs_service for c in channels.values()):
@@ -200,7 +205,7 @@ class Broker:
                 channel = channels.get(conn)
                 if channel is not None:
                     self._serve(listener, handler, channel)
-            fetch.expire(clock())
+            handler.expire(clock())
             for channel in list(channels.values()):
                 if channel.closing:
                     self._drop(listener, handler, channel)
@@ -210,12 +215,15 @@ class Broker:
                 elif channel.needs_service:
                     self._serve(listener, handler, channel)
             log_manager.tick(clock() * 1000)
+            if clock() >= next_isr_check:
+                replicas.maybe_shrink_isr()
+                next_isr_check = clock() + isr_check_interval
             forwarder.poll()
             handler.alter_partitions.poll()
             for conn in listener.reap():
                 channel = channels.pop(conn, None)
                 if channel is not None:
-                    fetch.cancel(channel)
+                    handler.cancel(channel)
 
     # -- controlled shutdown ----------------------------------------------------------------
 
@@ -277,6 +285,6 @@ class Broker:
     def _drop(self, listener, handler, channel):
         log.warning("dropping connection %s (client pid %d): %s", channel.name,
                     channel.conn.client_pid, channel.closing)
-        handler.fetch.cancel(channel)
+        handler.cancel(channel)
         self._channels.pop(channel.conn, None)
         channel.close(listener)

@@ -1,13 +1,15 @@
 """The fetch purgatory: Fetch requests that wait for data (Kafka's DelayedFetch).
 
-A Fetch that finds fewer than ``min_bytes`` below the high watermark, has no error and a
-``max_wait`` > 0 is parked here instead of answered. It leaves when one of these happens,
-whichever comes first (Kafka's rules):
+A Fetch that finds fewer than ``min_bytes`` readable, has no error and a ``max_wait`` > 0
+is parked here instead of answered. It leaves when one of these happens, whichever comes
+first (Kafka's rules):
 
-- the bytes appended to its partitions since it was parked, plus what it found at first,
-  reach ``min_bytes`` (``on_append``, called after every append that moved a high
-  watermark — so ``min_bytes`` = 1 completes on the first append to any watched
-  partition);
+- the bytes that became readable to it in its partitions since it was parked, plus what it
+  found at first, reach ``min_bytes`` — so ``min_bytes`` = 1 completes on the first. What
+  is readable differs by reader: a follower's fetch (``replica_id`` >= 0) reads to the log
+  end, so appends wake it (``on_append``); a consumer's reads below the high watermark,
+  so high-watermark advances wake it (``on_high_watermark``: with replication the high
+  watermark moves when followers fetch, not when the leader appends);
 - something about one of its partitions changed — leader, epoch, deletion
   (``on_change``);
 - its ``max_wait`` runs out (``expire``).
@@ -26,12 +28,14 @@ import itertools
 
 
 class DelayedFetch:
-    """One parked Fetch: its deadline, the bytes it needs and has, its partitions."""
+    """One parked Fetch: its deadline, the bytes it needs and has, its partitions, whether
+    a follower sent it."""
 
-    __slots__ = ("deadline", "min_bytes", "accumulated", "keys", "context", "done")
+    __slots__ = ("deadline", "min_bytes", "accumulated", "keys", "context", "follower", "done")
 
-    def __init__(self, deadline, min_bytes, accumulated, keys, context):
+    def __init__(self, deadline, min_bytes, accumulated, keys, context, follower=False):
         self.deadline = deadline
+        self.follower = follower
         self.min_bytes = min_bytes
         self.accumulated = accumulated
         self.keys = tuple(keys)
@@ -47,7 +51,9 @@ class FetchPurgatory:
     """Parked fetches by watched partition and by deadline (see the module doc)."""
 
     def __init__(self):
-        self._watchers = {}  # (topic, index) -> [DelayedFetch]
+        self._watchers = {}  # (topic, index) -> [DelayedFetch]: consumers' and followers'
+        self._followers = {}  # (topic, index) -> [DelayedFetch]: followers' (woken by appends)
+        self._consumers = {}  # (topic, index) -> [DelayedFetch]: consumers' (by the HW)
         self._deadlines = []  # heap of (deadline, sequence, DelayedFetch)
         self._sequence = itertools.count()
         self._count = 0
@@ -57,15 +63,28 @@ class FetchPurgatory:
 
     def park(self, fetch):
         """Watch ``fetch`` until it completes, expires or is cancelled."""
+        by_reader = self._followers if fetch.follower else self._consumers
         for key in fetch.keys:
             self._watchers.setdefault(key, []).append(fetch)
+            by_reader.setdefault(key, []).append(fetch)
         heapq.heappush(self._deadlines, (fetch.deadline, next(self._sequence), fetch))
         self._count += 1
 
     def on_append(self, key, size):
-        """``size`` bytes became readable in partition ``key``: the fetches that now have
-        their ``min_bytes`` (removed from the purgatory)."""
-        watchers = self._watchers.get(key)
+        """``size`` bytes were appended to partition ``key``: the followers' fetches that
+        now have their ``min_bytes`` (removed from the purgatory)."""
+        return self._readable(self._followers.get(key), size)
+
+    def on_high_watermark(self, key, size):
+        """``size`` bytes of partition ``key`` came below its high watermark: the consumers'
+        fetches that now have their ``min_bytes`` (removed from the purgatory)."""
+        return self._readable(self._consumers.get(key), size)
+
+    def has_consumers(self, key):
+        """Whether a consumer's fetch watches ``key`` (before measuring what it may read)."""
+        return key in self._consumers
+
+    def _readable(self, watchers, size):
         if not watchers:
             return []
         ready = []
@@ -116,9 +135,11 @@ class FetchPurgatory:
     def _finish(self, fetch):
         fetch.done = True
         self._count -= 1
+        by_reader = self._followers if fetch.follower else self._consumers
         for key in fetch.keys:
-            watchers = self._watchers.get(key)
-            if watchers is not None:
-                watchers.remove(fetch)
-                if not watchers:
-                    del self._watchers[key]
+            for index in (self._watchers, by_reader):
+                watchers = index.get(key)
+                if watchers is not None:
+                    watchers.remove(fetch)
+                    if not watchers:
+                        del index[key]

@@ -21,9 +21,17 @@ of ``max_bytes``. A single batch too large for it cannot be served over this con
 its partition answers MESSAGE_TOO_LARGE (the client's ring is smaller than
 ``ringlog.ring.bytes`` says it should be).
 
+A Fetch from a follower (``replica_id`` = a broker id) is refused per partition with
+NOT_LEADER_OR_FOLLOWER unless that broker is one of the partition's replicas (Kafka's
+followerReplicaOrThrow); after the read, its ``fetch_offset`` is recorded as the
+follower's position (``Partition.update_follower``: R1, ISR expansion, the high
+watermark), and its answer carries the high watermark as it is after that.
+
 Long poll: with no error, fewer than ``min_bytes`` found and ``max_wait`` > 0, the fetch is
-parked in the purgatory (its channel muted) and answered — read again — once appends bring
-``min_bytes``, a watched partition changes, or ``max_wait`` passes.
+parked in the purgatory (its channel muted) and answered — read again, without recording
+a follower's position again, as Kafka — once what it may read grows by ``min_bytes``
+(appends for a follower's fetch, high-watermark advances for a consumer's), a watched
+partition changes, or ``max_wait`` passes.
 
 The answer is a ``FetchResponseFrame``: the channel claims a slot of its exact size in the
 response ring and the batches are copied from the segment files into it.
@@ -50,6 +58,8 @@ log = logging.getLogger(__name__)
 
 #: Fetch's isolation_level for read_committed.
 READ_COMMITTED = 1
+#: More bytes than any fetch asks for.
+_UNBOUNDED = 1 << 62
 
 
 class FetchHandler:
@@ -69,8 +79,25 @@ class FetchHandler:
     # -- completing parked fetches ----------------------------------------------------------
 
     def on_append(self, key, size):
-        """``size`` bytes became readable in ``key``: answer the fetches that have enough."""
+        """``size`` bytes were appended to ``key``: answer the followers' fetches that
+        have enough."""
         for fetch in self._purgatory.on_append(key, size):
+            self._complete(fetch)
+
+    def on_high_watermark(self, key, partition, old_high_watermark, size=None):
+        """The HW of ``partition`` (``key``) moved up from ``old_high_watermark``: answer
+        the consumers' fetches that have enough. ``size``: the bytes that came below it,
+        if the caller knows them; else they are measured (only when a consumer waits)."""
+        purgatory = self._purgatory
+        if not purgatory.has_consumers(key):
+            return
+        if size is None:
+            try:
+                size = partition.log.read_slice(old_high_watermark, _UNBOUNDED,
+                                                partition.high_watermark, False).size
+            except (OffsetOutOfRangeError, KafkaStorageError):
+                size = _UNBOUNDED  # not measurable (the log start moved past it): wake them
+        for fetch in purgatory.on_high_watermark(key, size):
             self._complete(fetch)
 
     def on_change(self, keys):
@@ -86,11 +113,9 @@ class FetchHandler:
     def next_deadline(self):
         return self._purgatory.next_deadline()
 
-    def cancel(self, channel):
-        """The channel's client went away: forget its parked fetch."""
-        if channel.parked is not None:
-            self._purgatory.cancel(channel.parked)
-            channel.parked = None
+    def cancel(self, fetch):
+        """Its client went away: forget ``fetch``."""
+        self._purgatory.cancel(fetch)
 
     def _complete(self, fetch):
         """Answer a fetch leaving the purgatory. This runs while another request (the
@@ -108,7 +133,9 @@ class FetchHandler:
 
     def _answer(self, channel, header, request, may_park):
         version = header.request_api_version
-        follower = request.replica_id >= 0
+        # A follower's id, recorded on the first read only (may_park), or None.
+        follower = request.replica_id if request.replica_id >= 0 else None
+        record = follower if may_park else None
         per_partition = partition_overhead(version)
         overhead = frame_overhead(version) + sum(
             topic_overhead(t.topic) + per_partition * len(t.partitions) for t in request.topics)
@@ -129,7 +156,7 @@ class FetchHandler:
             partitions = []
             for p in topic.partitions:
                 data = read(name, p, max(0, min(p.partition_max_bytes, limit)), min_one,
-                            follower, room - total)
+                            follower, record, room - total)
                 size = data.records_size
                 if size:
                     min_one = False
@@ -143,7 +170,8 @@ class FetchHandler:
                 and request.max_wait.total_seconds() > 0):
             keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
             fetch = DelayedFetch(self._clock() + request.max_wait.total_seconds(),
-                                 request.min_bytes, total, keys, (channel, header, request))
+                                 request.min_bytes, total, keys, (channel, header, request),
+                                 follower is not None)
             self._purgatory.park(fetch)
             channel.parked = fetch
             return
@@ -151,18 +179,24 @@ class FetchHandler:
             version, header.correlation_id, topics,
             read_committed=request.isolation_level == READ_COMMITTED))
 
-    def _read(self, topic, p, max_bytes, min_one, follower, room):
-        """The PartitionData of one partition of the request (see the module doc)."""
+    def _read(self, topic, p, max_bytes, min_one, follower, record, room):
+        """The PartitionData of one partition of the request (see the module doc).
+        ``follower``: the follower's id, or None for a consumer; ``record``: the follower
+        whose position this read records, or None."""
         index = p.partition
         try:
             partition = self._replicas.leader(topic, index,
                                               getattr(p, "current_leader_epoch", -1))
+            if follower is not None:
+                partition.check_follower(follower)
         except Exception as exc:
             return PartitionData(index, code_of(exc, f"fetch from {topic}-{index}"))
         high_watermark = partition.high_watermark
         log_start = partition.log.log_start_offset
+        log_end = partition.log.log_end_offset
         try:
-            found = partition.read_slice(p.fetch_offset, max_bytes, min_one, follower)
+            found = partition.read_slice(p.fetch_offset, max_bytes, min_one,
+                                         follower is not None)
         except OffsetOutOfRangeError as exc:
             return PartitionData(index, exc.errno, high_watermark, high_watermark, log_start)
         except KafkaStorageError as exc:
@@ -174,4 +208,7 @@ class FetchHandler:
                         found.first_offset, found.size, room)
             return PartitionData(index, RecordTooLargeError.errno, high_watermark,
                                  high_watermark, log_start)
+        if record is not None:
+            partition.update_follower(record, p.fetch_offset, log_end)
+            high_watermark = partition.high_watermark
         return PartitionData(index, 0, high_watermark, high_watermark, log_start, found)

@@ -5,11 +5,40 @@ A ``Partition`` is what the request handlers see of a topic-partition: appends a
 for ListOffsets. Its state comes from the controller's ``PartitionState`` (``update``):
 leader or follower, leader epoch, replicas, ISR.
 
-High watermark: a field of its own, not the log end offset. The leader advances it to the
-smallest log end offset of the ISR; while the ISR is this broker alone (replication factor
-1) that is its own log end offset, so an append moves it at once. Followers' positions and
-the ISR changes that let it lag come with replication. Consumers read below the high
-watermark only; followers (``replica_id`` >= 0 in a Fetch) read up to the log end.
+High watermark (HW): a field of its own, not the log end offset (LEO). On the leader
+(Kafka's Partition.maybeIncrementLeaderHW, R2) it is the smallest LEO of this broker and of
+every follower that is in the maximal ISR (the ISR plus an expansion in flight) or is
+caught up and alive (``ReplicaState.is_caught_up``), it never decreases, and it stays
+where it is while the ISR is smaller than min(min.insync.replicas, replication factor)
+(Kafka 3.7). It moves after appends (``append_as_leader``), follower fetches
+(``update_follower``), ISR changes and new leadership. With the leader alone in the replica
+set (replication factor 1) an append sets it to the LEO directly: that path costs nothing
+more. Every move other than an append's is reported to ``on_high_watermark(partition,
+old_hw)`` (the request handler completes delayed produces and parked consumer fetches);
+the produce handler reports an append's itself. Consumers read below the HW; followers
+(``replica_id`` >= 0 in a Fetch) up to the LEO.
+
+Followers, on the leader: one ``ReplicaState`` per other replica (``followers``), reset
+when this broker starts a new leader epoch (Kafka's makeLeader), updated by each of the
+follower's Fetches. ISR changes (R3-R5) are proposed through ``alter_partition``, an object
+with ``submit(topic, index, leader_epoch, partition_epoch, new_isr, callback)`` that sends
+the controller an AlterPartition and later calls ``callback(error_code, new_state)``
+(``new_state`` a PartitionState, or None on an error) — on the broker's loop thread, as
+everything here:
+
+- expansion (``update_follower``): a follower outside the ISR whose LEO is >= the HW and
+  >= this leader epoch's start offset, on a live broker, joins;
+- shrink (``maybe_shrink_isr``, every replica.lag.time.max.ms / 2 from the broker loop):
+  followers whose LEO is not the leader's and that were last caught up more than
+  replica.lag.time.max.ms ago leave.
+
+One change at a time (Kafka's pending ISR state): while a proposal is in flight
+(``pending_isr``) no other is made, and the HW already counts the followers it adds
+(``maximal_isr``); a shrink counts only once committed. The answer, or a new
+PartitionState from the metadata, settles it: an error drops the proposal (the next fetch
+or check proposes again); a state of another leader epoch, or an older partition epoch,
+is not applied. The partition epoch is read with
+``getattr(state, "partition_epoch", 0)`` until PartitionState carries it.
 
 The partition directory carries ``partition.metadata`` (Kafka's PartitionMetadataFile:
 exactly the two lines ``version: 0`` and ``topic_id: <id>``) so that a topic deleted and
@@ -22,18 +51,24 @@ PartitionLog it owns.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
+import time
 
 from cluster.errors import (
     FencedLeaderEpochError,
     KafkaStorageError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
     UnknownLeaderEpochError,
 )
+from replica_proc.replica_state import ReplicaState
 from segments.checkpoint import write_atomically
 from segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
+
+log = logging.getLogger(__name__)
 
 PARTITION_METADATA = "partition.metadata"
 METADATA_VERSION = 0
@@ -45,6 +80,9 @@ _MAX_METADATA_BYTES = 96
 #: ListOffsets' answer when no offset matches (Kafka's UNKNOWN_OFFSET / NO_TIMESTAMP).
 UNKNOWN_OFFSET = -1
 NO_TIMESTAMP = -1
+
+#: replica.lag.time.max.ms's default, in seconds.
+DEFAULT_REPLICA_LAG_MAX = 30.0
 
 
 def directory_name(topic, partition):
@@ -92,14 +130,22 @@ class Partition:
     """This broker's replica of ``topic``-``index`` (see the module doc).
 
     Created by the ReplicaManager with an open ``log``; ``update`` applies each new
-    PartitionState; ``close``/``delete`` end it.
+    PartitionState; ``close``/``delete`` end it. ``clock``: the broker loop's monotonic
+    seconds; ``replica_lag_max``: replica.lag.time.max.ms in seconds; ``alter_partition``
+    and ``on_high_watermark``: see the module doc (None: no ISR change is proposed, no
+    move reported).
     """
 
     __slots__ = ("topic", "index", "topic_id", "broker_id", "log", "leader_id",
-                 "leader_epoch", "replicas", "isr", "high_watermark", "min_insync_replicas")
+                 "leader_epoch", "partition_epoch", "replicas", "isr", "high_watermark",
+                 "min_insync_replicas", "followers", "pending_isr", "leader_epoch_start_offset",
+                 "live_brokers", "clock", "replica_lag_max", "alter_partition",
+                 "on_high_watermark")
 
     def __init__(self, topic, index, topic_id, broker_id, log: PartitionLog,
-                 min_insync_replicas=1):
+                 min_insync_replicas=1, *, clock=time.monotonic,
+                 replica_lag_max=DEFAULT_REPLICA_LAG_MAX, alter_partition=None,
+                 on_high_watermark=None):
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -107,42 +153,86 @@ class Partition:
         self.log = log
         self.leader_id = -1
         self.leader_epoch = -1
+        self.partition_epoch = -1
         self.replicas = ()
         self.isr = ()
         self.high_watermark = log.log_start_offset
         self.min_insync_replicas = min_insync_replicas
+        self.followers = {}  # broker id -> ReplicaState, while this broker leads
+        self.pending_isr = None  # the ISR proposed to the controller, while in flight
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self.live_brokers = frozenset()
+        self.clock = clock
+        self.replica_lag_max = replica_lag_max
+        self.alter_partition = alter_partition
+        self.on_high_watermark = on_high_watermark
 
     def __repr__(self):
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
         return (f"Partition({self.topic}-{self.index}, {role}, epoch={self.leader_epoch}, "
-                f"hw={self.high_watermark}, leo={self.log.log_end_offset})")
+                f"isr={list(self.isr)}, hw={self.high_watermark}, "
+                f"leo={self.log.log_end_offset})")
 
     @property
     def is_leader(self):
         return self.leader_id == self.broker_id
 
+    @property
+    def maximal_isr(self):
+        """The ISR plus the followers a proposal in flight adds (Kafka's maximalIsr)."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return self.isr + tuple(b for b in pending if b not in self.isr)
+
     # -- state from the controller --------------------------------------------------------
 
-    def update(self, state):
-        """Apply the controller's PartitionState; True if leadership or ISR changed."""
+    def update(self, state, live_brokers=None):
+        """Apply the controller's PartitionState (and the live brokers, for ISR
+        eligibility); True if leadership, replicas or ISR changed. A state of this leader
+        epoch older (by partition epoch) than one an AlterPartition answer applied is
+        ignored."""
+        if live_brokers is not None:
+            self.live_brokers = frozenset(live_brokers)
+        partition_epoch = getattr(state, "partition_epoch", 0)
+        replicas = tuple(state.replicas)
+        isr = tuple(state.isr)
         changed = (state.leader != self.leader_id or state.leader_epoch != self.leader_epoch
-                   or tuple(state.isr) != self.isr or tuple(state.replicas) != self.replicas)
+                   or isr != self.isr or replicas != self.replicas)
+        if not changed and partition_epoch == self.partition_epoch:
+            return False
+        if (state.leader == self.leader_id and state.leader_epoch == self.leader_epoch
+                and partition_epoch < self.partition_epoch):
+            return False
+        was_leader = self.is_leader
+        new_epoch = state.leader_epoch != self.leader_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
-        self.replicas = tuple(state.replicas)
-        self.isr = tuple(state.isr)
-        # Leader epochs (R7): a new leader records where its epoch starts, its LEO.
-        if self.is_leader and self.leader_epoch > self.log.leader_epoch_cache.latest_epoch \
-                and self.log.offline is None:
-            self.log.leader_epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
-        self._advance_high_watermark()
+        self.partition_epoch = partition_epoch
+        self.replicas = replicas
+        self.isr = isr
+        self.pending_isr = None
+        if not self.is_leader:
+            self.followers = {}
+            self.leader_epoch_start_offset = UNKNOWN_OFFSET
+            return changed
+        followers = {b: self.followers.get(b) or ReplicaState(b)
+                     for b in replicas if b != self.broker_id}
+        self.followers = followers
+        if new_epoch or not was_leader:
+            now = self.clock()
+            leo = self.log.log_end_offset
+            self.leader_epoch_start_offset = leo
+            # Leader epochs (R7): a new leader records where its epoch starts, its LEO.
+            if self.leader_epoch > self.log.leader_epoch_cache.latest_epoch \
+                    and self.log.offline is None:
+                self.log.leader_epoch_cache.assign(self.leader_epoch, leo)
+            for replica in followers.values():
+                replica.reset(now, leo, not was_leader, replica.broker_id in isr)
+        old = self.high_watermark
+        if self._increment_high_watermark():
+            self._report(old)
         return changed
-
-    def _advance_high_watermark(self):
-        """Move the high watermark to the smallest log end offset of the ISR, as far as
-        this broker knows it (its own, while the ISR is this broker alone)."""
-        if self.is_leader and self.isr == (self.broker_id,):
-            self.high_watermark = self.log.log_end_offset
 
     def check_leader(self, current_leader_epoch=-1):
         """Raise unless this replica leads; with ``current_leader_epoch`` >= 0 (a client's
@@ -164,11 +254,146 @@ class Partition:
             f"{self.topic}-{self.index}: request's leader epoch {current_leader_epoch} is "
             f"newer than this broker's {self.leader_epoch}")
 
+    # -- high watermark -------------------------------------------------------------------
+
+    def _increment_high_watermark(self):
+        """Move the HW per R2 (see the module doc); True if it moved."""
+        if len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
+            return False
+        leo = self.log.log_end_offset
+        new = leo
+        if self.followers:
+            now = self.clock()
+            maximal = self.maximal_isr
+            lag = self.replica_lag_max
+            live = self.live_brokers
+            for broker, replica in self.followers.items():
+                follower_leo = replica.log_end_offset
+                if follower_leo < new and (
+                        broker in maximal
+                        or (broker in live and replica.is_caught_up(leo, now, lag))):
+                    new = follower_leo
+        if new > self.high_watermark:
+            self.high_watermark = new
+            return True
+        return False
+
+    def _report(self, old_high_watermark):
+        if self.on_high_watermark is not None:
+            self.on_high_watermark(self, old_high_watermark)
+
+    def check_enough_replicas(self, required_offset):
+        """A delayed acks=all produce's test (Kafka's checkEnoughReplicasReachOffset):
+        ``(done, error)``, ``error`` None or the exception to answer with. Not done while
+        the HW is below ``required_offset``; then done, with NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        if the maximal ISR is smaller than min.insync.replicas; done with
+        NOT_LEADER_OR_FOLLOWER once this broker no longer leads."""
+        if not self.is_leader:
+            return True, NotLeaderForPartitionError(
+                f"broker {self.broker_id} no longer leads {self.topic}-{self.index} "
+                f"(leader: {self.leader_id}, epoch {self.leader_epoch})")
+        if self.high_watermark < required_offset:
+            return False, None
+        isr = self.maximal_isr
+        if len(isr) < self.min_insync_replicas:
+            return True, NotEnoughReplicasAfterAppendError(
+                f"{self.topic}-{self.index}: the records up to offset {required_offset} are "
+                f"appended, but the ISR {list(isr)} has {len(isr)} replica(s), fewer than "
+                f"min.insync.replicas={self.min_insync_replicas}")
+        return True, None
+
+    # -- followers ------------------------------------------------------------------------
+
+    def check_follower(self, replica_id):
+        """Raise NOT_LEADER_OR_FOLLOWER unless ``replica_id`` is a follower of this
+        leader (Kafka's followerReplicaOrThrow)."""
+        if replica_id not in self.followers:
+            raise NotLeaderForPartitionError(
+                f"leader {self.broker_id} of {self.topic}-{self.index} cannot record the "
+                f"position of replica {replica_id}: not one of the replicas "
+                f"{list(self.replicas)} (leader epoch {self.leader_epoch}, partition epoch "
+                f"{self.partition_epoch})")
+
+    def update_follower(self, replica_id, fetch_offset, leader_leo):
+        """Record follower ``replica_id``'s Fetch at ``fetch_offset``, served when this log
+        ended at ``leader_leo`` (R1); propose it for the ISR if it qualifies (R4); move
+        the HW if its LEO moved."""
+        replica = self.followers[replica_id]
+        before = replica.log_end_offset
+        replica.on_fetch(fetch_offset, leader_leo, self.clock())
+        self._maybe_expand_isr(replica)
+        if replica.log_end_offset != before:
+            old = self.high_watermark
+            if self._increment_high_watermark():
+                self._report(old)
+
+    def _maybe_expand_isr(self, replica):
+        if self.pending_isr is not None or self.alter_partition is None:
+            return
+        broker = replica.broker_id
+        leo = replica.log_end_offset
+        if (broker not in self.isr and leo >= self.high_watermark
+                and leo >= self.leader_epoch_start_offset and broker in self.live_brokers):
+            self._propose(self.isr + (broker,))
+
+    def maybe_shrink_isr(self):
+        """Propose the ISR without the followers that fell out of sync (R3); True if a
+        change was proposed."""
+        if not self.is_leader or self.pending_isr is not None or self.alter_partition is None:
+            return False
+        leo = self.log.log_end_offset
+        now = self.clock()
+        lag = self.replica_lag_max
+        followers = self.followers
+        out = {b for b in self.isr if b in followers
+               and not followers[b].is_caught_up(leo, now, lag)}
+        if not out:
+            return False
+        log.info("%s-%d: shrinking the ISR %s by %s (LEO %d, lag limit %.3f s): %s",
+                 self.topic, self.index, list(self.isr), sorted(out), leo, lag,
+                 [followers[b] for b in sorted(out)])
+        self._propose(tuple(b for b in self.isr if b not in out))
+        return True
+
+    def _propose(self, new_isr):
+        self.pending_isr = proposal = tuple(new_isr)
+        epoch = self.leader_epoch
+
+        def answered(error_code, state):
+            self._on_alter_partition(proposal, epoch, error_code, state)
+
+        if not self.alter_partition.submit(self.topic, self.index, epoch,
+                                           self.partition_epoch, list(proposal), answered):
+            # An earlier change of this partition is still on its way to the controller
+            # (this one was settled by a new image meanwhile): propose again later.
+            self.pending_isr = None
+
+    def _on_alter_partition(self, proposal, epoch, error_code, state):
+        """The controller's answer to ``proposal``: commit its new state, or drop the
+        proposal (the next fetch or shrink check proposes again)."""
+        if self.pending_isr is not proposal:
+            return  # settled already (a new PartitionState, or a newer proposal)
+        self.pending_isr = None
+        if error_code:
+            log.warning("%s-%d: AlterPartition to ISR %s failed with error %d", self.topic,
+                        self.index, list(proposal), error_code)
+            return
+        if (state is None or not self.is_leader or epoch != self.leader_epoch
+                or state.leader_epoch != self.leader_epoch
+                or getattr(state, "partition_epoch", 0) < self.partition_epoch):
+            return
+        self.isr = tuple(state.isr)
+        self.partition_epoch = getattr(state, "partition_epoch", 0)
+        old = self.high_watermark
+        if self._increment_high_watermark():
+            self._report(old)
+
     # -- the hot paths --------------------------------------------------------------------
 
     def append_as_leader(self, records, required_acks):
         """Validate, stamp (offsets, leader epoch) and append ``records`` (whole batches);
-        return the first offset. acks=all needs min.insync.replicas in the ISR first."""
+        return the first offset and move the HW (not reported: the caller does that).
+        acks=all needs min.insync.replicas in the ISR first."""
         if not self.is_leader:
             self.check_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -177,7 +402,10 @@ class Partition:
                 f"replica(s), fewer than min.insync.replicas={self.min_insync_replicas} "
                 f"that acks=all requires")
         first, _ = self.log.append(records, leader_epoch=self.leader_epoch)
-        self._advance_high_watermark()
+        if self.followers:
+            self._increment_high_watermark()
+        else:
+            self.high_watermark = self.log.log_end_offset
         return first
 
     def read_slice(self, offset, max_bytes, min_one_batch, follower):

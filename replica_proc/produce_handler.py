@@ -7,30 +7,39 @@ be led by this broker (NOT_LEADER_OR_FOLLOWER); ``acks`` must be 0, 1 or -1
 size against max.message.bytes (MESSAGE_TOO_LARGE) — before anything is written, so a bad
 batch appends nothing, stamps offsets and the leader epoch and appends. The batches are
 never decoded. acks=-1 (all) with fewer ISR members than min.insync.replicas fails with
-NOT_ENOUGH_REPLICAS before appending; otherwise it is answered like acks=1. That is
-Kafka's rule while the ISR is the leader alone (replication factor 1: the append moves the
-high watermark past the batch at once); waiting for followers (Kafka's DelayedProduce)
-comes with replication. A full or failing disk answers KAFKA_STORAGE_ERROR (retriable,
-with a metadata refresh) for that partition alone, nothing of its batches appended
-(segments.log, "Failed writes"); so does a partition whose log went offline.
+NOT_ENOUGH_REPLICAS before appending (R6); otherwise the answer waits until the high
+watermark of every partition appended to has passed its batches: at once when it already
+has (the ISR is the leader alone: replication factor 1 costs nothing more), else in the
+produce purgatory (``delayed_produce``; the channel muted meanwhile) until followers
+fetch, leadership is lost or the request's ``timeout_ms`` runs out. A full or failing
+disk answers KAFKA_STORAGE_ERROR (retriable, with a metadata refresh) for that partition
+alone, nothing of its batches appended (segments.log, "Failed writes"); so does a
+partition whose log went offline.
 
 Each partition's error carries a message naming the bad value (``error_message``, v8).
 acks=0: no response at all, as Kafka; and as Kafka, if any partition failed, the
 connection is closed so the producer learns something went wrong.
 
 The answer is packed by ``produce_response`` (not kio: it costs as much as the append).
-After an append that moved the high watermark, ``on_append(key, size)`` lets parked
-fetches of the partition complete.
+After an append, ``on_append(key, size)`` lets followers' parked fetches of the partition
+complete (when it has followers), and if the append moved the high watermark,
+``on_high_watermark(partition, old_hw, size)`` lets consumers' parked fetches and delayed
+produces complete.
 
 Owner: the broker's loop thread.
 """
 from __future__ import annotations
 
+import logging
+
 from cluster.errors import InvalidRecordError, InvalidRequiredAcksError
 from cluster.protocol.produce_response import PartitionResult, produce_response_frame
 from replica_proc.channel import CloseConnection
+from replica_proc.delayed_produce import DelayedProduce, PendingPartition
 from replica_proc.responses import code_of
 from segments.batch_header import BatchHeader
+
+log = logging.getLogger(__name__)
 
 ACKS = (0, 1, -1)
 #: ``base_offset``, ``log_start_offset`` and ``log_append_time`` of a partition's answer
@@ -39,29 +48,91 @@ UNKNOWN = -1
 
 
 class ProduceHandler:
-    """Handles Produce requests against ``replicas`` (a ReplicaManager)."""
+    """Handles Produce requests against ``replicas`` (a ReplicaManager), parking acks=all
+    ones in ``purgatory`` (a ProducePurgatory). ``clock``: the loop's monotonic seconds."""
 
-    def __init__(self, replicas, on_append):
+    def __init__(self, replicas, purgatory, clock, on_append, on_high_watermark):
         self._replicas = replicas
+        self._purgatory = purgatory
+        self._clock = clock
         self._on_append = on_append
+        self._on_high_watermark = on_high_watermark
 
     def __call__(self, channel, header, request):
         acks = request.acks
         append = self._append
         failures = []
         topics = []
+        waiting = [] if acks == -1 else None
         for topic in request.topic_data:
             name = topic.name
-            results = [append(name, data.index, data.records, acks)
-                       for data in topic.partition_data]
-            failures += [f"{name}-{r.index}: {r.message}" for r in results if r.error_code]
+            results = []
+            for data in topic.partition_data:
+                result = append(name, data.index, data.records, acks)
+                results.append(result)
+                if result.error_code:
+                    failures.append(f"{name}-{result.index}: {result.message}")
+                elif waiting is not None:
+                    self._wait_for(waiting, name, result.index, results)
             topics.append((name, results))
         if acks == 0:
             if failures:
                 raise CloseConnection(f"acks=0 produce failed: {'; '.join(failures)}")
             return
+        if waiting:
+            timeout = request.timeout.total_seconds()
+            produce = DelayedProduce(self._clock() + timeout, round(timeout * 1000), waiting,
+                                     topics, (channel, header))
+            self._purgatory.park(produce)
+            channel.parked = produce
+            return
         channel.send(produce_response_frame(header.request_api_version,
                                             header.correlation_id, topics))
+
+    def _wait_for(self, waiting, topic, index, results):
+        """Add ``topic``-``index`` to ``waiting`` if its HW is below its log end (what was
+        just appended is not yet replicated)."""
+        partition = self._replicas.partition(topic, index)
+        end = partition.log.log_end_offset
+        if partition.high_watermark < end:
+            waiting.append(PendingPartition((topic, index), partition, end, results,
+                                            len(results) - 1))
+
+    # -- completing delayed produces --------------------------------------------------------
+
+    def on_high_watermark(self, key):
+        """The HW of ``key`` moved: answer the produces it completes."""
+        for produce in self._purgatory.check(key):
+            self._complete(produce)
+
+    def on_change(self, keys):
+        """Partitions in ``keys`` changed (leader, ISR, deleted): answer what completes."""
+        for produce in self._purgatory.on_change(keys):
+            self._complete(produce)
+
+    def expire(self, now):
+        """Answer the produces whose timeout ran out by ``now`` (REQUEST_TIMED_OUT)."""
+        for produce in self._purgatory.expire(now):
+            self._complete(produce)
+
+    def next_deadline(self):
+        return self._purgatory.next_deadline()
+
+    def cancel(self, produce):
+        """Its client went away: forget ``produce``."""
+        self._purgatory.cancel(produce)
+
+    def _complete(self, produce):
+        """Answer a produce leaving the purgatory and unmute its channel. Like a parked
+        fetch's answer (fetch_handler), a failure marks that channel for closing."""
+        channel, header = produce.context
+        channel.parked = None
+        try:
+            channel.send(produce_response_frame(header.request_api_version,
+                                                header.correlation_id, produce.topics))
+        except Exception as exc:
+            log.exception("%s: answering a delayed produce failed", channel.name)
+            channel.closing = f"answering a delayed produce failed: {exc!r}"
 
     def _append(self, topic, index, records, acks):
         """The PartitionResult of appending ``records`` to ``topic``-``index``."""
@@ -84,8 +155,14 @@ class ProduceHandler:
         except Exception as exc:
             code = code_of(exc, f"produce to {topic}-{index}")
             return PartitionResult(index, code, UNKNOWN, UNKNOWN, UNKNOWN, _message(exc))
+        size = len(records)
+        if partition.followers:
+            self._on_append((topic, index), size)
         if partition.high_watermark > high_watermark:
-            self._on_append((topic, index), len(records))
+            # What came below the HW is this append's batches if the HW was at the log end
+            # before it (always so for replication factor 1); else the caller measures.
+            self._on_high_watermark(partition, high_watermark,
+                                    size if high_watermark == base_offset else None)
         return PartitionResult(index, 0, base_offset, append_time,
                                partition.log.log_start_offset, None)
 

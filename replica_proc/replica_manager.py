@@ -29,6 +29,12 @@
 An image of version 0 (the empty page before any controller published) is ignored: it
 says nothing about which logs to keep.
 
+Replication, on the partitions this broker leads (``partition``): each Partition gets the
+image's live brokers (ISR eligibility), ``replica.lag.time.max.ms``, the loop's clock, the
+``alter_partition`` channel for ISR proposals, and reports high-watermark moves to
+``on_high_watermark`` (set by the request handler). ``maybe_shrink_isr()`` (the broker
+loop, every replica.lag.time.max.ms / 2) runs every led partition's ISR-shrink check.
+
 Lookups for requests: ``partition(topic, index)`` raises UNKNOWN_TOPIC_OR_PARTITION for a
 topic or partition the image does not have, KAFKA_STORAGE_ERROR for an offline one and
 NOT_LEADER_OR_FOLLOWER for one placed on other brokers; ``leader(...)`` also refuses
@@ -51,6 +57,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 import uuid
 
 from cluster.config.dynamic import effective_broker_config
@@ -82,10 +89,14 @@ STRAY_SUFFIX = "-stray"
 class ReplicaManager:
     """The partitions of broker ``broker_id`` in ``log_dir`` (see the module doc).
 
-    ``clock`` (milliseconds since the epoch) is handed to every PartitionLog.
+    ``clock`` (milliseconds since the epoch) is handed to every PartitionLog;
+    ``loop_clock`` (the broker loop's monotonic seconds) and ``alter_partition`` (an object
+    with ``submit(topic, index, leader_epoch, partition_epoch, new_isr, callback)``, or
+    None: no ISR change is proposed) to every Partition.
     """
 
-    def __init__(self, broker_id, log_dir, config, clock=None):
+    def __init__(self, broker_id, log_dir, config, clock=None, *, loop_clock=time.monotonic,
+                 alter_partition=None):
         self.broker_id = broker_id
         self.log_dir = os.fspath(log_dir)
         self.static_config = config
@@ -96,6 +107,11 @@ class ReplicaManager:
         self._partitions = {}  # (topic, index) -> Partition
         self._offline = {}  # (topic, index) -> (topic id, KafkaStorageError) while offline
         self._topic_settings = {}  # topic -> (configs, LogConfig, min.insync.replicas)
+        self.loop_clock = loop_clock
+        self.alter_partition = alter_partition
+        #: Called with (partition, old high watermark) when a Partition reports a move.
+        self.on_high_watermark = None
+        self._deferred = None  # the moves reported while ``apply`` runs, or None
         os.makedirs(self.log_dir, exist_ok=True)
         self._hw_checkpoint = HighWatermarkCheckpoint(self.log_dir)
         #: (topic, index) -> high watermark read at start, for partitions not opened yet.
@@ -132,6 +148,10 @@ class ReplicaManager:
             f"{topic}-{index} is not hosted on broker {self.broker_id} (leader: "
             f"{state.leader}, replicas {list(state.replicas)})")
 
+    def hosted(self, topic, index):
+        """The open Partition ``topic``-``index``, or None."""
+        return self._partitions.get((topic, index))
+
     def offline(self, topic, index):
         """The KafkaStorageError of ``topic``-``index`` if its replica here is offline."""
         offline = self._offline.get((topic, index))
@@ -155,6 +175,16 @@ class ReplicaManager:
         opened, changed or removed (for waking requests that wait on them)."""
         if image.version == 0:
             return set()
+        self._deferred = []
+        try:
+            changed = self._apply(image)
+        finally:
+            deferred, self._deferred = self._deferred, None
+        for partition, old in deferred:
+            self._report_high_watermark(partition, old)
+        return changed
+
+    def _apply(self, image):
         first = self.image is None
         if first or image.broker_configs != self.image.broker_configs:
             self._apply_broker_configs(image.broker_configs)
@@ -162,6 +192,8 @@ class ReplicaManager:
         hosted = {(state.topic, state.partition): state
                   for state in image.partitions_on(self.broker_id)}
         changed = set()
+        live = frozenset(image.live_brokers())
+        lag = self.config["replica.lag.time.max.ms"] / 1000
         for key, partition in list(self._partitions.items()):
             info = image.topics.get(key[0])
             if key not in hosted or info.topic_id != partition.topic_id:
@@ -189,7 +221,8 @@ class ReplicaManager:
             elif partition.log.config != log_config:
                 partition.log.update_config(log_config)
             partition.min_insync_replicas = min_isr
-            if partition.update(state):
+            partition.replica_lag_max = lag
+            if partition.update(state, live):
                 changed.add(key)
         for name in self._topic_settings.keys() - image.topics.keys():
             del self._topic_settings[name]
@@ -255,13 +288,32 @@ class ReplicaManager:
                  f" (recovered {recovery.segments_recovered} segment(s), dropped "
                  f"{recovery.bytes_dropped} bytes)" if recovery.segments_recovered else "")
         partition = Partition(info.name, index, info.topic_id, self.broker_id, partition_log,
-                              min_isr)
+                              min_isr, clock=self.loop_clock,
+                              replica_lag_max=self.config["replica.lag.time.max.ms"] / 1000,
+                              alter_partition=self.alter_partition,
+                              on_high_watermark=self._report_high_watermark)
         checkpointed = self._checkpointed_hws.pop(key, None)
         if checkpointed is not None:
             partition.high_watermark = min(max(checkpointed, partition_log.log_start_offset),
                                            partition_log.log_end_offset)
         self._partitions[key] = partition
         return partition
+
+    def _report_high_watermark(self, partition, old_high_watermark):
+        """Pass a Partition's HW move on — after ``apply`` when it happens during one, so
+        that what it wakes reads a fully applied image."""
+        if self._deferred is not None:
+            self._deferred.append((partition, old_high_watermark))
+        elif self.on_high_watermark is not None:
+            self.on_high_watermark(partition, old_high_watermark)
+
+    # -- ISR ------------------------------------------------------------------------------
+
+    def maybe_shrink_isr(self):
+        """Run the ISR-shrink check (R3) of every partition this broker leads."""
+        for partition in self.partitions():
+            if partition.is_leader and partition.followers:
+                partition.maybe_shrink_isr()
 
     @staticmethod
     def _rename_aside(path):

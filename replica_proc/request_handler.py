@@ -36,8 +36,15 @@ ApiVersions advertises exactly these. Bad input never stops the broker:
 their ISR changes to it, and the loop polls it.
 
 ``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
-something) applies a new image to the ReplicaManager and answers parked fetches of the
-partitions that changed.
+something) applies a new image to the ReplicaManager and answers parked fetches and
+delayed produces of the partitions that changed.
+
+Delayed responses: a channel's ``parked`` is its parked Fetch (``delayed_fetch``) or its
+acks=all Produce waiting for replication (``delayed_produce``); ``cancel(channel)``
+forgets it when the client goes away, ``expire(now)`` answers those whose time ran out and
+``next_deadline()`` is the earliest. Every high-watermark move a Partition reports
+(``ReplicaManager.on_high_watermark``) wakes the consumers' fetches and the delayed
+produces of that partition.
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -53,6 +60,7 @@ from replica_proc.alter_partition_handler import AlterPartitionHandler
 from replica_proc.alter_partition_manager import AlterPartitionManager
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import FetchPurgatory
+from replica_proc.delayed_produce import DelayedProduce, ProducePurgatory
 from replica_proc.describe_configs_handler import DescribeConfigsHandler
 from replica_proc.fetch_handler import FetchHandler
 from replica_proc.list_offsets_handler import ListOffsetsHandler
@@ -74,12 +82,20 @@ class RequestHandler:
         self.metadata = metadata
         self.purgatory = FetchPurgatory()
         self.fetch = FetchHandler(replicas, self.purgatory, clock)
+        self.produce_purgatory = ProducePurgatory(lambda key: replicas.hosted(*key))
+        self.produce = ProduceHandler(replicas, self.produce_purgatory, clock,
+                                      self.fetch.on_append, self.on_high_watermark)
+        replicas.on_high_watermark = self.on_high_watermark
         self.admin = AdminHandler(broker_id, metadata, controller, forwarder,
                                   self.refresh_metadata, clock)
         self.alter_partitions = AlterPartitionManager(broker_id, metadata, controller,
                                                       forwarder, self.refresh_metadata, clock)
+        # The partitions this broker leads propose their ISR changes through it (unless
+        # the ReplicaManager was given another channel: tests).
+        if replicas.alter_partition is None:
+            replicas.alter_partition = self.alter_partitions
         self._handlers = {
-            ApiKey.PRODUCE: ProduceHandler(replicas, self.fetch.on_append),
+            ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
             ApiKey.LIST_OFFSETS: ListOffsetsHandler(replicas),
             ApiKey.METADATA: MetadataHandler(broker_id, config, metadata, replicas,
@@ -104,7 +120,39 @@ class RequestHandler:
         changed = self.replicas.apply(image)
         if changed:
             self.fetch.on_change(changed)
+            self.produce.on_change(changed)
         return True
+
+    def on_high_watermark(self, partition, old_high_watermark, size=None):
+        """``partition``'s HW moved up from ``old_high_watermark`` (``size``: the bytes
+        that came below it, if known): answer what that completes."""
+        key = (partition.topic, partition.index)
+        self.fetch.on_high_watermark(key, partition, old_high_watermark, size)
+        self.produce.on_high_watermark(key)
+
+    # -- delayed responses ------------------------------------------------------------------
+
+    def expire(self, now):
+        """Answer the parked fetches and delayed produces whose time ran out by ``now``."""
+        self.fetch.expire(now)
+        self.produce.expire(now)
+
+    def next_deadline(self):
+        """The earliest deadline of a parked fetch or delayed produce, or None."""
+        deadlines = [d for d in (self.fetch.next_deadline(), self.produce.next_deadline())
+                     if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def cancel(self, channel):
+        """The channel's client went away: forget its delayed response, if any."""
+        parked = channel.parked
+        if parked is None:
+            return
+        channel.parked = None
+        if isinstance(parked, DelayedProduce):
+            self.produce.cancel(parked)
+        else:
+            self.fetch.cancel(parked)
 
     def handle(self, channel, frame):
         """Serve one request frame of ``channel`` (answered now, later, or never for

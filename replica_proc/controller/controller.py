@@ -414,16 +414,15 @@ class Controller:
     @staticmethod
     def _new_partitions(image, name, replica_lists, first_partition):
         """Partition records for new partitions: the first live replica leads, epoch 0, and
-        the ISR is that leader alone — followers do not fetch from leaders yet (replication
-        is not built), so no follower is ever in sync. Claiming them would let the high
-        watermark wait for replicas that never catch up (nothing readable) and let a
-        follower with an empty log be elected on failover (acknowledged data lost)."""
+        the ISR is every live replica, in replica order (Kafka's rule, R11: all of them
+        have the same, empty, log)."""
         live = set(image.live_brokers())
         records = []
         for n, replicas in enumerate(replica_lists, start=first_partition):
             leader = next(b for b in replicas if b in live)
+            isr = tuple(b for b in replicas if b in live)
             records.append(mr.partition_record(
-                PartitionState(name, n, leader, 0, tuple(replicas), (leader,))))
+                PartitionState(name, n, leader, 0, tuple(replicas), isr)))
         return records
 
     def _check_fits(self, image, what):

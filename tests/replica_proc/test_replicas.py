@@ -274,13 +274,26 @@ def test_a_parked_fetch_completes_on_min_bytes_change_or_deadline():
     for fetch in (a, b, c):
         purgatory.park(fetch)
     assert purgatory.next_deadline() == 5.0
-    assert purgatory.on_append(("t", 0), 60) == []
-    assert purgatory.on_append(("t", 1), 50) == [a, b]  # a has 110 of 100, b 50 of 1
+    assert purgatory.on_high_watermark(("t", 0), 60) == []
+    assert purgatory.on_high_watermark(("t", 1), 50) == [a, b]  # a has 110 of 100, b 50 of 1
     assert len(purgatory) == 1 and purgatory.next_deadline() == 20.0
-    assert purgatory.on_append(("t", 1), 50) == []
+    assert purgatory.on_high_watermark(("t", 1), 50) == []
     assert purgatory.expire(19.9) == []
     assert purgatory.expire(20.0) == [c]
     assert purgatory.next_deadline() is None
+
+
+def test_appends_wake_followers_fetches_and_high_watermark_moves_consumers():
+    purgatory = FetchPurgatory()
+    follower = DelayedFetch(10.0, 1, 0, [("t", 0)], "follower", follower=True)
+    consumer = DelayedFetch(10.0, 1, 0, [("t", 0)], "consumer")
+    purgatory.park(follower)
+    purgatory.park(consumer)
+    assert purgatory.has_consumers(("t", 0)) and not purgatory.has_consumers(("t", 1))
+    assert purgatory.on_append(("t", 0), 10) == [follower]
+    assert purgatory.on_append(("t", 0), 10) == []
+    assert purgatory.on_high_watermark(("t", 0), 10) == [consumer]
+    assert len(purgatory) == 0 and not purgatory.has_consumers(("t", 0))
 
 
 def test_changes_and_cancellation_remove_parked_fetches():

@@ -293,7 +293,7 @@ def test_created_topics_take_the_broker_defaults_and_keep_their_configs(env):
     assert result == {"t": (0, None)}
     topic = env.page.read().topics["t"]
     assert len(topic.partitions) == 5
-    assert all(len(p.replicas) == 2 and p.isr == (p.replicas[0],) for p in topic.partitions)
+    assert all(len(p.replicas) == 2 and p.isr == p.replicas for p in topic.partitions)
     assert all(p.leader == p.replicas[0] and p.leader_epoch == 0 for p in topic.partitions)
     assert topic.configs == {"cleanup.policy": "compact"}  # None means "the default"
     assert len(topic.topic_id) == 22 and not topic.internal
@@ -404,12 +404,15 @@ def test_a_broker_not_yet_serving_is_not_listed(env):
 
 def test_leaders_come_from_the_live_isr_and_unclean_election_is_per_topic(three):
     env, controller = three
+    env.stop_broker(1)
+    env.poll(controller)
     controller.create_topics([
         {"name": "clean", "assignments": {0: [0, 1]}},
         {"name": "dirty", "assignments": {0: [0, 1]},
          "configs": {"unclean.leader.election.enable": "true"}}])
+    env.start_broker(1)
     image = env.poll(controller)
-    for name in ("clean", "dirty"):  # followers do not replicate yet: never in sync
+    for name in ("clean", "dirty"):  # the ISR of a new partition: its live replicas (R11)
         p = image.partition(name, 0)
         assert (p.leader, p.leader_epoch, p.replicas, p.isr) == (0, 0, (0, 1), (0,))
     env.stop_broker(0)

@@ -14,6 +14,7 @@ from cluster.errors import InvalidRequestError, NotControllerError
 from cluster.metadata.model import PartitionState
 from cluster.protocol.frames import ElectionType
 from replica_proc.controller import metadata_log as mr
+from replica_proc.controller.controller import IsrChange
 from replica_proc.controller.metadata_log import MetadataLog
 from replica_proc.controller.placement import elect_preferred, imbalanced_partitions
 
@@ -142,6 +143,10 @@ def test_unclean_election_only_for_partitions_without_a_leader(three):
     env = three
     controller = active(env)
     controller.create_topics([{"name": "t", "assignments": {0: [0, 1], 1: [1, 2], 2: [0, 2]}}])
+    image = controller.image  # broker 0, the leader of p0 and p2, shrinks their ISRs to itself
+    controller.alter_partition(0, [IsrChange("t", p, image.partition("t", p).leader_epoch,
+                                             image.partition("t", p).partition_epoch, (0,))
+                                   for p in (0, 2)])
     env.stop_broker(0)
     image = env.poll(controller)  # clean elections leave p0 and p2 offline: ISR = {0}
     assert state(image, "t", 0) == (-1, 1, (0,))
