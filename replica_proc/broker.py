@@ -13,12 +13,17 @@ source and controller). Start-up, in order:
    a broker that wins the election replays the metadata log and publishes before it serves;
 4. the newest image applied: every partition placed on this broker is opened, which is
    where a log left by a crash is recovered;
-5. the shm_ring Listener, then broker.json ``serving`` (the controller counts the broker
-   alive from then on and makes it leader of its partitions).
+5. the shm_ring Listener and the replica fetchers (``replica_fetcher``: their outbound
+   connections wake this broker through the Listener's doorbell), then broker.json
+   ``serving`` (the controller counts the broker alive from then on and makes it leader of
+   its partitions).
 
 The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell
-— at most ``POLL_INTERVAL``, less when a parked fetch or a log timer is due sooner — then
-poll the controller, apply a new image if the metadata page moved, accept connections,
+— at most ``POLL_INTERVAL``, less when a parked fetch, a log timer or a replica fetcher's
+back-off is due sooner; a leader's answer to a replica fetch rings the doorbell — then
+poll the controller, apply a new image if the metadata page moved, give the replica
+fetchers their turn (follow the new image, append what the leaders sent, send the next
+fetches; never blocking), accept connections,
 serve every connection with requests (in order per connection, see ``channel``; at most
 ``REQUESTS_PER_TURN`` of each per turn, so no client waits behind another's stream), retry
 responses that found a full ring, answer parked fetches whose wait ran out, run the log
@@ -30,9 +35,10 @@ that connection only, with a log line naming it; the broker keeps serving. An ex
 outside the requests (the controller cannot read its metadata log, say) ends ``run()``
 after the same orderly shutdown, and ``python -m replica_proc`` exits with status 1.
 
-Shutdown (``stop()``, from SIGTERM or SIGINT): broker.json ``stopping``, then the listener
-closed (clients see PeerClosedError), the controllership resigned, every log flushed and
-closed with its clean-shutdown marker, the metadata page unmapped, the lock released.
+Shutdown (``stop()``, from SIGTERM or SIGINT): broker.json ``stopping``, then the replica
+fetchers' connections closed (their rings unlinked), the listener closed (clients see
+PeerClosedError), the controllership resigned, every log flushed and closed with its
+clean-shutdown marker, the metadata page unmapped, the lock released.
 A SIGKILL skips all of it; the next start recovers the logs and takes the listener over.
 
 Owner: the thread that calls ``run()`` does everything; ``stop()`` may be called from a
@@ -52,6 +58,7 @@ from replica_proc.broker_metadata import BrokerMetadata
 from replica_proc.channel import Channel, CloseConnection
 from replica_proc.controller_channel import ControllerChannel
 from replica_proc.log_manager import LogManager
+from replica_proc.replica_fetcher import ReplicaFetcherManager
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
 from segments.file_cache import FILES
@@ -141,12 +148,15 @@ class Broker:
                                       policy=self.config.wait_policy(self._clock),
                                       liveness_interval=self._liveness_interval)
             stack.callback(listener.close)
+            fetchers = ReplicaFetcherManager(cluster_id, self.broker_id, replicas,
+                                             self.config, listener, self._clock)
+            stack.callback(fetchers.close)  # before the listener: it watches their rings
             log_manager = LogManager(replicas, self.config, self._clock() * 1000)
             registration.set_state(dd.STATE_SERVING)
             log.info("broker %d serving: %d partition(s), listener %s", self.broker_id,
                      len(replicas), listener.name)
             try:
-                self._loop(listener, handler, log_manager, controller, forwarder)
+                self._loop(listener, handler, log_manager, controller, forwarder, fetchers)
             finally:
                 registration.set_state(dd.STATE_STOPPING)
                 log.info("broker %d stopping", self.broker_id)
@@ -155,7 +165,7 @@ class Broker:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _loop(self, listener, handler, log_manager, controller, forwarder):
+    def _loop(self, listener, handler, log_manager, controller, forwarder, fetchers):
         clock = self._clock
         channels = self._channels
         fetch = handler.fetch
@@ -163,6 +173,9 @@ class Broker:
             now = clock()
             timeout = min(POLL_INTERVAL, log_manager.next_due() / 1000 - now)
             deadline = fetch.next_deadline()
+            if deadline is not None:
+                timeout = min(timeout, deadline - now)
+            deadline = fetchers.next_deadline()
             if deadline is not None:
                 timeout = min(timeout, deadline - now)
             if timeout > 0 and not any(c.needs_service for c in channels.values()):
@@ -173,6 +186,7 @@ class Broker:
             if controller is not None:
                 controller.poll(clock())
             handler.refresh_metadata()
+            fetchers.poll(clock())
             for conn in listener.accept_pending():
                 channels[conn] = Channel(conn)
             for conn in listener.ready():

@@ -18,6 +18,13 @@ Differences from Kafka:
   ``replica.fetch.wait.max.ms``, ``group.*.ms`` have no lower bound in Kafka; here they
   must be at least -1 (an id; -1: not assigned yet), 1 (a factor) or 0 (a time).
 
+- ``replica.fetch.backoff.ms`` defaults to 100, not Kafka's 1000. A follower backs off
+  after an error of its leader, and on one host the usual one is transient: the leader's
+  loop has not yet applied the metadata page this broker already read (NOT_LEADER_OR_FOLLOWER,
+  UNKNOWN_LEADER_EPOCH), which it does within one turn of its loop (50 ms at most). Kafka's
+  second, sized for a network round trip and a ZooKeeper/KRaft propagation, would stall
+  replication that long after every leader change for nothing.
+
 Topic-level configuration. Each topic config has broker synonyms (Kafka's
 ``ServerTopicConfigSynonyms``): ``log.segment.bytes`` is the default of ``segment.bytes``,
 ``message.max.bytes`` of ``max.message.bytes``, and ``segment.ms`` comes from
@@ -121,6 +128,9 @@ def _ring_bytes(raw):
     return value
 
 
+REPLICA_FETCH_BACKOFF_MS = 100
+"""ringlog's default of replica.fetch.backoff.ms (Kafka's is 1000): see the module doc."""
+
 _ms = Int(0, LONG_MAX)
 _int_ms = Int(0, INT_MAX)
 
@@ -153,6 +163,9 @@ BROKER_KEYS = keys(
     Key("replica.lag.time.max.ms", _ms, 30000),
     Key("replica.fetch.max.bytes", Int(0, INT_MAX), 1024 * 1024),
     Key("replica.fetch.wait.max.ms", _int_ms, 500),
+    Key("replica.fetch.min.bytes", Int(1, INT_MAX), 1),
+    Key("replica.fetch.response.max.bytes", Int(0, INT_MAX), 10 * 1024 * 1024),
+    Key("replica.fetch.backoff.ms", _int_ms, REPLICA_FETCH_BACKOFF_MS),
     Key("unclean.leader.election.enable", Bool(), False),
     Key("offsets.topic.num.partitions", Int(1, INT_MAX), 50),
     Key("offsets.topic.replication.factor", Int(1, SHORT_MAX), 3),

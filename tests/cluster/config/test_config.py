@@ -168,6 +168,8 @@ KAFKA_BROKER_DEFAULTS = {
     "replica.lag.time.max.ms": 30000,
     "replica.fetch.max.bytes": 1048576,
     "replica.fetch.wait.max.ms": 500,
+    "replica.fetch.min.bytes": 1,
+    "replica.fetch.response.max.bytes": 10 * 1024 * 1024,
     "unclean.leader.election.enable": False,
     "offsets.topic.num.partitions": 50,
     "offsets.topic.replication.factor": 3,
@@ -181,6 +183,10 @@ KAFKA_BROKER_DEFAULTS = {
 def test_broker_defaults_are_kafkas():
     config = BrokerConfig()
     assert {k: config[k] for k in KAFKA_BROKER_DEFAULTS} == KAFKA_BROKER_DEFAULTS
+
+
+def test_replica_fetch_backoff_is_shorter_than_kafkas_on_one_host():
+    assert BrokerConfig()["replica.fetch.backoff.ms"] == 100
 
 
 def test_ringlog_transport_defaults():
@@ -429,6 +435,8 @@ BAD_BROKER_VALUES = [
     ("log.index.size.max.bytes", "3"), ("log.message.timestamp.type", "Now"),
     ("message.max.bytes", "-1"), ("replica.lag.time.max.ms", "-1"),
     ("replica.fetch.max.bytes", "-1"), ("replica.fetch.wait.max.ms", "-1"),
+    ("replica.fetch.min.bytes", "0"), ("replica.fetch.response.max.bytes", "-1"),
+    ("replica.fetch.backoff.ms", "-1"),
     ("unclean.leader.election.enable", "no"), ("offsets.topic.num.partitions", "0"),
     ("offsets.topic.replication.factor", "40000"), ("group.initial.rebalance.delay.ms", "-1"),
     ("group.min.session.timeout.ms", "x"), ("controlled.shutdown.enable", ""),
