@@ -1,0 +1,331 @@
+"""The follower side of replication against a fake leader, step by step in one process.
+
+Broker 2 follows: a real ReplicaManager (logs in tmp_path) and a ReplicaFetcherManager whose
+outbound connections wake broker 2's Listener. The leader, broker 1, is a bare Listener the
+test serves by hand: it reads each Fetch request and writes the answer the test chooses,
+with batches taken from a real leader log (the leader's offsets and epochs stamped). Every
+step is a ``poll`` of the manager at a fake monotonic time, so back-offs are checked by
+moving the clock, not by waiting.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from cluster.config.broker import BrokerConfig
+from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from cluster.protocol import frames as protocol
+from cluster.protocol.frames import ApiKey
+from replica_proc.replica_fetcher import FETCH_VERSION, FetchState, ReplicaFetcherManager
+from replica_proc.replica_manager import ReplicaManager
+from segments.log import PartitionLog
+from segments.log_config import LogConfig
+from shm_ring import Listener
+from shm_ring.naming import list_objects
+from tests.support.broker import batch
+from tests.support.clock import T0, FakeClock
+
+TOPIC = "t"
+TOPIC_ID = str(uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC))
+LEADER, FOLLOWER = 1, 2
+CONFIG = {"replica.fetch.wait.max.ms": "250", "replica.fetch.min.bytes": "7",
+          "replica.fetch.response.max.bytes": "123456", "replica.fetch.max.bytes": "65536",
+          "replica.fetch.backoff.ms": "100"}
+_RSP = protocol.response_module(ApiKey.FETCH, FETCH_VERSION)
+
+
+def image(version, leader=LEADER, epoch=0, partitions=1, alive=(0, 1, 2, 3)):
+    states = tuple(PartitionState(TOPIC, n, leader, epoch, (LEADER, FOLLOWER, 3), (leader,))
+                   for n in range(partitions))
+    return MetadataImage(version, "c", 0, {b: BrokerInfo(b, 0, b in alive) for b in range(4)},
+                         {TOPIC: TopicInfo(TOPIC, TOPIC_ID, states)})
+
+
+class Node:
+    """Broker 2's ReplicaManager and fetchers, at a fake monotonic time ``now``."""
+
+    def __init__(self, cluster_id, path, listener):
+        config = BrokerConfig(CONFIG)
+        self.replicas = ReplicaManager(FOLLOWER, path, config, FakeClock(T0))
+        self.clock = FakeClock(100.0)
+        self.fetchers = ReplicaFetcherManager(cluster_id, FOLLOWER, self.replicas, config,
+                                              listener, self.clock)
+
+    def apply(self, new_image):
+        self.replicas.apply(new_image)
+
+    def poll(self):
+        self.fetchers.poll(self.clock())
+
+    def partition(self, index=0):
+        return self.replicas.partition(TOPIC, index)
+
+    def close(self):
+        self.fetchers.close()
+        self.replicas.close()
+
+
+class FakeLeader:
+    """Broker 1: a Listener served by the test; a real log supplies the batches."""
+
+    def __init__(self, cluster_id, path):
+        self.listener = Listener(cluster_id, LEADER)
+        self.log = PartitionLog(str(path / "leader-log"), LogConfig.from_dict({}),
+                                clock=FakeClock(T0))
+        self.conns = []
+
+    def append(self, count, epoch=0):
+        self.log.append(bytearray(batch([b"v%d" % n for n in range(count)])), leader_epoch=epoch)
+
+    def bytes_from(self, offset):
+        return self.log.read_slice(offset, 1 << 20).tobytes()
+
+    def next_request(self):
+        """The next Fetch request: ``(correlation id, request)``, or None."""
+        self.conns += self.listener.accept_pending()
+        for conn in self.conns:
+            frame = conn.recv()
+            if frame is not None:
+                header, request = protocol.decode_request(frame)
+                del frame
+                conn.release()
+                self.pending = conn
+                return header.correlation_id, request
+        return None
+
+    def answer(self, correlation_id, *partitions):
+        """Answer on the connection of the last request; ``partitions``: PartitionData."""
+        response = _RSP.FetchResponse(
+            throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=0,
+            responses=(_RSP.FetchableTopicResponse(topic=TOPIC, partitions=partitions),))
+        assert self.pending.try_send(protocol.encode_response(response, correlation_id))
+
+    def close(self):
+        self.log.close()
+        self.listener.close()
+
+
+def data(index=0, error=ErrorCode.none, hw=0, log_start=0, records=None):
+    return _RSP.PartitionData(partition_index=index, error_code=error, high_watermark=hw,
+                              last_stable_offset=hw, log_start_offset=log_start,
+                              aborted_transactions=(), preferred_read_replica=-1,
+                              records=records)
+
+
+@pytest.fixture
+def cluster(cluster_id, tmp_path):
+    with contextlib.ExitStack() as stack:
+        waker = Listener(cluster_id, FOLLOWER)
+        stack.callback(waker.close)
+        leader = FakeLeader(cluster_id, tmp_path)
+        stack.callback(leader.close)
+        node = Node(cluster_id, tmp_path / "broker-2", waker)
+        stack.callback(node.close)
+        yield leader, node, waker
+
+
+def request_of(leader):
+    found = leader.next_request()
+    assert found is not None, "the follower sent no Fetch"
+    return found
+
+
+def test_fetch_request_and_append_with_follower_high_watermark(cluster):
+    leader, node, waker = cluster
+    leader.append(3)
+    leader.append(2)
+    node.apply(image(1))
+    node.poll()
+    correlation_id, request = request_of(leader)
+    assert (request.replica_id, request.max_wait.total_seconds(), request.min_bytes,
+            request.max_bytes) == (FOLLOWER, 0.25, 7, 123456)
+    [topic] = request.topics
+    [p] = topic.partitions
+    assert (topic.topic, p.partition, p.fetch_offset, p.current_leader_epoch,
+            p.partition_max_bytes, p.log_start_offset) == (TOPIC, 0, 0, 0, 65536, 0)
+    node.poll()
+    assert leader.next_request() is None  # one request in flight
+    leader.answer(correlation_id, data(hw=3, records=leader.bytes_from(0)))
+    assert waker.wait(0)  # the answer is an event of the follower's loop
+    node.poll()
+    partition = node.partition()
+    assert partition.log.log_end_offset == 5
+    assert partition.high_watermark == 3  # min(leader's 3, own LEO 5)
+    assert partition.log.read_slice(0, 1 << 20).tobytes() == leader.bytes_from(0)
+    correlation_id, request = request_of(leader)
+    assert request.topics[0].partitions[0].fetch_offset == 5
+    leader.append(1)
+    leader.answer(correlation_id, data(hw=9, records=leader.bytes_from(5)))
+    node.poll()
+    assert (partition.log.log_end_offset, partition.high_watermark) == (6, 6)
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(hw=2))  # a leader's HW behind ours never moves it back
+    node.poll()
+    assert partition.high_watermark == 6
+
+
+def test_not_leader_backs_off_then_fetches_again(cluster):
+    leader, node, _ = cluster
+    node.apply(image(1))
+    node.poll()
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(error=ErrorCode.not_leader_or_follower))
+    node.poll()
+    assert leader.next_request() is None
+    assert node.fetchers.next_deadline() == pytest.approx(node.clock.now + 0.1)
+    node.clock.advance(0.1)
+    node.poll()
+    request_of(leader)
+
+
+def test_fenced_epoch_stops_the_partition_until_the_image_moves(cluster):
+    leader, node, _ = cluster
+    node.apply(image(1))
+    node.poll()
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(error=ErrorCode.fenced_leader_epoch))
+    node.poll()
+    node.clock.advance(10)
+    node.poll()
+    assert leader.next_request() is None
+    fetcher = node.fetchers.fetcher_of((TOPIC, 0))
+    assert fetcher.partitions[(TOPIC, 0)].state is FetchState.FENCED
+    node.apply(image(2, epoch=1))
+    node.poll()
+    _, request = request_of(leader)
+    assert request.topics[0].partitions[0].current_leader_epoch == 1
+
+
+def test_offset_out_of_range_truncates_to_the_leaders_log(cluster):
+    leader, node, _ = cluster
+    leader.append(5)
+    node.apply(image(1))
+    node.poll()
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(hw=5, records=leader.bytes_from(0)))
+    node.poll()
+    partition = node.partition()
+    assert partition.log.log_end_offset == 5
+    # the leader's log is shorter than ours (it lost its tail): truncate to its HW
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(error=ErrorCode.offset_out_of_range, hw=0))
+    node.poll()
+    assert (partition.log.log_end_offset, partition.high_watermark) == (0, 0)
+    # the leader's log starts past our end (it deleted records): restart empty there
+    correlation_id, request = request_of(leader)
+    assert request.topics[0].partitions[0].fetch_offset == 0
+    leader.answer(correlation_id, data(error=ErrorCode.offset_out_of_range, hw=50,
+                                       log_start=40))
+    node.poll()
+    assert (partition.log.log_start_offset, partition.log.log_end_offset,
+            partition.high_watermark) == (40, 40, 40)
+    _, request = request_of(leader)
+    assert request.topics[0].partitions[0].fetch_offset == 40
+
+
+def test_a_leader_change_truncates_to_the_high_watermark_before_fetching(cluster):
+    leader, node, _ = cluster
+    leader.append(2)
+    leader.append(2)
+    node.apply(image(1))
+    node.poll()
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(hw=2, records=leader.bytes_from(0)))
+    node.poll()
+    partition = node.partition()
+    assert (partition.log.log_end_offset, partition.high_watermark) == (4, 2)
+    request_of(leader)  # in flight when the leader changes; its answer is never used
+    node.apply(image(2, leader=3, epoch=1))
+    node.poll()
+    assert partition.log.log_end_offset == 2  # truncated to the HW
+    assert node.fetchers.fetcher_of((TOPIC, 0)).leader_id == 3
+    assert LEADER not in node.fetchers.fetchers  # its fetcher closed with no partitions
+
+
+def test_becoming_leader_removes_the_partition_and_closes_the_connection(cluster_id,
+                                                                          cluster):
+    leader, node, _ = cluster
+    node.apply(image(1))
+    node.poll()
+    request_of(leader)
+    [conn] = leader.conns
+    names = [n for n in list_objects(cluster_id) if conn.name in n]
+    assert names
+    node.apply(image(2, leader=FOLLOWER, epoch=1))
+    node.poll()
+    assert node.fetchers.fetchers == {}
+    assert leader.listener.reap() == [conn]
+    assert not [n for n in list_objects(cluster_id) if conn.name in n]
+
+
+def test_a_dead_leader_is_not_fetched_from(cluster):
+    leader, node, _ = cluster
+    node.apply(image(1, alive=(0, 2, 3)))
+    node.poll()
+    assert node.fetchers.fetchers == {} and leader.next_request() is None
+
+
+def test_a_leader_that_closes_is_reconnected_after_the_back_off(cluster_id, cluster):
+    leader, node, _ = cluster
+    node.apply(image(1))
+    node.poll()
+    request_of(leader)
+    [conn] = leader.conns
+    leader.listener.drop(conn)
+    leader.conns.clear()
+    node.poll()
+    fetcher = node.fetchers.fetcher_of((TOPIC, 0))
+    assert not fetcher.connected
+    node.poll()
+    assert leader.next_request() is None
+    node.clock.advance(0.1)
+    node.poll()
+    assert fetcher.connected
+    request_of(leader)
+
+
+def test_one_request_carries_every_partition_of_the_leader(cluster):
+    leader, node, _ = cluster
+    node.apply(image(1, partitions=3))
+    node.poll()
+    _, request = request_of(leader)
+    assert sorted(p.partition for p in request.topics[0].partitions) == [0, 1, 2]
+    assert len(node.fetchers.fetchers) == 1
+
+
+def test_an_offline_log_is_no_longer_fetched(cluster):
+    leader, node, _ = cluster
+    leader.append(2)
+    node.apply(image(1))
+    node.poll()
+    correlation_id, _ = request_of(leader)
+    partition = node.partition()
+    partition.log.offline = "fsync failed (test)"  # what PartitionLog sets on such a failure
+    leader.answer(correlation_id, data(hw=2, records=leader.bytes_from(0)))
+    node.poll()
+    assert node.fetchers.fetcher_of((TOPIC, 0)) is None
+    node.clock.advance(10)
+    node.poll()
+    assert leader.next_request() is None
+    partition.log.offline = None  # let close flush it
+
+
+def test_an_invalid_batch_backs_off_and_keeps_the_log(cluster):
+    leader, node, _ = cluster
+    leader.append(2)
+    node.apply(image(1))
+    node.poll()
+    correlation_id, _ = request_of(leader)
+    corrupt = bytearray(leader.bytes_from(0))
+    corrupt[-1] ^= 0xFF  # the CRC no longer matches
+    leader.answer(correlation_id, data(hw=2, records=bytes(corrupt)))
+    node.poll()
+    assert node.partition().log.log_end_offset == 0
+    assert leader.next_request() is None
+    node.clock.advance(0.1)
+    node.poll()
+    request_of(leader)
