@@ -38,9 +38,10 @@ def _broker_without_wakeup(argv):
 
     def connect_without_waker(cluster_id, broker_id, timeout, capacity, policy, waker):
         return connect(cluster_id, broker_id, timeout=1.0, capacity=capacity, policy=policy)
-    defaults = replica_fetcher.ReplicaFetcherManager.__init__.__defaults__
-    replica_fetcher.ReplicaFetcherManager.__init__.__defaults__ = (
-        *defaults[:-1], connect_without_waker)
+    init = replica_fetcher.ReplicaFetcherManager.__init__
+    init.__kwdefaults__ = None
+    init.__defaults__ = tuple(connect_without_waker if d is connect else d
+                              for d in init.__defaults__)
     return broker_main.main(argv)
 
 

@@ -14,10 +14,20 @@ connection (unlinking its rings).
 
 Per partition, Kafka's fetch states: a partition added (or whose leader or leader epoch
 changed) starts **Truncating**: before fetching from a new leader the follower drops what
-the leader may not have. For now that is the pre-KIP-101 rule, truncate to the high
-watermark (a broker knows no leader epochs yet); the epoch-based rule (an
-OffsetsForLeaderEpoch request to the leader, then R9) takes this step's place once the
-leader-epoch cache and api 23 are there. Then **Fetching**: one Fetch v11 in flight per
+the leader may not have. Two ways:
+
+- the epoch-based rule (KIP-101/KIP-279, R9), when the rings carry OffsetsForLeaderEpoch
+  (api 23 in ``cluster.protocol.frames.SUPPORTED_VERSIONS``) and the manager was given an
+  ``EpochTruncation`` (the decision over the partition's leader-epoch cache): the epoch it
+  names (the latest this replica has) goes to the leader in one OffsetsForLeaderEpoch v3
+  request for every such partition of the fetcher (in the one-request-in-flight slot,
+  before any Fetch); the leader's ``(leader_epoch, end_offset)`` goes back to it, and the
+  partition truncates where it says — and asks again about an older epoch if it says so,
+  else starts Fetching. An error answer backs off (FENCED_LEADER_EPOCH: fenced, as below);
+- otherwise (no epoch known, or either piece missing) Kafka's pre-KIP-101 rule: truncate to
+  the high watermark.
+
+Then **Fetching**: one Fetch v11 in flight per
 fetcher (``replica_id`` = this broker, ``max_wait`` = ``replica.fetch.wait.max.ms``,
 ``min_bytes`` = ``replica.fetch.min.bytes``, ``max_bytes`` =
 ``replica.fetch.response.max.bytes``; per partition ``fetch_offset`` = the log end offset,
@@ -72,6 +82,17 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 11
 """Fetch's highest non-flexible version (no fetch sessions used: session_epoch -1)."""
 
+OFFSETS_FOR_LEADER_EPOCH = 23
+"""Kafka's api key of OffsetsForLeaderEpoch (frames.ApiKey names it once the rings carry it)."""
+
+EPOCH_VERSION = 3
+"""OffsetsForLeaderEpoch's highest non-flexible version (replica_id since v3)."""
+
+
+def epoch_api_supported():
+    """True once the rings carry OffsetsForLeaderEpoch (module doc: the epoch-based rule)."""
+    return OFFSETS_FOR_LEADER_EPOCH in protocol.SUPPORTED_VERSIONS
+
 _FENCED = frozenset({FencedLeaderEpochError.errno, UnknownTopicOrPartitionError.errno})
 
 
@@ -88,15 +109,22 @@ class FetchState(enum.Enum):
 
 class PartitionFetch:
     """One partition's place in a fetcher: its Partition, the leader epoch it follows, its
-    state and when it may be fetched again after an error (monotonic seconds)."""
+    state, when it may be fetched again after an error (monotonic seconds), and while
+    Truncating by epochs the epoch to ask the leader about (None: not asking)."""
 
-    __slots__ = ("partition", "leader_epoch", "state", "not_before")
+    __slots__ = ("partition", "leader_epoch", "state", "not_before", "ask_epoch")
 
     def __init__(self, partition, leader_epoch):
         self.partition = partition
         self.leader_epoch = leader_epoch
         self.state = FetchState.TRUNCATING
         self.not_before = 0.0
+        self.ask_epoch = None
+
+    @property
+    def sendable(self):
+        """Waits for a request: Fetching, or Truncating with an epoch to ask about."""
+        return self.state is FetchState.FETCHING or self.ask_epoch is not None
 
     def __repr__(self):
         p = self.partition
@@ -109,10 +137,11 @@ class ReplicaFetcher:
 
     ``connector(cluster_id, broker_id, timeout=..., capacity=..., policy=..., waker=...)``
     opens the outbound connection (``shm_ring.connect``); ``settings`` is the manager's
-    ``FetchSettings``.
+    ``FetchSettings``; ``epoch_truncation`` the manager's (see ``ReplicaFetcherManager``).
     """
 
-    def __init__(self, cluster_id, broker_id, leader_id, settings, connector, waker):
+    def __init__(self, cluster_id, broker_id, leader_id, settings, connector, waker,
+                 epoch_truncation=None):
         self.cluster_id = cluster_id
         self.broker_id = broker_id
         self.leader_id = leader_id
@@ -123,7 +152,9 @@ class ReplicaFetcher:
         self._conn = None
         self._not_before = 0.0  # no connect before this (after a refused one)
         self._correlation_id = 0
-        self._in_flight = None  # (correlation id, {key: (PartitionFetch, fetch offset)})
+        self._epoch_truncation = epoch_truncation
+        # (api key, correlation id, {key: (PartitionFetch, fetch offset or asked epoch)})
+        self._in_flight = None
         self._client_id = f"broker-{broker_id}-replica-fetcher-{leader_id}"
         self._module = protocol.request_module(ApiKey.FETCH, FETCH_VERSION)
 
@@ -167,8 +198,7 @@ class ReplicaFetcher:
         None while a request is in flight (its answer rings the doorbell)."""
         if self._in_flight is not None:
             return None
-        waiting = [f.not_before for f in self.partitions.values()
-                   if f.state is FetchState.FETCHING]
+        waiting = [f.not_before for f in self.partitions.values() if f.sendable]
         if not waiting:
             return None
         return max(min(waiting), self._not_before)
@@ -183,8 +213,15 @@ class ReplicaFetcher:
     # -- truncation ---------------------------------------------------------------------------
 
     def _truncate(self, fetch, now):
-        """Truncating -> Fetching: drop what the new leader may not have (module doc)."""
+        """Truncating -> Fetching: drop what the new leader may not have (module doc); or,
+        by epochs, name the epoch to ask the leader about."""
         partition = fetch.partition
+        if fetch.ask_epoch is not None:
+            return  # asking the leader
+        if self._epoch_truncation is not None and epoch_api_supported():
+            fetch.ask_epoch = self._epoch_truncation.epoch_to_ask(partition)
+            if fetch.ask_epoch is not None:
+                return
         try:
             dropped = partition.truncate_to_high_watermark()
         except StorageError as exc:
@@ -199,12 +236,16 @@ class ReplicaFetcher:
     # -- sending ------------------------------------------------------------------------------
 
     def _send(self, now):
+        if now < self._not_before:
+            return
+        asking = {key: fetch for key, fetch in self.partitions.items()
+                  if fetch.ask_epoch is not None and fetch.not_before <= now}
+        if asking:
+            self._send_offsets_for_leader_epoch(asking, now)
+            return
         ready = {key: fetch for key, fetch in self.partitions.items()
                  if fetch.state is FetchState.FETCHING and fetch.not_before <= now}
-        if not ready or now < self._not_before:
-            return
-        conn = self._connection(now)
-        if conn is None:
+        if not ready:
             return
         settings, module = self._settings, self._module
         topics = {}
@@ -224,6 +265,27 @@ class ReplicaFetcher:
             topics=tuple(module.FetchTopic(topic=name, partitions=tuple(parts))
                          for name, parts in topics.items()),
             forgotten_topics_data=(), rack_id="")
+        self._request(ApiKey.FETCH, request, sent, now)
+
+    def _send_offsets_for_leader_epoch(self, asking, now):
+        module = protocol.request_module(OFFSETS_FOR_LEADER_EPOCH, EPOCH_VERSION)
+        topics = {}
+        for key, fetch in asking.items():
+            topics.setdefault(key[0], []).append(module.OffsetForLeaderPartition(
+                partition=key[1], current_leader_epoch=fetch.leader_epoch,
+                leader_epoch=fetch.ask_epoch))
+        request = module.OffsetForLeaderEpochRequest(
+            replica_id=self.broker_id,
+            topics=tuple(module.OffsetForLeaderTopic(topic=name, partitions=tuple(parts))
+                         for name, parts in topics.items()))
+        self._request(OFFSETS_FOR_LEADER_EPOCH, request,
+                      {key: (fetch, fetch.ask_epoch) for key, fetch in asking.items()}, now)
+
+    def _request(self, api_key, request, sent, now):
+        """Send ``request`` (connecting first if need be) and remember it as in flight."""
+        conn = self._connection(now)
+        if conn is None:
+            return
         self._correlation_id += 1
         frame = protocol.encode_request(request, self._correlation_id, self._client_id)
         try:
@@ -232,7 +294,7 @@ class ReplicaFetcher:
         except (PeerDiedError, PeerClosedError) as exc:
             self._drop(now, exc)
             return
-        self._in_flight = (self._correlation_id, sent)
+        self._in_flight = (api_key, self._correlation_id, sent)
 
     def _connection(self, now):
         if self._conn is None:
@@ -257,6 +319,7 @@ class ReplicaFetcher:
         for fetch in self.partitions.values():
             if fetch.state is FetchState.FETCHING:
                 fetch.state = FetchState.TRUNCATING
+            fetch.ask_epoch = None
 
     def _drop(self, now, reason):
         log.info("broker %d dropping its connection to leader %d: %s", self.broker_id,
@@ -273,17 +336,20 @@ class ReplicaFetcher:
         frame = conn.recv(timeout=0)
         if frame is None:
             return
+        api_key, expected, sent = self._in_flight
+        version = FETCH_VERSION if api_key == ApiKey.FETCH else EPOCH_VERSION
         try:
-            correlation_id, response = protocol.decode_response(frame, ApiKey.FETCH,
-                                                                FETCH_VERSION)
+            correlation_id, response = protocol.decode_response(frame, api_key, version)
         finally:
             del frame
             conn.release()
-        expected, sent = self._in_flight
         if correlation_id != expected:
             raise KafkaProtocolError(f"leader {self.leader_id} answered correlation id "
                                      f"{correlation_id}, expected {expected}")
         self._in_flight = None
+        if api_key != ApiKey.FETCH:
+            self._receive_epoch_end_offsets(response, sent, now)
+            return
         for topic in response.responses:
             for data in topic.partitions:
                 key = (topic.topic, data.partition_index)
@@ -293,6 +359,42 @@ class ReplicaFetcher:
                         or fetch.partition.log.log_end_offset != offset:
                     continue  # removed, re-added or truncated meanwhile: not this answer's
                 self._handle(fetch, data, now)
+
+    def _receive_epoch_end_offsets(self, response, sent, now):
+        """The leader's answer to OffsetsForLeaderEpoch: truncate as the EpochTruncation
+        decides, then Fetch, or ask about the older epoch it names (module doc)."""
+        for topic in response.topics:
+            for result in topic.partitions:
+                key = (topic.topic, result.partition)
+                fetch, epoch = sent.get(key, (None, None))
+                if fetch is None or self.partitions.get(key) is not fetch \
+                        or fetch.ask_epoch != epoch:
+                    continue
+                partition = fetch.partition
+                code = result.error_code
+                if code in _FENCED:
+                    fetch.state, fetch.ask_epoch = FetchState.FENCED, None
+                    continue
+                if code != 0:
+                    log.info("%s-%d: leader %d answered %s to OffsetsForLeaderEpoch; backing "
+                             "off", partition.topic, partition.index, self.leader_id,
+                             code.name)
+                    fetch.not_before = now + self._settings.backoff
+                    continue
+                offset, again = self._epoch_truncation.decide(
+                    partition, result.leader_epoch, result.end_offset)
+                try:
+                    dropped = partition.truncate_to(offset)
+                except StorageError as exc:
+                    self._storage_failed(fetch, exc, now)
+                    continue
+                log.info("%s-%d: leader %d ends epoch %d at %d: truncated to %d (%d bytes)%s",
+                         partition.topic, partition.index, self.leader_id,
+                         result.leader_epoch, result.end_offset, offset, dropped,
+                         "" if again is None else f", asking about epoch {again}")
+                fetch.ask_epoch = again
+                if again is None:
+                    fetch.state = FetchState.FETCHING
 
     def _handle(self, fetch, data, now):
         partition = fetch.partition
@@ -366,16 +468,24 @@ class FetchSettings:
 class ReplicaFetcherManager:
     """The fetchers of broker ``broker_id`` over the partitions of ``replicas`` (module
     doc). ``waker``: the broker's Listener (responses ring its doorbell); ``clock``:
-    monotonic seconds; ``connector``: ``shm_ring.connect`` (tests pass their own)."""
+    monotonic seconds; ``connector``: ``shm_ring.connect`` (tests pass their own).
+
+    ``epoch_truncation``: the epoch-based truncation decision (None: truncate to the high
+    watermark), an object with ``epoch_to_ask(partition)`` (the epoch to send in
+    OffsetsForLeaderEpoch, the latest of the partition's leader-epoch cache; None when it
+    has none: the high watermark rule applies) and ``decide(partition, leader_epoch,
+    end_offset)`` -> ``(offset to truncate to, epoch to ask about next or None)`` (R9).
+    """
 
     def __init__(self, cluster_id, broker_id, replicas, config, waker, clock,
-                 connector=connect):
+                 connector=connect, epoch_truncation=None):
         self.cluster_id = cluster_id
         self.broker_id = broker_id
         self._replicas = replicas
         self._settings = FetchSettings(config, clock)
         self._waker = waker
         self._connect = connector
+        self._epoch_truncation = epoch_truncation
         self._image = None
         self.fetchers = {}  # leader broker id -> ReplicaFetcher
 
@@ -433,7 +543,7 @@ class ReplicaFetcherManager:
             if fetcher is None:
                 fetcher = self.fetchers[partition.leader_id] = ReplicaFetcher(
                     self.cluster_id, self.broker_id, partition.leader_id, self._settings,
-                    self._connect, self._waker)
+                    self._connect, self._waker, self._epoch_truncation)
             if key not in fetcher.partitions:
                 fetcher.add(partition)
                 log.info("broker %d follows %s-%d: leader %d, epoch %d", self.broker_id,

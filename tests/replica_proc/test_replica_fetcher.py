@@ -20,7 +20,13 @@ from cluster.config.broker import BrokerConfig
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-from replica_proc.replica_fetcher import FETCH_VERSION, FetchState, ReplicaFetcherManager
+from replica_proc.replica_fetcher import (
+    EPOCH_VERSION,
+    FETCH_VERSION,
+    OFFSETS_FOR_LEADER_EPOCH,
+    FetchState,
+    ReplicaFetcherManager,
+)
 from replica_proc.replica_manager import ReplicaManager
 from segments.log import PartitionLog
 from segments.log_config import LogConfig
@@ -48,12 +54,13 @@ def image(version, leader=LEADER, epoch=0, partitions=1, alive=(0, 1, 2, 3)):
 class Node:
     """Broker 2's ReplicaManager and fetchers, at a fake monotonic time ``now``."""
 
-    def __init__(self, cluster_id, path, listener):
+    def __init__(self, cluster_id, path, listener, epoch_truncation=None):
         config = BrokerConfig(CONFIG)
         self.replicas = ReplicaManager(FOLLOWER, path, config, FakeClock(T0))
         self.clock = FakeClock(100.0)
         self.fetchers = ReplicaFetcherManager(cluster_id, FOLLOWER, self.replicas, config,
-                                              listener, self.clock)
+                                              listener, self.clock,
+                                              epoch_truncation=epoch_truncation)
 
     def apply(self, new_image):
         self.replicas.apply(new_image)
@@ -85,7 +92,7 @@ class FakeLeader:
         return self.log.read_slice(offset, 1 << 20).tobytes()
 
     def next_request(self):
-        """The next Fetch request: ``(correlation id, request)``, or None."""
+        """The next request: ``(correlation id, request)``, or None."""
         self.conns += self.listener.accept_pending()
         for conn in self.conns:
             frame = conn.recv()
@@ -96,6 +103,16 @@ class FakeLeader:
                 self.pending = conn
                 return header.correlation_id, request
         return None
+
+    def answer_epochs(self, correlation_id, *results):
+        """Answer an OffsetsForLeaderEpoch; ``results``: (partition, error, epoch, end)."""
+        module = protocol.response_module(OFFSETS_FOR_LEADER_EPOCH, EPOCH_VERSION)
+        response = module.OffsetForLeaderEpochResponse(
+            throttle_time=datetime.timedelta(0), topics=(module.OffsetForLeaderTopicResult(
+                topic=TOPIC, partitions=tuple(
+                    module.EpochEndOffset(error_code=e, partition=p, leader_epoch=epoch,
+                                          end_offset=end) for p, e, epoch, end in results)),))
+        assert self.pending.try_send(protocol.encode_response(response, correlation_id))
 
     def answer(self, correlation_id, *partitions):
         """Answer on the connection of the last request; ``partitions``: PartitionData."""
@@ -329,3 +346,123 @@ def test_an_invalid_batch_backs_off_and_keeps_the_log(cluster):
     node.clock.advance(0.1)
     node.poll()
     request_of(leader)
+
+
+class ScriptedEpochTruncation:
+    """An EpochTruncation whose answers the test sets: ``latest`` is the epoch to ask
+    about (None: none known); ``decisions`` maps the leader's (epoch, end offset) to
+    (offset, epoch to ask next)."""
+
+    def __init__(self, latest, decisions):
+        self.latest = latest
+        self.decisions = decisions
+        self.asked = []
+
+    def epoch_to_ask(self, partition):
+        return self.latest
+
+    def decide(self, partition, leader_epoch, end_offset):
+        self.asked.append((leader_epoch, end_offset))
+        return self.decisions[(leader_epoch, end_offset)]
+
+
+@pytest.fixture
+def epoch_api(monkeypatch):
+    """The rings carry OffsetsForLeaderEpoch v3 (as they will once frames.py has it)."""
+    monkeypatch.setitem(protocol.SUPPORTED_VERSIONS, OFFSETS_FOR_LEADER_EPOCH,
+                        (EPOCH_VERSION, EPOCH_VERSION))
+
+
+def epoch_cluster(cluster_id, tmp_path, stack, truncation):
+    waker = Listener(cluster_id, FOLLOWER)
+    stack.callback(waker.close)
+    leader = FakeLeader(cluster_id, tmp_path)
+    stack.callback(leader.close)
+    node = Node(cluster_id, tmp_path / "broker-2", waker, truncation)
+    stack.callback(node.close)
+    return leader, node
+
+
+def test_truncation_by_epochs_asks_the_leader_then_fetches(cluster_id, tmp_path, epoch_api):
+    truncation = ScriptedEpochTruncation(0, {(0, 2): (2, None)})
+    with contextlib.ExitStack() as stack:
+        leader, node = epoch_cluster(cluster_id, tmp_path, stack, truncation)
+        for _ in range(3):
+            leader.append(2)  # offsets 0..5 in the follower, as if from an older leader
+        node.replicas.apply(image(1, leader=FOLLOWER))
+        node.partition().log.append_as_follower(leader.bytes_from(0))
+        node.apply(image(2, epoch=1))
+        node.poll()
+        correlation_id, request = request_of(leader)
+        assert (request.__api_key__, request.replica_id) == (OFFSETS_FOR_LEADER_EPOCH,
+                                                             FOLLOWER)
+        [p] = request.topics[0].partitions
+        assert (p.partition, p.current_leader_epoch, p.leader_epoch) == (0, 1, 0)
+        node.poll()
+        assert leader.next_request() is None  # no Fetch before the truncation
+        leader.answer_epochs(correlation_id, (0, ErrorCode.none, 0, 2))
+        node.poll()
+        assert truncation.asked == [(0, 2)]
+        assert node.partition().log.log_end_offset == 2
+        _, request = request_of(leader)
+        assert request.topics[0].partitions[0].fetch_offset == 2  # now Fetching
+
+
+def test_truncation_by_epochs_asks_again_about_an_older_epoch(cluster_id, tmp_path,
+                                                              epoch_api):
+    truncation = ScriptedEpochTruncation(3, {(1, 4): (4, 1), (1, 3): (3, None)})
+    with contextlib.ExitStack() as stack:
+        leader, node = epoch_cluster(cluster_id, tmp_path, stack, truncation)
+        for _ in range(3):
+            leader.append(2)
+        node.replicas.apply(image(1, leader=FOLLOWER))
+        node.partition().log.append_as_follower(leader.bytes_from(0))
+        node.apply(image(2, epoch=5))
+        node.poll()
+        correlation_id, request = request_of(leader)
+        assert request.topics[0].partitions[0].leader_epoch == 3
+        leader.answer_epochs(correlation_id, (0, ErrorCode.none, 1, 4))
+        node.poll()
+        correlation_id, request = request_of(leader)
+        assert request.topics[0].partitions[0].leader_epoch == 1  # KIP-279: ask again
+        leader.answer_epochs(correlation_id, (0, ErrorCode.none, 1, 3))
+        node.poll()
+        assert node.partition().log.log_end_offset == 2  # the batch holding 3 went whole
+        _, request = request_of(leader)
+        assert request.topics[0].partitions[0].fetch_offset == 2
+
+
+def test_truncation_by_epochs_backs_off_on_an_error_and_falls_back_without_epochs(
+        cluster_id, tmp_path, epoch_api):
+    truncation = ScriptedEpochTruncation(0, {})
+    with contextlib.ExitStack() as stack:
+        leader, node = epoch_cluster(cluster_id, tmp_path, stack, truncation)
+        node.apply(image(1))
+        node.poll()
+        correlation_id, _ = request_of(leader)
+        leader.answer_epochs(correlation_id, (0, ErrorCode.unknown_leader_epoch, -1, -1))
+        node.poll()
+        assert leader.next_request() is None
+        node.clock.advance(0.1)
+        truncation.latest = None  # no epoch known: the high watermark rule
+        node.poll()
+        correlation_id, request = request_of(leader)
+        assert request.__api_key__ == OFFSETS_FOR_LEADER_EPOCH  # it was still asking
+        leader.answer_epochs(correlation_id, (0, ErrorCode.fenced_leader_epoch, -1, -1))
+        node.poll()
+        fetch = node.fetchers.fetcher_of((TOPIC, 0)).partitions[(TOPIC, 0)]
+        assert fetch.state is FetchState.FENCED
+        node.apply(image(2, epoch=1))
+        node.poll()
+        _, request = request_of(leader)
+        assert request.__api_key__ == ApiKey.FETCH  # latest None: truncated to the HW
+
+
+def test_without_the_api_on_the_rings_the_high_watermark_rule_applies(cluster_id, tmp_path):
+    truncation = ScriptedEpochTruncation(0, {})
+    with contextlib.ExitStack() as stack:
+        leader, node = epoch_cluster(cluster_id, tmp_path, stack, truncation)
+        node.apply(image(1))
+        node.poll()
+        _, request = request_of(leader)
+        assert request.__api_key__ == ApiKey.FETCH
