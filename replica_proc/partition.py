@@ -228,6 +228,16 @@ class Partition:
             self.high_watermark = new
         return self.high_watermark
 
+    def update_follower_log_start(self, leader_log_start):
+        """Follow the leader's log start offset up (its retention or DeleteRecords), never
+        past this replica's high watermark (Kafka's maybeIncrementLogStartOffset refuses
+        that); return the log start offset."""
+        log = self.log
+        target = min(leader_log_start, self.high_watermark)
+        if target > log.log_start_offset:
+            log.delete_records_before(target)
+        return log.log_start_offset
+
     def truncate_to(self, offset):
         """Drop the records at and after ``offset`` (the high watermark follows the log end
         down); return the bytes dropped."""

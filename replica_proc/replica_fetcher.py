@@ -39,7 +39,8 @@ The answer, per partition (Kafka's AbstractFetcherThread.processFetchRequest):
 
 - records: ``Partition.append_as_follower`` (validated, the leader's offsets and epochs
   kept; the log's flush policy applied), then the follower's high watermark =
-  min(the leader's, its own log end offset) (R2), never moving back;
+  min(the leader's, its own log end offset) (R2), never moving back, then its log start
+  offset up to the leader's (not past its high watermark);
 - OFFSET_OUT_OF_RANGE (R10): behind the leader's log start, the log restarts empty there;
   otherwise the follower is ahead of the leader's log end, and truncates to the leader's
   high watermark (the answer does not carry the leader's log end offset; its high
@@ -404,6 +405,7 @@ class ReplicaFetcher:
                 if data.records:
                     partition.append_as_follower(data.records)
                 partition.update_follower_high_watermark(data.high_watermark)
+                partition.update_follower_log_start(data.log_start_offset)
             elif code == OffsetOutOfRangeError.errno:
                 self._out_of_range(fetch, data)
             elif code in _FENCED:

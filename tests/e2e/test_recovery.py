@@ -218,10 +218,11 @@ def test_clients_of_a_dead_last_broker_keep_their_timeouts(e2e):
 
 
 def test_a_replicated_topic_is_readable_and_never_fails_over_to_an_empty_follower(e2e):
-    """Followers do not replicate yet, so the ISR is the leader alone: records of a topic
-    with replication factor 2 are committed (readable) once the leader has them, acks=all
-    needs min.insync.replicas=1, and when the leader dies the partition waits for it
-    rather than electing a follower that has none of its records."""
+    """Nothing grows the ISR yet (followers replicate, but the leader does not track
+    them), so the ISR is the leader alone: records of a topic with replication factor 2
+    are committed (readable) once the leader has them, acks=all needs
+    min.insync.replicas=1, and when the leader dies the partition waits for it rather
+    than electing a follower outside the ISR."""
     from cluster import KafkaAdminClient, NewTopic
     cluster = e2e.cluster(brokers=2)
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:

@@ -185,6 +185,24 @@ def test_fetch_request_and_append_with_follower_high_watermark(cluster):
     assert partition.high_watermark == 6
 
 
+def test_the_log_start_follows_the_leaders_up_to_the_high_watermark(cluster):
+    leader, node, _ = cluster
+    for _ in range(3):
+        leader.append(2)
+    node.apply(image(1))
+    node.poll()
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(hw=4, log_start=5, records=leader.bytes_from(0)))
+    node.poll()
+    partition = node.partition()
+    assert (partition.log.log_start_offset, partition.high_watermark) == (4, 4)
+    correlation_id, request = request_of(leader)
+    assert request.topics[0].partitions[0].log_start_offset == 4
+    leader.answer(correlation_id, data(hw=6, log_start=5))
+    node.poll()
+    assert partition.log.log_start_offset == 5
+
+
 def test_not_leader_backs_off_then_fetches_again(cluster):
     leader, node, _ = cluster
     node.apply(image(1))

@@ -409,7 +409,7 @@ def test_leaders_come_from_the_live_isr_and_unclean_election_is_per_topic(three)
         {"name": "dirty", "assignments": {0: [0, 1]},
          "configs": {"unclean.leader.election.enable": "true"}}])
     image = env.poll(controller)
-    for name in ("clean", "dirty"):  # followers do not replicate yet: never in sync
+    for name in ("clean", "dirty"):  # nothing grows the ISR yet: never in sync
         p = image.partition(name, 0)
         assert (p.leader, p.leader_epoch, p.replicas, p.isr) == (0, 0, (0, 1), (0,))
     env.stop_broker(0)
