@@ -45,11 +45,14 @@ The answer, per partition (Kafka's AbstractFetcherThread.processFetchRequest):
   otherwise the follower is ahead of the leader's log end, and truncates to the leader's
   high watermark (the answer does not carry the leader's log end offset; its high
   watermark is at most that, and what is dropped in between is fetched again);
-- FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION: this broker's view is older than the
-  leader's; the partition stops until the image gives it another leader or epoch;
-- NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and every other error: the partition backs
-  off ``replica.fetch.backoff.ms`` (the leader has not applied the image this broker
-  reads yet, most often: Kafka retries these too);
+- FENCED_LEADER_EPOCH: this broker's epoch is older than the leader's; the partition stops
+  until the image gives it another leader or epoch (Kafka's onPartitionFenced);
+- NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_LEADER_EPOCH and every other
+  error: the partition backs off ``replica.fetch.backoff.ms`` and is fetched again, as
+  Kafka does. All brokers read one metadata page but apply it each at its own loop's
+  pace, so the usual cause is a leader that has not applied the image this broker
+  already did (the topic's creation, the leader change): waiting for this broker's image
+  to move again instead could stall the partition for good;
 - a storage error on this broker's log: a log that went offline (``PartitionLog.offline``)
   is no longer fetched (it stays offline until a restart, as a leader's would); a write
   that failed and was undone (a full disk) backs off and is retried.
@@ -71,7 +74,6 @@ from cluster.errors import (
     KafkaProtocolError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    UnknownTopicOrPartitionError,
 )
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
@@ -94,7 +96,7 @@ def epoch_api_supported():
     """True once the rings carry OffsetsForLeaderEpoch (module doc: the epoch-based rule)."""
     return OFFSETS_FOR_LEADER_EPOCH in protocol.SUPPORTED_VERSIONS
 
-_FENCED = frozenset({FencedLeaderEpochError.errno, UnknownTopicOrPartitionError.errno})
+_FENCED = frozenset({FencedLeaderEpochError.errno})
 
 
 class FetchState(enum.Enum):

@@ -203,12 +203,16 @@ def test_the_log_start_follows_the_leaders_up_to_the_high_watermark(cluster):
     assert partition.log.log_start_offset == 5
 
 
-def test_not_leader_backs_off_then_fetches_again(cluster):
+@pytest.mark.parametrize("error", [ErrorCode.not_leader_or_follower,
+                                   ErrorCode.unknown_topic_or_partition,
+                                   ErrorCode.unknown_leader_epoch,
+                                   ErrorCode.kafka_storage_error])
+def test_errors_of_a_leader_behind_back_off_then_fetch_again(cluster, error):
     leader, node, _ = cluster
     node.apply(image(1))
     node.poll()
     correlation_id, _ = request_of(leader)
-    leader.answer(correlation_id, data(error=ErrorCode.not_leader_or_follower))
+    leader.answer(correlation_id, data(error=error))
     node.poll()
     assert leader.next_request() is None
     assert node.fetchers.next_deadline() == pytest.approx(node.clock.now + 0.1)
