@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import uuid
 
 import pytest
@@ -34,6 +35,7 @@ from shm_ring import Listener
 from shm_ring.naming import list_objects
 from tests.support.broker import batch
 from tests.support.clock import T0, FakeClock
+from tests.support.disk_faults import DiskFaults
 
 TOPIC = "t"
 TOPIC_ID = str(uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC))
@@ -44,11 +46,11 @@ CONFIG = {"replica.fetch.wait.max.ms": "250", "replica.fetch.min.bytes": "7",
 _RSP = protocol.response_module(ApiKey.FETCH, FETCH_VERSION)
 
 
-def image(version, leader=LEADER, epoch=0, partitions=1, alive=(0, 1, 2, 3)):
+def image(version, leader=LEADER, epoch=0, partitions=1, alive=(0, 1, 2, 3), configs=None):
     states = tuple(PartitionState(TOPIC, n, leader, epoch, (LEADER, FOLLOWER, 3), (leader,))
                    for n in range(partitions))
     return MetadataImage(version, "c", 0, {b: BrokerInfo(b, 0, b in alive) for b in range(4)},
-                         {TOPIC: TopicInfo(TOPIC, TOPIC_ID, states)})
+                         {TOPIC: TopicInfo(TOPIC, TOPIC_ID, states, dict(configs or {}))})
 
 
 class Node:
@@ -336,21 +338,50 @@ def test_one_request_carries_every_partition_of_the_leader(cluster):
     assert len(node.fetchers.fetchers) == 1
 
 
-def test_an_offline_log_is_no_longer_fetched(cluster):
+def test_a_full_disk_backs_off_and_the_append_is_retried(cluster, monkeypatch, tmp_path):
     leader, node, _ = cluster
     leader.append(2)
     node.apply(image(1))
     node.poll()
+    disk = DiskFaults(monkeypatch, tmp_path / "broker-2")
+    disk.arm(0, errno.ENOSPC)
     correlation_id, _ = request_of(leader)
-    partition = node.partition()
-    partition.log.offline = "fsync failed (test)"  # what PartitionLog sets on such a failure
     leader.answer(correlation_id, data(hw=2, records=leader.bytes_from(0)))
     node.poll()
+    partition = node.partition()
+    assert partition.log.log_end_offset == 0 and partition.log.offline is None
+    assert leader.next_request() is None
+    disk.clear()
+    node.clock.advance(0.1)
+    node.poll()
+    correlation_id, request = request_of(leader)
+    assert request.topics[0].partitions[0].fetch_offset == 0
+    leader.answer(correlation_id, data(hw=2, records=leader.bytes_from(0)))
+    node.poll()
+    assert partition.log.log_end_offset == 2
+
+
+def test_a_failed_fsync_takes_the_log_offline_and_it_is_no_longer_fetched(
+        cluster, monkeypatch, tmp_path):
+    leader, node, _ = cluster
+    leader.append(2)
+    node.apply(image(1, configs={"flush.messages": "1"}))  # followers flush every append
+    node.poll()
+    disk = DiskFaults(monkeypatch, tmp_path / "broker-2")
+    disk.arm(0, errno.EIO, kinds=("sync",))
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(hw=2, records=leader.bytes_from(0)))
+    node.poll()
+    partition = node.partition()
+    assert partition.log.offline is not None
     assert node.fetchers.fetcher_of((TOPIC, 0)) is None
     node.clock.advance(10)
     node.poll()
     assert leader.next_request() is None
-    partition.log.offline = None  # let close flush it
+    node.apply(image(2, configs={"flush.messages": "1"}, epoch=1))  # not even then
+    node.poll()
+    assert node.fetchers.fetcher_of((TOPIC, 0)) is None
+    disk.clear()
 
 
 def test_an_invalid_batch_backs_off_and_keeps_the_log(cluster):
