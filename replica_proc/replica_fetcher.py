@@ -96,6 +96,7 @@ def epoch_api_supported():
     """True once the rings carry OffsetsForLeaderEpoch (module doc: the epoch-based rule)."""
     return OFFSETS_FOR_LEADER_EPOCH in protocol.SUPPORTED_VERSIONS
 
+
 _FENCED = frozenset({FencedLeaderEpochError.errno})
 
 
