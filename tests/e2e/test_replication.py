@@ -4,18 +4,21 @@ Until the leader side tracks followers (ISR growth, a high watermark over the IS
 of a new partition stays the leader alone, so these tests check the log bytes each replica
 holds, not the ISR or the high watermark: once production stops, every replica's segment
 files hold exactly the leader's batches (the leader's offsets and leader epochs kept) —
-also after a follower was SIGKILLed, missed records, and was started again.
+also after a follower was SIGKILLed, missed records, and was started again, and after a
+leader was SIGKILLed and started again under a new leader epoch.
 
 The ``e2e`` fixture stops the cluster and fails the test if any process it started still
 runs or any shared-memory object of its cluster is left."""
 from __future__ import annotations
 
 import os
+import struct
 import time
 
 import pytest
 
 from cluster import KafkaAdminClient, KafkaProducer, NewTopic
+from segments import batch_descriptor as bd
 from tests.e2e.helpers import record_key, record_value
 from tests.support.bounds import BOUND
 
@@ -84,3 +87,39 @@ def test_followers_hold_the_leaders_batches_and_a_restarted_one_catches_up(e2e):
         [s.leader for s in image.topics[TOPIC].partitions]
     caught_up = wait_until_replicas_match(cluster, after)
     assert len(caught_up[0]) > len(leaders[0])
+
+
+def test_followers_refetch_from_a_restarted_leader_under_its_new_epoch(e2e):
+    """A leader SIGKILLed and started again leads under a newer epoch (its ISR is itself);
+    its followers see the leader change, truncate, reconnect to the new process and end
+    with its bytes again, including what it took after the restart."""
+    cluster = e2e.cluster(brokers=3)
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
+    image = cluster.wait_for_metadata(
+        lambda i: TOPIC in i.topics
+        and all(s.leader >= 0 for s in i.topics[TOPIC].partitions))
+    produce(cluster, 0, 200)
+    before = wait_until_replicas_match(cluster, image)
+    state = image.topics[TOPIC].partitions[0]
+    cluster.kill_broker(state.leader)
+    cluster.start_broker(state.leader)
+    after = cluster.wait_for_metadata(
+        lambda i: i.topics[TOPIC].partitions[0].leader == state.leader
+        and i.topics[TOPIC].partitions[0].leader_epoch > state.leader_epoch)
+    produce(cluster, 200, 200)
+    caught_up = wait_until_replicas_match(cluster, after)
+    assert caught_up[0].startswith(before[0]) and len(caught_up[0]) > len(before[0])
+    new_epoch = after.topics[TOPIC].partitions[0].leader_epoch
+    assert batch_epochs(caught_up[0])[-1] == new_epoch  # kept as the leader stamped it
+
+
+def batch_epochs(data):
+    """The partitionLeaderEpoch of each batch in ``data`` (whole RecordBatch v2 batches)."""
+    epochs, position = [], 0
+    while position < len(data):
+        (length,) = struct.unpack_from(">i", data, position + bd.BATCH_LENGTH_OFFSET)
+        (epoch,) = struct.unpack_from(">i", data, position + bd.PARTITION_LEADER_EPOCH_OFFSET)
+        epochs.append(epoch)
+        position += bd.LOG_OVERHEAD + length
+    return epochs
