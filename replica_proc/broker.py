@@ -15,13 +15,17 @@ source and controller). Start-up, in order:
    a broker that wins the election replays the metadata log and publishes before it serves;
 4. the newest image applied: every partition placed on this broker is opened, which is
    where a log left by a crash is recovered;
-5. the shm_ring Listener, then broker.json ``serving`` (the controller counts the broker
-   alive from then on and makes it leader of its partitions).
+5. the shm_ring Listener and the replica fetchers (``replica_fetcher``: their outbound
+   connections wake this broker through the Listener's doorbell), then broker.json
+   ``serving`` (the controller counts the broker alive from then on and makes it leader of
+   its partitions).
 
 The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell
-— at most ``POLL_INTERVAL``, less when a parked fetch, a delayed produce or a log timer is
-due sooner — then
-poll the controller, apply a new image if the metadata page moved, accept connections,
+— at most ``POLL_INTERVAL``, less when a parked fetch, a delayed produce, a log timer or a
+replica fetcher's back-off is due sooner; a leader's answer to a replica fetch rings the
+doorbell — then poll the controller, apply a new image if the metadata page moved, give
+the replica fetchers their turn (follow the new image, append what the leaders sent, send
+the next fetches; never blocking), accept connections,
 serve every connection with requests (in order per connection, see ``channel``; at most
 ``REQUESTS_PER_TURN`` of each per turn, so no client waits behind another's stream), retry
 responses that found a full ring, answer parked fetches and delayed produces whose time
@@ -41,8 +45,9 @@ leaderships to other in-sync replicas — while the broker keeps serving, until 
 shows it leads no partition that another live in-sync replica could lead (a broker alone,
 or leading RF-1 partitions only, does not wait), for at most
 ``controlled.shutdown.max.retries`` × ``controlled.shutdown.retry.backoff.ms`` (no wait
-with ``controlled.shutdown.enable=false``). Then the listener is closed (clients see
-PeerClosedError), the controllership resigned, every log flushed and closed with its
+with ``controlled.shutdown.enable=false``). Then the replica fetchers' connections are
+closed (their rings unlinked), the listener closed (clients see PeerClosedError), the
+controllership resigned, every log flushed and closed with its
 clean-shutdown marker, the heartbeats stopped, the metadata page unmapped, the lock
 released. A SIGKILL skips all of it; the next start recovers the logs and takes the
 listener over.
@@ -65,8 +70,10 @@ from replica_proc.channel import Channel, CloseConnection
 from replica_proc.controller_channel import ControllerChannel
 from replica_proc.heartbeat import HeartbeatThread
 from replica_proc.log_manager import LogManager
+from replica_proc.replica_fetcher import ReplicaFetcherManager
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
+from replica_proc.truncation import EpochTruncation
 from segments.file_cache import FILES
 from shm_ring import Listener
 
@@ -156,14 +163,18 @@ class Broker:
             handler.refresh_metadata()
             listener = Listener(cluster_id, self.broker_id,
                                       policy=self.config.wait_policy(self._clock),
-                                      liveness_interval=self._liveness_interval)
+                                liveness_interval=self._liveness_interval)
             stack.callback(listener.close)
+            fetchers = ReplicaFetcherManager(cluster_id, self.broker_id, replicas,
+                                             self.config, listener, self._clock,
+                                             epoch_truncation=EpochTruncation())
+            stack.callback(fetchers.close)  # before the listener: it watches their rings
             log_manager = LogManager(replicas, self.config, self._clock() * 1000)
             registration.set_state(dd.STATE_SERVING)
             log.info("broker %d serving: %d partition(s), listener %s", self.broker_id,
                      len(replicas), listener.name)
             try:
-                self._loop(listener, handler, log_manager, controller, forwarder,
+                self._loop(listener, handler, log_manager, controller, forwarder, fetchers,
                            registration)
             finally:
                 registration.set_state(dd.STATE_STOPPING)
@@ -173,7 +184,8 @@ class Broker:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _loop(self, listener, handler, log_manager, controller, forwarder, registration):
+    def _loop(self, listener, handler, log_manager, controller, forwarder, fetchers,
+              registration):
         clock = self._clock
         channels = self._channels
         replicas = handler.replicas
@@ -191,6 +203,9 @@ class Broker:
             deadline = handler.next_deadline()
             if deadline is not None:
                 timeout = min(timeout, deadline - now)
+            deadline = fetchers.next_deadline()
+            if deadline is not None:
+                timeout = min(timeout, deadline - now)
             if timeout > 0 and not any(c.needs_service for c in channels.values()):
                 try:
                     listener.wait(timeout)
@@ -199,6 +214,7 @@ class Broker:
             if controller is not None:
                 controller.poll(clock())
             handler.refresh_metadata()
+            fetchers.poll(clock())
             for conn in listener.accept_pending():
                 channels[conn] = Channel(conn)
             for conn in listener.ready():

@@ -439,3 +439,52 @@ class Partition:
     def delete(self):
         """Close the log and remove the partition directory."""
         self.log.delete()
+
+    # -- follower -------------------------------------------------------------------------
+    # Called by the replica fetcher (replica_fetcher) while another broker leads.
+
+    def append_as_follower(self, records):
+        """Append batches fetched from the leader, with its offsets and epochs (validated:
+        ``PartitionLog.append_as_follower``), then flush as the log's flush policy says;
+        return ``(first, last)`` offsets appended."""
+        appended = self.log.append_as_follower(records)
+        self.log.flush_if_due()
+        return appended
+
+    def update_follower_high_watermark(self, leader_high_watermark):
+        """R2: the follower's high watermark = min(the leader's, its own log end offset),
+        never moving back (Kafka's maybeUpdateHighWatermark); return it."""
+        log = self.log
+        new = max(min(leader_high_watermark, log.log_end_offset), log.log_start_offset)
+        if new > self.high_watermark:
+            self.high_watermark = new
+        return self.high_watermark
+
+    def update_follower_log_start(self, leader_log_start):
+        """Follow the leader's log start offset up (its retention or DeleteRecords), never
+        past this replica's high watermark (Kafka's maybeIncrementLogStartOffset refuses
+        that); return the log start offset."""
+        log = self.log
+        target = min(leader_log_start, self.high_watermark)
+        if target > log.log_start_offset:
+            log.delete_records_before(target)
+        return log.log_start_offset
+
+    def truncate_to(self, offset):
+        """Drop the records at and after ``offset`` (the high watermark follows the log end
+        down); return the bytes dropped."""
+        dropped = self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        return dropped
+
+    def truncate_to_high_watermark(self):
+        """Kafka's pre-KIP-101 truncation before fetching from a new leader: drop what lies
+        past the high watermark; return the bytes dropped."""
+        return self.truncate_to(self.high_watermark)
+
+    def truncate_fully_and_start_at(self, offset):
+        """Restart the log empty at ``offset`` (R10: behind the leader's log start); return
+        the bytes dropped."""
+        dropped = self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
+        return dropped

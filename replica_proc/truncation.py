@@ -84,3 +84,26 @@ def after_out_of_range(log_end_offset, leader_end_offset, leader_start_offset):
     if log_end_offset < leader_start_offset:
         return TruncateFully(leader_start_offset)
     return Truncate(log_end_offset)
+
+
+class EpochTruncation:
+    """These rules as the replica fetcher asks for them, over a follower ``Partition``
+    (``replica_fetcher.ReplicaFetcherManager``'s ``epoch_truncation``)."""
+
+    @staticmethod
+    def epoch_to_ask(partition):
+        """The epoch to send in OffsetsForLeaderEpoch on becoming a follower; None when
+        the log has no epoch (the fetcher then truncates to the high watermark)."""
+        log = partition.log
+        step = first_step(log.leader_epoch_cache, log.log_end_offset,
+                          partition.high_watermark)
+        return step.epoch if isinstance(step, AskAgain) else None
+
+    @staticmethod
+    def decide(partition, leader_epoch, end_offset):
+        """``(offset to truncate to, epoch to ask about next or None)`` after the leader's
+        answer ``(leader_epoch, end_offset)``."""
+        log = partition.log
+        step = after_epoch_answer(log.leader_epoch_cache, log.log_end_offset,
+                                  partition.high_watermark, leader_epoch, end_offset)
+        return step.offset, (step.epoch if isinstance(step, AskAgain) else None)

@@ -25,6 +25,31 @@ Who wakes whom::
     response space released  -> doorbell            (only after a try_send found the ring full)
     client closed            -> doorbell
 
+Outbound connections of a broker. A broker may itself be a client of another broker (a
+follower fetching from its leader). Its loop blocks in one place, its Listener's doorbell, so
+a response arriving on such a connection must ring that doorbell, not the connection's
+``.rsp.data`` semaphore. ``connect(..., waker=listener)`` makes such a connection:
+
+- before announcing, the client writes ``1 + its own broker id`` in the reader end of the
+  response ring (ring_descriptor.END_DOORBELL_OFFSET); the accepting broker reads it once and
+  posts that broker's doorbell semaphore instead of ``.rsp.data`` for "response frame
+  written" (and when it closes the connection). The parked flag it checks first stays the
+  response ring's reader-parked flag: the protocol of wakeup is unchanged, only the
+  semaphore differs;
+- the waker Listener watches the connection: its wait predicate also holds while a response
+  frame is there to read or the accepting broker closed its end, and while it parks it
+  raises the response ring's reader-parked flag together with its doorbell flag
+  (WakeSlot.companions), in the same set-fence-recheck order. A response written while the
+  listener's broker is parked therefore wakes it at once; one written while it is busy costs
+  the writer no syscall;
+- connect() returns as soon as the connection is announced, without waiting for it to be
+  accepted (a waiting broker would stall its own loop; two brokers connecting to each other
+  at once would each wait for the other). Requests sent before the accept wait in the
+  request ring; ``accepted`` says whether it happened; until then liveness checks look at the
+  listener's broker pid. The connection is meant for non-blocking use from the loop
+  (``send(..., timeout=0)``, ``recv(timeout=0)``, ``check()``); it must be closed before its
+  waker Listener.
+
 Ownership of names: the client creates and unlinks its connection's four objects; the broker
 creates and unlinks the listener and the doorbell. When a client dies, the broker's reap()
 notices it (pid and start time) and unlinks the client's objects; when the broker dies, the
@@ -161,7 +186,8 @@ class Connection:
     the broker thread that owns the Listener calls it. The named objects belong to the client.
     """
 
-    def __init__(self, objects: _ConnectionObjects) -> None:
+    def __init__(self, objects: _ConnectionObjects,
+                 wake_doorbell: NamedSemaphore | None = None) -> None:
         self.name = objects.base
         self._objects = objects
         self._req = objects.req
@@ -169,8 +195,9 @@ class Connection:
         self._rsp_words = objects.rsp.header_words
         self._req_space = WakeSlot(objects.req.header_words, WRITER_PARKED_WORD,
                                    objects.req_space.semaphore)
+        self._wake_doorbell = wake_doorbell  # a client broker's doorbell (module doc)
         self._rsp_data = WakeSlot(self._rsp_words, READER_PARKED_WORD,
-                                  objects.rsp_data.semaphore)
+                                  (wake_doorbell or objects.rsp_data).semaphore)
         self._armed = False
         self._closed = False
         self.client_pid, self._client_start_time = objects.req.end_process(WRITER_END)
@@ -276,6 +303,8 @@ class Connection:
         self._rsp_data.notify()
         self._req_space.notify()
         self._objects.close()
+        if self._wake_doorbell is not None:
+            self._wake_doorbell.close()
 
     def unlink(self) -> None:
         """Remove the connection's names (for a client that died); safe to call twice."""
@@ -311,6 +340,8 @@ class Listener:
         self._liveness_interval = liveness_interval
         self._next_liveness = policy.clock()
         self._connections: list[Connection] = []
+        self._watched: list[ClientConnection] = []  # outbound connections (module doc)
+        self._watched_rings: list[Ring] = []
         self._closed = False
         self._take_over_stale()
         region = SharedRegion.create(self.name, ld.LISTENER_LENGTH)
@@ -396,7 +427,17 @@ class Listener:
         except ValueError as exc:  # not rings laid out by connect(): refuse, keep serving
             log.warning("%s: ignoring connection %s: %s", self.name, base, exc)
             return None
-        connection = Connection(objects)
+        wake = objects.rsp.end_doorbell(READER_END)
+        wake_doorbell = None
+        if wake is not None:
+            try:
+                wake_doorbell = NamedSemaphore.open(doorbell_name(self.cluster_id, wake))
+            except FileNotFoundError:
+                log.info("%s: client of %s asked to be woken through broker %d's doorbell,"
+                         " which is not there", self.name, base, wake)
+                objects.close()
+                return None
+        connection = Connection(objects, wake_doorbell)
         if connection.client_closed:
             connection.close()
             return None
@@ -412,14 +453,39 @@ class Listener:
         if self._accept.readable():
             return True
         # The doorbell's spin predicate: a plain loop, no generator made per check.
-        for connection in self._connections:  # noqa: SIM110
+        for connection in self._connections:
             if connection._has_event():
+                return True
+        for ring in self._watched_rings:  # noqa: SIM110
+            if ring.readable() or ring.end_closed(WRITER_END):
                 return True
         return False
 
+    def watch(self, connection: ClientConnection) -> None:
+        """Wake wait() for responses on this outbound connection (connect(waker=...) calls
+        it; see "Outbound connections of a broker" in the module doc)."""
+        ring = connection._objects.rsp
+        self._watched.append(connection)
+        self._watched_rings.append(ring)
+        self.doorbell.slot.companions.append((ring.header_words, READER_PARKED_WORD))
+
+    def unwatch(self, connection: ClientConnection) -> None:
+        """Stop watching an outbound connection (its close() calls it); safe to call twice."""
+        if connection not in self._watched:
+            return
+        at = self._watched.index(connection)
+        del self._watched[at], self._watched_rings[at]
+        del self.doorbell.slot.companions[at]
+
+    @property
+    def watched(self) -> list[ClientConnection]:
+        """The outbound connections watched (a copy)."""
+        return list(self._watched)
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until there is something to do: a request, an announced connection, a client
-        that closed, or room after a failed try_send. False after timeout seconds."""
+        that closed, room after a failed try_send, or a response (or the peer's close) on a
+        watched outbound connection. False after timeout seconds."""
         return self.doorbell.wait(self._has_event, timeout, self._policy)
 
     def ready(self) -> list[Connection]:
@@ -472,6 +538,8 @@ class Listener:
         for connection in self._connections:
             connection.close()
         self._connections = []
+        for outbound in list(self._watched):  # their owner should have closed them first
+            outbound.close()
         self._words[_BROKER_CLOSED_WORD] = 1
         self.doorbell.unlink()
         self.doorbell.close()
@@ -495,11 +563,15 @@ class ClientConnection:
     time calls it (kafka-python's sender thread both sends and receives) — except interrupt(),
     which any thread may call to cut short that thread's recv(). After the broker died
     or closed, every call raises the same PeerDiedError / PeerClosedError.
+
+    With a ``waker`` (connect(waker=listener): a broker's outbound connection, see the module
+    doc) responses ring that Listener's doorbell, which only the Listener's thread waits on:
+    use the connection from that thread, without blocking.
     """
 
     def __init__(self, cluster_id: str, broker_id: int, listener: SharedRegion,
                  listener_words: memoryview, doorbell: Doorbell, objects: _ConnectionObjects,
-                 policy: WaitPolicy) -> None:
+                 policy: WaitPolicy, waker: Listener | None = None) -> None:
         self.cluster_id = cluster_id
         self.broker_id = broker_id
         self.name = objects.base
@@ -512,17 +584,55 @@ class ClientConnection:
         self._closed = False
         describe = _describe_broker(cluster_id, broker_id)
         req, rsp = objects.req, objects.rsp
-        self.broker_pid = rsp.end_process(WRITER_END)[0]
+        self._waker = waker
         self._writer = RingWriter(
             req, doorbell.slot,
             WakeSlot(req.header_words, WRITER_PARKED_WORD, objects.req_space.semaphore),
             describe, policy)
+        data = objects.rsp_data.semaphore if waker is None else waker.doorbell.semaphore
         self._reader = RingReader(
-            rsp, WakeSlot(rsp.header_words, READER_PARKED_WORD, objects.rsp_data.semaphore),
+            rsp, WakeSlot(rsp.header_words, READER_PARKED_WORD, data),
             WakeSlot(rsp.header_words, WRITER_PARKED_WORD, doorbell.semaphore),
             describe, policy)
-        self._check_broker = end_watch(req, READER_END, describe)
+        self._check_accepted = end_watch(req, READER_END, describe)
+        self._describe = describe
         self._next_check = policy.clock() + policy.poll_interval
+        if waker is not None:
+            waker.watch(self)
+
+    @property
+    def broker_pid(self) -> int:
+        """The pid of the broker process serving the connection (0 until it accepted)."""
+        return self._objects.rsp.end_process(WRITER_END)[0]
+
+    @property
+    def accepted(self) -> bool:
+        """True once the broker accepted the connection."""
+        return self.broker_pid != 0
+
+    def _check_broker(self) -> None:
+        """Raise PeerClosedError / PeerDiedError if the broker is gone: the accepting
+        process's ring end once accepted, the listener's broker before."""
+        if self._objects.req.end_process(READER_END)[0]:
+            self._check_accepted()
+            return
+        words = self._listener_words
+        pid = words[_BROKER_PID_WORD]
+        if words[_BROKER_CLOSED_WORD]:
+            raise PeerClosedError(f"{self._describe} closed its listener {self._listener.name}"
+                                  f" before accepting", pid=pid)
+        if not is_alive(pid, words[_BROKER_START_WORD]):
+            raise PeerDiedError(f"{self._describe} (pid {pid}) died before accepting", pid=pid)
+
+    def check(self) -> None:
+        """Raise PeerDiedError / PeerClosedError if the broker is gone (at most one look
+        per poll interval: it reads /proc). For callers that only recv(timeout=0), which
+        never blocks and so never looks."""
+        self._usable()
+        try:
+            self._check_broker_due()
+        except (PeerDiedError, PeerClosedError) as exc:
+            raise self._fail(exc) from None
 
     def send(self, frame, timeout: float | None = None, frame_type: int = rd.DATA_TYPE) -> bool:
         """Write a request frame, waiting up to timeout seconds (None: forever) for room.
@@ -616,6 +726,8 @@ class ClientConnection:
         objects.rsp.close_end(READER_END)
         if notify_broker:
             self._doorbell.ring()
+        if self._waker is not None:
+            self._waker.unwatch(self)
         objects.close()
         objects.unlink()
         self._listener_words.release()
@@ -685,15 +797,22 @@ def _announce(listener: SharedRegion, part: str, deadline: float | None, policy:
 
 
 def connect(cluster_id: str, broker_id: int, timeout: float | None = 5.0, *,
-            capacity: int = DEFAULT_CAPACITY,
-            policy: WaitPolicy = DEFAULT_POLICY) -> ClientConnection:
+            capacity: int = DEFAULT_CAPACITY, policy: WaitPolicy = DEFAULT_POLICY,
+            waker: Listener | None = None) -> ClientConnection:
     """Open a connection to a running broker and wait until it is accepted.
 
     capacity is the data size of each of the two rings (a power of two). Raises
     ConnectionRefusedError if no live broker listens within timeout seconds, TimeoutError if
     it does not accept in time, PeerDiedError / PeerClosedError if it goes away meanwhile; in
     every case the connection's objects are unlinked.
+
+    waker: this process's own Listener, for a broker's outbound connection (module doc:
+    responses ring its doorbell; connect returns once the connection is announced, without
+    waiting for the accept; with timeout 0 it makes one attempt at the listener and at the
+    accept lock, and raises ConnectionRefusedError / TimeoutError rather than wait).
     """
+    if waker is not None and waker.cluster_id != cluster_id:
+        raise ValueError(f"waker listens for cluster {waker.cluster_id}, not {cluster_id}")
     deadline = policy.deadline(timeout)
     describe = _describe_broker(cluster_id, broker_id)
     listener, words = _open_listener(cluster_id, broker_id, deadline, policy)
@@ -711,9 +830,14 @@ def connect(cluster_id: str, broker_id: int, timeout: float | None = 5.0, *,
                 continue
         objects.req.set_end(WRITER_END, *me)
         objects.rsp.set_end(READER_END, *me)
+        if waker is not None:
+            objects.rsp.set_end_doorbell(READER_END, waker.broker_id)
         _announce(listener, part, deadline, policy, describe)
         listener.close_fd()
         doorbell.ring()
+        if waker is not None:
+            return ClientConnection(cluster_id, broker_id, listener, words, doorbell, objects,
+                                    policy, waker)
         rsp = objects.rsp
         broker_pid, broker_start = words[_BROKER_PID_WORD], words[_BROKER_START_WORD]
 

@@ -305,6 +305,18 @@ class Ring:
         return (words[(end + rd.END_PID_OFFSET) >> 3],
                 words[(end + rd.END_START_TIME_OFFSET) >> 3])
 
+    def set_end_doorbell(self, end: int, broker_id: int) -> None:
+        """Record that the process at an end is woken through broker broker_id's doorbell
+        (ring_descriptor.END_DOORBELL_OFFSET); write it before the peer attaches."""
+        if broker_id < 0:
+            raise ValueError(f"broker id must be >= 0, found {broker_id}")
+        self._words[(end + rd.END_DOORBELL_OFFSET) >> 3] = broker_id + 1
+
+    def end_doorbell(self, end: int) -> int | None:
+        """The broker id whose doorbell wakes an end, or None: the ring's own semaphore."""
+        value = self._words[(end + rd.END_DOORBELL_OFFSET) >> 3]
+        return value - 1 if value > 0 else None
+
     def close_end(self, end: int) -> None:
         """Mark an end closed (for the writer end: no more frames will come)."""
         self._words[(end + rd.END_CLOSED_OFFSET) >> 3] = 1

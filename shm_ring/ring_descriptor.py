@@ -26,6 +26,7 @@ the adjacent-line prefetcher pulls lines in pairs and would otherwise couple the
  640 |  Writer end: pid (i64) | start time (i64) | closed flag (i64)   |
      +---------------------------------------------------------------+
  768 |  Reader end: pid (i64) | start time (i64) | closed flag (i64)   |
+     |              | wake doorbell (i64: 1 + broker id, 0 = none)   |
      +---------------------------------------------------------------+
  896 |                   Data area (capacity bytes)                 ...
      +---------------------------------------------------------------+
@@ -128,6 +129,13 @@ END_START_TIME_OFFSET = END_PID_OFFSET + WORD_LENGTH
 
 END_CLOSED_OFFSET = END_START_TIME_OFFSET + WORD_LENGTH
 """Within an end: non-zero once that end closed (writer closed = end of stream)."""
+
+END_DOORBELL_OFFSET = END_CLOSED_OFFSET + WORD_LENGTH
+"""Within an end: 1 + the id of the broker whose doorbell wakes the process at this end,
+instead of the ring's own semaphore; 0 (the default) = the ring's own. Used in the reader
+end of a connection's response ring by a client that is itself a broker waiting on its
+Listener (see connection: "Outbound connections of a broker"); written before the
+connection is announced, read once by the peer when it accepts."""
 
 FRAME_LENGTH_OFFSET = 0
 """Within a frame: length of header + payload (i32); zero means not committed yet."""

@@ -77,15 +77,24 @@ class WakeSlot:
 
     Ownership: one thread at a time waits on a slot (wait_until); any number of threads and
     processes notify it. The slot does not own the memory or the semaphore.
+
+    Companion flags: a waiter may be woken through this slot's semaphore by writers that
+    look at other parked flags (a broker's outbound connections whose peers post the
+    broker's doorbell, see connection). ``companions`` holds those flags as (words, index)
+    pairs; wait_until raises and clears them together with its own flag, in the same
+    set-fence-recheck order, so a writer that published and saw any of them set posts.
     """
 
-    __slots__ = ("words", "index", "_semaphore")
+    __slots__ = ("words", "index", "_semaphore", "companions")
 
     def __init__(self, words: memoryview, index: int, semaphore: posix_ipc.Semaphore) -> None:
         self.words = words
         """The shared words holding the flag (hot paths read words[index] themselves)."""
         self.index = index
         self._semaphore = semaphore
+        self.companions: list[tuple[memoryview, int]] = []
+        """Other parked flags raised while this slot's waiter is parked (see the class doc);
+        changed only by the waiting thread, between waits."""
 
     def notify(self) -> None:
         """After publishing: wake the waiter if it is parked (no syscall when it is not)."""
@@ -110,6 +119,7 @@ class WakeSlot:
             if ready():
                 return True
         words, index, semaphore = self.words, self.index, self._semaphore
+        companions = self.companions
         clock, poll_interval = policy.clock, policy.poll_interval
         while True:
             if deadline is None:
@@ -121,10 +131,14 @@ class WakeSlot:
                 if block > poll_interval:
                     block = poll_interval
             words[index] = 1
+            for flag_words, flag in companions:
+                flag_words[flag] = 1
             _lock()
             _unlock()
             if ready():
                 words[index] = 0
+                for flag_words, flag in companions:
+                    flag_words[flag] = 0
                 return True
             try:
                 semaphore.acquire(block)
@@ -132,6 +146,8 @@ class WakeSlot:
             except posix_ipc.BusyError:
                 posted = False
             words[index] = 0
+            for flag_words, flag in companions:
+                flag_words[flag] = 0
             if ready():
                 return True
             if not posted and check is not None:

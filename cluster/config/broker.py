@@ -25,6 +25,13 @@ why); ``controlled.shutdown.max.retries`` (3) and ``controlled.shutdown.retry.ba
 (5000) bound how long a stopping broker waits for its leaderships to move
 (``replica_proc.broker``).
 
+- ``replica.fetch.backoff.ms`` defaults to 100, not Kafka's 1000. A follower backs off
+  after an error of its leader, and on one host the usual one is transient: the leader's
+  loop has not yet applied the metadata page this broker already read (NOT_LEADER_OR_FOLLOWER,
+  UNKNOWN_LEADER_EPOCH), which it does within one turn of its loop (50 ms at most). Kafka's
+  second, sized for a network round trip and a ZooKeeper/KRaft propagation, would stall
+  replication that long after every leader change for nothing.
+
 Topic-level configuration. Each topic config has broker synonyms (Kafka's
 ``ServerTopicConfigSynonyms``): ``log.segment.bytes`` is the default of ``segment.bytes``,
 ``message.max.bytes`` of ``max.message.bytes``, and ``segment.ms`` comes from
@@ -128,6 +135,9 @@ def _ring_bytes(raw):
     return value
 
 
+REPLICA_FETCH_BACKOFF_MS = 100
+"""ringlog's default of replica.fetch.backoff.ms (Kafka's is 1000): see the module doc."""
+
 _ms = Int(0, LONG_MAX)
 _int_ms = Int(0, INT_MAX)
 
@@ -161,6 +171,9 @@ BROKER_KEYS = keys(
     Key("replica.high.watermark.checkpoint.interval.ms", Int(1, LONG_MAX), 5000),
     Key("replica.fetch.max.bytes", Int(0, INT_MAX), 1024 * 1024),
     Key("replica.fetch.wait.max.ms", _int_ms, 500),
+    Key("replica.fetch.min.bytes", Int(1, INT_MAX), 1),
+    Key("replica.fetch.response.max.bytes", Int(0, INT_MAX), 10 * 1024 * 1024),
+    Key("replica.fetch.backoff.ms", _int_ms, REPLICA_FETCH_BACKOFF_MS),
     Key("unclean.leader.election.enable", Bool(), False),
     Key("auto.leader.rebalance.enable", Bool(), True),
     Key("leader.imbalance.check.interval.seconds", Int(1, LONG_MAX), 300),

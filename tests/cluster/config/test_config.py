@@ -169,6 +169,8 @@ KAFKA_BROKER_DEFAULTS = {
     "replica.high.watermark.checkpoint.interval.ms": 5000,
     "replica.fetch.max.bytes": 1048576,
     "replica.fetch.wait.max.ms": 500,
+    "replica.fetch.min.bytes": 1,
+    "replica.fetch.response.max.bytes": 10 * 1024 * 1024,
     "unclean.leader.election.enable": False,
     "auto.leader.rebalance.enable": True,
     "leader.imbalance.check.interval.seconds": 300,
@@ -185,6 +187,10 @@ KAFKA_BROKER_DEFAULTS = {
 def test_broker_defaults_are_kafkas():
     config = BrokerConfig()
     assert {k: config[k] for k in KAFKA_BROKER_DEFAULTS} == KAFKA_BROKER_DEFAULTS
+
+
+def test_replica_fetch_backoff_is_shorter_than_kafkas_on_one_host():
+    assert BrokerConfig()["replica.fetch.backoff.ms"] == 100
 
 
 def test_ringlog_transport_defaults():
@@ -434,6 +440,8 @@ BAD_BROKER_VALUES = [
     ("message.max.bytes", "-1"), ("replica.lag.time.max.ms", "-1"),
     ("replica.high.watermark.checkpoint.interval.ms", "0"),
     ("replica.fetch.max.bytes", "-1"), ("replica.fetch.wait.max.ms", "-1"),
+    ("replica.fetch.min.bytes", "0"), ("replica.fetch.response.max.bytes", "-1"),
+    ("replica.fetch.backoff.ms", "-1"),
     ("unclean.leader.election.enable", "no"), ("offsets.topic.num.partitions", "0"),
     ("offsets.topic.replication.factor", "40000"), ("group.initial.rebalance.delay.ms", "-1"),
     ("group.min.session.timeout.ms", "x"), ("controlled.shutdown.enable", ""),
