@@ -144,3 +144,22 @@ def test_a_new_leader_missing_the_tail_resets_by_auto_offset_reset(fake_cluster,
         deadline = time.monotonic() + IN_PROCESS_BOUND
         while time.monotonic() < deadline:
             strict.poll(timeout_ms=50)
+
+
+def test_offset_lookups_of_unassigned_partitions_follow_the_leader(fake_cluster):
+    # The lookup's topic is of interest to the metadata refreshes while it runs (Kafka's
+    # transient topics): without that, the refresh after the dead leader would not name it.
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", leaders=[0])
+    append(cluster, 0, 30)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.data_dir, retry_backoff_ms=5,
+                             reconnect_backoff_ms=5, default_api_timeout_ms=5000)
+    try:
+        assert consumer.end_offsets([TP]) == {TP: 30}
+        cluster.move_leader("t", 0, 1)
+        cluster.stop_broker(0)
+        append(cluster, 30, 10)
+        assert consumer.end_offsets([TP]) == {TP: 40}
+        assert consumer.beginning_offsets([TP]) == {TP: 0}
+    finally:
+        consumer.close()
