@@ -106,6 +106,22 @@ def test_the_leader_dies_mid_stream(fake_cluster, consumer_of):
     assert got == log_of(cluster)
 
 
+def test_a_hung_leader_is_given_up_after_the_request_timeout(fake_cluster, consumer_of):
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", leaders=[0])
+    append(cluster, 0, 100)
+    consumer = consumer_of(cluster, request_timeout_ms=300)
+    got = read(consumer, [], 100)
+    cluster.brokers[0].paused.set()  # alive, reads nothing: the fetch in flight hangs
+    try:
+        cluster.move_leader("t", 0, 1)
+        append(cluster, 100, 100)
+        read(consumer, got, 200)
+    finally:
+        cluster.brokers[0].paused.clear()
+    assert got == log_of(cluster)
+
+
 def test_a_storage_error_is_fetched_again_after_a_metadata_refresh(fake_cluster,
                                                                    consumer_of):
     cluster = fake_cluster(brokers=1)
