@@ -117,6 +117,24 @@ def test_a_leader_that_dies_with_a_request_in_flight_retries_it_at_the_new_one(f
     assert produce_requests(cluster)[-1] == 1
 
 
+def test_a_leader_elected_after_its_predecessor_died_is_found(fake_cluster, producer_of):
+    # The order of a real failover: the leader dies, the metadata still names it until the
+    # controller elects another one (~100 ms later). Each failed connection attempt asks
+    # for metadata again (Kafka's NetworkClient rule), so the new leader is found.
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", leaders=[0])
+    producer = producer_of(cluster)
+    assert producer.send("t", b"first").get(IN_PROCESS_BOUND).offset == 0
+    before = len(cluster.requests)
+    cluster.stop_broker(0)
+    future = producer.send("t", b"second")
+    wait_until(lambda: "METADATA" in [name for _, name, _ in cluster.requests[before:]],
+               "a metadata refresh after the death (it still names broker 0)")
+    cluster.move_leader("t", 0, 1)
+    assert future.get(IN_PROCESS_BOUND).offset == 1
+    assert [r.value for r in cluster.records("t", 0)] == [b"first", b"second"]
+
+
 def test_a_leader_that_appended_then_died_before_answering_gives_a_duplicate(fake_cluster,
                                                                             producer_of):
     # Without idempotence the outcome of a request whose broker died is unknown, and the
