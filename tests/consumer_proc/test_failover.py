@@ -1,9 +1,10 @@
 """KafkaConsumer across a leader change, against fake brokers (threads of this process,
 tests/support/fake_broker.py, whose brokers share each partition's log as in-sync replicas
 would): the leader moves mid-stream, its epoch is bumped under the consumer (it sends
-``current_leader_epoch``: FENCED_LEADER_EPOCH), the leader dies, a storage error — the
-records read are exactly the log's, each once, in order; a new leader missing the tail
-(OFFSET_OUT_OF_RANGE) is handled by ``auto_offset_reset``."""
+``current_leader_epoch``: FENCED_LEADER_EPOCH), the leader dies (before or after the new
+one is elected) or hangs, a storage error — the records read are exactly the log's, each
+once, in order; a new leader missing the tail (OFFSET_OUT_OF_RANGE) is handled by
+``auto_offset_reset``; offset lookups follow the leader too."""
 from __future__ import annotations
 
 import time
@@ -103,6 +104,26 @@ def test_the_leader_dies_mid_stream(fake_cluster, consumer_of):
     cluster.stop_broker(0)  # the connection dies under the consumer
     append(cluster, 400, 100)
     read(consumer, got, 500)
+    assert got == log_of(cluster)
+
+
+def test_a_leader_elected_after_its_predecessor_died_is_found(fake_cluster, consumer_of):
+    # A real failover's order: the metadata names the dead leader until the controller
+    # has elected another.
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", leaders=[0])
+    append(cluster, 0, 100)
+    consumer = consumer_of(cluster)
+    got = read(consumer, [], 100)
+    before = len(cluster.requests)
+    cluster.stop_broker(0)
+    deadline = time.monotonic() + IN_PROCESS_BOUND
+    while "METADATA" not in [name for _, name, _ in cluster.requests[before:]]:
+        assert time.monotonic() < deadline, "no metadata refresh after the death"
+        assert consumer.poll(timeout_ms=10) == {}
+    cluster.move_leader("t", 0, 1)
+    append(cluster, 100, 100)
+    read(consumer, got, 200)
     assert got == log_of(cluster)
 
 
