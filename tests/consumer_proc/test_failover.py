@@ -11,7 +11,12 @@ import time
 
 import pytest
 
-from cluster.errors import KafkaStorageError, OffsetOutOfRangeError
+from cluster.errors import (
+    FencedLeaderEpochError,
+    KafkaStorageError,
+    OffsetNotAvailableError,
+    OffsetOutOfRangeError,
+)
 from cluster.structs import TopicPartition
 from consumer_proc.consumer import KafkaConsumer
 from tests.support.bounds import IN_PROCESS_BOUND
@@ -151,7 +156,7 @@ def test_a_storage_error_is_fetched_again_after_a_metadata_refresh(fake_cluster,
     consumer = consumer_of(cluster)
     got = read(consumer, [], 20)
     before = len(cluster.requests)
-    cluster.fail_next_fetch("t", 0, KafkaStorageError.errno, times=2)
+    cluster.fail_next("t", 0, KafkaStorageError.errno, times=2, api="FETCH")
     append(cluster, 200, 200)
     read(consumer, got, 400)
     assert got == log_of(cluster)
@@ -198,5 +203,13 @@ def test_offset_lookups_of_unassigned_partitions_follow_the_leader(fake_cluster)
         append(cluster, 30, 10)
         assert consumer.end_offsets([TP]) == {TP: 40}
         assert consumer.beginning_offsets([TP]) == {TP: 0}
+        # KIP-207: a new leader whose high watermark has not caught up yet answers
+        # OFFSET_NOT_AVAILABLE (retriable); FENCED_LEADER_EPOCH asks for fresh metadata.
+        before = len(cluster.requests)
+        cluster.fail_next("t", 0, OffsetNotAvailableError.errno, times=2, api="LIST_OFFSETS")
+        cluster.fail_next("t", 0, FencedLeaderEpochError.errno, api="LIST_OFFSETS")
+        assert consumer.end_offsets([TP]) == {TP: 40}
+        names = [name for _, name, _ in cluster.requests[before:]]
+        assert names.count("LIST_OFFSETS") == 4 and "METADATA" in names
     finally:
         consumer.close()

@@ -12,11 +12,12 @@ serves the same log, as an in-sync follower would. Fetch and ListOffsets check l
 and ``current_leader_epoch`` as a Kafka leader does (NOT_LEADER_OR_FOLLOWER;
 FENCED_LEADER_EPOCH below the partition's epoch, UNKNOWN_LEADER_EPOCH above it) and answer
 OFFSET_OUT_OF_RANGE outside [0, log end]. Faults are injected by the test:
-``fail_next(topic, partition, code, times)`` makes Produce answer an error code,
-``fail_next_fetch`` the same for Fetch, ``truncate`` cuts a log back (a leader elected
-uncleanly, missing the tail), ``stop_broker(id)`` closes a listener (clients see the broker
-go away), ``start_broker(id)`` brings it back, ``move_leader`` changes leadership (and
-bumps the leader epoch; moving it to the same broker only bumps the epoch),
+``fail_next(topic, partition, code, times, api="PRODUCE")`` makes the partition's next
+``times`` Produce (or "FETCH", "LIST_OFFSETS") answers that error code, ``truncate`` cuts a
+log back (a leader elected uncleanly, missing the tail), ``stop_broker(id)`` closes a
+listener (clients see the broker go away), ``start_broker(id)`` brings it back,
+``move_leader`` changes leadership (and bumps the leader epoch; moving it to the same
+broker only bumps the epoch),
 ``broker.paused`` (an Event) stops a broker from reading requests, ``broker.tamper`` (a
 function of the response frame) alters what it answers, ``report_controllers`` (a list)
 makes the next Metadata responses name those controllers instead of the real one.
@@ -62,8 +63,7 @@ class FakeCluster:
             controller_id=min(range(brokers)),
             brokers={i: BrokerInfo(i, 0, True) for i in range(brokers)})
         self.logs = {}        # (topic, partition) -> list of (base_offset, batch bytes)
-        self.failures = {}    # (topic, partition) -> [error code, ...] to answer next
-        self.fetch_failures = {}  # the same for Fetch
+        self.failures = {}    # (api name, topic, partition) -> [error code, ...] to answer next
         self.requests = []    # (broker id, api key name, request) in arrival order
         self.report_controllers = []
         self.brokers = {}
@@ -118,13 +118,15 @@ class FakeCluster:
             topics[topic] = TopicInfo(topic, info.topic_id, tuple(states), info.configs)
             self._publish(topics=topics)
 
-    def fail_next(self, topic, partition, code, times=1):
+    def fail_next(self, topic, partition, code, times=1, api="PRODUCE"):
         with self.lock:
-            self.failures.setdefault((topic, partition), []).extend([int(code)] * times)
+            self.failures.setdefault((api, topic, partition), []).extend([int(code)] * times)
 
-    def fail_next_fetch(self, topic, partition, code, times=1):
-        with self.lock:
-            self.fetch_failures.setdefault((topic, partition), []).extend([int(code)] * times)
+    def _injected(self, api, topic, partition):
+        """The next error code queued by ``fail_next`` for this request, or None; caller
+        holds the lock."""
+        queued = self.failures.get((api, topic, partition))
+        return queued.pop(0) if queued else None
 
     def append(self, topic, partition, values, timestamp_ms=0):
         """Store one batch of records with ``values`` (no keys) as its leader would; returns
@@ -285,9 +287,9 @@ class FakeBroker:
     def _append(self, topic, partition, records):
         """(error code, base offset) for one partition's batch; caller holds the lock."""
         cluster = self.cluster
-        queued = cluster.failures.get((topic, partition))
-        if queued:
-            return queued.pop(0), -1
+        injected = cluster._injected("PRODUCE", topic, partition)
+        if injected is not None:
+            return injected, -1
         state = cluster.image.partition(topic, partition)
         if state is None:
             return ErrorCode.unknown_topic_or_partition, -1
@@ -324,9 +326,8 @@ class FakeBroker:
                     end = log[-1][0] + BatchHeader(log[-1][1]).record_count if log else 0
                     code, _ = self._check_leader(topic.topic, asked.partition,
                                                  asked.current_leader_epoch)
-                    queued = cluster.fetch_failures.get(key)
-                    if queued and code == ErrorCode.none:
-                        code = ErrorCode(queued.pop(0))
+                    if code == ErrorCode.none:
+                        code = ErrorCode(cluster._injected("FETCH", *key) or code)
                     if code == ErrorCode.none and not 0 <= asked.fetch_offset <= end:
                         code = ErrorCode.offset_out_of_range
                     records = bytearray()
@@ -360,6 +361,9 @@ class FakeBroker:
                     code, state = self._check_leader(
                         topic.name, asked.partition_index,
                         getattr(asked, "current_leader_epoch", -1))
+                    if code == ErrorCode.none:
+                        code = ErrorCode(cluster._injected("LIST_OFFSETS", topic.name,
+                                                           asked.partition_index) or code)
                     offset = {-2: 0, -1: end}.get(asked.timestamp)
                     if code == ErrorCode.none and offset is None:
                         code = ErrorCode.invalid_request  # by time: not in the fake
