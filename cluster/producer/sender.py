@@ -28,22 +28,22 @@ A response completes its batches (offset, log-append time) or, for a retriable e
 UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR and the other
 invalid-metadata errors — these request a metadata refresh (Kafka's InvalidMetadataException
 rule), and the retry waits for its answer (``RecordAccumulator.reenqueue``) — and
-NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, UNKNOWN_LEADER_EPOCH, retried
-without one. A broker that died or closed its end
-(PeerDiedError / PeerClosedError) or did not answer within ``request_timeout_ms`` fails the
-requests in flight on that connection (KafkaConnectionError / RequestTimedOutError from the
-client, which drops the connection and requests a metadata refresh): their batches are
-retried the same way. The outcome of such a request is unknown — the broker may have
-appended the batch before it died — so without idempotence (not implemented: no
-InitProducerId) a retry may write a duplicate: at-least-once, as Kafka's producer with
-``enable.idempotence=false``. A batch still failing when ``delivery_timeout_ms`` has passed
-since its creation fails with KafkaTimeoutError ("Expiring N record(s) for T-P: X ms has
-passed since batch creation"), naming the error of its last attempt (its ``__cause__``).
-With acks=0 the broker sends no response: batches complete (offset -1) once their request
-is written. With ``max_in_flight_requests_per_connection=1`` a partition with a batch in
-flight is not drained again until it completes, and a retried batch goes back in front of
-the newer ones, so retries cannot reorder it (kafka-python's ``guarantee_message_order``);
-with more requests in flight retries may reorder records, as in Kafka without idempotence.
+NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, UNKNOWN_LEADER_EPOCH, retried without
+one. A broker that died or closed its end (PeerDiedError / PeerClosedError) or did not
+answer within ``request_timeout_ms`` fails the requests in flight on that connection
+(KafkaConnectionError / RequestTimedOutError from the client, which drops the connection and
+requests a metadata refresh): their batches are retried the same way. The outcome of such a
+request is unknown — the broker may have appended the batch before it died — so without
+idempotence (not implemented: no InitProducerId) a retry may write a duplicate:
+at-least-once, as Kafka's producer with ``enable.idempotence=false``. A batch still failing
+when ``delivery_timeout_ms`` has passed since its creation fails with KafkaTimeoutError
+("Expiring N record(s) for T-P: X ms has passed since batch creation"), naming the error of
+its last attempt (its ``__cause__``). With acks=0 the broker sends no response: batches
+complete (offset -1) once their request is written. With
+``max_in_flight_requests_per_connection=1`` a partition with a batch in flight is not
+drained again until it completes, and a retried batch goes back in front of the newer ones,
+so retries cannot reorder it (kafka-python's ``guarantee_message_order``); with more
+requests in flight retries may reorder records, as in Kafka without idempotence.
 
 Thread safety: the Sender thread alone runs the loop, owns the KafkaClient, and completes
 batches (so callbacks and errbacks run there, as in kafka-python); ``wakeup()``,
