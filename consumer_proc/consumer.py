@@ -40,9 +40,16 @@ brokers' records keep coming. Blocking calls (``beginning_offsets``, ``end_offse
 ``timeout_ms`` (default ``default_api_timeout_ms``, 60 s) while the partitions they need
 have no reachable leader; ``position`` then returns None, as kafka-python's.
 
+**Leader changes** (``fetcher``): a fetch refused by a former leader, a leader epoch moved
+on (FENCED_LEADER_EPOCH: fetches carry ``current_leader_epoch``), a storage error or a dead
+or hung broker sends the partition's next fetch to the leader named by refreshed metadata,
+from the same position; OFFSET_OUT_OF_RANGE from a new leader missing the tail resets by
+``auto_offset_reset``. Offset lookups follow the leader the same way.
+
 Not implemented: groups (above), fetch sessions (every fetch is a full one), position
-validation against leader epochs (KIP-320: no replication yet), rebalance listeners,
-``read_committed`` filtering (there are no transactions).
+validation against leader epochs after a leader change (KIP-320's OffsetsForLeaderEpoch:
+the protocol has no api key 23 yet; the hook is described in ``fetcher``), rebalance
+listeners, ``read_committed`` filtering (there are no transactions).
 
 Thread safety: none, as kafka-python's: one thread makes every call.
 """

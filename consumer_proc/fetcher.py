@@ -39,6 +39,28 @@ logged once per outage, counted in ``fetch-error-total``, and the partitions it 
 fetched again once the metadata names a leader for them — the same broker restarted, when
 the controller publishes it. Records of other brokers keep flowing meanwhile.
 
+**A leader change** (Kafka's rules; tested against fake brokers in
+tests/consumer_proc/test_failover.py): the errors above send the partition's next fetch,
+from the same position, to the leader named by refreshed metadata — the position moves only
+as records are handed out, so nothing is lost or read twice; a request that hangs fails
+after ``request_timeout_ms`` (the client drops the connection and refreshes the metadata).
+Every Fetch (and ListOffsets) carries the partition's ``current_leader_epoch`` from the
+metadata cache (KIP-320): a broker that knows a newer epoch answers FENCED_LEADER_EPOCH
+(this consumer's metadata is stale) and one that has not learnt this epoch yet
+UNKNOWN_LEADER_EPOCH, instead of serving records of a log that may have diverged.
+
+*Not done: validating the position after a leader change* (KIP-320's OffsetsForLeaderEpoch,
+api key 23, which ``cluster.protocol.frames`` does not speak in this branch). The hook is
+``send_fetches``, where ``leader(tp)`` gives the epoch each fetch carries: remember per
+partition the epoch of its last fetch and of the last batch handed out (the
+``partition_leader_epoch`` that ``ConsumerRecord.leader_epoch`` shows); when the metadata
+names a new epoch, hold the partition out of fetches, ask the new leader for the end offset
+of the last consumed batch's epoch and, if it is below the position (the log was truncated
+under it), seek there with a reset policy or raise LogTruncationException with 'none'.
+Against a broker without the API Kafka skips the validation, which is what happens here.
+Meanwhile a truncation that leaves the position past the new leader's log end is caught as
+OFFSET_OUT_OF_RANGE.
+
 Errors found while handling a response (which happens inside ``KafkaClient.poll``) are
 queued and raised by the next ``fetched_records`` / ``fetched_columns``; an error met while
 draining, after some records were already drained, is raised by the next call instead,

@@ -175,7 +175,19 @@ class OffsetLookup:
 
     def offsets_by_times(self, timestamps, timeout):
         """``{tp: (offset, timestamp, leader_epoch) or None}`` for ``{tp: timestamp}``
-        (None: no record at or after the timestamp), waiting up to ``timeout`` seconds."""
+        (None: no record at or after the timestamp), waiting up to ``timeout`` seconds.
+        Their topics are of interest to the metadata cache meanwhile (Kafka's transient
+        topics), so a refresh after a leader change names their new leaders even when
+        this consumer neither subscribes to nor is assigned them."""
+        cluster = self._client.cluster
+        transient = {tp.topic for tp in timestamps} - cluster.topics_of_interest
+        cluster.add_topics(transient)  # Kafka's transient topics: refreshed while looked up
+        try:
+            return self._offsets_by_times(timestamps, timeout)
+        finally:
+            cluster.drop_interest(transient)
+
+    def _offsets_by_times(self, timestamps, timeout):
         results = {}
         remaining = dict(timestamps)
         deadline = self._clock() + timeout

@@ -1,5 +1,7 @@
 """Fixtures shared by test folders: a fresh cluster id whose shared-memory objects must all be
-gone at the end (``cluster_id``), and a process starter that kills by pid (``spawn``).
+gone at the end (``cluster_id``), a process starter that kills by pid (``spawn``), and fake
+brokers served by threads of the test process for the clients' tests (``fake_cluster``:
+the producer, the client, the admin client, the consumer and the Spark source's readers).
 
 Folder-specific fixtures are in each folder's conftest.py; helpers that are not fixtures
 (bounds, the fake clock, fakes, process context) are in tests/support."""
@@ -13,6 +15,7 @@ import pytest
 
 from shm_ring.naming import cleanup_stale, list_objects
 from tests.support.bounds import BOUND
+from tests.support.fake_broker import FakeCluster
 from tests.support.processes import CTX
 
 
@@ -42,3 +45,18 @@ def spawn():
         if process.is_alive():
             os.kill(process.pid, signal.SIGKILL)
         process.join(BOUND)
+
+
+@pytest.fixture
+def fake_cluster(tmp_path):
+    """``make(brokers=2, **options)`` -> a FakeCluster (tests/support/fake_broker.py), closed
+    at the end of the test, which fails if a client left shared-memory objects behind."""
+    made = []
+
+    def make(brokers=2, **options):
+        cluster = FakeCluster(tmp_path / f"data-{len(made)}", brokers, **options)
+        made.append(cluster)
+        return cluster
+    yield make
+    leftovers = [name for cluster in made for name in cluster.close()]
+    assert leftovers == [], f"clients left {leftovers}"

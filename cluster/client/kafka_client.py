@@ -27,7 +27,9 @@
   soon as it is written.
 * **Failures.** A broker that died or closed (``PeerDiedError`` / ``PeerClosedError`` from the
   rings) fails every request in flight on that connection with ``KafkaConnectionError``
-  (retriable, invalid metadata), drops the connection and asks for a metadata refresh.
+  (retriable, invalid metadata), drops the connection and asks for a metadata refresh — as
+  does every failed connection attempt (Kafka's NetworkClient), so a client whose cache
+  still names a dead leader keeps asking until the controller has elected another.
 * **Metadata.** ``poll()`` sends a Metadata request (to the least loaded broker) when an
   update was requested — by a caller, by an invalid-metadata error, or because the cache is
   older than ``metadata_max_age_ms`` — at most once per ``retry_backoff_ms``.
@@ -392,13 +394,17 @@ class KafkaClient:
                          for entry in response.api_keys}
 
     def _backoff(self, node, now, error):
-        """A connection attempt or connection failed: wait before the next attempt."""
+        """A connection attempt or connection failed: wait before the next attempt, and ask
+        for a metadata refresh (Kafka's NetworkClient: a broker that cannot be reached may
+        no longer lead what the cache says it leads; the refresh is rate-limited by
+        ``retry_backoff_ms``)."""
         base = self._reconnect_backoff if not node.backoff else min(
             node.backoff * 2, self._reconnect_backoff_max)
         node.backoff = base
         jitter = 1 + RECONNECT_JITTER * (2 * self._rng.random() - 1)
         node.next_attempt = now + base * jitter
         node.last_error = error
+        self.cluster.request_update()
         log.debug("broker %d unavailable for %.3f s: %s", node.node_id, base * jitter, error)
 
     def _connection_failed(self, node, error):
@@ -407,10 +413,9 @@ class KafkaClient:
         connection, node.connection = node.connection, None
         if connection is not None:
             connection.close()
-        self._backoff(node, self._clock(), error)
+        self._backoff(node, self._clock(), error)  # asks for a metadata refresh
         failed = list(node.in_flight)
         node.in_flight.clear()
-        self.cluster.request_update()
         for request in failed:
             request.future.failure(error)
         return len(failed)

@@ -180,6 +180,13 @@ class ClusterMetadata:
             self.answered = max(self.answered, sent_for)
             self._condition.notify_all()
 
+    def drop_interest(self, names):
+        """Stop asking for topics in refreshes; their cached entries stay (a named refresh
+        keeps the topics it does not name). For lookups that made them of interest only
+        while they ran (Kafka's transient topics)."""
+        with self._condition:
+            self._interest -= frozenset(names)
+
     def forget_topics(self, names):
         """Drop topics from the cache (e.g. after deleting them)."""
         with self._condition:

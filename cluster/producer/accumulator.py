@@ -22,8 +22,13 @@ Kafka's design (``RecordAccumulator``), in Python:
   ``drain()`` then takes, per ready broker, at most one batch per partition, up to
   ``max_request_size`` bytes per request (always at least one batch);
   ``drain_requests()`` takes several such requests per broker under one lock.
-* A retried batch goes back to the front of its deque (``reenqueue``) with a backoff; a
-  completed one gives its buffer back to the pool (``deallocate``).
+* A retried batch goes back to the front of its deque (``reenqueue``) with a backoff, and,
+  after an invalid-metadata error, a metadata ticket (``ClusterMetadata.request_update``):
+  it is not sendable before the metadata cache has answered that ticket (``answered`` of
+  ``ready`` / ``drain_requests``), so the retry goes to the leader named by metadata fetched
+  after the error, not to the same stale one (a refresh that fails answers too: the retry
+  then goes where the cache says). A completed batch gives its buffer back to the pool
+  (``deallocate``).
 * ``append_built()`` queues batches that arrive built (the bulk send), behind the
   partition's open batch, so a partition's records keep their order.
 
@@ -47,6 +52,10 @@ from cluster.producer.batch import ProducerBatch
 from cluster.producer.buffer_pool import BufferExhaustedError, BufferPool, BufferPoolClosedError
 from segments.compression import codec_id
 from segments.records import RecordBatchBuilder, as_bytes
+
+#: Longest the sender sleeps before looking again at a retried batch whose metadata refresh
+#: has not been answered yet, in seconds; the answer itself ends its poll earlier.
+METADATA_WAIT = 0.05
 
 
 class RecordAccumulator:
@@ -179,11 +188,11 @@ class RecordAccumulator:
 
     # -- the sender thread -------------------------------------------------------------------
 
-    def ready(self, now, topics):
+    def ready(self, now, topics, answered=0):
         """``(nodes, unknown_topics, delay)``: the leaders of partitions with a sendable batch,
         the topics whose sendable batches have no known leader, and the seconds until a
         batch not yet sendable becomes so (None if there is none). ``topics``: the metadata
-        cache's TopicMetadata by name."""
+        cache's TopicMetadata by name; ``answered``: its ``answered`` ticket (module doc)."""
         nodes = set()
         unknown = set()
         delay = None
@@ -194,7 +203,7 @@ class RecordAccumulator:
                 for partition, batches in partitions.items():
                     if not batches:
                         continue
-                    wait = self._wait(batches, now, hurry)
+                    wait = self._wait(batches, now, hurry, answered)
                     if wait > 0:
                         delay = wait if delay is None else min(delay, wait)
                         continue
@@ -205,24 +214,26 @@ class RecordAccumulator:
                         nodes.add(leader)
         return nodes, unknown, delay
 
-    def _wait(self, batches, now, hurry):
+    def _wait(self, batches, now, hurry, answered):
         """Seconds before the first of ``batches`` is sendable (<= 0: now)."""
         batch = batches[0]
         if batch.attempts:
+            if batch.metadata_ticket > answered:
+                return max(batch.retry_at - now, METADATA_WAIT)
             return batch.retry_at - now
         if hurry or batch.full or len(batches) > 1:
             return 0.0
         return batch.created + self._linger - now
 
-    def drain(self, now, topics, nodes, max_request_size, muted=()):
+    def drain(self, now, topics, nodes, max_request_size, muted=(), answered=0):
         """Take the sendable batches led by ``nodes``: ``{node: [batches]}``, one batch per
         partition, up to ``max_request_size`` bytes per node (at least one batch). Partitions
         in ``muted`` (TopicPartitions) are skipped."""
         requests = self.drain_requests(now, topics, dict.fromkeys(nodes, 1), max_request_size,
-                                       muted)
+                                       muted, answered)
         return {node: found[0] for node, found in requests.items()}
 
-    def drain_requests(self, now, topics, slots, max_request_size, muted=()):
+    def drain_requests(self, now, topics, slots, max_request_size, muted=(), answered=0):
         """Take the batches of up to ``slots[node]`` requests per node: ``{node: [[batches
         of one request], ...]}``, requests in the order they must be sent. Each request
         holds at most one batch per partition and ``max_request_size`` bytes (at least one
@@ -246,7 +257,8 @@ class RecordAccumulator:
                 taken = {}
                 sizes = {}
                 for leader, batches in queues:
-                    if leader not in left or not batches or self._wait(batches, now, hurry) > 0:
+                    if leader not in left or not batches or self._wait(batches, now, hurry,
+                                                                         answered) > 0:
                         continue
                     batch = batches[0]
                     if muted and batch.topic_partition in muted:
@@ -277,10 +289,12 @@ class RecordAccumulator:
                         del left[node]
         return drained
 
-    def reenqueue(self, batch, retry_at):
+    def reenqueue(self, batch, retry_at, metadata_ticket=0):
         """Put a batch that failed with a retriable error back at the front of its deque,
-        not to be sent before ``retry_at`` (clock seconds)."""
+        not to be sent before ``retry_at`` (clock seconds), nor before the metadata cache
+        answered ``metadata_ticket`` (0: no refresh to wait for)."""
         batch.retry_at = retry_at
+        batch.metadata_ticket = metadata_ticket
         with self._lock:
             self._batches.setdefault(batch.topic, {}).setdefault(
                 batch.partition, deque()).appendleft(batch)

@@ -57,7 +57,8 @@ class ProducerBatch:
 
     __slots__ = (
         "topic", "partition", "topic_partition", "builder", "buffer", "created", "done",
-        "record_count", "full", "built", "attempts", "retry_at", "record_indices")
+        "record_count", "full", "built", "attempts", "retry_at", "metadata_ticket", "last_error",
+        "record_indices")
 
     def __init__(self, topic, partition, builder, buffer, created):
         self.topic = topic
@@ -72,6 +73,8 @@ class ProducerBatch:
         self.built = None      # the batch bytes, once built
         self.attempts = 0      # produce requests that carried it
         self.retry_at = 0.0    # monotonic seconds before which a retry must not be sent
+        self.metadata_ticket = 0  # the metadata refresh a retry waits for (0: none)
+        self.last_error = None  # the retriable error of its last attempt, if it failed
         self.record_indices = None  # bulk batches: which input records it holds
 
     @classmethod

@@ -23,13 +23,27 @@ only when the oldest batch can have expired.
 
 A response completes its batches (offset, log-append time) or, for a retriable error while
 ``retries`` and the delivery timeout allow, puts them back at the front of their deque after
-``retry_backoff_ms`` — refreshing metadata first on NOT_LEADER_OR_FOLLOWER and the other
-invalid-metadata errors, including a broker that died. With acks=0 the broker sends no
-response: batches complete (offset -1) once their request is written. With
+``retry_backoff_ms``, to be sent again to the leader the metadata then names. Retriable
+(``cluster.errors``' flags, as Kafka's): NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR and the other
+invalid-metadata errors — these request a metadata refresh (Kafka's InvalidMetadataException
+rule), and the retry waits for its answer (``RecordAccumulator.reenqueue``) — and
+NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT, UNKNOWN_LEADER_EPOCH, retried without
+one. A broker that died or closed its end (PeerDiedError / PeerClosedError) or did not
+answer within ``request_timeout_ms`` fails the requests in flight on that connection
+(KafkaConnectionError / RequestTimedOutError from the client, which drops the connection and
+requests a metadata refresh): their batches are retried the same way. The outcome of such a
+request is unknown — the broker may have appended the batch before it died — so without
+idempotence (not implemented: no InitProducerId) a retry may write a duplicate:
+at-least-once, as Kafka's producer with ``enable.idempotence=false``. A batch still failing
+when ``delivery_timeout_ms`` has passed since its creation fails with KafkaTimeoutError
+("Expiring N record(s) for T-P: X ms has passed since batch creation"), naming the error of
+its last attempt (its ``__cause__``). With acks=0 the broker sends no response: batches
+complete (offset -1) once their request is written. With
 ``max_in_flight_requests_per_connection=1`` a partition with a batch in flight is not
-drained again until it completes, so retries cannot reorder it (kafka-python's
-``guarantee_message_order``); without idempotence (not implemented: no InitProducerId) more
-requests in flight may reorder or duplicate records across retries, as in Kafka.
+drained again until it completes, and a retried batch goes back in front of the newer ones,
+so retries cannot reorder it (kafka-python's ``guarantee_message_order``); with more
+requests in flight retries may reorder records, as in Kafka without idempotence.
 
 Thread safety: the Sender thread alone runs the loop, owns the KafkaClient, and completes
 batches (so callbacks and errbacks run there, as in kafka-python); ``wakeup()``,
@@ -155,7 +169,7 @@ class Sender(threading.Thread):
             self._expire(now)
         cluster = client.cluster
         topics = cluster.topics
-        nodes, unknown, delay = accumulator.ready(now, topics)
+        nodes, unknown, delay = accumulator.ready(now, topics, cluster.answered)
         if unknown:
             cluster.add_topics(unknown)
             cluster.request_update()
@@ -171,7 +185,7 @@ class Sender(threading.Thread):
                 delay = wait if delay is None else min(delay, wait)
         if slots:
             drained = accumulator.drain_requests(now, topics, slots, self._max_request_size,
-                                                 self._muted)
+                                                 self._muted, cluster.answered)
             for node, requests in drained.items():
                 for batches in requests:
                     self._send(node, batches, now)
@@ -246,11 +260,21 @@ class Sender(threading.Thread):
                 oldest = batch.created
         self._next_expiry = oldest + timeout  # batches made later expire later still
         for batch in expired:
-            self._fail(batch, KafkaTimeoutError(
-                f"Expiring {batch.record_count or batch.builder.record_count} record(s) for "
-                f"{batch.topic}-{batch.partition}: {(now - batch.created) * 1000:.0f} ms has "
-                f"passed since batch creation (delivery_timeout_ms "
-                f"{timeout * 1000:.0f})"))
+            self._fail(batch, self._expiry_error(batch, now))
+
+    def _expiry_error(self, batch, now):
+        """Kafka's TimeoutException for a batch past ``delivery_timeout_ms``, naming the
+        error of its last attempt (also its ``__cause__``) when it was being retried."""
+        last = batch.last_error
+        error = KafkaTimeoutError(
+            f"Expiring {batch.record_count or batch.builder.record_count} record(s) for "
+            f"{batch.topic}-{batch.partition}: {(now - batch.created) * 1000:.0f} ms has "
+            f"passed since batch creation (delivery_timeout_ms "
+            f"{self._delivery_timeout * 1000:.0f})"
+            + ("" if last is None else
+               f"; last error after {batch.attempts} attempt(s): {type(last).__name__}: {last}"))
+        error.__cause__ = last
+        return error
 
     # -- completions ---------------------------------------------------------------------------
 
@@ -291,17 +315,21 @@ class Sender(threading.Thread):
         if batch.done.is_done:
             return  # expired while in flight
         now = self._clock()
-        if (not self._aborting and getattr(error, "retriable", False)
-                and batch.attempts <= self._retries
-                and now - batch.created < self._delivery_timeout):
-            if getattr(error, "invalid_metadata", False):
-                self._client.cluster.request_update()
-            self.metrics.record_retry_total += batch.record_count
-            log.warning("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition,
-                        batch.attempts + 1, error)
-            self._accumulator.reenqueue(batch, now + self._retry_backoff)
-        else:
+        if self._aborting or not getattr(error, "retriable", False) \
+                or batch.attempts > self._retries:
             self._fail(batch, error)
+            return
+        batch.last_error = error
+        if now - batch.created >= self._delivery_timeout:
+            self._fail(batch, self._expiry_error(batch, now))
+            return
+        ticket = 0
+        if getattr(error, "invalid_metadata", False):
+            ticket = self._client.cluster.request_update()
+        self.metrics.record_retry_total += batch.record_count
+        log.warning("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition,
+                    batch.attempts + 1, error)
+        self._accumulator.reenqueue(batch, now + self._retry_backoff, ticket)
 
     def _complete(self, batch, base_offset, log_append_time):
         self._in_flight.pop(batch, None)

@@ -2,21 +2,32 @@
 
 ``FakeCluster(tmp_path, brokers=2)`` writes ``D/meta.properties``, creates the metadata page
 and publishes an image, as the supervisor and controller would; each ``FakeBroker`` is a
-shm_ring Listener served by a thread, answering ApiVersions, Metadata, Produce,
-CreateTopics, DeleteTopics and CreatePartitions with cluster.protocol.frames. Produced batches
-are validated (CRC) and kept per partition with their offsets, so tests can read back what
-arrived. Faults are injected by the test: ``fail_next(topic, partition, code, times)``
-makes Produce answer an error code, ``stop_broker(id)`` closes a listener (clients see the
-broker go away), ``start_broker(id)`` brings it back, ``move_leader`` changes leadership,
+shm_ring Listener served by a thread, answering ApiVersions, Metadata, Produce, Fetch,
+ListOffsets (earliest and latest), CreateTopics, DeleteTopics and CreatePartitions with
+cluster.protocol.frames. Produced batches are validated (CRC) and kept per partition with
+their offsets, so tests can read back what arrived; ``append(topic, partition, values)``
+stores records as a producer would. The partition's log is one list shared by the brokers
+(every record committed, high watermark = log end): after ``move_leader`` the new leader
+serves the same log, as an in-sync follower would. Fetch and ListOffsets check leadership
+and ``current_leader_epoch`` as a Kafka leader does (NOT_LEADER_OR_FOLLOWER;
+FENCED_LEADER_EPOCH below the partition's epoch, UNKNOWN_LEADER_EPOCH above it) and answer
+OFFSET_OUT_OF_RANGE outside [0, log end]. Faults are injected by the test:
+``fail_next(topic, partition, code, times, api="PRODUCE")`` makes the partition's next
+``times`` Produce (or "FETCH", "LIST_OFFSETS") answers that error code, ``truncate`` cuts a
+log back (a leader elected uncleanly, missing the tail), ``stop_broker(id)`` closes a
+listener (clients see the broker go away), ``start_broker(id)`` brings it back,
+``move_leader`` changes leadership (and bumps the leader epoch; moving it to the same
+broker only bumps the epoch),
 ``broker.paused`` (an Event) stops a broker from reading requests, ``broker.tamper`` (a
 function of the response frame) alters what it answers, ``report_controllers`` (a list)
 makes the next Metadata responses name those controllers instead of the real one.
 
 Not a broker: no logs on disk, no purgatory; just enough of the protocol, kept simple.
-The ``fake_cluster`` fixture that makes and closes them is in tests/cluster/conftest.py.
+The ``fake_cluster`` fixture that makes and closes them is in tests/conftest.py.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import threading
 import uuid
@@ -29,7 +40,7 @@ from cluster.metadata.page import MetadataPage
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from segments.batch_header import BatchHeader
-from segments.records import RecordBatch
+from segments.records import RecordBatch, RecordBatchBuilder
 from shm_ring import Listener
 from shm_ring.naming import cleanup_stale, list_objects
 from shm_ring.wakeup import WaitPolicy
@@ -52,7 +63,7 @@ class FakeCluster:
             controller_id=min(range(brokers)),
             brokers={i: BrokerInfo(i, 0, True) for i in range(brokers)})
         self.logs = {}        # (topic, partition) -> list of (base_offset, batch bytes)
-        self.failures = {}    # (topic, partition) -> [error code, ...] to answer next
+        self.failures = {}    # (api name, topic, partition) -> [error code, ...] to answer next
         self.requests = []    # (broker id, api key name, request) in arrival order
         self.report_controllers = []
         self.brokers = {}
@@ -107,9 +118,33 @@ class FakeCluster:
             topics[topic] = TopicInfo(topic, info.topic_id, tuple(states), info.configs)
             self._publish(topics=topics)
 
-    def fail_next(self, topic, partition, code, times=1):
+    def fail_next(self, topic, partition, code, times=1, api="PRODUCE"):
         with self.lock:
-            self.failures.setdefault((topic, partition), []).extend([int(code)] * times)
+            self.failures.setdefault((api, topic, partition), []).extend([int(code)] * times)
+
+    def _injected(self, api, topic, partition):
+        """The next error code queued by ``fail_next`` for this request, or None; caller
+        holds the lock."""
+        queued = self.failures.get((api, topic, partition))
+        return queued.pop(0) if queued else None
+
+    def append(self, topic, partition, values, timestamp_ms=0):
+        """Store one batch of records with ``values`` (no keys) as its leader would; returns
+        its base offset."""
+        builder = RecordBatchBuilder()
+        for value in values:
+            builder.append(timestamp_ms, None, value)
+        with self.lock:
+            state = self.image.partition(topic, partition)
+            return _store(self.logs.setdefault((topic, partition), []), builder.build(),
+                          state.leader_epoch)
+
+    def truncate(self, topic, partition, end_offset):
+        """Drop the batches of the partition from the one holding ``end_offset`` on."""
+        with self.lock:
+            log = self.logs.get((topic, partition), [])
+            log[:] = [(base, data) for base, data in log
+                      if base + BatchHeader(data).record_count <= end_offset]
 
     def records(self, topic, partition):
         """Every record stored for the partition, in offset order (Record tuples)."""
@@ -179,7 +214,8 @@ class FakeBroker:
             self.cluster.requests.append((self.broker_id, ApiKey(api_key).name, request))
         handler = {
             ApiKey.API_VERSIONS: self._api_versions, ApiKey.METADATA: self._metadata,
-            ApiKey.PRODUCE: self._produce, ApiKey.CREATE_TOPICS: self._create_topics,
+            ApiKey.PRODUCE: self._produce, ApiKey.FETCH: self._fetch,
+            ApiKey.LIST_OFFSETS: self._list_offsets, ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
         }[api_key]
@@ -251,22 +287,94 @@ class FakeBroker:
     def _append(self, topic, partition, records):
         """(error code, base offset) for one partition's batch; caller holds the lock."""
         cluster = self.cluster
-        queued = cluster.failures.get((topic, partition))
-        if queued:
-            return queued.pop(0), -1
+        injected = cluster._injected("PRODUCE", topic, partition)
+        if injected is not None:
+            return injected, -1
         state = cluster.image.partition(topic, partition)
         if state is None:
             return ErrorCode.unknown_topic_or_partition, -1
         if state.leader != self.broker_id:
             return ErrorCode.not_leader_or_follower, -1
-        header = BatchHeader(records)
-        header.validate()
-        log = cluster.logs.setdefault((topic, partition), [])
-        base_offset = log[-1][0] + BatchHeader(log[-1][1]).record_count if log else 0
-        stored = bytearray(records)
-        BatchHeader(stored).stamp(base_offset, state.leader_epoch)
-        log.append((base_offset, bytes(stored)))
-        return ErrorCode.none, base_offset
+        BatchHeader(records).validate()
+        return ErrorCode.none, _store(cluster.logs.setdefault((topic, partition), []), records,
+                                      state.leader_epoch)
+
+    def _check_leader(self, topic, partition, current_leader_epoch):
+        """The error code a leader answers a client's Fetch or ListOffsets with, and the
+        partition's state; caller holds the lock."""
+        state = self.cluster.image.partition(topic, partition)
+        if state is None:
+            return ErrorCode.unknown_topic_or_partition, None
+        if state.leader != self.broker_id:
+            return ErrorCode.not_leader_or_follower, state
+        if 0 <= current_leader_epoch < state.leader_epoch:
+            return ErrorCode.fenced_leader_epoch, state
+        if current_leader_epoch > state.leader_epoch:
+            return ErrorCode.unknown_leader_epoch, state
+        return ErrorCode.none, state
+
+    def _fetch(self, request, version):
+        m = protocol.response_module(ApiKey.FETCH, version)
+        cluster = self.cluster
+        responses = []
+        with cluster.lock:
+            for topic in request.topics:
+                partitions = []
+                for asked in topic.partitions:
+                    key = (topic.topic, asked.partition)
+                    log = cluster.logs.get(key, [])
+                    end = log[-1][0] + BatchHeader(log[-1][1]).record_count if log else 0
+                    code, _ = self._check_leader(topic.topic, asked.partition,
+                                                 asked.current_leader_epoch)
+                    if code == ErrorCode.none:
+                        code = ErrorCode(cluster._injected("FETCH", *key) or code)
+                    if code == ErrorCode.none and not 0 <= asked.fetch_offset <= end:
+                        code = ErrorCode.offset_out_of_range
+                    records = bytearray()
+                    if code == ErrorCode.none:
+                        for base, data in log:
+                            if base + BatchHeader(data).record_count <= asked.fetch_offset:
+                                continue
+                            if records and len(records) + len(data) > asked.partition_max_bytes:
+                                break
+                            records += data
+                    partitions.append(_build(
+                        m.PartitionData, partition_index=asked.partition, error_code=code,
+                        high_watermark=end, last_stable_offset=end, log_start_offset=0,
+                        aborted_transactions=None, preferred_read_replica=-1,
+                        records=bytes(records) if records else None))
+                responses.append(m.FetchableTopicResponse(topic=topic.topic,
+                                                          partitions=tuple(partitions)))
+        return _build(m.FetchResponse, throttle_time=NO_TIME, error_code=ErrorCode.none,
+                      session_id=0, responses=tuple(responses))
+
+    def _list_offsets(self, request, version):
+        m = protocol.response_module(ApiKey.LIST_OFFSETS, version)
+        cluster = self.cluster
+        topics = []
+        with cluster.lock:
+            for topic in request.topics:
+                partitions = []
+                for asked in topic.partitions:
+                    log = cluster.logs.get((topic.name, asked.partition_index), [])
+                    end = log[-1][0] + BatchHeader(log[-1][1]).record_count if log else 0
+                    code, state = self._check_leader(
+                        topic.name, asked.partition_index,
+                        getattr(asked, "current_leader_epoch", -1))
+                    if code == ErrorCode.none:
+                        code = ErrorCode(cluster._injected("LIST_OFFSETS", topic.name,
+                                                           asked.partition_index) or code)
+                    offset = {-2: 0, -1: end}.get(asked.timestamp)
+                    if code == ErrorCode.none and offset is None:
+                        code = ErrorCode.invalid_request  # by time: not in the fake
+                    partitions.append(_build(
+                        m.ListOffsetsPartitionResponse, partition_index=asked.partition_index,
+                        error_code=code, timestamp=-1,
+                        offset=-1 if code != ErrorCode.none else offset,
+                        leader_epoch=-1 if state is None else state.leader_epoch))
+                topics.append(m.ListOffsetsTopicResponse(name=topic.name,
+                                                         partitions=tuple(partitions)))
+        return m.ListOffsetsResponse(throttle_time=NO_TIME, topics=tuple(topics))
 
     def _not_controller(self):
         return self.cluster.image.controller_id != self.broker_id
@@ -341,6 +449,22 @@ class FakeBroker:
                 results.append(m.CreatePartitionsTopicResult(name=topic.name, error_code=code,
                                                              error_message=message))
         return m.CreatePartitionsResponse(throttle_time=NO_TIME, results=tuple(results))
+
+
+def _store(log, records, leader_epoch):
+    """Append the batch ``records`` to ``log`` (a list of (base offset, bytes)), stamped with
+    the next offset and ``leader_epoch``; returns its base offset."""
+    base_offset = log[-1][0] + BatchHeader(log[-1][1]).record_count if log else 0
+    stored = bytearray(records)
+    BatchHeader(stored).stamp(base_offset, leader_epoch)
+    log.append((base_offset, bytes(stored)))
+    return base_offset
+
+
+def _build(cls, **fields):
+    """An instance of the kio class ``cls`` from the ``fields`` its version has."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{name: value for name, value in fields.items() if name in names})
 
 
 _LEGAL = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

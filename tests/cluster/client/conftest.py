@@ -1,2 +1,2 @@
-"""The client tests use ``fake_cluster`` (tests/cluster/conftest.py); ``client_of`` is in the
+"""The client tests use ``fake_cluster`` (tests/conftest.py); ``client_of`` is in the
 one file that uses it."""

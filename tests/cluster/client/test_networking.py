@@ -16,7 +16,7 @@ from cluster.client.kafka_client import (
     locate_cluster,
     ring_capacity_for,
 )
-from cluster.client.metadata import ClusterMetadata
+from cluster.client.metadata import ClusterMetadata, TopicMetadata
 from cluster.config import AdminClientConfig, ProducerConfig
 from cluster.errors import (
     CorrelationIdError,
@@ -386,7 +386,7 @@ def test_an_answer_already_in_flight_does_not_serve_a_later_request():
     assert cache.brokers == {1: "new"}
 
 
-def test_topics_of_interest_and_forgetting():
+def test_topics_of_interest_forgetting_and_dropping_interest():
     cache = ClusterMetadata("c")
     cache.update({}, 0, {}, now=0.0, all_topics=True, sent_for=cache.requested)
     assert cache.add_topics(["a", "b"])
@@ -395,6 +395,10 @@ def test_topics_of_interest_and_forgetting():
     assert cache.topics_of_interest == {"a", "b"}
     cache.forget_topics(["a"])
     assert cache.topics_of_interest == {"b"}
+    cache.update({}, 0, {"b": TopicMetadata("b", 0, False, [])}, now=1.0, all_topics=False,
+                 sent_for=cache.requested)
+    cache.drop_interest(["b"])
+    assert cache.topics_of_interest == set() and "b" in cache.topics and not cache.need_update
 
 
 def test_named_refresh_keeps_other_topics(fake_cluster, client_of):

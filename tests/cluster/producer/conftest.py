@@ -1,5 +1,5 @@
 """Fixtures of the producer tests: ``producer_of(cluster, **overrides)`` makes KafkaProducers
-on a ``fake_cluster`` (tests/cluster/conftest.py) and closes them after the test. Settings:
+on a ``fake_cluster`` (tests/conftest.py) and closes them after the test. Settings:
 its common ones for tests (acks=1, no idempotence, short backoffs and timeouts), then the
 test module's ``PRODUCER_SETTINGS``, then the call's overrides. The fake clock is
 tests/support/clock.py."""

@@ -9,7 +9,7 @@ import pytest
 
 from cluster.client.metadata import PartitionMetadata, TopicMetadata
 from cluster.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
-from cluster.producer.accumulator import RecordAccumulator
+from cluster.producer.accumulator import METADATA_WAIT, RecordAccumulator
 from segments.records import RecordBatch
 from tests.support.clock import FakeClock
 
@@ -126,6 +126,23 @@ def test_retried_batch_goes_first_after_its_backoff():
     assert nodes == set() and delay == pytest.approx(0.1)
     clock.now += 0.1
     assert acc.drain(clock(), topics(), {0}, 1 << 20)[0] == [batch]
+
+
+def test_a_retry_after_invalid_metadata_waits_for_the_refresh_it_asked_for():
+    clock = FakeClock(100.0)
+    acc = accumulator(clock, linger_ms=0)
+    fill(acc)
+    [batch] = acc.drain(clock(), topics(), {0}, 1 << 20)[0]
+    batch.build()
+    batch.attempts = 1
+    acc.reenqueue(batch, clock() + 0.01, metadata_ticket=7)
+    clock.now += 0.01  # the backoff passed; the refresh asked for (ticket 7) not answered
+    nodes, _, delay = acc.ready(clock(), topics(), answered=6)
+    assert nodes == set() and delay == pytest.approx(METADATA_WAIT)
+    assert acc.drain(clock(), topics(), {0}, 1 << 20, answered=6) == {}
+    nodes, _, _ = acc.ready(clock(), topics(), answered=7)
+    assert nodes == {0}
+    assert acc.drain(clock(), topics(), {0}, 1 << 20, answered=7)[0] == [batch]
 
 
 def test_expired_batches_leave_the_queue():
