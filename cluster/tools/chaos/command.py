@@ -21,8 +21,8 @@ that nothing acknowledged was lost (the Jepsen idea, built in).
    and a final consumer drains every partition to its high watermark.
 5. The replicas are compared below the HW (``replicas``), the history checked
    (``checker``), and the output folder gets ``history.json`` and ``timeline.png``
-   (``report``); the summary is printed. Exit status 0 without anomalies, 1 with any (or
-   when the tool itself failed).
+   (``report``); the summary is printed. Exit status 0 without anomalies, 1 with any, 2
+   when the tool itself could not run (its reason on stderr).
 
 Every process it starts is stopped at the end, on Ctrl-C or SIGTERM too, and any
 shared-memory object a client process it had to kill left behind is unlinked.
@@ -56,10 +56,13 @@ from cluster.tools.chaos.monitor import LeadershipMonitor
 from cluster.tools.chaos.replicas import compare_replicas
 from cluster.tools.chaos.schedule import SCENARIOS, build_schedule
 from cluster.tools.progress import Progress
-from cluster.tools.support import FAILED, ToolError, fail, setup_logging, stop_on_sigterm
+from cluster.tools.support import ToolError, fail, setup_logging, stop_on_sigterm
 from shm_ring.naming import list_objects
 
 CTX = multiprocessing.get_context("spawn")
+#: Exit status of a run that found anomalies, and of one that could not run.
+ANOMALIES = 1
+TOOL_FAILED = 2
 #: Broker config of a cluster the tool starts (KAFKA-BEHAVIOURS' test settings).
 CLUSTER_CONFIG = {"replica.lag.time.max.ms": 2000}
 #: Seconds a client process has to stop after its stop event before it is killed.
@@ -116,7 +119,8 @@ def run(args):
         with stop_on_sigterm():
             return Chaos(args).run()
     except (ToolError, ValueError, OSError, KafkaError, ClusterStartError) as exc:
-        return fail(exc, "chaos: ")
+        fail(exc, "chaos: ")
+        return TOOL_FAILED
 
 
 class Chaos:
@@ -151,7 +155,7 @@ class Chaos:
             verdict = self._run_workload()
         finally:
             self._stop_everything()
-        return 0 if verdict.ok else FAILED
+        return 0 if verdict.ok else ANOMALIES
 
     def _check_args(self):
         a = self.args

@@ -1,6 +1,7 @@
 """What a chaos run leaves in its output folder and prints: ``history.json`` (the whole
 history, the schedule and the verdict), ``timeline.png`` (acknowledged records per second,
-faults as markers, unavailability windows per partition) and a summary.
+faults as dashed markers, restarts and SIGCONTs as green dotted ones, unavailability windows
+per partition) and a summary.
 
 matplotlib draws off-screen (the Agg backend), imported only when the PNG is drawn.
 Owner: the command's main thread.
@@ -19,6 +20,8 @@ BUCKET = 0.5
 SHOWN = 5
 _FAULT_COLOURS = {"kill": "red", "terminate": "orange", "pause": "purple",
                   "truncate": "brown", "divergent-writes": "magenta"}
+#: Fault log events drawn as green dotted lines: a broker back.
+_RECOVERIES = ("start", "resume")
 
 
 def write_history(folder, history, verdict, schedule):
@@ -50,6 +53,9 @@ def write_timeline(folder, history, verdict):
     top.plot(xs, [errors[b] / BUCKET for b in range(last + 1)], label="failed or unknown/s",
              color="grey")
     for fault in history.faults:
+        if fault["fault"] in _RECOVERIES:
+            for axis in (top, bottom):
+                axis.axvline(fault["t"] - start, color="green", linestyle=":", linewidth=0.8)
         colour = _FAULT_COLOURS.get(fault["fault"])
         if colour is not None:
             for axis in (top, bottom):
