@@ -30,8 +30,9 @@ from cluster.supervisor.supervisor import STOP_TIMEOUT, running_brokers
 _WAIT_STEP = 0.02
 
 
-class _Brokers(abc.ABC):
-    """What both kinds share: pausing and resuming by pid, and healing."""
+class Brokers(abc.ABC):
+    """The interface both kinds offer (module doc); pausing, resuming and healing are
+    shared, by pid."""
 
     def __init__(self, broker_ids):
         self.broker_ids = sorted(broker_ids)
@@ -96,7 +97,7 @@ class _Brokers(abc.ABC):
         self._paused.pop(broker_id, None)
 
 
-class OwnedBrokers(_Brokers):
+class OwnedBrokers(Brokers):
     """The brokers of a ``Cluster`` this tool started (see the module doc)."""
 
     def __init__(self, cluster):
@@ -135,7 +136,7 @@ class OwnedBrokers(_Brokers):
         return self.pid(broker_id)
 
 
-class SupervisedBrokers(_Brokers):
+class SupervisedBrokers(Brokers):
     """The brokers of a cluster a watching supervisor runs (see the module doc)."""
 
     def __init__(self, data_dir, broker_ids):

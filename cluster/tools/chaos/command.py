@@ -44,6 +44,7 @@ from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
 from cluster.supervisor.broker_control import check_watching_supervisor
 from cluster.supervisor.supervisor import (
+    START_TIMEOUT,
     ClusterStartError,
     read_record,
     running_brokers,
@@ -88,7 +89,8 @@ def add_arguments(parser):
     parser.add_argument("--data-dir", required=True, metavar="D",
                         help="the cluster's data directory (a running cluster there is used)")
     parser.add_argument("--brokers", type=int, default=3,
-                        help="brokers of the cluster to start (default 3)")
+                        help="brokers of the cluster to start (default 3; a running "
+                             "cluster keeps its own)")
     parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS),
                         help="; ".join(f"{k}: {v}" for k, v in SCENARIOS.items()))
     parser.add_argument("--duration", type=duration, default=60.0,
@@ -131,8 +133,7 @@ class Chaos:
         self.data_dir = os.path.abspath(args.data_dir)
         self.out = os.path.abspath(args.out or f"chaos-{args.scenario}-seed{args.seed}")
         self.kills = args.kills if args.kills is not None else max(1, int(args.duration // 10))
-        self.schedule = build_schedule(args.scenario, args.seed, args.duration, self.kills,
-                                       args.partitions, args.brokers)
+        self.schedule = ()         # made once the brokers are known
         self.cluster = None        # a Cluster this run started
         self.brokers = None
         self.page = None
@@ -151,6 +152,9 @@ class Chaos:
             raise ToolError(f"the output folder {self.out} is not empty; give another --out")
         try:
             self._open_cluster()
+            self.schedule = build_schedule(self.args.scenario, self.args.seed,
+                                           self.args.duration, self.kills,
+                                           self.args.partitions, len(self.brokers.broker_ids))
             self._create_topic()
             verdict = self._run_workload()
         finally:
@@ -353,6 +357,8 @@ class Chaos:
         the page closed, a cluster this run started stopped."""
         self.stop_faults.set()
         self.stop_monitor.set()
+        for thread in self.threads:  # first: the injector may be pausing or starting a broker
+            thread.join(timeout=START_TIMEOUT)
         try:
             if self.brokers is not None:
                 # a cluster of this run is stopped below: it only needs its brokers to run
@@ -361,8 +367,6 @@ class Chaos:
                     self.brokers.heal()
         finally:
             self._stop_clients()
-            for thread in self.threads:
-                thread.join(timeout=CLIENT_STOP)
             if self.page is not None:
                 self.page.close()
             if self.cluster is not None:

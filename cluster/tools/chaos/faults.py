@@ -139,10 +139,11 @@ class FaultInjector:
         self._start(step, target)
 
     def _rolling_sigterm(self, step, stop):
-        pid = self.brokers.terminate(step.broker)
-        self._record("terminate", step, broker=step.broker, pid=pid)
+        broker = self.brokers.broker_ids[step.broker % len(self.brokers.broker_ids)]
+        pid = self.brokers.terminate(broker)
+        self._record("terminate", step, broker=broker, pid=pid)
         stop.wait(step.downtime)
-        self._start(step, step.broker)
+        self._start(step, broker)
 
     def _sigstop_follower(self, step, stop):
         target = choose([b for b in self._followers(step) if self.brokers.pid(b) is not None],

@@ -53,7 +53,8 @@ class FaultStep:
     at: float          # seconds after the workload starts
     scenario: str      # a key of SCENARIOS
     partition: int     # the partition it aims at
-    broker: int        # rolling-sigterm's broker (number mod brokers); -1 for the others
+    broker: int        # rolling-sigterm: number mod brokers, an index into the broker ids;
+                       # -1 for the other scenarios
     pick: float        # in [0, 1): chooses among candidates (followers, live brokers)
     downtime: float    # seconds the fault lasts
 

@@ -40,17 +40,15 @@ def chaos_command(data_dir, out, scenario, duration, *extra):
 
 @pytest.fixture
 def data_dir(tmp_path):
-    """The run's data directory; afterwards no broker of it runs and none of its
-    shared-memory objects is left (stopped here if the tool failed to)."""
+    """The run's data directory; afterwards its cluster is stopped (if a test started one,
+    or the tool failed to stop its own) and none of its shared-memory objects may be left."""
     path = tmp_path / "data"
     yield path
-    left_running = running_brokers(path) if path.is_dir() else {}
     if path.is_dir():
         stop_cluster(path)
     cluster_id = dd.read_cluster_id(path) if path.is_dir() else None
     leftovers = list_objects(cluster_id) if cluster_id else []
-    assert left_running == {}, f"the tool left brokers running: {left_running}"
-    assert leftovers == [], f"the tool left shared memory: {leftovers}"
+    assert leftovers == [], f"shared memory left: {leftovers}"
 
 
 def start_tool(command):
@@ -74,6 +72,7 @@ def test_a_short_leader_kill_storm_injects_records_checks_and_reports(tmp_path, 
     code, stdout, stderr = finish(start_tool(chaos_command(data_dir, out, "leader-kill-storm",
                                                            "8s")), RUN_BOUND)
     assert code in (0, ANOMALIES), stderr
+    assert running_brokers(data_dir) == {}  # the tool stopped the cluster it started
     assert "verdict: " in stdout
     assert (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     saved = json.loads((out / "history.json").read_text())
@@ -115,5 +114,30 @@ def test_ctrl_c_stops_every_process_the_tool_started(tmp_path, data_dir):
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C on a terminal does
     code, _stdout, stderr = finish(process, RUN_BOUND)
     assert code != 0, stderr
-    alive = [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert running_brokers(data_dir) == {}
+    # multiprocessing's resource tracker leaves when its pipe from the tool closes
+    _gone, alive = psutil.wait_procs(started, timeout=BOUND)
     assert alive == [], f"left running: {alive}"
+
+
+def test_a_running_cluster_is_used_and_left_running(tmp_path, data_dir):
+    start = subprocess.run([sys.executable, "-m", "cluster.tools.cli", "cluster", "start",
+                            "--data-dir", str(data_dir), "--brokers", "2", "--detach"],
+                           capture_output=True, text=True, timeout=RUN_BOUND)
+    assert start.returncode == 0, start.stderr
+    out = tmp_path / "out"
+    code, stdout, stderr = finish(start_tool(chaos_command(data_dir, out, "rolling-sigterm",
+                                                           "6s")), RUN_BOUND)
+    assert code in (0, ANOMALIES), stderr
+    assert "using the running cluster" in stdout
+    terminated = [f for f in json.loads((out / "history.json").read_text())["history"]["faults"]
+                  if f["fault"] == "terminate"]
+    assert terminated
+    # the supervisor restarted what the tool stopped, and the tool stopped nothing else
+    assert sorted(running_brokers(data_dir)) == [0, 1]
+    # a second run refuses the topic it did not create, and changes nothing
+    code, _stdout, stderr = finish(start_tool(chaos_command(data_dir, tmp_path / "again",
+                                                            "rolling-sigterm", "6s")),
+                                   RUN_BOUND)
+    assert code == 2 and "topic 'chaos' exists" in stderr
+    assert sorted(running_brokers(data_dir)) == [0, 1]
