@@ -91,18 +91,22 @@ def add_arguments(parser):
     parser.add_argument("--brokers", type=int, default=3,
                         help="brokers of the cluster to start (default 3; a running "
                              "cluster keeps its own)")
-    parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS),
+    parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS), metavar="NAME",
                         help="; ".join(f"{k}: {v}" for k, v in SCENARIOS.items()))
     parser.add_argument("--duration", type=duration, default=60.0,
                         help="how long the workload and the faults run (default 60s)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the fault schedule (same seed, same schedule)")
     parser.add_argument("--topic", default="chaos", help="topic to create (default chaos)")
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--replication-factor", type=int, default=3)
-    parser.add_argument("--min-insync-replicas", type=int, default=2)
-    parser.add_argument("--producers", type=int, default=2)
-    parser.add_argument("--consumers", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=3, help="the topic's (default 3)")
+    parser.add_argument("--replication-factor", type=int, default=3,
+                        help="the topic's (default 3)")
+    parser.add_argument("--min-insync-replicas", type=int, default=2,
+                        help="the topic's min.insync.replicas (default 2)")
+    parser.add_argument("--producers", type=int, default=2,
+                        help="producer processes (default 2)")
+    parser.add_argument("--consumers", type=int, default=2,
+                        help="consumer processes besides the final drain (default 2)")
     parser.add_argument("--kills", type=int, default=None,
                         help="faults to inject (default: one per 10 s of duration)")
     parser.add_argument("--unkeyed", action="store_true",
