@@ -39,6 +39,9 @@ COMMANDS = {
     "spark-bridge": ("spark_bridge.command", "feed a topic into a sink through a "
                                                        "local Spark streaming query, exactly "
                                                        "once [Spark's Kafka source]"),
+    "chaos": ("cluster.tools.chaos.command", "run producers and consumers while injecting "
+                                             "broker faults, then check that nothing "
+                                             "acknowledged was lost [Jepsen, replication_test]"),
     "dump-log": ("segments.dump", "print the batches, records and index entries of segment files "
                                   "[kafka-dump-log]"),
 }

@@ -1,0 +1,275 @@
+"""The fault injector: plays a schedule (``schedule``) against the brokers (``brokers``).
+
+``FaultInjector.run(stop)`` runs in a thread of the ``chaos`` command: for each step it
+waits until the step is due (or ``stop`` is set), chooses the brokers from the metadata
+page as they are at that moment (the leader of the step's partition, its followers), does
+what the scenario says, and records every action in the fault log, a JSON line each
+(``{"t": epoch seconds, "step", "fault", "broker", "pid", "partition", ...}``), flushed
+line by line. A step whose target does not exist (a follower when the replication factor
+is 1, a leader while the partition is offline) is recorded as ``skipped`` with the reason.
+Steps run one after another; one that runs late delays the next.
+
+``truncate_to_recovery_point`` is the page-cache-loss fault: what a broker's files look
+like after a power cut lost every page written since the last fsync (Kafka's recovery
+point, KIP-966's last-replica-standing case). It is applied only to a killed broker.
+
+Owner: the injector's thread; ``brokers`` is handed back to the main thread once ``run``
+has returned.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+from cluster import KafkaProducer
+from cluster.metadata import data_dir as dd
+from cluster.tools.chaos.schedule import choose
+from segments.batch_descriptor import HEADER_SIZE
+from segments.batch_header import BatchHeader
+from segments.checkpoint import OffsetCheckpoint
+from segments.log import RECOVERY_POINT_CHECKPOINT
+from segments.segment import (
+    LOG_SUFFIX,
+    base_offset_from_name,
+    iter_file_batches,
+    segment_paths,
+)
+
+#: acks=1 records the divergence scenario writes to a leader whose followers are stopped.
+DIVERGENT_RECORDS = 50
+#: Seconds to wait for a partition to have a leader again before a step goes on.
+LEADER_WAIT = 10.0
+_POLL = 0.05
+
+
+class FaultInjector:
+    """Carries out ``schedule`` on ``brokers`` for ``topic`` (see the module doc).
+
+    ``metadata()`` returns the newest MetadataImage; ``on_event(event)`` is called with each
+    recorded event (the command prints them). ``fault_log``: a
+    ``workload.HistoryWriter``.
+    """
+
+    def __init__(self, schedule, brokers, metadata, topic, data_dir, fault_log,
+                 on_event=None, clock=time.monotonic):
+        self.schedule = schedule
+        self.brokers = brokers
+        self.metadata = metadata
+        self.topic = topic
+        self.data_dir = data_dir
+        self.log = fault_log
+        self.on_event = on_event or (lambda event: None)
+        self.clock = clock
+        self.error = None  # what stopped the injector early, if anything
+
+    def run(self, stop, started=None):
+        """Play the schedule from ``started`` (clock time; default now) until it is done or
+        ``stop`` (a threading.Event) is set."""
+        started = self.clock() if started is None else started
+        try:
+            for step in self.schedule:
+                if stop.wait(max(0.0, started + step.at - self.clock())):
+                    return
+                getattr(self, "_" + step.scenario.replace("-", "_"))(step, stop)
+        except Exception as exc:  # recorded, and the command reports it as a failure
+            self.error = exc
+            self._record("injector-error", None, error=f"{type(exc).__name__}: {exc}")
+
+    # -- what the metadata page says now -------------------------------------------------------
+
+    def _partition(self, step):
+        return self.metadata().partition(self.topic, step.partition)
+
+    def _leader(self, step):
+        state = self._partition(step)
+        return state.leader if state is not None and state.online else None
+
+    def _followers(self, step):
+        state = self._partition(step)
+        if state is None:
+            return []
+        return [b for b in state.replicas if b != state.leader]
+
+    def _record(self, fault, step, **fields):
+        if step is not None:
+            fields = {"step": step.number, "partition": step.partition, **fields}
+        event = self.log.write(fault=fault, **fields)
+        self.on_event(event)
+        return event
+
+    def _kill(self, step, broker_id):
+        pid = self.brokers.kill(broker_id)
+        return self._record("kill", step, broker=broker_id, pid=pid)
+
+    def _start(self, step, broker_id):
+        pid = self.brokers.start(broker_id)
+        return self._record("start", step, broker=broker_id, pid=pid)
+
+    def _pause(self, step, broker_id):
+        pid = self.brokers.pause(broker_id)
+        return self._record("pause", step, broker=broker_id, pid=pid)
+
+    def _resume(self, step, broker_id):
+        pid = self.brokers.resume(broker_id)
+        return self._record("resume", step, broker=broker_id, pid=pid)
+
+    def _wait_for_leader(self, step, stop, timeout=LEADER_WAIT):
+        deadline = self.clock() + timeout
+        while self._leader(step) is None and self.clock() < deadline and not stop.is_set():
+            time.sleep(_POLL)
+        return self._leader(step)
+
+    def _target_leader(self, step):
+        """The step partition's leader, or (offline) a live broker chosen by ``pick``."""
+        leader = self._leader(step)
+        if leader is None:
+            leader = choose(self.brokers.pids(), step.pick)
+        return leader
+
+    # -- the scenarios (schedule.SCENARIOS) ------------------------------------------------------
+
+    def _leader_kill_storm(self, step, stop):
+        target = self._target_leader(step)
+        if target is None:
+            self._record("skipped", step, reason="no broker is running")
+            return
+        self._kill(step, target)
+        stop.wait(step.downtime)
+        self._start(step, target)
+
+    def _rolling_sigterm(self, step, stop):
+        broker = self.brokers.broker_ids[step.broker % len(self.brokers.broker_ids)]
+        pid = self.brokers.terminate(broker)
+        self._record("terminate", step, broker=broker, pid=pid)
+        stop.wait(step.downtime)
+        self._start(step, broker)
+
+    def _sigstop_follower(self, step, stop):
+        target = choose([b for b in self._followers(step) if self.brokers.pid(b) is not None],
+                        step.pick)
+        if target is None:
+            self._record("skipped", step, reason="the partition has no running follower")
+            return
+        self._pause(step, target)
+        stop.wait(step.downtime)
+        self._resume(step, target)
+
+    def _sigstop_leader(self, step, stop):
+        target = self._leader(step)
+        if target is None:
+            self._record("skipped", step, reason="the partition has no leader")
+            return
+        self._pause(step, target)
+        stop.wait(step.downtime)
+        self._resume(step, target)
+
+    def _divergence(self, step, stop):
+        leader = self._leader(step)
+        if leader is None:
+            self._record("skipped", step, reason="the partition has no leader")
+            return
+        followers = [b for b in self._followers(step) if self.brokers.pid(b) is not None]
+        for follower in followers:
+            self._pause(step, follower)
+        written = self._write_divergent(step)
+        self._record("divergent-writes", step, broker=leader, **written)
+        self._kill(step, leader)
+        for follower in followers:
+            self._resume(step, follower)
+        stop.wait(step.downtime)
+        self._start(step, leader)
+
+    def _write_divergent(self, step):
+        """acks=1 records straight to the partition's leader: {acknowledged offsets, error}."""
+        offsets, error = [], None
+        producer = KafkaProducer(bootstrap_servers=self.data_dir, acks=1, retries=0,
+                                 enable_idempotence=False, max_block_ms=2000,
+                                 request_timeout_ms=2000, delivery_timeout_ms=3000)
+        try:
+            futures = [producer.send(self.topic, b"x%d:%06d" % (step.number, n),
+                                     partition=step.partition)
+                       for n in range(DIVERGENT_RECORDS)]
+            for future in futures:
+                try:
+                    offsets.append(future.get(timeout=5).offset)
+                except Exception as exc:  # one error names them all
+                    error = f"{type(exc).__name__}: {exc}"
+        finally:
+            producer.close(timeout=5)
+        return {"acknowledged": offsets, "error": error}
+
+    def _page_cache_loss(self, step, stop):
+        target = self._target_leader(step)
+        if target is None:
+            self._record("skipped", step, reason="no broker is running")
+            return
+        self._kill(step, target)
+        broker_dir = dd.broker_dir(self.data_dir, target)
+        prefix = self.topic + "-"
+        dropped = {}
+        for name in sorted(os.listdir(broker_dir)):
+            if name.startswith(prefix) and name[len(prefix):].isdigit():
+                dropped[name] = truncate_to_recovery_point(os.path.join(broker_dir, name))
+        self._record("truncate", step, broker=target, dropped_bytes=dropped)
+        stop.wait(step.downtime)
+        self._start(step, target)
+
+    def _unclean_election_on(self, step, stop):
+        leader = self._leader(step)
+        if leader is None:
+            self._record("skipped", step, reason="the partition has no leader")
+            return
+        followers = [b for b in self._followers(step) if self.brokers.pid(b) is not None]
+        for follower in followers:
+            self._kill(step, follower)
+        stop.wait(step.downtime)  # the leader goes on alone: the followers fall behind
+        self._kill(step, leader)
+        for follower in followers:
+            self._start(step, follower)
+        self._wait_for_leader(step, stop, timeout=step.downtime)
+        self._record("leader", step, broker=self._leader(step))
+        self._start(step, leader)
+
+    _unclean_election_off = _unclean_election_on  # the topic config makes the difference
+
+
+def truncate_to_recovery_point(partition_dir):
+    """Cut the partition's segment files back to its recovery-point checkpoint (the offset
+    below which everything was fsynced): the batch holding it and every later one go,
+    segments starting at or after it are deleted whole (the first one is kept, emptied).
+    Returns the bytes of .log files dropped. Only for a partition whose broker is down."""
+    name = os.path.basename(os.path.normpath(partition_dir))
+    checkpoint = OffsetCheckpoint(os.path.join(partition_dir, RECOVERY_POINT_CHECKPOINT))
+    recovery_point = checkpoint.read().get(name, 0)
+    bases = sorted(base_offset_from_name(n) for n in os.listdir(partition_dir)
+                   if n.endswith(LOG_SUFFIX))
+    dropped = 0
+    for base in bases:
+        paths = segment_paths(partition_dir, base)
+        path = paths[0]
+        size = os.path.getsize(path)
+        if base >= recovery_point and base != bases[0]:
+            for each in paths:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(each)
+            dropped += size
+            continue
+        cut = _position_of(path, size, recovery_point)
+        if cut < size:
+            os.truncate(path, cut)
+            dropped += size - cut
+    return dropped
+
+
+def _position_of(path, size, offset):
+    """The position of the first batch of ``path`` that ends at or after ``offset``, or of
+    the first torn one (the file's size if there is neither)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for position, view in iter_file_batches(fd, 0, size):
+            if len(view) < HEADER_SIZE or BatchHeader(view).last_offset >= offset:
+                return position
+    finally:
+        os.close(fd)
+    return size

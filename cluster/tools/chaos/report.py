@@ -1,0 +1,102 @@
+"""What a chaos run leaves in its output folder and prints: ``history.json`` (the whole
+history, the schedule and the verdict), ``timeline.png`` (acknowledged records per second,
+faults as dashed markers, restarts and SIGCONTs as green dotted ones, unavailability windows
+per partition) and a summary.
+
+matplotlib draws off-screen (the Agg backend), imported only when the PNG is drawn.
+Owner: the command's main thread.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+
+HISTORY_JSON = "history.json"
+TIMELINE_PNG = "timeline.png"
+#: Seconds per throughput bucket in the timeline.
+BUCKET = 0.5
+#: Anomalies listed one by one in the summary, per kind (the rest are counted).
+SHOWN = 5
+_FAULT_COLOURS = {"kill": "red", "terminate": "orange", "pause": "purple",
+                  "truncate": "brown", "divergent-writes": "magenta"}
+#: Fault log events drawn as green dotted lines: a broker back.
+_RECOVERIES = ("start", "resume")
+
+
+def write_history(folder, history, verdict, schedule):
+    """``history.json``: {"run", "schedule", "verdict", "history"}; its path."""
+    path = os.path.join(folder, HISTORY_JSON)
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump({"run": history.run, "schedule": [s.to_json() for s in schedule],
+                   "verdict": verdict.to_json(), "history": history.to_json()}, file)
+    return path
+
+
+def write_timeline(folder, history, verdict):
+    """``timeline.png`` (module doc); its path."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    start = history.run.get("start") or min([o["t"] for o in history.ops] or [0.0])
+    partitions = history.run.get("partitions") or 1
+    acks = collections.Counter(int((o["t"] - start) / BUCKET) for o in history.ops
+                               if o["op"] == "ok")
+    errors = collections.Counter(int((o["t"] - start) / BUCKET) for o in history.ops
+                                 if o["op"] in ("fail", "info"))
+    last = max(list(acks) + list(errors) + [1])
+    xs = [b * BUCKET for b in range(last + 1)]
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 6),
+                                         height_ratios=(2, 1))
+    top.plot(xs, [acks[b] / BUCKET for b in range(last + 1)], label="acknowledged/s")
+    top.plot(xs, [errors[b] / BUCKET for b in range(last + 1)], label="failed or unknown/s",
+             color="grey")
+    for fault in history.faults:
+        if fault["fault"] in _RECOVERIES:
+            for axis in (top, bottom):
+                axis.axvline(fault["t"] - start, color="green", linestyle=":", linewidth=0.8)
+        colour = _FAULT_COLOURS.get(fault["fault"])
+        if colour is not None:
+            for axis in (top, bottom):
+                axis.axvline(fault["t"] - start, color=colour, linestyle="--", linewidth=0.8)
+            top.annotate(f"{fault['fault']} b{fault.get('broker')}",
+                         (fault["t"] - start, top.get_ylim()[1]), rotation=90, fontsize=7,
+                         va="top", ha="right", color=colour)
+    top.set_ylabel("records/s")
+    top.legend(loc="lower left", fontsize=8)
+    top.set_title(f"ringlog chaos: {history.run.get('scenario')} seed {history.run.get('seed')}"
+                  f" — {'no anomalies' if verdict.ok else verdict.by_kind()}", fontsize=9)
+    for window in verdict.windows:
+        bottom.broken_barh([(window["start"] - start, window["seconds"] or BUCKET / 10)],
+                           (window["partition"] - 0.4, 0.8), color="tab:red", alpha=0.6)
+    bottom.set_ylim(-0.5, partitions - 0.5)
+    bottom.set_yticks(range(partitions))
+    bottom.set_ylabel("partition unavailable")
+    bottom.set_xlabel("seconds since the workload started")
+    figure.tight_layout()
+    path = os.path.join(folder, TIMELINE_PNG)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def summary(verdict):
+    """The verdict as lines of text: counts, unavailability, anomalies by kind."""
+    counts = verdict.counts
+    lines = [f"sent {counts['sent']}, acknowledged {counts['acknowledged']}, failed "
+             f"{counts['failed']}, unknown {counts['unknown']}; read {counts['read']} by the "
+             f"consumers, {counts['drained']} by the final drain; {counts['faults']} faults"]
+    for window in verdict.windows:
+        lines.append(f"partition {window['partition']} unavailable for {window['seconds']:.3f}"
+                     f" s ({', '.join(window['sources'])})")
+    by_kind = collections.defaultdict(list)
+    for anomaly in verdict.anomalies:
+        by_kind[anomaly["kind"]].append(anomaly)
+    for kind, anomalies in sorted(by_kind.items()):
+        lines.append(f"{kind}: {len(anomalies)}")
+        for anomaly in anomalies[:SHOWN]:
+            lines.append("  " + json.dumps({k: v for k, v in anomaly.items() if k != "kind"}))
+    lines.append("verdict: " + ("no anomalies" if verdict.ok else
+                                f"{len(verdict.anomalies)} anomalies"))
+    return lines

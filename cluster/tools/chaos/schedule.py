@@ -1,0 +1,95 @@
+"""The scenarios of ``ringlog chaos`` and their fault schedules, made from a seed.
+
+A schedule is a tuple of ``FaultStep``: when a step starts (seconds after the workload
+starts), which partition it aims at (an index: the broker is chosen when the step runs,
+from the metadata page, e.g. that partition's leader at that moment), a ``pick`` in [0, 1)
+that chooses among several candidates the same way every run, and how long the fault
+lasts. ``build_schedule`` is a pure function of its arguments: the same seed gives the
+same schedule, so a failing run can be repeated.
+
+Steps are spread over the run: step ``i`` starts in slot ``i`` of ``kills`` equal slots,
+at a random point of the slot's first half, so faults do not pile up at the start and the
+last one ends before the run does (when the slots are long enough for the downtimes).
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+#: scenario -> what one step does (``faults.FaultInjector`` carries it out).
+SCENARIOS = {
+    "leader-kill-storm": "SIGKILL the leader of a random partition, restart it after 1-3 s",
+    "rolling-sigterm": "SIGTERM the brokers one after another, each restarted once it is gone",
+    "sigstop-follower": "SIGSTOP a follower of a random partition for 2-5 s, then SIGCONT",
+    "sigstop-leader": "SIGSTOP the leader of a random partition for 2-5 s, then SIGCONT",
+    "divergence": "SIGSTOP a partition's followers, write acks=1 records to its leader, "
+                  "SIGKILL the leader, SIGCONT the followers, restart the old leader",
+    "page-cache-loss": "SIGKILL a partition's leader, truncate its segment files to its "
+                       "recovery-point checkpoint, restart it",
+    "unclean-election-on": "SIGKILL a partition's followers, then its leader, restart the "
+                           "followers first (unclean.leader.election.enable=true)",
+    "unclean-election-off": "the same with unclean.leader.election.enable=false: the "
+                            "partition stays offline until its old leader returns",
+}
+
+#: scenario -> (shortest, longest) seconds a fault lasts (downtime, pause, offline time).
+DOWNTIME = {
+    "leader-kill-storm": (1.0, 3.0),
+    "rolling-sigterm": (0.5, 1.0),
+    "sigstop-follower": (2.0, 5.0),
+    "sigstop-leader": (2.0, 5.0),
+    "divergence": (1.0, 3.0),
+    "page-cache-loss": (1.0, 3.0),
+    "unclean-election-on": (2.0, 4.0),
+    "unclean-election-off": (2.0, 4.0),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultStep:
+    """One fault of a schedule (see the module doc)."""
+
+    number: int        # 0, 1, 2, ... in order
+    at: float          # seconds after the workload starts
+    scenario: str      # a key of SCENARIOS
+    partition: int     # the partition it aims at
+    broker: int        # rolling-sigterm: number mod brokers, an index into the broker ids;
+                       # -1 for the other scenarios
+    pick: float        # in [0, 1): chooses among candidates (followers, live brokers)
+    downtime: float    # seconds the fault lasts
+
+    def to_json(self):
+        return dataclasses.asdict(self)
+
+
+def build_schedule(scenario, seed, duration, kills, partitions, brokers):
+    """The schedule of ``kills`` steps of ``scenario`` over ``duration`` seconds, from
+    ``seed``; ValueError naming a bad argument."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
+    if not duration > 0:
+        raise ValueError(f"duration must be > 0 seconds, found {duration!r}")
+    if kills < 0 or partitions < 1 or brokers < 1:
+        raise ValueError(f"kills must be >= 0, partitions and brokers >= 1, found kills="
+                         f"{kills}, partitions={partitions}, brokers={brokers}")
+    rng = random.Random(f"{scenario}/{seed}")  # str seeds are hashed the same in every run
+    low, high = DOWNTIME[scenario]
+    slot = duration / max(kills, 1)
+    steps = []
+    for number in range(kills):
+        steps.append(FaultStep(
+            number=number,
+            at=round(number * slot + rng.uniform(0.0, slot / 2), 3),
+            scenario=scenario,
+            partition=rng.randrange(partitions),
+            broker=number % brokers if scenario == "rolling-sigterm" else -1,
+            pick=rng.random(),
+            downtime=round(rng.uniform(low, high), 3)))
+    return tuple(steps)
+
+
+def choose(candidates, pick):
+    """The candidate ``pick`` (in [0, 1)) chooses from the sorted ``candidates``; None if
+    there is none."""
+    ordered = sorted(candidates)
+    return ordered[min(int(pick * len(ordered)), len(ordered) - 1)] if ordered else None

@@ -1,0 +1,143 @@
+"""The chaos checker on hand-made histories: a clean one passes, each anomaly kind is found
+(and only it), unavailability windows are measured and merged."""
+from __future__ import annotations
+
+from cluster.tools.chaos.checker import check
+from cluster.tools.chaos.history import History, load
+
+
+def send(p, seq, t, partition, offset):
+    """An acknowledged send of ``p<p>:<seq>``: its invoke and ok lines."""
+    return [{"op": "invoke", "p": p, "seq": seq, "t": t},
+            {"op": "ok", "p": p, "seq": seq, "t": t + 0.01, "partition": partition,
+             "offset": offset}]
+
+
+def read(partition, offset, value, c=0, t=0.0):
+    return {"op": "read", "c": c, "partition": partition, "offset": offset, "value": value,
+            "t": t}
+
+
+def clean_history():
+    """Two producers, two partitions, everything acknowledged, read and drained in order."""
+    ops = (send(0, 0, 1.0, 0, 0) + send(0, 1, 1.1, 1, 0) + send(1, 0, 1.2, 0, 1)
+           + send(0, 2, 1.3, 0, 2))
+    log = [read(0, 0, "p0:000000"), read(0, 1, "p1:000000"), read(0, 2, "p0:000002"),
+           read(1, 0, "p0:000001")]
+    return History(ops=ops, reads=list(log), drain_reads=[dict(r, c="drain") for r in log],
+                   drain={"high_watermarks": {0: 3, 1: 1}, "undrained": []},
+                   run={"start": 0.0, "end": 5.0, "partitions": 2})
+
+
+def kinds(history):
+    return check(history).by_kind()
+
+
+def test_a_clean_history_passes():
+    verdict = check(clean_history())
+    assert verdict.ok and verdict.anomalies == [] and verdict.windows == []
+    assert verdict.counts["sent"] == 4 and verdict.counts["acknowledged"] == 4
+
+
+def test_an_acknowledged_record_missing_from_the_drain_is_lost():
+    history = clean_history()
+    history.drain_reads = [r for r in history.drain_reads if r["value"] != "p1:000000"]
+    verdict = check(history)
+    assert verdict.by_kind() == {"lost": 1}
+    assert verdict.anomalies[0] == {"kind": "lost", "producer": 1, "seq": 0, "partition": 0,
+                                    "offset": 1}
+
+
+def test_a_failed_or_unknown_send_that_is_missing_is_not_lost():
+    history = clean_history()
+    history.ops += [{"op": "invoke", "p": 1, "seq": 1, "t": 2.0},
+                    {"op": "info", "p": 1, "seq": 1, "t": 4.0, "partition": 1},
+                    {"op": "invoke", "p": 1, "seq": 2, "t": 4.1},
+                    {"op": "fail", "p": 1, "seq": 2, "t": 4.2, "partition": 1,
+                     "error": "NotEnoughReplicasError"}]
+    assert kinds(history) == {}
+
+
+def test_the_same_sequence_number_at_two_offsets_is_duplicated():
+    history = clean_history()
+    history.drain_reads.append(read(0, 3, "p0:000002", c="drain"))
+    history.drain["high_watermarks"][0] = 4
+    # read again at another offset than acknowledged: moved as well as duplicated
+    assert kinds(history) == {"duplicated": 1, "moved": 1}
+    duplicate = next(a for a in check(history).anomalies if a["kind"] == "duplicated")
+    assert duplicate["at"] == [[0, 2], [0, 3]]
+
+
+def test_sequence_numbers_falling_with_the_offsets_are_reordered():
+    ops = send(0, 0, 1.0, 0, 1) + send(0, 1, 1.1, 0, 0)
+    log = [read(0, 0, "p0:000001", c="drain"), read(0, 1, "p0:000000", c="drain")]
+    history = History(ops=ops, drain_reads=log,
+                      drain={"high_watermarks": {0: 2}, "undrained": []})
+    verdict = check(history)
+    assert verdict.by_kind() == {"reordered": 1}
+    assert verdict.anomalies[0]["offset"] == 1 and verdict.anomalies[0]["after_seq"] == 1
+
+
+def test_one_offset_read_with_two_values_is_an_inconsistent_read():
+    history = clean_history()
+    # a consumer read a record at offset 2 that a leader change later replaced
+    history.reads.append(read(0, 2, "x0:000007", c=1))
+    verdict = check(history)
+    assert verdict.by_kind() == {"inconsistent-read": 1}
+    assert verdict.anomalies[0]["values"] == ["p0:000002", "x0:000007"]
+
+
+def test_an_acknowledged_record_read_at_another_offset_is_moved():
+    history = clean_history()
+    history.ops[-1]["offset"] = 5  # acknowledged at 5, read at 2
+    assert kinds(history) == {"moved": 1}
+
+
+def test_an_undrained_partition_is_an_anomaly_and_hides_no_loss_claims():
+    history = clean_history()
+    history.drain_reads = [r for r in history.drain_reads if r["partition"] != 1]
+    history.drain["undrained"] = [1]
+    assert kinds(history) == {"undrained": 1}
+
+
+def test_replica_differences_are_anomalies():
+    history = clean_history()
+    history.replicas = [{"partition": 0, "broker": 2, "reference": 0, "offset": 1,
+                         "what": "batch 1-1 differs"}]
+    assert kinds(history) == {"replica-divergence": 1}
+
+
+def test_unavailability_windows_merge_no_leader_and_produce_errors():
+    history = clean_history()
+    history.leadership = [
+        {"t": 0.5, "partition": 1, "leader": 0, "epoch": 0, "isr": [0]},
+        {"t": 10.0, "partition": 1, "leader": -1, "epoch": 0, "isr": [0]},
+        {"t": 12.0, "partition": 1, "leader": 1, "epoch": 1, "isr": [1]},
+        {"t": 20.0, "partition": 0, "leader": -1, "epoch": 0, "isr": [0]}]
+    history.ops += [{"op": "invoke", "p": 1, "seq": 1, "t": 11.0},
+                    {"op": "fail", "p": 1, "seq": 1, "t": 11.5, "partition": 1,
+                     "error": "NotLeaderForPartitionError"},
+                    *send(1, 2, 12.99, 1, 1)]
+    history.drain_reads.append(read(1, 1, "p1:000002", c="drain"))
+    history.run["end"] = 25.0
+    verdict = check(history)
+    assert verdict.ok
+    assert [(w["partition"], w["start"], w["end"], w["sources"]) for w in verdict.windows] == [
+        (1, 10.0, 13.0, ["no leader", "produce errors"]),
+        (0, 20.0, 25.0, ["no leader"])]
+    assert [w["seconds"] for w in verdict.windows] == [3.0, 5.0]
+
+
+def test_load_reads_the_files_and_skips_a_line_cut_short(tmp_path):
+    (tmp_path / "producer-0.jsonl").write_text(
+        '{"op":"invoke","p":0,"seq":0,"t":1}\n{"op":"ok","p":0,"seq":0,"t":2,"partition":0,'
+        '"offset":0}\n{"op":"inv')
+    (tmp_path / "consumer-0.jsonl").write_text(
+        '{"op":"read","c":0,"partition":0,"offset":0,"value":"p0:000000","t":3}\n'
+        '{"op":"error","c":0,"error":"x","t":4}\n')
+    (tmp_path / "drain.jsonl").write_text(
+        '{"op":"read","c":"drain","partition":0,"offset":0,"value":"p0:000000","t":5}\n')
+    history = load(tmp_path, {"scenario": "s"})
+    assert [op["op"] for op in history.ops] == ["invoke", "ok"]
+    assert len(history.reads) == 1 and len(history.drain_reads) == 1
+    assert check(history).ok

@@ -1,0 +1,121 @@
+"""The fault injector against fake brokers and a fixed metadata image: which broker each
+scenario hits, in what order, and what it records."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from cluster.metadata.model import NO_LEADER, MetadataImage, PartitionState, TopicInfo
+from cluster.tools.chaos.brokers import Brokers
+from cluster.tools.chaos.faults import FaultInjector
+from cluster.tools.chaos.history import read_lines
+from cluster.tools.chaos.schedule import FaultStep
+from cluster.tools.chaos.workload import HistoryWriter
+
+TOPIC = "t"
+
+
+class FakeBrokers(Brokers):
+    """Brokers 0..2 as pids 100..102; every action is appended to ``calls``."""
+
+    def __init__(self):
+        super().__init__([0, 1, 2])
+        self.running = {0: 100, 1: 101, 2: 102}
+        self.calls = []
+
+    def pids(self):
+        return dict(self.running)
+
+    def kill(self, broker_id):
+        self.calls.append(("kill", broker_id))
+        return self.running.pop(broker_id, None)
+
+    def terminate(self, broker_id, timeout=0):
+        self.calls.append(("terminate", broker_id))
+        return self.running.pop(broker_id, None)
+
+    def start(self, broker_id):
+        self.calls.append(("start", broker_id))
+        self.running[broker_id] = 200 + broker_id
+        return self.running[broker_id]
+
+    def pause(self, broker_id):
+        self.calls.append(("pause", broker_id))
+        return self.running.get(broker_id)
+
+    def resume(self, broker_id):
+        self.calls.append(("resume", broker_id))
+        return self.running.get(broker_id)
+
+
+def image(partitions):
+    """A metadata image of TOPIC with ``partitions``: [(leader, replicas)]."""
+    states = tuple(PartitionState(TOPIC, n, leader, 0, tuple(replicas), tuple(replicas))
+                   for n, (leader, replicas) in enumerate(partitions))
+    return MetadataImage(1, "c", 0, {}, {TOPIC: TopicInfo(TOPIC, "id", states)})
+
+
+class Injector(FaultInjector):
+    def _write_divergent(self, step):
+        self.brokers.calls.append(("write", step.partition))
+        return {"acknowledged": [0, 1], "error": None}
+
+
+def play(tmp_path, scenario, partitions, partition=0, pick=0.0):
+    brokers = FakeBrokers()
+    log = HistoryWriter(tmp_path / "faults.jsonl")
+    step = FaultStep(0, 0.0, scenario, partition, 0 if scenario == "rolling-sigterm" else -1,
+                     pick, 0.0)
+    injector = Injector((step,), brokers, lambda: image(partitions), TOPIC,
+                        str(tmp_path), log)
+    injector.run(threading.Event())
+    log.close()
+    assert injector.error is None
+    return brokers.calls, [e["fault"] for e in read_lines(tmp_path / "faults.jsonl")]
+
+
+#: partition 0 led by 1, followers 2 then 0 (replica order); partition 1 led by 2
+RF3 = [(1, [1, 2, 0]), (2, [2, 0, 1])]
+
+
+@pytest.mark.parametrize("scenario, calls", [
+    ("leader-kill-storm", [("kill", 1), ("start", 1)]),
+    ("rolling-sigterm", [("terminate", 0), ("start", 0)]),
+    ("sigstop-leader", [("pause", 1), ("resume", 1)]),
+    ("sigstop-follower", [("pause", 0), ("resume", 0)]),
+    ("divergence", [("pause", 2), ("pause", 0), ("write", 0), ("kill", 1), ("resume", 2),
+                    ("resume", 0), ("start", 1)]),
+    ("unclean-election-on", [("kill", 2), ("kill", 0), ("kill", 1), ("start", 2),
+                             ("start", 0), ("start", 1)]),
+])
+def test_each_scenario_hits_the_partition_s_brokers_in_order(tmp_path, scenario, calls):
+    assert play(tmp_path, scenario, RF3)[0] == calls
+
+
+def test_a_follower_is_chosen_by_the_steps_pick(tmp_path):
+    assert play(tmp_path, "sigstop-follower", RF3, pick=0.9)[0] == [("pause", 2), ("resume", 2)]
+
+
+def test_a_step_without_a_target_is_recorded_as_skipped(tmp_path):
+    calls, faults = play(tmp_path, "sigstop-follower", [(1, [1])])
+    assert calls == [] and faults == ["skipped"]
+    (tmp_path / "faults.jsonl").unlink()
+    calls, faults = play(tmp_path, "sigstop-leader", [(NO_LEADER, [1])])
+    assert calls == [] and faults == ["skipped"]
+
+
+def test_an_offline_partition_s_kill_goes_to_a_live_broker_chosen_by_pick(tmp_path):
+    calls, faults = play(tmp_path, "leader-kill-storm", [(NO_LEADER, [1])], pick=0.5)
+    assert calls == [("kill", 1), ("start", 1)] and faults == ["kill", "start"]
+
+
+def test_a_stop_before_the_first_step_does_nothing(tmp_path):
+    brokers = FakeBrokers()
+    log = HistoryWriter(tmp_path / "faults.jsonl")
+    stop = threading.Event()
+    stop.set()
+    step = FaultStep(0, 5.0, "leader-kill-storm", 0, -1, 0.0, 1.0)
+    FaultInjector((step,), brokers, lambda: image(RF3), TOPIC, str(tmp_path), log).run(stop)
+    log.close()
+    assert brokers.calls == []
