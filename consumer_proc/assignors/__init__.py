@@ -6,8 +6,9 @@ protocol ``name`` (``range``, ``roundrobin``, ``sticky``, ``cooperative-sticky``
 ``rebalance_protocol`` (EAGER: every member revokes everything before it rejoins;
 COOPERATIVE: only what moves is revoked, KIP-429) and ``assign(partitions_per_topic,
 members)`` (``assignor.Member`` in, ``{member_id: {topic: [partitions]}}`` out, every
-member present, partitions ascending). ``protocol``: the Subscription and Assignment bytes
-that travel in JoinGroup and SyncGroup (Kafka's ConsumerProtocol layouts).
+member present, partitions ascending). The Subscription and Assignment bytes that travel
+in JoinGroup and SyncGroup are ``cluster.protocol.consumer_protocol``'s (the broker reads
+them too).
 
 ``resolve(strategies)`` turns a consumer's ``partition_assignment_strategy`` — names, the
 Java class names Kafka users write, or the classes themselves — into assignor classes.

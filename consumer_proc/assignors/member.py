@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-#: The generation of a member that reported none (Kafka's DEFAULT_GENERATION).
-NO_GENERATION = -1
+from cluster.protocol.consumer_protocol import NO_GENERATION
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,13 +9,13 @@ from kafka.protocol.old.consumer_protocol import (
     ConsumerProtocolMemberMetadata_v0,
 )
 
+from cluster.protocol import consumer_protocol as protocol
 from consumer_proc.assignors import (
     DEFAULT_STRATEGY,
     CooperativeStickyAssignor,
     RangeAssignor,
     RoundRobinAssignor,
     StickyAssignor,
-    protocol,
     resolve,
 )
 from consumer_proc.assignors.member import Member

@@ -23,7 +23,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 from kio.static.primitive import i32
 
-from consumer_proc.assignors.member import NO_GENERATION
+#: The generation of a member that reported none (Kafka's DEFAULT_GENERATION).
+NO_GENERATION = -1
 
 VERSION = 3
 _VERSION = struct.Struct(">h")
