@@ -48,7 +48,6 @@ class GroupMember:
     assignment: bytes = b""
     awaiting_join: object = None  # callback(JoinResult) of a parked JoinGroup
     awaiting_sync: object = None  # callback(SyncResult) of a parked SyncGroup
-    last_heartbeat: float = 0.0  # monotonic seconds of the last sign of life
     is_new: bool = False  # joined during the current rebalance (Kafka's isNew)
 
     @property
@@ -67,6 +66,13 @@ class GroupMember:
     def same_protocols(self, protocols):
         return list(protocols) == list(self.protocols)
 
+    def satisfied_without_heartbeat(self):
+        """Whether a session that runs out now is excused (Kafka's ``hasSatisfiedHeartbeat``
+        when no heartbeat came): a member parked in a JoinGroup or SyncGroup is, unless it is
+        new in this rebalance (new members can expire while they wait to join)."""
+        return not self.is_new and (self.awaiting_join is not None
+                                    or self.awaiting_sync is not None)
+
 
 class Group:
     """One group: id, state, generation, members (see the module doc)."""
@@ -82,13 +88,19 @@ class Group:
         self.leader = None
         self.members = {}  # member id -> GroupMember, in join order
         self.static_members = {}  # group instance id -> member id
-        self.pending_members = {}  # member id -> deadline (MEMBER_ID_REQUIRED issued)
+        self.pending_members = set()  # member ids given with MEMBER_ID_REQUIRED, not joined yet
+        self.pending_sync = set()  # member ids of the generation that have not synced yet
         self.offsets = {}  # (topic, partition) -> records.OffsetCommitValue
+        #: (topic, partition) -> the OffsetCommitValue of the latest commit being stored.
+        self.pending_commits = {}
         self.state_timestamp = -1  # wall-clock ms of the last state change (stored)
-        #: A deadline (monotonic s) that completes the rebalance now in progress.
-        self.join_deadline = None
-        #: When the initial delay (group.initial.rebalance.delay.ms) may still be extended.
-        self.initial_delay_limit = None
+        #: The initial delay of an Empty group's first rebalance (Kafka's InitialDelayedJoin):
+        #: the delay now running (ms) and what is left of the rebalance timeout after it,
+        #: or None when the rebalance in progress (if any) is an ordinary one.
+        self.initial_delay_ms = None
+        self.initial_remaining_ms = 0
+        #: A member joined during the initial delay (it is extended once more).
+        self.new_member_added = False
 
     def __repr__(self):
         return (f"Group({self.group_id!r}, {self.state.value}, generation={self.generation}, "
@@ -111,25 +123,36 @@ class Group:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader is None:
             self.leader = member.member_id
-        self.pending_members.pop(member.member_id, None)
+        self.pending_members.discard(member.member_id)
 
     def remove(self, member_id):
-        member = self.members.pop(member_id)
-        if member.is_static and self.static_members.get(member.group_instance_id) == member_id:
+        """Forget ``member_id`` (a member or a pending one; absent ids are ignored, as in
+        Kafka); the leadership passes to the longest-standing member left. Returns the
+        member removed, or None."""
+        member = self.members.pop(member_id, None)
+        if member is not None and member.is_static and \
+                self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
         if self.leader == member_id:
             self.leader = next(iter(self.members), None)
+        self.pending_members.discard(member_id)
+        self.pending_sync.discard(member_id)
         return member
 
     def replace_static(self, old_id, new_id):
         """Give static member ``old_id`` the id ``new_id`` (a restart with the same
-        group.instance.id): the old id is fenced from now on."""
-        member = self.members.pop(old_id)
+        group.instance.id): the old id is fenced from now on. A JoinGroup or SyncGroup the
+        old id still has parked is the caller's to answer (FENCED_INSTANCE_ID) before."""
+        member = self.members[old_id]
         member.member_id = new_id
-        self.members[new_id] = member
+        # Same place in the join order, under the new id.
+        self.members = {new_id if mid == old_id else mid: m for mid, m in self.members.items()}
         self.static_members[member.group_instance_id] = new_id
         if self.leader == old_id:
             self.leader = new_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
         return member
 
     def is_static_fenced(self, member_id, group_instance_id):
@@ -144,8 +167,24 @@ class Group:
         return [m for m in self.members.values() if m.awaiting_join is None]
 
     def all_rejoined(self):
+        """Every member is parked in a JoinGroup and no pending member is still to come
+        (Kafka's ``hasAllMembersJoined``)."""
         return not self.pending_members and all(
             m.awaiting_join is not None for m in self.members.values())
+
+    def awaiting_join_count(self):
+        """Members parked in a JoinGroup (Kafka's ``numAwaiting``)."""
+        return sum(m.awaiting_join is not None for m in self.members.values())
+
+    def rebalance_timeout_ms(self):
+        """The longest rebalance timeout of the members (0 without members)."""
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def member_metadata(self):
+        """[(member id, group instance id, metadata for the generation's protocol)] of every
+        member: what the leader's JoinGroup response carries."""
+        return [(m.member_id, m.group_instance_id, m.metadata_for(self.protocol))
+                for m in self.members.values()]
 
     # -- protocols ---------------------------------------------------------------------------
 
@@ -153,7 +192,7 @@ class Group:
         """Whether a member with ``protocols`` could join: the group is empty, or the type
         matches and some protocol is supported by every member and this one."""
         if not self.members:
-            return bool(protocols)
+            return bool(protocol_type) and bool(protocols)
         if protocol_type != self.protocol_type:
             return False
         return bool(self.candidates() & {name for name, _ in protocols})

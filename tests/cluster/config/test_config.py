@@ -174,6 +174,10 @@ KAFKA_BROKER_DEFAULTS = {
     "group.initial.rebalance.delay.ms": 3000,
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1800000,
+    "group.max.size": 2147483647,
+    "offsets.retention.minutes": 10080,
+    "offsets.retention.check.interval.ms": 600000,
+    "offset.metadata.max.bytes": 4096,
     "controlled.shutdown.enable": True,
 }
 
