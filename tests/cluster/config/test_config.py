@@ -442,7 +442,9 @@ BAD_BROKER_VALUES = [
     ("log.flush.scheduler.interval.ms", "-1"), ("log.roll.ms", "0"), ("log.retention.ms", "x"),
     ("log.retention.minutes", "0"), ("log.cleaner.min.compaction.lag.ms", "-1"),
     ("group.max.session.timeout.ms", "-1"), ("ringlog.max.open.segment.files", "-2"),
-    ("ringlog.max.partitions.per.broker", "x"),
+    ("ringlog.max.partitions.per.broker", "x"), ("group.max.size", "0"),
+    ("offsets.retention.minutes", "0"), ("offsets.retention.check.interval.ms", "0"),
+    ("offset.metadata.max.bytes", "4k"),
 ]
 
 
