@@ -316,18 +316,15 @@ class GroupCoordinator:
                 self._expire_offsets()
                 self._timers.set(_RETENTION, now + self._retention_check_s)
                 continue
-            group = self._groups.get(key[1])
-            if group is None:
-                continue
+            group = self._groups[key[1]]  # a group's timers go with it (_drop)
             if key[0] == _JOIN:
                 self._on_join_deadline(now, group)
             elif key[0] == _SESSION:
                 self._on_session_expired(now, group, key[2])
             elif key[0] == _PENDING:
-                if key[2] in group.pending_members:
-                    log.info("pending member %s of group %s removed: it did not rejoin",
-                             key[2], group.group_id)
-                    self._remove_pending(now, group, key[2])
+                log.info("pending member %s of group %s removed: it did not rejoin", key[2],
+                         group.group_id)
+                self._remove_pending(now, group, key[2])
             else:
                 self._on_sync_deadline(now, group, key[2])
 
@@ -348,8 +345,8 @@ class GroupCoordinator:
         self._remove_member(now, group, member)
 
     def _on_sync_deadline(self, now, group, generation):
-        if generation != group.generation or not group.pending_sync or \
-                not group.is_(_COMPLETING, _STABLE):
+        # Set when a generation forms, cancelled when the next rebalance starts.
+        if not group.pending_sync:
             return
         missing = sorted(group.pending_sync)
         log.info("group %s: members %s sent no SyncGroup for generation %d, removing them",
@@ -564,8 +561,7 @@ class GroupCoordinator:
             self._complete_join(now, group)
 
     def _on_join_deadline(self, now, group):
-        if not group.is_(_PREPARING):
-            return
+        # The timer is set in PreparingRebalance only and cancelled when it ends.
         if group.initial_delay_ms is not None and group.new_member_added and \
                 group.initial_remaining_ms:
             group.new_member_added = False

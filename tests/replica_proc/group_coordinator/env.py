@@ -103,7 +103,7 @@ class Env:
             if parked:
                 return
             self.advance(self.config["group.initial.rebalance.delay.ms"] / 1000)
-        raise AssertionError("the rebalance did not complete")
+        assert parked, "the rebalance did not complete"
 
     def stable_group(self, group="g", count=1, **join):
         """A group of ``count`` dynamic members, Stable in generation 1: [(member id,
@@ -113,8 +113,9 @@ class Env:
         results = [answers[0] for _, answers in joined]
         leader = results[0].leader
         assignments = {r.member_id: f"assignment-{r.member_id}".encode() for r in results}
-        self.sync(group, 1, leader, assignments)
+        unchecked = {"protocol_type": None, "protocol_name": None}
+        assert self.sync(group, 1, leader, assignments, **unchecked)[0].error == 0
         for r in results:
             if r.member_id != leader:
-                self.sync(group, 1, r.member_id)
+                assert self.sync(group, 1, r.member_id, **unchecked)[0].error == 0
         return [(r.member_id, r) for r in results]

@@ -307,3 +307,56 @@ def test_static_restart_during_completing_rebalance_rebalances(env):
 def test_group_state_names_are_kafkas():
     assert [s.value for s in GroupState] == [
         "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"]
+
+
+def test_a_known_member_with_protocols_nobody_else_has(env):
+    (leader, _), (follower, _) = env.stable_group(count=2)
+    (answer,) = env.join(member_id=follower, protocols=(("sticky", b"s"),))
+    assert (answer.error, answer.member_id) == (e.InconsistentGroupProtocolError.errno,
+                                                follower)
+    assert state(env) == "Stable"
+
+
+def test_group_max_size_lowered_below_a_loaded_group():
+    big = Env()
+    (a, _), (b, _), (c, _) = big.stable_group(count=3)
+    env = Env(load=False, group_max_size=2)
+    env.store = big.store
+    env.coordinator = env.new_coordinator()
+    partition = env.coordinator.partition_of("g")
+    env.coordinator.load(partition, big.store.log(partition), env.now)
+    assert env.join(member_id=a, protocols=(("range", b"new"),)) == []
+    assert env.join(member_id=b) == []
+    (refused,) = env.join(member_id=c)  # two are waiting already: c is dropped
+    assert refused.error == e.GroupMaxSizeReachedError.errno
+    assert state(env) == "CompletingRebalance"
+    (summary,) = env.coordinator.describe_groups(["g"])
+    assert [m.member_id for m in summary.members] == [a, b]
+
+
+def test_static_restart_answered_by_a_rebalance_when_one_starts_meanwhile(env):
+    leader, follower = static_group(env)
+    env.store.hold = True
+    parked = env.join(instance="i2")  # its new id is being stored
+    env.join(member_id=leader, instance="i1", protocols=(("range", b"new"),))
+    assert state(env) == "CompletingRebalance"  # both are parked in a join: done at once
+    assert parked[0].generation == 2
+    env.store.release(0)
+    assert len(parked) == 1  # the store's answer came too late to matter
+
+
+def test_rebalance_waits_while_no_member_rejoins(env, caplog):
+    joined = env.join(instance="i1", session_ms=40_000, rebalance_ms=10_000)
+    env.complete_initial_delay(joined)
+    static = joined[0].member_id
+    dynamic, parked = env.new_member(session_ms=40_000, rebalance_ms=10_000)
+    env.join(member_id=static, instance="i1", session_ms=40_000, rebalance_ms=10_000)
+    env.sync("g", 2, static, {static: b"s", dynamic: b"d"}, instance="i1")
+    env.sync("g", 2, dynamic)
+    assert state(env) == "Stable"
+    env.coordinator.leave_group(env.now, "g", [(dynamic, None)])
+    env.advance(10)  # the rebalance timeout: the static member did not rejoin
+    assert "no member rejoined" in caplog.text
+    assert state(env) == "PreparingRebalance"
+    env.advance(31)  # its session ends: removed, nobody is left
+    assert state(env) == "Empty"

@@ -97,14 +97,18 @@ def test_loading_twice_is_refused(env):
 def test_unload_answers_parked_requests_not_coordinator(env):
     (leader, _), (follower, _) = env.stable_group(count=2)
     parked_join = env.join(member_id=leader, protocols=(("range", b"new"),))
+    env.commit("h", {("t1", 0): (1, -1, "")})
     env.store.hold = True
     parked_commit = env.commit("h", {T0P0: (1, -1, "")})
+    parked_deletion = []
+    env.coordinator.delete_offsets("h", [("t1", 0)], lambda *a: parked_deletion.append(a))
     env.coordinator.unload(env.coordinator.partition_of("g"))
     env.coordinator.unload(env.coordinator.partition_of("h"))
     assert parked_join[0].error == e.NotCoordinatorError.errno
     assert parked_commit == [{T0P0: e.NotCoordinatorError.errno}]
-    env.store.release(0)  # the late store answer changes nothing
-    assert len(parked_commit) == 1
+    assert parked_deletion == [(e.NotCoordinatorError.errno, {})]
+    env.store.release(0)  # the late store answers change nothing
+    assert (len(parked_commit), len(parked_deletion)) == (1, 1)
     assert env.coordinator.next_deadline() is not None  # the retention check only
     assert env.coordinator.error_for("g") == e.NotCoordinatorError.errno
 
@@ -150,3 +154,12 @@ def test_list_groups(env):
     coordinator.begin_load(1)
     assert coordinator.list_groups() == (e.CoordinatorLoadInProgressError.errno, [])
     assert PARTITIONS == 4
+
+
+def test_replay_of_a_deleted_group(env):
+    ((member, _),) = env.stable_group()
+    env.coordinator.leave_group(env.now, "g", [(member, None)])
+    env.coordinator.delete_groups(["g"], lambda a: None)
+    coordinator = reload(env, env.coordinator.partition_of("g"))
+    assert coordinator.describe_groups(["g"])[0].state == "Dead"
+    assert coordinator.list_groups() == (0, [])

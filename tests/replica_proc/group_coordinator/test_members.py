@@ -265,3 +265,11 @@ def test_a_member_leaving_while_its_join_is_parked_gets_unknown_member(env):
     parked = env.join(member_id=follower, protocols=(("range", b"new"),))
     env.coordinator.leave_group(env.now, "g", [(follower, None)])
     assert (parked[0].error, parked[0].member_id) == (e.UnknownMemberIdError.errno, "")
+
+
+def test_a_failed_write_of_the_empty_generation_is_only_logged(env, caplog):
+    ((member, _),) = env.stable_group()
+    env.store.error = e.NotEnoughReplicasError.errno
+    env.coordinator.leave_group(env.now, "g", [(member, None)])
+    assert state(env) == "Empty"
+    assert "writing to __consumer_offsets failed with error 19" in caplog.text

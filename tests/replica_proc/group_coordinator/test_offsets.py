@@ -231,3 +231,56 @@ def test_delete_groups_store_error(env):
 def test_delete_groups_answers_at_once_when_nothing_is_eligible(env):
     assert delete_groups(env, ["nobody", ""]) == [
         {"nobody": e.GroupIdNotFoundError.errno, "": e.GroupIdNotFoundError.errno}]
+
+
+def test_delete_offsets_with_nothing_committed_answers_at_once(env):
+    env.stable_group()
+    writes = len(env.store.writes)
+    # The members' metadata is no consumer subscription: it names no topic.
+    assert delete_offsets(env, "g", [T0P0]) == [(0, {T0P0: 0})]
+    assert len(env.store.writes) == writes
+
+
+def test_delete_offsets_during_the_first_rebalance(env):
+    env.commit("g", {T0P0: (1, -1, "")})
+    env.join(require_known=False, protocols=(("range", encode_subscription(["t0"])),))
+    assert state(env) == "PreparingRebalance"  # no protocol chosen yet: no subscription
+    assert delete_offsets(env, "g", [T0P0]) == [(0, {T0P0: 0})]
+
+
+def test_delete_a_group_that_never_stored_anything(env):
+    env.join(protocols=[])  # created, then refused
+    assert delete_groups(env, ["g"]) == [{"g": 0}]
+    assert state(env) == "Dead"
+
+
+def test_offsets_of_other_protocol_types_do_not_expire():
+    env = Env(offsets_retention_minutes=1, offsets_retention_check_interval_ms=60_000)
+    ((member, _),) = env.stable_group(protocol_type="connect", session_ms=1_800_000)
+    env.commit("g", {T0P0: (1, -1, "")}, 1, member)
+    env.advance(5 * MINUTE)
+    assert set(fetch(env)) == {T0P0}
+
+
+def loaded(env, pairs):
+    """A coordinator of ``env``'s config that loaded ``pairs`` for group "g"."""
+    coordinator = env.new_coordinator()
+    coordinator.load(coordinator.partition_of("g"), pairs, env.now)
+    return coordinator
+
+
+def test_expiry_of_old_records_without_state_time_or_with_their_own_expiry():
+    env = Env(load=False, offsets_retention_minutes=10,
+              offsets_retention_check_interval_ms=60_000)
+    group_key = records.encode_key(records.GroupMetadataKey("g"))
+    empty = records.encode_value(records.GroupMetadataValue("consumer", 3, None, None))
+    commit = records.encode_value(records.OffsetCommitValue(1, "", env.wall.now - 9 * 60_000))
+    v1 = b"\x00\x01" + (2).to_bytes(8, "big") + b"\x00\x00" + \
+        (env.wall.now).to_bytes(8, "big") + (env.wall.now + 60_000).to_bytes(8, "big")
+    env.coordinator = loaded(env, [
+        (group_key, empty),
+        (records.encode_key(records.OffsetCommitKey("g", "t0", 0)), commit),
+        (records.encode_key(records.OffsetCommitKey("g", "t0", 1)), v1)])
+    assert set(fetch(env)) == {T0P0, ("t0", 1)}
+    env.advance(1 * MINUTE)  # v1's own expiry time; t0-0's commit is 10 minutes old
+    assert fetch(env) == {} and state(env) == "Dead"
