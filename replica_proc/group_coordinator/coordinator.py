@@ -254,6 +254,10 @@ class GroupCoordinator:
             group = self._loaded_group(group_id, partition, metadata.get(group_id))
             group.offsets = offsets.get(group_id, {})
             self._groups[group_id] = group
+            if len(group.members) > self._max_size:
+                # group.max.size was lowered: members must rejoin (the first ones stay).
+                self._prepare_rebalance(now, group, "a freshly loaded group is over capacity "
+                                                    f"({self._max_size})")
             for member in group.members.values():
                 self._schedule_session(now, group, member)
         self._loading.discard(partition)
@@ -438,11 +442,8 @@ class GroupCoordinator:
                 return
             self._add_member(now, group, member_id, None, client_id, client_host, session_ms,
                              rebalance_ms, protocol_type, protocols, respond)
-        elif group.is_static_fenced(member_id, group_instance_id):
-            respond(JoinResult.failed(member_id, FencedInstanceIdError.errno))
-        elif member_id not in group.members or (
-                group_instance_id is not None and group_instance_id not in group.static_members):
-            respond(JoinResult.failed(member_id, UnknownMemberIdError.errno))
+        elif (error := self._member_error(group, member_id, group_instance_id)) is not None:
+            respond(JoinResult.failed(member_id, error))
         else:
             member = group.members[member_id]
             unchanged = member.same_protocols(protocols)
@@ -633,7 +634,7 @@ class GroupCoordinator:
             error = RebalanceInProgressError.errno  # the rebalance state was lost: rejoin
         group = self._groups.get(group_id)
         if error is None:
-            error = self._member_error(group, generation, member_id, group_instance_id)
+            error = self._member_error(group, member_id, group_instance_id, generation)
         if error is None and (
                 (protocol_type is not None and protocol_type != group.protocol_type) or
                 (protocol_name is not None and protocol_name != group.protocol)):
@@ -699,7 +700,7 @@ class GroupCoordinator:
         if error is not None:
             return error
         group = self._groups.get(group_id)
-        error = self._member_error(group, generation, member_id, group_instance_id)
+        error = self._member_error(group, member_id, group_instance_id, generation)
         if error is not None:
             return error
         self._schedule_session(now, group, group.members[member_id])
@@ -726,29 +727,33 @@ class GroupCoordinator:
             elif member_id in group.pending_members:
                 self._remove_pending(now, group, member_id)
                 error = NONE
-            elif group.is_static_fenced(member_id, instance_id):
-                error = FencedInstanceIdError.errno
-            elif member_id in group.members:
-                self._remove_member(now, group, group.members[member_id])
-                error = NONE
             else:
-                error = UnknownMemberIdError.errno
+                error = self._member_error(group, member_id, instance_id) or NONE
+                if error == NONE:
+                    self._remove_member(now, group, group.members[member_id])
             if error == NONE:
                 log.info("member %s (instance %s) left group %s", member_id, instance_id,
                          group_id)
             answers.append((member_id, instance_id, error))
         return NONE, answers
 
-    def _member_error(self, group, generation, member_id, group_instance_id):
-        """Kafka's order of checks of a member's request: fenced instance, unknown member,
-        stale generation."""
+    @staticmethod
+    def _member_error(group, member_id, group_instance_id, generation=None):
+        """Kafka's checks of a member's request, in order (``validateCurrentMember``, then
+        the generation when one is given): a group instance id held by another member id is
+        FENCED_INSTANCE_ID, one nobody holds UNKNOWN_MEMBER_ID; an unknown member id
+        UNKNOWN_MEMBER_ID; another generation ILLEGAL_GENERATION."""
         if group is None:
             return UnknownMemberIdError.errno
-        if group.is_static_fenced(member_id, group_instance_id):
-            return FencedInstanceIdError.errno
+        if group_instance_id is not None:
+            current = group.static_members.get(group_instance_id)
+            if current is None:
+                return UnknownMemberIdError.errno
+            if current != member_id:
+                return FencedInstanceIdError.errno
         if member_id not in group.members:
             return UnknownMemberIdError.errno
-        if generation != group.generation:
+        if generation is not None and generation != group.generation:
             return IllegalGenerationError.errno
         return None
 
@@ -793,8 +798,9 @@ class GroupCoordinator:
                        respond):
         """OffsetCommit (G7): ``offsets`` = {(topic, partition): (offset, leader epoch,
         metadata or None)}; ``respond({(topic, partition): error})`` once stored. Generation
-        -1 with no member id commits for a group without group management: accepted while
-        the group is Empty (or does not exist: it is created Empty)."""
+        -1 commits for a group without group management: accepted while the group is Empty
+        (or does not exist: it is created Empty); to an active group only its members commit
+        (UNKNOWN_MEMBER_ID, as Kafka 3.7+ answers; older brokers said ILLEGAL_GENERATION)."""
         self._now = now
 
         def answer(error):
@@ -808,10 +814,12 @@ class GroupCoordinator:
             if generation >= 0:
                 return answer(IllegalGenerationError.errno)
             group = self._create_group(group_id)
-        if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            error = self._member_error(group, generation, member_id, group_instance_id)
-        elif not group.is_(_EMPTY):
-            error = IllegalGenerationError.errno  # only members commit to an active group
+        if generation < 0 and group.is_(_EMPTY):
+            pass  # an admin client, or a consumer without group management
+        elif generation >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = self._member_error(group, member_id, group_instance_id, generation)
+        else:
+            error = UnknownMemberIdError.errno  # only members commit to an active group
         if error is None and group.is_(_COMPLETING):
             error = RebalanceInProgressError.errno
         if error is not None:
@@ -963,9 +971,9 @@ class GroupCoordinator:
 
     # -- administration -----------------------------------------------------------------
 
-    def describe_groups(self, group_ids):
+    def describe_groups(self, group_ids, version=0):
         """DescribeGroups: [GroupSummary]; members' metadata and assignment only while
-        Stable; an unknown group is Dead."""
+        Stable; an unknown group is Dead (and GROUP_ID_NOT_FOUND from ``version`` 6 on)."""
         answers = []
         for group_id in group_ids:
             error = self._group_error(group_id, empty_id_ok=True)
@@ -973,7 +981,8 @@ class GroupCoordinator:
             if error is not None:
                 answers.append(GroupSummary(error, group_id, "", "", ""))
             elif group is None:
-                answers.append(GroupSummary(NONE, group_id, _DEAD.value, "", ""))
+                answers.append(GroupSummary(GroupIdNotFoundError.errno if version >= 6 else NONE,
+                                            group_id, _DEAD.value, "", ""))
             else:
                 stable = group.is_(_STABLE)
                 members = tuple(MemberSummary(

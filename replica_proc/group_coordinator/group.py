@@ -155,14 +155,6 @@ class Group:
             self.pending_sync.add(new_id)
         return member
 
-    def is_static_fenced(self, member_id, group_instance_id):
-        """True when ``group_instance_id`` belongs to a member with another id (Kafka's
-        FENCED_INSTANCE_ID)."""
-        if group_instance_id is None:
-            return False
-        current = self.static_members.get(group_instance_id)
-        return current is not None and current != member_id
-
     def not_yet_rejoined(self):
         return [m for m in self.members.values() if m.awaiting_join is None]
 

@@ -325,7 +325,8 @@ def test_group_max_size_lowered_below_a_loaded_group():
     env.coordinator = env.new_coordinator()
     partition = env.coordinator.partition_of("g")
     env.coordinator.load(partition, big.store.log(partition), env.now)
-    assert env.join(member_id=a, protocols=(("range", b"new"),)) == []
+    assert state(env) == "PreparingRebalance"  # over capacity: everyone rejoins
+    assert env.join(member_id=a) == []
     assert env.join(member_id=b) == []
     (refused,) = env.join(member_id=c)  # two are waiting already: c is dropped
     assert refused.error == e.GroupMaxSizeReachedError.errno

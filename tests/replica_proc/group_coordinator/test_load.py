@@ -134,6 +134,8 @@ def test_describe_groups(env):
         (leader, "client", "/127.0.0.1", b"range-metadata"),
         (follower, "client", "/127.0.0.1", b"range-metadata")]
     assert (unknown.error, unknown.state, unknown.members) == (0, "Dead", ())
+    (unknown,) = env.coordinator.describe_groups(["nobody"], version=6)
+    assert (unknown.error, unknown.state) == (e.GroupIdNotFoundError.errno, "Dead")
     assert invalid.error == e.InvalidGroupIdError.errno
     env.join(member_id=leader)
     (preparing,) = env.coordinator.describe_groups(["g"])

@@ -35,6 +35,11 @@ def written(env):
     return out
 
 
+def test_commit_without_generation_to_an_empty_group_ignores_the_member_id(env):
+    env.commit("g", {T0P0: (1, -1, "")})
+    assert env.commit("g", {T0P0: (2, -1, "")}, -1, "anyone", "any-instance") == [{T0P0: 0}]
+
+
 def test_commit_without_generation_creates_an_empty_group(env):
     assert env.commit("g", {T0P0: (5, 3, "meta"), T0P1: (7, -1, None)}) == [
         {T0P0: 0, T0P1: 0}]
@@ -80,7 +85,8 @@ def test_commit_errors_of_an_active_group(env):
     (member, _), (other, _) = env.stable_group(count=2)
     offsets = {T0P0: (1, -1, "")}
     assert env.commit("g", offsets, 1, member) == [{T0P0: 0}]
-    assert env.commit("g", offsets) == [{T0P0: e.IllegalGenerationError.errno}]
+    # Generation -1 to an active group: only members may commit (Kafka 3.7+'s answer).
+    assert env.commit("g", offsets) == [{T0P0: e.UnknownMemberIdError.errno}]
     assert env.commit("g", offsets, 0, member) == [{T0P0: e.IllegalGenerationError.errno}]
     assert env.commit("g", offsets, 1, "client-x") == [{T0P0: e.UnknownMemberIdError.errno}]
     env.join(member_id=member, protocols=(("range", b"new"),))  # PreparingRebalance
