@@ -51,8 +51,10 @@ every ``offsets.retention.check.interval.ms``; an Empty group left without offse
 deleted.
 
 Differences from Kafka: DeleteGroups and OffsetDelete answer after their tombstones are
-stored (Kafka writes them without waiting) and report a failed write; a member removed
-while its SyncGroup is parked gets UNKNOWN_MEMBER_ID rather than no answer.
+stored (Kafka writes them without waiting) and report a failed write; a request Kafka
+would leave unanswered is answered: a member removed while its SyncGroup is parked gets
+UNKNOWN_MEMBER_ID, a JoinGroup or SyncGroup superseded by the same member's next one
+REBALANCE_IN_PROGRESS.
 
 Owner: the broker loop thread, the only caller. Not thread-safe.
 """
@@ -145,6 +147,10 @@ _COMMIT_WRITE_ERRORS = {
     RecordListTooLargeError.errno: InvalidCommitOffsetSizeError.errno,
     InvalidFetchRequestError.errno: InvalidCommitOffsetSizeError.errno,
 }
+
+#: The answer to a JoinGroup parked by a member that sent another one (Kafka leaves the first
+#: unanswered; here every request gets an answer, one that only makes a client join again).
+_SUPERSEDED_JOIN = JoinResult(RebalanceInProgressError.errno, UNKNOWN_MEMBER_ID)
 
 # Timer keys: (kind, group id, ...).
 _JOIN = "join"  # the rebalance in progress completes (or its initial delay ends)
@@ -356,8 +362,7 @@ class GroupCoordinator:
         log.info("group %s: members %s sent no SyncGroup for generation %d, removing them",
                  group.group_id, missing, generation)
         for member_id in missing:
-            group.remove(member_id)
-            self._timers.cancel((_SESSION, group.group_id, member_id))
+            self._remove_silently(group, member_id)
         self._prepare_rebalance(now, group, "pending members did not sync")
 
     # -- JoinGroup ----------------------------------------------------------------------
@@ -387,10 +392,11 @@ class GroupCoordinator:
         request = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
                    protocol_type, protocols, respond)
         if not self._accepts(group, member_id):
-            if member_id in group.members or member_id in group.pending_members:
-                group.remove(member_id)
-                self._timers.cancel((_SESSION, group_id, member_id))
-                self._timers.cancel((_PENDING, group_id, member_id))
+            # Kafka drops the member (a rebalance may complete without it).
+            if member_id in group.members:
+                self._remove_silently(group, member_id)
+            elif member_id in group.pending_members:
+                self._remove_pending(now, group, member_id)
             respond(JoinResult.failed(UNKNOWN_MEMBER_ID, GroupMaxSizeReachedError.errno))
         elif new_member:
             self._join_new_member(now, group, group_instance_id, require_known_member_id,
@@ -469,6 +475,7 @@ class GroupCoordinator:
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_ms
         member.session_timeout_ms = session_ms
+        self._answer_join(member, _SUPERSEDED_JOIN)
         member.awaiting_join = respond
 
     def _add_member(self, now, group, member_id, group_instance_id, client_id, client_host,
@@ -650,6 +657,7 @@ class GroupCoordinator:
             respond(SyncResult(NONE, group.protocol_type, group.protocol, member.assignment))
             self._schedule_session(now, group, member)
             return
+        self._answer_sync(member, SyncResult(RebalanceInProgressError.errno))  # superseded
         member.awaiting_sync = respond
         if member_id != group.leader:
             return
@@ -758,11 +766,7 @@ class GroupCoordinator:
         return None
 
     def _remove_member(self, now, group, member):
-        """A member leaves or fails: a parked JoinGroup gets UNKNOWN_MEMBER_ID (so a client
-        still alive rejoins), and the group rebalances."""
-        self._answer_join(member, JoinResult.failed(UNKNOWN_MEMBER_ID,
-                                                    UnknownMemberIdError.errno))
-        self._answer_sync(member, SyncResult(UnknownMemberIdError.errno))
+        """A member leaves or fails: removed, and the group rebalances."""
         self._remove_silently(group, member.member_id)
         if group.is_(_STABLE, _COMPLETING):
             self._maybe_prepare_rebalance(now, group, f"member {member.member_id} left")
@@ -770,8 +774,13 @@ class GroupCoordinator:
             self._check_join(now, group)
 
     def _remove_silently(self, group, member_id):
-        group.remove(member_id)
+        """Remove a member without starting a rebalance; a JoinGroup or SyncGroup it has
+        parked gets UNKNOWN_MEMBER_ID (so a client still alive joins again)."""
+        member = group.remove(member_id)
         self._timers.cancel((_SESSION, group.group_id, member_id))
+        self._answer_join(member, JoinResult.failed(UNKNOWN_MEMBER_ID,
+                                                    UnknownMemberIdError.errno))
+        self._answer_sync(member, SyncResult(UnknownMemberIdError.errno))
 
     def _remove_pending(self, now, group, member_id):
         group.remove(member_id)
@@ -900,6 +909,8 @@ class GroupCoordinator:
         answers = {tp: GroupSubscribedToTopicError.errno for tp in partitions
                    if tp[0] in subscribed}
         eligible = [tp for tp in partitions if tp not in answers]
+        for tp in eligible:
+            group.pending_commits.pop(tp, None)  # Kafka's removeOffsets forgets them too
         removed = [tp for tp in eligible if group.offsets.pop(tp, None) is not None]
 
         def stored(error):

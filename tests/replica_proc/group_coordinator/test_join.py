@@ -361,3 +361,28 @@ def test_rebalance_waits_while_no_member_rejoins(env, caplog):
     assert state(env) == "PreparingRebalance"
     env.advance(31)  # its session ends: removed, nobody is left
     assert state(env) == "Empty"
+
+
+def test_a_pending_member_over_the_max_size_is_dropped():
+    env = Env(group_max_size=2)
+    (a, _), (b, _) = env.stable_group(count=2)
+    parked_a = env.join(member_id=a, protocols=(("range", b"new"),))  # 1 waiting
+    (pending,) = env.join()  # accepted: 1 < 2
+    assert pending.error == e.MemberIdRequiredError.errno
+    parked_b = env.join(member_id=b)  # 2 waiting; the pending member holds the rebalance
+    assert (parked_a, parked_b) == ([], [])
+    (refused,) = env.join(member_id=pending.member_id)
+    assert refused.error == e.GroupMaxSizeReachedError.errno
+    assert parked_a[0].generation == parked_b[0].generation == 2
+
+
+def test_a_join_superseded_by_the_same_member_is_answered(env):
+    (leader, _), (follower, _) = env.stable_group(count=2)
+    first = env.join(member_id=leader, protocols=(("range", b"new"),))
+    second = env.join(member_id=leader, protocols=(("range", b"new"),))
+    assert (first[0].error, second) == (e.RebalanceInProgressError.errno, [])
+    env.join(member_id=follower)
+    assert second[0].generation == 2
+    first_sync = env.sync("g", 2, follower)
+    second_sync = env.sync("g", 2, follower)
+    assert (first_sync[0].error, second_sync) == (e.RebalanceInProgressError.errno, [])
