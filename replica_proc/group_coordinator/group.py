@@ -9,6 +9,11 @@ A ``GroupMember`` holds what JoinGroup said (protocols with their metadata, time
 id and host, static ``group_instance_id``), its assignment, and the callbacks of a JoinGroup
 or SyncGroup waiting for the rebalance (``awaiting_join`` / ``awaiting_sync``).
 
+Besides its members a group tracks *pending members* (ids handed out with
+MEMBER_ID_REQUIRED whose JoinGroup has not come back; a rebalance waits for them), the
+*pending syncs* of the current generation (members that have not sent SyncGroup yet), its
+committed offsets and the *pending commits* (written, not yet acknowledged by the store).
+
 The protocol of a generation is chosen by vote (Kafka's ``selectProtocol``): among the
 protocols every member supports, each member votes for the first of its own list that is
 a candidate, and the most voted wins (Kafka breaks ties by its map order; here the one
