@@ -212,10 +212,11 @@ class GroupCoordinator:
     def partition_of(self, group_id):
         return partition_for(group_id, self.partitions_count)
 
-    def error_for(self, group_id, partitions_count=None):
-        """None if this coordinator holds ``group_id``'s partition, else the error code:
+    def error_for(self, group_id):
+        """None if this coordinator holds ``group_id``'s partition (of ``partitions_count``,
+        the one count every group is placed by), else the error code:
         COORDINATOR_LOAD_IN_PROGRESS while it loads, NOT_COORDINATOR otherwise."""
-        partition = partition_for(group_id, partitions_count or self.partitions_count)
+        partition = self.partition_of(group_id)
         if partition in self._loading:
             return CoordinatorLoadInProgressError.errno
         if partition not in self._owned:
@@ -824,7 +825,7 @@ class GroupCoordinator:
                 return answer(IllegalGenerationError.errno)
             group = self._create_group(group_id)
         if generation < 0 and group.is_(_EMPTY):
-            pass  # an admin client, or a consumer without group management
+            error = None  # an admin client, or a consumer without group management
         elif generation >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
             error = self._member_error(group, member_id, group_instance_id, generation)
         else:
