@@ -39,9 +39,8 @@ def test_not_coordinator_and_loading():
     assert env.coordinator.error_for("g") == e.CoordinatorLoadInProgressError.errno
 
 
-def test_member_id_required_names_the_client():
-    (answer,) = env_join = Env().join(client_id="app")
-    assert env_join[0] is answer
+def test_member_id_required_names_the_client(env):
+    (answer,) = env.join(client_id="app")
     assert answer.error == e.MemberIdRequiredError.errno
     assert re.fullmatch(r"app-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}",
                         answer.member_id)
@@ -225,9 +224,10 @@ def static_group(env, instances=("i1", "i2"), session_ms=10_000, protocols=RANGE
 
 
 def test_static_members_join_without_member_id_required(env):
-    (answer,) = env.join(instance="i1") or [None]
-    assert answer is None  # parked, not MEMBER_ID_REQUIRED
+    parked = env.join(instance="i1")
+    assert parked == []  # not MEMBER_ID_REQUIRED: parked at once
     env.advance(3)
+    assert parked[0].member_id.startswith("i1-")
     assert state(env) == "CompletingRebalance"
 
 
