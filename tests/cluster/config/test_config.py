@@ -180,6 +180,10 @@ KAFKA_BROKER_DEFAULTS = {
     "group.initial.rebalance.delay.ms": 3000,
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1800000,
+    "group.max.size": 2147483647,
+    "offsets.retention.minutes": 10080,
+    "offsets.retention.check.interval.ms": 600000,
+    "offset.metadata.max.bytes": 4096,
     "controlled.shutdown.enable": True,
 }
 
@@ -456,6 +460,9 @@ BAD_BROKER_VALUES = [
     ("leader.imbalance.per.broker.percentage", "-1"),
     ("controlled.shutdown.max.retries", "-1"), ("controlled.shutdown.retry.backoff.ms", "x"),
     ("broker.heartbeat.interval.ms", "0"), ("broker.session.timeout.ms", "-1"),
+    ("group.max.size", "0"),
+    ("offsets.retention.minutes", "0"), ("offsets.retention.check.interval.ms", "0"),
+    ("offset.metadata.max.bytes", "4k"),
 ]
 
 

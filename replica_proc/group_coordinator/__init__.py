@@ -1,0 +1,11 @@
+"""The group coordinator (Kafka's classic consumer-group protocol) and what it stores in
+``__consumer_offsets``.
+
+- records: the key and value layouts of the offsets topic's records (OffsetCommit key v1 /
+  value v3, GroupMetadata key v2 / value v3), as Kafka writes them;
+- coordinator: the classic group coordinator (JoinGroup ... OffsetFetch, rebalances,
+  sessions, offsets retention) as a state machine the broker loop drives; results: what it
+  answers; timers: its deadlines; group: one group's state;
+- partitioning: which ``__consumer_offsets`` partition, and so which broker, coordinates a
+  group (Java's ``String.hashCode``, never Python's ``hash()``).
+"""
