@@ -64,7 +64,8 @@ class Task:
     producer, the records it sends; for a consumer, the records all consumers together
     read before they stop; ``size``: value bytes; ``bulk``: use the peer's bulk path;
     ``rate``: records/s of a fixed-rate (latency) producer, 0 for as fast as it goes;
-    ``timeout``: seconds after the start before the client gives up.
+    ``timeout``: seconds after the start before the client gives up; ``acks``: "1" or
+    "all", for peers that acknowledge (ringlog).
     """
 
     role: str
@@ -75,6 +76,7 @@ class Task:
     bulk: bool = False
     rate: float = 0.0
     timeout: float = 60.0
+    acks: str = "1"
 
     @property
     def latency(self):

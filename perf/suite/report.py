@@ -17,9 +17,11 @@ from rich.table import Table
 
 from perf.suite.peers import BASELINE
 from perf.suite.results import BEHIND, figure, goal, speed
+from perf.suite.workloads import LATENCY_WORKLOADS, SELF_COMPARED
 
 _MB = 1e6
-_AXES = {5: "partitions", 6: "processes", 7: "value bytes", 4: "rate /s"}
+_AXES = {5: "partitions", 6: "processes", 7: "value bytes", 4: "rate /s", 8: "setting",
+         9: "setting"}
 
 
 def _num(value, digits=0):
@@ -56,7 +58,7 @@ def _load(values):
 
 def workload_table(key, workload):
     number = int(key)
-    if number == 4:
+    if number in LATENCY_WORKLOADS:
         return _latency_table(key, workload)
     axis = _AXES.get(number)
     table = Table(title=f"workload {key}: {workload['title']}", box=box.SIMPLE_HEAD)
@@ -67,8 +69,10 @@ def workload_table(key, workload):
                  "server RSS MB", "client RSS MB", "ringlog vs this peer"):
         table.add_column(name, justify="right")
     table.caption = "ringlog vs this peer: ringlog's end-to-end records/s against the peer's"
-    ratios = {(r["x"], r["peer"]): r["ratio"] for r in workload["ratios"]
-              if r["figure"] == "e2e_rps"}
+    if number in SELF_COMPARED:
+        table.caption = ("last column: the setting's end-to-end records/s against the first "
+                         "setting's")
+    ratios = _ratios(number, workload, "e2e_rps")
     for entry in sorted(workload["cases"], key=lambda e: (_order(e["x"]), e["peer"] != BASELINE)):
         cells = [entry["peer"]] + ([str(entry["x"])] if axis else [])
         if "error" in entry:
@@ -83,37 +87,51 @@ def workload_table(key, workload):
         table.add_row(*cells, _num(f.get("producer_rps")), _num(f.get("consumer_rps")),
                       e2e + lost, _num(f.get("e2e_mb_s"), 1), _mb(f.get("server_peak_rss")),
                       _mb(f.get("client_peak_rss_mean")),
-                      _versus(entry, ratios, "e2e_rps"))
+                      _versus(entry, ratios, "e2e_rps", number))
     return table
 
 
 def _latency_table(key, workload):
     table = Table(title=f"workload {key}: {workload['title']} (µs, send → receive in "
                         f"another process)", box=box.SIMPLE_HEAD)
-    for name in ("peer", "rate /s", "achieved /s", "p50", "p99", "p99.9", "max",
+    number = int(key)
+    axis = _AXES[number]
+    for name in ("peer", axis, "achieved /s", "p50", "p99", "p99.9", "max",
                  "ringlog vs this peer (p99)"):
         table.add_column(name, justify="left" if name == "peer" else "right")
     table.caption = (f"* below {BEHIND:.0%} of the rate: the sender fell behind, and its "
                      f"latencies (from the actual send) leave out the time records waited")
-    ratios = {(r["x"], r["peer"]): r["ratio"] for r in workload["ratios"]
-              if r["figure"] == "p99"}
+    ratios = _ratios(number, workload, "p99")
     for entry in sorted(workload["cases"], key=lambda e: (_order(e["x"]), e["peer"] != BASELINE)):
-        cells = [entry["peer"], _num(entry["x"])]
+        x = entry["x"]
+        cells = [entry["peer"], x if isinstance(x, str) else _num(x)]
+        rate = entry["params"]["rate"]
         if "error" in entry:
             table.add_row(*cells, f"[red]failed: {entry['error'].splitlines()[0][:80]}[/red]")
             continue
         achieved = entry["figures"].get("achieved_rate")
-        behind = achieved is not None and achieved < BEHIND * entry["x"]
+        behind = achieved is not None and achieved < BEHIND * rate
         table.add_row(*cells, f"[red]{_num(achieved)}*[/red]" if behind else _num(achieved),
                       *[_num(figure(entry, p), 0) for p in ("p50", "p99", "p99.9")],
                       _num((entry["figures"].get("latency") or {}).get("max")),
-                      _versus(entry, ratios, "p99"))
+                      _versus(entry, ratios, "p99", number))
     return table
 
 
-def _versus(entry, ratios, figure_name):
+def _ratios(number, workload, figure_name):
+    """(x, peer) -> ratio of ``figure_name``; for a self-compared workload, x -> ratio."""
+    found = [r for r in workload["ratios"] if r["figure"] == figure_name]
+    if number in SELF_COMPARED:
+        return {r["x"]: r["ratio"] for r in found}
+    return {(r["x"], r["peer"]): r["ratio"] for r in found}
+
+
+def _versus(entry, ratios, figure_name, number):
     """The last cell of a case's row: "2.00× faster" / "3.10× slower" (ringlog against the
-    row's peer), empty on ringlog's own row."""
+    row's peer), empty on ringlog's own row; in a self-compared workload, the row's setting
+    against the first setting (empty on the first)."""
+    if number in SELF_COMPARED:
+        return speed(ratios[entry["x"]], figure_name) if entry["x"] in ratios else ""
     if entry["peer"] == BASELINE:
         return ""
     return speed(ratios.get((entry["x"], entry["peer"])), figure_name)

@@ -14,7 +14,9 @@ Layout::
 
 Rates are records/s and MB/s (1e6 bytes of values); memory in bytes; latencies in µs.
 Ratios are always ringlog ÷ peer, on the same figure measured in the same run: above 1
-ringlog is faster for a rate, below 1 ringlog is faster for a latency. People read them as
+ringlog is faster for a rate, below 1 ringlog is faster for a latency. In the workloads
+that compare ringlog with itself (``SELF_COMPARED``: replication settings) the "peer" of a
+ratio is the first setting and "ringlog" the row's. People read them as
 ``speed()`` says them: "ringlog is 2.00× faster" / "3.10× slower" than the peer, whatever
 the figure. The targets are the project's goals for ringlog against its peers.
 
@@ -29,7 +31,7 @@ import os
 import numpy as np
 
 from perf.suite.peers import BASELINE
-from perf.suite.workloads import WORKLOADS
+from perf.suite.workloads import LATENCY_WORKLOADS, SELF_COMPARED, WORKLOADS
 
 #: A latency run whose sender achieved less than this share of its rate fell behind.
 BEHIND = 0.95
@@ -43,6 +45,8 @@ TARGETS = (
     ("end-to-end records/s (workload 1)", 1, None, "e2e_rps", "zmq_pushpull", ">=", 1.0),
     ("latency p99 at 10,000 records/s (workload 4)", 4, 10_000, "p99", "redis_streams", "<",
      1.0),
+    ("end-to-end records/s, RF 3 acks=all (workload 8)", 8, "RF 3, acks=all", "e2e_rps",
+     "RF 1, acks=1", ">=", 0.5),
 )
 
 
@@ -67,6 +71,8 @@ def goal(target_entry):
     """What a target (an entry of ``doc["targets"]``) asks of ringlog, in words: "at least
     15× faster than redis_streams", "at least as fast as zmq_pushpull", "faster than ..."."""
     target, peer = target_entry["target"], target_entry["peer"]
+    if target < 1 and target_entry["figure"] not in LATENCY:
+        return f"at least {target:g}× the rate of {peer}"
     if target_entry["figure"] in LATENCY:  # lower is better: ratio < target
         factor = 1 / target
         return (f"faster than {peer}" if factor == 1 else
@@ -106,7 +112,10 @@ class Results:
     def compute_ratios(self):
         """Fill every workload's ratios and the targets (after the last case)."""
         for key, workload in self.doc["workloads"].items():
-            names = LATENCY if key == "4" else THROUGHPUT
+            names = LATENCY if int(key) in LATENCY_WORKLOADS else THROUGHPUT
+            if int(key) in SELF_COMPARED:
+                workload["ratios"] = self._self_ratios(workload, names)
+                continue
             ours = {e["x"]: e for e in workload["cases"] if e["peer"] == BASELINE}
             workload["ratios"] = [
                 {"x": e["x"], "peer": e["peer"], "figure": name,
@@ -115,6 +124,18 @@ class Results:
                 for e in workload["cases"] if e["peer"] != BASELINE and e["x"] in ours
                 for name in names]
         self.doc["targets"] = [self._target(*t) for t in TARGETS]
+
+    @staticmethod
+    def _self_ratios(workload, names):
+        """Each later setting's figures against the first setting's (same workload, run)."""
+        cases = [e for e in workload["cases"] if "figures" in e]
+        if not cases:
+            return []
+        reference = cases[0]
+        return [{"x": e["x"], "peer": reference["x"], "figure": name,
+                 "ringlog": figure(e, name), "other": figure(reference, name),
+                 "ratio": ratio(figure(e, name), figure(reference, name))}
+                for e in cases[1:] for name in names]
 
     def _target(self, name, workload, x, figure_name, peer, comparison, target):
         found = [r for r in self.doc["workloads"].get(str(workload), {}).get("ratios", [])
@@ -125,7 +146,8 @@ class Results:
         entry = {"name": name, "peer": peer, "figure": figure_name, "ratio": value,
                  "target": target, "comparison": comparison, "met": met}
         behind = [e for e in self.doc["workloads"].get(str(workload), {}).get("cases", [])
-                  if x and e["x"] == x and e["peer"] in (BASELINE, peer) and "figures" in e
+                  if isinstance(x, int) and e["x"] == x and e["peer"] in (BASELINE, peer)
+                  and "figures" in e
                   and (e["figures"].get("achieved_rate") or 0) < BEHIND * x]
         if behind:
             entry["note"] = "; ".join(

@@ -11,7 +11,7 @@ new redis-server) so its memory figures are its own; then the tables (``report``
 JSON and the PNGs (``results``, ``plots``) in ``--out``.
 
 Profiles: the default (``make bench``) runs every workload, about 10 minutes on 2 cores;
-``--quick`` a one-minute subset (workloads 1, 3, 4, 7); ``--quickest`` tiny sizes of every
+``--quick`` a one-minute subset (workloads 1, 3, 4, 7, 8, 9); ``--quickest`` tiny sizes of every
 workload (for the tests: it checks the machinery, its figures mean nothing).
 
 A peer that cannot run here (redis-server missing, a library missing) is skipped, saying
@@ -50,7 +50,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.splitlines()[0])
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="profile", action="store_const", const="quick",
-                      help="a one-minute subset (workloads 1, 3, 4, 7, one repeat)")
+                      help="a short subset (workloads 1, 3, 4, 7, 8, 9, one repeat)")
     size.add_argument("--quickest", dest="profile", action="store_const", const="quickest",
                       help="tiny sizes of every workload (checks the machinery only)")
     parser.set_defaults(profile="full")
@@ -159,7 +159,8 @@ def _run(args, options, results, workdir):
 def _run_once(case, workdir, options, timeout, tick, leftovers):
     module = peers.load(case.peer)
     try:
-        deployment = module.deploy(workdir, case.channels, case.brokers, options)
+        deployment = module.deploy(workdir, case.channels, case.brokers,
+                                   dict(options, replication=case.replication))
     except Exception as exc:  # a server that does not start fails this case, not the suite
         raise CaseFailed(f"{case.peer} did not start: {type(exc).__name__}: {exc}") from exc
     try:

@@ -17,6 +17,11 @@ they make for each peer, and the figures of a case's runs.
                   the total record count is split over the producers.
 7. ``size``       workload 1 with values of 10 B to 100 KB; counts shrink with the size
                   (a byte budget) so each case takes about as long.
+8. ``replicated`` ringlog against itself: workload 1 on a 3-broker cluster with the
+                  partition replicated 3 times, acks=all and min.insync.replicas 2, beside
+                  the same pair at replication factor 1 and acks=1, in the same run (Kafka's
+                  2014 figures for the same comparison: 421,823 against 821,557, 0.51×).
+9. ``replicated latency`` workload 4 at 10,000 records/s, the same two settings.
 
 Peers much slower than ringlog send fewer records, much faster ones more (``SCALE``), so
 that each case takes a second or a few: the figures are rates, which compare whatever the
@@ -46,11 +51,20 @@ WORKLOADS = {
     5: "partitions: 1 producer + 1 consumer over N partitions",
     6: "client processes: N/2 producers + N/2 consumers",
     7: "record size",
+    8: "replication: RF 3, acks=all, min.insync.replicas 2 beside RF 1, acks=1 (3 brokers)",
+    9: "latency with replication at 10,000 records/s (3 brokers)",
 }
+#: Workloads whose cases compare ringlog with itself (replication settings): their rows are
+#: labelled by REPLICATION's keys and their ratios are against the first setting.
+SELF_COMPARED = (8, 9)
+#: The settings of workloads 8 and 9: label -> (replication factor, acks).
+REPLICATION = {"RF 1, acks=1": (1, "1"), "RF 3, acks=all": (3, "all")}
+#: Workloads whose figures are latencies (the others are throughputs).
+LATENCY_WORKLOADS = (4, 9)
 #: Which peers run which workload (5 is ringlog's and Redis' only: N streams map to N
 #: partitions; the others have no natural N-channel single consumer).
 RUNS = {1: "all", 2: "all", 3: "all", 4: "all", 5: ("ringlog", "redis_streams"), 6: "all",
-        7: "all"}
+        7: "all", 8: ("ringlog",), 9: ("ringlog",)}
 
 #: Record-count factors of peers much slower or faster than ringlog: (record by record,
 #: bulk), every workload but 4.
@@ -67,6 +81,8 @@ PROFILES = {
         5: dict(partitions=(1, 10, 100, 1000), records=200_000),
         6: dict(processes=(2, 8, 32, 64), total=300_000),
         7: dict(sizes=(10, 100, 1_000, 10_000, 100_000), budget=40_000_000, records=300_000),
+        8: dict(records=300_000, repeats=3),
+        9: dict(rate=10_000, duration=4.0, repeats=3),
         "timeout": 180.0,
     },
     "quick": {
@@ -74,6 +90,8 @@ PROFILES = {
         3: dict(records=300_000),
         4: dict(rates=(1_000, 10_000), duration=1.0),
         7: dict(sizes=(100, 10_000), budget=10_000_000, records=100_000),
+        8: dict(records=100_000, repeats=1),
+        9: dict(rate=10_000, duration=1.0),
         "timeout": 60.0,
     },
     "quickest": {
@@ -84,6 +102,8 @@ PROFILES = {
         5: dict(partitions=(1, 4), records=2_000),
         6: dict(processes=(2, 4), total=2_000),
         7: dict(sizes=(10, 1_000), budget=1_000_000, records=2_000),
+        8: dict(records=1_000, repeats=1),
+        9: dict(rate=1_000, duration=0.3),
         "timeout": 60.0,
     },
 }
@@ -96,8 +116,10 @@ MIN_RECORDS = 100
 @dataclasses.dataclass(frozen=True)
 class Case:
     """One peer on one point of one workload. ``x``: the point (partitions, processes,
-    size, rate) or None; ``spread``: every producer writes to every channel (ringlog's
-    workload 2, everyone's workload 5); ``brokers``: for ringlog only."""
+    size, rate, replication label) or None; ``spread``: every producer writes to every
+    channel (ringlog's workload 2, everyone's workload 5); ``brokers``, ``replication``
+    (the topic's replication factor, min.insync.replicas one less) and ``acks``: for
+    ringlog only."""
 
     workload: int
     peer: str
@@ -112,6 +134,8 @@ class Case:
     rate: float = 0.0
     repeats: int = 1
     spread: bool = False
+    replication: int = 1
+    acks: str = "1"
 
     @property
     def key(self):
@@ -120,7 +144,8 @@ class Case:
     def tasks(self, timeout):
         """The harness tasks of one run."""
         everything = tuple(range(self.channels))
-        common = dict(size=self.size, bulk=self.bulk, rate=self.rate, timeout=timeout)
+        common = dict(size=self.size, bulk=self.bulk, rate=self.rate, timeout=timeout,
+                      acks=self.acks)
         producers = [Task("producer", i, everything if self.spread else
                           everything[i::self.producers], self.records, **common)
                      for i in range(self.producers)]
@@ -180,6 +205,16 @@ def _cases_of(workload, peer, p):
         return [Case(7, peer, size, producers=1, consumers=1, channels=1, brokers=1,
                      size=size, records=max(MIN_RECORDS, min(p["records"], p["budget"] // size)))
                 for size in p["sizes"]]
+    if workload == 8:
+        return [Case(8, peer, label, producers=1, consumers=1, channels=1, brokers=3, size=100,
+                     records=p["records"], repeats=p["repeats"], replication=factor, acks=acks)
+                for label, (factor, acks) in REPLICATION.items()]
+    if workload == 9:
+        rate = p["rate"]
+        return [Case(9, peer, label, producers=1, consumers=1, channels=1, brokers=3, size=100,
+                     records=int(rate * p["duration"]), rate=float(rate),
+                     repeats=p.get("repeats", 1), replication=factor, acks=acks)
+                for label, (factor, acks) in REPLICATION.items()]
     raise ValueError(f"unknown workload {workload}")
 
 

@@ -1,6 +1,7 @@
 """ringlog through its public API: a ``Cluster`` in a temporary directory, one topic whose
-partitions are the channels (replication factor 1), ``KafkaProducer`` and ``KafkaConsumer``
-in their own processes.
+partitions are the channels (replication factor 1, or ``options["replication"]`` with
+min.insync.replicas one less: workloads 8 and 9), ``KafkaProducer`` and ``KafkaConsumer``
+in their own processes. The producer's acks are the task's (1, or all in workloads 8-9).
 
 * record by record: ``send()`` per record (acks=1, linger_ms=5, batch_size 16 KB, no
   idempotence: ``perf.producer_bench``'s settings), ``poll()`` — a ConsumerRecord per record;
@@ -40,7 +41,7 @@ class Deployment:
     """A started cluster of ``brokers`` brokers with topic TOPIC of ``channels``
     partitions, in a fresh directory under ``workdir``. Owned by the suite's main thread."""
 
-    def __init__(self, workdir, channels, brokers):
+    def __init__(self, workdir, channels, brokers, replication=1):
         from cluster import Cluster, KafkaAdminClient, NewTopic
         self.data_dir = tempfile.mkdtemp(prefix="ringlog-", dir=workdir)
         self.leftovers = []
@@ -48,7 +49,10 @@ class Deployment:
         try:
             self.cluster.start()
             with KafkaAdminClient(bootstrap_servers=self.data_dir) as admin:
-                admin.create_topics([NewTopic(TOPIC, channels, 1)])
+                configs = ({"min.insync.replicas": str(replication - 1)} if replication > 1
+                           else {})
+                admin.create_topics([NewTopic(TOPIC, channels, replication,
+                                              topic_configs=configs)])
         except BaseException:
             self.stop()
             raise
@@ -79,7 +83,7 @@ class Deployment:
 
 
 def deploy(workdir, channels, brokers, options):
-    return Deployment(workdir, channels, brokers)
+    return Deployment(workdir, channels, brokers, options.get("replication", 1))
 
 
 # -- client processes ---------------------------------------------------------------------------
@@ -92,7 +96,8 @@ def produce(endpoint, task, gate):
         raise ValueError(f"a ringlog producer writes to one partition or to all "
                          f"{endpoint['partitions']}, found {task.channels}")
     partition = None if every else task.channels[0]
-    props = LATENCY_PRODUCER if task.latency else PRODUCER
+    props = dict(LATENCY_PRODUCER if task.latency else PRODUCER,
+                 acks="all" if task.acks == "all" else 1)
     with KafkaProducer(bootstrap_servers=endpoint["bootstrap"], **props) as producer:
         producer.partitions_for(topic)
         send = producer.send
