@@ -105,7 +105,7 @@ def _latency_table(key, workload):
     for entry in sorted(workload["cases"], key=lambda e: (_order(e["x"]), e["peer"] != BASELINE)):
         x = entry["x"]
         cells = [entry["peer"], x if isinstance(x, str) else _num(x)]
-        rate = entry["params"]["rate"]
+        rate = entry["params"].get("rate") or x  # workload 4: x is the rate
         if "error" in entry:
             table.add_row(*cells, f"[red]failed: {entry['error'].splitlines()[0][:80]}[/red]")
             continue

@@ -141,13 +141,15 @@ def test_ratios_are_ringlog_over_the_peer_in_the_same_run(quickest):
         ours = {e["x"]: e for e in workload["cases"] if e["peer"] == "ringlog"}
         assert workload["ratios"], key
         for r in workload["ratios"]:
+            if int(key) in workloads.SELF_COMPARED:  # a setting over the first setting
+                assert r["other"] == results_module.figure(ours[r["peer"]], r["figure"])
             assert r["ringlog"] == results_module.figure(ours[r["x"]], r["figure"])
             if r["ringlog"] is None or not r["other"]:  # e.g. all read in one poll: no rate
                 assert r["ratio"] is None
             else:
                 assert r["ratio"] == pytest.approx(r["ringlog"] / r["other"])
     names = [t["name"] for t in doc["targets"]]
-    assert len(names) == 3
+    assert len(names) == 4
     first = doc["targets"][0]
     assert first["ratio"] == pytest.approx(
         doc["workloads"]["1"]["cases"][0]["figures"]["e2e_rps"] /
@@ -253,7 +255,7 @@ def test_peers_must_include_ringlog():
     with pytest.raises(SystemExit):
         runner.parse_args(["--peers", "redis_streams"])
     with pytest.raises(SystemExit):
-        runner.parse_args(["--workloads", "9"])
+        runner.parse_args(["--workloads", "10"])
 
 
 def _known_results():
@@ -269,7 +271,12 @@ def _known_results():
             _case("ringlog", 10_000, achieved_rate=9_990.0,
                   latency={"p50": 10.0, "p99": 50.0, "p99.9": 90.0}),
             _case("redis_streams", 10_000, achieved_rate=6_000.0,
-                  latency={"p50": 20.0, "p99": 100.0, "p99.9": 90.0})]}}
+                  latency={"p50": 20.0, "p99": 100.0, "p99.9": 90.0})]},
+        "8": {"title": "", "ratios": [], "cases": [
+            _case("ringlog", "RF 1, acks=1", e2e_rps=200.0, producer_rps=400.0,
+                  consumer_rps=300.0),
+            _case("ringlog", "RF 3, acks=all", e2e_rps=120.0, producer_rps=100.0,
+                  consumer_rps=300.0)]}}
     doc.compute_ratios()
     return doc
 
@@ -283,9 +290,11 @@ def test_ratios_and_targets_from_known_figures():
     assert got[("zmq_pushpull", "e2e_rps")] == 0.75
     latency = {r["figure"]: r["ratio"] for r in doc.doc["workloads"]["4"]["ratios"]}
     assert latency == {"p50": 0.5, "p99": 0.5, "p99.9": 1.0}
+    replicated = {r["figure"]: r["ratio"] for r in doc.doc["workloads"]["8"]["ratios"]}
+    assert replicated == {"e2e_rps": 0.6, "producer_rps": 0.25, "consumer_rps": 1.0}
     assert [(t["peer"], t["figure"], t["ratio"], t["met"]) for t in doc.doc["targets"]] == [
         ("redis_streams", "e2e_rps", 15.0, True), ("zmq_pushpull", "e2e_rps", 0.75, False),
-        ("redis_streams", "p99", 0.5, True)]
+        ("redis_streams", "p99", 0.5, True), ("RF 1, acks=1", "e2e_rps", 0.6, True)]
     # a sender that fell behind its rate makes the latency comparison unfair: said so
     assert "note" not in doc.doc["targets"][0]
     assert doc.doc["targets"][2]["note"].startswith("redis_streams's sender fell behind (6,000")
@@ -318,6 +327,10 @@ def test_report_says_how_much_faster_and_names_the_projects_goals():
     # the workload tables' last column: the same words, on the peer's row
     assert any(line.split()[:1] == ["zmq_pushpull"] and line.endswith("1.33× slower")
                for line in (raw.strip() for raw in lines))
+    # workload 8: the replicated setting against the first, on its own row
+    assert any("RF 3, acks=all" in line and line.strip().endswith("1.67× slower")
+               for line in lines)
+    assert any("at least 0.5× the rate of RF 1, acks=1" in line for line in lines)
 
 
 def test_latency_plot_spans_the_data_not_the_bins():
