@@ -66,7 +66,10 @@ def one_round(cluster, producer, sig, restart_after, brokers):
     leader, _ = _leader_and_isr(cluster)
     pid = cluster.pids()[leader]
     t0 = _now()
-    os.kill(pid, sig)
+    if sig == signal.SIGKILL:
+        cluster.kill_broker(leader)  # SIGKILL, then reaps the process
+    else:
+        os.kill(pid, sig)
     moved = None
     future = producer.send(TOPIC, b"after the fault")
     while not future.is_done:
@@ -83,7 +86,6 @@ def one_round(cluster, producer, sig, restart_after, brokers):
     if sig == signal.SIGSTOP:
         os.kill(pid, signal.SIGCONT)
     else:
-        cluster.kill_broker(leader)  # reaps the killed process
         time.sleep(restart_after)
         cluster.start_broker(leader)
     return failover, moved, leader
