@@ -29,14 +29,22 @@
 An image of version 0 (the empty page before any controller published) is ignored: it
 says nothing about which logs to keep.
 
-Lookups for requests: ``partition(topic, index)`` raises UNKNOWN_TOPIC_OR_PARTITION for a
-topic or partition the image does not have, KAFKA_STORAGE_ERROR for an offline one and
-NOT_LEADER_OR_FOLLOWER for one placed on other brokers; ``leader(...)`` also refuses
-replicas this broker does not lead. ``offline(topic, index)`` is the error of an offline
-partition (None if it is not one), for Metadata responses.
-``leader(...)`` also answers KAFKA_STORAGE_ERROR for a partition whose log went offline
-(segments.log: a failed fsync or an undoable write), until a restart recovers it; the
-other partitions go on.
+Offline replicas: one notion, whatever the cause — a log that failed to open (above), or
+an open log that went offline (``segments.log``: a failed fsync, a write that could not be
+undone, damaged bytes found by the first read of a segment; its ``on_offline`` tells this
+manager). Each is one entry of ``_offline`` holding its KAFKA_STORAGE_ERROR, worded
+``partition <topic>-<p> is offline on broker <id>: <reason>`` (the log's own error, raised
+by the call that took it offline, reads the same without the broker), until an image no
+longer places the partition here or a restart opens it again. An offline log stays open
+(closing it at shutdown decides whether the next open recovers it: ``segments.log``) but
+gets no background work. A failed write that undid itself is not offline: that append
+fails, the next may succeed.
+
+Lookups for requests: ``partition(topic, index)`` raises KAFKA_STORAGE_ERROR for an
+offline replica, UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the image does not
+have and NOT_LEADER_OR_FOLLOWER for one placed on other brokers; ``leader(...)`` also
+refuses replicas this broker does not lead. ``offline(topic, index)`` is the error of an
+offline replica (None if it is not one), for Metadata responses.
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -86,8 +94,9 @@ class ReplicaManager:
         self.config = config
         self.clock = clock
         self.image = None
-        self._partitions = {}  # (topic, index) -> Partition
-        self._offline = {}  # (topic, index) -> (topic id, KafkaStorageError) while offline
+        self._partitions = {}  # (topic, index) -> Partition (offline ones included)
+        #: (topic, index) -> (topic id, KafkaStorageError) of every offline replica here
+        self._offline = {}
         self._topic_settings = {}  # topic -> (configs, LogConfig, min.insync.replicas)
         os.makedirs(self.log_dir, exist_ok=True)
 
@@ -95,19 +104,23 @@ class ReplicaManager:
         return len(self._partitions)
 
     def partitions(self):
-        """The open partitions (a list: the caller may apply images while iterating)."""
-        return list(self._partitions.values())
+        """The open partitions that are not offline (a list: the caller may apply images
+        while iterating)."""
+        if not self._offline:
+            return list(self._partitions.values())
+        return [p for key, p in self._partitions.items() if key not in self._offline]
 
     # -- lookups --------------------------------------------------------------------------
 
     def partition(self, topic, index):
         """The open Partition ``topic``-``index`` (leader or follower), else raise."""
         found = self._partitions.get((topic, index))
+        if self._offline:
+            offline = self._offline.get((topic, index))
+            if offline is not None:
+                raise offline[1]
         if found is not None:
             return found
-        offline = self._offline.get((topic, index))
-        if offline is not None:
-            raise offline[1]
         image = self.image
         info = image.topics.get(topic) if image is not None else None
         if info is None:
@@ -127,15 +140,16 @@ class ReplicaManager:
         return None if offline is None else offline[1]
 
     def leader(self, topic, index, current_leader_epoch=-1):
-        """The Partition ``topic``-``index`` if this broker leads it, else raise
-        (KAFKA_STORAGE_ERROR while its log is offline after a disk failure, as Kafka
-        answers for a replica in a failed log directory)."""
-        partition = self._partitions.get((topic, index)) or self.partition(topic, index)
+        """The Partition ``topic``-``index`` if this broker leads it, else raise (as
+        ``partition``, then NOT_LEADER_OR_FOLLOWER or an epoch error)."""
+        partition = self.partition(topic, index)
         partition.check_leader(current_leader_epoch)
-        if partition.log.offline is not None:
-            raise KafkaStorageError(f"{topic}-{index} is offline on broker {self.broker_id}: "
-                                    f"{partition.log.offline}")
         return partition
+
+    def _take_offline(self, key, topic_id, reason):
+        """Record the replica ``key`` as offline for ``reason`` (see the module doc)."""
+        self._offline[key] = (topic_id, KafkaStorageError(
+            f"partition {key[0]}-{key[1]} is offline on broker {self.broker_id}: {reason}"))
 
     # -- reconciliation -------------------------------------------------------------------
 
@@ -227,7 +241,9 @@ class ReplicaManager:
                 log.warning("%s: topic id %s on disk is a deleted topic's; the metadata's "
                             "is %s (topic %s re-created): old log moved to %s", path,
                             found_id, info.topic_id, info.name, aside)
-            partition_log = PartitionLog(path, log_config, clock=self.clock)
+            partition_log = PartitionLog(
+                path, log_config, clock=self.clock,
+                on_offline=lambda why: self._take_offline(key, info.topic_id, why))
             if found_id != info.topic_id:
                 write_topic_id(path, info.topic_id)
         except Exception as exc:  # even a bug reading one log must not stop the others
@@ -235,8 +251,7 @@ class ReplicaManager:
             reason = str(exc) if expected else repr(exc)
             log.error("partition %s-%d offline (its directory %s is left as it is): %s",
                       info.name, index, path, reason, exc_info=not expected)
-            self._offline[key] = (info.topic_id, KafkaStorageError(
-                f"{info.name}-{index} is offline on broker {self.broker_id}: {reason}"))
+            self._take_offline(key, info.topic_id, reason)
             return None
         recovery = partition_log.recovery
         log.info("opened %s: offsets %d..%d%s", path, partition_log.log_start_offset,
@@ -259,6 +274,7 @@ class ReplicaManager:
 
     def _remove(self, key, reason):
         partition = self._partitions.pop(key)
+        self._offline.pop(key, None)
         log.info("deleting %s-%d (%s)", key[0], key[1], reason)
         partition.delete()
 

@@ -36,11 +36,22 @@ the next append (once there is space) simply succeeds — redoing the roll if th
 one. An append whose batches are written succeeds even if the flush after it fails.
 Two failures cannot be undone: a failed fsync (the kernel may have dropped the pages it
 could not write) and a failed write whose partial bytes could not be truncated. Then the
-log goes ``offline`` (the reason, logged as an ERROR): every later call raises
-KafkaStorageError, ``close`` leaves no clean-shutdown marker, and the next open (a broker
-restart) recovers it from the files — Kafka's log-directory failure, for this partition
-only. That recovery keeps whatever whole batches of an untruncatable write reached the
-file, as Kafka's would: the one case where a failed append can be served later.
+log goes offline (below), ``close`` leaves no clean-shutdown marker, and the next open (a
+broker restart) recovers it from the files — Kafka's log-directory failure, for this
+partition only. That recovery keeps whatever whole batches of an untruncatable write
+reached the file, as Kafka's would: the one case where a failed append can be served later.
+
+Damaged bytes (a byte flipped on disk): bytes below the recovery point were written whole
+and fsynced, so a batch there that fails its checks is damage, never a torn write; the log
+deletes and truncates nothing for it (that would drop acknowledged records). Recovery
+raises CorruptSegmentError for it (the log does not open), and a segment not validated
+in this process is CRC-checked, all of it, at its first read (``Segment.verify``: once
+per segment per process); if that fails the log goes offline, ``close`` still leaves the
+clean-shutdown marker (the files are as the log wrote them), and the next process finds
+the damage again on its first read.
+
+Offline: ``offline`` holds the reason (logged once as an ERROR; ``on_offline(reason)``,
+given by the owner, is called then); every later call raises KafkaStorageError.
 
 Thread safety: none — single writer. The ``PartitionLog`` belongs to the broker thread
 that owns the partition; that thread makes every call, reads included, and consumes a
@@ -65,6 +76,7 @@ from segments import batch_descriptor as bd, index_descriptor as xd
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint, fsync_directory
 from segments.errors import (
+    CorruptSegmentError,
     InvalidRecordError,
     KafkaStorageError,
     LogDirFailureError,
@@ -185,7 +197,7 @@ class PartitionLog:
     ``clock`` returns milliseconds since the epoch; tests pass a fake one.
     """
 
-    def __init__(self, path, config=None, clock=None):
+    def __init__(self, path, config=None, clock=None, on_offline=None):
         self.path = os.fspath(path)
         self.name = os.path.basename(os.path.normpath(self.path))
         self.config = config if config is not None else LogConfig()
@@ -193,8 +205,13 @@ class PartitionLog:
         self.segments = []  # sorted by base offset; the last one is active
         self._bases = []
         self._closed = False
-        #: Why the log is offline (None: it is not); see "Failed writes" in the module doc.
+        #: Why the log is offline (None: it is not); see "Offline" in the module doc.
         self.offline = None
+        #: Whether the files may disagree with what the log knew when it went offline
+        #: (a disk failure): then ``close`` leaves no clean-shutdown marker.
+        self._needs_recovery = False
+        #: Called with the reason when the log goes offline (its owner's bookkeeping).
+        self.on_offline = on_offline
         # (future, segment, base offset of the next segment) per rolled segment whose
         # fsync runs in the background; the recovery point passes it when it is done.
         self._pending_flushes = []
@@ -304,13 +321,14 @@ class PartitionLog:
                 log.warning("log %s: %s; rebuilding the indexes of %s", self.path, e,
                             segment.log_path)
                 result.indexes_rebuilt += 1
-                result.bytes_dropped += segment.recover()
+                result.bytes_dropped += segment.recover(flushed_offset=recovery_point)
         for n in range(first_unflushed, len(self.segments)):
             segment = self.segments[n]
             following = self.segments[n + 1].base_offset if n + 1 < len(self.segments) \
                 else None
             dropped = segment.recover(from_offset=recovery_point if n == first_unflushed
-                                      else None, next_base_offset=following)
+                                      else None, next_base_offset=following,
+                                      flushed_offset=recovery_point)
             result.segments_recovered += 1
             if dropped:
                 result.bytes_dropped += dropped
@@ -515,17 +533,27 @@ class PartitionLog:
         ``error`` is an OSError (the operation undid itself; the log is as before it) or
         a LogDirFailureError (it could not: the log goes offline first)."""
         if isinstance(error, LogDirFailureError):
-            self._go_offline(f"{what} failed: {error.args[0]}")
+            self._go_offline(f"{what} failed: {error.args[0]}", needs_recovery=True)
             return KafkaStorageError(f"partition {self.name} is offline: {self.offline}")
         return KafkaStorageError(f"partition {self.name}: {what} failed with "
                                  f"{describe_os_error(error)}")
 
-    def _go_offline(self, reason):
+    def _go_offline(self, reason, needs_recovery):
+        self._needs_recovery = self._needs_recovery or needs_recovery
         if self.offline is None:
             self.offline = reason
             log.error("log %s is offline: %s. Nothing more is read from or written to it "
-                      "until the broker restarts and recovers it from its files", self.path,
-                      reason)
+                      "until the broker restarts and %s", self.path, reason,
+                      "recovers it from its files" if needs_recovery else
+                      "checks it again (nothing is deleted)")
+            if self.on_offline is not None:
+                self.on_offline(reason)
+
+    def _corrupt(self, error):
+        """The KafkaStorageError to raise for the CorruptSegmentError ``error`` (bytes
+        written whole and flushed fail their checks): the log goes offline first."""
+        self._go_offline(error.args[0], needs_recovery=False)
+        return KafkaStorageError(f"partition {self.name} is offline: {self.offline}")
 
     # -- rolling and flushing -------------------------------------------------------------
 
@@ -612,6 +640,9 @@ class PartitionLog:
         """fsync every segment written since the last flush, then checkpoint the recovery
         point (= the log end offset)."""
         self._check_open()
+        self._flush_files()
+
+    def _flush_files(self):
         self._complete_pending_flushes(wait=True)
         for segment in self.segments:
             if segment.unflushed or segment.offset_index.mutable:
@@ -674,7 +705,10 @@ class PartitionLog:
             return LogSlice(None, 0, 0, offset)
         n = bisect.bisect_right(self._bases, offset) - 1
         for segment in self.segments[max(n, 0):]:
-            found = segment.read(offset, max_bytes, max_offset, min_one_batch)
+            try:
+                found = segment.read(offset, max_bytes, max_offset, min_one_batch)
+            except CorruptSegmentError as e:  # only from the first read of the segment
+                raise self._corrupt(e) from e
             if found is not None:
                 first, size = found
                 return LogSlice(segment, first.position, size, first.base_offset)
@@ -698,7 +732,10 @@ class PartitionLog:
         for segment in self.segments[max(0, bisect.bisect_right(self._bases, start) - 1):]:
             if segment.largest_timestamp < timestamp:
                 continue
-            info = segment.find_timestamp(timestamp, start)
+            try:
+                info = segment.find_timestamp(timestamp, start)
+            except CorruptSegmentError as e:
+                raise self._corrupt(e) from e
             if info is not None:
                 return self._record_at_or_after(segment, info, timestamp, start)
         return None
@@ -880,11 +917,16 @@ class PartitionLog:
         next open skips validation). Safe to call twice."""
         if self._closed:
             return
-        if self.offline is not None:  # no flush and no marker: the next open recovers
+        if self._needs_recovery:  # no flush and no marker: the next open recovers
             self._closed = True
             self._close_segments()
             return
-        self.flush()
+        if self.offline is None:
+            self.flush()
+        else:  # corrupt bytes found: the files are as the log wrote them, so close
+            # cleanly (recovery would cut the log at the damage); the next open finds
+            # the damage again on its first read
+            self._flush_files()
         self._write_start_checkpoint()
         self._close_segments()
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)

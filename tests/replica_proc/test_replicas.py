@@ -89,7 +89,46 @@ def test_a_partition_whose_log_went_offline_answers_kafka_storage_error(manager,
     with pytest.raises(KafkaStorageError, match="a-0 is offline on broker 0: .*EIO") as e:
         manager.leader("a", 0)  # so produce and fetch answer 56 for it alone
     assert e.value.errno == 56
+    # one notion: the same error for every lookup, Metadata's included; no timers for it
+    assert manager.offline("a", 0) is e.value
+    with pytest.raises(KafkaStorageError) as again:
+        manager.partition("a", 0)
+    assert again.value is e.value
+    assert [p.topic for p in manager.partitions()] == ["b"]
     assert manager.leader("b", 0).append_as_leader(batch([b"v"]), 1) == 0
+    assert manager.offline("b", 0) is None
+    manager.apply(image(2, b=(1, {})))  # the topic deleted: no longer offline here
+    assert manager.offline("a", 0) is None
+    assert not os.path.exists(os.path.join(manager.log_dir, "a-0"))
+
+
+def test_a_damaged_segment_takes_its_partition_offline_at_its_first_read(manager, clock):
+    manager.apply(image(1, a=(1, {"segment.bytes": "200"}), b=(1, {})))
+    for n in range(4):
+        manager.leader("a", 0).append_as_leader(batch([b"value %d" % n]), 1)
+    manager.leader("b", 0).append_as_leader(batch([b"v"]), 1)
+    first = manager.leader("a", 0).log.segments[0].log_path
+    manager.close()
+    with open(first, "r+b") as f:  # a record byte (under the CRC) of the first batch
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 0x10]))
+    again = ReplicaManager(0, manager.log_dir, manager.config, clock)
+    try:
+        again.apply(image(1, a=(1, {"segment.bytes": "200"}), b=(1, {})))
+        assert again.offline("a", 0) is None  # not read yet
+        with pytest.raises(KafkaStorageError, match=f"partition a-0 is offline: segment {first}: "
+                                                    "batch at position 0 .*stored CRC"):
+            again.leader("a", 0).read_slice(0, 1000, True, False)
+        with pytest.raises(KafkaStorageError, match="a-0 is offline on broker 0") as e:
+            again.leader("a", 0)
+        assert again.offline("a", 0) is e.value
+        assert again.leader("b", 0).log.read(0, 1000)  # the other partition serves
+    finally:
+        again.close()
+    with open(first, "rb") as f:
+        assert f.read(71)[70] == byte[0] ^ 0x10  # the damage is still there, nothing cut
 
 
 def test_a_deleted_topic_is_closed_and_its_directory_removed(manager):
