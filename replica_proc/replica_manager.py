@@ -29,6 +29,19 @@
 An image of version 0 (the empty page before any controller published) is ignored: it
 says nothing about which logs to keep.
 
+New partitions are created together, one image's at a time (``_create_directories``):
+each directory is made with all its files (``segments.log.stage_empty_log``, and
+``partition.metadata``) inside one staging directory ``<log dir>/.creating-<uuid>``,
+without an fsync; one syncfs makes them all durable, they are renamed into place and the
+log directory is fsynced once. A crash leaves only complete partition directories under
+their names; a staging directory left behind holds nothing anyone wrote to, and is
+deleted at start-up (its partitions are created again). If the staging fails (a full
+disk), each partition is created on its own, as before. Every log opens with
+``durable_open=False`` (its clean-shutdown marker's removal is not fsynced) and one
+syncfs follows before ``apply`` returns, before any of them takes a write. So neither a
+new partition nor the reopening of one after a clean shutdown costs an fsync of its own
+(a new one cost six).
+
 Offline replicas: one notion, whatever the cause — a log that failed to open (above), or
 an open log that went offline (``segments.log``: a failed fsync, a write that could not be
 undone, damaged bytes found by the first read of a segment; its ``on_offline`` tells this
@@ -71,13 +84,16 @@ from replica_proc.partition import (
     read_topic_id,
     write_topic_id,
 )
-from segments.checkpoint import fsync_directory
-from segments.log import PartitionLog
+from segments.checkpoint import fsync_directory, sync_filesystem
+from segments.log import PartitionLog, stage_empty_log
 
 log = logging.getLogger(__name__)
 
 #: Suffix of a partition directory renamed aside (Kafka's LogManager.StrayDirSuffix).
 STRAY_SUFFIX = "-stray"
+#: Prefix of the directory in which new partition directories are made (not a
+#: partition directory name: ``parse_directory_name`` refuses it).
+STAGING_PREFIX = ".creating-"
 
 
 class ReplicaManager:
@@ -99,6 +115,11 @@ class ReplicaManager:
         self._offline = {}
         self._topic_settings = {}  # topic -> (configs, LogConfig, min.insync.replicas)
         os.makedirs(self.log_dir, exist_ok=True)
+        for name in os.listdir(self.log_dir):
+            if name.startswith(STAGING_PREFIX):
+                log.info("deleting %s: partitions a crash left half-created (they are "
+                         "created again)", os.path.join(self.log_dir, name))
+                shutil.rmtree(os.path.join(self.log_dir, name), ignore_errors=True)
 
     def __len__(self):
         return len(self._partitions)
@@ -178,6 +199,10 @@ class ReplicaManager:
                 changed.add(key)
         if first:
             self._delete_strays(image, hosted)
+        self._create_directories(
+            [key for key in hosted if key not in self._partitions and key not in self._offline
+             and not os.path.lexists(self._path(*key))], image)
+        opened = []
         for key, state in hosted.items():
             info = image.topics[key[0]]
             log_config, min_isr = self._settings(info)
@@ -186,6 +211,7 @@ class ReplicaManager:
                 if key in self._offline:
                     continue
                 partition = self._open(info, key[1], log_config, min_isr)
+                opened.append(key)
                 changed.add(key)
                 if partition is None:
                     continue
@@ -196,7 +222,56 @@ class ReplicaManager:
                 changed.add(key)
         for name in self._topic_settings.keys() - image.topics.keys():
             del self._topic_settings[name]
+        if opened:
+            self._sync_opened(opened)  # what their opens wrote, before any append
         return changed
+
+    def _path(self, topic, index):
+        return os.path.join(self.log_dir, directory_name(topic, index))
+
+    def _create_directories(self, keys, image):
+        """Create the directories of the new partitions ``keys`` together (see the module
+        doc); if that fails, those not renamed into place are created by their opens."""
+        if not keys:
+            return
+        staging = os.path.join(self.log_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+        try:
+            os.mkdir(staging)
+            for topic, index in keys:
+                path = os.path.join(staging, directory_name(topic, index))
+                stage_empty_log(path)
+                write_topic_id(path, image.topics[topic].topic_id, durable=False)
+            sync_filesystem(staging)
+            for topic, index in keys:
+                os.rename(os.path.join(staging, directory_name(topic, index)),
+                          self._path(topic, index))
+            os.rmdir(staging)
+            fsync_directory(self.log_dir)
+        except OSError as exc:
+            log.warning("creating %d partition directories together failed (%s); "
+                        "creating them one by one", len(keys), exc)
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _sync_opened(self, keys):
+        """Make durable what the opens of the partitions ``keys`` wrote: one syncfs, else
+        an fsync of each directory (a partition whose fsync fails is offline)."""
+        try:
+            sync_filesystem(self.log_dir)
+            return
+        except OSError as exc:
+            log.warning("syncfs of %s failed (%s); fsyncing each new partition directory",
+                        self.log_dir, exc)
+        for key in keys:
+            partition = self._partitions.get(key)
+            if partition is None:
+                continue
+            try:
+                fsync_directory(partition.log.path)
+            except OSError as exc:
+                log.error("partition %s-%d offline: fsync of its new directory failed: %s",
+                          key[0], key[1], exc)
+                self._take_offline(key, partition.topic_id,
+                                   f"fsync of its new directory failed: {exc}")
 
     def _apply_broker_configs(self, broker_configs):
         try:
@@ -226,7 +301,8 @@ class ReplicaManager:
 
     def _open(self, info, index, log_config, min_isr):
         """Open (recover) or create the log of ``info.name``-``index``; None if the
-        partition is offline (see the module doc), with the reason logged."""
+        partition is offline (see the module doc), with the reason logged. The caller
+        syncs the file system before the log takes a write (``_sync_opened``)."""
         path = os.path.join(self.log_dir, directory_name(info.name, index))
         key = (info.name, index)
         try:
@@ -243,7 +319,8 @@ class ReplicaManager:
                             found_id, info.topic_id, info.name, aside)
             partition_log = PartitionLog(
                 path, log_config, clock=self.clock,
-                on_offline=lambda why: self._take_offline(key, info.topic_id, why))
+                on_offline=lambda why: self._take_offline(key, info.topic_id, why),
+                durable_open=False)
             if found_id != info.topic_id:
                 write_topic_id(path, info.topic_id)
         except Exception as exc:  # even a bug reading one log must not stop the others

@@ -96,6 +96,7 @@ from segments.segment import (
     Segment,
     base_offset_from_name,
     read_into,
+    segment_paths,
 )
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,7 @@ class PartitionLog:
     ``clock`` returns milliseconds since the epoch; tests pass a fake one.
     """
 
-    def __init__(self, path, config=None, clock=None, on_offline=None):
+    def __init__(self, path, config=None, clock=None, on_offline=None, durable_open=True):
         self.path = os.fspath(path)
         self.name = os.path.basename(os.path.normpath(self.path))
         self.config = config if config is not None else LogConfig()
@@ -220,6 +221,10 @@ class PartitionLog:
         self._start_checkpoint = OffsetCheckpoint(
             os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT))
         os.makedirs(self.path, exist_ok=True)
+        #: False: the open's removal of the clean-shutdown marker is not fsynced; the
+        #: owner syncs the file system before the log takes its first write (a marker
+        #: back after a crash before that is harmless: the files are as it says).
+        self._durable_open = durable_open
         try:
             self.recovery = self._load()
         except BaseException:
@@ -301,7 +306,8 @@ class PartitionLog:
             self._write_start_checkpoint()
         if os.path.exists(marker):
             os.unlink(marker)
-            fsync_directory(self.path)
+            if self._durable_open:
+                fsync_directory(self.path)
         result.log_end_offset = self.log_end_offset
         if result.bytes_dropped:
             log.warning("log %s: recovery dropped %d bytes; log end offset %d", self.path,
@@ -959,6 +965,27 @@ class PartitionLog:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def stage_empty_log(path):
+    """Create the directory ``path`` holding an empty log at offset 0 as a clean ``close``
+    leaves it (an empty segment, both checkpoints at 0, the clean-shutdown marker), and
+    fsync nothing.
+
+    For creating many logs at once: their creator syncs them all with one
+    ``checkpoint.sync_filesystem``, renames each directory into place and fsyncs the
+    parent once. A directory staged under a name no reader looks at until that sync is
+    never seen half-made. Opening it writes nothing but the marker's removal (see
+    ``durable_open``).
+    """
+    os.mkdir(path)
+    for file in segment_paths(path, 0):
+        os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    name = os.path.basename(os.path.normpath(path))
+    for checkpoint in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
+        OffsetCheckpoint(os.path.join(path, checkpoint)).write({name: 0}, durable=False)
+    os.close(os.open(os.path.join(path, CLEAN_SHUTDOWN_MARKER),
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 
 
 _executor = None

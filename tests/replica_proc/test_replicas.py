@@ -24,9 +24,9 @@ from cluster.metadata.model import PartitionState
 from replica_proc import replica_manager
 from replica_proc.delayed_fetch import DelayedFetch, FetchPurgatory
 from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS, LogManager
-from replica_proc.partition import PARTITION_METADATA, write_topic_id
+from replica_proc.partition import PARTITION_METADATA, read_topic_id, write_topic_id
 from replica_proc.replica_manager import ReplicaManager
-from segments.log import PartitionLog
+from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog, stage_empty_log
 from tests.support.broker import batch, make_image
 from tests.support.clock import T0, FakeClock
 from tests.support.disk_faults import DiskFaults
@@ -129,6 +129,45 @@ def test_a_damaged_segment_takes_its_partition_offline_at_its_first_read(manager
         again.close()
     with open(first, "rb") as f:
         assert f.read(71)[70] == byte[0] ^ 0x10  # the damage is still there, nothing cut
+
+
+def test_new_partitions_are_created_together_without_an_fsync_each(manager, monkeypatch):
+    disk = DiskFaults(monkeypatch, manager.log_dir)
+    disk.arm(None, kinds=("sync",))
+    assert len(manager.apply(image(1, many=(20, {})))) == 20
+    assert len(disk.seen) < 5, disk.seen  # not six per partition: syncfs covers them
+    assert [n for n in os.listdir(manager.log_dir) if n.startswith(".")] == []
+    for n in range(20):
+        path = os.path.join(manager.log_dir, f"many-{n}")
+        assert read_topic_id(path) == manager.image.topics["many"].topic_id
+        assert not os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_MARKER))
+    partition = manager.leader("many", 7)
+    assert partition.append_as_leader(batch([b"v"]), 1) == 0
+    assert partition.log.read(0, 1000)
+
+
+def test_partitions_a_crash_left_half_created_are_created_again(manager, clock):
+    """A crash while new partitions were staged: the staging directory is deleted at the
+    next start (nothing in it was ever written to) and the partitions are created again,
+    online; none is taken for a damaged one."""
+    manager.apply(image(1, t=(1, {})))
+    staging = os.path.join(manager.log_dir, replica_manager.STAGING_PREFIX + "crashed")
+    os.mkdir(staging)
+    stage_empty_log(os.path.join(staging, "u-0"))  # complete but never renamed into place
+    os.mkdir(os.path.join(staging, "u-1"))  # torn: an empty partition.metadata, no log
+    open(os.path.join(staging, "u-1", PARTITION_METADATA), "wb").close()
+    manager.close()
+    again = ReplicaManager(0, manager.log_dir, manager.config, clock)
+    try:
+        assert not os.path.exists(staging)
+        again.apply(image(2, t=(1, {}), u=(2, {})))
+        for index in (0, 1):
+            assert again.offline("u", index) is None
+            assert again.leader("u", index).append_as_leader(batch([b"v"]), 1) == 0
+        assert read_topic_id(os.path.join(again.log_dir, "u-1")) == \
+            again.image.topics["u"].topic_id
+    finally:
+        again.close()
 
 
 def test_a_deleted_topic_is_closed_and_its_directory_removed(manager):
