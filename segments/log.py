@@ -288,6 +288,14 @@ class PartitionLog:
                 result.clean_shutdown = False
                 self._recover_segments(False, recovery_point or 0, result, now)
             self.log_end_offset = self.active_segment.next_offset
+            if result.clean_shutdown and self.log_end_offset != recovery_point:
+                # a clean close checkpoints its log end offset: the last batch's
+                # baseOffset or lastOffsetDelta changed since (baseOffset is outside
+                # the CRC, which the open of a clean log does not check)
+                raise CorruptSegmentError(
+                    f"segment {self.active_segment.log_path}: its batches end at offset "
+                    f"{self.log_end_offset}, but the log was closed cleanly at "
+                    f"{recovery_point} ({self._recovery_checkpoint.path})")
         first = self.segments[0].base_offset
         if start_offset is not None and start_offset > self.log_end_offset:
             log.warning("log %s: ignoring %s: log start offset %d is past the log end offset "
@@ -400,6 +408,8 @@ class PartitionLog:
     def _set_segments(self, segments):
         self.segments = segments
         self._bases = [segment.base_offset for segment in segments]
+        for segment, following in zip(segments, self._bases[1:] + [None]):
+            segment.next_base_offset = following
 
     # -- appending ------------------------------------------------------------------------
 

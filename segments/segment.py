@@ -184,6 +184,9 @@ class Segment:
         #: whole file of an opened segment, nothing of a created one (appends are
         #: validated before they are written).
         self.unverified_end = 0 if create else self.size
+        #: The next segment's base offset (None for the last segment), which every
+        #: offset of this one is below; kept by the log.
+        self.next_base_offset = None
         self.unflushed = False
         #: Whether a lookup met an index entry that lies (warned about once).
         self._warned_index = False
@@ -363,7 +366,7 @@ class Segment:
         since would otherwise be served. So the first read of a segment in a process
         (``read``, ``find_timestamp``) checks all of it once: framing, CRC-32C and
         offsets that increase from the base offset and stay below the next segment's
-        (baseOffset sits outside the CRC). One sequential pass per segment per broker
+        base offset (baseOffset sits outside the CRC). One sequential pass per segment per broker
         lifetime, never again (appends are validated before they are written): the
         cost of reading the file plus CRC-32C over it, paid by that first read (the
         figures for 1 GiB and 100 MB segments: ``python -m perf.log_bench``). Nothing
@@ -383,6 +386,11 @@ class Segment:
                         raise CorruptRecordError(
                             f"last offset {header.last_offset} does not fit a segment "
                             f"based at {self.base_offset}")
+                    if (self.next_base_offset is not None
+                            and header.last_offset >= self.next_base_offset):
+                        raise CorruptRecordError(
+                            f"last offset {header.last_offset} reaches the next segment's "
+                            f"base offset {self.next_base_offset}")
                 except CorruptRecordError as e:
                     raise CorruptSegmentError(
                         f"segment {self.log_path}: batch at position {position} (offset "

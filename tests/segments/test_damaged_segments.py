@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from segments import batch_descriptor as d
 from segments.errors import CorruptSegmentError, KafkaStorageError
 from segments.log import CLEAN_SHUTDOWN_MARKER
 from tests.segments.helpers import all_records, crash, open_log, set_recovery_point
@@ -22,6 +23,10 @@ def snapshot(path):
     """Every file's bytes but the clean-shutdown marker's (present or not)."""
     return {name: open(os.path.join(path, name), "rb").read()
             for name in sorted(os.listdir(path)) if name != CLEAN_SHUTDOWN_MARKER}
+
+
+def logs_of(files):
+    return {name: data for name, data in files.items() if name.endswith(".log")}
 
 
 def damage(path, rng, where):
@@ -121,3 +126,32 @@ def test_recovery_refuses_to_cut_flushed_batches(tmp_path, seed):
         assert log.offline is not None
         log.close()
     assert snapshot(path) == before
+
+
+@pytest.mark.parametrize("where", ["sealed", "active"])
+def test_a_renumbered_last_batch_is_found_after_a_clean_shutdown(tmp_path, where):
+    """baseOffset is outside the CRC: raised by one in a segment's last batch, its
+    offsets reach the next segment's base (sealed: found by the first read) or move the
+    log end offset away from the one the clean close checkpointed (active: the open
+    fails). Nothing is served renumbered, no batch is cut (an index may be rebuilt)."""
+    path = tmp_path / "t-0"
+    build(path, 3).close()
+    batches = batches_in_order(path)
+    logs = sorted({lp for lp, _, _ in batches})
+    target = logs[0] if where == "sealed" else logs[-1]
+    log_path, position, header = [b for b in batches if b[0] == target][-1]
+    with open(log_path, "r+b") as f:
+        f.seek(position)
+        f.write(d.INT64.pack(header.base_offset + 1))
+    before = logs_of(snapshot(path))
+    if where == "sealed":
+        log = open_log(path, **CONFIG)
+        with pytest.raises(KafkaStorageError, match=f"{log_path}: batch at position "
+                                                    f"{position} .*reaches the next"):
+            all_records(log)
+        log.close()
+    else:
+        with pytest.raises(CorruptSegmentError, match=f"{log_path}: its batches end at "
+                                                      f"offset {header.next_offset + 1}"):
+            open_log(path, **CONFIG)
+    assert logs_of(snapshot(path)) == before
