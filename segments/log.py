@@ -46,7 +46,9 @@ and fsynced, so a batch there that fails its checks is damage, never a torn writ
 deletes and truncates nothing for it (that would drop acknowledged records). Recovery
 raises CorruptSegmentError for it (the log does not open), and a segment not validated
 in this process is CRC-checked, all of it, at its first read (``Segment.verify``: once
-per segment per process); if that fails the log goes offline, ``close`` still leaves the
+per segment per process; offsets are checked against the next segment's base, and a
+clean open checks the log end offset against the checkpointed one: baseOffset is outside
+the CRC); if that fails the log goes offline, ``close`` still leaves the
 clean-shutdown marker (the files are as the log wrote them), and the next process finds
 the damage again on its first read.
 
