@@ -72,7 +72,8 @@ def run(partitions):
         start = time.perf_counter()
         again.apply(image(partitions))
         reopened = time.perf_counter() - start
-        assert len(again) == partitions and not again._offline
+        assert len(again) == partitions
+        assert all(again.offline(TOPIC, n) is None for n in range(partitions))
         again.close()
         return created, syncs.calls, reopened
     finally:
