@@ -29,18 +29,21 @@
 An image of version 0 (the empty page before any controller published) is ignored: it
 says nothing about which logs to keep.
 
-New partitions are created together, one image's at a time (``_create_directories``):
+New partitions are created together when an image brings at least
+``CREATE_TOGETHER_MIN`` of them (``_create_directories``):
 each directory is made with all its files (``segments.log.stage_empty_log``, and
 ``partition.metadata``) inside one staging directory ``<log dir>/.creating-<uuid>``,
 without an fsync; one syncfs makes them all durable, they are renamed into place and the
 log directory is fsynced once. A crash leaves only complete partition directories under
 their names; a staging directory left behind holds nothing anyone wrote to, and is
 deleted at start-up (its partitions are created again). If the staging fails (a full
-disk), each partition is created on its own, as before. Every log opens with
-``durable_open=False`` (its clean-shutdown marker's removal is not fsynced) and one
-syncfs follows before ``apply`` returns, before any of them takes a write. So neither a
-new partition nor the reopening of one after a clean shutdown costs an fsync of its own
-(a new one cost six).
+disk), each partition is created on its own, as it is when there are fewer. Those logs,
+and every log the first image opens (a broker start), open with ``durable_open=False``
+(the removal of the clean-shutdown marker is not fsynced) and one syncfs follows before
+``apply`` returns, before any of them takes a write. So neither a new partition nor the
+reopening of one after a clean shutdown costs an fsync of its own (a new one cost six).
+A syncfs writes out whatever else is dirty on the file system too: hence the minimum,
+so that creating a few partitions on a busy broker does not flush every log.
 
 Offline replicas: one notion, whatever the cause — a log that failed to open (above), or
 an open log that went offline (``segments.log``: a failed fsync, a write that could not be
@@ -94,6 +97,8 @@ STRAY_SUFFIX = "-stray"
 #: Prefix of the directory in which new partition directories are made (not a
 #: partition directory name: ``parse_directory_name`` refuses it).
 STAGING_PREFIX = ".creating-"
+#: The fewest new partitions of one image created together (see the module doc).
+CREATE_TOGETHER_MIN = 16
 
 
 class ReplicaManager:
@@ -199,10 +204,10 @@ class ReplicaManager:
                 changed.add(key)
         if first:
             self._delete_strays(image, hosted)
-        self._create_directories(
+        staged = self._create_directories(
             [key for key in hosted if key not in self._partitions and key not in self._offline
              and not os.path.lexists(self._path(*key))], image)
-        opened = []
+        opened = []  # logs opened without an fsync of their own
         for key, state in hosted.items():
             info = image.topics[key[0]]
             log_config, min_isr = self._settings(info)
@@ -210,8 +215,10 @@ class ReplicaManager:
             if partition is None:
                 if key in self._offline:
                     continue
-                partition = self._open(info, key[1], log_config, min_isr)
-                opened.append(key)
+                lazy = first or key in staged
+                partition = self._open(info, key[1], log_config, min_isr, durable_open=not lazy)
+                if lazy:
+                    opened.append(key)
                 changed.add(key)
                 if partition is None:
                     continue
@@ -230,10 +237,11 @@ class ReplicaManager:
         return os.path.join(self.log_dir, directory_name(topic, index))
 
     def _create_directories(self, keys, image):
-        """Create the directories of the new partitions ``keys`` together (see the module
-        doc); if that fails, those not renamed into place are created by their opens."""
-        if not keys:
-            return
+        """Create the directories of the new partitions ``keys`` together if there are
+        enough of them (see the module doc); return the keys created so. If that fails,
+        those not renamed into place are created by their own opens."""
+        if len(keys) < CREATE_TOGETHER_MIN:
+            return set()
         staging = os.path.join(self.log_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
         try:
             os.mkdir(staging)
@@ -251,6 +259,8 @@ class ReplicaManager:
             log.warning("creating %d partition directories together failed (%s); "
                         "creating them one by one", len(keys), exc)
             shutil.rmtree(staging, ignore_errors=True)
+            return {key for key in keys if os.path.lexists(self._path(*key))}  # renamed
+        return set(keys)
 
     def _sync_opened(self, keys):
         """Make durable what the opens of the partitions ``keys`` wrote: one syncfs, else
@@ -299,10 +309,11 @@ class ReplicaManager:
         self._topic_settings[info.name] = settings
         return settings[1], settings[2]
 
-    def _open(self, info, index, log_config, min_isr):
+    def _open(self, info, index, log_config, min_isr, durable_open=True):
         """Open (recover) or create the log of ``info.name``-``index``; None if the
-        partition is offline (see the module doc), with the reason logged. The caller
-        syncs the file system before the log takes a write (``_sync_opened``)."""
+        partition is offline (see the module doc), with the reason logged. With
+        ``durable_open=False`` the caller syncs the file system before the log takes a
+        write (``_sync_opened``)."""
         path = os.path.join(self.log_dir, directory_name(info.name, index))
         key = (info.name, index)
         try:
@@ -320,7 +331,7 @@ class ReplicaManager:
             partition_log = PartitionLog(
                 path, log_config, clock=self.clock,
                 on_offline=lambda why: self._take_offline(key, info.topic_id, why),
-                durable_open=False)
+                durable_open=durable_open)
             if found_id != info.topic_id:
                 write_topic_id(path, info.topic_id)
         except Exception as exc:  # even a bug reading one log must not stop the others
