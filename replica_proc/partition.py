@@ -120,10 +120,12 @@ def read_topic_id(path):
     return match.group(1).decode("ascii")
 
 
-def write_topic_id(path, topic_id):
-    """Record ``topic_id`` in ``path``/partition.metadata (atomically, durably)."""
+def write_topic_id(path, topic_id, durable=True):
+    """Record ``topic_id`` in ``path``/partition.metadata (atomically; durably unless
+    ``durable`` is False: see ``segments.checkpoint.write_atomically``)."""
     write_atomically(os.path.join(path, PARTITION_METADATA),
-                     f"version: {METADATA_VERSION}\ntopic_id: {topic_id}\n".encode("ascii"))
+                     f"version: {METADATA_VERSION}\ntopic_id: {topic_id}\n".encode("ascii"),
+                     durable)
 
 
 class Partition:

@@ -35,14 +35,38 @@ image's live brokers (ISR eligibility), ``replica.lag.time.max.ms``, the loop's 
 ``on_high_watermark`` (set by the request handler). ``maybe_shrink_isr()`` (the broker
 loop, every replica.lag.time.max.ms / 2) runs every led partition's ISR-shrink check.
 
-Lookups for requests: ``partition(topic, index)`` raises UNKNOWN_TOPIC_OR_PARTITION for a
-topic or partition the image does not have, KAFKA_STORAGE_ERROR for an offline one and
-NOT_LEADER_OR_FOLLOWER for one placed on other brokers; ``leader(...)`` also refuses
-replicas this broker does not lead. ``offline(topic, index)`` is the error of an offline
-partition (None if it is not one), for Metadata responses.
-``leader(...)`` also answers KAFKA_STORAGE_ERROR for a partition whose log went offline
-(segments.log: a failed fsync or an undoable write), until a restart recovers it; the
-other partitions go on.
+New partitions are created together when an image brings at least
+``CREATE_TOGETHER_MIN`` of them (``_create_directories``):
+each directory is made with all its files (``segments.log.stage_empty_log``, and
+``partition.metadata``) inside one staging directory ``<log dir>/.creating-<uuid>``,
+without an fsync; one syncfs makes them all durable, they are renamed into place and the
+log directory is fsynced once. A crash leaves only complete partition directories under
+their names; a staging directory left behind holds nothing anyone wrote to, and is
+deleted at start-up (its partitions are created again). If the staging fails (a full
+disk), each partition is created on its own, as it is when there are fewer. Those logs,
+and every log the first image opens (a broker start), open with ``durable_open=False``
+(the removal of the clean-shutdown marker is not fsynced) and one syncfs follows before
+``apply`` returns, before any of them takes a write. So neither a new partition nor the
+reopening of one after a clean shutdown costs an fsync of its own (a new one cost six).
+A syncfs writes out whatever else is dirty on the file system too: hence the minimum,
+so that creating a few partitions on a busy broker does not flush every log.
+
+Offline replicas: one notion, whatever the cause — a log that failed to open (above), or
+an open log that went offline (``segments.log``: a failed fsync, a write that could not be
+undone, damaged bytes found by the first read of a segment; its ``on_offline`` tells this
+manager). Each is one entry of ``_offline`` holding its KAFKA_STORAGE_ERROR, worded
+``partition <topic>-<p> is offline on broker <id>: <reason>`` (the log's own error, raised
+by the call that took it offline, reads the same without the broker), until an image no
+longer places the partition here or a restart opens it again. An offline log stays open
+(closing it at shutdown decides whether the next open recovers it: ``segments.log``) but
+gets no background work. A failed write that undid itself is not offline: that append
+fails, the next may succeed.
+
+Lookups for requests: ``partition(topic, index)`` raises KAFKA_STORAGE_ERROR for an
+offline replica, UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the image does not
+have and NOT_LEADER_OR_FOLLOWER for one placed on other brokers; ``leader(...)`` also
+refuses replicas this broker does not lead. ``offline(topic, index)`` is the error of an
+offline replica (None if it is not one), for Metadata responses.
 
 High watermarks survive restarts (``replica_proc.high_watermark_checkpoint``):
 ``checkpoint_high_watermarks()`` (the LogManager's timer, and ``close``) writes every open
@@ -77,13 +101,18 @@ from replica_proc.partition import (
     read_topic_id,
     write_topic_id,
 )
-from segments.checkpoint import fsync_directory
-from segments.log import PartitionLog
+from segments.checkpoint import fsync_directory, sync_filesystem
+from segments.log import PartitionLog, stage_empty_log
 
 log = logging.getLogger(__name__)
 
 #: Suffix of a partition directory renamed aside (Kafka's LogManager.StrayDirSuffix).
 STRAY_SUFFIX = "-stray"
+#: Prefix of the directory in which new partition directories are made (not a
+#: partition directory name: ``parse_directory_name`` refuses it).
+STAGING_PREFIX = ".creating-"
+#: The fewest new partitions of one image created together (see the module doc).
+CREATE_TOGETHER_MIN = 16
 
 
 class ReplicaManager:
@@ -104,8 +133,9 @@ class ReplicaManager:
         self.config = config
         self.clock = clock
         self.image = None
-        self._partitions = {}  # (topic, index) -> Partition
-        self._offline = {}  # (topic, index) -> (topic id, KafkaStorageError) while offline
+        self._partitions = {}  # (topic, index) -> Partition (offline ones included)
+        #: (topic, index) -> (topic id, KafkaStorageError) of every offline replica here
+        self._offline = {}
         self._topic_settings = {}  # topic -> (configs, LogConfig, min.insync.replicas)
         self.loop_clock = loop_clock
         self.alter_partition = alter_partition
@@ -117,24 +147,33 @@ class ReplicaManager:
         #: (topic, index) -> high watermark read at start, for partitions not opened yet.
         self._checkpointed_hws = self._read_high_watermarks()
         self._written_hws = None  # what the file holds since our last write
+        for name in os.listdir(self.log_dir):
+            if name.startswith(STAGING_PREFIX):
+                log.info("deleting %s: partitions a crash left half-created (they are "
+                         "created again)", os.path.join(self.log_dir, name))
+                shutil.rmtree(os.path.join(self.log_dir, name), ignore_errors=True)
 
     def __len__(self):
         return len(self._partitions)
 
     def partitions(self):
-        """The open partitions (a list: the caller may apply images while iterating)."""
-        return list(self._partitions.values())
+        """The open partitions that are not offline (a list: the caller may apply images
+        while iterating)."""
+        if not self._offline:
+            return list(self._partitions.values())
+        return [p for key, p in self._partitions.items() if key not in self._offline]
 
     # -- lookups --------------------------------------------------------------------------
 
     def partition(self, topic, index):
         """The open Partition ``topic``-``index`` (leader or follower), else raise."""
         found = self._partitions.get((topic, index))
+        if self._offline:
+            offline = self._offline.get((topic, index))
+            if offline is not None:
+                raise offline[1]
         if found is not None:
             return found
-        offline = self._offline.get((topic, index))
-        if offline is not None:
-            raise offline[1]
         image = self.image
         info = image.topics.get(topic) if image is not None else None
         if info is None:
@@ -158,15 +197,16 @@ class ReplicaManager:
         return None if offline is None else offline[1]
 
     def leader(self, topic, index, current_leader_epoch=-1):
-        """The Partition ``topic``-``index`` if this broker leads it, else raise
-        (KAFKA_STORAGE_ERROR while its log is offline after a disk failure, as Kafka
-        answers for a replica in a failed log directory)."""
-        partition = self._partitions.get((topic, index)) or self.partition(topic, index)
+        """The Partition ``topic``-``index`` if this broker leads it, else raise (as
+        ``partition``, then NOT_LEADER_OR_FOLLOWER or an epoch error)."""
+        partition = self.partition(topic, index)
         partition.check_leader(current_leader_epoch)
-        if partition.log.offline is not None:
-            raise KafkaStorageError(f"{topic}-{index} is offline on broker {self.broker_id}: "
-                                    f"{partition.log.offline}")
         return partition
+
+    def _take_offline(self, key, topic_id, reason):
+        """Record the replica ``key`` as offline for ``reason`` (see the module doc)."""
+        self._offline[key] = (topic_id, KafkaStorageError(
+            f"partition {key[0]}-{key[1]} is offline on broker {self.broker_id}: {reason}"))
 
     # -- reconciliation -------------------------------------------------------------------
 
@@ -207,6 +247,10 @@ class ReplicaManager:
                 changed.add(key)
         if first:
             self._delete_strays(image, hosted)
+        staged = self._create_directories(
+            [key for key in hosted if key not in self._partitions and key not in self._offline
+             and not os.path.lexists(self._path(*key))], image)
+        opened = []  # logs opened without an fsync of their own
         for key, state in hosted.items():
             info = image.topics[key[0]]
             log_config, min_isr = self._settings(info)
@@ -214,7 +258,10 @@ class ReplicaManager:
             if partition is None:
                 if key in self._offline:
                     continue
-                partition = self._open(info, key[1], log_config, min_isr)
+                lazy = first or key in staged
+                partition = self._open(info, key[1], log_config, min_isr, durable_open=not lazy)
+                if lazy:
+                    opened.append(key)
                 changed.add(key)
                 if partition is None:
                     continue
@@ -226,7 +273,59 @@ class ReplicaManager:
                 changed.add(key)
         for name in self._topic_settings.keys() - image.topics.keys():
             del self._topic_settings[name]
+        if opened:
+            self._sync_opened(opened)  # what their opens wrote, before any append
         return changed
+
+    def _path(self, topic, index):
+        return os.path.join(self.log_dir, directory_name(topic, index))
+
+    def _create_directories(self, keys, image):
+        """Create the directories of the new partitions ``keys`` together if there are
+        enough of them (see the module doc); return the keys created so. If that fails,
+        those not renamed into place are created by their own opens."""
+        if len(keys) < CREATE_TOGETHER_MIN:
+            return set()
+        staging = os.path.join(self.log_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+        try:
+            os.mkdir(staging)
+            for topic, index in keys:
+                path = os.path.join(staging, directory_name(topic, index))
+                stage_empty_log(path)
+                write_topic_id(path, image.topics[topic].topic_id, durable=False)
+            sync_filesystem(staging)
+            for topic, index in keys:
+                os.rename(os.path.join(staging, directory_name(topic, index)),
+                          self._path(topic, index))
+            os.rmdir(staging)
+            fsync_directory(self.log_dir)
+        except OSError as exc:
+            log.warning("creating %d partition directories together failed (%s); "
+                        "creating them one by one", len(keys), exc)
+            shutil.rmtree(staging, ignore_errors=True)
+            return {key for key in keys if os.path.lexists(self._path(*key))}  # renamed
+        return set(keys)
+
+    def _sync_opened(self, keys):
+        """Make durable what the opens of the partitions ``keys`` wrote: one syncfs, else
+        an fsync of each directory (a partition whose fsync fails is offline)."""
+        try:
+            sync_filesystem(self.log_dir)
+            return
+        except OSError as exc:
+            log.warning("syncfs of %s failed (%s); fsyncing each new partition directory",
+                        self.log_dir, exc)
+        for key in keys:
+            partition = self._partitions.get(key)
+            if partition is None:
+                continue
+            try:
+                fsync_directory(partition.log.path)
+            except OSError as exc:
+                log.error("partition %s-%d offline: fsync of its new directory failed: %s",
+                          key[0], key[1], exc)
+                self._take_offline(key, partition.topic_id,
+                                   f"fsync of its new directory failed: {exc}")
 
     def _apply_broker_configs(self, broker_configs):
         try:
@@ -254,9 +353,11 @@ class ReplicaManager:
         self._topic_settings[info.name] = settings
         return settings[1], settings[2]
 
-    def _open(self, info, index, log_config, min_isr):
+    def _open(self, info, index, log_config, min_isr, durable_open=True):
         """Open (recover) or create the log of ``info.name``-``index``; None if the
-        partition is offline (see the module doc), with the reason logged."""
+        partition is offline (see the module doc), with the reason logged. With
+        ``durable_open=False`` the caller syncs the file system before the log takes a
+        write (``_sync_opened``)."""
         path = os.path.join(self.log_dir, directory_name(info.name, index))
         key = (info.name, index)
         try:
@@ -271,7 +372,10 @@ class ReplicaManager:
                 log.warning("%s: topic id %s on disk is a deleted topic's; the metadata's "
                             "is %s (topic %s re-created): old log moved to %s", path,
                             found_id, info.topic_id, info.name, aside)
-            partition_log = PartitionLog(path, log_config, clock=self.clock)
+            partition_log = PartitionLog(
+                path, log_config, clock=self.clock,
+                on_offline=lambda why: self._take_offline(key, info.topic_id, why),
+                durable_open=durable_open)
             if found_id != info.topic_id:
                 write_topic_id(path, info.topic_id)
         except Exception as exc:  # even a bug reading one log must not stop the others
@@ -279,8 +383,7 @@ class ReplicaManager:
             reason = str(exc) if expected else repr(exc)
             log.error("partition %s-%d offline (its directory %s is left as it is): %s",
                       info.name, index, path, reason, exc_info=not expected)
-            self._offline[key] = (info.topic_id, KafkaStorageError(
-                f"{info.name}-{index} is offline on broker {self.broker_id}: {reason}"))
+            self._take_offline(key, info.topic_id, reason)
             return None
         recovery = partition_log.recovery
         log.info("opened %s: offsets %d..%d%s", path, partition_log.log_start_offset,
@@ -326,6 +429,7 @@ class ReplicaManager:
 
     def _remove(self, key, reason):
         partition = self._partitions.pop(key)
+        self._offline.pop(key, None)
         log.info("deleting %s-%d (%s)", key[0], key[1], reason)
         partition.delete()
 

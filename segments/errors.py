@@ -126,6 +126,16 @@ class LogDirFailureError(KafkaStorageError):
     """
 
 
+class CorruptSegmentError(KafkaStorageError):
+    """A batch of a segment file that fails its checks although it was written whole and
+    flushed (a byte changed on disk): the message names the file, the position and what
+    was expected (for a CRC, the stored and the computed value).
+
+    The ``PartitionLog`` that sees it takes itself offline and deletes nothing: cutting
+    the log at the damage would drop acknowledged records.
+    """
+
+
 def describe_os_error(error):
     """``ENOSPC ([Errno 28] No space left on device: '<file>')``: an OSError's errno name
     first, so callers and tests can tell a full disk from a failing one."""

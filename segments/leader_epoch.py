@@ -10,10 +10,15 @@ with the leader's answer to find where the two logs diverge (``replica_proc.trun
 
 Persistence: ``<partition dir>/leader-epoch-checkpoint``, Kafka's layout version 0 (a
 version line, a count line, one ``epoch start_offset`` line per entry) plus ringlog's CRC
-line (``segments.checkpoint``), rewritten atomically on every change. Changes are rare
-(a new epoch, a truncation, a log start move), never per batch. A write that fails is
-logged and retried by the next ``flush()`` (the owning log's flush), which raises it;
-the entries in memory stay right meanwhile.
+line (``segments.checkpoint``), rewritten atomically (a temporary file renamed over it)
+on every change. Changes are rare (a new epoch, a truncation, a log start move), never per
+batch. As Kafka 3.7 does (KAFKA-15046), that write is not fsynced: the owning log's
+``flush()`` fsyncs it (``flush``) *before* it moves its recovery point, and a log recovered
+after a crash assigns again the epochs of the batches past its recovery point
+(``segments.log``), so a change the crash lost is found again in the batches themselves.
+So a partition's first leadership, or a new epoch, costs no fsync on the request path.
+A write that fails is logged and retried by the next ``flush()``, which raises it; the
+entries in memory stay right meanwhile.
 
 A checkpoint that does not parse (wrong version, bad CRC, epochs or offsets that do not
 increase ...) is logged with the file and the reason, and the owner rebuilds the cache
@@ -52,7 +57,7 @@ class LeaderEpochFileCache:
     new epoch with one comparison.
     """
 
-    __slots__ = ("file", "_epochs", "_starts", "latest_epoch", "stale")
+    __slots__ = ("file", "_epochs", "_starts", "latest_epoch", "stale", "unsynced")
 
     def __init__(self, directory):
         self.file = CheckpointFile(os.path.join(os.fspath(directory), LEADER_EPOCH_CHECKPOINT),
@@ -62,6 +67,8 @@ class LeaderEpochFileCache:
         self.latest_epoch = UNDEFINED_EPOCH
         #: True while the file lags the entries (its last write failed).
         self.stale = False
+        #: True while the file holds the entries but was not fsynced since.
+        self.unsynced = False
 
     @property
     def path(self):
@@ -215,23 +222,25 @@ class LeaderEpochFileCache:
     # -- the file -------------------------------------------------------------------------
 
     def flush(self):
-        """Write the checkpoint if a write failed since the last change (raises OSError
-        if it fails again)."""
-        if self.stale:
+        """Make the checkpoint durable: write it again (fsynced) if a write failed or was
+        not fsynced since the last change (raises OSError if that fails)."""
+        if self.stale or self.unsynced:
             self.file.write(self.entries())
-            self.stale = False
+            self.stale = self.unsynced = False
 
     def persist(self):
-        """Write the checkpoint now; a failure is logged and leaves the cache ``stale``
-        (the next ``flush`` writes it again)."""
+        """Write the checkpoint now, without an fsync (``flush`` makes it durable); a
+        failure is logged and leaves the cache ``stale`` (the next ``flush`` writes it
+        again)."""
         try:
-            self.file.write(self.entries())
+            self.file.write(self.entries(), durable=False)
         except OSError as e:
             self.stale = True
             log.warning("write of %s failed with %s; the next flush writes it again",
                         self.path, describe_os_error(e))
         else:
             self.stale = False
+            self.unsynced = True
 
 
 def _non_negative(text):

@@ -48,11 +48,24 @@ the next append (once there is space) simply succeeds — redoing the roll if th
 one. An append whose batches are written succeeds even if the flush after it fails.
 Two failures cannot be undone: a failed fsync (the kernel may have dropped the pages it
 could not write) and a failed write whose partial bytes could not be truncated. Then the
-log goes ``offline`` (the reason, logged as an ERROR): every later call raises
-KafkaStorageError, ``close`` leaves no clean-shutdown marker, and the next open (a broker
-restart) recovers it from the files — Kafka's log-directory failure, for this partition
-only. That recovery keeps whatever whole batches of an untruncatable write reached the
-file, as Kafka's would: the one case where a failed append can be served later.
+log goes offline (below), ``close`` leaves no clean-shutdown marker, and the next open (a
+broker restart) recovers it from the files — Kafka's log-directory failure, for this
+partition only. That recovery keeps whatever whole batches of an untruncatable write
+reached the file, as Kafka's would: the one case where a failed append can be served later.
+
+Damaged bytes (a byte flipped on disk): bytes below the recovery point were written whole
+and fsynced, so a batch there that fails its checks is damage, never a torn write; the log
+deletes and truncates nothing for it (that would drop acknowledged records). Recovery
+raises CorruptSegmentError for it (the log does not open), and a segment not validated
+in this process is CRC-checked, all of it, at its first read (``Segment.verify``: once
+per segment per process; offsets are checked against the next segment's base, and a
+clean open checks the log end offset against the checkpointed one: baseOffset is outside
+the CRC); if that fails the log goes offline, ``close`` still leaves the
+clean-shutdown marker (the files are as the log wrote them), and the next process finds
+the damage again on its first read.
+
+Offline: ``offline`` holds the reason (logged once as an ERROR; ``on_offline(reason)``,
+given by the owner, is called then); every later call raises KafkaStorageError.
 
 Thread safety: none — single writer. The ``PartitionLog`` belongs to the broker thread
 that owns the partition; that thread makes every call, reads included, and consumes a
@@ -77,6 +90,7 @@ from segments import batch_descriptor as bd, index_descriptor as xd
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint, fsync_directory
 from segments.errors import (
+    CorruptSegmentError,
     InvalidRecordError,
     KafkaStorageError,
     LogDirFailureError,
@@ -97,6 +111,7 @@ from segments.segment import (
     Segment,
     base_offset_from_name,
     read_into,
+    segment_paths,
 )
 
 log = logging.getLogger(__name__)
@@ -198,7 +213,7 @@ class PartitionLog:
     ``clock`` returns milliseconds since the epoch; tests pass a fake one.
     """
 
-    def __init__(self, path, config=None, clock=None):
+    def __init__(self, path, config=None, clock=None, on_offline=None, durable_open=True):
         self.path = os.fspath(path)
         self.name = os.path.basename(os.path.normpath(self.path))
         self.config = config if config is not None else LogConfig()
@@ -206,8 +221,13 @@ class PartitionLog:
         self.segments = []  # sorted by base offset; the last one is active
         self._bases = []
         self._closed = False
-        #: Why the log is offline (None: it is not); see "Failed writes" in the module doc.
+        #: Why the log is offline (None: it is not); see "Offline" in the module doc.
         self.offline = None
+        #: Whether the files may disagree with what the log knew when it went offline
+        #: (a disk failure): then ``close`` leaves no clean-shutdown marker.
+        self._needs_recovery = False
+        #: Called with the reason when the log goes offline (its owner's bookkeeping).
+        self.on_offline = on_offline
         # (future, segment, base offset of the next segment) per rolled segment whose
         # fsync runs in the background; the recovery point passes it when it is done.
         self._pending_flushes = []
@@ -216,6 +236,10 @@ class PartitionLog:
         self._start_checkpoint = OffsetCheckpoint(
             os.path.join(self.path, LOG_START_OFFSET_CHECKPOINT))
         os.makedirs(self.path, exist_ok=True)
+        #: False: the open's removal of the clean-shutdown marker is not fsynced; the
+        #: owner syncs the file system before the log takes its first write (a marker
+        #: back after a crash before that is harmless: the files are as it says).
+        self._durable_open = durable_open
         try:
             self.recovery = self._load()
         except BaseException:
@@ -279,6 +303,14 @@ class PartitionLog:
                 result.clean_shutdown = False
                 self._recover_segments(False, recovery_point or 0, result, now)
             self.log_end_offset = self.active_segment.next_offset
+            if result.clean_shutdown and self.log_end_offset != recovery_point:
+                # a clean close checkpoints its log end offset: the last batch's
+                # baseOffset or lastOffsetDelta changed since (baseOffset is outside
+                # the CRC, which the open of a clean log does not check)
+                raise CorruptSegmentError(
+                    f"segment {self.active_segment.log_path}: its batches end at offset "
+                    f"{self.log_end_offset}, but the log was closed cleanly at "
+                    f"{recovery_point} ({self._recovery_checkpoint.path})")
         first = self.segments[0].base_offset
         if start_offset is not None and start_offset > self.log_end_offset:
             log.warning("log %s: ignoring %s: log start offset %d is past the log end offset "
@@ -286,7 +318,8 @@ class PartitionLog:
                         self.log_end_offset)  # Kafka would delete every segment here
             start_offset = None
         self.log_start_offset = min(max(start_offset or first, first), self.log_end_offset)
-        self.leader_epoch_cache = self._load_leader_epoch_cache()
+        self.leader_epoch_cache = self._load_leader_epoch_cache(
+            None if result.clean_shutdown else recovery_point or 0)
         # Recovered bytes are on disk now; make the recovery point current.
         for segment in self.segments:
             segment.flush()
@@ -298,7 +331,8 @@ class PartitionLog:
             self._write_start_checkpoint()
         if os.path.exists(marker):
             os.unlink(marker)
-            fsync_directory(self.path)
+            if self._durable_open:
+                fsync_directory(self.path)
         result.log_end_offset = self.log_end_offset
         if result.bytes_dropped:
             log.warning("log %s: recovery dropped %d bytes; log end offset %d", self.path,
@@ -318,13 +352,14 @@ class PartitionLog:
                 log.warning("log %s: %s; rebuilding the indexes of %s", self.path, e,
                             segment.log_path)
                 result.indexes_rebuilt += 1
-                result.bytes_dropped += segment.recover()
+                result.bytes_dropped += segment.recover(flushed_offset=recovery_point)
         for n in range(first_unflushed, len(self.segments)):
             segment = self.segments[n]
             following = self.segments[n + 1].base_offset if n + 1 < len(self.segments) \
                 else None
             dropped = segment.recover(from_offset=recovery_point if n == first_unflushed
-                                      else None, next_base_offset=following)
+                                      else None, next_base_offset=following,
+                                      flushed_offset=recovery_point)
             result.segments_recovered += 1
             if dropped:
                 result.bytes_dropped += dropped
@@ -380,10 +415,12 @@ class PartitionLog:
             fsync_directory(self.path)
             log.info("log %s: completed the swap of cleaned segment %d", self.path, base)
 
-    def _load_leader_epoch_cache(self):
+    def _load_leader_epoch_cache(self, recovered_from=None):
         """The leader-epoch cache, read (or rebuilt from the batch headers when the file
         does not parse, or is missing while the log holds batches) and trimmed to
-        [log start, log end)."""
+        [log start, log end); after an unclean shutdown (``recovered_from``: the recovery
+        point) the epochs of the batches past the recovery point are assigned again (the
+        checkpoint's last writes were not fsynced: ``segments.leader_epoch``)."""
         cache = LeaderEpochFileCache(self.path)
         existed = cache.exists()
         empty = self.log_end_offset == self.log_start_offset
@@ -395,6 +432,12 @@ class PartitionLog:
                      cache.entries())
         elif not existed:
             cache.persist()  # a new log: the file says "no epochs yet", not "a lost file"
+        if recovered_from is not None:
+            cache.truncate_from_end(self.log_end_offset)
+            for segment in self.segments:
+                if segment.next_offset > recovered_from:
+                    for info in segment.headers(0):
+                        cache.assign(info.partition_leader_epoch, info.base_offset)
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
         return cache
@@ -409,6 +452,8 @@ class PartitionLog:
     def _set_segments(self, segments):
         self.segments = segments
         self._bases = [segment.base_offset for segment in segments]
+        for segment, following in zip(segments, self._bases[1:] + [None]):
+            segment.next_base_offset = following
 
     # -- appending ------------------------------------------------------------------------
 
@@ -562,17 +607,27 @@ class PartitionLog:
         ``error`` is an OSError (the operation undid itself; the log is as before it) or
         a LogDirFailureError (it could not: the log goes offline first)."""
         if isinstance(error, LogDirFailureError):
-            self._go_offline(f"{what} failed: {error.args[0]}")
+            self._go_offline(f"{what} failed: {error.args[0]}", needs_recovery=True)
             return KafkaStorageError(f"partition {self.name} is offline: {self.offline}")
         return KafkaStorageError(f"partition {self.name}: {what} failed with "
                                  f"{describe_os_error(error)}")
 
-    def _go_offline(self, reason):
+    def _go_offline(self, reason, needs_recovery):
+        self._needs_recovery = self._needs_recovery or needs_recovery
         if self.offline is None:
             self.offline = reason
             log.error("log %s is offline: %s. Nothing more is read from or written to it "
-                      "until the broker restarts and recovers it from its files", self.path,
-                      reason)
+                      "until the broker restarts and %s", self.path, reason,
+                      "recovers it from its files" if needs_recovery else
+                      "checks it again (nothing is deleted)")
+            if self.on_offline is not None:
+                self.on_offline(reason)
+
+    def _corrupt(self, error):
+        """The KafkaStorageError to raise for the CorruptSegmentError ``error`` (bytes
+        written whole and flushed fail their checks): the log goes offline first."""
+        self._go_offline(error.args[0], needs_recovery=False)
+        return KafkaStorageError(f"partition {self.name} is offline: {self.offline}")
 
     # -- rolling and flushing -------------------------------------------------------------
 
@@ -659,6 +714,9 @@ class PartitionLog:
         """fsync every segment written since the last flush, then checkpoint the recovery
         point (= the log end offset)."""
         self._check_open()
+        self._flush_files()
+
+    def _flush_files(self):
         self._complete_pending_flushes(wait=True)
         for segment in self.segments:
             if segment.unflushed or segment.offset_index.mutable:
@@ -668,14 +726,13 @@ class PartitionLog:
                     raise self._storage_error(f"flush of segment {segment.log_path}",
                                               e) from e
         self._last_flush_ms = self.clock()
+        try:  # before the recovery point moves past the batches whose epochs it records
+            self.leader_epoch_cache.flush()
+        except OSError as e:
+            raise self._storage_error(
+                f"write of checkpoint {self.leader_epoch_cache.path}", e) from e
         if self.recovery_point != self.log_end_offset:
             self._checkpoint_recovery_point(self.log_end_offset)
-        if self.leader_epoch_cache.stale:
-            try:
-                self.leader_epoch_cache.flush()
-            except OSError as e:
-                raise self._storage_error(
-                    f"write of checkpoint {self.leader_epoch_cache.path}", e) from e
 
     def flush_if_due(self):
         """Flush when flush.messages or flush.ms says so (for a periodic flusher)."""
@@ -727,7 +784,10 @@ class PartitionLog:
             return LogSlice(None, 0, 0, offset)
         n = bisect.bisect_right(self._bases, offset) - 1
         for segment in self.segments[max(n, 0):]:
-            found = segment.read(offset, max_bytes, max_offset, min_one_batch)
+            try:
+                found = segment.read(offset, max_bytes, max_offset, min_one_batch)
+            except CorruptSegmentError as e:  # only from the first read of the segment
+                raise self._corrupt(e) from e
             if found is not None:
                 first, size = found
                 return LogSlice(segment, first.position, size, first.base_offset)
@@ -751,7 +811,10 @@ class PartitionLog:
         for segment in self.segments[max(0, bisect.bisect_right(self._bases, start) - 1):]:
             if segment.largest_timestamp < timestamp:
                 continue
-            info = segment.find_timestamp(timestamp, start)
+            try:
+                info = segment.find_timestamp(timestamp, start)
+            except CorruptSegmentError as e:
+                raise self._corrupt(e) from e
             if info is not None:
                 return self._record_at_or_after(segment, info, timestamp, start)
         return None
@@ -937,11 +1000,16 @@ class PartitionLog:
         next open skips validation). Safe to call twice."""
         if self._closed:
             return
-        if self.offline is not None:  # no flush and no marker: the next open recovers
+        if self._needs_recovery:  # no flush and no marker: the next open recovers
             self._closed = True
             self._close_segments()
             return
-        self.flush()
+        if self.offline is None:
+            self.flush()
+        else:  # corrupt bytes found: the files are as the log wrote them, so close
+            # cleanly (recovery would cut the log at the damage); the next open finds
+            # the damage again on its first read
+            self._flush_files()
         self._write_start_checkpoint()
         self._close_segments()
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)
@@ -974,6 +1042,27 @@ class PartitionLog:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def stage_empty_log(path):
+    """Create the directory ``path`` holding an empty log at offset 0 as a clean ``close``
+    leaves it (an empty segment, both checkpoints at 0, the clean-shutdown marker), and
+    fsync nothing.
+
+    For creating many logs at once: their creator syncs them all with one
+    ``checkpoint.sync_filesystem``, renames each directory into place and fsyncs the
+    parent once. A directory staged under a name no reader looks at until that sync is
+    never seen half-made. Opening it writes nothing but the marker's removal (see
+    ``durable_open``).
+    """
+    os.mkdir(path)
+    for file in segment_paths(path, 0):
+        os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    name = os.path.basename(os.path.normpath(path))
+    for checkpoint in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
+        OffsetCheckpoint(os.path.join(path, checkpoint)).write({name: 0}, durable=False)
+    os.close(os.open(os.path.join(path, CLEAN_SHUTDOWN_MARKER),
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 
 
 _executor = None

@@ -212,10 +212,11 @@ class Rounds:
             # the supervisor reads D/meta.properties itself; the broker's exit is reported
             self._refused(flipped, str(exc))
             return
-        try:
+        def broker_log():
             with open(broker_log_path, encoding="utf-8", errors="replace") as f:
                 f.seek(seen)
-                broker_log = f.read().splitlines()
+                return f.read().splitlines()
+        try:
             client = Client(cluster.cluster_id, 0)
             try:
                 self._judge(client, flipped, broker_log)
@@ -239,15 +240,19 @@ class Rounds:
             self.outcomes.violate(kind, f"{kind} flip in {path}: the cluster did not "
                                         f"start:\n{message[-2000:]}")
 
-    def _judge(self, client, flipped, broker_log):
+    def _judge(self, client, flipped, read_broker_log):
+        """Read every partition, then ask Metadata (damage a first read finds takes the
+        partition offline then) and the broker's log, and judge."""
+        reads = [read_partition(client, partition, len(self.acked[partition]))
+                 for partition in range(PARTITIONS)]
         metadata = client.call(metadata_request([TOPIC]))
         offline_in_metadata = {p.partition_index for t in metadata.topics
                                for p in t.partitions if 0 in p.offline_replicas}
+        broker_log = read_broker_log()
         context = "({})".format("; ".join(f"{k} flip in {p}" for k, p in flipped.values()))
         violations = len(self.outcomes.violations)
-        for partition in range(PARTITIONS):
+        for partition, (code, served, problem) in enumerate(reads):
             expected = self.acked[partition]
-            code, served, problem = read_partition(client, partition, len(expected))
             path = flipped[partition][1] if partition in flipped else None
             kind = next(iter(flipped.values()))[0]  # one kind per test
             if problem is not None:
@@ -283,21 +288,7 @@ def template(tmp_path_factory):
     return str(data_dir), acked
 
 
-#: Flips in .log files are still served after a clean shutdown: recovery then checks no
-#: batch and the fetch path does not check CRCs (the consumer refuses the batch with
-#: CORRUPT_MESSAGE, so nothing changed reaches a user, but the partition is neither repaired
-#: nor offline as issue 10 asks). Not strict: with few flips some land where they are
-#: harmless.
-AWAITING_SEGMENT_CHECKS = {
-    ".log": pytest.mark.xfail(
-        reason="a damaged batch after a clean shutdown is served as is (issue 10, open: "
-               "CRC checks of sealed segments)", strict=False),
-}
-
-
-@pytest.mark.parametrize("kind", [
-    pytest.param(kind, marks=AWAITING_SEGMENT_CHECKS.get(kind, ()))
-    for kind in [*PARTITION_KINDS, *BROKER_KINDS]])
+@pytest.mark.parametrize("kind", [*PARTITION_KINDS, *BROKER_KINDS])
 def test_single_byte_flips(e2e, template, kind):
     outcomes = Outcomes()
     rounds = Rounds(e2e, *template, outcomes)

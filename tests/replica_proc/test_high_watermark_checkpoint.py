@@ -125,10 +125,10 @@ def test_the_timer_writes_when_a_high_watermark_moved(config, monkeypatch):
     writes = []
     original = CheckpointFile.write
 
-    def counting(self, entries):
+    def counting(self, entries, *args, **kwargs):
         if self.path.endswith(REPLICATION_OFFSET_CHECKPOINT):
             writes.append(list(entries))
-        original(self, entries)
+        original(self, entries, *args, **kwargs)
     monkeypatch.setattr(CheckpointFile, "write", counting)
     timers = LogManager(replicas, config, 0)
     assert "high-watermark checkpoint" not in timers.tick(1999)

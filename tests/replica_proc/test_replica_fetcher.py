@@ -372,8 +372,7 @@ def test_a_failed_fsync_takes_the_log_offline_and_it_is_no_longer_fetched(
     correlation_id, _ = request_of(leader)
     leader.answer(correlation_id, data(hw=2, records=leader.bytes_from(0)))
     node.poll()
-    partition = node.partition()
-    assert partition.log.offline is not None
+    assert node.replicas.offline(TOPIC, 0) is not None
     assert node.fetchers.fetcher_of((TOPIC, 0)) is None
     node.clock.advance(10)
     node.poll()

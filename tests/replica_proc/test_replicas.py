@@ -24,9 +24,9 @@ from cluster.metadata.model import PartitionState
 from replica_proc import replica_manager
 from replica_proc.delayed_fetch import DelayedFetch, FetchPurgatory
 from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS, LogManager
-from replica_proc.partition import PARTITION_METADATA, write_topic_id
+from replica_proc.partition import PARTITION_METADATA, read_topic_id, write_topic_id
 from replica_proc.replica_manager import ReplicaManager
-from segments.log import PartitionLog
+from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog, stage_empty_log
 from tests.support.broker import batch, make_image
 from tests.support.clock import T0, FakeClock
 from tests.support.disk_faults import DiskFaults
@@ -89,7 +89,85 @@ def test_a_partition_whose_log_went_offline_answers_kafka_storage_error(manager,
     with pytest.raises(KafkaStorageError, match="a-0 is offline on broker 0: .*EIO") as e:
         manager.leader("a", 0)  # so produce and fetch answer 56 for it alone
     assert e.value.errno == 56
+    # one notion: the same error for every lookup, Metadata's included; no timers for it
+    assert manager.offline("a", 0) is e.value
+    with pytest.raises(KafkaStorageError) as again:
+        manager.partition("a", 0)
+    assert again.value is e.value
+    assert [p.topic for p in manager.partitions()] == ["b"]
     assert manager.leader("b", 0).append_as_leader(batch([b"v"]), 1) == 0
+    assert manager.offline("b", 0) is None
+    manager.apply(image(2, b=(1, {})))  # the topic deleted: no longer offline here
+    assert manager.offline("a", 0) is None
+    assert not os.path.exists(os.path.join(manager.log_dir, "a-0"))
+
+
+def test_a_damaged_segment_takes_its_partition_offline_at_its_first_read(manager, clock):
+    manager.apply(image(1, a=(1, {"segment.bytes": "200"}), b=(1, {})))
+    for n in range(4):
+        manager.leader("a", 0).append_as_leader(batch([b"value %d" % n]), 1)
+    manager.leader("b", 0).append_as_leader(batch([b"v"]), 1)
+    first = manager.leader("a", 0).log.segments[0].log_path
+    manager.close()
+    with open(first, "r+b") as f:  # a record byte (under the CRC) of the first batch
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 0x10]))
+    again = ReplicaManager(0, manager.log_dir, manager.config, clock)
+    try:
+        again.apply(image(1, a=(1, {"segment.bytes": "200"}), b=(1, {})))
+        assert again.offline("a", 0) is None  # not read yet
+        with pytest.raises(KafkaStorageError, match=f"partition a-0 is offline: segment {first}: "
+                                                    "batch at position 0 .*stored CRC"):
+            again.leader("a", 0).read_slice(0, 1000, True, False)
+        with pytest.raises(KafkaStorageError, match="a-0 is offline on broker 0") as e:
+            again.leader("a", 0)
+        assert again.offline("a", 0) is e.value
+        assert again.leader("b", 0).log.read(0, 1000)  # the other partition serves
+    finally:
+        again.close()
+    with open(first, "rb") as f:
+        assert f.read(71)[70] == byte[0] ^ 0x10  # the damage is still there, nothing cut
+
+
+def test_new_partitions_are_created_together_without_an_fsync_each(manager, monkeypatch):
+    disk = DiskFaults(monkeypatch, manager.log_dir)
+    disk.arm(None, kinds=("sync",))
+    assert len(manager.apply(image(1, many=(20, {})))) == 20
+    assert len(disk.seen) < 5, disk.seen  # not six per partition: syncfs covers them
+    assert [n for n in os.listdir(manager.log_dir) if n.startswith(".")] == []
+    for n in range(20):
+        path = os.path.join(manager.log_dir, f"many-{n}")
+        assert read_topic_id(path) == manager.image.topics["many"].topic_id
+        assert not os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_MARKER))
+    partition = manager.leader("many", 7)
+    assert partition.append_as_leader(batch([b"v"]), 1) == 0
+    assert partition.log.read(0, 1000)
+
+
+def test_partitions_a_crash_left_half_created_are_created_again(manager, clock):
+    """A crash while new partitions were staged: the staging directory is deleted at the
+    next start (nothing in it was ever written to) and the partitions are created again,
+    online; none is taken for a damaged one."""
+    manager.apply(image(1, t=(1, {})))
+    staging = os.path.join(manager.log_dir, replica_manager.STAGING_PREFIX + "crashed")
+    os.mkdir(staging)
+    stage_empty_log(os.path.join(staging, "u-0"))  # complete but never renamed into place
+    os.mkdir(os.path.join(staging, "u-1"))  # torn: an empty partition.metadata, no log
+    open(os.path.join(staging, "u-1", PARTITION_METADATA), "wb").close()
+    manager.close()
+    again = ReplicaManager(0, manager.log_dir, manager.config, clock)
+    try:
+        assert not os.path.exists(staging)
+        again.apply(image(2, t=(1, {}), u=(2, {})))
+        for index in (0, 1):
+            assert again.offline("u", index) is None
+            assert again.leader("u", index).append_as_leader(batch([b"v"]), 1) == 0
+        assert read_topic_id(os.path.join(again.log_dir, "u-1")) == \
+            again.image.topics["u"].topic_id
+    finally:
+        again.close()
 
 
 def test_a_deleted_topic_is_closed_and_its_directory_removed(manager):

@@ -165,7 +165,7 @@ def test_a_checkpoint_that_does_not_parse_loads_as_unreadable(tmp_path, body, ca
 def test_a_failed_write_is_retried_by_flush(tmp_path, monkeypatch):
     cache = cache_of(tmp_path, (0, 0))
 
-    def fail(self, entries):
+    def fail(self, entries, *args, **kwargs):
         raise OSError(28, "No space left on device")
     with monkeypatch.context() as m:
         m.setattr(CheckpointFile, "write", fail)
@@ -175,8 +175,42 @@ def test_a_failed_write_is_retried_by_flush(tmp_path, monkeypatch):
             cache.flush()
     assert _reloaded(tmp_path) == [(0, 0)]
     cache.flush()
-    assert not cache.stale
+    assert not cache.stale and not cache.unsynced
     assert _reloaded(tmp_path) == [(0, 0), (1, 10)]
+
+
+def test_changes_are_written_at_once_and_made_durable_by_flush(tmp_path, monkeypatch):
+    cache = cache_of(tmp_path, (0, 0))
+    writes = []
+    original = CheckpointFile.write
+
+    def recording(self, entries, durable=True):
+        writes.append(durable)
+        original(self, entries, durable)
+    monkeypatch.setattr(CheckpointFile, "write", recording)
+    assert cache.assign(1, 10) and cache.unsynced
+    assert writes == [False] and _reloaded(tmp_path) == [(0, 0), (1, 10)]
+    cache.flush()
+    assert writes == [False, True] and not cache.unsynced
+    cache.flush()  # nothing to make durable
+    assert writes == [False, True]
+
+
+def test_recovery_assigns_the_epochs_a_crash_lost_from_the_checkpoint(tmp_path):
+    path = tmp_path / "t-0"
+    log = open_log(path)
+    log.append(simple_batch(5), leader_epoch=0)
+    log.flush()  # the recovery point (5) and epoch 0 made durable
+    log.append(simple_batch(5), leader_epoch=3)
+    crash(log)
+    cache = LeaderEpochFileCache(path)  # as if the unsynced write of epoch 3 was lost
+    cache.load()
+    cache._set([(0, 0)])
+    cache.persist()
+    reopened = open_log(path)
+    assert reopened.log_end_offset == 10
+    assert reopened.leader_epoch_cache.entries() == [(0, 0), (3, 5)]
+    reopened.close()
 
 
 # -- PartitionLog ------------------------------------------------------------------------------
@@ -185,8 +219,8 @@ def test_leader_appends_record_each_new_epoch_once(tmp_path, monkeypatch):
     log = open_log(tmp_path / "t-0")
     writes = []
     original = CheckpointFile.write
-    monkeypatch.setattr(CheckpointFile, "write", lambda self, entries: (
-        writes.append(os.path.basename(self.path)), original(self, entries))[1])
+    monkeypatch.setattr(CheckpointFile, "write", lambda self, entries, *args, **kwargs: (
+        writes.append(os.path.basename(self.path)), original(self, entries, *args, **kwargs))[1])
     log.append(simple_batch(3), leader_epoch=0)
     log.append(simple_batch(2), leader_epoch=0)
     log.append(simple_batch(4), leader_epoch=2)
@@ -253,12 +287,12 @@ def test_recovery_trims_the_cache_to_the_recovered_log_end(tmp_path):
     path = tmp_path / "t-0"
     log = open_log(path)
     log.append(simple_batch(5), leader_epoch=0)
+    log.flush()  # the recovery point: 5
     log.append(simple_batch(5), leader_epoch=1)
-    log.flush()
     segment = log.active_segment.log_path
     position = log.read_slice(5, 1).position
     crash(log)
-    with open(segment, "r+b") as f:  # the epoch-1 batch torn by the crash
+    with open(segment, "r+b") as f:  # the epoch-1 batch, past it, torn by the crash
         f.truncate(position + 20)
     reopened = open_log(path)
     assert reopened.log_end_offset == 5
@@ -310,10 +344,10 @@ def test_a_log_flush_writes_a_checkpoint_whose_write_failed(tmp_path, monkeypatc
     log = open_log(tmp_path / "t-0")
     original = CheckpointFile.write
 
-    def full_disk(self, entries):
+    def full_disk(self, entries, *args, **kwargs):
         if self.path.endswith(LEADER_EPOCH_CHECKPOINT):
             raise OSError(28, "No space left on device")
-        original(self, entries)
+        original(self, entries, *args, **kwargs)
     with monkeypatch.context() as m:
         m.setattr(CheckpointFile, "write", full_disk)
         assert log.append(simple_batch(2), leader_epoch=3) == (0, 1)  # the append stands

@@ -1,0 +1,157 @@
+"""Bytes damaged on disk below the recovery point: found, never cut away (issue 10).
+
+A flipped byte in a segment written whole and flushed is not a torn write: the log takes
+itself offline (the first read of the segment CRC-checks all of it, once per process) or
+does not open (recovery meets it below the recovery point), and no file is changed.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+
+import pytest
+
+from segments import batch_descriptor as d
+from segments.errors import CorruptSegmentError, KafkaStorageError
+from segments.log import CLEAN_SHUTDOWN_MARKER
+from tests.segments.helpers import all_records, crash, open_log, set_recovery_point
+from tests.segments.test_recovery import CONFIG, batches_in_order, build, covered_byte, flip
+
+
+def snapshot(path):
+    """Every file's bytes but the clean-shutdown marker's (present or not)."""
+    return {name: open(os.path.join(path, name), "rb").read()
+            for name in sorted(os.listdir(path)) if name != CLEAN_SHUTDOWN_MARKER}
+
+
+def logs_of(files):
+    return {name: data for name, data in files.items() if name.endswith(".log")}
+
+
+def damage(path, rng, where):
+    """Flip a CRC-covered byte of a batch of the first (``"sealed"``) or the last
+    (``"active"``) segment; ``(log_path, position of the batch, header)``."""
+    batches = batches_in_order(path)
+    logs = sorted({lp for lp, _, _ in batches})
+    target = logs[0] if where == "sealed" else logs[-1]
+    log_path, position, header = rng.choice([b for b in batches if b[0] == target])
+    flip(log_path, position + covered_byte(rng, header.size_in_bytes), rng.randint(1, 255))
+    return log_path, position, header
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("where", ["sealed", "active"])
+def test_a_flip_after_a_clean_shutdown_takes_the_log_offline_at_its_first_read(
+        tmp_path, where, seed, caplog):
+    rng = random.Random(seed)
+    path = tmp_path / "t-0"
+    records = len(all_records(build(path, seed)))
+    log = open_log(path, **CONFIG)
+    log.close()
+    log_path, position, header = damage(path, rng, where)
+    before = snapshot(path)
+    reasons = []
+    log = open_log(path, **CONFIG)
+    log.on_offline = reasons.append
+    with caplog.at_level(logging.ERROR, logger="segments"):
+        with pytest.raises(KafkaStorageError, match="offline") as raised:
+            all_records(log)
+    assert raised.value.errno == 56
+    assert log.offline == reasons[0] and len(reasons) == 1
+    assert f"segment {log_path}: batch at position {position}" in log.offline
+    [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert log_path in line and f"position {position}" in line
+    assert "stored CRC" in line or "magic" in line or "batchLength" in line \
+        or "recordCount" in line
+    with pytest.raises(KafkaStorageError, match="offline"):
+        log.append(b"")  # every call, not only reads
+    log.close()
+    assert os.path.exists(path / CLEAN_SHUTDOWN_MARKER)  # the next open trusts the files
+    assert snapshot(path) == before  # nothing truncated, deleted or rewritten
+    again = open_log(path, **CONFIG)  # ...and finds the damage again on its first read
+    with pytest.raises(KafkaStorageError, match=f"position {position}"):
+        all_records(again)
+    again.close()
+    assert snapshot(path) == before
+    assert records > header.last_offset
+
+
+def test_a_segment_is_checked_once_per_process(tmp_path):
+    path = tmp_path / "t-0"
+    build(path, 1).close()
+    log = open_log(path, **CONFIG)
+    assert all(s.unverified_end == s.size for s in log.segments)
+    first = log.segments[0]
+    assert log.read(0, 100)
+    assert first.unverified_end == 0  # read once: checked
+    assert all(s.unverified_end == s.size for s in log.segments[1:])  # not yet read
+    flip(first.log_path, first.size - 1, 0xFF)  # damage after the check is not looked for
+    assert log.read(0, 100)
+    assert log.offline is None
+    log.close()
+
+
+def test_appended_and_recovered_bytes_need_no_second_check(tmp_path):
+    path = tmp_path / "t-0"
+    log = build(path, 2)
+    assert all(s.unverified_end == 0 for s in log.segments)  # written by this process
+    crash(log)
+    set_recovery_point(path, 0)
+    log = open_log(path, **CONFIG)  # recovery from 0 checks it all
+    assert all(s.unverified_end == 0 for s in log.segments)
+    assert all_records(log)
+    log.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_recovery_refuses_to_cut_flushed_batches(tmp_path, seed):
+    """After a crash, a bad batch below the recovery point is damage: the log does not
+    open (its owner takes it offline) and its files stay as they are."""
+    rng = random.Random(seed)
+    path = tmp_path / "t-0"
+    log = build(path, seed)
+    log.flush()  # the recovery point is the log end offset
+    crash(log)
+    log_path, position, _ = damage(path, rng, "active")
+    before = snapshot(path)
+    try:
+        log = open_log(path, **CONFIG)
+    except CorruptSegmentError as e:  # the damage is where recovery resumes or after
+        assert f"{log_path}: batch at position {position} " in str(e)
+        assert "below the recovery point" in str(e)
+    else:  # before it: the first read finds it
+        with pytest.raises(KafkaStorageError, match=f"position {position}"):
+            all_records(log)
+        assert log.offline is not None
+        log.close()
+    assert snapshot(path) == before
+
+
+@pytest.mark.parametrize("where", ["sealed", "active"])
+def test_a_renumbered_last_batch_is_found_after_a_clean_shutdown(tmp_path, where):
+    """baseOffset is outside the CRC: raised by one in a segment's last batch, its
+    offsets reach the next segment's base (sealed: found by the first read) or move the
+    log end offset away from the one the clean close checkpointed (active: the open
+    fails). Nothing is served renumbered, no batch is cut (an index may be rebuilt)."""
+    path = tmp_path / "t-0"
+    build(path, 3).close()
+    batches = batches_in_order(path)
+    logs = sorted({lp for lp, _, _ in batches})
+    target = logs[0] if where == "sealed" else logs[-1]
+    log_path, position, header = [b for b in batches if b[0] == target][-1]
+    with open(log_path, "r+b") as f:
+        f.seek(position)
+        f.write(d.INT64.pack(header.base_offset + 1))
+    before = logs_of(snapshot(path))
+    if where == "sealed":
+        log = open_log(path, **CONFIG)
+        with pytest.raises(KafkaStorageError, match=f"{log_path}: batch at position "
+                                                    f"{position} .*reaches the next"):
+            all_records(log)
+        log.close()
+    else:
+        with pytest.raises(CorruptSegmentError, match=f"{log_path}: its batches end at "
+                                                      f"offset {header.next_offset + 1}"):
+            open_log(path, **CONFIG)
+    assert logs_of(snapshot(path)) == before
