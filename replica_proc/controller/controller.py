@@ -207,12 +207,15 @@ class Controller:
             metadata_log = mr.MetadataLog(self.data_dir, clock=self.clock)
             try:
                 image, epoch = metadata_log.replay(self.cluster_id)
-                claim.install(epoch + 1)
+                epoch = claim.next_epoch(epoch)
+                if claim.displaced is not None:
+                    metadata_log.start_segment()
+                claim.install(epoch)
             except BaseException:
                 metadata_log.abandon()
                 raise
         self._log, self._image = metadata_log, image
-        self.epoch = epoch + 1
+        self.epoch = epoch
         self._start_index = len(image.topics)
         if claim.displaced is not None:
             log.warning("broker %d takes over as controller from broker %d (epoch %d), "

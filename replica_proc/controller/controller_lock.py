@@ -29,7 +29,11 @@ Installing happens under ``D/controller.takeover.lock`` (flock, non-blocking: a 
 that finds it taken tries again at its next poll), and under it the standby checks again
 that the path is still the generation it judged (same inode) and, in case 2, that its
 holder's heartbeat is still too old; then, still under it, the controller replays the
-metadata log (so the epoch it writes is the newest + 1) and renames its generation in.
+metadata log and renames its generation in, with an epoch one past both the log's newest
+and the replaced generation's (``Claim.next_epoch``: a holder stopped before its
+``controller`` record reached the log has an epoch the log does not show), so no two
+generations share an epoch. In case 2 it also starts a new segment of the metadata log
+before it writes (``MetadataLog.start_segment``, see the races below).
 So a generation is replaced at most once, by one standby, and only for one of the two
 reasons — two standbys that judge the same stale holder at once cannot both displace it,
 and a standby that judged a holder stale just before another standby took over cannot
@@ -38,8 +42,9 @@ displace the newcomer (the inode it judged is no longer at the path).
 **The deposed controller.** The active controller calls ``still_held()`` — one ``stat`` of
 the path, compared with the inode it installed — at every poll, and again before every
 metadata-log append and every page publish, together with the metadata log's own check
-(``MetadataLog.written_elsewhere``: one ``stat``; the successor's first act is to append
-its ``controller`` record of a higher epoch). When a check fails it resigns without
+(``MetadataLog.written_elsewhere``: two ``stat``-s; the successor's first act is to
+append its ``controller`` record of a higher epoch, in a segment that starts at the
+deposed controller's log end offset). When a check fails it resigns without
 writing anything: it closes its metadata log without a flush, checkpoint or clean-shutdown
 marker (``MetadataLog.abandon``; the directory belongs to the successor), answers the
 request in hand with NOT_CONTROLLER, and goes on as a standby — and as a normal broker,
@@ -54,13 +59,19 @@ by the same heartbeat) and whose followers truncate as after any leader change.
   writes epoch + 1 after it. The torn tail a crash leaves is truncated by the log's
   recovery when the successor opens it.
 - *The old controller resumes between its check and its write* (a window of a few
-  microseconds, in which it must stay stopped for a whole session timeout): its batch
-  lands where it believes the log ends, over the successor's records. This is the
+  microseconds, in which it must stay stopped for a whole session timeout): this is the
   check-then-write race no file lock can close without giving up progress while the old
-  holder is stopped. It is fenced by the controller epoch: every batch carries its
-  writer's epoch in partitionLeaderEpoch, and ``MetadataLog.replay`` refuses a log whose
-  batch epochs go down or whose offsets do not run on (KafkaStorageError naming the
-  segment) rather than apply an interleaved write — a loud stop, never a silent mix.
+  holder is stopped. Its batch is written (pwrite) where it believes the log ends: past
+  the end of the segment the successor sealed when it took over, never over the
+  successor's records, which are in the next segment. The late batch is fenced by the
+  controller epoch: every batch carries its writer's epoch in partitionLeaderEpoch, and
+  ``MetadataLog.replay`` (or ``check_whole`` after a clean shutdown) refuses a log whose
+  batch epochs go down or whose offsets do not run on — the late batch's offsets are the
+  successor's first ones — with a KafkaStorageError naming the segment: a loud stop that
+  needs an operator (cut the sealed segment at its old end), never a silent mix. An
+  append that rolls the deposed controller's own log fails on the successor's segment
+  file (created exclusively). The successor, which read the sealed segment's size when
+  it opened the log, does not see the late batch until it opens the log again.
 - *Page publishing by two processes.* Every publish is fenced like an append. A publisher
   stopped mid-publish (between its two stores of the sequence) and resumed after its
   successor published finishes with a sequence the successor never uses
@@ -195,7 +206,7 @@ class ControllerLock:
             os.close(takeover)
             self.drop_unclaimed(displaced)
             return None
-        return Claim(self, takeover, displaced)
+        return Claim(self, takeover, displaced, self._generation_holder())
 
     def _follow_path(self):
         """Point ``_fd`` at the generation now at the path (creating an empty file if
@@ -214,12 +225,16 @@ class ControllerLock:
         self._identity = _identity(os.fstat(self._fd))
         self._holder = None
 
+    def _generation_holder(self):
+        """The Holder the generation at ``_fd`` names (read once per generation)."""
+        if self._holder is None:
+            self._holder = _parse(os.pread(self._fd, _CONTENT_BYTES, 0))
+        return self._holder
+
     def _stale_holder(self, now_ns):
         """The Holder of the generation at ``_fd`` if its heartbeat is older than the
         session timeout, else None."""
-        if self._holder is None:
-            self._holder = _parse(os.pread(self._fd, _CONTENT_BYTES, 0))
-        holder = self._holder
+        holder = self._generation_holder()
         if holder is None or holder.broker_id == self.broker_id:
             return None
         if self._heartbeats.older_than(holder.broker_id, now_ns - self._session_timeout_ns):
@@ -294,11 +309,19 @@ class Claim:
     inside it at most once; leaving it releases the takeover lock (and the generation's
     flock of case 1 if nothing was installed)."""
 
-    def __init__(self, lock, takeover_fd, displaced):
+    def __init__(self, lock, takeover_fd, displaced, previous):
         self._lock = lock
         self._takeover_fd = takeover_fd
         #: The Holder of the generation taken over from (case 2), or None (case 1).
         self.displaced = displaced
+        #: The Holder the generation being replaced names, or None (it names nobody).
+        self.previous = previous
+
+    def next_epoch(self, log_epoch):
+        """The epoch of the generation to install: one past both the metadata log's newest
+        ``log_epoch`` and the replaced generation's (whose holder may have stopped before
+        its ``controller`` record reached the log), so no two generations share one."""
+        return max(log_epoch, self.previous.epoch if self.previous is not None else 0) + 1
 
     def install(self, epoch):
         """Install this broker's generation naming controller ``epoch``."""

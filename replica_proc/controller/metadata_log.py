@@ -56,7 +56,7 @@ from segments.errors import CorruptRecordError, KafkaStorageError
 from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog
 from segments.log_config import INT_MAX, LogConfig
 from segments.records import RecordBatch, RecordBatchBuilder
-from segments.segment import LOG_SUFFIX, base_offset_from_name
+from segments.segment import LOG_SUFFIX, base_offset_from_name, segment_paths
 
 CONTROLLER = "controller"
 BROKER = "broker"
@@ -313,14 +313,27 @@ class MetadataLog:
         self._log.flush()
         return self._log.log_end_offset
 
+    def start_segment(self):
+        """Seal the active segment and write on in a new one (a takeover from a stopped
+        controller, ``controller_lock``): a late write of the deposed controller lands
+        where it believes the log ends, past the end of the sealed segment — never over
+        this controller's records — where replay and ``check_whole`` find it."""
+        self._log.roll()
+
     def written_elsewhere(self):
-        """Whether the active segment's file is no longer as this writer left it (another
-        controller took over and appended its ``controller`` record): one stat."""
+        """Whether the log's files are no longer as this writer left them: the active
+        segment's size changed (another controller took over and appended its
+        ``controller`` record), or a segment starts at this writer's log end offset (it
+        took over from this one and ``start_segment``-ed). Two stats."""
         segment = self._log.active_segment
         try:
-            return os.stat(segment.log_path).st_size != segment.size
+            if os.stat(segment.log_path).st_size != segment.size:
+                return True
         except FileNotFoundError:
             return True
+        end = self._log.log_end_offset
+        return end != segment.base_offset and os.path.exists(
+            segment_paths(self.path, end)[0])
 
     def close(self):
         """Flush and close (clean shutdown); safe to call twice."""

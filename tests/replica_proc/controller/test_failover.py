@@ -21,6 +21,7 @@ from cluster.metadata.model import BrokerInfo
 from replica_proc.controller import metadata_log as mr
 from replica_proc.controller.controller_lock import ControllerLock, Holder, read_holder
 from replica_proc.controller.metadata_log import MetadataLog
+from segments.batch_header import iter_batches
 from segments.log import CLEAN_SHUTDOWN_MARKER
 from segments.records import RecordBatch
 
@@ -42,19 +43,24 @@ def tick(env, controllers, beating):
         controller.poll(env.now)
 
 
-def batches(env):
-    """(controller epoch of the batch, its records) for every batch of the metadata log."""
-    path = os.path.join(env.data_dir, dd.METADATA_LOG_DIR, "0" * 20 + ".log")
-    with open(path, "rb") as file:
-        data = file.read()
+def segments(env):
+    directory = os.path.join(env.data_dir, dd.METADATA_LOG_DIR)
+    return [os.path.join(directory, name) for name in sorted(os.listdir(directory))
+            if name.endswith(".log")]
+
+
+def batches(env, paths=None):
+    """(controller epoch of the batch, its records) for every batch of the metadata log
+    (or of the segment files ``paths``), read from its files."""
     found = []
-    position = 0
-    while position < len(data):
-        batch = RecordBatch(data, position)
-        batch.validate()
-        found.append((batch.header.partition_leader_epoch,
-                      [json.loads(r.value) for r in batch]))
-        position += batch.header.size_in_bytes
+    for path in segments(env) if paths is None else paths:
+        with open(path, "rb") as file:
+            data = file.read()
+        for header in iter_batches(data):
+            batch = RecordBatch(data, header.position)
+            batch.validate()
+            found.append((header.partition_leader_epoch,
+                          [json.loads(r.value) for r in batch]))
     return found
 
 
@@ -89,6 +95,7 @@ def test_a_standby_takes_over_from_a_controller_whose_heartbeat_is_stale(env, tr
     assert [c.active for c in trio] == [True, True, False]  # c0 is stopped: it cannot know
     assert c1.epoch == 2
     assert read_holder(env.data_dir) == Holder(1, 2)
+    assert len(segments(env)) == 2  # c1 writes on in a new segment
     image = env.page.read()
     assert image.controller_id == 1 and image == c1.image
     assert not image.brokers[0].alive  # fenced by the same heartbeat
@@ -211,3 +218,31 @@ def test_replay_refuses_a_batch_of_an_older_controller_after_a_newer_one(env):
             metadata_log.replay(env.cluster_id)
     finally:
         metadata_log.close()
+
+
+def test_a_late_write_of_a_deposed_controller_lands_past_the_sealed_segment(env):
+    """The race that remains (``controller_lock``): the deposed controller passed its
+    checks, then stopped before its write; the successor's records survive it, and the
+    log refuses to replay rather than mix the two."""
+    deposed = MetadataLog(env.data_dir)
+    deposed.append([mr.controller_record(0, 1)], 1)
+    assert not deposed.written_elsewhere()
+    successor = MetadataLog(env.data_dir)  # opened while the deposed one is stopped
+    image, epoch = successor.replay(env.cluster_id)
+    assert (image.controller_id, epoch) == (0, 1)
+    successor.start_segment()
+    assert deposed.written_elsewhere()  # its fence would say so
+    successor.append([mr.controller_record(1, 2)], 2)
+    deposed.append([mr.topic_record("late", "id", {})], 1)  # the write past its checks
+    deposed.abandon()
+    successor.append([mr.topic_record("kept", "id2", {})], 2)
+    assert successor.replay(env.cluster_id)[0].controller_id == 1
+    successor.close()
+    first, second = segments(env)
+    assert [(epoch, [r["type"] for r in records]) for epoch, records in batches(env)] == [
+        (1, [mr.CONTROLLER]), (1, [mr.TOPIC]),  # the first segment, with the late batch
+        (2, [mr.CONTROLLER]), (2, [mr.TOPIC])]  # the successor's, whole
+    assert len(batches(env, [second])) == 2
+    with pytest.raises(KafkaStorageError,
+                       match=f"{os.path.basename(second)}: .*base offset 1, expected 2"):
+        MetadataLog(env.data_dir).replay(env.cluster_id)
