@@ -182,6 +182,28 @@ def test_two_standbys_judging_the_same_stale_controller_displace_it_once(env, tr
         reader.close()
 
 
+def test_a_takeover_epoch_passes_the_replaced_generations_too(env, trio):
+    """A holder may stop after installing its generation and before its ``controller``
+    record reaches the log: its successor's epoch is still a new one."""
+    c0, c1, _ = trio
+    c0.close()
+    reader = HeartbeatReader(env.data_dir)
+    lock = ControllerLock(env.data_dir, 0, reader, TIMEOUT_MS * 1_000_000)
+    try:
+        claim = lock.claim(int(env.now * SECOND_NS))  # the lock is free: c0 closed
+        with claim:
+            assert claim.displaced is None and claim.previous == Holder(0, 1)
+            assert claim.next_epoch(1) == 2
+            claim.install(5)  # and broker 0 stops here, before it writes
+        take_over(env, trio)
+        assert c1.epoch == 6 and read_holder(env.data_dir) == Holder(1, 6)
+        assert [r["epoch"] for _, records in batches(env) for r in records
+                if r["type"] == mr.CONTROLLER] == [1, 6]
+    finally:
+        lock.close()
+        reader.close()
+
+
 def test_a_controller_that_never_beat_is_not_taken_over(env):
     env.start_broker(0)
     env.start_broker(1)
