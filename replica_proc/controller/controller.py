@@ -10,7 +10,8 @@ election timeout). The one that may take it becomes *active*:
 
 1. it opens the metadata log (``metadata_log.MetadataLog``: recovery, then replay of
    every record into the image the last controller published) and installs its
-   generation of the lock, naming its controller epoch (the log's newest + 1);
+   generation of the lock, naming its controller epoch (one past the log's newest and
+   the replaced generation's);
 2. it appends a ``controller`` record (that epoch) and whatever the liveness of the
    brokers now says (below), and publishes the image on the metadata page.
 

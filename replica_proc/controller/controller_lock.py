@@ -56,8 +56,11 @@ by the same heartbeat) and whose followers truncate as after any leader change.
 - *The old controller resumes in the middle of an append.* A write(2) is not split by
   SIGSTOP: the batch is in the page cache whole, or not at all, before the successor's
   replay (which runs ``session timeout`` after the stop), so the successor replays it and
-  writes epoch + 1 after it. The torn tail a crash leaves is truncated by the log's
-  recovery when the successor opens it.
+  writes its higher epoch after it. The resumed controller's next fence (before it
+  publishes) fails: the request in hand gets NOT_CONTROLLER although its change is in the
+  log, as in Kafka when a controller moves under a request (the client retries, and finds
+  the topic exists). The torn tail a crash leaves is truncated by the log's recovery when
+  the successor opens it.
 - *The old controller resumes between its check and its write* (a window of a few
   microseconds, in which it must stay stopped for a whole session timeout): this is the
   check-then-write race no file lock can close without giving up progress while the old
@@ -79,21 +82,23 @@ by the same heartbeat) and whose followers truncate as after any leader change.
   one at every poll (one load from shared memory) and publishes again: a stale image
   lives on the page for at most one poll interval. A reader that copies the image while
   the resumed writer rewrites its bytes can see torn bytes under an unchanged even
-  sequence (the seqlock assumes one writer); the image then fails to parse or is the old
-  controller's, for at most that same poll interval. This needs the old controller to
-  stop for a session timeout inside a memcpy.
+  sequence (the seqlock assumes one writer): its ``read()`` then raises on the JSON, or
+  returns the old controller's image, within that same poll interval. This needs the old
+  controller to stop for a session timeout inside a memcpy.
 - *A standby stopped while it holds the takeover lock* (a few syscalls and a replay) holds
   up every takeover until it runs again or dies; a dead one's flock is dropped by the
   kernel, and its ``controller.lock.next`` is removed by the next installer.
 - *A hung controller thread whose heartbeat thread still runs* is not noticed: the
   heartbeat is the process's, as for broker fencing.
-- A generation whose content is unreadable (empty: the first start, or a crash between
-  the file's creation and its write — it is never renamed in then) names nobody, so only
-  case 1 can replace it.
+- A generation without content (the empty file a first start creates, or one an older
+  ringlog left; an installer that dies before its rename leaves only
+  ``controller.lock.next``) names nobody, so only case 1 can replace it.
 
 Cost on the common path: a standby's poll is a ``stat``, a non-blocking ``flock`` and one
-heartbeat ``pread`` (the generation's content is read once per inode); an active
-controller's poll is one ``stat``.
+heartbeat ``pread`` (the generation's content is read, and the file opened, once per
+generation); an active controller's poll is one ``stat`` and one load of the page's
+sequence; a commit adds two fences (before its append and its publish), two or three
+``stat``-s each.
 
 Ownership: a ControllerLock belongs to its Controller (the broker's loop thread).
 ``close()`` releases everything and is safe to call twice.
