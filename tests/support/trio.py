@@ -27,11 +27,11 @@ class Trio:
     """Three broker processes of one data directory, the page, and a channel to the
     controller through which the test sends AlterPartition as the partitions' leaders."""
 
-    def __init__(self, data_dir, overrides=OVERRIDES):
+    def __init__(self, data_dir):
         self.data_dir = data_dir
         self.cluster_id = dd.ensure_cluster_id(data_dir)
         self.page = MetadataPage.create(self.cluster_id)
-        self.brokers = [BrokerProcess(data_dir, b, overrides=overrides, controller=True)
+        self.brokers = [BrokerProcess(data_dir, b, overrides=OVERRIDES, controller=True)
                         for b in range(3)]
         self.channel = ControllerChannel(self.cluster_id, broker_id=99)
         self.metadata = BrokerMetadata(self.page, self.cluster_id)
