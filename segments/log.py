@@ -1021,6 +1021,14 @@ class PartitionLog:
         fsync_directory(self.path)
         self._closed = True
 
+    def abandon(self):
+        """Close the files without a flush, a checkpoint or the clean-shutdown marker:
+        another process now writes this log's directory (a deposed controller's metadata
+        log), so nothing more of this one's may reach it. Safe to call twice."""
+        for segment in self.segments:
+            segment.abandon()
+        self._closed = True
+
     def delete(self):
         """Close the files and remove the partition directory. Safe to call twice."""
         self._close_segments()

@@ -814,6 +814,13 @@ class Segment:
         self.time_index.close()
         self._end()
 
+    def abandon(self):
+        """Close the files without writing anything, not even the pending index entries
+        (the files now belong to another writer, whose recovery rebuilds what it needs);
+        safe to call twice."""
+        if not self._closed:
+            self._end()
+
     def _end(self):
         """Close the files for good: ``fd`` raises from now on."""
         self._closed = True

@@ -7,7 +7,11 @@
     D/supervisor.lock           flock(LOCK_EX) held by the one supervisor of D (supervisor.py)
     D/cluster.json              the supervisor's record (see supervisor.py); replaced atomically
     D/supervisor.log            output of a detached supervisor
-    D/controller.lock           flock(LOCK_EX) held by the active controller (controller.py)
+    D/controller.lock           flock(LOCK_EX) held by the active controller; each controller
+                                renames a fresh generation of it into place, naming itself
+                                and its epoch (replica_proc.controller.controller_lock)
+    D/controller.lock.next      a generation being written, before its rename
+    D/controller.takeover.lock  flock(LOCK_EX) held for the moment a generation is installed
     D/__cluster_metadata-0/     the metadata log (replica_proc.controller.metadata_log),
                                 controller-only writer
     D/broker-<id>/              one broker's log dir:
@@ -60,6 +64,8 @@ SUPERVISOR_LOCK = "supervisor.lock"
 CLUSTER_JSON = "cluster.json"
 SUPERVISOR_LOG = "supervisor.log"
 CONTROLLER_LOCK = "controller.lock"
+CONTROLLER_LOCK_NEXT = "controller.lock.next"
+CONTROLLER_TAKEOVER_LOCK = "controller.takeover.lock"
 METADATA_LOG_DIR = "__cluster_metadata-0"
 BROKER_LOCK = "broker.lock"
 BROKER_JSON = "broker.json"

@@ -132,7 +132,9 @@ class MetadataPage:
             raise ValueError(f"metadata image version {image.version} is {len(data)} bytes, "
                              f"more than the {self.capacity} the page {self.name} holds")
         words = self._words
-        writing = words[_SEQUENCE] | 1  # odd; a dead writer's odd value is reused as is
+        sequence = words[_SEQUENCE]
+        # odd; past the odd value of a writer that stopped mid-write (page_descriptor)
+        writing = sequence + 2 if sequence & 1 else sequence + 1
         words[_SEQUENCE] = writing
         self._image_area[:len(data)] = data
         words[_LENGTH] = len(data)

@@ -32,8 +32,13 @@ second time: the copy is a consistent image if and only if both reads returned t
 even value. Sequence 0 means nothing has been published yet.
 
 A writer that dies halfway leaves the sequence odd: readers keep their last image until
-the next controller publishes. The next writer starts from the odd value (it does not add
-one to it), so the sequence is even exactly when no write is in progress.
+the next controller publishes. The next writer skips that odd value (it writes with the
+next odd one), because the halfway writer may not be dead but stopped (SIGSTOP, a hung
+controller that another broker replaced): if it resumes, it finishes with its own odd
+value + 1, a sequence the new writer never uses, so the new controller — which checks the
+page's sequence against its own last one at every poll — notices that its image was
+overwritten and publishes it again (``replica_proc.controller.controller_lock``). The
+sequence is even exactly when no write is in progress.
 
 Ordering assumption: as in ``shm_ring.ring_descriptor``, x86-64 total store order, and the
 sequence and length words are each read and written with one aligned native 8-byte access

@@ -3,13 +3,22 @@
 Every broker makes a ``Controller`` and calls ``poll(now)`` from its loop (every iteration
 is fine: it does nothing until ``poll_interval`` has passed). Election is an exclusive
 flock on ``D/controller.lock`` (the kernel drops it when the holder dies, like ZooKeeper's
-ephemeral ``/controller`` node): a broker that is not the controller tries it at every
-poll. The one that gets it becomes *active*:
+ephemeral ``/controller`` node), in generations (``controller_lock``): a broker that is
+not the controller looks at every poll whether the lock is free, or held by a controller
+whose heartbeat is older than ``broker.session.timeout.ms`` (stopped or hung: KRaft's
+election timeout). The one that may take it becomes *active*:
 
 1. it opens the metadata log (``metadata_log.MetadataLog``: recovery, then replay of
-   every record into the image the last controller published);
-2. it appends a ``controller`` record (controller epoch + 1) and whatever the liveness of
-   the brokers now says (below), and publishes the image on the metadata page.
+   every record into the image the last controller published) and installs its
+   generation of the lock, naming its controller epoch (one past the log's newest and
+   the replaced generation's);
+2. it appends a ``controller`` record (that epoch) and whatever the liveness of the
+   brokers now says (below), and publishes the image on the metadata page.
+
+An active controller checks at every poll, and before every append and publish, that the
+lock is still its generation and the log still ends where it left it; a controller that
+finds it was replaced (it was stopped for longer than the session timeout) resigns
+without writing and goes on as a standby (``controller_lock`` has the races).
 
 While active, each poll checks broker liveness: broker ``b`` is alive while some process
 holds ``D/broker-<b>/broker.lock`` (``broker_lock``), its ``broker.json`` says
@@ -56,7 +65,6 @@ it. ``close()`` (at broker shutdown) releases the controllership and is safe to 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import functools
 import logging
 import os
@@ -90,6 +98,7 @@ from cluster.metadata.broker_lock import HeartbeatReader, broker_is_alive
 from cluster.metadata.model import NO_LEADER, BrokerInfo, PartitionState, validate_topic_name
 from cluster.protocol.frames import ElectionType
 from replica_proc.controller import metadata_log as mr
+from replica_proc.controller.controller_lock import ControllerLock, read_holder
 from replica_proc.controller.placement import (
     assign_replicas,
     elect,
@@ -140,7 +149,6 @@ class Controller:
         self.poll_interval = poll_interval
         #: The controller epoch (0 until this broker first becomes active).
         self.epoch = 0
-        self._lock_fd = None
         self._log = None
         self._image = None
         self._broker_ids = []
@@ -148,6 +156,9 @@ class Controller:
         self._states = {}  # broker id -> (stat of broker.json, its contents)
         self._heartbeats = HeartbeatReader(self.data_dir)
         self._session_timeout_ns = broker_config["broker.session.timeout.ms"] * 1_000_000
+        self._lock = ControllerLock(self.data_dir, broker_id, self._heartbeats,
+                                    self._session_timeout_ns)
+        self._published = None  # the page's sequence after this controller's last publish
         self._next_poll = float("-inf")
         self._start_index = 0
         self._next_rebalance = None  # (controller epoch, poll time of the next check)
@@ -178,41 +189,67 @@ class Controller:
         if now < self._next_poll:
             return self.active
         self._next_poll = now + self.poll_interval
+        if self.active and not self._lock.still_held():
+            self._resign_replaced()
         if self.active:
+            if self.page.version != self._published:
+                self._republish()
             self._check_liveness(now)
-        elif self._try_lock():
-            self._become_active(now)
+        else:
+            claim = self._lock.claim(int(now * 1e9))
+            if claim is not None:
+                self._become_active(now, claim)
         if self.active:
             self._check_leader_imbalance(now)
         return self.active
 
-    def _try_lock(self):
-        if self._lock_fd is None:
-            os.makedirs(self.data_dir, exist_ok=True)
-            self._lock_fd = os.open(os.path.join(self.data_dir, dd.CONTROLLER_LOCK),
-                                    os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    def _become_active(self, now):
-        try:
+    def _become_active(self, now, claim):
+        with claim:
             metadata_log = mr.MetadataLog(self.data_dir, clock=self.clock)
-            image, epoch = metadata_log.replay(self.cluster_id)
-        except BaseException:
-            self._release_lock()
-            raise
+            try:
+                image, epoch = metadata_log.replay(self.cluster_id)
+                epoch = claim.next_epoch(epoch)
+                if claim.displaced is not None:
+                    metadata_log.start_segment()
+                claim.install(epoch)
+            except BaseException:
+                metadata_log.abandon()
+                raise
         self._log, self._image = metadata_log, image
-        self.epoch = epoch + 1
+        self.epoch = epoch
         self._start_index = len(image.topics)
+        if claim.displaced is not None:
+            log.warning("broker %d takes over as controller from broker %d (epoch %d), "
+                        "whose heartbeat is older than broker.session.timeout.ms (%d ms)",
+                        self.broker_id, claim.displaced.broker_id, claim.displaced.epoch,
+                        self._session_timeout_ns // 1_000_000)
         log.info("broker %d is the active controller (epoch %d); metadata log replayed to "
                  "version %d: %d topics, %d brokers", self.broker_id, self.epoch,
                  image.version, len(image.topics), len(image.brokers))
         records = [mr.controller_record(self.broker_id, self.epoch)]
         records += self._liveness_records(now, force=True)
         self._commit(records)
+
+    def _resign_replaced(self):
+        """Stop being the controller without writing anything: another broker installed
+        a newer generation of the lock while this one was stopped (``controller_lock``)."""
+        metadata_log, self._log, self._image = self._log, None, None
+        metadata_log.abandon()
+        self._lock.release()
+        holder = read_holder(self.data_dir)
+        successor = (f"broker {holder.broker_id} took over at epoch {holder.epoch}"
+                     if holder is not None else "another broker took over")
+        log.warning("broker %d is no longer the controller (epoch %d): %s; resigning "
+                    "without writing", self.broker_id, self.epoch, successor)
+
+    def _republish(self):
+        """Publish this controller's image again: the page's sequence is not the one its
+        last publish left (a deposed controller finished a publish it began before it
+        was stopped, see ``controller_lock``)."""
+        log.warning("broker %d: the metadata page was written by another process since "
+                    "this controller's last publish; publishing version %d again",
+                    self.broker_id, self._image.version)
+        self._publish()
 
     # -- liveness -----------------------------------------------------------------------------
 
@@ -774,10 +811,29 @@ class Controller:
     # -- committing -----------------------------------------------------------------------------
 
     def _commit(self, records):
-        """Append ``records`` as one batch (fsynced), apply them, publish the new image."""
-        version = self._log.append(records)
+        """Append ``records`` as one batch (fsynced), apply them, publish the new image;
+        each write fenced (NotControllerError, after resigning, if this controller was
+        replaced)."""
+        self._fence()
+        version = self._log.append(records, self.epoch)
         self._image = mr.apply(self._image, records, version)
+        self._publish()
+
+    def _publish(self):
+        self._fence()
         self.page.publish(self._image)
+        self._published = self.page.version
+
+    def _fence(self):
+        """Raise NotControllerError, after resigning, unless the lock is still this
+        controller's generation and the metadata log ends where it left it."""
+        if self._lock.still_held() and not self._log.written_elsewhere():
+            return
+        epoch = self.epoch
+        self._resign_replaced()
+        raise NotControllerError(
+            f"broker {self.broker_id} is no longer the controller: another broker took "
+            f"over while it was stopped (its epoch {epoch} is not the newest)")
 
     def _require_active(self):
         if not self.active:
@@ -791,17 +847,15 @@ class Controller:
         """Close the metadata log and release the controllership (another broker takes
         over at its next poll). Safe to call twice."""
         if self._log is not None:
-            metadata_log, self._log, self._image = self._log, None, None
-            metadata_log.close()
-            log.info("broker %d resigned as controller (epoch %d)", self.broker_id,
-                     self.epoch)
+            if not self._lock.still_held():
+                self._resign_replaced()  # nothing of a deposed controller's is written
+            else:
+                metadata_log, self._log, self._image = self._log, None, None
+                metadata_log.close()
+                log.info("broker %d resigned as controller (epoch %d)", self.broker_id,
+                         self.epoch)
         self._heartbeats.close()
-        self._release_lock()
-
-    def _release_lock(self):
-        if self._lock_fd is not None:
-            fd, self._lock_fd = self._lock_fd, None
-            os.close(fd)
+        self._lock.close()
 
 
 def _replicas_per_broker(image):

@@ -30,6 +30,12 @@ by its ``partition`` records in order; a liveness change's ``broker`` records an
 offset after the last record it includes, so versions only grow, across controllers too:
 every published image is backed by at least one record.
 
+Each batch's partitionLeaderEpoch is the controller epoch of the controller that wrote it
+(as KRaft stamps its batches with the leader's epoch), so the log says who wrote what:
+``replay`` refuses a log whose batch epochs go down (a deposed controller's write landing
+after its successor's, see ``controller_lock``). Logs written before the stamping carry -1
+and 0 there, which never go down.
+
 The log is kept whole (retention off); compaction and snapshots are for later.
 
 ``MetadataLog`` belongs to the active controller (the broker loop thread), which is its only
@@ -49,8 +55,8 @@ from segments.batch_header import iter_batches
 from segments.errors import CorruptRecordError, KafkaStorageError
 from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog
 from segments.log_config import INT_MAX, LogConfig
-from segments.records import RecordBatchBuilder, iter_records
-from segments.segment import LOG_SUFFIX, base_offset_from_name
+from segments.records import RecordBatch, RecordBatchBuilder
+from segments.segment import LOG_SUFFIX, base_offset_from_name, segment_paths
 
 CONTROLLER = "controller"
 BROKER = "broker"
@@ -269,15 +275,25 @@ class MetadataLog:
         records = []
         offset = self._log.log_start_offset
         end = self._log.log_end_offset
+        batch_epoch = -1
         while offset < end:
             data = self._log.read(offset, _READ_BYTES)
             start = offset
             try:
-                for record in iter_records(data):
-                    if record.offset != offset:  # the log is never compacted: no gaps
-                        raise ValueError(f"record offset {record.offset}, expected {offset}")
-                    records.append(json.loads(record.value))
-                    offset += 1
+                for header in iter_batches(data):
+                    batch = RecordBatch(data, header.position)
+                    batch.validate()
+                    if header.partition_leader_epoch < batch_epoch:
+                        raise ValueError(
+                            f"controller epoch {header.partition_leader_epoch} after "
+                            f"{batch_epoch}: a deposed controller wrote after its successor")
+                    batch_epoch = header.partition_leader_epoch
+                    for record in batch:
+                        if record.offset != offset:  # never compacted: no gaps
+                            raise ValueError(
+                                f"record offset {record.offset}, expected {offset}")
+                        records.append(json.loads(record.value))
+                        offset += 1
                 if offset == start:
                     raise ValueError(f"no whole batch before the log end offset {end}")
             except (CorruptRecordError, ValueError) as exc:
@@ -290,13 +306,40 @@ class MetadataLog:
         epoch = max((r["epoch"] for r in records if r.get("type") == CONTROLLER), default=0)
         return apply(MetadataImage.empty(cluster_id), records, end), epoch
 
-    def append(self, records):
-        """Append ``records`` as one batch and fsync it; return the new end offset (the
-        version of the image that includes them)."""
-        self._log.append(encode_batch(records, self._clock()))
+    def append(self, records, epoch):
+        """Append ``records`` as one batch of controller ``epoch`` and fsync it; return the
+        new end offset (the version of the image that includes them)."""
+        self._log.append(encode_batch(records, self._clock()), leader_epoch=epoch)
         self._log.flush()
         return self._log.log_end_offset
+
+    def start_segment(self):
+        """Seal the active segment and write on in a new one (a takeover from a stopped
+        controller, ``controller_lock``): a late write of the deposed controller lands
+        where it believes the log ends, past the end of the sealed segment — never over
+        this controller's records — where replay and ``check_whole`` find it."""
+        self._log.roll()
+
+    def written_elsewhere(self):
+        """Whether the log's files are no longer as this writer left them: the active
+        segment's size changed (another controller took over and appended its
+        ``controller`` record), or a segment starts at this writer's log end offset (it
+        took over from this one and ``start_segment``-ed). Two stats."""
+        segment = self._log.active_segment
+        try:
+            if os.stat(segment.log_path).st_size != segment.size:
+                return True
+        except FileNotFoundError:
+            return True
+        end = self._log.log_end_offset
+        return end != segment.base_offset and os.path.exists(
+            segment_paths(self.path, end)[0])
 
     def close(self):
         """Flush and close (clean shutdown); safe to call twice."""
         self._log.close()
+
+    def abandon(self):
+        """Close without writing anything (no flush, no clean-shutdown marker): another
+        controller writes the log now. Safe to call twice."""
+        self._log.abandon()

@@ -48,9 +48,9 @@ def env(tmp_path):
     controller.create_topics([{"name": "t", "assignments": {0: [0, 1, 2], 1: [1, 2, 0]}}])
     controller.close()
     metadata_log = MetadataLog(environment.data_dir)  # t-0 led by a follower in the ISR
-    metadata_log.replay(environment.cluster_id)
+    _, epoch = metadata_log.replay(environment.cluster_id)
     metadata_log.append([mr.partition_record(PartitionState("t", 0, 1, 3, (0, 1, 2),
-                                                            (0, 1, 2)))])
+                                                            (0, 1, 2)))], epoch)
     metadata_log.close()
     yield environment
     environment.close()

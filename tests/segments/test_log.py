@@ -510,6 +510,26 @@ def test_close_twice_and_use_after_close(tmp_path):
         log.append(simple_batch(1))
 
 
+def test_abandon_writes_nothing_and_the_next_open_recovers(tmp_path):
+    log = open_log(tmp_path / "t-0", **{"index.interval.bytes": 1})
+    for n in range(5):
+        log.append(simple_batch(1 + n))
+    expected = log.read(0, 1 << 20)
+    files = {name: (tmp_path / "t-0" / name).read_bytes()
+             for name in os.listdir(tmp_path / "t-0")}
+    log.abandon()
+    log.abandon()
+    with pytest.raises(Exception, match="closed"):
+        log.append(simple_batch(1))
+    # no flush of the index entries, no checkpoint, no clean-shutdown marker
+    assert {name: (tmp_path / "t-0" / name).read_bytes()
+            for name in os.listdir(tmp_path / "t-0")} == files
+    log = open_log(tmp_path / "t-0")
+    assert not log.recovery.clean_shutdown
+    assert log.log_end_offset == 15 and log.read(0, 1 << 20) == expected
+    log.close()
+
+
 def test_delete_removes_the_directory(tmp_path):
     log = open_log(tmp_path / "t-0")
     log.append(simple_batch(1))

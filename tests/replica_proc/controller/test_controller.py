@@ -446,7 +446,7 @@ def test_partition_epochs_survive_the_log_and_old_records_replay_as_zero(env):
            "leader_epoch": 2, "replicas": [0, 1], "isr": [0]}
     new = mr.partition_record(PartitionState("t", 1, 1, 3, (1, 0), (1, 0), 9))
     metadata_log = MetadataLog(env.data_dir)
-    metadata_log.append([topic, old, new])
+    metadata_log.append([topic, old, new], 1)
     image, _ = metadata_log.replay("c")
     metadata_log.close()
     assert [p.partition_epoch for p in image.topics["t"].partitions] == [0, 9]

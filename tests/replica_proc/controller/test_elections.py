@@ -42,8 +42,8 @@ def take_over_with(env, controller, *states, **config):
     controller.close()
     metadata_log = MetadataLog(env.data_dir)
     try:
-        metadata_log.replay(env.cluster_id)
-        metadata_log.append([mr.partition_record(state) for state in states])
+        _, epoch = metadata_log.replay(env.cluster_id)
+        metadata_log.append([mr.partition_record(state) for state in states], epoch)
     finally:
         metadata_log.close()
     return active(env, controller.broker_id, **config)
