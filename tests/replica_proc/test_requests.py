@@ -6,6 +6,7 @@ after every bad input the test checks the broker still serves another connection
 """
 from __future__ import annotations
 
+import datetime
 import os
 import random
 import signal
@@ -439,8 +440,9 @@ def test_garbage_in_the_request_ring_closes_that_connection_only(env):
 
 def test_an_api_the_broker_does_not_serve_closes_the_connection(env):
     client = env.client()
-    m = protocol.request_module(ApiKey.FIND_COORDINATOR, 1)
-    client.send(m.FindCoordinatorRequest(key="group", key_type=0))
+    m = protocol.request_module(ApiKey.INIT_PRODUCER_ID, 0)
+    client.send(m.InitProducerIdRequest(transactional_id=None,
+                                        transaction_timeout=datetime.timedelta(seconds=60)))
     with pytest.raises(PeerClosedError):
         client.receive(timeout=BOUND)
     client = env.client()
