@@ -464,3 +464,28 @@ def test_an_active_group_cannot_be_deleted(env):
     answer = env.call(delete_groups_request([GROUP], version=0))
     assert [(r.group_id, r.error_code) for r in answer.results] == [
         (GROUP, ErrorCode.non_empty_group)]
+
+
+def test_a_static_member_rejoining_fences_its_old_id(env):
+    env.publish_offsets()
+    channel = env.channel()
+    request = env.send(channel, join_group_request(GROUP, instance="i-1"))
+    env.advance(DELAY_MS / 1000)  # a static member needs no MEMBER_ID_REQUIRED round
+    first = env.answer(channel, request)
+    assert (first.error_code, first.generation_id) == (ErrorCode.none, 1)
+    assert [(m.member_id, m.group_instance_id) for m in first.members] == [
+        (first.member_id, "i-1")]
+    env.call(sync_group_request(GROUP, 1, first.member_id, [(first.member_id, b"a")],
+                                instance="i-1"))
+    again = env.call(join_group_request(GROUP, instance="i-1"))  # restarted: no member id
+    assert again.error_code == ErrorCode.none and again.member_id != first.member_id
+    assert again.generation_id == 1  # Stable: no rebalance
+    answer = env.call(sync_group_request(GROUP, 1, first.member_id, instance="i-1"))
+    assert answer.error_code == ErrorCode.fenced_instance_id
+
+
+def test_a_join_without_a_common_protocol_is_inconsistent(env):
+    env.publish_offsets()
+    env.join_and_sync()
+    answer = env.call(join_group_request(GROUP, protocols=(("roundrobin", b""),)))
+    assert answer.error_code == ErrorCode.inconsistent_group_protocol
