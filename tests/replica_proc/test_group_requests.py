@@ -27,7 +27,7 @@ from replica_proc.request_handler import RequestHandler
 from segments.records import iter_records
 from shm_ring.naming import listener_name
 from tests.replica_proc.test_replication_requests import ConnStub, FakeAlterPartition
-from tests.support.broker import api_versions_request, fetch_request
+from tests.support.broker import api_versions_request, batch, fetch_request, produce_request
 from tests.support.clock import T0, FakeClock
 from tests.support.groups import (
     commit_errors,
@@ -489,3 +489,12 @@ def test_a_join_without_a_common_protocol_is_inconsistent(env):
     env.join_and_sync()
     answer = env.call(join_group_request(GROUP, protocols=(("roundrobin", b""),)))
     assert answer.error_code == ErrorCode.inconsistent_group_protocol
+
+
+def test_clients_cannot_produce_to_the_offsets_topic(env):
+    env.publish_offsets()
+    answer = env.call(produce_request(GROUP_METADATA_TOPIC, 0, batch([b"x"])))
+    [topic] = answer.responses
+    [partition] = topic.partition_responses
+    assert partition.error_code == ErrorCode.invalid_topic_exception
+    assert "internal topic" in partition.error_message
