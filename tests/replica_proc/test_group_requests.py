@@ -498,3 +498,12 @@ def test_clients_cannot_produce_to_the_offsets_topic(env):
     [partition] = topic.partition_responses
     assert partition.error_code == ErrorCode.invalid_topic_exception
     assert "internal topic" in partition.error_message
+
+
+def test_a_commit_between_join_and_sync_is_rebalance_in_progress(env):
+    env.publish("t", [(0, (0,))])
+    env.publish_offsets()
+    required = env.call(join_group_request(GROUP))
+    joined = env.join(required.member_id)  # CompletingRebalance until the leader syncs
+    answer = env.call(offset_commit_request(GROUP, {("t", 0): 3}, 1, joined.member_id))
+    assert commit_errors(answer) == {("t", 0): ErrorCode.rebalance_in_progress}
