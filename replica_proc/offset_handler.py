@@ -4,8 +4,9 @@ decided by the broker's ``GroupCoordinator`` (``group_runtime``).
 - OffsetCommit parks its channel (``delayed_response``) until the commit is stored with
   acks=all (G7) or failed. A partition of a topic the metadata does not know (or beyond its
   partition count) answers UNKNOWN_TOPIC_OR_PARTITION and is not committed, as Kafka
-  checks before the coordinator. v2-4's ``retention_time_ms`` is ignored: offsets expire
-  after ``offsets.retention.minutes`` (Kafka 2.1+ ignores it too from v5 on).
+  checks before the coordinator. v2-4's ``retention_time_ms`` is ignored (Kafka turns one
+  other than -1 into the offset's expire timestamp; the field is gone from v5): offsets
+  expire after ``offsets.retention.minutes``.
 - OffsetFetch answers at once; ``topics`` null (v2+) asks for every committed partition.
   v1 has no top-level error: a group error is answered in every partition asked for.
 - OffsetDelete parks until the tombstones are stored; unknown partitions answer
