@@ -158,12 +158,13 @@ class GroupRuntime:
         coordinator.begin_load(index)
         try:
             stored = self._read(partition)
-        except Exception:
-            log.exception("loading %s-%d failed; its groups stay unavailable",
+            coordinator.load(index, stored, self._clock())
+        except Exception:  # a damaged log (or a bug) must not stop the broker's loop
+            log.exception("loading %s-%d failed; its groups stay unavailable "
+                          "(NOT_COORDINATOR) until its leadership changes",
                           GROUP_METADATA_TOPIC, index)
             coordinator.unload(index)
             return
-        coordinator.load(index, stored, self._clock())
         self._loaded[index] = (partition, partition.leader_epoch)
         log.info("loaded %s-%d: %d record(s) up to offset %d (leader epoch %d)",
                  GROUP_METADATA_TOPIC, index, len(stored), partition.log.log_end_offset,

@@ -24,7 +24,7 @@ from replica_proc.group_coordinator import records
 from replica_proc.group_coordinator.partitioning import partition_for
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
-from segments.records import iter_records
+from segments.records import RecordBatchBuilder, iter_records
 from shm_ring.naming import listener_name
 from tests.replica_proc.test_replication_requests import ConnStub, FakeAlterPartition
 from tests.support.broker import api_versions_request, batch, fetch_request, produce_request
@@ -507,3 +507,17 @@ def test_a_commit_between_join_and_sync_is_rebalance_in_progress(env):
     joined = env.join(required.member_id)  # CompletingRebalance until the leader syncs
     answer = env.call(offset_commit_request(GROUP, {("t", 0): 3}, 1, joined.member_id))
     assert commit_errors(answer) == {("t", 0): ErrorCode.rebalance_in_progress}
+
+
+def test_a_record_that_does_not_decode_is_skipped_when_loading(env):
+    env.publish("t", [(0, (0,))])
+    env.publish_offsets()
+    env.call(offset_commit_request(GROUP, {("t", 0): 11}))
+    partition = env.replicas.partition(GROUP_METADATA_TOPIC, group_partition())
+    junk = RecordBatchBuilder()
+    junk.append(T0, b"\x00\x09not-a-key", b"value")
+    partition.log.append(junk.build(), leader_epoch=0)
+    env.publish_offsets(leader=1, epoch=1)
+    env.publish_offsets(leader=0, epoch=2)
+    fetched = env.call(offset_fetch_request(GROUP, None))
+    assert committed(fetched) == {("t", 0): (11, ErrorCode.none)}
