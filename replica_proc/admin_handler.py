@@ -12,8 +12,9 @@ retry there (Kafka's behaviour before request forwarding). ElectLeaders v1 carri
 or any other the whole request failed with, in its top-level ``error_code`` too: a request
 for every partition (``topic_partitions`` null) has no partition to carry it.
 
-Auto-creation (from Metadata) comes here too: the local controller when active, else a
-CreateTopics forwarded to the controller broker (``ControllerChannel``).
+Auto-creation (from Metadata) comes here too, and ``create_topic`` (the group coordinator's
+``__consumer_offsets``): the local controller when active, else a CreateTopics forwarded to
+the controller broker (``ControllerChannel``).
 
 The request ``timeout`` is not waited on: the controller's changes are durable and
 published when its call returns.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import logging
 
 from cluster.config.dynamic import AlterConfigOp
-from cluster.errors import NotControllerError
+from cluster.errors import NotControllerError, TopicAlreadyExistsError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey, ElectionType
 from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
@@ -185,3 +186,19 @@ class AdminHandler:
             return
         self._forwarder.create_topics(self._metadata.image.controller_id, names,
                                       self._clock())
+
+    def create_topic(self, name, num_partitions, replication_factor, configs):
+        """Create the topic ``name`` as given (``__consumer_offsets``: the group
+        coordinator's), without waiting for a remote controller; TOPIC_ALREADY_EXISTS (a
+        race with another broker) is no failure."""
+        if self._active():
+            results = self._call("creation", [name], lambda: self._controller.create_topics(
+                [{"name": name, "num_partitions": num_partitions,
+                  "replication_factor": replication_factor, "configs": configs}], False))
+            code, message = results[name]
+            if code and code != TopicAlreadyExistsError.errno:
+                log.warning("creation of topic %r failed: %s", name, message)
+            return
+        self._forwarder.create_topics(self._metadata.image.controller_id, [name],
+                                      self._clock(),
+                                      {name: (num_partitions, replication_factor, configs)})

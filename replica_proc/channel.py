@@ -4,7 +4,8 @@ Kafka mutes a channel while one of its requests is in flight, so responses leave
 order; so does a ``Channel``. It is *muted* while
 
 - one of its requests waits for a delayed response (``parked``: a Fetch in the fetch
-  purgatory, an acks=all Produce in the produce purgatory), or
+  purgatory, an acks=all Produce in the produce purgatory, a group request waiting for the
+  group coordinator: ``delayed_response``), or
 - a response could not be written because the client's response ring is full
   (``unsent``; retried after the client frees room, which rings the broker's doorbell).
 
@@ -44,7 +45,7 @@ class Channel:
         self.conn = conn
         self.name = conn.name
         self.backlog = collections.deque()
-        self.parked = None  # its DelayedFetch or DelayedProduce, while one waits
+        self.parked = None  # its DelayedFetch, DelayedProduce or DelayedResponse, while one waits
         self.unsent = None  # a response frame waiting for room in the response ring
         self.closing = None  # why the broker drops this connection, once it decided to
         # Largest response frame the client's ring can take. (shm_ring.Connection has no

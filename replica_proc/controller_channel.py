@@ -15,9 +15,11 @@ Both send through the one ``ControllerChannel`` of the broker:
   gets ``on_answer(None)``: it may or may not have been applied, and the caller decides
   whether to send it again.
 
-``create_topics(controller_id, names, now)`` is auto-creation's use: a name is sent at most
-once per ``retry_interval`` seconds, so a client polling Metadata does not flood the
-controller; failures other than TOPIC_ALREADY_EXISTS (the usual race) are logged.
+``create_topics(controller_id, names, now, specs)`` is auto-creation's use (and the
+creation of ``__consumer_offsets``, with its own partitions, replication and configs): a
+name is sent at most once per ``retry_interval`` seconds, so a client polling Metadata does
+not flood the controller; failures other than TOPIC_ALREADY_EXISTS (the usual race) are
+logged.
 
 Owner: the broker's loop thread. The connection's rings are this process's (it unlinks
 them in ``close`` or when the controller broker goes away).
@@ -148,9 +150,11 @@ class ControllerChannel:
 
     # -- auto-creation --------------------------------------------------------------------------
 
-    def create_topics(self, controller_id, names, now):
-        """Forward a CreateTopics of ``names`` (broker defaults for partitions and
-        replication) to broker ``controller_id``; ``now`` in seconds (monotonic)."""
+    def create_topics(self, controller_id, names, now, specs=None):
+        """Forward a CreateTopics of ``names`` to broker ``controller_id``; ``now`` in
+        seconds (monotonic). ``specs``: {name: (num_partitions, replication_factor,
+        {config: value})} for the names not created with the broker defaults."""
+        specs = specs or {}
         retry = self._retry_interval
         self._sent = {n: when for n, when in self._sent.items() if now - when < retry}
         names = [n for n in names if n not in self._sent]
@@ -158,9 +162,8 @@ class ControllerChannel:
             return
         classes = protocol.request_module(ApiKey.CREATE_TOPICS, _CREATE_TOPICS_VERSION)
         request = classes.CreateTopicsRequest(
-            topics=tuple(classes.CreatableTopic(name=n, num_partitions=-1,
-                                                replication_factor=-1, assignments=(),
-                                                configs=()) for n in names),
+            topics=tuple(_creatable(classes, n, *specs.get(n, (-1, -1, {})))
+                         for n in names),
             timeout=REQUEST_TIMEOUT, validate_only=False)
         if self.send(controller_id, request, self._created):
             for name in names:
@@ -175,3 +178,10 @@ class ControllerChannel:
                 log.warning("controller %d did not create topic %r: %s (%s)",
                             self._controller_id, result.name, result.error_code.name,
                             result.error_message)
+
+
+def _creatable(classes, name, num_partitions, replication_factor, configs):
+    return classes.CreatableTopic(
+        name=name, num_partitions=num_partitions, replication_factor=replication_factor,
+        assignments=(), configs=tuple(classes.CreatableTopicConfig(name=k, value=v)
+                                      for k, v in configs.items()))

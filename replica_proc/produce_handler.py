@@ -1,7 +1,9 @@
 """Produce v3-8: validate, stamp and append each partition's batches; answer with offsets.
 
-Per partition, in request order: the partition must exist (UNKNOWN_TOPIC_OR_PARTITION) and
-be led by this broker (NOT_LEADER_OR_FOLLOWER); ``acks`` must be 0, 1 or -1
+Per partition, in request order: an internal topic (``__consumer_offsets``: only its group
+coordinator appends to it) is INVALID_TOPIC_EXCEPTION, as Kafka answers clients; the
+partition must exist (UNKNOWN_TOPIC_OR_PARTITION) and be led by this broker
+(NOT_LEADER_OR_FOLLOWER); ``acks`` must be 0, 1 or -1
 (INVALID_REQUIRED_ACKS); the records must hold at least one batch (INVALID_RECORD); then
 ``Partition.append_as_leader`` validates every batch — framing, CRC-32C (CORRUPT_MESSAGE),
 size against max.message.bytes (MESSAGE_TOO_LARGE) — before anything is written, so a bad
@@ -32,7 +34,8 @@ from __future__ import annotations
 
 import logging
 
-from cluster.errors import InvalidRecordError, InvalidRequiredAcksError
+from cluster.errors import InvalidRecordError, InvalidRequiredAcksError, InvalidTopicError
+from cluster.metadata.model import INTERNAL_TOPICS
 from cluster.protocol.produce_response import PartitionResult, produce_response_frame
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_produce import DelayedProduce, PendingPartition
@@ -139,6 +142,8 @@ class ProduceHandler:
         try:
             if acks not in ACKS:
                 raise InvalidRequiredAcksError(f"acks={acks}; expected one of 0, 1, -1 (all)")
+            if topic in INTERNAL_TOPICS:
+                raise InvalidTopicError(f"cannot append to internal topic {topic}")
             partition = self._replicas.leader(topic, index)
             if not records:
                 raise InvalidRecordError(

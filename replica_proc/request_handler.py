@@ -20,6 +20,17 @@ IncrementalAlterConfigs   0                                 admin_handler
 ElectLeaders              0-1                               admin_handler
 AlterPartition            2-3 (flexible)                    alter_partition_handler
 OffsetsForLeaderEpoch     2-3                               offsets_for_leader_epoch_handler
+FindCoordinator           0-2                               group_handler
+JoinGroup                 2-5                               group_handler
+SyncGroup                 1-3                               group_handler
+Heartbeat                 1-3                               group_handler
+LeaveGroup                1-3                               group_handler
+DescribeGroups            0-4                               group_handler
+ListGroups                0-2                               group_handler
+DeleteGroups              0-1                               group_handler
+OffsetCommit              2-7                               offset_handler
+OffsetFetch               1-5                               offset_handler
+OffsetDelete              0                                 offset_handler
 ========================  ================================  ================================
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
@@ -28,7 +39,7 @@ ApiVersions advertises exactly these. Bad input never stops the broker:
   UNSUPPORTED_VERSION, listing what is supported (Kafka's rule, so a newer client can
   pick a version);
 - a frame that does not decode — garbage, a truncated body, an API or version not in the
-  table (this includes the group and transaction APIs, which come with later issues) —
+  table (this includes the transaction APIs, which come with a later issue) —
   raises ``CloseConnection``: the broker logs it and drops that connection, as Kafka
   closes the socket; every other connection keeps being served.
 
@@ -37,10 +48,13 @@ their ISR changes to it, and the loop polls it.
 
 ``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
 something) applies a new image to the ReplicaManager and answers parked fetches and
-delayed produces of the partitions that changed.
+delayed produces of the partitions that changed, and lets the group coordinator
+(``groups``, a ``group_runtime.GroupRuntime``) load or unload the ``__consumer_offsets``
+partitions whose leadership changed.
 
-Delayed responses: a channel's ``parked`` is its parked Fetch (``delayed_fetch``) or its
-acks=all Produce waiting for replication (``delayed_produce``); ``cancel(channel)``
+Delayed responses: a channel's ``parked`` is its parked Fetch (``delayed_fetch``), its
+acks=all Produce waiting for replication (``delayed_produce``) or a group request waiting
+for the group coordinator (``delayed_response``); ``cancel(channel)``
 forgets it when the client goes away, ``expire(now)`` answers those whose time ran out and
 ``next_deadline()`` is the earliest. Every high-watermark move a Partition reports
 (``ReplicaManager.on_high_watermark``) wakes the consumers' fetches and the delayed
@@ -61,10 +75,14 @@ from replica_proc.alter_partition_manager import AlterPartitionManager
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import FetchPurgatory
 from replica_proc.delayed_produce import DelayedProduce, ProducePurgatory
+from replica_proc.delayed_response import DelayedResponse
 from replica_proc.describe_configs_handler import DescribeConfigsHandler
 from replica_proc.fetch_handler import FetchHandler
+from replica_proc.group_handler import GroupHandler
+from replica_proc.group_runtime import GroupRuntime
 from replica_proc.list_offsets_handler import ListOffsetsHandler
 from replica_proc.metadata_handler import MetadataHandler
+from replica_proc.offset_handler import OffsetHandler
 from replica_proc.offsets_for_leader_epoch_handler import OffsetsForLeaderEpochHandler
 from replica_proc.produce_handler import ProduceHandler
 from replica_proc.responses import NO_THROTTLE, build, error, module
@@ -94,6 +112,8 @@ class RequestHandler:
         # the ReplicaManager was given another channel: tests).
         if replicas.alter_partition is None:
             replicas.alter_partition = self.alter_partitions
+        self.groups = GroupRuntime(config, replicas, metadata, self.admin.create_topic, clock,
+                                   self.fetch.on_append, self.on_high_watermark)
         self._handlers = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -110,6 +130,8 @@ class RequestHandler:
             ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
             ApiKey.ALTER_PARTITION: AlterPartitionHandler(controller, self.refresh_metadata),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetsForLeaderEpochHandler(replicas),
+            **GroupHandler(self.groups, metadata, clock).handlers(),
+            **OffsetHandler(self.groups, metadata, clock).handlers(),
         }
 
     def refresh_metadata(self):
@@ -121,6 +143,7 @@ class RequestHandler:
         if changed:
             self.fetch.on_change(changed)
             self.produce.on_change(changed)
+            self.groups.on_change(changed)
         return True
 
     def on_high_watermark(self, partition, old_high_watermark, size=None):
@@ -129,17 +152,22 @@ class RequestHandler:
         key = (partition.topic, partition.index)
         self.fetch.on_high_watermark(key, partition, old_high_watermark, size)
         self.produce.on_high_watermark(key)
+        self.groups.on_high_watermark(key)
 
     # -- delayed responses ------------------------------------------------------------------
 
     def expire(self, now):
-        """Answer the parked fetches and delayed produces whose time ran out by ``now``."""
+        """Answer the parked fetches and delayed produces whose time ran out by ``now``;
+        run the group coordinator's timers (and time out its writes)."""
         self.fetch.expire(now)
         self.produce.expire(now)
+        self.groups.expire(now)
 
     def next_deadline(self):
-        """The earliest deadline of a parked fetch or delayed produce, or None."""
-        deadlines = [d for d in (self.fetch.next_deadline(), self.produce.next_deadline())
+        """The earliest deadline of a parked fetch, a delayed produce or the group
+        coordinator, or None."""
+        deadlines = [d for d in (self.fetch.next_deadline(), self.produce.next_deadline(),
+                                 self.groups.next_deadline())
                      if d is not None]
         return min(deadlines) if deadlines else None
 
@@ -151,6 +179,8 @@ class RequestHandler:
         channel.parked = None
         if isinstance(parked, DelayedProduce):
             self.produce.cancel(parked)
+        elif isinstance(parked, DelayedResponse):
+            parked.cancel()
         else:
             self.fetch.cancel(parked)
 

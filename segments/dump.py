@@ -68,8 +68,11 @@ def add_arguments(parser):
     return parser
 
 
-def run(args, out=None):
-    """Dump every file named by ``args`` (an argparse namespace); return the exit code."""
+def run(args, out=None, parse_record=None):
+    """Dump every file named by ``args`` (an argparse namespace); return the exit code.
+    ``parse_record(record)``, when given, is ``(key text, payload text)`` (either None to
+    leave it out) of a record printed with ``--print-data-log`` (Kafka's MessageParser:
+    ``--offsets-decoder`` passes one)."""
     out = sys.stdout if out is None else out
     files = [name for item in args.files for name in item.split(",") if name]
     deep = args.deep_iteration or args.print_data_log
@@ -78,7 +81,7 @@ def run(args, out=None):
         print(f"Dumping {name}", file=out)
         try:
             if name.endswith(LOG_SUFFIX):
-                ok = dump_log(name, out, deep, args.print_data_log)
+                ok = dump_log(name, out, deep, args.print_data_log, parse_record)
             elif name.endswith(INDEX_SUFFIX):
                 ok = dump_index(name, out, args.verify_index_only, args.index_sanity_check)
             elif name.endswith(TIME_INDEX_SUFFIX):
@@ -98,7 +101,7 @@ def run(args, out=None):
 
 # -- .log -----------------------------------------------------------------------------------
 
-def dump_log(path, out, deep=False, print_data=False):
+def dump_log(path, out, deep=False, print_data=False, parse_record=None):
     """Print the batches (and records) of a .log file; False if a problem was found."""
     print(f"Starting offset: {base_offset_from_name(path)}", file=out)
     ok = True
@@ -122,7 +125,8 @@ def dump_log(path, out, deep=False, print_data=False):
                         if last_offset is not None and record.offset != last_offset + 1:
                             non_consecutive.append((last_offset, record.offset))
                         last_offset = record.offset
-                        print(_record_line(header, record, print_data), file=out)
+                        print(_record_line(header, record, print_data, parse_record),
+                              file=out)
                 except StorageError as e:
                     print(f"{RECORD_INDENT} cannot decode the records: {e}", file=out)
                     ok = False
@@ -154,7 +158,7 @@ def _batch_line(header, position, crc_valid):
             f"crcValid: {_bool(crc_valid)}")
 
 
-def _record_line(header, record, print_data):
+def _record_line(header, record, print_data, parse_record=None):
     sequence = bd.NO_SEQUENCE if header.base_sequence == bd.NO_SEQUENCE else \
         (header.base_sequence + record.offset - header.base_offset) % 2**31
     key_size = -1 if record.key is None else len(record.key)
@@ -163,7 +167,13 @@ def _record_line(header, record, print_data):
             f"{_TIMESTAMP_TYPES[record.timestamp_type]}: {record.timestamp} "
             f"keySize: {key_size} valueSize: {value_size} sequence: {sequence} "
             f"headerKeys: [{','.join(key for key, _ in record.headers)}]")
-    if print_data:
+    if print_data and parse_record is not None:
+        key, payload = parse_record(record)
+        if key is not None:
+            line += f" key: {key}"
+        if payload is not None:
+            line += f" payload: {payload}"
+    elif print_data:
         if record.key is not None:
             line += f" key: {_text(record.key)}"
         if record.value is not None:

@@ -18,6 +18,12 @@ MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 #: Leader id of a partition that has no live leader.
 NO_LEADER = -1
+#: The topic of the consumer groups' state and committed offsets (Kafka's
+#: GROUP_METADATA_TOPIC_NAME); the group coordinators create it.
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+#: Topics created as internal (Kafka's Topic.INTERNAL_TOPICS; ``__transaction_state`` comes
+#: with transactions).
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC})
 
 
 def validate_topic_name(name):

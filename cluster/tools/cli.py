@@ -42,8 +42,8 @@ COMMANDS = {
     "chaos": ("cluster.tools.chaos.command", "run producers and consumers while injecting "
                                              "broker faults, then check that nothing "
                                              "acknowledged was lost [Jepsen, replication_test]"),
-    "dump-log": ("segments.dump", "print the batches, records and index entries of segment files "
-                                  "[kafka-dump-log]"),
+    "dump-log": ("cluster.tools.dump_log", "print the batches, records and index entries of "
+                                           "segment files [kafka-dump-log]"),
 }
 
 

@@ -95,7 +95,13 @@ from cluster.errors import (
 )
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import HeartbeatReader, broker_is_alive
-from cluster.metadata.model import NO_LEADER, BrokerInfo, PartitionState, validate_topic_name
+from cluster.metadata.model import (
+    INTERNAL_TOPICS,
+    NO_LEADER,
+    BrokerInfo,
+    PartitionState,
+    validate_topic_name,
+)
 from cluster.protocol.frames import ElectionType
 from replica_proc.controller import metadata_log as mr
 from replica_proc.controller.controller_lock import ControllerLock, read_holder
@@ -409,7 +415,8 @@ class Controller:
             self._check_factor(name, factor, live)
             replica_lists = assign_replicas(live, num_partitions, factor,
                                             self._start_index % len(live))
-        records = [mr.topic_record(name, dd.new_uuid(), configs)]
+        records = [mr.topic_record(name, dd.new_uuid(), configs,
+                                   internal=name in INTERNAL_TOPICS)]
         records += self._new_partitions(image, name, replica_lists, 0)
         return records
 

@@ -6,6 +6,7 @@ after every bad input the test checks the broker still serves another connection
 """
 from __future__ import annotations
 
+import datetime
 import os
 import random
 import signal
@@ -132,9 +133,11 @@ def test_api_versions_lists_what_the_broker_serves(env):
     client = env.client()
     response = client.call(api_versions_request(2))
     served = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert served == {0: (3, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 18: (0, 2), 19: (2, 4),
-                      20: (1, 3), 23: (2, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 43: (0, 1),
-                      44: (0, 0), 56: (2, 3)}
+    assert served == {0: (3, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 8: (2, 7), 9: (1, 5),
+                      10: (0, 2), 11: (2, 5), 12: (1, 3), 13: (1, 3), 14: (1, 3), 15: (0, 4),
+                      16: (0, 2), 18: (0, 2), 19: (2, 4), 20: (1, 3), 23: (2, 3), 32: (1, 3),
+                      33: (0, 1), 37: (0, 1), 42: (0, 1), 43: (0, 1), 44: (0, 0), 47: (0, 0),
+                      56: (2, 3)}
 
 
 def test_api_versions_of_an_unsupported_version_answers_v0_with_unsupported_version(env):
@@ -439,8 +442,9 @@ def test_garbage_in_the_request_ring_closes_that_connection_only(env):
 
 def test_an_api_the_broker_does_not_serve_closes_the_connection(env):
     client = env.client()
-    m = protocol.request_module(ApiKey.FIND_COORDINATOR, 1)
-    client.send(m.FindCoordinatorRequest(key="group", key_type=0))
+    m = protocol.request_module(ApiKey.INIT_PRODUCER_ID, 0)
+    client.send(m.InitProducerIdRequest(transactional_id=None,
+                                        transaction_timeout=datetime.timedelta(seconds=60)))
     with pytest.raises(PeerClosedError):
         client.receive(timeout=BOUND)
     client = env.client()

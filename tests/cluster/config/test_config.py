@@ -448,6 +448,8 @@ BAD_BROKER_VALUES = [
     ("replica.fetch.backoff.ms", "-1"),
     ("unclean.leader.election.enable", "no"), ("offsets.topic.num.partitions", "0"),
     ("offsets.topic.replication.factor", "40000"), ("group.initial.rebalance.delay.ms", "-1"),
+    ("offsets.topic.segment.bytes", "0"), ("offsets.commit.timeout.ms", "0"),
+    ("offsets.load.buffer.size", "0"),
     ("group.min.session.timeout.ms", "x"), ("controlled.shutdown.enable", ""),
     ("ringlog.ring.bytes", "1000000"), ("ringlog.ring.bytes", "64k"),
     ("ringlog.ring.bytes", str(2**31)), ("ringlog.spin.iterations", "-1"),
