@@ -74,6 +74,8 @@ class ApiKey(enum.IntEnum):
     HEARTBEAT = 12
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -83,8 +85,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
     ALTER_PARTITION = 56
 
 
@@ -112,6 +116,8 @@ SUPPORTED_VERSIONS = {
     ApiKey.HEARTBEAT: (1, 3),
     ApiKey.LEAVE_GROUP: (1, 3),
     ApiKey.SYNC_GROUP: (1, 3),
+    ApiKey.DESCRIBE_GROUPS: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 2),
     ApiKey.API_VERSIONS: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
@@ -121,8 +127,10 @@ SUPPORTED_VERSIONS = {
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.ELECT_LEADERS: (0, 1),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.ALTER_PARTITION: (2, 3),
 }
 
