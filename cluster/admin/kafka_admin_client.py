@@ -41,7 +41,8 @@ Consumer groups go to each group's coordinator, found with FindCoordinator (or g
 coordinator takes only from an Empty group) and ``delete_consumer_group_offsets``
 (OffsetDelete). COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and
 an unreachable coordinator make the client look the coordinator up again and resend, after
-``retry_backoff_ms``, until the request timeout (then KafkaTimeoutError).
+``retry_backoff_ms``; no attempt starts after the request timeout has passed since the first
+(then KafkaTimeoutError naming the last error), each waiting up to the request timeout.
 
 Thread safety: one thread at a time (it owns a KafkaClient).
 """
@@ -415,8 +416,8 @@ class KafkaAdminClient:
         deadline = self._clock() + self._timeout
         while True:
             try:
-                response = self._request(request)
-                _raise_group_error(group_id, int(response.error_code),
+                response = self._client.request(self._any_broker(), request, self._timeout)
+                _raise_group_error(f"group {group_id!r}", int(response.error_code),
                                    response.error_message)
                 return {"node_id": response.node_id, "host": response.host,
                         "port": response.port}
@@ -461,7 +462,7 @@ class KafkaAdminClient:
                     include_authorized_operations=include_authorized_operations),
                 lambda r: [g.error_code for g in r.groups])
             for g in response.groups:
-                _raise_group_error(g.group_id, int(g.error_code), None)
+                _raise_group_error(f"group {g.group_id!r}", int(g.error_code), None)
                 consumer = g.protocol_type == CONSUMER_PROTOCOL_TYPE
                 described.append(GroupInformation(
                     error_code=int(g.error_code), group=g.group_id, state=g.group_state,
@@ -497,7 +498,7 @@ class KafkaAdminClient:
             group_id, group_coordinator_id, m.OffsetFetchRequest(group_id=group_id,
                                                                  topics=topics),
             lambda r: [r.error_code])
-        _raise_group_error(group_id, int(response.error_code), None)
+        _raise_group_error(f"group {group_id!r}", int(response.error_code), None)
         offsets = {}
         for t in response.topics:
             for p in t.partitions:
@@ -574,9 +575,16 @@ class KafkaAdminClient:
                                             for t, ps in by_topic.items()))
         response = self._to_coordinator(group_id, group_coordinator_id, request,
                                         lambda r: [r.error_code])
-        _raise_group_error(group_id, int(response.error_code), None)
+        _raise_group_error(f"group {group_id!r}", int(response.error_code), None)
         return {TopicPartition(t.name, p.partition_index): for_code(int(p.error_code))
                 for t in response.topics for p in t.partitions}
+
+    def _any_broker(self):
+        node = self._client.least_loaded_node()
+        if node is None:
+            raise NoBrokersAvailable(f"no broker of cluster {self._client.cluster_id} can be "
+                                     f"reached")
+        return node
 
     def _to_coordinator(self, group_id, coordinator_id, request, codes_of):
         """The response to ``request`` from the group's coordinator (``coordinator_id``, or
@@ -589,11 +597,11 @@ class KafkaAdminClient:
             try:
                 node = (self.find_coordinator(group_id)["node_id"] if coordinator_id is None
                         else coordinator_id)
-                response = self._client.request(node, request,
-                                                max(0.0, deadline - self._clock()))
+                response = self._client.request(node, request, self._timeout)
                 for code in codes_of(response):
                     if int(code) in _COORDINATOR_CODES:
-                        _raise_group_error(group_id, int(code), f"broker {node}")
+                        _raise_group_error(f"group {group_id!r} at broker {node}",
+                                           int(code), None)
                 return response
             except _COORDINATOR_RETRY as exc:
                 self._pause_or_raise(deadline, exc)

@@ -47,7 +47,8 @@ def test_find_coordinator_gives_up_after_the_request_timeout(fake_cluster, admin
     admin = admin_of(cluster, request_timeout_ms=200)
     cluster.fail_next("g", None, ErrorCode.coordinator_not_available, times=10_000,
                       api="FIND_COORDINATOR")
-    with pytest.raises(KafkaTimeoutError, match="'g'|g: "):
+    with pytest.raises(KafkaTimeoutError, match=r"gave up after the request timeout: \[Error 15\] group 'g': "
+                                                 r"The coordinator is not available"):
         admin.find_coordinator("g")
 
 
@@ -162,3 +163,36 @@ def test_delete_consumer_group_offsets(fake_cluster, admin_of):
     assert cluster.committed("g") == {("orders", 0): 1}
     with pytest.raises(GroupIdNotFoundError, match="ghost"):
         admin.delete_consumer_group_offsets("ghost", [TopicPartition("orders", 0)])
+
+
+def test_offset_fetch_waits_out_a_loading_coordinator(fake_cluster, admin_of):
+    cluster = fake_cluster(brokers=2)
+    admin = admin_of(cluster)
+    cluster.create_topic("orders", 1)
+    cluster.commit("g", "orders", 0, 9)
+    cluster.fail_next("g", None, ErrorCode.coordinator_load_in_progress, times=2,
+                      api="OFFSET_FETCH")
+    assert admin.list_consumer_group_offsets("g") == {
+        TopicPartition("orders", 0): OffsetAndMetadata(9, "", -1)}
+    assert requests_of(cluster, "OFFSET_FETCH") == [0, 0, 0]
+
+
+def test_a_dead_coordinator_is_replaced(fake_cluster, admin_of):
+    cluster = fake_cluster(brokers=2)
+    admin = admin_of(cluster)
+    cluster.add_group("g", "Empty")
+    cluster.coordinators["g"] = 1
+    assert admin.describe_consumer_groups(["g"])[0].state == "Empty"
+    cluster.stop_broker(1)
+    cluster.coordinators["g"] = 0  # __consumer_offsets' partition moved to broker 0
+    assert admin.describe_consumer_groups(["g"])[0].state == "Empty"
+    assert requests_of(cluster, "DESCRIBE_GROUPS")[-1] == 0
+
+
+def test_a_coordinator_error_that_lasts_gives_up(fake_cluster, admin_of):
+    cluster = fake_cluster(brokers=1)
+    admin = admin_of(cluster, request_timeout_ms=300)
+    cluster.fail_next("g", None, ErrorCode.not_coordinator, times=10_000, api="DELETE_GROUPS")
+    with pytest.raises(KafkaTimeoutError, match=r"timeout: \[Error 16\] group 'g' at broker 0: "
+                                                 r"This is not the correct coordinator"):
+        admin.delete_consumer_groups(["g"])
