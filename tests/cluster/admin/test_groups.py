@@ -47,7 +47,8 @@ def test_find_coordinator_gives_up_after_the_request_timeout(fake_cluster, admin
     admin = admin_of(cluster, request_timeout_ms=200)
     cluster.fail_next("g", None, ErrorCode.coordinator_not_available, times=10_000,
                       api="FIND_COORDINATOR")
-    with pytest.raises(KafkaTimeoutError, match=r"gave up after the request timeout: \[Error 15\] group 'g': "
+    with pytest.raises(KafkaTimeoutError, match=r"gave up after the request timeout: "
+                                                 r"\[Error 15\] group 'g': "
                                                  r"The coordinator is not available"):
         admin.find_coordinator("g")
 
