@@ -148,7 +148,10 @@ def run(args):
     try:
         with KafkaAdminClient(**props) as admin:
             command = _Command(admin, args, props["bootstrap.servers"])
-            getattr(command, action)()
+            try:
+                getattr(command, action)()
+            finally:
+                command.close()
     except ToolError as exc:  # Kafka's printUsageAndExit, reached while running
         print(exc, file=sys.stderr)
         return FAILED
@@ -224,13 +227,19 @@ def _check_options(args):
 
 
 class _Command:
-    """One run of the tool: the admin client, the options, and a KafkaConsumer made on
-    first use for the logs' offsets."""
+    """One run of the tool: the admin client, the options, and a KafkaConsumer (no group)
+    made on first use for the logs' offsets; ``close()`` closes that consumer."""
 
     def __init__(self, admin, args, bootstrap_servers):
         self.admin = admin
         self.args = args
         self.bootstrap_servers = bootstrap_servers
+        self._consumer = None
+
+    def close(self):
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
 
     # -- --list ----------------------------------------------------------------------------
 
@@ -602,10 +611,10 @@ class _Command:
     def _consumer_call(self, method, partitions):
         if not partitions:
             return {}
-        with KafkaConsumer(bootstrap_servers=self.bootstrap_servers,
-                           client_id=CLIENT_ID) as consumer:
-            return getattr(consumer, method)(partitions,
-                                             timeout_ms=self.args.timeout)
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers,
+                                           client_id=CLIENT_ID)
+        return getattr(self._consumer, method)(partitions, timeout_ms=self.args.timeout)
 
 
 # -- helpers -----------------------------------------------------------------------------------
