@@ -65,15 +65,16 @@ from consumer_proc.consumer import KafkaConsumer
 log = logging.getLogger(__name__)
 
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
-SCENARIOS = ("to_datetime", "by_duration", "to_earliest", "to_latest", "shift_by",
-             "from_file", "to_current", "to_offset")
+SCENARIOS = ("to_offset", "shift_by", "to_datetime", "by_duration", "to_earliest",
+             "to_latest", "to_current", "from_file")
 MISSING = "-"
 #: The states of a classic consumer group (Kafka's GroupState names).
 STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 CLIENT_ID = "ConsumerGroupCommand"
 _FAILED_PREFIX = "Executing consumer group command failed due to "
-_NO_EXECUTE = ("WARN: No action will be performed as the --execute option is missing. In a "
+#: Kafka's warning, its missing space after "missing." included.
+_NO_EXECUTE = ("WARN: No action will be performed as the --execute option is missing.In a "
                "future major release, the default behavior of this command will be to prompt "
                "the user before executing the reset rather than doing a dry run. You should "
                "add the --dry-run option explicitly if you are scripting this command and want "
@@ -165,65 +166,79 @@ def print_error(message):
     print(f"\nError: {message}", flush=True)
 
 
-def _option(name):
-    return f"--{name.replace('_', '-')}"
+def _spec(name):
+    """How Kafka's messages name an option (joptsimple's OptionSpec): ``[to-offset]``."""
+    return f"[{name.replace('_', '-')}]"
 
 
 def _check_options(args):
-    """The action (a method of _Command), after Kafka's checks of the options."""
-    actions = [a for a in ACTIONS if getattr(args, a)]
+    """The action (a method of _Command), after Kafka's checks of the options
+    (ConsumerGroupCommandOptions.checkArgs, then main's one-action rule)."""
+    given = {name for name, value in vars(args).items()
+             if value is not None and value is not False and value != []}
+    unavailable = [o for o, allowed in _AVAILABLE_IF.items()
+                   if o in given and not given & set(allowed)]
+    if unavailable:
+        raise ToolError(f"Option(s) {_spec(unavailable[0])} are unavailable given other "
+                        f"options on the command line")
+    scope = _spec("group") + ", " + _spec("all_groups")
+    if "describe" in given:
+        if not given & {"group", "all_groups"}:
+            raise ToolError(f"Option [describe] takes one of these options: {scope}")
+        if len(given & {"members", "offsets", "state"}) > 1:
+            raise ToolError("Option [describe] takes at most one of these options: "
+                            "[members], [offsets], [state]")
+        if args.state:
+            raise ToolError("Option [describe] does not take a value for [state]")
+    if "delete" in given:
+        if not given & {"group", "all_groups"}:
+            raise ToolError(f"Option [delete] takes one of these options: {scope}")
+        if "topic" in given:
+            raise ToolError("The consumer does not support topic-specific offset deletion "
+                            "from a consumer group.")
+    if "delete_offsets" in given and not {"group", "topic"} <= given:
+        raise ToolError("Option [delete-offsets] takes the following options: [group], "
+                        "[topic]")
+    if "reset_offsets" in given:
+        if args.dry_run and args.execute:
+            raise ToolError("Option [reset-offsets] only accepts one of [execute] and "
+                            "[dry-run]")
+        if not args.dry_run and not args.execute:
+            print(_NO_EXECUTE, file=sys.stderr)
+        if not given & {"group", "all_groups"}:
+            raise ToolError(f"Option [reset-offsets] takes one of these options: {scope}")
+        scenarios = [s for s in SCENARIOS if s in given]
+        if len(scenarios) > 1:
+            raise ToolError(f"Option \"{_spec(scenarios[0])}\" can't be used with option "
+                            f"\"{_spec(scenarios[1])}\"")
+    for option, invalid in (("group", ("all_groups", "list")),
+                            ("topic", ("list", "describe"))):
+        clash = next((o for o in invalid if option in given and o in given), None)
+        if clash is not None:
+            raise ToolError(f"Option \"{_spec(option)}\" can't be used with option "
+                            f"\"{_spec(clash)}\"")
+    actions = [a for a in ACTIONS if a in given]
     if len(actions) != 1:
         raise ToolError("Command must include exactly one action: "
-                        + ", ".join(_option(a) for a in ACTIONS))
+                        + ", ".join("--" + a.replace("_", "-") for a in ACTIONS))
     action = actions[0]
-    if args.group and args.all_groups:
-        raise ToolError("Option --group can't be used with option --all-groups")
-    if action in ("describe", "delete", "reset_offsets") and not (args.group
-                                                                  or args.all_groups):
-        raise ToolError(f"Option {_option(action)} takes one of these options: --all-groups, "
-                        f"--group")
-    if action == "delete_offsets" and (len(args.group) != 1 or not args.topic):
-        raise ToolError("Option --delete-offsets takes the following options: --group, "
-                        "--topic (one group)")
-    if action != "describe" and (args.members or args.offsets):
-        raise ToolError(f"Option {'--members' if args.members else '--offsets'} can only be "
-                        f"used with --describe")
-    if action not in ("describe", "list") and args.state is not None:
-        raise ToolError("Option --state can only be used with --describe or --list")
-    if action == "describe" and sum((args.members, args.offsets,
-                                     args.state is not None)) > 1:
-        raise ToolError("Option --describe takes at most one of these options: --members, "
-                        "--offsets, --state")
-    scenarios = [s for s in SCENARIOS if getattr(args, s) is not None
-                 and getattr(args, s) is not False]
     if action == "reset_offsets":
-        if args.execute and args.dry_run:
-            raise ToolError("Option --reset-offsets only accepts one of --execute and "
-                            "--dry-run")
-        if not args.execute and not args.dry_run:
-            print(_NO_EXECUTE, file=sys.stderr)
-        if len(scenarios) != 1:
-            raise ToolError("Option --reset-offsets takes exactly one of these options: "
-                            + ", ".join(_option(s) for s in SCENARIOS))
-        if args.topic and args.all_topics:
-            raise ToolError("Option --topic can't be used with option --all-topics")
-        if not (args.topic or args.all_topics or args.from_file):
+        if not any(s in given for s in SCENARIOS):
+            raise ToolError("Option '[reset-offsets]' requires one of the following scenarios: "
+                            "[" + ", ".join(_spec(s) for s in SCENARIOS) + "]")
+        if not given & {"topic", "all_topics", "from_file"}:
             raise ToolError("One of the reset scopes should be defined: --all-topics, --topic.")
         if args.to_datetime is not None and not _DATETIME.fullmatch(args.to_datetime):
             raise ToolError(f"Error parsing timestamp {args.to_datetime!r}: expected "
                             f"yyyy-MM-dd'T'HH:mm:ss.SSS with an optional zone")
         if args.by_duration is not None and not _DURATION.fullmatch(args.by_duration):
             raise ToolError(f"Text cannot be parsed to a Duration: {args.by_duration}")
-    else:
-        extra = scenarios + [o for o in ("all_topics", "execute", "dry_run", "export")
-                             if getattr(args, o)]
-        if extra:
-            raise ToolError(f"Option {_option(extra[0])} can only be used with "
-                            f"--reset-offsets")
-    if args.topic and action not in ("reset_offsets", "delete_offsets"):
-        raise ToolError("Option --topic can only be used with --reset-offsets or "
-                        "--delete-offsets")
     return action
+
+
+#: Options Kafka makes ``availableIf`` some actions.
+_AVAILABLE_IF = {"members": ("describe",), "verbose": ("describe",),
+                 "offsets": ("describe",), "state": ("describe", "list")}
 
 
 class _Command:
