@@ -484,8 +484,8 @@ class KafkaAdminClient:
         """OffsetFetch: the group's committed offsets, ``{TopicPartition:
         OffsetAndMetadata(offset, metadata, leader_epoch)}``. ``partitions`` (TopicPartitions)
         None asks for every partition with a committed offset; asked-for partitions without
-        one come back with offset -1. An error (the group's or a partition's) raises its
-        class."""
+        one come back with offset -1 (kafka-python's result, unfiltered). An error (the
+        group's or a partition's) raises its class."""
         m = protocol.request_module(ApiKey.OFFSET_FETCH, API_VERSIONS[ApiKey.OFFSET_FETCH])
         topics = None
         if partitions is not None:
@@ -507,8 +507,6 @@ class KafkaAdminClient:
                     error = for_code(int(p.error_code))
                     raise error(f"group {group_id!r}, partition {tp.topic}-{tp.partition}: "
                                 f"{error.description}")
-                if partitions is None and p.committed_offset < 0:
-                    continue
                 offsets[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or "",
                                                 p.committed_leader_epoch)
         return offsets
@@ -520,7 +518,7 @@ class KafkaAdminClient:
         unknown one), as kafka-python returns."""
         m = protocol.request_module(ApiKey.DELETE_GROUPS, API_VERSIONS[ApiKey.DELETE_GROUPS])
         results = []
-        for group_id in group_ids:
+        for group_id in group_ids:  # one request each: each follows its own coordinator
             response = self._to_coordinator(
                 group_id, group_coordinator_id, m.DeleteGroupsRequest(groups_names=(group_id,)),
                 lambda r: [g.error_code for g in r.results])

@@ -314,7 +314,7 @@ class _Command:
     def _offset_rows(self, group):
         """Kafka's PartitionAssignmentState rows: (group, topic, partition, leader epoch,
         current offset, log end offset, lag, consumer id, host, client id) as strings."""
-        committed = self.admin.list_consumer_group_offsets(group.group)
+        committed = self._committed(group.group)
         owners = []
         for member in sorted(_with_partitions(group.members),
                              key=lambda m: -len(_partitions_of(m))):
@@ -508,7 +508,7 @@ class _Command:
                 return {}
             partitions = list(plan)
         elif args.all_topics:
-            partitions = sorted(self.admin.list_consumer_group_offsets(group_id))
+            partitions = sorted(self._committed(group_id))
         else:
             partitions = self._topic_partitions(args.topic)
         self._check_partitions(partitions)
@@ -521,7 +521,7 @@ class _Command:
         elif args.to_latest:
             offsets = self._log_end_offsets(partitions)
         elif args.shift_by is not None:
-            current = self.admin.list_consumer_group_offsets(group_id)
+            current = self._committed(group_id)
             for tp in partitions:
                 if tp not in current:
                     raise ToolError(f"Cannot shift offset for partition {_tp(tp)} since there "
@@ -529,7 +529,7 @@ class _Command:
             offsets = self._clamped({tp: current[tp].offset + args.shift_by
                                      for tp in partitions})
         elif args.to_current:
-            current = self.admin.list_consumer_group_offsets(group_id)
+            current = self._committed(group_id)
             offsets = {tp: current[tp].offset for tp in partitions if tp in current}
             offsets.update(self._log_end_offsets([tp for tp in partitions
                                                   if tp not in current]))
@@ -545,6 +545,11 @@ class _Command:
                 tp, error = failed[0]
                 raise error(f"group '{group_id}', partition {_tp(tp)}: {error.description}")
         return prepared
+
+    def _committed(self, group_id):
+        """The group's committed offsets, ``{tp: OffsetAndMetadata}``, those it has."""
+        return {tp: offset for tp, offset in
+                self.admin.list_consumer_group_offsets(group_id).items() if offset.offset >= 0}
 
     def _topic_partitions(self, topic_args):
         """Kafka's parseTopicPartitionsToReset: ``T:P1,P2`` or every partition of ``T``."""
