@@ -259,12 +259,12 @@ class _Command:
     # -- --list ----------------------------------------------------------------------------
 
     def list(self):
+        wanted = None if self.args.state is None else _states(self.args.state)
         groups = self._group_ids()
-        if self.args.state is None:
+        if wanted is None:
             for group_id in groups:
                 print(group_id)
             return
-        wanted = _states(self.args.state)
         described = self.admin.describe_consumer_groups(groups) if groups else []
         rows = [(g.group, g.state) for g in described if not wanted or g.state in wanted]
         width = max([15] + [len(group) for group, _ in rows]) + 10
