@@ -282,6 +282,16 @@ def test_reset_refuses_an_active_group(groups, cluster):
     assert cluster.committed("g") == {("orders", 0): 2, ("audit", 0): 1}
 
 
+def test_reset_execute_reports_a_refused_commit(groups, cluster):
+    # a member joined between the describe (Empty) and the commit
+    cluster.add_group("joined", "Empty", [ALICE])
+    assert groups("--reset-offsets", "--group", "joined", "--topic", "audit", "--to-latest",
+                  "--execute") == (0, (
+        "\nError: Executing consumer group command failed due to [Error 25] group 'joined', "
+        "partition audit-0: The coordinator is not aware of this member.\n"), "")
+    assert cluster.committed("joined") == {}
+
+
 def test_reset_clamps_to_the_log(groups, caplog):
     assert groups("--reset-offsets", "--group", "idle", "--topic", "orders:1", "--to-offset",
                   "10", "--dry-run")[:2] == (0, plan(("idle", "orders", 1, 3)))
