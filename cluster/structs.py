@@ -22,3 +22,30 @@ str) and the leader epoch the consumer last saw (-1: unknown)."""
 OffsetAndTimestamp = namedtuple("OffsetAndTimestamp", ["offset", "timestamp", "leader_epoch"])
 OffsetAndTimestamp.__doc__ = """The answer of offsets_for_times: the first offset whose
 timestamp is at or after the one asked for, that record's timestamp, and the leader epoch."""
+
+MemberInformation = namedtuple(
+    "MemberInformation",
+    ["member_id", "client_id", "client_host", "member_metadata", "member_assignment",
+     "group_instance_id"], defaults=[None])
+MemberInformation.__doc__ = """One member of a group, as DescribeGroups reports it
+(kafka-python's fields, then ``group_instance_id``: a static member's id, or None). For a
+``consumer`` group ``member_metadata`` is a ConsumerSubscription and ``member_assignment`` a
+ConsumerAssignment; for other protocol types the raw bytes."""
+
+GroupInformation = namedtuple(
+    "GroupInformation",
+    ["error_code", "group", "state", "protocol_type", "protocol", "members",
+     "authorized_operations"])
+GroupInformation.__doc__ = """A group as DescribeGroups reports it (kafka-python's
+``GroupInformation``): ``state`` is Kafka's name (``Stable``, ``Empty``, ``Dead``...),
+``protocol`` the chosen assignor, ``members`` MemberInformation tuples,
+``authorized_operations`` the bit field (-2147483648 when not asked for)."""
+
+ConsumerSubscription = namedtuple("ConsumerSubscription",
+                                  ["topics", "owned_partitions", "generation", "user_data"])
+ConsumerSubscription.__doc__ = """A consumer's JoinGroup metadata: the topics it subscribes
+to, the (topic, partition) pairs it owns, its generation (-1: none) and user data."""
+
+ConsumerAssignment = namedtuple("ConsumerAssignment", ["assignment", "user_data"])
+ConsumerAssignment.__doc__ = """A consumer's SyncGroup assignment: ``[(topic, [partitions])]``
+sorted by topic (kafka-python's ``assignment`` field), and user data."""

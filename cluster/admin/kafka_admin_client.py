@@ -1,4 +1,5 @@
-"""KafkaAdminClient: create, delete, list and describe topics; add partitions; configs.
+"""KafkaAdminClient: create, delete, list and describe topics; add partitions; configs;
+consumer groups.
 
 ::
 
@@ -32,6 +33,17 @@ Leader elections (``perform_leader_election``, ElectLeaders, KIP-460) go to the 
 too: PREFERRED moves leadership back to each partition's first replica, UNCLEAN elects a
 leader for partitions that have none, from outside the ISR if need be.
 
+Consumer groups go to each group's coordinator, found with FindCoordinator (or given as
+``group_coordinator_id``): ``list_consumer_groups`` (ListGroups at every broker),
+``describe_consumer_groups`` (DescribeGroups; members' subscriptions and assignments decoded),
+``list_consumer_group_offsets`` (OffsetFetch), ``delete_consumer_groups`` (DeleteGroups),
+``alter_consumer_group_offsets`` (OffsetCommit with generation -1 and no member id, which a
+coordinator takes only from an Empty group) and ``delete_consumer_group_offsets``
+(OffsetDelete). COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and
+an unreachable coordinator make the client look the coordinator up again and resend, after
+``retry_backoff_ms``; no attempt starts after the request timeout has passed since the first
+(then KafkaTimeoutError naming the last error), each waiting up to the request timeout.
+
 Thread safety: one thread at a time (it owns a KafkaClient).
 """
 from __future__ import annotations
@@ -43,16 +55,28 @@ from cluster.client.kafka_client import API_VERSIONS, KafkaClient
 from cluster.config import AdminClientConfig
 from cluster.config.dynamic import AlterConfigOp, ConfigResourceType, config_string
 from cluster.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     IllegalArgumentError,
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
     NotControllerError,
+    NotCoordinatorError,
     RequestTimedOutError,
     for_code,
 )
-from cluster.protocol import frames as protocol
+from cluster.protocol import consumer_protocol, frames as protocol
+from cluster.protocol.consumer_protocol import NO_GENERATION
 from cluster.protocol.frames import ApiKey, ElectionType
+from cluster.structs import (
+    ConsumerAssignment,
+    ConsumerSubscription,
+    GroupInformation,
+    MemberInformation,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 
 
 class NewTopic:
@@ -112,6 +136,16 @@ class ConfigResource:
 #: Errors after which a request to the controller is sent again (to a fresh controller).
 _CONTROLLER_RETRY = (NotControllerError, KafkaConnectionError, RequestTimedOutError,
                      NoBrokersAvailable)
+
+#: Errors after which a group request is sent again, to a coordinator looked up afresh.
+_COORDINATOR_RETRY = (CoordinatorNotAvailableError, NotCoordinatorError,
+                      CoordinatorLoadInProgressError, KafkaConnectionError,
+                      RequestTimedOutError, NoBrokersAvailable)
+_COORDINATOR_CODES = frozenset({CoordinatorNotAvailableError.errno, NotCoordinatorError.errno,
+                                CoordinatorLoadInProgressError.errno})
+
+#: The protocol type of consumer groups, whose member metadata the consumer protocol reads.
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class KafkaAdminClient:
@@ -368,6 +402,208 @@ class KafkaAdminClient:
             self._client.cluster.request_update()
         return result
 
+    # -- consumer groups -------------------------------------------------------------------------
+
+    def find_coordinator(self, group_id):
+        """FindCoordinator for ``group_id``: ``{"node_id", "host", "port"}`` of the broker
+        leading the group's ``__consumer_offsets`` partition. COORDINATOR_NOT_AVAILABLE,
+        NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and connection trouble are retried
+        after ``retry_backoff_ms`` until the request timeout (then KafkaTimeoutError); other
+        errors raise their class."""
+        m = protocol.request_module(ApiKey.FIND_COORDINATOR,
+                                    API_VERSIONS[ApiKey.FIND_COORDINATOR])
+        request = m.FindCoordinatorRequest(key=group_id, key_type=0)
+        deadline = self._clock() + self._timeout
+        while True:
+            try:
+                response = self._client.request(self._any_broker(), request, self._timeout)
+                _raise_group_error(f"group {group_id!r}", int(response.error_code),
+                                   response.error_message)
+                return {"node_id": response.node_id, "host": response.host,
+                        "port": response.port}
+            except _COORDINATOR_RETRY as exc:
+                self._pause_or_raise(deadline, exc)
+
+    def list_consumer_groups(self, broker_ids=None):
+        """ListGroups sent to each broker of ``broker_ids`` (None: every live broker); a
+        list of ``(group_id, protocol_type)`` tuples, each group once, sorted (kafka-python's
+        result). A broker's error raises its class (COORDINATOR_LOAD_IN_PROGRESS is retried
+        until the request timeout)."""
+        m = protocol.request_module(ApiKey.LIST_GROUPS, API_VERSIONS[ApiKey.LIST_GROUPS])
+        if broker_ids is None:
+            broker_ids = [b["node_id"] for b in self.describe_cluster()["brokers"]]
+        groups = set()
+        for broker_id in broker_ids:
+            deadline = self._clock() + self._timeout
+            while True:
+                try:
+                    response = self._request(m.ListGroupsRequest(), broker_id)
+                    _raise_group_error(f"ListGroups at broker {broker_id}",
+                                       int(response.error_code), None)
+                    break
+                except _COORDINATOR_RETRY as exc:
+                    self._pause_or_raise(deadline, exc)
+            groups.update((g.group_id, g.protocol_type) for g in response.groups)
+        return sorted(groups)
+
+    def describe_consumer_groups(self, group_ids, group_coordinator_id=None,
+                                 include_authorized_operations=False):
+        """DescribeGroups, each group at its coordinator (or at ``group_coordinator_id``):
+        a list of ``cluster.structs.GroupInformation`` in the order of ``group_ids``. A group
+        the coordinator does not know is described as state ``Dead`` with no members, as
+        Kafka answers. A group's error code raises its class."""
+        m = protocol.request_module(ApiKey.DESCRIBE_GROUPS, API_VERSIONS[ApiKey.DESCRIBE_GROUPS])
+        described = []
+        for group_id in group_ids:
+            response = self._to_coordinator(
+                group_id, group_coordinator_id,
+                m.DescribeGroupsRequest(
+                    groups=(group_id,),
+                    include_authorized_operations=include_authorized_operations),
+                lambda r: [g.error_code for g in r.groups])
+            for g in response.groups:
+                _raise_group_error(f"group {g.group_id!r}", int(g.error_code), None)
+                consumer = g.protocol_type == CONSUMER_PROTOCOL_TYPE
+                described.append(GroupInformation(
+                    error_code=int(g.error_code), group=g.group_id, state=g.group_state,
+                    protocol_type=g.protocol_type, protocol=g.protocol_data,
+                    members=[MemberInformation(
+                        member_id=member.member_id, client_id=member.client_id,
+                        client_host=member.client_host,
+                        member_metadata=(_subscription(member.member_metadata) if consumer
+                                         else member.member_metadata),
+                        member_assignment=(_assignment(member.member_assignment) if consumer
+                                           else member.member_assignment),
+                        group_instance_id=member.group_instance_id)
+                        for member in g.members],
+                    authorized_operations=g.authorized_operations))
+        return described
+
+    def list_consumer_group_offsets(self, group_id, group_coordinator_id=None,
+                                    partitions=None):
+        """OffsetFetch: the group's committed offsets, ``{TopicPartition:
+        OffsetAndMetadata(offset, metadata, leader_epoch)}``. ``partitions`` (TopicPartitions)
+        None asks for every partition with a committed offset; asked-for partitions without
+        one come back with offset -1 (kafka-python's result, unfiltered). An error (the
+        group's or a partition's) raises its class."""
+        m = protocol.request_module(ApiKey.OFFSET_FETCH, API_VERSIONS[ApiKey.OFFSET_FETCH])
+        topics = None
+        if partitions is not None:
+            by_topic = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = tuple(m.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(ps))
+                           for t, ps in by_topic.items())
+        response = self._to_coordinator(
+            group_id, group_coordinator_id, m.OffsetFetchRequest(group_id=group_id,
+                                                                 topics=topics),
+            lambda r: [r.error_code])
+        _raise_group_error(f"group {group_id!r}", int(response.error_code), None)
+        offsets = {}
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if p.error_code:
+                    error = for_code(int(p.error_code))
+                    raise error(f"group {group_id!r}, partition {tp.topic}-{tp.partition}: "
+                                f"{error.description}")
+                offsets[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or "",
+                                                p.committed_leader_epoch)
+        return offsets
+
+    def delete_consumer_groups(self, group_ids, group_coordinator_id=None):
+        """DeleteGroups, each group at its coordinator (or all at
+        ``group_coordinator_id``): a list of ``(group_id, error class)`` (``NoError`` for a
+        deleted group; NON_EMPTY_GROUP for one with members, GROUP_ID_NOT_FOUND for an
+        unknown one), as kafka-python returns."""
+        m = protocol.request_module(ApiKey.DELETE_GROUPS, API_VERSIONS[ApiKey.DELETE_GROUPS])
+        results = []
+        for group_id in group_ids:  # one request each: each follows its own coordinator
+            response = self._to_coordinator(
+                group_id, group_coordinator_id, m.DeleteGroupsRequest(groups_names=(group_id,)),
+                lambda r: [g.error_code for g in r.results])
+            results.extend((g.group_id, for_code(int(g.error_code))) for g in response.results)
+        return results
+
+    def alter_consumer_group_offsets(self, group_id, offsets, group_coordinator_id=None):
+        """OffsetCommit as an admin does (generation -1, member id ""): ``offsets``
+        ``{TopicPartition: OffsetAndMetadata or int}`` become the group's committed offsets.
+        The coordinator accepts that only while the group is Empty (or unknown: it is
+        created Empty); for a group with members each partition fails
+        (UNKNOWN_MEMBER_ID). Returns ``{TopicPartition: error class}`` (``NoError`` when
+        committed), like kafka-python's ``alter_group_offsets``."""
+        if not offsets:
+            return {}
+        m = protocol.request_module(ApiKey.OFFSET_COMMIT, API_VERSIONS[ApiKey.OFFSET_COMMIT])
+        by_topic = {}
+        for tp, value in offsets.items():
+            if isinstance(value, int):
+                value = OffsetAndMetadata(value)
+            by_topic.setdefault(tp.topic, []).append(m.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=value.offset,
+                committed_leader_epoch=-1 if value.leader_epoch is None else value.leader_epoch,
+                committed_metadata=value.metadata or ""))
+        request = m.OffsetCommitRequest(
+            group_id=group_id, generation_id_or_member_epoch=NO_GENERATION, member_id="",
+            group_instance_id=None,
+            topics=tuple(m.OffsetCommitRequestTopic(name=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()))
+        response = self._to_coordinator(
+            group_id, group_coordinator_id, request,
+            lambda r: [p.error_code for t in r.topics for p in t.partitions])
+        return {TopicPartition(t.name, p.partition_index): for_code(int(p.error_code))
+                for t in response.topics for p in t.partitions}
+
+    def delete_consumer_group_offsets(self, group_id, partitions, group_coordinator_id=None):
+        """OffsetDelete: remove the group's committed offsets of ``partitions``
+        (TopicPartitions). Returns ``{TopicPartition: error class}`` (GROUP_SUBSCRIBED_TO_TOPIC
+        for a topic the group's members consume); a group-level error (GROUP_ID_NOT_FOUND,
+        NON_EMPTY_GROUP...) raises its class, as kafka-python's ``delete_group_offsets``."""
+        partitions = list(partitions)
+        if not partitions:
+            return {}
+        m = protocol.request_module(ApiKey.OFFSET_DELETE, API_VERSIONS[ApiKey.OFFSET_DELETE])
+        by_topic = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(
+                m.OffsetDeleteRequestPartition(partition_index=tp.partition))
+        request = m.OffsetDeleteRequest(
+            group_id=group_id, topics=tuple(m.OffsetDeleteRequestTopic(name=t,
+                                                                       partitions=tuple(ps))
+                                            for t, ps in by_topic.items()))
+        response = self._to_coordinator(group_id, group_coordinator_id, request,
+                                        lambda r: [r.error_code])
+        _raise_group_error(f"group {group_id!r}", int(response.error_code), None)
+        return {TopicPartition(t.name, p.partition_index): for_code(int(p.error_code))
+                for t in response.topics for p in t.partitions}
+
+    def _any_broker(self):
+        node = self._client.least_loaded_node()
+        if node is None:
+            raise NoBrokersAvailable(f"no broker of cluster {self._client.cluster_id} can be "
+                                     f"reached")
+        return node
+
+    def _to_coordinator(self, group_id, coordinator_id, request, codes_of):
+        """The response to ``request`` from the group's coordinator (``coordinator_id``, or
+        found by FindCoordinator). When it is not (or not yet) the coordinator — any of
+        ``codes_of(response)`` is NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or
+        COORDINATOR_LOAD_IN_PROGRESS — or cannot be reached, the coordinator is looked up
+        again (unless given) and the request resent, until the request timeout."""
+        deadline = self._clock() + self._timeout
+        while True:
+            try:
+                node = (self.find_coordinator(group_id)["node_id"] if coordinator_id is None
+                        else coordinator_id)
+                response = self._client.request(node, request, self._timeout)
+                for code in codes_of(response):
+                    if int(code) in _COORDINATOR_CODES:
+                        _raise_group_error(f"group {group_id!r} at broker {node}",
+                                           int(code), None)
+                return response
+            except _COORDINATOR_RETRY as exc:
+                self._pause_or_raise(deadline, exc)
+
     # -- requests --------------------------------------------------------------------------------
 
     def _timeout_of(self, timeout_ms):
@@ -482,3 +718,28 @@ def _raise_first(results, label=None):
             f"{repr(r['name']) if label is None else label(r)} "
             f"({for_code(r['error_code']).message})" for r in failed[1:])
     raise error(message)
+
+
+def _raise_group_error(what, code, message):
+    """Raise the error class of ``code`` (unless 0), naming ``what`` (a group id...)."""
+    if code:
+        error = for_code(code)
+        raise error(f"{what}: {message or error.description}")
+
+
+def _subscription(data):
+    """A member's JoinGroup metadata as a ConsumerSubscription; bytes that do not parse
+    stay bytes (kafka-python keeps what it cannot decode)."""
+    try:
+        return ConsumerSubscription(*consumer_protocol.decode_subscription(data))
+    except ValueError:
+        return data
+
+
+def _assignment(data):
+    """A member's SyncGroup assignment as a ConsumerAssignment (raw bytes if unparsable)."""
+    try:
+        partitions, user_data = consumer_protocol.decode_assignment(data)
+    except ValueError:
+        return data
+    return ConsumerAssignment(sorted(partitions.items()), user_data)

@@ -22,6 +22,9 @@ COMMANDS = {
                                                          "replicas, or elect leaders of "
                                                          "offline partitions "
                                                          "[kafka-leader-election]"),
+    "consumer-groups": ("cluster.tools.consumer_groups", "list, describe and delete consumer "
+                                                         "groups; reset or delete their "
+                                                         "offsets [kafka-consumer-groups]"),
     "get-offsets": ("cluster.tools.get_offsets", "print the offsets of topic partitions at a time, "
                                                  "the earliest or the latest [kafka-get-offsets]"),
     "configs": ("cluster.tools.configs", "describe and alter topic and broker configs, applied "

@@ -22,6 +22,18 @@ broker only bumps the epoch),
 function of the response frame) alters what it answers, ``report_controllers`` (a list)
 makes the next Metadata responses name those controllers instead of the real one.
 
+Groups (the coordinator's side, for admin tests): ``add_group(group_id, state, members)``
+places a group (FakeMember tuples: id, client id, host, subscribed topics, assignment) at
+its coordinator, ``coordinators[group_id] = broker`` moves it (default: the lowest live
+broker), ``commit`` stores a committed offset. FindCoordinator, DescribeGroups (an unknown
+group is ``Dead``), ListGroups, DeleteGroups (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND),
+OffsetFetch, OffsetCommit (generation -1 only for a group without members, else
+UNKNOWN_MEMBER_ID) and OffsetDelete (GROUP_SUBSCRIBED_TO_TOPIC for a topic a member
+subscribes to) answer as Kafka's coordinator does; any other broker answers
+NOT_COORDINATOR. ``fail_next(group_id, None, code, api="FIND_COORDINATOR")`` (or another
+group API's name) queues errors as for partitions. ListOffsets by timestamp answers the
+first offset whose record's timestamp is at or after it (-1 if none).
+
 Not a broker: no logs on disk, no purgatory; just enough of the protocol, kept simple.
 The ``fake_cluster`` fixture that makes and closes them is in tests/conftest.py.
 """
@@ -37,7 +49,7 @@ from kio.schema.errors import ErrorCode
 from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 from cluster.metadata.page import MetadataPage
-from cluster.protocol import frames as protocol
+from cluster.protocol import consumer_protocol, frames as protocol
 from cluster.protocol.frames import ApiKey
 from segments.batch_header import BatchHeader
 from segments.records import RecordBatch, RecordBatchBuilder
@@ -66,6 +78,8 @@ class FakeCluster:
         self.failures = {}    # (api name, topic, partition) -> [error code, ...] to answer next
         self.requests = []    # (broker id, api key name, request) in arrival order
         self.report_controllers = []
+        self.groups = {}        # group id -> FakeGroup
+        self.coordinators = {}  # group id -> broker id (default: the lowest live broker)
         self.brokers = {}
         self.page.publish(self.image)
         for broker_id in range(brokers):
@@ -156,6 +170,32 @@ class FakeCluster:
         with self.lock:
             return list(self.logs.get((topic, partition), []))
 
+    def add_group(self, group_id, state="Stable", members=(), protocol="range",
+                  protocol_type="consumer"):
+        """Place a group at its coordinator: ``members`` FakeMember tuples."""
+        with self.lock:
+            group = self.groups.setdefault(group_id, FakeGroup())
+            group.state, group.protocol, group.protocol_type = state, protocol, protocol_type
+            group.members = list(members)
+            return group
+
+    def commit(self, group_id, topic, partition, offset, metadata="", leader_epoch=-1):
+        """Store a committed offset of the group (created Empty if unknown)."""
+        with self.lock:
+            group = self.groups.setdefault(group_id, FakeGroup())
+            group.offsets[(topic, partition)] = (offset, leader_epoch, metadata)
+
+    def committed(self, group_id):
+        """``{(topic, partition): offset}`` committed for the group."""
+        with self.lock:
+            group = self.groups.get(group_id)
+            return {} if group is None else {k: v[0] for k, v in group.offsets.items()}
+
+    def coordinator(self, group_id):
+        """The broker id coordinating ``group_id``; caller holds the lock."""
+        live = [b for b, info in sorted(self.image.brokers.items()) if info.alive]
+        return self.coordinators.get(group_id, live[0] if live else -1)
+
     def close(self):
         """Stop every broker and remove the page; returns the names of objects clients left
         behind (then removes them too)."""
@@ -218,6 +258,11 @@ class FakeBroker:
             ApiKey.LIST_OFFSETS: self._list_offsets, ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
+            ApiKey.FIND_COORDINATOR: self._find_coordinator,
+            ApiKey.DESCRIBE_GROUPS: self._describe_groups,
+            ApiKey.LIST_GROUPS: self._list_groups, ApiKey.DELETE_GROUPS: self._delete_groups,
+            ApiKey.OFFSET_FETCH: self._offset_fetch, ApiKey.OFFSET_COMMIT: self._offset_commit,
+            ApiKey.OFFSET_DELETE: self._offset_delete,
         }[api_key]
         response = handler(request, version)
         if response is None:
@@ -365,6 +410,9 @@ class FakeBroker:
                         code = ErrorCode(cluster._injected("LIST_OFFSETS", topic.name,
                                                            asked.partition_index) or code)
                     offset = {-2: 0, -1: end}.get(asked.timestamp)
+                    if offset is None and asked.timestamp >= 0:
+                        offset = next((r.offset for _, data in log for r in RecordBatch(data)
+                                       if r.timestamp >= asked.timestamp), -1)
                     if code == ErrorCode.none and offset is None:
                         code = ErrorCode.invalid_request  # by time: not in the fake
                     partitions.append(_build(
@@ -449,6 +497,194 @@ class FakeBroker:
                 results.append(m.CreatePartitionsTopicResult(name=topic.name, error_code=code,
                                                              error_message=message))
         return m.CreatePartitionsResponse(throttle_time=NO_TIME, results=tuple(results))
+
+    # -- groups -----------------------------------------------------------------------------
+
+    def _coordinator_error(self, group_id, api):
+        """NOT_COORDINATOR unless this broker coordinates the group, else a queued error or
+        NONE; caller holds the lock."""
+        cluster = self.cluster
+        injected = cluster._injected(api, group_id, None)
+        if injected is not None:
+            return ErrorCode(injected)
+        if cluster.coordinator(group_id) != self.broker_id:
+            return ErrorCode.not_coordinator
+        return ErrorCode.none
+
+    def _find_coordinator(self, request, version):
+        m = protocol.response_module(ApiKey.FIND_COORDINATOR, version)
+        cluster = self.cluster
+        with cluster.lock:
+            code = cluster._injected("FIND_COORDINATOR", request.key, None)
+            node = cluster.coordinator(request.key)
+        if code is not None:
+            return _build(m.FindCoordinatorResponse, throttle_time=NO_TIME,
+                          error_code=ErrorCode(code), error_message=None, node_id=-1,
+                          host="", port=-1)
+        return _build(m.FindCoordinatorResponse, throttle_time=NO_TIME,
+                      error_code=ErrorCode.none, error_message=None, node_id=node,
+                      host="localhost", port=9092 + node)
+
+    def _describe_groups(self, request, version):
+        m = protocol.response_module(ApiKey.DESCRIBE_GROUPS, version)
+        described = []
+        with self.cluster.lock:
+            for group_id in request.groups:
+                code = self._coordinator_error(group_id, "DESCRIBE_GROUPS")
+                group = self.cluster.groups.get(group_id)
+                if code != ErrorCode.none or group is None:
+                    described.append(_build(
+                        m.DescribedGroup, error_code=code, group_id=group_id,
+                        group_state="Dead" if code == ErrorCode.none else "",
+                        protocol_type="", protocol_data="", members=(),
+                        authorized_operations=-2147483648))
+                    continue
+                described.append(_build(
+                    m.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
+                    group_state=group.state, protocol_type=group.protocol_type,
+                    protocol_data=group.protocol if group.members else "",
+                    members=tuple(_build(
+                        m.DescribedGroupMember, member_id=member.member_id,
+                        group_instance_id=member.instance_id, client_id=member.client_id,
+                        client_host=member.host,
+                        member_metadata=consumer_protocol.encode_subscription(member.topics),
+                        member_assignment=consumer_protocol.encode_assignment(
+                            member.assignment))
+                        for member in group.members),
+                    authorized_operations=-2147483648))
+        return m.DescribeGroupsResponse(throttle_time=NO_TIME, groups=tuple(described))
+
+    def _list_groups(self, request, version):
+        m = protocol.response_module(ApiKey.LIST_GROUPS, version)
+        cluster = self.cluster
+        with cluster.lock:
+            listed = tuple(m.ListedGroup(group_id=g, protocol_type=group.protocol_type)
+                           for g, group in sorted(cluster.groups.items())
+                           if cluster.coordinator(g) == self.broker_id)
+        return _build(m.ListGroupsResponse, throttle_time=NO_TIME, error_code=ErrorCode.none,
+                      groups=listed)
+
+    def _delete_groups(self, request, version):
+        m = protocol.response_module(ApiKey.DELETE_GROUPS, version)
+        cluster = self.cluster
+        results = []
+        with cluster.lock:
+            for group_id in request.groups_names:
+                code = self._coordinator_error(group_id, "DELETE_GROUPS")
+                group = cluster.groups.get(group_id)
+                if code != ErrorCode.none:
+                    pass
+                elif group is None:
+                    code = ErrorCode.group_id_not_found
+                elif group.members:
+                    code = ErrorCode.non_empty_group
+                else:
+                    del cluster.groups[group_id]
+                results.append(m.DeletableGroupResult(group_id=group_id, error_code=code))
+        return m.DeleteGroupsResponse(throttle_time=NO_TIME, results=tuple(results))
+
+    def _offset_fetch(self, request, version):
+        m = protocol.response_module(ApiKey.OFFSET_FETCH, version)
+        cluster = self.cluster
+        with cluster.lock:
+            code = self._coordinator_error(request.group_id, "OFFSET_FETCH")
+            group = cluster.groups.get(request.group_id)
+            offsets = {} if group is None or code != ErrorCode.none else dict(group.offsets)
+        if request.topics is None:
+            wanted = {}
+            for topic, partition in sorted(offsets):
+                wanted.setdefault(topic, []).append(partition)
+        else:
+            wanted = {t.name: list(t.partition_indexes) for t in request.topics}
+        topics = tuple(m.OffsetFetchResponseTopic(name=topic, partitions=tuple(
+            m.OffsetFetchResponsePartition(
+                partition_index=p, committed_offset=offsets.get((topic, p), (-1,))[0],
+                committed_leader_epoch=offsets.get((topic, p), (-1, -1))[1],
+                metadata=offsets.get((topic, p), (-1, -1, ""))[2], error_code=ErrorCode.none)
+            for p in partitions)) for topic, partitions in wanted.items())
+        return _build(m.OffsetFetchResponse, throttle_time=NO_TIME,
+                      topics=() if code != ErrorCode.none else topics, error_code=code)
+
+    def _offset_commit(self, request, version):
+        m = protocol.response_module(ApiKey.OFFSET_COMMIT, version)
+        cluster = self.cluster
+        topics = []
+        with cluster.lock:
+            code = self._coordinator_error(request.group_id, "OFFSET_COMMIT")
+            group = cluster.groups.get(request.group_id)
+            if code == ErrorCode.none and group is not None and group.members:
+                code = ErrorCode.unknown_member_id
+            if code == ErrorCode.none and group is None:
+                group = cluster.groups[request.group_id] = FakeGroup(state="Empty")
+            for topic in request.topics:
+                partitions = []
+                for p in topic.partitions:
+                    result = code
+                    if result == ErrorCode.none and cluster.image.partition(
+                            topic.name, p.partition_index) is None:
+                        result = ErrorCode.unknown_topic_or_partition
+                    if result == ErrorCode.none:
+                        group.offsets[(topic.name, p.partition_index)] = (
+                            p.committed_offset, p.committed_leader_epoch,
+                            p.committed_metadata or "")
+                    partitions.append(m.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=result))
+                topics.append(m.OffsetCommitResponseTopic(name=topic.name,
+                                                          partitions=tuple(partitions)))
+        return m.OffsetCommitResponse(throttle_time=NO_TIME, topics=tuple(topics))
+
+    def _offset_delete(self, request, version):
+        m = protocol.response_module(ApiKey.OFFSET_DELETE, version)
+        cluster = self.cluster
+        topics = []
+        with cluster.lock:
+            code = self._coordinator_error(request.group_id, "OFFSET_DELETE")
+            group = cluster.groups.get(request.group_id)
+            if code == ErrorCode.none and group is None:
+                code = ErrorCode.group_id_not_found
+            if code == ErrorCode.none:
+                subscribed = {t for member in group.members for t in member.topics}
+                for topic in request.topics:
+                    partitions = []
+                    for p in topic.partitions:
+                        result = ErrorCode.none
+                        if topic.name in subscribed:
+                            result = ErrorCode.group_subscribed_to_topic
+                        elif cluster.image.partition(topic.name, p.partition_index) is None:
+                            result = ErrorCode.unknown_topic_or_partition
+                        else:
+                            group.offsets.pop((topic.name, p.partition_index), None)
+                        partitions.append(m.OffsetDeleteResponsePartition(
+                            partition_index=p.partition_index, error_code=result))
+                    topics.append(m.OffsetDeleteResponseTopic(name=topic.name,
+                                                              partitions=tuple(partitions)))
+        return m.OffsetDeleteResponse(error_code=code, throttle_time=NO_TIME,
+                                      topics=tuple(topics))
+
+
+@dataclasses.dataclass
+class FakeGroup:
+    """A group at its fake coordinator: Kafka's state name, members, committed offsets
+    ``{(topic, partition): (offset, leader_epoch, metadata)}``."""
+
+    state: str = "Empty"
+    protocol: str = ""
+    protocol_type: str = "consumer"
+    members: list = dataclasses.field(default_factory=list)
+    offsets: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeMember:
+    """A member of a FakeGroup: its subscription (topics) and assignment
+    ``{topic: [partitions]}``."""
+
+    member_id: str
+    client_id: str = "consumer-1"
+    host: str = "/127.0.0.1"
+    topics: tuple = ()
+    assignment: dict = dataclasses.field(default_factory=dict)
+    instance_id: str | None = None
 
 
 def _store(log, records, leader_epoch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.admin.kafka_admin_client import KafkaAdminClient, NewPartitions, NewTopic
+from cluster.admin.kafka_admin_client import NewPartitions, NewTopic
 from cluster.errors import (
     IllegalArgumentError,
     InvalidPartitionsError,
@@ -14,22 +14,6 @@ from cluster.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-
-
-@pytest.fixture
-def admin_of():
-    made = []
-
-    def make(cluster, **overrides):
-        settings = dict(bootstrap_servers=cluster.data_dir, request_timeout_ms=3000,
-                        retry_backoff_ms=5, reconnect_backoff_ms=5, reconnect_backoff_max_ms=50)
-        settings.update(overrides)
-        admin = KafkaAdminClient(**settings)
-        made.append(admin)
-        return admin
-    yield make
-    for admin in made:
-        admin.close()
 
 
 def test_create_describe_list_delete(fake_cluster, admin_of):
