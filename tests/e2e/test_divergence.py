@@ -58,17 +58,15 @@ def consumer_of(cluster, topic, **config):
     return consumer
 
 
-def read_from_start(consumer, topic, count=None):
-    """(offset, value) of every record ``consumer`` reads from the beginning: until it has
-    ``count`` of them (within BOUND), or until a poll brings nothing."""
+def read_from_start(consumer, topic, count):
+    """(offset, value) of the records ``consumer`` reads from the beginning until it has
+    ``count`` of them (within BOUND)."""
     consumer.seek_to_beginning(TopicPartition(topic, 0))
     read = []
     deadline = time.monotonic() + BOUND
-    while count is None or len(read) < count:
+    while len(read) < count:
         assert time.monotonic() < deadline, f"read {len(read)} of {count} records of {topic}"
         got = consumer.poll(timeout_ms=500)
-        if not got and count is None:
-            break
         read += [(r.offset, r.value) for records in got.values() for r in records]
     return read
 
@@ -101,7 +99,9 @@ def test_a_diverged_leader_returns_with_the_new_leaders_batches(e2e):
         assert len(read_from_start(consumer, "s4", 100)) == 100
         with paused(cluster, *followers):
             assert send(p_one, "s4", values(b"dropped", 50)) == list(range(100, 150))
-            assert [v for _, v in read_from_start(consumer, "s4")] == values(b"first", 100)
+            assert [v for _, v in read_from_start(consumer, "s4", 100)] == \
+                values(b"first", 100)
+            assert consumer.poll(timeout_ms=1000) == {}  # the rest is above the HW
             cluster.kill_broker(old)
         after = cluster.wait_for_metadata(
             lambda i: i.topics["s4"].partitions[0].leader in followers, timeout=BOUND)
@@ -186,7 +186,7 @@ def test_the_high_watermark_survives_a_restart_and_bounds_what_consumers_read(e2
                 assert consumer.end_offsets([tp], timeout_ms=BOUND * 1000)[tp] == 100
                 assert [v for _, v in read_from_start(consumer, "hw", 100)] == \
                     values(b"committed", 100)
-                assert consumer.poll(timeout_ms=500) == {}
+                assert consumer.poll(timeout_ms=1000) == {}  # the rest is above the HW
         wait_for_isr(cluster, "hw", {leader, *followers})
         with consumer_of(cluster, "hw") as consumer:
             assert [v for _, v in read_from_start(consumer, "hw", 120)] == \

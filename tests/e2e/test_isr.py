@@ -22,6 +22,7 @@ runs or any shared-memory object of its cluster is left."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -69,16 +70,18 @@ def end_offset(consumer):
     return consumer.end_offsets([tp], timeout_ms=BOUND * 1000)[tp]
 
 
-def read_all(consumer):
-    """Every offset ``consumer`` (assigned the partition) reads from the beginning until a
-    poll brings nothing."""
+def read_all(consumer, count):
+    """The offsets ``consumer`` (assigned the partition) reads from the beginning: ``count``
+    of them (within BOUND), then a poll of a second must bring nothing more."""
     consumer.seek_to_beginning(TopicPartition(TOPIC, 0))
     offsets = []
-    while True:
+    deadline = time.monotonic() + BOUND
+    while len(offsets) < count:
+        assert time.monotonic() < deadline, f"read {offsets}, expected {count} records"
         got = consumer.poll(timeout_ms=500)
-        if not got:
-            return offsets
         offsets += [r.offset for records in got.values() for r in records]
+    got = consumer.poll(timeout_ms=1000)
+    return offsets + [r.offset for records in got.values() for r in records]
 
 
 def test_a_stopped_follower_leaves_the_isr_and_rejoins_after_sigcont(e2e, capsys, tmp_path):
@@ -122,7 +125,7 @@ def test_with_both_followers_stopped_acks_all_is_refused_and_the_hw_freezes(e2e)
             p_all.send(TOPIC, b"%d" % i).get(BOUND)
         assert other.partitions_for(TOPIC) == p_one.partitions_for(TOPIC) == {0}
         consumer.assign([TopicPartition(TOPIC, 0)])
-        assert read_all(consumer) == list(range(10))
+        assert read_all(consumer, 10) == list(range(10))
         with paused(cluster, first, second):
             in_flight = p_all.send(TOPIC, b"in flight when the ISR shrinks")
             wait_for_isr(cluster, TOPIC, {leader})
@@ -134,9 +137,9 @@ def test_with_both_followers_stopped_acks_all_is_refused_and_the_hw_freezes(e2e)
             with pytest.raises((errors.RequestTimedOutError, errors.KafkaTimeoutError)):
                 in_flight.get(BOUND)
             assert end_offset(consumer) == 10
-            assert read_all(consumer) == list(range(10))
+            assert read_all(consumer, 10) == list(range(10))
 
         wait_for_isr(cluster, TOPIC, {leader, first, second})
         assert other.send(TOPIC, b"after").get(BOUND).offset == 12
         assert end_offset(consumer) == 13
-        assert read_all(consumer) == list(range(13))
+        assert read_all(consumer, 13) == list(range(13))
