@@ -11,7 +11,8 @@ are stopped and continued while the leader keeps serving; replica.lag.time.max.m
   lists the partition; an acks=all produce in flight when it was stopped is answered once
   the ISR without it is committed (R6: the HW passes it with two replicas in the ISR), and
   every record acknowledged with acks=all is then in the segment files of at least two
-  replicas. Continued, it rejoins the ISR (R4).
+  replicas. Continued, it rejoins the ISR (R4) — also after it was stopped long enough to
+  be fenced by the controller (its heartbeats unfence it first).
 - With both followers stopped, the ISR shrinks to the leader: an acks=all produce in flight
   is never acknowledged (the HW freezes below min.insync.replicas, R2: it times out), new
   ones get NOT_ENOUGH_REPLICAS (R6, nothing appended), acks=1 records are appended but
@@ -143,3 +144,24 @@ def test_with_both_followers_stopped_acks_all_is_refused_and_the_hw_freezes(e2e)
         assert other.send(TOPIC, b"after").get(BOUND).offset == 12
         assert end_offset(consumer) == 13
         assert read_all(consumer, 13) == list(range(13))
+
+
+def test_a_follower_stopped_past_its_session_timeout_is_fenced_and_rejoins_after_sigcont(e2e):
+    """Stopped longer than broker.session.timeout.ms, the follower is also fenced (not
+    alive on the metadata page); continued, its heartbeats unfence it and it rejoins the
+    ISR (R4: only a live broker may)."""
+    cluster = e2e.cluster(brokers=3, replica_lag_time_max_ms=LAG_MS,
+                          broker_session_timeout_ms=1000, broker_heartbeat_interval_ms=100)
+    leader = cluster.metadata().controller_id
+    first, second = non_controllers(cluster)
+    create_placed_topic(cluster, TOPIC, [leader, first, second], min_insync_replicas=2)
+    with producer(cluster, "all") as p:
+        assert p.send(TOPIC, b"before").get(BOUND).offset == 0
+        with paused(cluster, first):
+            wait_for_isr(cluster, TOPIC, {leader, second})
+            cluster.wait_for_metadata(lambda i: first not in i.live_brokers(), timeout=BOUND)
+            assert p.send(TOPIC, b"while fenced").get(BOUND).offset == 1
+        cluster.wait_for_metadata(lambda i: first in i.live_brokers(), timeout=BOUND)
+        wait_for_isr(cluster, TOPIC, {leader, first, second})
+        assert p.send(TOPIC, b"after").get(BOUND).offset == 2
+    assert offsets_on_disk(cluster, first, TOPIC) >= {0, 1, 2}
