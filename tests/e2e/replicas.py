@@ -1,8 +1,8 @@
-"""What the replication end-to-end tests (tests/e2e/test_isr.py, test_divergence.py) share:
-a topic placed on chosen brokers, the ISR of a partition as the metadata page shows it,
-brokers paused with SIGSTOP for a ``with`` block (SIGCONT on the way out, also on failure),
-and a replica's segment files read back as batches (base offset, last offset, leader
-epoch, bytes) or as its checkpoint files.
+"""What the replication end-to-end tests (tests/e2e/test_isr.py, test_divergence.py,
+test_leader_moves.py) share: a topic placed on chosen brokers, the ISR of a partition as
+the metadata page shows it, brokers paused with SIGSTOP for a ``with`` block (SIGCONT on
+the way out, also on failure), and a replica's segment files read back as batches (base
+offset, last offset, leader epoch, bytes) or as its checkpoint files.
 
 The test process owns all of it; the brokers are the cluster's (TrackedCluster)."""
 from __future__ import annotations

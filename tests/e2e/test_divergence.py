@@ -28,6 +28,7 @@ import pytest
 
 from cluster import KafkaConsumer, KafkaProducer, TopicPartition
 from cluster.metadata.model import NO_LEADER
+from tests.e2e.helpers import FAST
 from tests.e2e.replicas import (
     batches,
     checkpoint_entries,
@@ -43,17 +44,14 @@ from tests.support.bounds import BOUND
 
 pytestmark = pytest.mark.multiprocess
 
-FAST_CLIENT = dict(retry_backoff_ms=20, reconnect_backoff_ms=20, reconnect_backoff_max_ms=200)
-
-
 def producer(cluster, acks, **config):
     return KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=acks, linger_ms=0,
-                         max_block_ms=BOUND * 1000, **FAST_CLIENT, **config)
+                         max_block_ms=BOUND * 1000, **FAST, **config)
 
 
 def consumer_of(cluster, topic, **config):
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers,
-                             auto_offset_reset="earliest", **FAST_CLIENT, **config)
+                             auto_offset_reset="earliest", **FAST, **config)
     consumer.assign([TopicPartition(topic, 0)])
     return consumer
 
