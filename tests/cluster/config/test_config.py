@@ -703,7 +703,7 @@ BAD_CLIENT_VALUES = [
     (ConsumerConfig, "enable_auto_commit", "yes", "true or false"),
     (ConsumerConfig, "check_crcs", None, "true or false"),
     (ConsumerConfig, "consumer_timeout_ms", -1, "inf"),
-    (ConsumerConfig, "partition_assignment_strategy", ["cooperative-sticky"], "'sticky'"),
+    (ConsumerConfig, "partition_assignment_strategy", ["stickier"], "'sticky'"),
     (ConsumerConfig, "partition_assignment_strategy", [], "non-empty"),
     (ConsumerConfig, "partition_assignment_strategy", [object()], "name"),
     (ConsumerConfig, "value_deserializer", "json", "deserialize"),
