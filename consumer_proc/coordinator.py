@@ -185,8 +185,11 @@ class ConsumerCoordinator:
         self._next_find = 0.0
         self._next_join = 0.0
         self._joined_topics = None   # the topics of the last JoinGroup's subscription
-        self._leader_snapshot = None  # {topic: partition count} the leader assigned from
+        # (topics, {topic: partition count}) the leader assigned from: it rejoins when the
+        # metadata says otherwise (a topic created, partitions added)
+        self._leader_snapshot = None
         self._metadata_version = None
+        self._metadata_max_age = config["metadata_max_age_ms"] / 1000
         self._committed_fetch = None  # (future, [tp]) of an OffsetFetch for new partitions
         self._closed = False
         self.heartbeat = HeartbeatThread(self, config, clock)
@@ -290,14 +293,18 @@ class ConsumerCoordinator:
         if self.m.rejoin_needed or self.m.state != STABLE:
             return True
         cluster = self._client.cluster
+        if self._subscription.subscription_type == AUTO_PATTERN and (
+                cluster.last_refresh is None
+                or self._clock() - cluster.last_refresh >= self._metadata_max_age):
+            cluster.request_update(all_topics=True)  # new topics may match
         if cluster.version != self._metadata_version:
             self._metadata_version = cluster.version
             if self._subscribed_topics() != self._joined_topics:
                 log.info("group %s: subscription changed, rejoining", self.group_id)
                 self.request_rejoin()
                 return True
-            if self._leader_snapshot is not None and self._leader_snapshot != \
-                    self._partition_counts(self._leader_snapshot):
+            if self._leader_snapshot is not None and self._leader_snapshot[1] != \
+                    self._partition_counts(self._leader_snapshot[0]):
                 log.info("group %s: partitions of the group's topics changed, rejoining",
                          self.group_id)
                 self.request_rejoin()
@@ -491,7 +498,7 @@ class ConsumerCoordinator:
         assignment = assignor.assign(counts, members)
         if _protocol(assignor) != COOPERATIVE:
             assignment = _without_moves(assignment, members, counts)
-        self._leader_snapshot = counts
+        self._leader_snapshot = (topics, counts)
         log.info("group %s: %s assignment of generation %d: %s", self.group_id, assignor.name,
                  self.m.generation, assignment)
         return {member_id: encode_assignment(parts)

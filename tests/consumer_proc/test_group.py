@@ -407,3 +407,61 @@ def test_the_listener_is_exported_by_the_facade():
 
     Default().on_partitions_lost({1})
     assert calls == [{1}]
+
+
+def test_auto_commit_every_interval_from_poll(group):
+    cluster, make = group
+    consumer = make(auto_commit_interval_ms=100)
+    poll_until(consumer, lambda r: len(r) == 2 * PARTITIONS, "every record")
+    probe = make(subscribe=False)
+    poll_until(consumer, lambda r: {tp: probe.committed(tp) for tp in ALL} ==
+               {tp: 2 for tp in ALL}, "the positions auto-committed")
+    assert all(r.generation_id_or_member_epoch >= 1
+               for r in requests(cluster, "OFFSET_COMMIT"))
+
+
+def test_the_leader_runs_the_assignor_the_members_voted_for(group):
+    cluster, make = group
+    first = Member(make(partition_assignment_strategy=["roundrobin", "range"]))
+    second = Member(make(partition_assignment_strategy=["range"]))
+    wait_for(lambda: shares([first, second]), "two members sharing everything")
+    first.stop(close=False)
+    second.stop(close=False)
+    assert first.consumer._coordinator.m.protocol == "range"
+    # range: consecutive halves, in member id order
+    halves = sorted(sorted(tp.partition for tp in m.snapshot()) for m in (first, second))
+    assert halves == [[0, 1, 2], [3, 4, 5]]
+    first.consumer.close()
+    second.consumer.close()
+
+
+def test_a_static_member_restarted_gets_its_partitions_back_without_a_rebalance(group):
+    cluster, make = group
+    first = Member(make(group_instance_id="a"))
+    second = Member(make(group_instance_id="b"))
+    wait_for(lambda: shares([first, second]), "two members sharing everything")
+    owned = first.snapshot()
+    first.stop()
+    generations = {r.generation_id for r in requests(cluster, "SYNC_GROUP")}
+    again = Member(make(group_instance_id="a"))
+    wait_for(lambda: again.snapshot() == owned, "the same partitions back")
+    assert {r.generation_id for r in requests(cluster, "SYNC_GROUP")} == generations
+    assert second.snapshot() == ALL - owned
+    again.stop()
+    second.stop()
+
+
+def test_a_pattern_subscription_follows_new_matching_topics(group):
+    cluster, make = group
+    cluster.create_topic("pat-a", 2)
+    consumers = [make(subscribe=False, metadata_max_age_ms=100) for _ in range(2)]
+    for consumer in consumers:
+        consumer.subscribe(pattern="pat-.*")
+    members = [Member(consumer) for consumer in consumers]
+    wanted = {TopicPartition("pat-a", p) for p in range(2)}
+    wait_for(lambda: shares(members, wanted), "pat-a shared")
+    cluster.create_topic("pat-b", 2)
+    wanted |= {TopicPartition("pat-b", p) for p in range(2)}
+    wait_for(lambda: shares(members, wanted), "pat-a and pat-b shared")
+    for m in members:
+        m.stop()
