@@ -497,7 +497,7 @@ class ConsumerCoordinator:
         counts = self._partition_counts(topics)
         assignment = assignor.assign(counts, members)
         if _protocol(assignor) != COOPERATIVE:
-            assignment = _without_moves(assignment, members, counts)
+            assignment = without_moves(assignment, members, counts)
         self._leader_snapshot = (topics, counts)
         log.info("group %s: %s assignment of generation %d: %s", self.group_id, assignor.name,
                  self.m.generation, assignment)
@@ -871,7 +871,7 @@ class ConsumerCoordinator:
             self._group.close()
 
 
-def _without_moves(assignment, members, counts):
+def without_moves(assignment, members, counts):
     """An eager assignor's ``assignment`` minus every partition that moves from one member
     that still owns it to another (module doc)."""
     partitions = {(t, p) for t, n in counts.items() for p in range(n)}

@@ -1,12 +1,13 @@
 """What a consumer reads: its subscription or assignment, and each partition's position.
 
-kafka-python's ``SubscriptionState`` and Kafka's, without groups. A consumer either
+kafka-python's ``SubscriptionState`` and Kafka's. A consumer either
 
 * is **assigned** partitions by the user (``assign_from_user``), or
-* **subscribes** to topics (or a topic pattern) and is assigned partitions automatically.
-  Without a ``group_id`` — the only way there is yet — that means *every* partition of
-  those topics, recomputed whenever the metadata changes (``assign_from_subscribed``), as
-  kafka-python's coordinator does when ``group_id`` is None.
+* **subscribes** to topics (or a topic pattern) and is assigned partitions automatically:
+  with a ``group_id``, what the group gives it (``assign_from_group``); without one,
+  *every* partition of those topics, recomputed whenever the metadata changes
+  (``assign_from_subscribed``), as kafka-python's coordinator does when ``group_id`` is
+  None.
 
 The two are exclusive until ``unsubscribe()`` (IllegalStateError, kafka-python's message).
 

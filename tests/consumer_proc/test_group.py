@@ -4,7 +4,7 @@ leader's assignment, rebalances when members come and go (eager and cooperative)
 listener's calls, heartbeat errors, the poll-interval leave, static members, commits and
 committed offsets, a coordinator failover.
 
-Members run in threads of the test (``Member``: one consumer per thread, polling), so the
+Members run in threads of the test (``Polling``: one consumer per thread, polling), so the
 group's rebalances happen as between processes."""
 from __future__ import annotations
 
@@ -15,10 +15,17 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from cluster import ConsumerRebalanceListener as PublicListener
-from cluster.errors import CommitFailedError, FencedInstanceIdError, IllegalStateError
+from cluster.errors import (
+    CommitFailedError,
+    FencedInstanceIdError,
+    IllegalStateError,
+    InconsistentGroupProtocolError,
+)
 from cluster.structs import OffsetAndMetadata, TopicPartition
 from consumer_proc import ConsumerRebalanceListener
+from consumer_proc.assignors.member import Member
 from consumer_proc.consumer import KafkaConsumer
+from consumer_proc.coordinator import without_moves
 from tests.support.bounds import IN_PROCESS_BOUND
 
 TOPIC = "events"
@@ -94,7 +101,7 @@ def poll_until(consumer, predicate, what):
     return records
 
 
-class Member:
+class Polling:
     """One consumer polling in its own thread; ``assignment`` and ``records`` as seen after
     each poll; ``paused`` stops its polls (the consumer then looks hung)."""
 
@@ -314,7 +321,7 @@ def test_a_static_member_taken_over_is_fenced_and_does_not_leave_on_close(group)
     first = make(group_instance_id="static-1")
     poll_until(first, lambda r: len(r) == 2 * PARTITIONS, "every record")
     second = make(group_instance_id="static-1")
-    member = Member(second)
+    member = Polling(second)
     wait_for(lambda: member.snapshot() == ALL, "the new instance's assignment")
     with pytest.raises(FencedInstanceIdError):
         poll_until(first, lambda r: False, "the fence")
@@ -328,7 +335,7 @@ def test_a_static_member_taken_over_is_fenced_and_does_not_leave_on_close(group)
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
 def test_members_share_the_partitions_and_a_leaving_member_hands_them_over(group, strategy):
     cluster, make = group
-    members = [Member(make(partition_assignment_strategy=[strategy])) for _ in range(3)]
+    members = [Polling(make(partition_assignment_strategy=[strategy])) for _ in range(3)]
     wait_for(lambda: shares(members), "three disjoint complete assignments")
     wait_for(lambda: sum(len(m.records) for m in members) >= 2 * PARTITIONS, "every record")
     assert sorted((r.partition, r.offset) for m in members for r in m.records) == \
@@ -344,9 +351,9 @@ def test_cooperative_rebalance_revokes_only_the_partitions_that_move(group):
     cluster, make = group
     first_listener, second_listener = Recorder(), Recorder()
     config = dict(partition_assignment_strategy=["cooperative-sticky", "range"])
-    first = Member(make(listener=first_listener, **config))
+    first = Polling(make(listener=first_listener, **config))
     wait_for(lambda: first.snapshot() == ALL, "the first member's assignment")
-    second = Member(make(listener=second_listener, **config))
+    second = Polling(make(listener=second_listener, **config))
     wait_for(lambda: shares([first, second]), "two members sharing everything")
     first.stop(close=False)
     second.stop(close=False)
@@ -371,9 +378,9 @@ def test_eager_auto_commit_happens_before_revocation(group):
 
     listener = Recorder(on_revoked)
     consumer = make(listener=listener, auto_commit_interval_ms=60000)
-    first = Member(consumer)
+    first = Polling(consumer)
     wait_for(lambda: len(first.records) == 2 * PARTITIONS, "every record")
-    second = Member(make())
+    second = Polling(make())
     wait_for(lambda: shares([first, second]), "two members sharing everything")
     first.stop()
     second.stop()
@@ -384,8 +391,8 @@ def test_eager_auto_commit_happens_before_revocation(group):
 def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(group):
     cluster, make = group
     listener = Recorder()
-    slow = Member(make(listener=listener, max_poll_interval_ms=600))
-    other = Member(make(max_poll_interval_ms=600))
+    slow = Polling(make(listener=listener, max_poll_interval_ms=600))
+    other = Polling(make(max_poll_interval_ms=600))
     wait_for(lambda: shares([slow, other]), "two members sharing everything")
     slow.paused.set()
     wait_for(lambda: other.snapshot() == ALL, "the other member taking everything")
@@ -422,8 +429,8 @@ def test_auto_commit_every_interval_from_poll(group):
 
 def test_the_leader_runs_the_assignor_the_members_voted_for(group):
     cluster, make = group
-    first = Member(make(partition_assignment_strategy=["roundrobin", "range"]))
-    second = Member(make(partition_assignment_strategy=["range"]))
+    first = Polling(make(partition_assignment_strategy=["roundrobin", "range"]))
+    second = Polling(make(partition_assignment_strategy=["range"]))
     wait_for(lambda: shares([first, second]), "two members sharing everything")
     first.stop(close=False)
     second.stop(close=False)
@@ -437,13 +444,13 @@ def test_the_leader_runs_the_assignor_the_members_voted_for(group):
 
 def test_a_static_member_restarted_gets_its_partitions_back_without_a_rebalance(group):
     cluster, make = group
-    first = Member(make(group_instance_id="a"))
-    second = Member(make(group_instance_id="b"))
+    first = Polling(make(group_instance_id="a"))
+    second = Polling(make(group_instance_id="b"))
     wait_for(lambda: shares([first, second]), "two members sharing everything")
     owned = first.snapshot()
     first.stop()
     generations = {r.generation_id for r in requests(cluster, "SYNC_GROUP")}
-    again = Member(make(group_instance_id="a"))
+    again = Polling(make(group_instance_id="a"))
     wait_for(lambda: again.snapshot() == owned, "the same partitions back")
     assert {r.generation_id for r in requests(cluster, "SYNC_GROUP")} == generations
     assert second.snapshot() == ALL - owned
@@ -457,7 +464,7 @@ def test_a_pattern_subscription_follows_new_matching_topics(group):
     consumers = [make(subscribe=False, metadata_max_age_ms=100) for _ in range(2)]
     for consumer in consumers:
         consumer.subscribe(pattern="pat-.*")
-    members = [Member(consumer) for consumer in consumers]
+    members = [Polling(consumer) for consumer in consumers]
     wanted = {TopicPartition("pat-a", p) for p in range(2)}
     wait_for(lambda: shares(members, wanted), "pat-a shared")
     cluster.create_topic("pat-b", 2)
@@ -465,3 +472,64 @@ def test_a_pattern_subscription_follows_new_matching_topics(group):
     wait_for(lambda: shares(members, wanted), "pat-a and pat-b shared")
     for m in members:
         m.stop()
+
+
+@pytest.mark.parametrize("api, code", [
+    ("JOIN_GROUP", ErrorCode.not_coordinator), ("JOIN_GROUP", ErrorCode.rebalance_in_progress),
+    ("SYNC_GROUP", ErrorCode.rebalance_in_progress),
+    ("SYNC_GROUP", ErrorCode.coordinator_not_available)])
+def test_retriable_join_and_sync_errors_make_the_member_join_again(group, api, code):
+    cluster, make = group
+    cluster.fail_next("g", None, code, api=api)
+    consumer = make()
+    poll_until(consumer, lambda r: len(r) == 2 * PARTITIONS, "every record")
+    assert consumer.assignment() == ALL
+    if code in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available):
+        assert len(requests(cluster, "FIND_COORDINATOR")) == 2  # looked up again
+
+
+def test_a_join_error_that_is_not_retriable_is_raised_by_poll(group):
+    cluster, make = group
+    cluster.fail_next("g", None, ErrorCode.inconsistent_group_protocol, api="JOIN_GROUP")
+    consumer = make()
+    with pytest.raises(InconsistentGroupProtocolError):
+        poll_until(consumer, lambda r: False, "the error")
+    poll_until(consumer, lambda r: len(r) == 2 * PARTITIONS, "every record, joined at last")
+
+
+def test_the_heartbeat_thread_keeps_a_member_that_does_not_poll_in_the_group(group):
+    cluster, make = group
+    consumer = make(session_timeout_ms=300, heartbeat_interval_ms=50)
+    poll_until(consumer, lambda r: len(r) == 2 * PARTITIONS, "every record")
+    joins = len(requests(cluster, "JOIN_GROUP"))
+    beats = len(requests(cluster, "HEARTBEAT"))
+    wait_for(lambda: len(requests(cluster, "HEARTBEAT")) >= beats + 20,
+             "heartbeats over several session timeouts")
+    assert consumer.poll(50) == {}
+    assert len(requests(cluster, "JOIN_GROUP")) == joins
+    assert consumer._coordinator.m.state == "STABLE"
+
+
+def test_unsubscribe_revokes_and_leaves_the_group(group):
+    cluster, make = group
+    listener = Recorder()
+    consumer = make(listener=listener)
+    poll_until(consumer, lambda r: len(r) == 2 * PARTITIONS, "every record")
+    consumer.unsubscribe()
+    assert listener.calls[-1] == ("revoked", sorted(ALL))
+    assert consumer.assignment() == set()
+    (leave,) = requests(cluster, "LEAVE_GROUP")
+    assert [m.member_id for m in leave.members] == [requests(cluster, "SYNC_GROUP")[-1].member_id]
+    consumer.subscribe([TOPIC], listener=listener)
+    poll_until(consumer, lambda r: consumer.assignment() == ALL, "joined again")
+
+
+def test_an_eager_leader_keeps_a_moving_partition_out_of_the_generation():
+    members = {
+        "a": Member("a", ("t",), owned=(("t", 0), ("t", 1)), generation=3),
+        "b": Member("b", ("t",), generation=3),
+    }
+    assignment = {"a": {"t": [1]}, "b": {"t": [0]}}  # an eager assignor moved partition 0
+    assert without_moves(assignment, members, {"t": 2}) == {"a": {"t": [1]}, "b": {"t": []}}
+    assert without_moves(assignment, {"a": Member("a", ("t",)), "b": Member("b", ("t",))},
+                          {"t": 2}) == assignment  # nobody owns anything: unchanged
