@@ -193,7 +193,11 @@ class ConsumerCoordinator:
         self._committed_fetch = None  # (future, [tp]) of an OffsetFetch for new partitions
         self._closed = False
         self.heartbeat = HeartbeatThread(self, config, clock)
-        self.heartbeat.start()
+        try:
+            self.heartbeat.start()
+        except BaseException:
+            self._group.close()
+            raise
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -219,13 +223,18 @@ class ConsumerCoordinator:
         first = self._assignors[0]
         return _protocol(first) == COOPERATIVE and self.m.protocol == first.name
 
-    def _wait(self, deadline):
-        """Wait for the group client (and keep the consumer's client's fetches moving)."""
-        remaining = deadline - self._clock()
-        if remaining > 0:
-            self._group.poll(min(remaining, WAIT_SLICE))
-        self._client.poll(0)
-        self.m.last_poll = self._clock()  # still inside the user's poll
+    def _await(self, future, deadline):
+        """Wait until ``future`` (of the group client) is done or ``deadline`` passes,
+        keeping the consumer's client's fetches moving; True if done. The group client is
+        polled at least once, so a poll(timeout_ms=0) loop gets its answers too."""
+        self._group.poll(0)
+        while not future.is_done and self._clock() < deadline:
+            remaining = deadline - self._clock()
+            if remaining > 0:
+                self._group.poll(min(remaining, WAIT_SLICE))
+            self._client.poll(0)
+            self.m.last_poll = self._clock()  # still inside the user's poll
+        return future.is_done
 
     # -- the coordinator -----------------------------------------------------------------------
 
@@ -242,9 +251,7 @@ class ConsumerCoordinator:
                         key_type=0)
                     self._find = self._group.send(node, request)
             future = self._find
-            while future is not None and not future.is_done and self._clock() < deadline:
-                self._wait(deadline)
-            if future is not None and future.is_done:
+            if future is not None and self._await(future, deadline):
                 self._find = None
                 if self._found(future):
                     return True
@@ -339,9 +346,7 @@ class ConsumerCoordinator:
                 self._on_join_prepare()
                 self._send_join()
             kind, future = self._in_flight
-            while not future.is_done and self._clock() < deadline:
-                self._wait(deadline)
-            if not future.is_done:
+            if not self._await(future, deadline):
                 return False
             self._in_flight = None
             if kind == "join":
@@ -777,10 +782,10 @@ class ConsumerCoordinator:
                     raise
             time.sleep(self._retry_backoff)
 
-    def refresh_committed_offsets(self, deadline, block=True):
+    def refresh_committed_offsets(self, deadline):
         """Positions of partitions awaiting their committed offsets: the committed offset,
-        else left to ``auto_offset_reset``. Waits until ``deadline`` (``block``) or only
-        looks at an answer already there."""
+        else left to ``auto_offset_reset``. Waits for the OffsetFetch until ``deadline`` at
+        most (an answer still out is looked at by the next call)."""
         assignment = self._subscription.assignment
         if self._committed_fetch is None:
             waiting = [tp for tp, s in assignment.items() if s.awaiting_committed]
@@ -789,10 +794,7 @@ class ConsumerCoordinator:
                 return
             self._committed_fetch = (self._send_offset_fetch(waiting), waiting)
         future, partitions = self._committed_fetch
-        while block and not future.is_done and self._clock() < deadline:
-            self._wait(deadline)
-        self._group.poll(0)
-        if not future.is_done:
+        if not self._await(future, deadline):
             return
         self._committed_fetch = None
         try:

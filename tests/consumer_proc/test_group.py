@@ -533,3 +533,14 @@ def test_an_eager_leader_keeps_a_moving_partition_out_of_the_generation():
     assert without_moves(assignment, members, {"t": 2}) == {"a": {"t": [1]}, "b": {"t": []}}
     assert without_moves(assignment, {"a": Member("a", ("t",)), "b": Member("b", ("t",))},
                           {"t": 2}) == assignment  # nobody owns anything: unchanged
+
+
+def test_a_member_polling_with_timeout_zero_joins_and_reads(group):
+    cluster, make = group
+    consumer = make()
+    records = []
+    deadline = time.monotonic() + IN_PROCESS_BOUND
+    while len(records) < 2 * PARTITIONS:
+        assert time.monotonic() < deadline, "timed out polling with timeout 0"
+        records += [r for batch in consumer.poll(0).values() for r in batch]
+    assert consumer.assignment() == ALL
