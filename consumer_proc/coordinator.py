@@ -866,11 +866,18 @@ class ConsumerCoordinator:
                 owned = self._subscription.assigned_partitions()
                 if owned and self.m.state == STABLE:
                     self._invoke("on_partitions_revoked", owned)
-                if self.m.member_id:
-                    self._leave_group(self._group, "the consumer is closing")
         finally:
-            self.heartbeat.stop()
-            self._group.close()
+            stopped = self.heartbeat.stop()
+            try:
+                if self._subscription.partitions_auto_assigned() and self.m.member_id:
+                    # On the heartbeat thread's connection once it is stopped: the group
+                    # client's may hold a JoinGroup the coordinator parked.
+                    self._leave_group(self.heartbeat.client if stopped else self._group,
+                                      "the consumer is closing")
+            finally:
+                if stopped:
+                    self.heartbeat.client.close()
+                self._group.close()
 
 
 def without_moves(assignment, members, counts):
@@ -890,7 +897,8 @@ def without_moves(assignment, members, counts):
 
 class HeartbeatThread:
     """Heartbeats and the poll-interval check of one group member (module doc), on its own
-    KafkaClient. Started by ConsumerCoordinator; ``stop()`` ends it and closes its client."""
+    KafkaClient. Started by ConsumerCoordinator; ``stop()`` ends it, then the coordinator
+    uses the client for its LeaveGroup and closes it."""
 
     def __init__(self, coordinator, config, clock):
         self._coordinator = coordinator
@@ -916,13 +924,13 @@ class HeartbeatThread:
         self._wake.set()
 
     def stop(self, timeout=10.0):
-        """End the thread (it closes its client); safe to call twice."""
+        """End the thread; True once it has ended (its client then belongs to the caller,
+        who closes it). Safe to call twice."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        elif self.client is not None and self._thread.ident is None:
-            self.client.close()  # never started
+        return not self._thread.is_alive()
 
     def _sleep(self, seconds):
         self._wake.wait(max(0.0, seconds))
@@ -954,8 +962,6 @@ class HeartbeatThread:
                 next_heartbeat = now + self._heartbeat(coordinator, generation, member_id)
         except Exception:
             log.exception("group %s: heartbeat thread failed", self._config["group_id"])
-        finally:
-            self.client.close()
 
     def _poll_timeout(self, idle):
         log.warning("group %s: poll() not called for %.1f s (max_poll_interval_ms %d): "
