@@ -1,4 +1,4 @@
-"""KafkaConsumer: kafka-python's consumer API over ringlog's rings, without groups (yet).
+"""KafkaConsumer: kafka-python's consumer API over ringlog's rings, with consumer groups.
 
 ::
 
@@ -16,14 +16,25 @@
 Configuration: kafka-python's keyword arguments and defaults (``cluster.config.ConsumerConfig``);
 ``bootstrap_servers`` is the cluster's data directory.
 
-**Without a group.** ``group_id`` must be None for now (consumer groups come with their
-coordinator in a later issue). Topics given to the constructor or to ``subscribe`` are then
-assigned *all* their partitions, and the assignment follows the metadata as partitions are
-added — what kafka-python does when ``group_id`` is None. ``assign`` takes explicit
-partitions instead; the two are exclusive until ``unsubscribe``. Positions start from
-``auto_offset_reset`` (there are no committed offsets), or wherever ``seek`` puts them;
-``commit``, ``commit_async`` and ``committed`` raise IllegalStateError('Requires
-group_id'), as in kafka-python.
+**With a group** (``group_id``)::
+
+    consumer = KafkaConsumer("app-logs", bootstrap_servers=data_dir, group_id="alerts")
+    consumer.subscribe(["app-logs"], listener=MyListener())  # a ConsumerRebalanceListener
+    for record in consumer: ...                    # auto-commit every 5 s, and on close
+
+the members of the group share the partitions of the topics they subscribe to
+(``consumer_proc.coordinator``: joining, rebalances, heartbeats, commits); a new
+partition starts from the group's committed offset, else from ``auto_offset_reset``.
+``commit``, ``commit_async`` and ``committed`` work with the group's offsets, also after
+``assign`` (then without group management, as kafka-python).
+
+**Without a group.** Topics given to the constructor or to ``subscribe`` are assigned
+*all* their partitions, and the assignment follows the metadata as partitions are added —
+what kafka-python does when ``group_id`` is None; none of the group machinery runs.
+``assign`` takes explicit partitions instead; the two are exclusive until ``unsubscribe``.
+Positions start from ``auto_offset_reset``, or wherever ``seek`` puts them; ``commit``,
+``commit_async`` and ``committed`` raise IllegalStateError('Requires group_id'), as in
+kafka-python.
 
 **How records arrive** (``fetcher``): one Fetch in flight per broker, sent again as soon
 as records are drained and before they are returned, so the broker copies the next
@@ -46,10 +57,10 @@ or hung broker sends the partition's next fetch to the leader named by refreshed
 from the same position; OFFSET_OUT_OF_RANGE from a new leader missing the tail resets by
 ``auto_offset_reset``. Offset lookups follow the leader the same way.
 
-Not implemented: groups (above), fetch sessions (every fetch is a full one), position
+Not implemented: fetch sessions (every fetch is a full one), position
 validation against leader epochs after a leader change (KIP-320's OffsetsForLeaderEpoch:
-the protocol has no api key 23 yet; the hook is described in ``fetcher``), rebalance
-listeners, ``read_committed`` filtering (there are no transactions).
+the protocol has no api key 23 yet; the hook is described in ``fetcher``),
+``read_committed`` filtering (there are no transactions).
 
 Thread safety: none, as kafka-python's: one thread makes every call.
 """
@@ -63,9 +74,10 @@ import time
 
 from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ConsumerConfig
-from cluster.errors import IllegalStateError, KafkaConfigurationError, KafkaTimeoutError
+from cluster.errors import IllegalStateError, KafkaTimeoutError
 from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
-from cluster.structs import OffsetAndTimestamp, TopicPartition
+from cluster.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from consumer_proc.coordinator import ConsumerCoordinator
 from consumer_proc.fetch_metrics import FetchMetrics
 from consumer_proc.fetcher import Fetcher
 from consumer_proc.offset_lookup import OffsetLookup
@@ -109,10 +121,6 @@ class KafkaConsumer:
 
     def __init__(self, *topics, clock=time.monotonic, **configs):
         config = ConsumerConfig(**configs)
-        if config["group_id"] is not None:
-            raise KafkaConfigurationError(
-                f"group_id={config['group_id']!r}: consumer groups are not supported yet; "
-                f"use group_id=None (assign(), or subscribe() to all partitions)")
         self.config = config
         self._clock = clock
         self._closed = False
@@ -125,7 +133,9 @@ class KafkaConsumer:
         capacity = ring_capacity_for(max(config["max_partition_fetch_bytes"],
                                          LogConfig.max_message_bytes) + FRAME_HEADROOM_BYTES)
         self._client = KafkaClient(config, clock=clock, ring_capacity=capacity)
-        self._subscription = SubscriptionState(config["auto_offset_reset"])
+        self._subscription = SubscriptionState(config["auto_offset_reset"],
+                                               use_committed=config["group_id"] is not None)
+        self._coordinator = None
         self._metrics = FetchMetrics(config["metrics_num_samples"],
                                      config["metrics_sample_window_ms"] / 1000, clock)
         self._fetcher = Fetcher(
@@ -139,6 +149,9 @@ class KafkaConsumer:
         self._iterator = None
         self._consumer_timeout = math.inf
         try:
+            if config["group_id"] is not None:
+                self._coordinator = ConsumerCoordinator(self._client, self._subscription,
+                                                        config, clock)
             if topics:
                 self.subscribe(list(topics))
             self._client.wait_for_metadata(config["bootstrap_timeout_ms"] / 1000)
@@ -148,11 +161,20 @@ class KafkaConsumer:
 
     # -- subscription and assignment ------------------------------------------------------------
 
-    def subscribe(self, topics=(), pattern=None):
+    def subscribe(self, topics=(), pattern=None, listener=None):
         """Subscribe to ``topics`` (a list) or to the topics matching ``pattern`` (a regex):
-        without a group, every partition of them is assigned (module doc). Replaces an
-        earlier subscription; IllegalStateError after ``assign``."""
+        with a group, the group shares their partitions and ``listener`` (a
+        ConsumerRebalanceListener) hears of each change; without one, every partition of
+        them is assigned (module doc). Replaces an earlier subscription; IllegalStateError
+        after ``assign``."""
+        if listener is not None and not all(callable(getattr(listener, name, None)) for name
+                                            in ("on_partitions_revoked",
+                                                "on_partitions_assigned")):
+            raise TypeError(f"listener must be a ConsumerRebalanceListener, found "
+                            f"{listener!r}")
         self._subscription.subscribe(topics=topics, pattern=pattern)
+        if self._coordinator is not None:
+            self._coordinator.listener = listener
         cluster = self._client.cluster
         if pattern is not None:
             cluster.request_update(all_topics=True)
@@ -167,7 +189,10 @@ class KafkaConsumer:
         return None if topics is None else set(topics)
 
     def unsubscribe(self):
-        """Forget the subscription or assignment and every position."""
+        """Forget the subscription or assignment and every position (a group member
+        revokes its partitions and leaves the group)."""
+        if self._coordinator is not None:
+            self._coordinator.on_unsubscribe()
         self._subscription.unsubscribe()
         self._fetcher.discard()
         self._iterator = None
@@ -191,9 +216,10 @@ class KafkaConsumer:
 
     def _update_assignment(self):
         """Without a group, a subscription's assignment is every partition of its topics in
-        the newest metadata (kafka-python with group_id None)."""
+        the newest metadata (kafka-python with group_id None). With a group, the group's
+        coordinator assigns (``poll``)."""
         subscription = self._subscription
-        if not subscription.partitions_auto_assigned():
+        if not subscription.partitions_auto_assigned() or self._coordinator is not None:
             return
         cluster = self._client.cluster
         if subscription.subscription_type == AUTO_PATTERN and (
@@ -274,8 +300,10 @@ class KafkaConsumer:
         tp = self._assigned(partition)
         state = self._subscription.assignment[tp]
         if state.position is None:
-            self._subscription.reset_missing_positions()
             timeout = self._api_timeout if timeout_ms is None else timeout_ms / 1000
+            if self._coordinator is not None and state.awaiting_committed:
+                self._coordinator.refresh_committed_offsets(self._clock() + timeout)
+            self._subscription.reset_missing_positions()
             try:
                 self._offsets.wait_for_resets([tp], timeout)
             except KafkaTimeoutError:
@@ -339,6 +367,8 @@ class KafkaConsumer:
         """Update the assignment and positions, drain what is buffered, send the next
         fetches; wait (until ``deadline`` at most) for a response when nothing was ready."""
         fetcher = self._fetcher
+        if self._coordinator is not None:
+            self._coordinator.poll(deadline)
         self._update_assignment()
         self._subscription.reset_missing_positions()
         self._offsets.reset_offsets_if_needed()
@@ -453,30 +483,71 @@ class KafkaConsumer:
             return None
         return self._metrics.snapshot()
 
-    # -- groups (none) --------------------------------------------------------------------------
+    # -- group offsets --------------------------------------------------------------------------
+
+    def _group(self):
+        if self._coordinator is None:
+            raise IllegalStateError("Requires group_id")
+        return self._coordinator
+
+    @staticmethod
+    def _check_offsets(offsets):
+        if offsets is None:
+            return None
+        offsets = dict(offsets)
+        _check_partitions(list(offsets))
+        for tp, value in offsets.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                offsets[tp] = OffsetAndMetadata(value, "", -1)
+            elif not isinstance(value, OffsetAndMetadata):
+                raise TypeError(f"offsets[{tp}] must be an OffsetAndMetadata, found "
+                                f"{value!r}")
+        return offsets
 
     def commit(self, offsets=None, timeout_ms=None):
-        """Consumer groups are not supported: IllegalStateError, as kafka-python without a
+        """Commit ``offsets`` (``{TopicPartition: OffsetAndMetadata}``; default: the
+        position of every assigned partition) to the group, blocking until done:
+        CommitFailedError if the group rebalanced meanwhile, KafkaTimeoutError after
+        ``timeout_ms`` (default ``default_api_timeout_ms``); IllegalStateError without a
         group_id."""
-        raise IllegalStateError("Requires group_id")
+        self._group().commit_sync(self._check_offsets(offsets), self._timeout(timeout_ms))
 
     def commit_async(self, offsets=None, callback=None):
-        """IllegalStateError, as ``commit``."""
-        raise IllegalStateError("Requires group_id")
+        """Send the commit and return a Future of the offsets; ``callback(offsets,
+        response_or_exception)`` runs in a later poll (default:
+        ``default_offset_commit_callback``)."""
+        return self._group().commit_async(self._check_offsets(offsets), callback)
 
     def committed(self, partition, metadata=False, timeout_ms=None):
-        """IllegalStateError, as ``commit``."""
-        raise IllegalStateError("Requires group_id")
+        """The group's committed offset of ``partition`` (None if none); an
+        OffsetAndMetadata when ``metadata``. Blocks up to ``timeout_ms``."""
+        if not isinstance(partition, TopicPartition):
+            raise TypeError(f"partition must be a TopicPartition namedtuple, found "
+                            f"{partition!r}")
+        found = self._group().fetch_committed([partition], self._timeout(timeout_ms))
+        committed = found.get(partition)
+        if committed is None or metadata:
+            return committed
+        return committed.offset
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def close(self, autocommit=True, timeout_ms=None):
         """Close the connections (unlinking their rings) and the deserializers; safe to
-        call twice. ``autocommit`` and ``timeout_ms`` are kafka-python's and have nothing
-        to do without a group."""
+        call twice. A group member first commits its positions (``autocommit`` and
+        ``enable_auto_commit``, up to ``timeout_ms``), revokes its partitions and leaves the
+        group (a static member does not leave)."""
         if self._closed:
             return
         self._closed = True
+        try:
+            if self._coordinator is not None:
+                self._coordinator.close(autocommit, None if timeout_ms is None
+                                        else timeout_ms / 1000)
+        finally:
+            self._close_client()
+
+    def _close_client(self):
         self._fetcher.close()
         self._client.close()
         for name in ("key_deserializer", "value_deserializer"):

@@ -1,12 +1,13 @@
 """What a consumer reads: its subscription or assignment, and each partition's position.
 
-kafka-python's ``SubscriptionState`` and Kafka's, without groups. A consumer either
+kafka-python's ``SubscriptionState`` and Kafka's. A consumer either
 
 * is **assigned** partitions by the user (``assign_from_user``), or
-* **subscribes** to topics (or a topic pattern) and is assigned partitions automatically.
-  Without a ``group_id`` — the only way there is yet — that means *every* partition of
-  those topics, recomputed whenever the metadata changes (``assign_from_subscribed``), as
-  kafka-python's coordinator does when ``group_id`` is None.
+* **subscribes** to topics (or a topic pattern) and is assigned partitions automatically:
+  with a ``group_id``, what the group gives it (``assign_from_group``); without one,
+  *every* partition of those topics, recomputed whenever the metadata changes
+  (``assign_from_subscribed``), as kafka-python's coordinator does when ``group_id`` is
+  None.
 
 The two are exclusive until ``unsubscribe()`` (IllegalStateError, kafka-python's message).
 
@@ -14,7 +15,11 @@ Per assigned partition (``TopicPartitionState``): the *position* — the offset 
 record to hand to the application — or, while it has none, a pending *reset* to the
 earliest or latest offset (ListOffsets timestamps ``EARLIEST`` / ``LATEST``); whether the
 user paused it; and what the last fetch said about the log (high watermark, log start).
-A partition is *fetchable* when it has a position and is not paused. Positions and pause
+A partition is *fetchable* when it has a position and is not paused. With a group_id
+(``use_committed``) a new partition first waits for its committed offset
+(``awaiting_committed``, answered by ``consumer_proc.coordinator``); only a partition without
+one gets ``auto_offset_reset``. A consumer group's assignment comes in through
+``assign_from_group``. Positions and pause
 state are kept for partitions that stay assigned across an assignment change.
 
 ``auto_offset_reset`` decides what a partition without a position gets: 'earliest',
@@ -51,10 +56,13 @@ class TopicPartitionState:
     """One assigned partition: position or pending reset, pause flag, log facts."""
 
     __slots__ = ("position", "reset_strategy", "next_reset_attempt", "paused", "highwater",
-                 "log_start_offset", "last_stable_offset")
+                 "log_start_offset", "last_stable_offset", "awaiting_committed")
 
-    def __init__(self):
+    def __init__(self, awaiting_committed=False):
         self.position = None            # offset of the next record for the application
+        # With a group_id, a new partition's position comes from its committed offset
+        # (OffsetFetch) before any reset: set until that answer (or a seek / reset) comes.
+        self.awaiting_committed = awaiting_committed
         self.reset_strategy = None      # EARLIEST or LATEST while a reset is pending
         self.next_reset_attempt = 0.0   # clock value before which no ListOffsets is sent
         self.paused = False
@@ -73,9 +81,11 @@ class TopicPartitionState:
     def seek(self, offset):
         self.position = offset
         self.reset_strategy = None
+        self.awaiting_committed = False
 
     def reset(self, strategy):
         self.position = None
+        self.awaiting_committed = False
         self.reset_strategy = strategy
         self.next_reset_attempt = 0.0
 
@@ -91,7 +101,7 @@ class SubscriptionState:
     moves a partition that just got data to the end, so the others come first next time).
     """
 
-    def __init__(self, auto_offset_reset="latest"):
+    def __init__(self, auto_offset_reset="latest", use_committed=False):
         if auto_offset_reset not in STRATEGIES:
             raise ValueError(f"auto_offset_reset must be one of {sorted(STRATEGIES)}, "
                              f"found {auto_offset_reset!r}")
@@ -101,6 +111,8 @@ class SubscriptionState:
         self.subscription_type = NONE
         self.assignment = {}
         self._user_assignment = frozenset()
+        #: With a group_id: new partitions wait for their committed offsets (OffsetFetch).
+        self.use_committed = use_committed
 
     # -- subscription -------------------------------------------------------------------------
 
@@ -169,14 +181,34 @@ class SubscriptionState:
             self.subscription = {tp.topic for tp in partitions}
         self._apply(partitions)
 
+    def assign_from_group(self, partitions):
+        """Assign ``partitions`` (a consumer group's assignment, subscribed topics only);
+        positions of partitions kept stay. Returns the partitions added."""
+        if not self.partitions_auto_assigned():
+            raise IllegalStateError(_EXCLUSIVE)
+        for tp in partitions:
+            if not self.matches(tp.topic):
+                raise ValueError(f"partition {tp} is of a topic not subscribed to "
+                                 f"({sorted(self.subscription or ())})")
+        return self._apply(partitions)
+
+    def set_pattern_topics(self, topics):
+        """The topics a pattern subscription matches now (a group member reports them)."""
+        if self.subscription_type != AUTO_PATTERN:
+            raise IllegalStateError("set_pattern_topics needs a pattern subscription")
+        self.subscription = set(topics)
+
     def _apply(self, partitions):
         wanted = set(partitions)
         for tp in [tp for tp in self.assignment if tp not in wanted]:
             del self.assignment[tp]
+        added = []
         for tp in partitions:
             if tp not in self.assignment:
-                self.assignment[tp] = TopicPartitionState()
+                self.assignment[tp] = TopicPartitionState(self.use_committed)
+                added.append(tp)
         log.debug("assignment: %s", sorted(self.assignment))
+        return added
 
     def assigned_partitions(self):
         return set(self.assignment)
@@ -211,7 +243,8 @@ class SubscriptionState:
         """Give every partition with neither position nor pending reset the default reset;
         NoOffsetForPartitionError naming them when auto_offset_reset is 'none'."""
         missing = [tp for tp, state in self.assignment.items()
-                   if state.position is None and state.reset_strategy is None]
+                   if state.position is None and state.reset_strategy is None
+                   and not state.awaiting_committed]
         if not missing:
             return
         if self.default_reset is None:

@@ -15,7 +15,8 @@ Values are normalized once here so clients need not: ``acks`` is 0, 1 or -1 (``'
 ``PARTITIONER_NAMES``, a partitioner object or a callable, checked here and turned into a
 partitioner object by the producer (``cluster.producer.partitioner.resolve_partitioner``,
 one per producer); ``partition_assignment_strategy`` a tuple of
-assignor protocol names (``'range'``, ``'roundrobin'``, ``'sticky'``; Kafka's class names
+assignor protocol names (``'range'``, ``'roundrobin'``, ``'sticky'``,
+``'cooperative-sticky'``; Kafka's class names
 and kafka-python's built-in assignor classes map to them) or custom assignor objects.
 
 Differences from kafka-python's defaults: ``client_id`` is ``ringlog-<version>`` where
@@ -69,11 +70,12 @@ log = logging.getLogger(__name__)
 DEFAULT_CLIENT_ID = f"ringlog-{importlib.metadata.version('ringlog')}"
 
 #: Built-in assignors, by Kafka's protocol name.
-ASSIGNORS = ("range", "roundrobin", "sticky")
+ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 _JAVA_ASSIGNORS = {
     "org.apache.kafka.clients.consumer.RangeAssignor": "range",
     "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
     "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
 }
 _KAFKA_PYTHON_ASSIGNORS = "kafka.coordinator.assignors."
 
@@ -394,7 +396,7 @@ class ConsumerConfig(ClientConfig):
         Key("check_crcs", Bool(), True),
         Key("max_poll_records", Int(1, INT_MAX), 500),
         Key("max_poll_interval_ms", Int(1, INT_MAX, fractional=True), 300000),
-        Key("session_timeout_ms", Int(1, INT_MAX, fractional=True), 45000),
+        Key("session_timeout_ms", Int(1, INT_MAX, fractional=True), 10000),
         Key("heartbeat_interval_ms", Int(1, INT_MAX, fractional=True), 3000),
         Key("isolation_level", Choice("read_uncommitted", "read_committed"),
             "read_uncommitted"),

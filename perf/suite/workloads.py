@@ -78,7 +78,7 @@ PROFILES = {
         2: dict(records=150_000),
         3: dict(records=2_000_000),
         4: dict(rates=(1_000, 10_000), duration=4.0, repeats=3),
-        5: dict(partitions=(1, 10, 100, 1000), records=200_000),
+        5: dict(partitions=(1, 10, 100, 1000, 10_000), records=200_000),
         6: dict(processes=(2, 8, 32, 64), total=300_000),
         7: dict(sizes=(10, 100, 1_000, 10_000, 100_000), budget=40_000_000, records=300_000),
         8: dict(records=300_000, repeats=3),

@@ -13,7 +13,6 @@ import pytest
 
 from cluster.errors import (
     IllegalStateError,
-    KafkaConfigurationError,
     NoBrokersAvailable,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
@@ -289,9 +288,7 @@ def test_deserializers_and_iteration_timeout(cluster):
 
 
 @pytest.mark.multiprocess
-def test_unknown_group_and_closed_consumer(cluster):
-    with pytest.raises(KafkaConfigurationError, match="consumer groups are not supported"):
-        consumer(cluster, group_id="g")
+def test_commit_without_a_group_and_closed_consumer(cluster):
     produce(cluster, "closing", [b"x"] * 10, keys=[b"%d" % i for i in range(10)])
     before = set(list_objects(cluster.cluster_id))
     c = consumer(cluster)

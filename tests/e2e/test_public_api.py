@@ -10,7 +10,8 @@ import cluster
 
 KAFKA_PYTHON_NAMES = ["KafkaProducer", "KafkaConsumer", "KafkaAdminClient", "NewTopic",
                       "NewPartitions", "TopicPartition", "OffsetAndMetadata",
-                      "OffsetAndTimestamp", "ConsumerRecord", "RecordMetadata"]
+                      "OffsetAndTimestamp", "ConsumerRecord", "RecordMetadata",
+                      "ConsumerRebalanceListener"]
 
 
 @pytest.mark.parametrize("name", KAFKA_PYTHON_NAMES + ["Cluster", "errors"])
@@ -26,6 +27,7 @@ def test_an_unknown_name_is_an_attribute_error_naming_it():
 
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("first", ["consumer_proc.consumer", "consumer_proc.fetcher",
+                                   "consumer_proc.coordinator",
                                    "cluster.producer.kafka_producer", "replica_proc.broker"])
 def test_modules_import_in_a_fresh_interpreter_without_a_cycle(first):
     code = f"import {first}; from cluster import *; print(KafkaConsumer.__name__)"

@@ -22,7 +22,16 @@ broker only bumps the epoch),
 function of the response frame) alters what it answers, ``report_controllers`` (a list)
 makes the next Metadata responses name those controllers instead of the real one.
 
-Groups (the coordinator's side, for admin tests): ``add_group(group_id, state, members)``
+Groups have two models, one per kind of test. ``group_model = "coordinator"`` (the
+default, for consumers; tests/support/fake_coordinator.py): broker ``coordinator_id`` (0)
+is the coordinator of every group, served by the broker's own group coordinator state
+machine;
+the other brokers answer NOT_COORDINATOR. ``move_coordinator(id)`` fails it over (groups
+reloaded from what was stored); ``fail_next(group_id, None, code, api="JOIN_GROUP")``
+(or "FIND_COORDINATOR", "SYNC_GROUP", "HEARTBEAT", "LEAVE_GROUP", "OFFSET_COMMIT",
+"OFFSET_FETCH") injects errors as for partitions.
+``group_model = "admin"`` (the admin client's and consumer-groups' tests, which place
+groups as they please): ``add_group(group_id, state, members)``
 places a group (FakeMember tuples: id, client id, host, subscribed topics, assignment) at
 its coordinator, ``coordinators[group_id] = broker`` moves it (default: the lowest live
 broker), ``commit`` stores a committed offset. FindCoordinator, DescribeGroups (an unknown
@@ -56,6 +65,7 @@ from segments.records import RecordBatch, RecordBatchBuilder
 from shm_ring import Listener
 from shm_ring.naming import cleanup_stale, list_objects
 from shm_ring.wakeup import WaitPolicy
+from tests.support.fake_coordinator import GROUP_APIS, FakeGroupCoordinator, Parked
 
 FAST = WaitPolicy(spin=20, poll_interval=0.02)
 NO_TIME = datetime.timedelta(0)
@@ -64,7 +74,8 @@ NO_TIME = datetime.timedelta(0)
 class FakeCluster:
     """The shared state of the fake brokers (module doc). Thread-safe: one lock."""
 
-    def __init__(self, data_dir, brokers=2, auto_create=True, num_partitions=1):
+    def __init__(self, data_dir, brokers=2, auto_create=True, num_partitions=1,
+                 group_config=None, group_model="coordinator"):
         self.data_dir = str(data_dir)
         self.cluster_id = dd.ensure_cluster_id(self.data_dir)
         self.auto_create = auto_create
@@ -80,6 +91,9 @@ class FakeCluster:
         self.report_controllers = []
         self.groups = {}        # group id -> FakeGroup
         self.coordinators = {}  # group id -> broker id (default: the lowest live broker)
+        self.group_model = group_model  # "coordinator" or "admin": see the module doc
+        self.coordinator_id = 0
+        self.group_coordinator = FakeGroupCoordinator(group_config)
         self.brokers = {}
         self.page.publish(self.image)
         for broker_id in range(brokers):
@@ -131,6 +145,13 @@ class FakeCluster:
             topics = dict(self.image.topics)
             topics[topic] = TopicInfo(topic, info.topic_id, tuple(states), info.configs)
             self._publish(topics=topics)
+
+    def move_coordinator(self, broker_id):
+        """Make ``broker_id`` the groups' coordinator: the old one's parked requests get
+        NOT_COORDINATOR and the groups are loaded afresh from what was stored."""
+        with self.lock:
+            self.group_coordinator.failover()
+            self.coordinator_id = broker_id
 
     def fail_next(self, topic, partition, code, times=1, api="PRODUCE"):
         with self.lock:
@@ -219,6 +240,7 @@ class FakeBroker:
                                  liveness_interval=0.02)
         self.paused = threading.Event()
         self.tamper = None
+        self._parked = {}  # connection -> Parked response it waits for (it is not read)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name=f"fake-broker-{broker_id}",
                                         daemon=True)
@@ -234,16 +256,30 @@ class FakeBroker:
         while not self._stop.is_set():
             listener.wait(timeout=0.02)
             listener.accept_pending()
+            if self.cluster.coordinator_id == self.broker_id:
+                with self.cluster.lock:
+                    self.cluster.group_coordinator.poll()
             if not self.paused.is_set():
+                for connection, parked in list(self._parked.items()):
+                    if parked.frame is not None:
+                        del self._parked[connection]
+                        self._send(connection, parked.frame)
                 for connection in listener.ready():
-                    while (frame := connection.recv()) is not None:
+                    while connection not in self._parked and \
+                            (frame := connection.recv()) is not None:
                         answer = self._handle(bytes(frame))
                         del frame
-                        if answer is not None:
-                            while not connection.try_send(answer) and not self._stop.is_set():
-                                listener.wait(timeout=0.02)
+                        if isinstance(answer, Parked):
+                            self._parked[connection] = answer
+                        elif answer is not None:
+                            self._send(connection, answer)
                     connection.release()
-            listener.reap()
+            for connection in listener.reap():
+                self._parked.pop(connection, None)
+
+    def _send(self, connection, answer):
+        while not connection.try_send(answer) and not self._stop.is_set():
+            self.listener.wait(timeout=0.02)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -252,6 +288,15 @@ class FakeBroker:
         api_key, version = header.request_api_key, header.request_api_version
         with self.cluster.lock:
             self.cluster.requests.append((self.broker_id, ApiKey(api_key).name, request))
+            if api_key in GROUP_APIS and self.cluster.group_model == "coordinator":
+                injected = self.cluster._injected(ApiKey(api_key).name,
+                                                  _group_of(request), None)
+                answer = self.cluster.group_coordinator.handle(self, api_key, version, request,
+                                                    header.client_id, header.correlation_id,
+                                                    injected)
+                if isinstance(answer, bytes) and self.tamper is not None:
+                    return self.tamper(answer)
+                return answer
         handler = {
             ApiKey.API_VERSIONS: self._api_versions, ApiKey.METADATA: self._metadata,
             ApiKey.PRODUCE: self._produce, ApiKey.FETCH: self._fetch,
@@ -685,6 +730,11 @@ class FakeMember:
     topics: tuple = ()
     assignment: dict = dataclasses.field(default_factory=dict)
     instance_id: str | None = None
+
+
+def _group_of(request):
+    """The group id a group request is about (FindCoordinator: its key)."""
+    return getattr(request, "group_id", None) or getattr(request, "key", None)
 
 
 def _store(log, records, leader_epoch):

@@ -32,7 +32,7 @@ def requests_of(cluster, api):
 
 
 def test_find_coordinator_retries_until_the_group_has_one(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=3)
+    cluster = fake_cluster(brokers=3, group_model="admin")
     admin = admin_of(cluster)
     cluster.coordinators["g"] = 2
     for code in (ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
@@ -43,7 +43,7 @@ def test_find_coordinator_retries_until_the_group_has_one(fake_cluster, admin_of
 
 
 def test_find_coordinator_gives_up_after_the_request_timeout(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=1)
+    cluster = fake_cluster(brokers=1, group_model="admin")
     admin = admin_of(cluster, request_timeout_ms=200)
     cluster.fail_next("g", None, ErrorCode.coordinator_not_available, times=10_000,
                       api="FIND_COORDINATOR")
@@ -54,7 +54,7 @@ def test_find_coordinator_gives_up_after_the_request_timeout(fake_cluster, admin
 
 
 def test_list_consumer_groups_asks_every_broker(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.add_group("on-0", "Empty")
     cluster.add_group("on-1", "Stable", [ALICE])
@@ -65,7 +65,7 @@ def test_list_consumer_groups_asks_every_broker(fake_cluster, admin_of):
 
 
 def test_describe_consumer_groups_decodes_members(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.create_topic("orders", 2)
     cluster.add_group("g", "Stable", [ALICE], protocol="range")
@@ -84,7 +84,7 @@ def test_describe_consumer_groups_decodes_members(fake_cluster, admin_of):
 
 
 def test_describe_follows_a_moved_coordinator(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.add_group("g", "Empty")
     cluster.fail_next("g", None, ErrorCode.not_coordinator, api="DESCRIBE_GROUPS")
@@ -95,7 +95,7 @@ def test_describe_follows_a_moved_coordinator(fake_cluster, admin_of):
 
 
 def test_group_coordinator_id_skips_find_coordinator(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.add_group("g", "Empty")
     cluster.coordinators["g"] = 1
@@ -105,7 +105,7 @@ def test_group_coordinator_id_skips_find_coordinator(fake_cluster, admin_of):
 
 
 def test_list_consumer_group_offsets(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.create_topic("orders", 3)
     cluster.commit("g", "orders", 0, 5, metadata="m", leader_epoch=2)
@@ -121,7 +121,7 @@ def test_list_consumer_group_offsets(fake_cluster, admin_of):
 
 
 def test_delete_consumer_groups(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.add_group("idle", "Empty")
     cluster.add_group("busy", "Stable", [ALICE])
@@ -131,7 +131,7 @@ def test_delete_consumer_groups(fake_cluster, admin_of):
 
 
 def test_alter_consumer_group_offsets_only_without_members(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.create_topic("orders", 2)
     cluster.add_group("busy", "Stable", [ALICE])
@@ -150,7 +150,7 @@ def test_alter_consumer_group_offsets_only_without_members(fake_cluster, admin_o
 
 
 def test_delete_consumer_group_offsets(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.create_topic("orders", 2)
     cluster.create_topic("audit", 1)
@@ -167,7 +167,7 @@ def test_delete_consumer_group_offsets(fake_cluster, admin_of):
 
 
 def test_offset_fetch_waits_out_a_loading_coordinator(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.create_topic("orders", 1)
     cluster.commit("g", "orders", 0, 9)
@@ -179,7 +179,7 @@ def test_offset_fetch_waits_out_a_loading_coordinator(fake_cluster, admin_of):
 
 
 def test_a_dead_coordinator_is_replaced(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     admin = admin_of(cluster)
     cluster.add_group("g", "Empty")
     cluster.coordinators["g"] = 1
@@ -191,7 +191,7 @@ def test_a_dead_coordinator_is_replaced(fake_cluster, admin_of):
 
 
 def test_a_coordinator_error_that_lasts_gives_up(fake_cluster, admin_of):
-    cluster = fake_cluster(brokers=1)
+    cluster = fake_cluster(brokers=1, group_model="admin")
     admin = admin_of(cluster, request_timeout_ms=300)
     cluster.fail_next("g", None, ErrorCode.not_coordinator, times=10_000, api="DELETE_GROUPS")
     with pytest.raises(KafkaTimeoutError, match=r"timeout: \[Error 16\] group 'g' at broker 0: "

@@ -20,7 +20,7 @@ def cluster(fake_cluster):
     """orders (2 partitions: 5 and 3 records) and audit (1: 4 records); group "g" Stable
     (alice owns orders 0-1, bob nothing; commits orders-0 at 2, audit-0 at 1), "idle"
     Empty (orders-1 at 1)."""
-    cluster = fake_cluster(brokers=2)
+    cluster = fake_cluster(brokers=2, group_model="admin")
     cluster.create_topic("orders", 2)
     cluster.create_topic("audit", 1)
     cluster.append("orders", 0, [b"a", b"b"], timestamp_ms=T0)
