@@ -172,11 +172,13 @@ class FaultInjector:
         followers = [b for b in self._followers(step) if self.brokers.pid(b) is not None]
         for follower in followers:
             self._pause(step, follower)
-        written = self._write_divergent(step)
-        self._record("divergent-writes", step, broker=leader, **written)
-        self._kill(step, leader)
-        for follower in followers:
-            self._resume(step, follower)
+        try:
+            written = self._write_divergent(step)
+            self._record("divergent-writes", step, broker=leader, **written)
+            self._kill(step, leader)
+        finally:  # whatever failed, the followers must not stay stopped
+            for follower in followers:
+                self._resume(step, follower)
         stop.wait(step.downtime)
         self._start(step, leader)
 

@@ -119,3 +119,18 @@ def test_a_stop_before_the_first_step_does_nothing(tmp_path):
     FaultInjector((step,), brokers, lambda: image(RF3), TOPIC, str(tmp_path), log).run(stop)
     log.close()
     assert brokers.calls == []
+
+
+def test_divergent_writes_that_fail_leave_no_follower_stopped(tmp_path):
+    class Failing(FaultInjector):
+        def _write_divergent(self, step):
+            raise ConnectionError("no broker can be reached")
+
+    brokers = FakeBrokers()
+    log = HistoryWriter(tmp_path / "faults.jsonl")
+    step = FaultStep(0, 0.0, "divergence", 0, -1, 0.0, 0.0)
+    injector = Failing((step,), brokers, lambda: image(RF3), TOPIC, str(tmp_path), log)
+    injector.run(threading.Event())
+    log.close()
+    assert isinstance(injector.error, ConnectionError)
+    assert brokers.calls == [("pause", 2), ("pause", 0), ("resume", 2), ("resume", 0)]
