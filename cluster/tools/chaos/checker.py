@@ -20,8 +20,9 @@ dict with ``kind`` and what identifies it):
 Reported, not anomalies: duplicates without idempotence (Kafka's at-least-once: a batch
 appended whose acknowledgement the producer never got is sent again and appended again),
 as ``Verdict.duplicates`` and the count ``duplicates``; records lost to an unclean election
-(``Verdict.unclean_losses``: acknowledged before an unclean election of their partition,
-which Kafka allows, R11); unavailability windows: per partition, the spans with no
+and offsets read with two values whose first read came before an unclean election of
+their partition (``Verdict.unclean_losses``: the new leader's log replaced them, which
+Kafka allows, R11); unavailability windows: per partition, the spans with no
 leader on the metadata page, and the spans from a failed or unknown send until the next
 acknowledged one on that partition; overlapping spans are merged, each with its length and
 sources. Owner: whoever calls it; it keeps no state.
@@ -81,7 +82,9 @@ def check(history, idempotent=False):
     if idempotent:
         anomalies += duplicates
     anomalies += reordered(history.drain_reads)
-    anomalies += inconsistent_reads(reads)
+    inconsistent = inconsistent_reads(reads)
+    replaced = [a for a in inconsistent if replaced_by_unclean_election(a, elections)]
+    anomalies += [a for a in inconsistent if a not in replaced]
     anomalies += [{"kind": "undrained", "partition": p} for p in sorted(undrained)]
     anomalies += [{"kind": "replica-divergence", **d} for d in history.replicas]
     outcomes = collections.Counter(op["op"] for op in history.ops if op["op"] != "invoke")
@@ -90,9 +93,10 @@ def check(history, idempotent=False):
               "unknown": outcomes["info"], "read": len(history.reads),
               "drained": len(history.drain_reads), "duplicates": len(duplicates),
               "lost_unclean_election": len(unclean),
+              "inconsistent_unclean_election": len(replaced),
               "faults": sum(1 for f in history.faults if f["fault"] in FAULTS)}
-    return Verdict(anomalies, unavailability(history), counts, duplicates, unclean,
-                   elections)
+    return Verdict(anomalies, unavailability(history), counts, duplicates,
+                   unclean + replaced, elections)
 
 
 def lost(acked, drain_reads, undrained=()):
@@ -181,13 +185,24 @@ def reordered(drain_reads):
 
 
 def inconsistent_reads(reads):
-    """Offsets read with more than one value."""
+    """Offsets read with more than one value, with the time of their first read
+    (``first_read``)."""
     values = collections.defaultdict(set)
+    first = {}
     for read in reads:
-        values[read["partition"], read["offset"]].add(read["value"])
+        place = (read["partition"], read["offset"])
+        values[place].add(read["value"])
+        first[place] = min(first.get(place, read["t"]), read["t"])
     return [{"kind": "inconsistent-read", "partition": partition, "offset": offset,
-             "values": sorted(seen)}
+             "values": sorted(seen), "first_read": first[partition, offset]}
             for (partition, offset), seen in sorted(values.items()) if len(seen) > 1]
+
+
+def replaced_by_unclean_election(inconsistent, elections):
+    """Whether an offset read with two values was first read before an unclean election
+    of its partition (the new leader's log replaced it, as Kafka allows)."""
+    return any(e["partition"] == inconsistent["partition"]
+               and e["t"] >= inconsistent["first_read"] for e in elections)
 
 
 def unavailability(history):

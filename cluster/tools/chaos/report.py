@@ -98,7 +98,9 @@ def summary(verdict):
         lines.append(f"unclean election: partition {election['partition']} led by broker "
                      f"{election['leader']}, outside the ISR {election['isr']}")
     if verdict.unclean_losses:
-        lines.append(f"lost (unclean election, allowed): {len(verdict.unclean_losses)}")
+        kinds = collections.Counter(a["kind"] for a in verdict.unclean_losses)
+        lines.append(f"lost (unclean election, allowed): {kinds['lost']} records lost, "
+                     f"{kinds['inconsistent-read']} offsets read with another value before")
         for loss in verdict.unclean_losses[:SHOWN]:
             lines.append("  " + json.dumps({k: v for k, v in loss.items() if k != "kind"}))
     if verdict.windows:

@@ -132,6 +132,23 @@ def test_one_offset_read_with_two_values_is_an_inconsistent_read():
     assert verdict.anomalies[0]["values"] == ["p0:000002", "x0:000007"]
 
 
+def test_an_offset_replaced_by_an_unclean_election_is_reported_not_an_anomaly():
+    history = clean_history()
+    history.reads.append(read(0, 2, "x0:000007", c=1, t=2.0))  # read, then replaced
+    history.reads += [read(1, 1, "x0:000008", c=1, t=6.0),  # both after the election
+                      read(1, 1, "x0:000009", c=0, t=7.0)]
+    history.leadership = [
+        {"t": 0.5, "partition": 0, "leader": 0, "epoch": 0, "isr": [0]},
+        {"t": 3.0, "partition": 0, "leader": 1, "epoch": 1, "isr": [1]},
+        {"t": 0.5, "partition": 1, "leader": 0, "epoch": 0, "isr": [0]},
+        {"t": 3.0, "partition": 1, "leader": 1, "epoch": 1, "isr": [1]}]
+    verdict = check(history)
+    assert verdict.counts["inconsistent_unclean_election"] == 1
+    assert [(a["partition"], a["offset"]) for a in verdict.unclean_losses] == [(0, 2)]
+    assert verdict.by_kind() == {"inconsistent-read": 1}
+    assert verdict.anomalies[0]["partition"] == 1
+
+
 def test_an_acknowledged_offset_holding_another_record_is_moved():
     history = clean_history()
     history.ops[-1]["offset"] = 0  # p0:2 acknowledged at 0, which holds p0:0
