@@ -15,13 +15,13 @@ import time
 import psutil
 import pytest
 
-from cluster.metadata import data_dir as dd
-from cluster.supervisor.supervisor import running_brokers, stop_cluster
+from cluster.supervisor.supervisor import running_brokers
 from cluster.tools.chaos import history as chaos_history
 from cluster.tools.chaos.checker import check
 from cluster.tools.chaos.command import ANOMALIES
 from cluster.tools.chaos.workload import parse_value
-from shm_ring.naming import list_objects
+from tests.cluster.tools.chaos import tool_process
+from tests.cluster.tools.chaos.tool_process import finish, start_tool
 from tests.support.bounds import BOUND
 
 #: Seconds a whole short run may take (cluster start, spawned clients, restarts, drain).
@@ -30,41 +30,8 @@ RUN_BOUND = 240
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 
-def chaos_command(data_dir, out, scenario, duration, *extra):
-    return [sys.executable, "-m", "cluster.tools.cli", "chaos", "--data-dir", str(data_dir),
-            "--brokers", "2", "--scenario", scenario, "--duration", duration, "--seed", "3",
-            "--partitions", "2", "--replication-factor", "1", "--min-insync-replicas", "1",
-            "--producers", "2", "--consumers", "1", "--kills", "2", "--settle", "15s",
-            "--out", str(out), *extra]
-
-
-@pytest.fixture
-def data_dir(tmp_path):
-    """The run's data directory; afterwards its cluster is stopped (if a test started one,
-    or the tool failed to stop its own) and none of its shared-memory objects may be left."""
-    path = tmp_path / "data"
-    yield path
-    if path.is_dir():
-        stop_cluster(path)
-    cluster_id = dd.read_cluster_id(path) if path.is_dir() else None
-    leftovers = list_objects(cluster_id) if cluster_id else []
-    assert leftovers == [], f"shared memory left: {leftovers}"
-
-
-def start_tool(command):
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-
-
-def finish(process, timeout):
-    """(exit code, stdout, stderr); the tool's process group is killed if it overruns."""
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        pytest.fail(f"chaos did not finish within {timeout} s:\n{out}\n{err}")
-    return process.returncode, out, err
+def chaos_command(data_dir, out, scenario, duration):
+    return tool_process.chaos_command(data_dir, out, scenario, duration)
 
 
 def test_a_short_leader_kill_storm_injects_records_checks_and_reports(tmp_path, data_dir):
