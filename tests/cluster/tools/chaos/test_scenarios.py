@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 
+import psutil
 import pytest
 
 from cluster.supervisor.supervisor import running_brokers
+from cluster.tools.chaos import history as chaos_history
+from cluster.tools.chaos.checker import check
 from cluster.tools.chaos.schedule import SCENARIOS
+from cluster.tools.chaos.workload import parse_value
 from tests.cluster.tools.chaos.tool_process import chaos_command, finish, start_tool
 
 #: Seconds a whole short run may take (cluster start, spawned clients, restarts, drain).
@@ -33,7 +37,7 @@ INJECTED = {
 }
 
 
-def run_scenario(tmp_path, data_dir, scenario, duration="8s", kills=2):
+def run_scenario(tmp_path, data_dir, scenario, duration="6s", kills=1):
     out = tmp_path / "out"
     command = chaos_command(data_dir, out, scenario, duration, brokers=3,
                             replication_factor=3, min_insync_replicas=2, kills=kills, seed=1)
@@ -54,9 +58,36 @@ def test_the_scenarios_are_all_covered():
     assert set(INJECTED) == set(SCENARIOS)
 
 
-@pytest.mark.parametrize("scenario", ["leader-kill-storm", "rolling-sigterm",
-                                      "sigstop-follower", "sigstop-leader",
-                                      "page-cache-loss"])
+def test_a_leader_kill_storm_loses_nothing_and_the_tool_reports_it(tmp_path, data_dir):
+    saved = run_scenario(tmp_path, data_dir, "leader-kill-storm", duration="12s", kills=3)
+    assert saved["verdict"]["counts"]["lost_unclean_election"] == 0
+    out = tmp_path / "out"
+    assert (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert saved["run"]["scenario"] == "leader-kill-storm" and saved["run"]["seed"] == 1
+    assert len(saved["schedule"]) == 3
+    kills = [f for f in saved["history"]["faults"] if f["fault"] == "kill"]
+    assert len(kills) >= 2 and all(isinstance(f["pid"], int) for f in kills)
+    # every killed broker's pid is gone, and so is every broker the run started
+    for fault in saved["history"]["faults"]:
+        if fault.get("pid"):
+            assert not psutil.pid_exists(fault["pid"]) or \
+                psutil.Process(fault["pid"]).status() == psutil.STATUS_ZOMBIE
+
+    # the checker flags the same history with a drained acknowledged record removed
+    loaded = chaos_history.load(out, saved["run"])
+    loaded.drain = saved["history"]["drain"]
+    acked = {(op["p"], op["seq"]) for op in loaded.ops if op["op"] == "ok"}
+    victim = next(r for r in loaded.drain_reads if parse_value(r["value"]) in acked)
+    loaded.drain_reads.remove(victim)
+    assert check(loaded).by_kind().get("lost", 0) >= 1
+    # and reports one read at two offsets as a duplicate, an anomaly only if idempotent
+    loaded.reads.append(dict(victim, offset=victim["offset"] + 10_000))
+    assert check(loaded).counts["duplicates"] >= 1
+    assert check(loaded, idempotent=True).by_kind().get("duplicated", 0) >= 1
+
+
+@pytest.mark.parametrize("scenario", ["rolling-sigterm", "sigstop-follower",
+                                      "sigstop-leader", "page-cache-loss"])
 def test_a_short_run_loses_no_acknowledged_record(tmp_path, data_dir, scenario):
     saved = run_scenario(tmp_path, data_dir, scenario)
     assert saved["verdict"]["counts"]["lost_unclean_election"] == 0
