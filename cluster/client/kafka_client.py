@@ -504,10 +504,12 @@ class KafkaClient:
             return 0 if node is None else len(node.in_flight)
         return sum(len(node.in_flight) for node in self._nodes.values())
 
-    def least_loaded_node(self):
+    def least_loaded_node(self, excluded=()):
         """The broker to send a request that any broker can answer: connected with the
-        fewest requests in flight, else one that may be tried now; None if none can."""
-        known = set(self.cluster.brokers) or set(self.bootstrap_brokers())
+        fewest requests in flight, else one that may be tried now; None if none can.
+        ``excluded``: brokers already tried for this request (a backoff can be over by the
+        time the others failed)."""
+        known = (set(self.cluster.brokers) or set(self.bootstrap_brokers())) - set(excluded)
         best = None
         for node_id in known:
             node = self._nodes.get(node_id)
@@ -520,7 +522,8 @@ class KafkaClient:
         candidates = self._connectable(sorted(known))
         if not candidates and self.cluster.brokers:
             # The listed brokers all failed: the page may know of restarted ones.
-            candidates = self._connectable(self.bootstrap_brokers())
+            candidates = self._connectable([n for n in self.bootstrap_brokers()
+                                            if n not in excluded])
         return candidates[0] if candidates else None
 
     def _connectable(self, node_ids):
@@ -695,8 +698,8 @@ class KafkaClient:
         sent_for = cluster.requested
         tried = set()
         while True:  # a broker that cannot be reached is in its backoff: try the next one now
-            node_id = self.least_loaded_node()
-            if node_id is None or node_id in tried:
+            node_id = self.least_loaded_node(excluded=tried)
+            if node_id is None:
                 cluster.update_failed(self._unreachable(), sent_for)
                 return
             tried.add(node_id)

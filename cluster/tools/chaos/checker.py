@@ -1,23 +1,31 @@
 """The verdict on a chaos run's history (``history.History``): pure functions, no I/O.
 
-Anomalies (each a dict with ``kind`` and what identifies it), after Jepsen's Kafka checker
-and Kafka's replication_test:
+Judged as Kafka's replication_test and Jepsen's Kafka checker judge. Anomalies (each a
+dict with ``kind`` and what identifies it):
 
-- ``lost``: an acknowledged record (``ok``) that the final drain did not read;
-- ``moved``: an acknowledged record read at an offset other than the one acknowledged;
-- ``duplicated``: one producer's sequence number read at two offsets;
-- ``reordered``: in one partition's final log, one producer's acknowledged sequence
-  numbers not rising with the offsets (producers send one at a time, in flight 1);
+- ``lost``: an acknowledged record (``ok``) that the final drain did not read, in a
+  partition with no unclean election since it was acknowledged;
+- ``moved``: an acknowledged record read somewhere, but the acknowledged (partition,
+  offset) holds another record (the value read AT that offset, by any reader);
+- ``reordered``: one producer's records in a partition's final log, in offset order and
+  with re-appearances of seqs already seen dropped, going backwards (producers have one
+  request in flight per broker);
 - ``inconsistent-read``: the same offset read with two values (by any consumers);
 - ``undrained``: a partition the final drain could not read to its high watermark (its
   losses cannot be told apart from what it did not read);
 - ``replica-divergence``: replicas whose logs differ below the high watermark
-  (``replicas.compare_replicas``, carried in ``History.replicas``).
+  (``replicas.compare_replicas``, carried in ``History.replicas``);
+- ``duplicated`` only with ``idempotent=True``: one producer's seq at two offsets.
 
-Unavailability windows are reported, not counted as anomalies: per partition, the spans
-with no leader on the metadata page, and the spans from a failed or unknown send until the
-next acknowledged one on that partition; overlapping spans are merged, each with its
-length and sources. Owner: whoever calls it; it keeps no state.
+Reported, not anomalies: duplicates without idempotence (Kafka's at-least-once: a batch
+appended whose acknowledgement the producer never got is sent again and appended again),
+as ``Verdict.duplicates`` and the count ``duplicates``; records lost to an unclean election
+and offsets read with two values whose first read came before an unclean election of
+their partition (``Verdict.unclean_losses``: the new leader's log replaced them, which
+Kafka allows, R11); unavailability windows: per partition, the spans with no
+leader on the metadata page, and the spans from a failed or unknown send until the next
+acknowledged one on that partition; overlapping spans are merged, each with its length and
+sources. Owner: whoever calls it; it keeps no state.
 """
 from __future__ import annotations
 
@@ -32,11 +40,14 @@ FAULTS = ("kill", "terminate", "pause", "truncate", "divergent-writes")
 
 @dataclasses.dataclass
 class Verdict:
-    """The anomalies, the unavailability windows and counts of a history."""
+    """The anomalies, the unavailability windows, counts and what is reported besides."""
 
     anomalies: list
     windows: list
     counts: dict
+    duplicates: list = dataclasses.field(default_factory=list)
+    unclean_losses: list = dataclasses.field(default_factory=list)
+    unclean_elections: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self):
@@ -49,29 +60,43 @@ class Verdict:
     def to_json(self):
         return {"ok": self.ok, "anomalies_by_kind": self.by_kind(),
                 "anomalies": self.anomalies, "unavailability": self.windows,
-                "counts": self.counts}
+                "counts": self.counts, "duplicates": self.duplicates,
+                "unclean_elections": self.unclean_elections,
+                "unclean_losses": self.unclean_losses}
 
 
-def check(history):
-    """The Verdict on ``history`` (module doc)."""
-    acked = {(op["p"], op["seq"]): (op["partition"], op["offset"])
-             for op in history.ops if op["op"] == "ok"}
+def check(history, idempotent=False):
+    """The Verdict on ``history`` (module doc); ``idempotent``: the producers were
+    idempotent, so a duplicate is an anomaly."""
+    acks = [op for op in history.ops if op["op"] == "ok"]
+    acked = {(op["p"], op["seq"]): (op["partition"], op["offset"]) for op in acks}
     undrained = set(history.drain.get("undrained", []))
-    anomalies = []
-    anomalies += lost(acked, history.drain_reads, undrained)
-    anomalies += moved(acked, history.reads + history.drain_reads)
-    anomalies += duplicated(history.reads + history.drain_reads)
-    anomalies += reordered(acked, history.drain_reads)
-    anomalies += inconsistent_reads(history.reads + history.drain_reads)
+    reads = history.reads + history.drain_reads
+    elections = unclean_elections(history.leadership)
+    missing = lost(acked, history.drain_reads, undrained)
+    acked_at = {(op["p"], op["seq"]): op["t"] for op in acks}
+    unclean = [a for a in missing if excused_by_unclean_election(a, acked_at, elections)]
+    duplicates = duplicated(reads)
+    anomalies = [a for a in missing if a not in unclean]
+    anomalies += moved(acked, reads)
+    if idempotent:
+        anomalies += duplicates
+    anomalies += reordered(history.drain_reads)
+    inconsistent = inconsistent_reads(reads)
+    replaced = [a for a in inconsistent if replaced_by_unclean_election(a, elections)]
+    anomalies += [a for a in inconsistent if a not in replaced]
     anomalies += [{"kind": "undrained", "partition": p} for p in sorted(undrained)]
     anomalies += [{"kind": "replica-divergence", **d} for d in history.replicas]
     outcomes = collections.Counter(op["op"] for op in history.ops if op["op"] != "invoke")
     counts = {"sent": sum(1 for op in history.ops if op["op"] == "invoke"),
               "acknowledged": outcomes["ok"], "failed": outcomes["fail"],
               "unknown": outcomes["info"], "read": len(history.reads),
-              "drained": len(history.drain_reads),
+              "drained": len(history.drain_reads), "duplicates": len(duplicates),
+              "lost_unclean_election": len(unclean),
+              "inconsistent_unclean_election": len(replaced),
               "faults": sum(1 for f in history.faults if f["fault"] in FAULTS)}
-    return Verdict(anomalies, unavailability(history), counts)
+    return Verdict(anomalies, unavailability(history), counts, duplicates,
+                   unclean + replaced, elections)
 
 
 def lost(acked, drain_reads, undrained=()):
@@ -83,17 +108,43 @@ def lost(acked, drain_reads, undrained=()):
             if (p, seq) not in found and partition not in undrained]
 
 
+def unclean_elections(leadership):
+    """``[{"partition", "t", "leader", "isr"}]``: the leadership changes that made a
+    leader outside the partition's ISR as last seen (an unclean election)."""
+    elections, isr = [], {}
+    for change in sorted(leadership, key=lambda c: c["t"]):
+        partition, leader = change["partition"], change["leader"]
+        before = isr.get(partition)
+        if leader >= 0 and before is not None and leader not in before:
+            elections.append({"partition": partition, "t": change["t"], "leader": leader,
+                              "isr": list(before)})
+        isr[partition] = change["isr"]
+    return elections
+
+
+def excused_by_unclean_election(loss, acked_at, elections):
+    """Whether a lost record was acknowledged before an unclean election of its
+    partition (Kafka then keeps only what the new leader had)."""
+    t = acked_at.get((loss["producer"], loss["seq"]))
+    return t is not None and any(e["partition"] == loss["partition"] and e["t"] >= t
+                                 for e in elections)
+
+
 def moved(acked, reads):
-    """Acknowledged records read at another offset than acknowledged."""
-    anomalies, seen = [], set()
+    """Acknowledged records read somewhere whose acknowledged (partition, offset) was
+    read holding another record."""
+    at = collections.defaultdict(set)   # (partition, offset) -> values read there
+    found = set()
     for read in reads:
-        key = parse_value(read["value"])
-        where = acked.get(key)
-        place = (read["partition"], read["offset"])
-        if where is not None and where != place and (key, place) not in seen:
-            seen.add((key, place))
+        at[read["partition"], read["offset"]].add(read["value"])
+        found.add(parse_value(read["value"]))
+    anomalies = []
+    for key, place in sorted(acked.items()):
+        held = {parse_value(v) for v in at.get(place, ())}
+        if key in found and held and key not in held:
             anomalies.append({"kind": "moved", "producer": key[0], "seq": key[1],
-                              "acknowledged": list(where), "read": list(place)})
+                              "acknowledged": list(place),
+                              "holds": sorted(at[place])})
     return anomalies
 
 
@@ -109,32 +160,49 @@ def duplicated(reads):
             for (p, seq), where in sorted(places.items()) if len(where) > 1]
 
 
-def reordered(acked, drain_reads):
-    """Per partition of the final log, acknowledged seqs of one producer not rising."""
+def reordered(drain_reads):
+    """Per partition of the final log, one producer's seqs going backwards once the
+    re-appearances of seqs already seen are dropped."""
     anomalies = []
-    last = {}  # (partition, producer) -> (offset, seq)
+    seen = collections.defaultdict(set)  # (partition, producer) -> seqs
+    last = {}  # (partition, producer) -> (offset, highest seq so far)
     for read in sorted(drain_reads, key=lambda r: (r["partition"], r["offset"])):
         key = parse_value(read["value"])
-        if key is None or key not in acked:
+        if key is None:
             continue
         slot = (read["partition"], key[0])
+        if key[1] in seen[slot]:
+            continue  # a duplicate (a retried batch): reported as such
+        seen[slot].add(key[1])
         previous = last.get(slot)
-        if previous is not None and previous[1] > key[1]:  # equal: a duplicate
+        if previous is not None and previous[1] > key[1]:
             anomalies.append({"kind": "reordered", "partition": read["partition"],
                               "producer": key[0], "offset": read["offset"], "seq": key[1],
                               "after_offset": previous[0], "after_seq": previous[1]})
-        last[slot] = (read["offset"], key[1])
+        else:
+            last[slot] = (read["offset"], key[1])
     return anomalies
 
 
 def inconsistent_reads(reads):
-    """Offsets read with more than one value."""
+    """Offsets read with more than one value, with the time of their first read
+    (``first_read``)."""
     values = collections.defaultdict(set)
+    first = {}
     for read in reads:
-        values[read["partition"], read["offset"]].add(read["value"])
+        place = (read["partition"], read["offset"])
+        values[place].add(read["value"])
+        first[place] = min(first.get(place, read["t"]), read["t"])
     return [{"kind": "inconsistent-read", "partition": partition, "offset": offset,
-             "values": sorted(seen)}
+             "values": sorted(seen), "first_read": first[partition, offset]}
             for (partition, offset), seen in sorted(values.items()) if len(seen) > 1]
+
+
+def replaced_by_unclean_election(inconsistent, elections):
+    """Whether an offset read with two values was first read before an unclean election
+    of its partition (the new leader's log replaced it, as Kafka allows)."""
+    return any(e["partition"] == inconsistent["partition"]
+               and e["t"] >= inconsistent["first_read"] for e in elections)
 
 
 def unavailability(history):

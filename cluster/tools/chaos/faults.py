@@ -7,7 +7,11 @@ what the scenario says, and records every action in the fault log, a JSON line e
 (``{"t": epoch seconds, "step", "fault", "broker", "pid", "partition", ...}``), flushed
 line by line. A step whose target does not exist (a follower when the replication factor
 is 1, a leader while the partition is offline) is recorded as ``skipped`` with the reason.
-Steps run one after another; one that runs late delays the next.
+Steps run one after another; one that runs late delays the next. The unclean-election
+steps, which stop every replica of a partition, end once its ISR is full again (at most
+``ISR_WAIT`` seconds, recorded as an ``isr`` event), as replication_test waits between
+bounces: otherwise the next step kills the followers before they rejoin, and the whole
+run is spent below min.insync.replicas.
 
 ``truncate_to_recovery_point`` is the page-cache-loss fault: what a broker's files look
 like after a power cut lost every page written since the last fsync (Kafka's recovery
@@ -40,6 +44,8 @@ from segments.segment import (
 DIVERGENT_RECORDS = 50
 #: Seconds to wait for a partition to have a leader again before a step goes on.
 LEADER_WAIT = 10.0
+#: Seconds an unclean-election step waits for its partition's ISR to be full again.
+ISR_WAIT = 10.0
 _POLL = 0.05
 
 
@@ -120,6 +126,17 @@ class FaultInjector:
             time.sleep(_POLL)
         return self._leader(step)
 
+    def _wait_for_full_isr(self, step, stop, timeout=ISR_WAIT):
+        """Wait until the step partition's ISR holds all its replicas; whether it does."""
+        deadline = self.clock() + timeout
+        while not self._full_isr(step) and self.clock() < deadline and not stop.is_set():
+            time.sleep(_POLL)
+        return self._full_isr(step)
+
+    def _full_isr(self, step):
+        state = self._partition(step)
+        return state is not None and state.online and set(state.isr) == set(state.replicas)
+
     def _target_leader(self, step):
         """The step partition's leader, or (offline) a live broker chosen by ``pick``."""
         leader = self._leader(step)
@@ -172,11 +189,13 @@ class FaultInjector:
         followers = [b for b in self._followers(step) if self.brokers.pid(b) is not None]
         for follower in followers:
             self._pause(step, follower)
-        written = self._write_divergent(step)
-        self._record("divergent-writes", step, broker=leader, **written)
-        self._kill(step, leader)
-        for follower in followers:
-            self._resume(step, follower)
+        try:
+            written = self._write_divergent(step)
+            self._record("divergent-writes", step, broker=leader, **written)
+            self._kill(step, leader)
+        finally:  # whatever failed, the followers must not stay stopped
+            for follower in followers:
+                self._resume(step, follower)
         stop.wait(step.downtime)
         self._start(step, leader)
 
@@ -230,6 +249,7 @@ class FaultInjector:
         self._wait_for_leader(step, stop, timeout=step.downtime)
         self._record("leader", step, broker=self._leader(step))
         self._start(step, leader)
+        self._record("isr", step, full=self._wait_for_full_isr(step, stop))
 
     _unclean_election_off = _unclean_election_on  # the topic config makes the difference
 

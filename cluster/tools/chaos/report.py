@@ -82,11 +82,32 @@ def write_timeline(folder, history, verdict):
 
 
 def summary(verdict):
-    """The verdict as lines of text: counts, unavailability, anomalies by kind."""
+    """The verdict as lines of text: counts, duplicates, unclean elections and their
+    losses, unavailability, anomalies by kind."""
     counts = verdict.counts
     lines = [f"sent {counts['sent']}, acknowledged {counts['acknowledged']}, failed "
              f"{counts['failed']}, unknown {counts['unknown']}; read {counts['read']} by the "
              f"consumers, {counts['drained']} by the final drain; {counts['faults']} faults"]
+    if verdict.duplicates:
+        lines.append(f"duplicates (at-least-once without idempotence, not anomalies): "
+                     f"{len(verdict.duplicates)}")
+        for duplicate in verdict.duplicates[:SHOWN]:
+            lines.append(f"  p{duplicate['producer']}:{duplicate['seq']} at "
+                         f"{duplicate['at']}")
+    for election in verdict.unclean_elections:
+        lines.append(f"unclean election: partition {election['partition']} led by broker "
+                     f"{election['leader']}, outside the ISR {election['isr']}")
+    if verdict.unclean_losses:
+        kinds = collections.Counter(a["kind"] for a in verdict.unclean_losses)
+        lines.append(f"lost (unclean election, allowed): {kinds['lost']} records lost, "
+                     f"{kinds['inconsistent-read']} offsets read with another value before")
+        for loss in verdict.unclean_losses[:SHOWN]:
+            lines.append("  " + json.dumps({k: v for k, v in loss.items() if k != "kind"}))
+    if verdict.windows:
+        longest = max(verdict.windows, key=lambda w: w["seconds"])
+        lines.append(f"unavailable {sum(w['seconds'] for w in verdict.windows):.3f} s in "
+                     f"total, longest {longest['seconds']:.3f} s (partition "
+                     f"{longest['partition']})")
     for window in verdict.windows:
         lines.append(f"partition {window['partition']} unavailable for {window['seconds']:.3f}"
                      f" s ({', '.join(window['sources'])})")

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from cluster.client.future import Future
 from cluster.client.kafka_client import (
     API_VERSIONS,
     KafkaClient,
@@ -437,3 +438,23 @@ def test_ring_capacity_grows_to_hold_the_largest_request():
     capacity = ring_capacity_for(1 << 20)
     assert rd.max_frame_length(capacity) >= 1 << 20
     assert rd.max_frame_length(capacity // 2) < 1 << 20
+
+
+def test_a_metadata_refresh_tries_every_broker_before_giving_up(fake_cluster, client_of,
+                                                                  monkeypatch):
+    """Brokers 0 and 1 cannot be reached (SIGSTOPped: no accept) and their backoffs are
+    over by the time both failed: the refresh still asks broker 2, not broker 0 again."""
+    cluster = fake_cluster(brokers=3)
+    client = client_of(cluster)
+    real_send = client.send
+    asked = []
+
+    def send(node_id, request, expect_response=True):
+        asked.append(node_id)
+        if node_id in (0, 1):
+            return Future().failure(KafkaConnectionError(f"broker {node_id} did not accept"))
+        return real_send(node_id, request, expect_response)
+
+    monkeypatch.setattr(client, "send", send)
+    client.wait_for_metadata(IN_PROCESS_BOUND)
+    assert asked == [0, 1, 2]

@@ -58,14 +58,46 @@ def test_a_failed_or_unknown_send_that_is_missing_is_not_lost():
     assert kinds(history) == {}
 
 
-def test_the_same_sequence_number_at_two_offsets_is_duplicated():
+def test_the_same_sequence_number_at_two_offsets_is_a_duplicate_not_an_anomaly():
     history = clean_history()
     history.drain_reads.append(read(0, 3, "p0:000002", c="drain"))
     history.drain["high_watermarks"][0] = 4
-    # read again at another offset than acknowledged: moved as well as duplicated
-    assert kinds(history) == {"duplicated": 1, "moved": 1}
-    duplicate = next(a for a in check(history).anomalies if a["kind"] == "duplicated")
-    assert duplicate["at"] == [[0, 2], [0, 3]]
+    verdict = check(history)
+    assert verdict.ok and verdict.counts["duplicates"] == 1
+    assert verdict.duplicates[0]["at"] == [[0, 2], [0, 3]]
+
+
+def test_duplicates_are_anomalies_when_the_producers_are_idempotent():
+    history = clean_history()
+    history.drain_reads.append(read(0, 3, "p0:000002", c="drain"))
+    history.drain["high_watermarks"][0] = 4
+    verdict = check(history, idempotent=True)
+    assert verdict.by_kind() == {"duplicated": 1}
+    assert verdict.anomalies[0]["at"] == [[0, 2], [0, 3]]
+
+
+def test_a_batch_appended_twice_after_a_lost_acknowledgement_is_only_duplicates():
+    """Producer 1's batch of seqs 10..14 was appended and replicated at offsets 0-4, its
+    leader died before acknowledging it, the retry appended it again at 8-12 (after
+    producer 0's records) and that was acknowledged; then seq 15 followed."""
+    ops = [{"op": "invoke", "p": 1, "seq": seq, "t": 1.0} for seq in range(10, 15)]
+    log = [read(0, offset, f"p1:{10 + offset:06d}", c="drain") for offset in range(5)]
+    for offset, seq in zip(range(5, 8), range(3)):
+        ops += send(0, seq, 1.5, 0, offset)
+        log.append(read(0, offset, f"p0:{seq:06d}", c="drain"))
+    for offset, seq in zip(range(8, 13), range(10, 15)):
+        ops.append({"op": "ok", "p": 1, "seq": seq, "t": 3.0, "partition": 0,
+                    "offset": offset})
+        log.append(read(0, offset, f"p1:{seq:06d}", c="drain"))
+    ops += send(1, 15, 3.5, 0, 13)
+    log.append(read(0, 13, "p1:000015", c="drain"))
+    history = History(ops=ops, reads=[dict(r, c=0) for r in log[:5]], drain_reads=log,
+                      drain={"high_watermarks": {0: 14}, "undrained": []})
+    verdict = check(history)
+    assert verdict.anomalies == []
+    assert verdict.counts["duplicates"] == 5 and verdict.counts["acknowledged"] == 9
+    assert verdict.duplicates[0] == {"kind": "duplicated", "producer": 1, "seq": 10,
+                                     "at": [[0, 0], [0, 8]]}
 
 
 def test_sequence_numbers_falling_with_the_offsets_are_reordered():
@@ -78,6 +110,19 @@ def test_sequence_numbers_falling_with_the_offsets_are_reordered():
     assert verdict.anomalies[0]["offset"] == 1 and verdict.anomalies[0]["after_seq"] == 1
 
 
+def test_a_reorder_behind_a_duplicate_is_still_found():
+    # seqs 0, 1, 0 (a duplicate: dropped), 3, 2 (backwards: reordered)
+    values = [0, 1, 0, 3, 2]
+    ops = [op for offset, seq in enumerate(values) if offset != 2
+           for op in send(0, seq, 1.0 + offset, 0, offset)]
+    log = [read(0, offset, f"p0:{seq:06d}", c="drain") for offset, seq in enumerate(values)]
+    history = History(ops=ops, drain_reads=log,
+                      drain={"high_watermarks": {0: 5}, "undrained": []})
+    verdict = check(history)
+    assert verdict.by_kind() == {"reordered": 1} and verdict.counts["duplicates"] == 1
+    assert verdict.anomalies[0]["offset"] == 4 and verdict.anomalies[0]["after_seq"] == 3
+
+
 def test_one_offset_read_with_two_values_is_an_inconsistent_read():
     history = clean_history()
     # a consumer read a record at offset 2 that a leader change later replaced
@@ -87,10 +132,65 @@ def test_one_offset_read_with_two_values_is_an_inconsistent_read():
     assert verdict.anomalies[0]["values"] == ["p0:000002", "x0:000007"]
 
 
-def test_an_acknowledged_record_read_at_another_offset_is_moved():
+def test_an_offset_replaced_by_an_unclean_election_is_reported_not_an_anomaly():
     history = clean_history()
-    history.ops[-1]["offset"] = 5  # acknowledged at 5, read at 2
-    assert kinds(history) == {"moved": 1}
+    history.reads.append(read(0, 2, "x0:000007", c=1, t=2.0))  # read, then replaced
+    history.reads += [read(1, 1, "x0:000008", c=1, t=6.0),  # both after the election
+                      read(1, 1, "x0:000009", c=0, t=7.0)]
+    history.leadership = [
+        {"t": 0.5, "partition": 0, "leader": 0, "epoch": 0, "isr": [0]},
+        {"t": 3.0, "partition": 0, "leader": 1, "epoch": 1, "isr": [1]},
+        {"t": 0.5, "partition": 1, "leader": 0, "epoch": 0, "isr": [0]},
+        {"t": 3.0, "partition": 1, "leader": 1, "epoch": 1, "isr": [1]}]
+    verdict = check(history)
+    assert verdict.counts["inconsistent_unclean_election"] == 1
+    assert [(a["partition"], a["offset"]) for a in verdict.unclean_losses] == [(0, 2)]
+    assert verdict.by_kind() == {"inconsistent-read": 1}
+    assert verdict.anomalies[0]["partition"] == 1
+
+
+def test_an_acknowledged_offset_holding_another_record_is_moved():
+    history = clean_history()
+    history.ops[-1]["offset"] = 0  # p0:2 acknowledged at 0, which holds p0:0
+    verdict = check(history)
+    assert verdict.by_kind() == {"moved": 1}
+    assert verdict.anomalies[0] == {"kind": "moved", "producer": 0, "seq": 2,
+                                    "acknowledged": [0, 0], "holds": ["p0:000000"]}
+
+
+def test_a_record_read_at_its_acknowledged_offset_and_again_elsewhere_is_not_moved():
+    history = clean_history()
+    history.reads.append(read(0, 7, "p0:000002", c=1))
+    verdict = check(history)
+    assert verdict.ok and verdict.counts["duplicates"] == 1
+
+
+def test_losses_before_an_unclean_election_are_reported_not_anomalies():
+    history = clean_history()
+    history.drain_reads = [r for r in history.drain_reads if r["partition"] != 1]
+    history.ops += send(1, 5, 9.0, 1, 0)  # acknowledged after the election: a real loss
+    history.leadership = [
+        {"t": 0.5, "partition": 1, "leader": 0, "epoch": 0, "isr": [0, 1, 2]},
+        {"t": 2.0, "partition": 1, "leader": 0, "epoch": 0, "isr": [0]},
+        {"t": 3.0, "partition": 1, "leader": -1, "epoch": 0, "isr": [0]},
+        {"t": 4.0, "partition": 1, "leader": 2, "epoch": 1, "isr": [2]}]
+    verdict = check(history)
+    assert verdict.unclean_elections == [{"partition": 1, "t": 4.0, "leader": 2,
+                                          "isr": [0]}]
+    assert [(a["producer"], a["seq"]) for a in verdict.unclean_losses] == [(0, 1)]
+    assert verdict.counts["lost_unclean_election"] == 1
+    assert verdict.by_kind() == {"lost": 1}
+    assert (verdict.anomalies[0]["producer"], verdict.anomalies[0]["seq"]) == (1, 5)
+
+
+def test_a_clean_election_excuses_no_loss():
+    history = clean_history()
+    history.drain_reads = [r for r in history.drain_reads if r["partition"] != 1]
+    history.leadership = [
+        {"t": 0.5, "partition": 1, "leader": 0, "epoch": 0, "isr": [0, 1]},
+        {"t": 4.0, "partition": 1, "leader": 1, "epoch": 1, "isr": [1]}]
+    verdict = check(history)
+    assert verdict.unclean_elections == [] and verdict.by_kind() == {"lost": 1}
 
 
 def test_an_undrained_partition_is_an_anomaly_and_hides_no_loss_claims():

@@ -119,3 +119,48 @@ def test_a_stop_before_the_first_step_does_nothing(tmp_path):
     FaultInjector((step,), brokers, lambda: image(RF3), TOPIC, str(tmp_path), log).run(stop)
     log.close()
     assert brokers.calls == []
+
+
+def test_divergent_writes_that_fail_leave_no_follower_stopped(tmp_path):
+    class Failing(FaultInjector):
+        def _write_divergent(self, step):
+            raise ConnectionError("no broker can be reached")
+
+    brokers = FakeBrokers()
+    log = HistoryWriter(tmp_path / "faults.jsonl")
+    step = FaultStep(0, 0.0, "divergence", 0, -1, 0.0, 0.0)
+    injector = Failing((step,), brokers, lambda: image(RF3), TOPIC, str(tmp_path), log)
+    injector.run(threading.Event())
+    log.close()
+    assert isinstance(injector.error, ConnectionError)
+    assert brokers.calls == [("pause", 2), ("pause", 0), ("resume", 2), ("resume", 0)]
+
+
+def test_an_unclean_election_step_ends_once_the_isr_is_full_again(tmp_path):
+    """Once the old leader is back its partition's ISR fills (after a few looks at the
+    page) and the step ends; an ISR that never fills ends the step after ISR_WAIT,
+    recorded as not full."""
+    shrunk = MetadataImage(1, "c", 0, {}, {TOPIC: TopicInfo(TOPIC, "id", (
+        PartitionState(TOPIC, 0, 1, 0, (1, 2, 0), (1,)),))})
+    for rejoins, full in ((True, True), (False, False)):
+        brokers = FakeBrokers()
+        looks_since_restart = []
+
+        def metadata(brokers=brokers, looks=looks_since_restart, rejoins=rejoins):
+            if ("start", 1) in brokers.calls:  # the old leader is back
+                looks.append(1)
+                if rejoins and len(looks) > 3:
+                    return image(RF3)
+            return shrunk
+
+        ticks = iter(range(10_000))
+        log = HistoryWriter(tmp_path / f"faults-{full}.jsonl")
+        step = FaultStep(0, 0.0, "unclean-election-on", 0, -1, 0.0, 0.0)
+        injector = Injector((step,), brokers, metadata, TOPIC, str(tmp_path), log,
+                            clock=lambda ticks=ticks: float(next(ticks)))
+        injector.run(threading.Event())
+        log.close()
+        assert injector.error is None
+        events = read_lines(tmp_path / f"faults-{full}.jsonl")
+        assert events[-1]["fault"] == "isr" and events[-1]["full"] is full
+        assert len(looks_since_restart) > 3

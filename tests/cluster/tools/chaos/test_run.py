@@ -1,8 +1,6 @@
-"""``ringlog chaos`` end to end on a real cluster, as a separate process: it starts the
-cluster, injects faults, records, checks and reports, and stops everything it started,
-after a run and on Ctrl-C. What the verdict is depends on the brokers of the day (until
-replication lands, RF 3 shows real anomalies); these tests check the tool, and that the
-checker flags a history corrupted on purpose."""
+"""``ringlog chaos`` end to end on a real cluster, as a separate process: it stops
+everything it started on Ctrl-C, and uses a running cluster and leaves it running. (A
+whole run, its files and the verdict on every scenario: test_scenarios.py.)"""
 from __future__ import annotations
 
 import json
@@ -15,13 +13,10 @@ import time
 import psutil
 import pytest
 
-from cluster.metadata import data_dir as dd
-from cluster.supervisor.supervisor import running_brokers, stop_cluster
-from cluster.tools.chaos import history as chaos_history
-from cluster.tools.chaos.checker import check
+from cluster.supervisor.supervisor import running_brokers
 from cluster.tools.chaos.command import ANOMALIES
-from cluster.tools.chaos.workload import parse_value
-from shm_ring.naming import list_objects
+from tests.cluster.tools.chaos import tool_process
+from tests.cluster.tools.chaos.tool_process import finish, start_tool
 from tests.support.bounds import BOUND
 
 #: Seconds a whole short run may take (cluster start, spawned clients, restarts, drain).
@@ -30,75 +25,8 @@ RUN_BOUND = 240
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 
-def chaos_command(data_dir, out, scenario, duration, *extra):
-    return [sys.executable, "-m", "cluster.tools.cli", "chaos", "--data-dir", str(data_dir),
-            "--brokers", "2", "--scenario", scenario, "--duration", duration, "--seed", "3",
-            "--partitions", "2", "--replication-factor", "1", "--min-insync-replicas", "1",
-            "--producers", "2", "--consumers", "1", "--kills", "2", "--settle", "15s",
-            "--out", str(out), *extra]
-
-
-@pytest.fixture
-def data_dir(tmp_path):
-    """The run's data directory; afterwards its cluster is stopped (if a test started one,
-    or the tool failed to stop its own) and none of its shared-memory objects may be left."""
-    path = tmp_path / "data"
-    yield path
-    if path.is_dir():
-        stop_cluster(path)
-    cluster_id = dd.read_cluster_id(path) if path.is_dir() else None
-    leftovers = list_objects(cluster_id) if cluster_id else []
-    assert leftovers == [], f"shared memory left: {leftovers}"
-
-
-def start_tool(command):
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-
-
-def finish(process, timeout):
-    """(exit code, stdout, stderr); the tool's process group is killed if it overruns."""
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        pytest.fail(f"chaos did not finish within {timeout} s:\n{out}\n{err}")
-    return process.returncode, out, err
-
-
-def test_a_short_leader_kill_storm_injects_records_checks_and_reports(tmp_path, data_dir):
-    out = tmp_path / "out"
-    code, stdout, stderr = finish(start_tool(chaos_command(data_dir, out, "leader-kill-storm",
-                                                           "8s")), RUN_BOUND)
-    assert code in (0, ANOMALIES), stderr
-    assert running_brokers(data_dir) == {}  # the tool stopped the cluster it started
-    assert "verdict: " in stdout
-    assert (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    saved = json.loads((out / "history.json").read_text())
-    assert saved["run"]["scenario"] == "leader-kill-storm" and saved["run"]["seed"] == 3
-    assert len(saved["schedule"]) == 2
-    kills = [f for f in saved["history"]["faults"] if f["fault"] == "kill"]
-    assert kills and all(isinstance(f["pid"], int) for f in kills)
-    assert saved["verdict"]["ok"] == (code == 0)
-    counts = saved["verdict"]["counts"]
-    assert counts["sent"] > 0 and counts["acknowledged"] > 0 and counts["drained"] > 0
-    # every killed broker's pid is gone, and so is every broker the run started
-    for fault in saved["history"]["faults"]:
-        if fault.get("pid"):
-            assert not psutil.pid_exists(fault["pid"]) or \
-                psutil.Process(fault["pid"]).status() == psutil.STATUS_ZOMBIE
-
-    # the same history with a drained acknowledged record removed, and one read twice
-    loaded = chaos_history.load(out, saved["run"])
-    loaded.drain = saved["history"]["drain"]
-    acked = {(op["p"], op["seq"]) for op in loaded.ops if op["op"] == "ok"}
-    victim = next(r for r in loaded.drain_reads if parse_value(r["value"]) in acked)
-    loaded.drain_reads.remove(victim)
-    kinds = check(loaded).by_kind()
-    assert kinds.get("lost", 0) >= 1
-    loaded.reads.append(dict(victim, offset=victim["offset"] + 10_000))
-    assert check(loaded).by_kind().get("duplicated", 0) >= 1
+def chaos_command(data_dir, out, scenario, duration):
+    return tool_process.chaos_command(data_dir, out, scenario, duration)
 
 
 def test_ctrl_c_stops_every_process_the_tool_started(tmp_path, data_dir):
