@@ -396,7 +396,7 @@ class ConsumerConfig(ClientConfig):
         Key("check_crcs", Bool(), True),
         Key("max_poll_records", Int(1, INT_MAX), 500),
         Key("max_poll_interval_ms", Int(1, INT_MAX, fractional=True), 300000),
-        Key("session_timeout_ms", Int(1, INT_MAX, fractional=True), 10000),
+        Key("session_timeout_ms", Int(1, INT_MAX, fractional=True), 45000),
         Key("heartbeat_interval_ms", Int(1, INT_MAX, fractional=True), 3000),
         Key("isolation_level", Choice("read_uncommitted", "read_committed"),
             "read_uncommitted"),
