@@ -30,11 +30,15 @@ def start_cluster(e2e):
     return cluster, Members(e2e, cluster, TOPIC, GROUP, PARTITIONS)
 
 
-def test_a_static_member_restarted_within_the_session_timeout_keeps_its_partitions(e2e):
+@pytest.mark.parametrize("restarted", ["the leader", "a follower"])
+def test_a_static_member_restarted_within_the_session_timeout_keeps_its_partitions(
+        e2e, restarted):
     _, group = start_cluster(e2e)
     static = dict(session_timeout_ms=30_000)
-    for name in ("s0", "s1"):
-        group.start(name, group_instance_id=name, **static)
+    first, second = ("s1", "s0") if restarted == "the leader" else ("s0", "s1")
+    group.start(first, group_instance_id=first, **static)
+    group.settle({first})  # the first member to join leads the group
+    group.start(second, group_instance_id=second, **static)
     generation = group.settle({"s0", "s1"})
     owned = group.owned()[generation]
     joins_of_s0 = len(group.owns_lines("s0"))
@@ -45,7 +49,7 @@ def test_a_static_member_restarted_within_the_session_timeout_keeps_its_partitio
         assert time.monotonic() < deadline, f"s1 did not rejoin: {group.owned()}"
         time.sleep(0.05)
     rejoined = group.owns_lines("s1")[-1]
-    assert int(rejoined[1]) == generation  # no rebalance: the same generation
+    assert int(rejoined[1]) == generation, group.owned()  # no rebalance: the same generation
     assert {int(p) for p in rejoined[2:]} == owned["s1"]
     group.stop("s1")
     group.stop("s0")
