@@ -527,10 +527,8 @@ class KafkaConsumer:
         """This member's ConsumerGroupMetadata (Java's ``groupMetadata()``): group id,
         generation, member id and instance id as the last JoinGroup answer left them;
         IllegalStateError without a group_id."""
-        group = self._group()
-        with group.m.lock:
-            generation, member_id = group.m.generation, group.m.member_id
-        return ConsumerGroupMetadata(group.group_id, generation, member_id,
+        generation, member_id = self._group().membership()
+        return ConsumerGroupMetadata(self.config["group_id"], generation, member_id,
                                      self.config["group_instance_id"])
 
     def committed(self, partition, metadata=False, timeout_ms=None):
