@@ -20,6 +20,7 @@ _EXPORTS = {
     "Cluster": "cluster.supervisor.cluster",
     "ConfigResource": "cluster.admin.kafka_admin_client",
     "ConfigResourceType": "cluster.config.dynamic",
+    "ConsumerGroupMetadata": "cluster.structs",
     "ConsumerRebalanceListener": "consumer_proc.rebalance_listener",
     "ConsumerRecord": "consumer_proc.consumer_record",
     "ElectionType": "cluster.protocol.frames",

@@ -49,3 +49,10 @@ to, the (topic, partition) pairs it owns, its generation (-1: none) and user dat
 ConsumerAssignment = namedtuple("ConsumerAssignment", ["assignment", "user_data"])
 ConsumerAssignment.__doc__ = """A consumer's SyncGroup assignment: ``[(topic, [partitions])]``
 sorted by topic (kafka-python's ``assignment`` field), and user data."""
+
+ConsumerGroupMetadata = namedtuple("ConsumerGroupMetadata",
+                                   ["group_id", "generation_id", "member_id",
+                                    "group_instance_id"])
+ConsumerGroupMetadata.__doc__ = """A group member's view of its group (Java's
+``ConsumerGroupMetadata``): the group id, the generation it is in (-1: none), its member id
+("" before the first JoinGroup) and its static instance id (or None)."""

@@ -76,7 +76,12 @@ from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ConsumerConfig
 from cluster.errors import IllegalStateError, KafkaTimeoutError
 from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
-from cluster.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from cluster.structs import (
+    ConsumerGroupMetadata,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 from consumer_proc.coordinator import ConsumerCoordinator
 from consumer_proc.fetch_metrics import FetchMetrics
 from consumer_proc.fetcher import Fetcher
@@ -517,6 +522,14 @@ class KafkaConsumer:
         response_or_exception)`` runs in a later poll (default:
         ``default_offset_commit_callback``)."""
         return self._group().commit_async(self._check_offsets(offsets), callback)
+
+    def group_metadata(self):
+        """This member's ConsumerGroupMetadata (Java's ``groupMetadata()``): group id,
+        generation, member id and instance id as the last JoinGroup answer left them;
+        IllegalStateError without a group_id."""
+        generation, member_id = self._group().membership()
+        return ConsumerGroupMetadata(self.config["group_id"], generation, member_id,
+                                     self.config["group_instance_id"])
 
     def committed(self, partition, metadata=False, timeout_ms=None):
         """The group's committed offset of ``partition`` (None if none); an

@@ -567,6 +567,12 @@ class ConsumerCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------
 
+    def membership(self):
+        """``(generation, member_id)`` as the last JoinGroup answer left them (NO_GENERATION
+        and "" before the first, or after the generation was taken away)."""
+        with self.m.lock:
+            return self.m.generation, self.m.member_id
+
     def all_consumed(self):
         """``{tp: OffsetAndMetadata}`` of every assigned partition with a position."""
         return {tp: OffsetAndMetadata(state.position, "", -1)

@@ -13,8 +13,16 @@ Without ``--partition`` the consumer reads every partition of the topic (or of e
 ``--include`` matches), from the end — or from the beginning with ``--from-beginning`` —
 and follows partitions as they are added. With ``--partition`` it reads that one partition
 from ``--offset``: ``earliest``, ``latest`` (the default, or ``earliest`` with
-``--from-beginning``) or an offset. ringlog has no consumer groups yet, so ``--group`` (or
-``group.id``) fails with the consumer's error.
+``--from-beginning``) or an offset.
+
+With ``--group G`` (or ``group.id`` among the consumer properties) the consumer is a member
+of consumer group G, as kafka-console-consumer's: the group shares the topic's partitions
+among its members, each starts from the group's committed offset (``auto.offset.reset``,
+set by ``--from-beginning``, only where there is none), and it commits as the Java tool
+does: ``enable.auto.commit`` stays on (every ``auto.commit.interval.ms``) and what was
+printed is committed on exit. A group id given in more than one place must be the same
+everywhere (Kafka's check). With ``--partition`` as well the partition is assigned, not
+shared, and its offsets are still committed to the group.
 
 Each record is printed by Kafka's ``DefaultMessageFormatter``, configured with
 ``--property`` (alias ``--formatter-property``; or ``--formatter-config FILE``):
@@ -85,7 +93,7 @@ def add_arguments(parser):
     parser.add_argument("--consumer.config", "--command-config", dest="consumer_config",
                         metavar="FILE", help="consumer properties file "
                                              "(--consumer-property wins)")
-    parser.add_argument("--group", help="consumer group (not supported by ringlog yet)")
+    parser.add_argument("--group", help="the consumer group to join (commits its offsets)")
     parser.add_argument("--isolation-level", help="read_uncommitted (default) or read_committed")
 
 
@@ -156,11 +164,24 @@ def _consumer_properties(args):
     elif args.from_beginning and reset != "earliest":
         raise ToolError(f"Can't simultaneously specify --from-beginning and "
                         f"'auto.offset.reset={reset}', please remove one option")
+    _check_group_ids(props, args.group)
     for key, value in (("group.id", args.group), ("isolation.level", args.isolation_level)):
         if value is not None:  # the flag wins over a property in either spelling
             props.pop(key.replace(".", "_"), None)
             props[key] = value
     return props
+
+
+def _check_group_ids(props, group):
+    """Kafka's check: the group ids of ``--group`` and of the consumer properties (either
+    spelling) all agree."""
+    given = {value for value in (group, props.get("group.id"), props.get("group_id"))
+             if value is not None}
+    if len(given) > 1:
+        raise ToolError(f"The group ids provided in different places (directly using "
+                        f"'--group', via '--consumer-property', or via '--consumer.config') "
+                        f"do not match. Detected group ids: "
+                        f"{', '.join(repr(g) for g in sorted(given))}")
 
 
 def _assign(consumer, tp, start):

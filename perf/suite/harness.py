@@ -65,7 +65,9 @@ class Task:
     read before they stop; ``size``: value bytes; ``bulk``: use the peer's bulk path;
     ``rate``: records/s of a fixed-rate (latency) producer, 0 for as fast as it goes;
     ``timeout``: seconds after the start before the client gives up; ``acks``: "1" or
-    "all", for peers that acknowledge (ringlog).
+    "all", for peers that acknowledge (ringlog); ``group``: the consumers share the
+    channels as one consumer group (ringlog's subscribe with a group_id; peers whose
+    consumers always read in a group, or never can, ignore it).
     """
 
     role: str
@@ -77,6 +79,7 @@ class Task:
     rate: float = 0.0
     timeout: float = 60.0
     acks: str = "1"
+    group: bool = False
 
     @property
     def latency(self):

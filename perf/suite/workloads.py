@@ -1,4 +1,4 @@
-"""The seven workloads of the performance suite, their sizes per profile, the cases
+"""The ten workloads of the performance suite, their sizes per profile, the cases
 they make for each peer, and the figures of a case's runs.
 
 1. ``pair``       1 producer, 1 consumer, 1 channel (ringlog: 1 partition on 1 broker),
@@ -22,6 +22,11 @@ they make for each peer, and the figures of a case's runs.
                   the same pair at replication factor 1 and acks=1, in the same run (Kafka's
                   2014 figures for the same comparison: 421,823 against 821,557, 0.51×).
 9. ``replicated latency`` workload 4 at 10,000 records/s, the same two settings.
+10. ``grouped``   workload 2 with the consumers in a consumer group: ringlog's subscribe with
+                  a ``group_id`` (the group's range assignor gives each of the 3 members 2
+                  partitions; each starts once it owns its share) and commit their position
+                  when their partitions are revoked; beside Redis Streams, whose consumers
+                  read by XREADGROUP in every workload.
 
 Peers much slower than ringlog send fewer records, much faster ones more (``SCALE``), so
 that each case takes a second or a few: the figures are rates, which compare whatever the
@@ -53,6 +58,7 @@ WORKLOADS = {
     7: "record size",
     8: "replication: RF 3, acks=all, min.insync.replicas 2 beside RF 1, acks=1 (3 brokers)",
     9: "latency with replication at 10,000 records/s (3 brokers)",
+    10: "workload 2 through a consumer group (ringlog: subscribe with group_id)",
 }
 #: Workloads whose cases compare ringlog with itself (replication settings): their rows are
 #: labelled by REPLICATION's keys and their ratios are against the first setting.
@@ -64,7 +70,7 @@ LATENCY_WORKLOADS = (4, 9)
 #: Which peers run which workload (5 is ringlog's and Redis' only: N streams map to N
 #: partitions; the others have no natural N-channel single consumer).
 RUNS = {1: "all", 2: "all", 3: "all", 4: "all", 5: ("ringlog", "redis_streams"), 6: "all",
-        7: "all", 8: ("ringlog",), 9: ("ringlog",)}
+        7: "all", 8: ("ringlog",), 9: ("ringlog",), 10: ("ringlog", "redis_streams")}
 
 #: Record-count factors of peers much slower or faster than ringlog: (record by record,
 #: bulk), every workload but 4.
@@ -76,6 +82,7 @@ PROFILES = {
     "full": {
         1: dict(records=300_000, repeats=5),
         2: dict(records=150_000),
+        10: dict(records=150_000),
         3: dict(records=2_000_000),
         4: dict(rates=(1_000, 10_000), duration=4.0, repeats=3),
         5: dict(partitions=(1, 10, 100, 1000, 10_000), records=200_000),
@@ -97,6 +104,7 @@ PROFILES = {
     "quickest": {
         1: dict(records=3_000, repeats=1),
         2: dict(records=1_000),
+        10: dict(records=1_000),
         3: dict(records=5_000),
         4: dict(rates=(1_000,), duration=0.3),
         5: dict(partitions=(1, 4), records=2_000),
@@ -136,6 +144,7 @@ class Case:
     spread: bool = False
     replication: int = 1
     acks: str = "1"
+    group: bool = False
 
     @property
     def key(self):
@@ -145,7 +154,7 @@ class Case:
         """The harness tasks of one run."""
         everything = tuple(range(self.channels))
         common = dict(size=self.size, bulk=self.bulk, rate=self.rate, timeout=timeout,
-                      acks=self.acks)
+                      acks=self.acks, group=self.group)
         producers = [Task("producer", i, everything if self.spread else
                           everything[i::self.producers], self.records, **common)
                      for i in range(self.producers)]
@@ -183,10 +192,10 @@ def _cases_of(workload, peer, p):
          if name in ("records", "total") else value for name, value in p.items()}
     if workload == 1:
         return [Case(1, peer, None, records=p["records"], repeats=p["repeats"], **pair)]
-    if workload == 2:
-        return [Case(2, peer, None, producers=3, consumers=3,
+    if workload in (2, 10):
+        return [Case(workload, peer, None, producers=3, consumers=3,
                      channels=6 if ringlog else 3, brokers=3 if ringlog else 1, size=100,
-                     records=p["records"], spread=ringlog)]
+                     records=p["records"], spread=ringlog, group=workload == 10)]
     if workload == 3:
         return [Case(3, peer, None, records=p["records"], bulk=True, **pair)]
     if workload == 4:

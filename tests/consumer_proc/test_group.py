@@ -221,6 +221,22 @@ def test_without_a_group_id_nothing_of_the_group_runs(group):
         consumer.commit()
 
 
+def test_group_metadata_follows_the_joins(group):
+    cluster, make = group
+    consumer = make(group_instance_id="i1")
+    assert consumer.group_metadata() == ("g", -1, "", "i1")  # not joined yet
+    poll_until(consumer, lambda r: consumer.assignment() == ALL, "the assignment")
+    first = consumer.group_metadata()
+    assert first.generation_id >= 1 and first.member_id.startswith("i1-")  # Kafka's form
+    other = Polling(make())
+    poll_until(consumer, lambda r: consumer.group_metadata().generation_id
+               > first.generation_id, "the next generation")
+    assert consumer.group_metadata().member_id == first.member_id
+    other.stop()
+    with pytest.raises(IllegalStateError, match="Requires group_id"):
+        make(subscribe=False, group_id=None).group_metadata()
+
+
 def test_assign_with_a_group_id_commits_outside_group_management(group):
     cluster, make = group
     tp = TopicPartition(TOPIC, 2)

@@ -247,6 +247,11 @@ def test_profiles_scale_slow_peers_but_not_latency():
     tasks = w2.tasks(10)
     assert [t.channels for t in tasks if t.role == "producer"] == [tuple(range(6))] * 3
     assert [t.channels for t in tasks if t.role == "consumer"] == [(0, 3), (1, 4), (2, 5)]
+    grouped = by_key["w10/ringlog"].tasks(10)  # workload 2's tasks, consumers in a group
+    assert [t.channels for t in grouped] == [t.channels for t in tasks]
+    assert [t.group for t in grouped] == [True] * 6 and not any(t.group for t in tasks)
+    assert {c.peer for c in by_key.values() if c.workload == 10} == {"ringlog",
+                                                                     "redis_streams"}
     assert [t.channels for t in by_key["w2/zmq_pushpull"].tasks(10)] == [
         (0,), (1,), (2,), (0,), (1,), (2,)]
 
@@ -255,7 +260,7 @@ def test_peers_must_include_ringlog():
     with pytest.raises(SystemExit):
         runner.parse_args(["--peers", "redis_streams"])
     with pytest.raises(SystemExit):
-        runner.parse_args(["--workloads", "10"])
+        runner.parse_args(["--workloads", "11"])
 
 
 def _known_results():

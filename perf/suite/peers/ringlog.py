@@ -11,7 +11,10 @@ in their own processes. The producer's acks are the task's (1, or all in workloa
 
 A producer given every partition lets the default partitioner spread its records (sticky
 batches, as Kafka); given one, it sends there. Consumers ``assign`` their partitions and
-read from the beginning (no group). The brokers are the servers whose RSS is reported.
+read from the beginning (no group) — or, in a grouped task (workload 10), subscribe with a
+``group_id``, wait (before the start) until the group gave them as many partitions as the
+task names, and commit their positions when partitions are revoked. The brokers are the
+servers whose RSS is reported.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ LATENCY_PRODUCER = dict(acks=1, linger_ms=0, enable_idempotence=False)
 #: Records per send_batch call (what producer-perf-test --bulk uses).
 BULK_CALL = 100_000
 POLL_MS = 100
+GROUP = "bench"
 
 
 def missing(options):
@@ -122,17 +126,46 @@ def produce(endpoint, task, gate):
     return {"records": task.records, "first_ns": first, "last_ns": last}
 
 
+def _join(consumer, topic, task):
+    """Subscribe as a member of GROUP and poll until the group gave this member as many
+    partitions as ``task`` names (every member has joined); nothing is produced yet."""
+    import time
+
+    from cluster import ConsumerRebalanceListener
+
+    class CommitOnRevoke(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            if revoked:
+                consumer.commit({tp: consumer.position(tp) for tp in revoked})
+
+        def on_partitions_assigned(self, assigned):
+            pass
+
+    consumer.subscribe([topic], listener=CommitOnRevoke())
+    deadline = time.monotonic() + task.timeout
+    while len(consumer.assignment()) != len(task.channels):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"consumer {task.index}: the group gave it "
+                               f"{sorted(consumer.assignment())} after {task.timeout} s")
+        if consumer.poll(timeout_ms=POLL_MS):
+            raise RuntimeError("records before the producers started")
+
+
 def consume(endpoint, task, gate):
     from cluster import KafkaConsumer, TopicPartition
     topic = endpoint["topic"]
     consumer = KafkaConsumer(bootstrap_servers=endpoint["bootstrap"],
-                             auto_offset_reset="earliest", enable_auto_commit=False)
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             group_id=GROUP if task.group else None)
     try:
-        tps = [TopicPartition(topic, p) for p in task.channels]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        for tp in tps:
-            consumer.position(tp)
+        if task.group:
+            _join(consumer, topic, task)
+        else:
+            tps = [TopicPartition(topic, p) for p in task.channels]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            for tp in tps:
+                consumer.position(tp)
         recorder = latency.Recorder(task.records) if task.latency else None
         columns = task.bulk or task.latency
         count = 0

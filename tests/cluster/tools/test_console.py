@@ -18,7 +18,7 @@ from cluster.tools.support import Terminated, ToolError, stop_on_sigterm
 from consumer_proc.consumer_record import ConsumerRecord
 from tests.support.tools import run_tool, tool_cluster
 
-cluster = tool_cluster(brokers=1)
+cluster = tool_cluster(brokers=1, group_initial_rebalance_delay_ms=0)
 
 
 def create(cluster, name, partitions):
@@ -153,9 +153,8 @@ def test_bad_settings_are_named(cluster, capsys):
                    "--consumer-property", "auto.offset.reset=latest") == 1
     assert "Can't simultaneously specify --from-beginning and 'auto.offset.reset=latest'" in \
         capsys.readouterr().err
-    assert consume(cluster, "bad", "--group", "g1") == 1
-    err = capsys.readouterr().err
-    assert "group_id='g1'" in err and err.endswith("Processed a total of 0 messages\n")
+    assert consume(cluster, "bad", "--group", "g1", "--consumer-property", "group.id=g2") == 1
+    assert "The group ids provided in different places" in capsys.readouterr().err
 
 
 @pytest.mark.multiprocess
@@ -245,3 +244,27 @@ def test_properties_files(cluster, capsys, tmp_path):
     assert produce(cluster, "files", b"x\n", "--reader-config", tmp_path / "missing") == 1
     assert capsys.readouterr().err == (f"cannot read the reader config "
                                        f"'{tmp_path / 'missing'}': No such file or directory\n")
+
+
+@pytest.mark.multiprocess
+def test_a_group_commits_what_was_printed_and_the_next_run_resumes_there(cluster, capsys):
+    create(cluster, "grouped", 3)
+    lines = [f"line {i}" for i in range(30)]
+    assert produce(cluster, "grouped", "".join(f"{line}\n" for line in lines).encode(),
+                   "--producer-property", "acks=all") == 0
+    assert consume(cluster, "grouped", "--group", "printers", "--from-beginning",
+                   "--max-messages", 10) == 0
+    out, err = capsys.readouterr()
+    first = out.splitlines()
+    assert len(first) == 10 and err.endswith("Processed a total of 10 messages\n")
+    # committed on exit: a member of the same group starts where the first one stopped
+    assert consume(cluster, "grouped", "--consumer-property", "group.id=printers") == 0
+    rest = capsys.readouterr().out.splitlines()
+    assert sorted(first + rest) == sorted(lines)
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        committed = admin.list_consumer_group_offsets("printers")
+    assert sorted(tp.partition for tp in committed) == [0, 1, 2]
+    assert sum(om.offset for om in committed.values()) == len(lines)
+    # another group has its own offsets: it reads everything again
+    assert consume(cluster, "grouped", "--group", "others", "--from-beginning") == 0
+    assert sorted(capsys.readouterr().out.splitlines()) == sorted(lines)
