@@ -29,7 +29,7 @@ from cluster.errors import CoordinatorNotAvailableError, InvalidRequestError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.delayed_response import DelayedResponse
-from replica_proc.responses import NO_THROTTLE, build, error, module
+from replica_proc.responses import NO_THROTTLE, build, encoder, error, module
 from shm_ring.naming import listener_name
 
 #: FindCoordinator's key types (Kafka's CoordinatorType).
@@ -39,10 +39,6 @@ CLIENT_HOST = "/127.0.0.1"
 #: DescribeGroups' ``authorized_operations`` when not asked for (Kafka's Integer.MIN_VALUE).
 NO_AUTHORIZED_OPERATIONS = -2**31
 _MS = datetime.timedelta(milliseconds=1)
-
-
-def _encoder(header, response):
-    return lambda: protocol.encode_response(response, header.correlation_id)
 
 
 class GroupHandler:
@@ -105,7 +101,7 @@ class GroupHandler:
             members = tuple(build(classes.JoinGroupResponseMember, member_id=m.member_id,
                                   group_instance_id=m.group_instance_id, metadata=m.metadata)
                             for m in result.members)
-            parked.send(_encoder(header, build(
+            parked.send(encoder(header, build(
                 classes.JoinGroupResponse, throttle_time=NO_THROTTLE,
                 error_code=error(result.error), generation_id=result.generation,
                 protocol_name=result.protocol_name or "", leader=result.leader,
@@ -124,7 +120,7 @@ class GroupHandler:
         classes = module(ApiKey.SYNC_GROUP, header.request_api_version)
 
         def respond(result):
-            parked.send(_encoder(header, build(
+            parked.send(encoder(header, build(
                 classes.SyncGroupResponse, throttle_time=NO_THROTTLE,
                 error_code=error(result.error), assignment=result.assignment)))
 
@@ -196,7 +192,7 @@ class GroupHandler:
         names = list(dict.fromkeys(request.groups_names))
 
         def respond(answers):
-            parked.send(_encoder(header, build(
+            parked.send(encoder(header, build(
                 classes.DeleteGroupsResponse, throttle_time=NO_THROTTLE,
                 results=tuple(build(classes.DeletableGroupResult, group_id=name,
                                     error_code=error(answers[name])) for name in names))))

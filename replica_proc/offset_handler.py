@@ -23,11 +23,7 @@ from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.delayed_response import DelayedResponse
 from replica_proc.group_coordinator.results import NO_LEADER_EPOCH
-from replica_proc.responses import NO_THROTTLE, build, error, module
-
-
-def _encoder(header, response):
-    return lambda: protocol.encode_response(response, header.correlation_id)
+from replica_proc.responses import NO_THROTTLE, build, encoder, error, module
 
 
 def _by_topic(pairs):
@@ -75,7 +71,7 @@ class OffsetHandler:
 
         def respond(errors):
             answers = {**unknown, **errors}
-            parked.send(_encoder(header, build(
+            parked.send(encoder(header, build(
                 classes.OffsetCommitResponse, throttle_time=NO_THROTTLE,
                 topics=tuple(build(classes.OffsetCommitResponseTopic, name=topic, partitions=tuple(
                     build(classes.OffsetCommitResponsePartition, partition_index=partition,
@@ -135,7 +131,7 @@ class OffsetHandler:
         def respond(code, errors):
             answers = {tp: errors.get(tp, UnknownTopicOrPartitionError.errno)
                        for tp in asked}
-            parked.send(_encoder(header, build(
+            parked.send(encoder(header, build(
                 classes.OffsetDeleteResponse, throttle_time=NO_THROTTLE,
                 error_code=error(code),
                 topics=() if code else tuple(build(

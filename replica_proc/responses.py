@@ -49,6 +49,12 @@ def code_of(exc, what):
     return code
 
 
+def encoder(header, response):
+    """A function that encodes ``response`` as the answer to the request of ``header``
+    (what a delayed response sends once it is decided)."""
+    return lambda: protocol.encode_response(response, header.correlation_id)
+
+
 def module(api_key, version):
     """The kio module of ``api_key``'s response at ``version`` (its nested classes)."""
     return protocol.response_module(api_key, version)
