@@ -162,24 +162,26 @@ class FaultInjector:
         stop.wait(step.downtime)
         self._start(step, broker)
 
+    def _pause_for(self, step, target, stop):
+        """SIGSTOP ``target`` for the step's downtime (or until the run stops), then SIGCONT."""
+        self._pause(step, target)
+        stop.wait(step.downtime)
+        self._resume(step, target)
+
     def _sigstop_follower(self, step, stop):
         target = choose([b for b in self._followers(step) if self.brokers.pid(b) is not None],
                         step.pick)
         if target is None:
             self._record("skipped", step, reason="the partition has no running follower")
             return
-        self._pause(step, target)
-        stop.wait(step.downtime)
-        self._resume(step, target)
+        self._pause_for(step, target, stop)
 
     def _sigstop_leader(self, step, stop):
         target = self._leader(step)
         if target is None:
             self._record("skipped", step, reason="the partition has no leader")
             return
-        self._pause(step, target)
-        stop.wait(step.downtime)
-        self._resume(step, target)
+        self._pause_for(step, target, stop)
 
     def _divergence(self, step, stop):
         leader = self._leader(step)
