@@ -26,7 +26,7 @@ import contextlib
 import os
 import time
 
-from cluster import KafkaProducer
+from cluster import ConfigResource, ConfigResourceType, KafkaAdminClient, KafkaProducer
 from cluster.metadata import data_dir as dd
 from cluster.tools.chaos.schedule import choose
 from segments.batch_descriptor import HEADER_SIZE
@@ -42,6 +42,8 @@ from segments.segment import (
 
 #: acks=1 records the divergence scenario writes to a leader whose followers are stopped.
 DIVERGENT_RECORDS = 50
+#: Seconds past the followers' fetch max wait before the divergent records are written.
+FETCH_WAIT_SLACK = 0.25
 #: Seconds to wait for a partition to have a leader again before a step goes on.
 LEADER_WAIT = 10.0
 #: Seconds an unclean-election step waits for its partition's ISR to be full again.
@@ -189,9 +191,15 @@ class FaultInjector:
             self._record("skipped", step, reason="the partition has no leader")
             return
         followers = [b for b in self._followers(step) if self.brokers.pid(b) is not None]
+        fetch_wait = max((self._fetch_wait(b) for b in followers), default=0.0)
         for follower in followers:
             self._pause(step, follower)
         try:
+            # a fetch a follower sent just before it stopped waits at the leader up to its
+            # max wait and would be answered with the records written now, which the
+            # follower (its ring outlives the SIGSTOP, as a socket buffer would) appends on
+            # SIGCONT and may lead with: wait until every such fetch has been answered
+            stop.wait(fetch_wait + FETCH_WAIT_SLACK)
             written = self._write_divergent(step)
             self._record("divergent-writes", step, broker=leader, **written)
             self._kill(step, leader)
@@ -200,6 +208,18 @@ class FaultInjector:
                 self._resume(step, follower)
         stop.wait(step.downtime)
         self._start(step, leader)
+
+    def _fetch_wait(self, broker_id):
+        """Seconds ``broker_id``'s follower fetches may wait at a leader
+        (``replica.fetch.wait.max.ms``, read-only, as DescribeConfigs shows it)."""
+        admin = KafkaAdminClient(bootstrap_servers=self.data_dir)
+        try:
+            (result,) = admin.describe_configs([ConfigResource(
+                ConfigResourceType.BROKER, str(broker_id), ["replica.fetch.wait.max.ms"])])
+        finally:
+            admin.close()
+        (entry,) = result["configs"]
+        return int(entry["value"]) / 1000
 
     def _write_divergent(self, step):
         """acks=1 records straight to the partition's leader: {acknowledged offsets, error}."""
