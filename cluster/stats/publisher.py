@@ -285,7 +285,12 @@ def set_process_role(role: str | None, name: str | None = None) -> None:
         _PROCESS_ROLE[0] = None
         return
     sd.encode_name(role, sd.ROLE_LENGTH, "role")
-    _PROCESS_ROLE[0] = (role, name or f"{role}-{os.getpid()}")
+    _PROCESS_ROLE[0] = (role, name)
+
+
+def process_role() -> tuple[str, str] | None:
+    """(role, name) declared by ``set_process_role``, or None."""
+    return _PROCESS_ROLE[0]
 
 
 def process_stats(cluster_id: str, role: str, name: str,
@@ -299,7 +304,7 @@ def process_stats(cluster_id: str, role: str, name: str,
         if publisher is None:
             declared = _PROCESS_ROLE[0]
             if declared is not None:
-                role, name = declared
+                role, name = declared[0], declared[1] or f"{declared[0]}-{os.getpid()}"
             try:
                 publisher = _create(cluster_id, role, _fit_name(name, role), interval)
             except OSError as exc:  # /dev/shm full, say: the process runs on, unseen
