@@ -148,6 +148,7 @@ class Publisher:
         self._publishes = 0
         self._uss = self._pss = 0
         self._warned = False
+        self._failed: set = set()  # sources that raised (logged once each)
         self._thread = threading.Thread(target=self._run, daemon=True,
                                          name=f"ringlog-stats-{cluster_id}")
         self._thread.start()
@@ -168,12 +169,17 @@ class Publisher:
             if fn in self._sources:
                 self._sources.remove(fn)
 
-    @staticmethod
-    def _collect(sources):
+    def _collect(self, sources):
         counters: dict[str, float] = {}
         histograms: dict = {}
         for fn in sources:
-            more_counters, more_histograms = fn()
+            try:
+                more_counters, more_histograms = fn()
+            except Exception:  # one broken source does not hide the others' figures
+                if fn not in self._failed:
+                    self._failed.add(fn)
+                    log.exception("stats page %s: source %r failed", self.page.name, fn)
+                continue
             for name, value in more_counters.items():
                 if name not in counters:
                     counters[name] = value
