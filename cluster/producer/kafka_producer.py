@@ -66,6 +66,7 @@ from cluster.errors import (
     KafkaTimeoutError,
     MessageSizeTooLargeError,
 )
+from cluster.producer import producer_metrics
 from cluster.producer.accumulator import RecordAccumulator
 from cluster.producer.batch import FailedSend, FutureBatchMetadata, FutureRecordMetadata
 from cluster.producer.partitioner import (
@@ -439,30 +440,11 @@ class KafkaProducer:
         return any(client.connected(node) for node in client.cluster.brokers)
 
     def metrics(self, raw=False):
-        """Producer metrics with Kafka's names: ``{"producer-metrics": {name: value}}``
-        (``raw`` is accepted for kafka-python compatibility and changes nothing)."""
-        m = self._sender.metrics
-        pool = self._accumulator.pool
-        batches = m.batch_total
-        return {"producer-metrics": {
-            "record-send-total": m.record_send_total,
-            "record-error-total": m.record_error_total,
-            "record-retry-total": m.record_retry_total,
-            "batch-size-avg": m.batch_bytes_total / batches if batches else 0.0,
-            "batch-size-max": m.batch_bytes_max,
-            "records-per-request-avg": (m.record_send_total / m.request_total
-                                        if m.request_total else 0.0),
-            "request-total": m.request_total,
-            "request-latency-avg": (m.request_latency_total / m.request_total * 1000
-                                    if m.request_total else 0.0),
-            "request-latency-max": m.request_latency_max * 1000,
-            "outgoing-byte-total": m.outgoing_byte_total,
-            "requests-in-flight": self._client.in_flight_count(),
-            "buffer-total-bytes": pool.total_memory,
-            "buffer-available-bytes": pool.available_memory,
-            "bufferpool-wait-time-ns-total": pool.wait_time_ns_total,
-            "buffer-exhausted-total": pool.exhausted_total,
-        }}
+        """kafka-python's producer metrics, ``{group: {name: value}}``
+        (``cluster.producer.producer_metrics``); ``raw`` is accepted for kafka-python
+        compatibility and changes nothing."""
+        return producer_metrics.snapshot(self._sender.metrics, self._accumulator.pool,
+                                         self._client.in_flight_count())
 
     def __repr__(self):
         return f"<KafkaProducer client_id={self.client_id} cluster={self._client.cluster_id}>"
