@@ -32,7 +32,9 @@ once per batch instead of once per record puts every record where it would have 
 ``send_batch(topic, values, keys=None, partition=None)`` is ringlog's bulk send: records
 are encoded many at a time by ``segments.bulk.build_batches`` (vectorised with numpy; fixed-size
 values take its fastest path) into batches of up to ``bulk_batch_size`` bytes, each queued
-behind the partition's open batch, one ``FutureBatchMetadata`` per batch.
+behind the partition's open batch, one ``FutureBatchMetadata`` per batch. numpy and
+``segments.bulk`` are imported by the bulk send on its first call, not with the producer: a
+process that only calls ``send()`` does not carry them (16 MB; ``perf/client_rss.py``).
 
 A batch holds at most ``batch_size`` bytes, and never more than one request may carry
 (``max_request_size`` less the request's own overhead), so a request always fits the ring.
@@ -56,8 +58,6 @@ import time
 import weakref
 from time import time_ns
 
-import numpy as np
-
 from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ProducerConfig
 from cluster.errors import (
@@ -76,7 +76,6 @@ from cluster.producer.partitioner import (
 )
 from cluster.producer.sender import Sender
 from segments.batch_header import BatchHeader
-from segments.bulk import build_batches
 
 log = logging.getLogger(__name__)
 
@@ -277,6 +276,7 @@ class KafkaProducer:
         Blocks up to ``max_block_ms`` for metadata and buffer memory (KafkaTimeoutError);
         serializers are not applied: values and keys are bytes already.
         """
+        import numpy as np  # the bulk send's alone: a producer that only send()s never loads it
         if self._closed:
             raise IllegalStateError("KafkaProducer already closed!")
         count = len(values)
@@ -323,6 +323,9 @@ class KafkaProducer:
     def _queue_bulk(self, topic, choose, values, keys, indices, timestamp_ms, size, futures):
         """Encode ``values[indices]`` (all when None) chunk by chunk and queue each batch on
         ``choose(previous partition)``."""
+        import numpy as np
+
+        from segments.bulk import build_batches
         total = len(values) if indices is None else len(indices)
         append_built = self._accumulator.append_built
         codec = self.config["compression_type"] or "none"
@@ -483,6 +486,7 @@ def _sizes(key, value, headers):
 
 
 def _take(items, where):
+    import numpy as np
     if isinstance(items, np.ndarray):
         return items[where]
     return [items[i] for i in where.tolist()]
