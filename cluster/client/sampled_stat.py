@@ -46,16 +46,19 @@ class SampledStat:
 
     def record(self, value=1.0, now=None):
         """Add ``value`` to the current window (writer thread only); ``now``: the clock's
-        reading, if the caller has one."""
+        reading, if the caller has one. Expired samples are dropped only when a window
+        begins (readers skip them anyway), so most calls do one comparison."""
         if now is None:
             now = self._clock()
         samples = self._samples
-        horizon = self._keep * self._window
-        while samples and now - samples[0].start >= horizon:
-            samples.popleft()
-        if not samples or now - samples[-1].start >= self._window:
-            samples.append(_Sample(now))
-        sample = samples[-1]
+        if samples and now - samples[-1].start < self._window:
+            sample = samples[-1]
+        else:
+            horizon = self._keep * self._window
+            while samples and now - samples[0].start >= horizon:
+                samples.popleft()
+            sample = _Sample(now)
+            samples.append(sample)
         sample.count += 1
         sample.total += value
         if value > sample.max:

@@ -198,9 +198,9 @@ class Sender(threading.Thread):
                 self._fail(batch, exc)
                 continue
             if uncompressed:
-                metrics.queue_time.record((now - batch.created) * 1000)
-                metrics.compression_rate.record(len(data) / uncompressed)
-            metrics.batch_size.record(len(data))
+                metrics.queue_time.record((now - batch.created) * 1000, now)
+                metrics.compression_rate.record(len(data) / uncompressed, now)
+            metrics.batch_size.record(len(data), now)
             records += batch.record_count
             batch.attempts += 1
             sent.append(batch)
@@ -221,8 +221,8 @@ class Sender(threading.Thread):
                              for topic, parts in by_topic.items()))
         metrics.request_total += 1
         metrics.outgoing_byte_total += size
-        metrics.request_size.record(size)
-        metrics.request_records.record(records)
+        metrics.request_size.record(size, now)
+        metrics.request_records.record(records, now)
         future = self._client.send(node, request, expect_response=self._acks != 0)
         self._pending.append((future, node, sent, now))
 
