@@ -35,7 +35,7 @@ decompressed.
 Pure functions; the zstd (de)compressor contexts are cached per thread, so any thread may
 call them without a lock. The snappy, lz4 and zstd libraries are imported by the first
 call that needs each (a local import is a dict lookup after that): a process that never
-sees their codec does not carry them (about 2 MB of RSS; ``perf/client_rss.py``).
+sees their codec does not carry them (perf/README.md, "Client RSS and GC").
 """
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ are encoded many at a time by ``segments.bulk.build_batches`` (vectorised with n
 values take its fastest path) into batches of up to ``bulk_batch_size`` bytes, each queued
 behind the partition's open batch, one ``FutureBatchMetadata`` per batch. numpy and
 ``segments.bulk`` are imported by the bulk send on its first call, not with the producer: a
-process that only calls ``send()`` does not carry them (16 MB; ``perf/client_rss.py``).
+process that only calls ``send()`` does not carry them (perf/README.md, "Client RSS and GC").
 
 A batch holds at most ``batch_size`` bytes, and never more than one request may carry
 (``max_request_size`` less the request's own overhead), so a request always fits the ring.

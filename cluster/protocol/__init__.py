@@ -19,13 +19,13 @@ def _import_kio_without_hypothesis():
     """Import kio's type base so that it does not load Hypothesis.
 
     kio (the protocol's dataclasses) imports ``hypothesis.strategies`` at import time when
-    Hypothesis is installed — here a test extra — to register strategies for its types:
-    about 20 MB of RSS and 0.1 s in every broker and client process. With ``hypothesis``
-    hidden (``sys.modules["hypothesis"] = None`` makes its import raise ImportError) for
-    the one import of ``kio.static._phantom`` that looks for it, kio runs as where Hypothesis
-    is not installed; the entry is removed right after, so the application can still import
-    Hypothesis. A process that imported Hypothesis first (the test suite) keeps kio's
-    strategies."""
+    Hypothesis is installed — here a test extra — to register strategies for its types,
+    which costs every broker and client process a large share of its RSS (perf/README.md,
+    "Client RSS and GC"). With ``hypothesis`` hidden (``sys.modules["hypothesis"] = None``
+    makes its import raise ImportError) for the one import of ``kio.static._phantom`` that
+    looks for it, kio runs as where Hypothesis is not installed; the entry is removed right
+    after, so the application can still import Hypothesis. A process that imported
+    Hypothesis first (the test suite) keeps kio's strategies."""
     if "hypothesis" in sys.modules or "kio.static._phantom" in sys.modules:
         return
     sys.modules["hypothesis"] = None
