@@ -22,9 +22,10 @@ exit (``full ms``: the generation-2 pause it would take); and the suite's own fi
 workload 1's end-to-end records/s and workload 4's p99 latency.
 
 Knobs (the probe's environment variables): ``freeze`` (``gc.freeze()`` in each broker when
-its request loop begins and in each client right after its fork) and ``threshold0=N``
-(``gc.set_threshold(N, ...)`` in every process). The default variants: ``default`` (no knob),
-``freeze``, ``threshold0=10000``.
+its request loop begins — what brokers do by default now, ``ringlog.gc.freeze`` — and in each
+client right after its fork), ``nofreeze`` (``gc.unfreeze()`` in each broker then: as before
+``ringlog.gc.freeze``) and ``threshold0=N`` (``gc.set_threshold(N, ...)`` in every process).
+The default variants: ``default`` (no knob), ``nofreeze``, ``freeze``, ``threshold0=10000``.
 
 Owner: the main thread; each run is a child process (the suite stops everything it started).
 """
@@ -42,7 +43,8 @@ import tempfile
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gc_probe")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROLES = ("broker", "producer", "consumer")
-DEFAULT_VARIANTS = ("default=", "freeze=freeze", "threshold0=threshold0=10000")
+DEFAULT_VARIANTS = ("default=", "nofreeze=nofreeze", "freeze=freeze",
+                    "threshold0=threshold0=10000")
 #: Seconds one suite run may take.
 RUN_TIMEOUT = 600
 
@@ -54,10 +56,13 @@ def knob_env(knobs):
         name, _, value = knob.partition("=")
         if name == "freeze":
             env["RINGLOG_GC_PROBE_FREEZE"] = "1"
+        elif name == "nofreeze":
+            env["RINGLOG_GC_PROBE_FREEZE"] = "0"
         elif name == "threshold0":
             env["RINGLOG_GC_PROBE_THRESHOLD0"] = str(int(value))
         else:
-            raise ValueError(f"unknown knob {knob!r}: expected freeze or threshold0=N")
+            raise ValueError(f"unknown knob {knob!r}: expected freeze, nofreeze or "
+                             f"threshold0=N")
     return env
 
 

@@ -20,7 +20,10 @@ memory"):
 * ``RINGLOG_GC_PROBE_THRESHOLD0=N``: ``gc.set_threshold(N, ...)`` in every process;
 * ``RINGLOG_GC_PROBE_FREEZE=1``: ``gc.freeze()`` in each client right after its fork (the
   fork server imported every library: what is alive then lives as long as the process), and
-  in a broker when its request loop begins (start-up done).
+  in a broker when its request loop begins (start-up done; what brokers now do themselves,
+  ``ringlog.gc.freeze``);
+* ``RINGLOG_GC_PROBE_FREEZE=0``: ``gc.unfreeze()`` in a broker when its request loop begins,
+  undoing ``ringlog.gc.freeze`` (the A/B's other side).
 
 Each collection is also listed as (monotonic time, generation, pause ns), so the bench can
 count what happened while the clients ran, apart from start-up. At exit the probe also
@@ -101,17 +104,20 @@ class _Child:
             _write(name.split("-")[1])
 
 
-def _freeze_when_serving():
-    """``gc.freeze()`` in a broker once its start-up is done: when ``Broker._loop`` (the
-    request loop) begins."""
+def _freeze_when_serving(freeze):
+    """``gc.freeze()`` (or ``gc.unfreeze()``) in a broker once its start-up is done: when
+    ``Broker._loop`` (the request loop) begins."""
     from replica_proc import broker
 
     loop = broker.Broker._loop
 
-    def frozen_loop(self, *args):
-        gc.freeze()
+    def serving_loop(self, *args):
+        if freeze:
+            gc.freeze()
+        else:
+            gc.unfreeze()
         return loop(self, *args)
-    broker.Broker._loop = frozen_loop
+    broker.Broker._loop = serving_loop
 
 
 def _install():
@@ -122,8 +128,8 @@ def _install():
     gc.callbacks.append(_callback)
     if "replica_proc" in sys.orig_argv:
         atexit.register(_write, "broker")
-        if os.environ.get("RINGLOG_GC_PROBE_FREEZE") == "1":
-            _freeze_when_serving()
+        if os.environ.get("RINGLOG_GC_PROBE_FREEZE") in ("0", "1"):
+            _freeze_when_serving(os.environ["RINGLOG_GC_PROBE_FREEZE"] == "1")
     elif "forkserver" in " ".join(sys.orig_argv):
         from multiprocessing import util
         _state["child"] = child = _Child()
