@@ -5,7 +5,8 @@
   position resets and offsets by time;
 - partition_records, columns_parser, record_columns, consumer_record: fetched batches
   parsed lazily, record by record or as columns;
-- fetch_metrics: kafka-python's consumer metric names;
+- fetch_metrics, coordinator_metrics: kafka-python's consumer metric names (fetch manager,
+  coordinator);
 - coordinator: group membership (join, sync, heartbeats, commits); assignors: how the
   group leader shares partitions; rebalance_listener: ConsumerRebalanceListener.
 

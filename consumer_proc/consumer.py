@@ -488,11 +488,18 @@ class KafkaConsumer:
         return partitions or set()
 
     def metrics(self, raw=False):
-        """``{group: {name: value}}`` (``fetch_metrics``), None when metrics_enabled is
-        False; ``raw`` is accepted for kafka-python's signature and changes nothing."""
+        """kafka-python's consumer metrics, ``{group: {name: value}}``:
+        ``consumer-fetch-manager-metrics`` (``fetch_metrics``) and, with a group_id,
+        ``consumer-coordinator-metrics`` (``coordinator_metrics``); None when
+        metrics_enabled is False; ``raw`` is accepted for kafka-python's signature and
+        changes nothing."""
         if not self.config["metrics_enabled"]:
             return None
-        return self._metrics.snapshot()
+        groups = self._metrics.snapshot()
+        if self._coordinator is not None:
+            groups.update(self._coordinator.metrics.snapshot(
+                len(self._subscription.assigned_partitions())))
+        return groups
 
     # -- group offsets --------------------------------------------------------------------------
 

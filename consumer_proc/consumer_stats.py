@@ -23,6 +23,6 @@ class ConsumerStatsSource:
             "bytes-consumed-total": m.fetch_size.lifetime_total,
             "fetch-total": m.fetches.lifetime_total,
             "fetch-error-total": m.fetch_errors.lifetime_total,
-            "records-lag-max": m.records_lag.peek_max(),
+            "records-lag-max": m.records_lag.max(),
         }
         return counters, {"fetch-latency-ms": m.fetch_latency_ms}

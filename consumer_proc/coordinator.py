@@ -92,6 +92,7 @@ from cluster.structs import OffsetAndMetadata, TopicPartition
 from consumer_proc.assignors import resolve
 from consumer_proc.assignors.member import Member
 from consumer_proc.assignors.sticky import previous_owners
+from consumer_proc.coordinator_metrics import CoordinatorMetrics
 from consumer_proc.fetcher import build
 from consumer_proc.subscription_state import AUTO_PATTERN
 
@@ -174,6 +175,8 @@ class ConsumerCoordinator:
         self.listener = None
         self.m = _Membership()
         self.m.last_poll = clock()
+        self.metrics = CoordinatorMetrics(config["metrics_num_samples"],
+                                          config["metrics_sample_window_ms"] / 1000, clock)
         join_timeout = max(config["request_timeout_ms"],
                            self._rebalance_timeout + JOIN_TIMEOUT_MARGIN_MS)
         group_config = config.replace(
@@ -401,7 +404,8 @@ class ConsumerCoordinator:
         self._joined_topics = topics
         log.debug("group %s: JoinGroup as %r (generation %d), subscribing to %s",
                   self.group_id, member_id, generation, sorted(topics))
-        self._in_flight = ("join", self._group.send(self.m.coordinator, request))
+        self._in_flight = ("join", self.metrics.timed(
+            self._group.send(self.m.coordinator, request), self.metrics.join_time))
 
     def _failed(self, future, what):
         """A JoinGroup / SyncGroup that failed to get an answer."""
@@ -471,7 +475,8 @@ class ConsumerCoordinator:
             protocol_name=response.protocol_name, assignments=tuple(
                 module.SyncGroupRequestAssignment(member_id=m, assignment=a)
                 for m, a in assignments.items()))
-        self._in_flight = ("sync", self._group.send(self.m.coordinator, request))
+        self._in_flight = ("sync", self.metrics.timed(
+            self._group.send(self.m.coordinator, request), self.metrics.sync_time))
         return None
 
     def _perform_assignment(self, protocol_name, joined):
@@ -608,7 +613,8 @@ class ConsumerCoordinator:
                         generation_id_or_member_epoch=generation, generation_id=generation,
                         member_id=member_id, group_instance_id=self._instance_id,
                         retention_time=-1, topics=topics)
-        return self._group.send(self.m.coordinator, request)
+        return self.metrics.timed(self._group.send(self.m.coordinator, request),
+                                  self.metrics.commit_latency)
 
     def _commit_error(self, response):
         """The first error of an OffsetCommit response as an exception (None if none), with
@@ -983,8 +989,9 @@ class HeartbeatThread:
             ApiKey.HEARTBEAT, "HeartbeatRequest", group_id=self._config["group_id"],
             generation_id=generation, member_id=member_id,
             group_instance_id=self._config["group_instance_id"])
+        sent = self._clock()
         future = self.client.send(coordinator, request)
-        deadline = self._clock() + self._request_timeout
+        deadline = sent + self._request_timeout
         while not future.is_done and not self._stop.is_set() and self._clock() < deadline:
             self.client.poll(0.05)
         if not future.is_done:
@@ -992,6 +999,7 @@ class HeartbeatThread:
         if future.failed():
             self._coordinator.coordinator_dead(f"heartbeat: {future.exception}")
             return self._retry_backoff
+        self._coordinator.metrics.heartbeat_answered(sent)
         code = int(future.value.error_code)
         if not code:
             return self._interval

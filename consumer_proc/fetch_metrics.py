@@ -13,82 +13,19 @@ Group ``consumer-fetch-manager-metrics``:
                                             whole: broker gone, timed out
 
 Rates, averages and maxima cover the last ``samples`` windows of ``window`` seconds
-(kafka-python's ``metrics_num_samples`` and ``metrics_sample_window_ms``), as Kafka's
-SampledStat does: a rate divides by the time those samples span, at least
-``(samples - 1) * window``, so a young consumer's rate is not overstated.
+(kafka-python's ``metrics_num_samples`` and ``metrics_sample_window_ms``):
+``cluster.client.sampled_stat``.
 
 Owner: the consumer's thread; ``clock`` (monotonic seconds) is injectable.
 """
 from __future__ import annotations
 
-import collections
 import time
 
+from cluster.client.sampled_stat import SampledStat
 from cluster.stats.publisher import LATENCY_MS_BOUNDS, LatencyHistogram
 
 GROUP = "consumer-fetch-manager-metrics"
-
-
-class _Sample:
-    __slots__ = ("start", "count", "total", "max")
-
-    def __init__(self, start):
-        self.start = start
-        self.count = 0
-        self.total = 0.0
-        self.max = float("-inf")
-
-
-class SampledStat:
-    """Count, sum and maximum of recorded values over the last ``samples`` windows."""
-
-    def __init__(self, samples, window, clock):
-        self._samples = collections.deque()
-        self._keep = samples
-        self._window = window
-        self._clock = clock
-        self.lifetime_total = 0.0
-
-    def _purge(self, now):
-        """Drop the samples older than ``samples`` windows."""
-        samples = self._samples
-        while samples and now - samples[0].start >= self._keep * self._window:
-            samples.popleft()
-
-    def record(self, value=1.0):
-        now = self._clock()
-        self._purge(now)
-        samples = self._samples
-        if not samples or now - samples[-1].start >= self._window:
-            samples.append(_Sample(now))
-        sample = samples[-1]
-        sample.count += 1
-        sample.total += value
-        sample.max = max(sample.max, value)
-        self.lifetime_total += value
-
-    def rate(self):
-        """Sum of the values per second over the samples' span."""
-        now = self._clock()
-        self._purge(now)
-        if not self._samples:
-            return 0.0
-        elapsed = max(now - self._samples[0].start, (self._keep - 1) * self._window)
-        return sum(s.total for s in self._samples) / elapsed if elapsed > 0 else 0.0
-
-    def avg(self):
-        self._purge(self._clock())
-        count = sum(s.count for s in self._samples)
-        return sum(s.total for s in self._samples) / count if count else 0.0
-
-    def max(self):
-        self._purge(self._clock())
-        return max((s.max for s in self._samples if s.count), default=0.0)
-
-    def peek_max(self):
-        """``max()`` over the samples kept, without dropping old ones: safe from another
-        thread (the stats publisher; a copy of the deque is one step under the GIL)."""
-        return max((s.max for s in list(self._samples) if s.count), default=0.0)
 
 
 class FetchMetrics:

@@ -16,7 +16,8 @@ source and controller). Start-up, in order:
 4. the newest image applied: every partition placed on this broker is opened, which is
    where a log left by a crash is recovered;
 5. the shm_ring Listener and the replica fetchers (``replica_fetcher``: their outbound
-   connections wake this broker through the Listener's doorbell), then broker.json
+   connections wake this broker through the Listener's doorbell), ``gc.freeze()``
+   (``ringlog.gc.freeze``: start-up's objects leave the collector's scans), then broker.json
    ``serving`` (the controller counts the broker alive from then on and makes it leader of
    its partitions).
 
@@ -58,6 +59,7 @@ signal handler or another thread.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import time
 
@@ -175,9 +177,13 @@ class Broker:
             stats = process_stats(cluster_id, "broker", f"broker-{self.broker_id}")
             stack.callback(stats.close)
             stats.add_source(BrokerStatsSource(handler, listener))
+            frozen = ""
+            if self.config["ringlog.gc.freeze"]:
+                gc.freeze()  # start-up's objects live as long as the process
+                frozen = f", {gc.get_freeze_count()} start-up objects out of the GC's scans"
             registration.set_state(dd.STATE_SERVING)
-            log.info("broker %d serving: %d partition(s), listener %s", self.broker_id,
-                     len(replicas), listener.name)
+            log.info("broker %d serving: %d partition(s), listener %s%s", self.broker_id,
+                     len(replicas), listener.name, frozen)
             try:
                 self._loop(listener, handler, log_manager, controller, forwarder, fetchers,
                            registration)

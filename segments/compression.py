@@ -33,7 +33,9 @@ when a frame declares none, a bounded ``stream_reader`` pass before the frame is
 decompressed.
 
 Pure functions; the zstd (de)compressor contexts are cached per thread, so any thread may
-call them without a lock.
+call them without a lock. The snappy, lz4 and zstd libraries are imported by the first
+call that needs each (a local import is a dict lookup after that): a process that never
+sees their codec does not carry them (perf/README.md, "Client RSS and GC").
 """
 from __future__ import annotations
 
@@ -42,10 +44,6 @@ import io
 import struct
 import threading
 import zlib
-
-import cramjam
-import lz4.frame
-import zstandard
 
 from segments import batch_descriptor as d
 from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
@@ -101,6 +99,7 @@ def _gzip_compress(data):
 
 
 def _snappy_compress(data):
+    import cramjam
     view = memoryview(data)
     parts = [XERIAL_HEADER]
     for start in range(0, len(view), SNAPPY_BLOCK_SIZE):
@@ -111,6 +110,7 @@ def _snappy_compress(data):
 
 
 def _lz4_compress(data):
+    import lz4.frame
     return lz4.frame.compress(data, block_linked=False)
 
 
@@ -118,6 +118,7 @@ _per_thread = threading.local()
 
 
 def _zstd_compressor():
+    import zstandard
     compressor = getattr(_per_thread, "zstd_compressor", None)
     if compressor is None:
         compressor = _per_thread.zstd_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
@@ -125,6 +126,7 @@ def _zstd_compressor():
 
 
 def _zstd_decompressor():
+    import zstandard
     decompressor = getattr(_per_thread, "zstd_decompressor", None)
     if decompressor is None:
         decompressor = _per_thread.zstd_decompressor = zstandard.ZstdDecompressor()
@@ -192,6 +194,7 @@ def _gzip_decompress(data, limit):
 def _snappy_raw(block, total, limit):
     """One raw snappy block, after checking the length it declares keeps ``total`` within
     ``limit`` (the library fails a block whose output differs from its declared length)."""
+    import cramjam
     if total + cramjam.snappy.decompress_raw_len(block) > limit:
         raise _LimitExceeded
     return bytes(cramjam.snappy.decompress_raw(block))
@@ -221,6 +224,7 @@ def _snappy_decompress(data, limit):
 
 
 def _lz4_decompress(data, limit):
+    import lz4.frame
     parts = []
     total = 0
     rest = bytes(data)
@@ -243,6 +247,7 @@ def _lz4_decompress(data, limit):
 
 
 def _zstd_decompress(data, limit):
+    import zstandard
     decompressor = _zstd_decompressor()
     parts = []
     total = 0
@@ -282,9 +287,13 @@ _DECOMPRESS = {
     d.CODEC_ZSTD: _zstd_decompress,
 }
 #: What the libraries raise on damaged input.
-_DECOMPRESSION_ERRORS = (
-    OSError, EOFError, zlib.error, RuntimeError, ValueError, cramjam.DecompressionError,
-    zstandard.ZstdError)
+def _decompression_errors():
+    """What the codec libraries raise for damaged input (evaluated only when an exception
+    reaches ``decompress``'s last clause: the libraries are loaded by then)."""
+    import cramjam
+    import zstandard
+    return (OSError, EOFError, zlib.error, RuntimeError, ValueError,
+            cramjam.DecompressionError, zstandard.ZstdError)
 
 
 def decompress(codec, data, limit, base_offset):
@@ -310,7 +319,7 @@ def decompress(codec, data, limit, base_offset):
             f"compressed records inflate past the limit of {limit} bytes") from None
     except CorruptRecordError as exc:
         raise CorruptRecordError(f"batch at offset {base_offset}: {exc.args[0]}") from None
-    except _DECOMPRESSION_ERRORS as exc:
+    except _decompression_errors() as exc:
         raise CorruptRecordError(
             f"batch at offset {base_offset}: {CODEC_NAMES[codec]}: compressed records do not "
             f"decompress: {exc}") from exc

@@ -54,6 +54,10 @@ ringlog's own keys (prefix ``ringlog.``):
 - ``ringlog.max.open.segment.files`` (default -1: half the process's RLIMIT_NOFILE soft
   limit): the bound of the broker's cache of open segment files (``segments.file_cache``);
   the other half is left to rings, checkpoints and the metadata log.
+- ``ringlog.gc.freeze`` (default true): ``gc.freeze()`` once start-up is done, just before
+  the broker serves: what start-up made (modules, config, the logs it opened) is left out of
+  every later collection, so a full collection scans what the requests made only (README,
+  "GC and memory").
 - ``ringlog.max.partitions.per.broker`` (default -1: the RLIMIT_NOFILE soft limit, so a
   broker hosts at most as many partitions as it may open files): the controller refuses a
   CreateTopics, CreatePartitions or auto-creation that would put more replicas on a broker
@@ -200,6 +204,7 @@ BROKER_KEYS = keys(
     Key(*PARK_TIMEOUT_MS),
     Key("ringlog.max.open.segment.files", Int(-1, INT_MAX), -1),
     Key("ringlog.max.partitions.per.broker", Int(-1, INT_MAX), -1),
+    Key("ringlog.gc.freeze", Bool(), True),
 )
 
 #: Topic config -> its broker synonyms, highest precedence first, each with the factor to

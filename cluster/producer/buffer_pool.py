@@ -42,6 +42,8 @@ import threading
 import time
 from collections import deque
 
+from cluster.client.sampled_stat import SampledStat
+
 
 class BufferPoolError(Exception):
     """Base class of the pool's errors; Kafka error code in ``errno``, retry hint in
@@ -94,7 +96,8 @@ class BufferPool:
     past its real wait keeps waiting.
     """
 
-    def __init__(self, buffer_memory, batch_size, clock=time.monotonic):
+    def __init__(self, buffer_memory, batch_size, clock=time.monotonic, *, metrics_samples=2,
+                 metrics_window=30.0):
         if buffer_memory < 0:
             raise ValueError(f"buffer_memory must be >= 0, found {buffer_memory}")
         if batch_size <= 0:
@@ -116,6 +119,10 @@ class BufferPool:
         self._closed = False
         self._wait_time_ns_total = 0
         self._exhausted_total = 0
+        # Windowed for metrics() (bufferpool-wait-ratio, buffer-exhausted-rate): recorded
+        # under the lock, read by anyone (cluster.client.sampled_stat).
+        self.wait_time = SampledStat(metrics_samples, metrics_window, clock)  # ns per wait
+        self.exhausted = SampledStat(metrics_samples, metrics_window, clock)
 
     # -- allocation -----------------------------------------------------------------------
 
@@ -194,11 +201,15 @@ class BufferPool:
                     self._unpooled += gathered
                     gathered = 0
                     self._exhausted_total += 1
+                    self.exhausted.record(now=now)
                     raise BufferExhaustedError(
                         size, max_block_ms, self._total,
                         self._unpooled + len(self._free) * self._batch_size)
                 more_memory.wait(deadline - now)
-                self._wait_time_ns_total += max(0, round((clock() - now) * 1e9))
+                woke = clock()
+                waited = max(0, round((woke - now) * 1e9))
+                self._wait_time_ns_total += waited
+                self.wait_time.record(waited, woke)
                 if self._closed:
                     raise BufferPoolClosedError(
                         f"buffer pool closed while waiting to allocate {size} bytes")

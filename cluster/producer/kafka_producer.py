@@ -32,7 +32,9 @@ once per batch instead of once per record puts every record where it would have 
 ``send_batch(topic, values, keys=None, partition=None)`` is ringlog's bulk send: records
 are encoded many at a time by ``segments.bulk.build_batches`` (vectorised with numpy; fixed-size
 values take its fastest path) into batches of up to ``bulk_batch_size`` bytes, each queued
-behind the partition's open batch, one ``FutureBatchMetadata`` per batch.
+behind the partition's open batch, one ``FutureBatchMetadata`` per batch. numpy and
+``segments.bulk`` are imported by the bulk send on its first call, not with the producer: a
+process that only calls ``send()`` does not carry them (perf/README.md, "Client RSS and GC").
 
 A batch holds at most ``batch_size`` bytes, and never more than one request may carry
 (``max_request_size`` less the request's own overhead), so a request always fits the ring.
@@ -56,8 +58,6 @@ import time
 import weakref
 from time import time_ns
 
-import numpy as np
-
 from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ProducerConfig
 from cluster.errors import (
@@ -66,6 +66,7 @@ from cluster.errors import (
     KafkaTimeoutError,
     MessageSizeTooLargeError,
 )
+from cluster.producer import producer_metrics
 from cluster.producer.accumulator import RecordAccumulator
 from cluster.producer.batch import FailedSend, FutureBatchMetadata, FutureRecordMetadata
 from cluster.producer.partitioner import (
@@ -77,7 +78,6 @@ from cluster.producer.producer_stats import ProducerStatsSource
 from cluster.producer.sender import Sender
 from cluster.stats.publisher import process_stats
 from segments.batch_header import BatchHeader
-from segments.bulk import build_batches
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +280,7 @@ class KafkaProducer:
         Blocks up to ``max_block_ms`` for metadata and buffer memory (KafkaTimeoutError);
         serializers are not applied: values and keys are bytes already.
         """
+        import numpy as np  # the bulk send's alone: a producer that only send()s never loads it
         if self._closed:
             raise IllegalStateError("KafkaProducer already closed!")
         count = len(values)
@@ -326,6 +327,9 @@ class KafkaProducer:
     def _queue_bulk(self, topic, choose, values, keys, indices, timestamp_ms, size, futures):
         """Encode ``values[indices]`` (all when None) chunk by chunk and queue each batch on
         ``choose(previous partition)``."""
+        import numpy as np
+
+        from segments.bulk import build_batches
         total = len(values) if indices is None else len(indices)
         append_built = self._accumulator.append_built
         codec = self.config["compression_type"] or "none"
@@ -444,30 +448,11 @@ class KafkaProducer:
         return any(client.connected(node) for node in client.cluster.brokers)
 
     def metrics(self, raw=False):
-        """Producer metrics with Kafka's names: ``{"producer-metrics": {name: value}}``
-        (``raw`` is accepted for kafka-python compatibility and changes nothing)."""
-        m = self._sender.metrics
-        pool = self._accumulator.pool
-        batches = m.batch_total
-        return {"producer-metrics": {
-            "record-send-total": m.record_send_total,
-            "record-error-total": m.record_error_total,
-            "record-retry-total": m.record_retry_total,
-            "batch-size-avg": m.batch_bytes_total / batches if batches else 0.0,
-            "batch-size-max": m.batch_bytes_max,
-            "records-per-request-avg": (m.record_send_total / m.request_total
-                                        if m.request_total else 0.0),
-            "request-total": m.request_total,
-            "request-latency-avg": (m.request_latency_total / m.request_total * 1000
-                                    if m.request_total else 0.0),
-            "request-latency-max": m.request_latency_max * 1000,
-            "outgoing-byte-total": m.outgoing_byte_total,
-            "requests-in-flight": self._client.in_flight_count(),
-            "buffer-total-bytes": pool.total_memory,
-            "buffer-available-bytes": pool.available_memory,
-            "bufferpool-wait-time-ns-total": pool.wait_time_ns_total,
-            "buffer-exhausted-total": pool.exhausted_total,
-        }}
+        """kafka-python's producer metrics, ``{group: {name: value}}``
+        (``cluster.producer.producer_metrics``); ``raw`` is accepted for kafka-python
+        compatibility and changes nothing."""
+        return producer_metrics.snapshot(self._sender.metrics, self._accumulator.pool,
+                                         self._client.in_flight_count())
 
     def __repr__(self):
         return f"<KafkaProducer client_id={self.client_id} cluster={self._client.cluster_id}>"
@@ -506,6 +491,7 @@ def _sizes(key, value, headers):
 
 
 def _take(items, where):
+    import numpy as np
     if isinstance(items, np.ndarray):
         return items[where]
     return [items[i] for i in where.tolist()]

@@ -35,8 +35,6 @@ import random
 import struct
 import threading
 
-import numpy as np
-
 from cluster.errors import KafkaConfigurationError
 
 #: Java's ``int seed = 0x9747b28c``.
@@ -101,9 +99,6 @@ def partition_for_key(key_bytes, num_partitions):
     return (_murmur2_unsigned(key_bytes) & POSITIVE_MASK) % num_partitions
 
 
-_M32 = np.uint32(M)
-
-
 def murmur2_many(keys):
     """``murmur2`` of every key in ``keys`` (a sequence of bytes objects, no None), as an
     int32 numpy array equal element by element to ``[murmur2(k) for k in keys]``.
@@ -111,8 +106,11 @@ def murmur2_many(keys):
     Keys are laid out as rows of little-endian uint32 words, zero-padded; each word column
     is mixed into the rows that have a full word there, the partial last word (zero bytes
     beyond the key's end, as the tail switch leaves them) into the rows that have one.
-    numpy's uint32 multiply wraps like Java's int multiply.
+    numpy's uint32 multiply wraps like Java's int multiply. numpy is imported here, by the
+    bulk send's first call, not with the producer (``kafka_producer``'s module doc).
     """
+    import numpy as np
+    m32 = np.uint32(M)
     count = len(keys)
     lengths = np.fromiter(map(len, keys), dtype=np.int64, count=count)
     if count == 0:
@@ -130,21 +128,21 @@ def murmur2_many(keys):
     full = lengths >> 2
     h = (np.uint32(SEED) ^ lengths.astype(np.uint32))
     for column in range(int(full.max())):
-        k = words[:, column] * _M32
+        k = words[:, column] * m32
         k ^= k >> np.uint32(R)
-        k *= _M32
-        h = np.where(full > column, (h * _M32) ^ k, h)
+        k *= m32
+        h = np.where(full > column, (h * m32) ^ k, h)
     tail_word = words[np.arange(count), np.minimum(full, words_per_row - 1)]
-    h = np.where((lengths & 3) > 0, (h ^ tail_word) * _M32, h)
+    h = np.where((lengths & 3) > 0, (h ^ tail_word) * m32, h)
     h ^= h >> np.uint32(13)
-    h *= _M32
+    h *= m32
     h ^= h >> np.uint32(15)
     return h.view(np.int32)
 
 
 def partitions_for_keys(keys, num_partitions):
     """``partition_for_key`` for every key in ``keys``, as an int64 numpy array."""
-    hashes = murmur2_many(keys).view(np.uint32).astype(np.int64)
+    hashes = murmur2_many(keys).view("<u4").astype("<i8")
     return (hashes & POSITIVE_MASK) % num_partitions
 
 

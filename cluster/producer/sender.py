@@ -59,31 +59,14 @@ import time
 
 from cluster.client.kafka_client import API_VERSIONS, Wakeup
 from cluster.errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
+from cluster.producer.producer_metrics import SenderMetrics
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-from cluster.stats.publisher import LATENCY_MS_BOUNDS, LatencyHistogram
 
 log = logging.getLogger(__name__)
 
 #: Longest the loop waits with nothing to do (it wakes earlier for any work).
 IDLE_WAIT = 0.5
-
-
-class SenderMetrics:
-    """Counters the sender keeps (Kafka's producer-metrics names); single writer."""
-
-    def __init__(self):
-        self.record_send_total = 0
-        self.record_error_total = 0
-        self.record_retry_total = 0
-        self.batch_total = 0
-        self.batch_bytes_total = 0
-        self.batch_bytes_max = 0
-        self.request_total = 0
-        self.request_latency_total = 0.0
-        self.request_latency_max = 0.0
-        self.outgoing_byte_total = 0
-        self.request_latency_ms = LatencyHistogram(LATENCY_MS_BOUNDS)  # for the stats page
 
 
 class Sender(threading.Thread):
@@ -115,7 +98,8 @@ class Sender(threading.Thread):
         self._running = True
         self._forced = False
         self._aborting = False
-        self.metrics = SenderMetrics()
+        self.metrics = SenderMetrics(config["metrics_num_samples"],
+                                     config["metrics_sample_window_ms"] / 1000, clock)
         self.failure = None      # what killed the loop, if anything did
 
     # -- any thread --------------------------------------------------------------------------
@@ -202,13 +186,22 @@ class Sender(threading.Thread):
         by_topic = {}
         sent = []
         size = 0
+        records = 0
         in_flight = self._in_flight
+        metrics = self.metrics
         for batch in batches:
+            # bytes before encoding, for a batch built now (its first request); else 0
+            uncompressed = batch.builder.size_in_bytes() if batch.built is None else 0
             try:
                 data = batch.build()
             except Exception as exc:
                 self._fail(batch, exc)
                 continue
+            if uncompressed:
+                metrics.queue_time.record((now - batch.created) * 1000, now)
+                metrics.compression_rate.record(len(data) / uncompressed, now)
+            metrics.batch_size.record(len(data), now)
+            records += batch.record_count
             batch.attempts += 1
             sent.append(batch)
             size += len(data)
@@ -226,9 +219,10 @@ class Sender(threading.Thread):
             transactional_id=None, acks=self._acks, timeout=self._request_timeout,
             topic_data=tuple(topic_data(name=topic, partition_data=tuple(parts))
                              for topic, parts in by_topic.items()))
-        metrics = self.metrics
         metrics.request_total += 1
         metrics.outgoing_byte_total += size
+        metrics.request_size.record(size, now)
+        metrics.request_records.record(records, now)
         future = self._client.send(node, request, expect_response=self._acks != 0)
         self._pending.append((future, node, sent, now))
 
@@ -285,6 +279,7 @@ class Sender(threading.Thread):
         metrics = self.metrics
         metrics.request_latency_total += latency
         metrics.request_latency_max = max(metrics.request_latency_max, latency)
+        metrics.request_latency.record(latency * 1000)
         metrics.request_latency_ms.record(latency * 1000)
         if response is None:  # acks=0
             for batch in batches:
@@ -329,7 +324,9 @@ class Sender(threading.Thread):
         ticket = 0
         if getattr(error, "invalid_metadata", False):
             ticket = self._client.cluster.request_update()
-        self.metrics.record_retry_total += batch.record_count
+        metrics = self.metrics
+        metrics.record_retry_total += batch.record_count
+        metrics.record_retry.record(batch.record_count)
         log.warning("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition,
                     batch.attempts + 1, error)
         self._accumulator.reenqueue(batch, now + self._retry_backoff, ticket)
@@ -341,10 +338,15 @@ class Sender(threading.Thread):
             return
         metrics = self.metrics
         size = len(batch.built)
-        metrics.record_send_total += batch.record_count
+        records = batch.record_count
+        metrics.record_send_total += records
         metrics.batch_total += 1
         metrics.batch_bytes_total += size
         metrics.batch_bytes_max = max(metrics.batch_bytes_max, size)
+        metrics.record_send.record(records)
+        topic = metrics.topic(batch.topic)
+        topic.records.record(records)
+        topic.bytes.record(size)
         self._accumulator.deallocate(batch)
         batch.complete(base_offset, log_append_time)
 
@@ -353,7 +355,11 @@ class Sender(threading.Thread):
         self._muted.discard(batch.topic_partition)
         if batch.done.is_done:
             return
-        self.metrics.record_error_total += batch.record_count or (
+        records = batch.record_count or (
             batch.builder.record_count if batch.builder is not None else 0)
+        metrics = self.metrics
+        metrics.record_error_total += records
+        metrics.record_error.record(records)
+        metrics.topic(batch.topic).errors.record(records)
         self._accumulator.deallocate(batch)
         batch.fail(error)

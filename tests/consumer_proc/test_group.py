@@ -560,3 +560,36 @@ def test_a_member_polling_with_timeout_zero_joins_and_reads(group):
         assert time.monotonic() < deadline, "timed out polling with timeout 0"
         records += [r for batch in consumer.poll(0).values() for r in batch]
     assert consumer.assignment() == ALL
+
+
+def test_metrics_report_the_group_under_kafka_pythons_names(group):
+    cluster, make = group
+    consumer = make(enable_auto_commit=False)
+    assert set(consumer.metrics()) == {"consumer-fetch-manager-metrics",
+                                       "consumer-coordinator-metrics"}
+    poll_until(consumer, lambda r: len(r) == 2 * PARTITIONS, "every record")
+    consumer.commit()
+    consumer.commit()
+    wait_for(lambda: consumer.metrics()["consumer-coordinator-metrics"]["heartbeat-total"],
+             "an answered heartbeat")
+    metrics = consumer.metrics()
+    coordinator = metrics["consumer-coordinator-metrics"]
+    assert coordinator["assigned-partitions"] == PARTITIONS
+    assert coordinator["commit-total"] == 2 and coordinator["commit-rate"] > 0
+    assert 0 < coordinator["commit-latency-avg"] <= coordinator["commit-latency-max"]
+    assert coordinator["join-total"] == len(requests(cluster, "JOIN_GROUP"))
+    assert coordinator["sync-total"] == len(requests(cluster, "SYNC_GROUP")) >= 1
+    assert 0 < coordinator["sync-time-avg"] <= coordinator["sync-time-max"]
+    assert coordinator["heartbeat-rate"] > 0 and coordinator["heartbeat-response-time-max"] > 0
+    assert 0 <= coordinator["last-heartbeat-seconds-ago"] < IN_PROCESS_BOUND
+    fetch = metrics["consumer-fetch-manager-metrics"]
+    assert fetch["records-consumed-total"] == 2 * PARTITIONS
+    assert fetch["records-consumed-rate"] > 0 and fetch["bytes-consumed-rate"] > 0
+    assert fetch["fetch-rate"] > 0 and fetch["records-per-request-avg"] > 0
+    assert fetch["records-lag-max"] == 0
+
+
+def test_a_consumer_without_a_group_has_no_coordinator_metrics(group):
+    cluster, make = group
+    consumer = make(subscribe=False, group_id=None)
+    assert set(consumer.metrics()) == {"consumer-fetch-manager-metrics"}

@@ -14,7 +14,7 @@ from cluster.errors import (
     UnsupportedForMessageFormatError,
 )
 from cluster.structs import TopicPartition
-from consumer_proc.fetch_metrics import GROUP, FetchMetrics, SampledStat
+from consumer_proc.fetch_metrics import GROUP, FetchMetrics
 from consumer_proc.fetcher import Fetcher
 from consumer_proc.offset_lookup import OffsetLookup
 from consumer_proc.subscription_state import EARLIEST, LATEST, SubscriptionState
@@ -193,19 +193,6 @@ def test_no_reset_policy_names_the_partitions_without_position():
 
 
 # -- metrics ----------------------------------------------------------------------------------
-
-def test_sampled_stats_forget_old_windows_and_do_not_overstate_young_rates():
-    clock = FakeClock(100.0)
-    stat = SampledStat(samples=2, window=10.0, clock=clock)
-    stat.record(100)
-    clock.now += 1
-    assert stat.rate() == pytest.approx(100 / 10)  # at least one window's span
-    stat.record(300)
-    assert (stat.avg(), stat.max(), stat.lifetime_total) == (200, 300, 400)
-    clock.now += 25  # both samples have expired
-    assert (stat.avg(), stat.max(), stat.rate()) == (0, 0, 0)
-    assert stat.lifetime_total == 400
-
 
 def test_fetch_metrics_use_kafka_pythons_names():
     clock = FakeClock(100.0)

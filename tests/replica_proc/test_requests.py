@@ -127,6 +127,13 @@ def end_offset(client, topic, partition=0):
     return response.topics[0].partitions[0].offset
 
 
+def test_a_serving_broker_has_frozen_its_start_up_objects(env):
+    """ringlog.gc.freeze (default true): gc.freeze() before serving, counted in the log."""
+    [line] = [line for line in env.broker.log().splitlines() if " serving: " in line]
+    frozen = int(line.rsplit(", ", 1)[1].split()[0])
+    assert frozen > 10_000  # every module, class and function imported, at least
+
+
 # -- the APIs ----------------------------------------------------------------------------------
 
 def test_api_versions_lists_what_the_broker_serves(env):

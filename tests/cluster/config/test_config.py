@@ -203,6 +203,8 @@ def test_ringlog_transport_defaults():
     assert config["ringlog.spin.iterations"] == config.wait_policy().spin == 20
     assert config["ringlog.park.timeout.ms"] == 50
     assert config.wait_policy().poll_interval == WaitPolicy().poll_interval
+    assert config["ringlog.gc.freeze"] is True
+    assert BrokerConfig({"ringlog.gc.freeze": "false"})["ringlog.gc.freeze"] is False
 
 
 def test_wait_policy_follows_the_keys():
@@ -451,6 +453,7 @@ BAD_BROKER_VALUES = [
     ("offsets.topic.segment.bytes", "0"), ("offsets.commit.timeout.ms", "0"),
     ("offsets.load.buffer.size", "0"),
     ("group.min.session.timeout.ms", "x"), ("controlled.shutdown.enable", ""),
+    ("ringlog.gc.freeze", "sometimes"),
     ("ringlog.ring.bytes", "1000000"), ("ringlog.ring.bytes", "64k"),
     ("ringlog.ring.bytes", str(2**31)), ("ringlog.spin.iterations", "-1"),
     ("ringlog.park.timeout.ms", "0"), ("log.flush.interval.ms", "-5"),
