@@ -28,6 +28,8 @@ from cluster.tools.observe.rows import SORT_KEYS, RateTracker, sort_rows
 from cluster.tools.support import ToolError, fail, stop_on_sigterm
 
 _MIB = 1024 * 1024
+#: Characters per line of ``--once``'s table when stdout is not a terminal.
+PIPED_WIDTH = 200
 
 
 def _rate(value, digits=1):
@@ -121,7 +123,8 @@ def _once(cluster, args):
         sys.stdout.write("\n")
     else:
         from rich.console import Console
-        Console().print(table(cluster, found))
+        # piped: wide enough for every column, as a terminal's width would cut them
+        Console(width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table(cluster, found))
     return 0
 
 
