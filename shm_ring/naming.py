@@ -18,6 +18,10 @@ Names used by the transport (``b<id>`` = broker id, ``c<pid>-<token>`` = one cli
     /ringlog.<cluster>.b<id>.c<pid>-<token>.req.space   semaphore: client waits for room
     /ringlog.<cluster>.b<id>.c<pid>-<token>.rsp.data    semaphore: client waits for a response
     /ringlog.<cluster>.<stem>[.data|.space]             a standalone ring (shared_ring)
+    /ringlog.<cluster>.stats.<pid>                      a process's stats page (cluster.stats)
+
+A stats page belongs to its process, which may be a client that outlives a cluster start or
+stop: cleanup_stale leaves the page of a running pid alone.
 """
 from __future__ import annotations
 
@@ -26,6 +30,8 @@ import os
 import re
 
 import posix_ipc
+
+from shm_ring.liveness import process_start_time
 
 PREFIX = "ringlog"
 """First component of every name."""
@@ -97,6 +103,25 @@ def check_connection_part(part: str) -> str:
     return part
 
 
+STATS_PART = "stats"
+"""Name component of the stats pages: ``/ringlog.<cluster>.stats.<pid>``."""
+
+
+def stats_page_name(cluster_id: str, pid: int) -> str:
+    """Name of the stats page of process ``pid`` (shared memory)."""
+    if not isinstance(pid, int) or pid <= 0:
+        raise ValueError(f"pid must be an int > 0, found {pid!r}")
+    return object_name(cluster_id, STATS_PART, str(pid))
+
+
+def stats_page_pid(cluster_id: str, name: str) -> int | None:
+    """The pid in ``name`` if it is a stats page name of cluster_id, else None."""
+    stem = f"/{PREFIX}.{check_cluster_id(cluster_id)}.{STATS_PART}."
+    if name.startswith(stem) and name[len(stem):].isdigit():
+        return int(name[len(stem):])
+    return None
+
+
 def list_objects(cluster_id: str) -> list[str]:
     """Names (``/ringlog.<cluster>...``) of every shared memory and semaphore of a cluster."""
     return sorted(name for name, _ in _scan(cluster_id))
@@ -119,10 +144,14 @@ def cleanup_stale(cluster_id: str) -> list[str]:
 
     Meant for a cluster start after a crash: it does not check whether a live process still
     uses an object (a mapped object keeps working after its name is removed, but nobody new can
-    open it).
+    open it) — except a stats page, which stays while a process with its pid runs (the exact
+    check, pid and start time, is ``cluster.stats.reader.reap_dead``).
     """
     removed = []
     for name, is_semaphore in _scan(cluster_id):
+        pid = None if is_semaphore else stats_page_pid(cluster_id, name)
+        if pid is not None and process_start_time(pid) is not None:
+            continue
         try:
             if is_semaphore:
                 posix_ipc.unlink_semaphore(name)

@@ -4,5 +4,9 @@ switches, GC, and its role's own counters) to a shared-memory stats page of its 
 processes anything (a hung or dead process stays visible).
 
 ``snapshot``: what a reader gets for one process (the contract between the pages and the
-tools). The page layout, the publisher and the reader live in the modules beside it.
+tools); ``page_descriptor``: the page's binary layout and protocol; ``page``: create, write,
+open, read one page; ``gc_monitor``: the collector's figures from ``gc.callbacks``;
+``publisher``: the process's page and the thread that refreshes it (``process_stats``,
+``RINGLOG_STATS=0`` turns it off); ``reader``: ``list_pages``, ``read_all``, ``reap_dead``
+for the tools and the supervisor.
 """

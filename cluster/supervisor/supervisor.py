@@ -11,7 +11,8 @@ start`` run on. ``start()``:
    lock is held);
 2. reads the cluster id from ``D/meta.properties``, or writes a new one the first time;
 3. removes shared-memory objects of this cluster id left by dead processes
-   (``shm_ring.cleanup_stale``) and creates the metadata page;
+   (``shm_ring.cleanup_stale``; a stats page only if its process is gone,
+   ``cluster.stats.reader.reap_dead``) and creates the metadata page;
 4. starts one process per broker, ``python -m replica_proc --data-dir D --broker-id i
    [--override key=value ...]``, in its own session (Ctrl-C on a terminal reaches the
    supervisor, which stops the brokers in order), output to ``D/broker-<i>/broker.log``;
@@ -77,6 +78,7 @@ from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
 from cluster.metadata.lock_holders import describe_holders
 from cluster.metadata.page import MetadataPage, metadata_page_name
+from cluster.stats.reader import reap_dead
 from cluster.supervisor.requests import clear_request, read_request
 from shm_ring.liveness import is_alive, process_start_time
 from shm_ring.naming import cleanup_stale
@@ -293,7 +295,7 @@ class Supervisor:
                     f"(id: pid) hold their locks; `ringlog cluster stop --data-dir "
                     f"{self.data_dir}` first")
             self.cluster_id = dd.ensure_cluster_id(self.data_dir)
-            removed = cleanup_stale(self.cluster_id)
+            removed = cleanup_stale(self.cluster_id) + reap_dead(self.cluster_id)
             if removed:
                 log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
                          self.cluster_id)
@@ -343,6 +345,7 @@ class Supervisor:
             self.page.close()
             self.page = None
         cleanup_stale(self.cluster_id)
+        reap_dead(self.cluster_id)
         self.state = "stopped"
         self._write_record()
         self._unlock()
@@ -610,6 +613,7 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
         except posix_ipc.ExistentialError:
             pass  # the supervisor unlinked it
         cleanup_stale(cluster_id)
+        reap_dead(cluster_id)
     record = read_record(data_dir)  # a supervisor that stopped wrote its last record
     if record and record.get("state") != "stopped":
         record.update(state="stopped", pids={})

@@ -1,0 +1,68 @@
+"""The reader across processes: a stopped process is stale, a killed one dead but still
+readable, and reap_dead removes the pages of dead processes only."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from cluster.stats.publisher import process_stats
+from cluster.stats.reader import list_pages, read_all, reap_dead
+from shm_ring.naming import cleanup_stale, stats_page_name
+from tests.support.bounds import BOUND
+from tests.support.processes import CTX
+
+INTERVAL = 0.05
+
+
+def publishing_child(cluster_id, ready):
+    held = process_stats(cluster_id, "chaos-producer", "worker", interval=INTERVAL)
+    held.add_source(lambda: ({"records-out-total": 7}, {}))
+    ready.set()
+    while True:
+        time.sleep(1)
+
+
+def wait_for_snapshot(cluster_id, pid, condition, what):
+    deadline = time.monotonic() + BOUND
+    while time.monotonic() < deadline:
+        found = [s for s in read_all(cluster_id) if s.pid == pid]
+        if found and condition(found[0]):
+            return found[0]
+        time.sleep(INTERVAL / 2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.multiprocess
+def test_stopped_is_stale_killed_is_dead_and_only_dead_pages_are_reaped(
+        cluster_id, publishing, spawn):
+    ready = CTX.Event()
+    child = spawn(publishing_child, cluster_id, ready)
+    assert ready.wait(BOUND)
+    name = stats_page_name(cluster_id, child.pid)
+    try:
+        live = wait_for_snapshot(cluster_id, child.pid, lambda s: True, "the first publish")
+        assert (live.role, live.name, live.alive, live.stale) == \
+            ("chaos-producer", "worker", True, False)
+        assert live.counters == {"records-out-total": 7}
+        assert reap_dead(cluster_id) == []
+        assert cleanup_stale(cluster_id) == []  # a live process's page stays
+        os.kill(child.pid, signal.SIGSTOP)
+        stopped = wait_for_snapshot(cluster_id, child.pid, lambda s: s.stale, "stale")
+        assert stopped.alive
+        os.kill(child.pid, signal.SIGCONT)
+        wait_for_snapshot(cluster_id, child.pid, lambda s: not s.stale, "fresh again")
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(BOUND)
+        dead = wait_for_snapshot(cluster_id, child.pid, lambda s: not s.alive, "dead")
+        assert not dead.stale and dead.counters == {"records-out-total": 7}
+        assert list_pages(cluster_id) == [name]
+        assert reap_dead(cluster_id) == [name]
+        assert list_pages(cluster_id) == []
+    finally:
+        if child.is_alive():
+            os.kill(child.pid, signal.SIGKILL)
+            child.join(BOUND)
+        reap_dead(cluster_id)
