@@ -4,25 +4,32 @@ Names follow what the Prometheus JMX exporter's Kafka rules make of Kafka's MBea
 (lower case; ``...PerSec`` meters become ``_total`` counters), so dashboards and alerts
 written for Kafka find them:
 
-- brokers (label ``broker_id``, ``pid``): ``kafka_server_brokertopicmetrics_messagesin_total``,
-  ``..._bytesin_total``, ``..._bytesout_total`` (BrokerTopicMetrics MessagesInPerSec,
-  BytesInPerSec, BytesOutPerSec); ``kafka_network_requestmetrics_requests_total`` and the
-  histogram ``kafka_network_requestmetrics_totaltimems`` per ``request`` (RequestMetrics
+- brokers (labels ``broker_id``, ``pid``):
+  ``kafka_server_brokertopicmetrics_messagesin_total``, ``..._bytesin_total``,
+  ``..._bytesout_total``, ``..._replicationbytesout_total`` (BrokerTopicMetrics
+  MessagesInPerSec, BytesInPerSec, BytesOutPerSec, ReplicationBytesOutPerSec);
+  ``kafka_network_requestmetrics_requests_total`` and the histogram
+  ``kafka_network_requestmetrics_totaltimems`` per ``request`` (RequestMetrics
   RequestsPerSec, TotalTimeMs); ``kafka_server_replicamanager_underreplicatedpartitions``,
   ``..._partitioncount``, ``..._leadercount`` (ReplicaManager);
   ``kafka_controller_kafkacontroller_offlinepartitionscount`` (KafkaController
   OfflinePartitionsCount, where Kafka has it).
-- producers (label ``client_id``, ``pid``): ``kafka_producer_producer_metrics_*``
-  (producer-metrics: record-send-total, outgoing-byte-total, buffer-available-bytes,
-  buffer-total-bytes, waiting-threads, request-latency-avg/max).
-- consumers: ``kafka_consumer_consumer_fetch_manager_metrics_*`` (records-consumed-total,
-  bytes-consumed-total, records-lag-max, fetch-latency-avg/max).
+- clients (labels ``client_id``, ``pid``): the producer's figures, which carry Kafka's
+  producer-metrics names on the page, as ``kafka_producer_producer_metrics_<name>``
+  (``record_send_total``, ``outgoing_byte_total``, ``buffer_available_bytes``,
+  ``waiting_threads`` ..., and ``request_latency_avg`` / ``_max``); the consumer's
+  (consumer-fetch-manager-metrics) as
+  ``kafka_consumer_consumer_fetch_manager_metrics_<name>`` (``records_consumed_total``,
+  ``bytes_consumed_total``, ``records_lag_max``, ``fetch_latency_avg`` / ``_max`` ...).
+  A process with both (a bridge) has both.
 - every process (labels ``role``, ``name``, ``pid``): ``ringlog_process_*`` (resident,
   unique and proportional memory in bytes, CPU seconds by mode, context switches by kind,
   threads, start time, alive and stale as 0/1), ``ringlog_gc_*`` per ``generation``
   (collections, collected and uncollectable objects, pause time as a histogram in seconds,
-  longest pause), ``ringlog_request_latency_ms`` per ``request``, and every role counter
-  with no Kafka name as ``ringlog_<name>`` (``-total`` ones as counters, others gauges).
+  longest pause), every histogram of the page as ``ringlog_<name>`` (the part after a
+  colon, e.g. the API, as label ``key``), and every other figure as ``ringlog_<name>``
+  (``-total`` ones as counters, others as gauges; ``key`` likewise, empty when the name
+  has no colon).
 
 ``families(snapshots)`` is pure; ``PagesCollector`` reads the pages at each scrape. Any
 thread (the HTTP server's scrapes run in its thread). prometheus_client is imported here,
@@ -40,70 +47,55 @@ from prometheus_client.core import (
 from prometheus_client.utils import floatToGoString
 
 from cluster.stats.snapshot import GC_PAUSE_BOUNDS, Histogram
-from cluster.tools.observe.rows import REQUEST_LATENCY
 
 PROCESS_LABELS = ("role", "name", "pid")
 BROKER_LABELS = ("broker_id", "pid")
 CLIENT_LABELS = ("client_id", "pid")
 COUNTER, GAUGE = "counter", "gauge"
 
-#: Role counters with a Kafka name, per kind of role: page name -> (family, type, help).
-KAFKA_NAMES = {
-    "broker": {
-        "records-in-total": ("kafka_server_brokertopicmetrics_messagesin", COUNTER,
-                             "Records appended (BrokerTopicMetrics MessagesInPerSec)"),
-        "bytes-in-total": ("kafka_server_brokertopicmetrics_bytesin", COUNTER,
-                           "Bytes received from clients (BrokerTopicMetrics BytesInPerSec)"),
-        "bytes-out-total": ("kafka_server_brokertopicmetrics_bytesout", COUNTER,
-                            "Bytes sent to clients (BrokerTopicMetrics BytesOutPerSec)"),
-        "under-replicated-partitions": (
-            "kafka_server_replicamanager_underreplicatedpartitions", GAUGE,
-            "Led partitions whose ISR is smaller than their replicas (ReplicaManager)"),
-        "partition-count": ("kafka_server_replicamanager_partitioncount", GAUGE,
-                            "Partitions with a replica on the broker (ReplicaManager)"),
-        "leader-count": ("kafka_server_replicamanager_leadercount", GAUGE,
-                         "Partitions the broker leads (ReplicaManager)"),
-        "offline-partitions-count": ("kafka_controller_kafkacontroller_offlinepartitionscount",
-                                     GAUGE, "Partitions without a leader (KafkaController)"),
-    },
-    "producer": {
-        "records-out-total": ("kafka_producer_producer_metrics_record_send", COUNTER,
-                              "Records sent (producer-metrics record-send-total)"),
-        "bytes-out-total": ("kafka_producer_producer_metrics_outgoing_byte", COUNTER,
-                            "Bytes sent (producer-metrics outgoing-byte-total)"),
-        "buffer-available-bytes": ("kafka_producer_producer_metrics_buffer_available_bytes",
-                                   GAUGE, "BufferPool bytes free (producer-metrics)"),
-        "buffer-total-bytes": ("kafka_producer_producer_metrics_buffer_total_bytes", GAUGE,
-                               "BufferPool size, buffer.memory (producer-metrics)"),
-        "waiting-threads": ("kafka_producer_producer_metrics_waiting_threads", GAUGE,
-                            "Threads blocked on the BufferPool (producer-metrics)"),
-    },
-    "consumer": {
-        "records-in-total": ("kafka_consumer_consumer_fetch_manager_metrics_records_consumed",
-                             COUNTER, "Records consumed (consumer-fetch-manager-metrics)"),
-        "bytes-in-total": ("kafka_consumer_consumer_fetch_manager_metrics_bytes_consumed",
-                           COUNTER, "Bytes consumed (consumer-fetch-manager-metrics)"),
-        "records-lag-max": ("kafka_consumer_consumer_fetch_manager_metrics_records_lag_max",
-                            GAUGE, "Largest lag in records over the assigned partitions "
-                                   "(consumer-fetch-manager-metrics)"),
-    },
+#: A broker's figures with a Kafka name: page name (before any colon) -> (family, type,
+#: help); a part after a colon (the API of ``request-total:Produce``) is label ``request``.
+BROKER_NAMES = {
+    "records-in-total": ("kafka_server_brokertopicmetrics_messagesin", COUNTER,
+                         "Records appended (BrokerTopicMetrics MessagesInPerSec)"),
+    "bytes-in-total": ("kafka_server_brokertopicmetrics_bytesin", COUNTER,
+                       "Bytes appended from producers (BrokerTopicMetrics BytesInPerSec)"),
+    "bytes-out-total": ("kafka_server_brokertopicmetrics_bytesout", COUNTER,
+                        "Bytes fetched by consumers (BrokerTopicMetrics BytesOutPerSec)"),
+    "replication-bytes-out-total": (
+        "kafka_server_brokertopicmetrics_replicationbytesout", COUNTER,
+        "Bytes fetched by followers (BrokerTopicMetrics ReplicationBytesOutPerSec)"),
+    "request-total": ("kafka_network_requestmetrics_requests", COUNTER,
+                      "Requests handled (RequestMetrics RequestsPerSec)"),
+    "under-replicated-partitions": (
+        "kafka_server_replicamanager_underreplicatedpartitions", GAUGE,
+        "Led partitions whose ISR is smaller than their replicas (ReplicaManager)"),
+    "partition-count": ("kafka_server_replicamanager_partitioncount", GAUGE,
+                        "Partitions with a replica on the broker (ReplicaManager)"),
+    "leader-count": ("kafka_server_replicamanager_leadercount", GAUGE,
+                     "Partitions the broker leads (ReplicaManager)"),
+    "offline-partitions": ("kafka_controller_kafkacontroller_offlinepartitionscount", GAUGE,
+                           "Partitions without a leader (KafkaController)"),
 }
-#: Client request latency as Kafka's client gauges: kind -> (family prefix, which requests).
+PRODUCER_PREFIX = "kafka_producer_producer_metrics_"
+CONSUMER_PREFIX = "kafka_consumer_consumer_fetch_manager_metrics_"
+#: The producer's page names (Kafka's producer-metrics) -> Kafka's name where it differs.
+PRODUCER_NAMES = {
+    "record-send-total": None, "record-error-total": None, "record-retry-total": None,
+    "outgoing-byte-total": None, "request-total": None, "buffer-total-bytes": None,
+    "buffer-available-bytes": None, "bufferpool-waiters": "waiting-threads",
+    "bufferpool-wait-time-ns-total": None, "buffer-exhausted-total": None,
+}
+#: The consumer's page names (Kafka's consumer-fetch-manager-metrics).
+CONSUMER_NAMES = {
+    "records-consumed-total": None, "bytes-consumed-total": None, "fetch-total": None,
+    "fetch-error-total": None, "records-lag-max": None,
+}
+#: Client latency histograms -> Kafka's gauge name before ``_avg`` / ``_max``.
 CLIENT_LATENCY = {
-    "producer": ("kafka_producer_producer_metrics_request_latency", None),
-    "consumer": ("kafka_consumer_consumer_fetch_manager_metrics_fetch_latency", "Fetch"),
+    "request-latency-ms": PRODUCER_PREFIX + "request_latency",
+    "fetch-latency-ms": CONSUMER_PREFIX + "fetch_latency",
 }
-
-
-def kind(role):
-    """Which Kafka metrics a role has: ``broker``, ``producer``, ``consumer`` or None."""
-    if role == "broker":
-        return "broker"
-    if role.endswith("producer"):
-        return "producer"
-    if role.endswith("consumer") or role in ("bridge", "spark-reader"):
-        return "consumer"
-    return None
 
 
 def snake(name):
@@ -185,57 +177,60 @@ def _process(out, s):
         out.histogram("ringlog_gc_pause_seconds", "GC pause of each collection", per_gen, values,
                       _pause_histogram(g))
         out.gauge("ringlog_gc_pause_max_seconds", "Longest GC pause", per_gen, values, g.pause_max)
-    which = kind(s.role)
-    kafka_names = KAFKA_NAMES.get(which, {})
-    id_labels = (BROKER_LABELS, (broker_id(s), str(s.pid))) if which == "broker" else (
+    broker = s.role == "broker"
+    ids = (BROKER_LABELS, (broker_id(s), str(s.pid))) if broker else (
         CLIENT_LABELS, (s.name, str(s.pid)))
     for name, value in sorted(s.counters.items()):
-        if name in kafka_names:
-            family, kind_of, help_text = kafka_names[name]
-            add = out.counter if kind_of == COUNTER else out.gauge
-            add(family, help_text, *id_labels, value)
-        elif name.endswith("-total"):
-            out.counter("ringlog_" + snake(name[:-len("-total")]), f"{name} (role counter)",
-                        names, labels, value)
-        else:
-            out.gauge("ringlog_" + snake(name), f"{name} (role gauge)", names, labels, value)
+        base, _, key = name.partition(":")
+        if broker and base in BROKER_NAMES:
+            family, type_, help_text = BROKER_NAMES[base]
+            _add(out, type_, family, help_text, ids, key, "request", value)
+        elif not broker and not key and (base in PRODUCER_NAMES or base in CONSUMER_NAMES):
+            prefix, known = ((PRODUCER_PREFIX, PRODUCER_NAMES) if base in PRODUCER_NAMES
+                             else (CONSUMER_PREFIX, CONSUMER_NAMES))
+            kafka = known[base] or base
+            _add(out, *_typed(prefix, kafka), f"{kafka} (Kafka client metric)", ids, "", "",
+                 value)
+        else:  # always with label ``key`` (empty without one): one label set per family
+            type_, family = _typed("ringlog_", base)
+            (out.counter if type_ == COUNTER else out.gauge)(
+                family, f"{base} (ringlog role figure)", names + ("key",), labels + (key,),
+                value)
     for name, histogram in sorted(s.histograms.items()):
-        base, _, request = name.partition(":")
-        if base == REQUEST_LATENCY:
-            _request_latency(out, s, which, id_labels, request, histogram)
-        else:
-            out.histogram("ringlog_" + snake(base), name.split(":")[0], names + ("key",),
-                          labels + (request,), histogram)
+        base, _, key = name.partition(":")
+        out.histogram("ringlog_" + snake(base), f"{base} (ringlog role histogram)",
+                      names + ("key",), labels + (key,), histogram)
+        if broker and base == "request-latency-ms":
+            out.histogram("kafka_network_requestmetrics_totaltimems", "Request time in the "
+                          "broker, milliseconds (RequestMetrics TotalTimeMs)",
+                          ids[0] + ("request",), ids[1] + (key,), histogram)
+        elif not broker and base in CLIENT_LATENCY:
+            count = histogram.count
+            for suffix, value in (("_avg", histogram.total / count if count else 0.0),
+                                  ("_max", histogram.max)):
+                out.gauge(CLIENT_LATENCY[base] + suffix, f"{base} {suffix[1:]} (Kafka "
+                          f"client metric)", *ids, value)
+
+
+def _typed(prefix, name):
+    """(type, family) of a figure: ``-total`` names are counters (the suffix goes: the
+    exposition adds ``_total``), others gauges."""
+    if name.endswith("-total"):
+        return COUNTER, prefix + snake(name[:-len("-total")])
+    return GAUGE, prefix + snake(name)
+
+
+def _add(out, type_, family, help_text, ids, key, key_label, value):
+    """One sample of a role figure; ``key`` (the part after a colon) as label
+    ``key_label`` when there is one."""
+    names, values = ids
+    if key:
+        names, values = names + (key_label,), values + (key,)
+    (out.counter if type_ == COUNTER else out.gauge)(family, help_text, names, values, value)
 
 
 def _pause_histogram(g):
     return Histogram(GC_PAUSE_BOUNDS, g.pause_histogram, g.pause_total, g.pause_max)
-
-
-def _request_latency(out, s, which, id_labels, request, histogram):
-    labels = (s.role, s.name, str(s.pid), request)
-    out.histogram("ringlog_request_latency_ms", "Request latency, milliseconds",
-                  PROCESS_LABELS + ("request",), labels, histogram)
-    if which == "broker":
-        names, values = id_labels
-        out.counter("kafka_network_requestmetrics_requests", "Requests handled "
-                    "(RequestMetrics RequestsPerSec)", names + ("request",),
-                    values + (request,), histogram.count)
-        out.histogram("kafka_network_requestmetrics_totaltimems", "Request time in the "
-                      "broker, milliseconds (RequestMetrics TotalTimeMs)",
-                      names + ("request",), values + (request,), histogram)
-    elif which in CLIENT_LATENCY:
-        prefix, only = CLIENT_LATENCY[which]
-        if only is not None and request != only:
-            return
-        names, values = id_labels
-        if only is None:  # one gauge per request type
-            names, values = names + ("request",), values + (request,)
-        count = histogram.count
-        out.gauge(prefix + "_avg", "Average request latency, ms", names, values,
-                  histogram.total / count if count else 0.0)
-        out.gauge(prefix + "_max", "Longest request latency, ms", names, values,
-                  histogram.max)
 
 
 class PagesCollector:

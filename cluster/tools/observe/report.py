@@ -23,6 +23,7 @@ import os
 from cluster.tools.observe.rows import (
     RECORDS_IN,
     RECORDS_OUT,
+    first_counter,
     gc_pauses,
     histogram_delta,
     key,
@@ -209,12 +210,14 @@ def _throughput(plt, lines, start):
     drawn = False
     for line in lines.values():
         pairs = list(_pairs(line))
-        for counter, style in ((RECORDS_IN, "-"), (RECORDS_OUT, "--")):
-            points = [(a.updated - start, (a.counters[counter] - b.counters[counter]) / dt)
-                      for b, a, dt in pairs if counter in a.counters and counter in b.counters]
+        for names, style, way in ((RECORDS_IN, "-", "in"), (RECORDS_OUT, "--", "out")):
+            points = []
+            for b, a, dt in pairs:
+                now, then = first_counter(a.counters, names), first_counter(b.counters, names)
+                if now is not None and then is not None:
+                    points.append((a.updated - start, (now - then) / dt))
             if points:
                 drawn = True
-                way = "in" if counter == RECORDS_IN else "out"
                 axis.plot(*zip(*points), style, label=f"{label(line[-1][1])} {way}")
     axis.set(title="throughput: records/s in (solid) and out (dashed)", xlabel="seconds",
              ylabel="records/s")

@@ -14,12 +14,20 @@ import dataclasses
 
 from cluster.stats.snapshot import GC_PAUSE_BOUNDS, Histogram
 
-#: The role counters a row reads (names of the stats pages, Kafka style).
-RECORDS_IN = "records-in-total"
-RECORDS_OUT = "records-out-total"
+#: The role counters a row reads (Kafka's names, as the roles publish them): records in
+#: (a broker's appends, a consumer's records consumed) and out (a producer's records sent);
+#: the first of the names a page has counts.
+RECORDS_IN = ("records-in-total", "records-consumed-total")
+RECORDS_OUT = ("record-send-total",)
 LAG = "records-lag-max"
-#: Prefix of the request latency histograms ("request-latency-ms:Produce").
-REQUEST_LATENCY = "request-latency-ms"
+#: The request latency histograms (ms): a broker's and a producer's per API
+#: ("request-latency-ms:Produce"), a consumer's fetches.
+REQUEST_LATENCY = ("request-latency-ms", "fetch-latency-ms")
+
+
+def first_counter(counters, names):
+    """The value of the first of ``names`` in ``counters``, or None."""
+    return next((counters[name] for name in names if name in counters), None)
 
 
 def key(snapshot):
@@ -55,7 +63,7 @@ def histogram_delta(before, after):
 def request_latency(snapshot):
     """All of a process's request latency histograms (ms) merged into one, or None."""
     found = [h for name, h in snapshot.histograms.items()
-             if name.split(":", 1)[0] == REQUEST_LATENCY]
+             if name.split(":", 1)[0] in REQUEST_LATENCY]
     if not found:
         return None
     bounds = found[0].bounds
@@ -119,8 +127,9 @@ def row(snapshot, before=None):
         ctx_voluntary=snapshot.ctx_voluntary, ctx_involuntary=snapshot.ctx_involuntary,
         gc_collections=tuple(g.collections for g in snapshot.gc),
         gc_pause_total=pauses.total, gc_pause_p99=pauses.quantile(0.99),
-        gc_pause_max=pauses.max, records_in=counters.get(RECORDS_IN),
-        records_out=counters.get(RECORDS_OUT), lag=counters.get(LAG), counters=dict(counters))
+        gc_pause_max=pauses.max, records_in=first_counter(counters, RECORDS_IN),
+        records_out=first_counter(counters, RECORDS_OUT), lag=counters.get(LAG),
+        counters=dict(counters))
     elapsed = snapshot.updated - before.updated if before is not None else 0.0
     if elapsed > 0:
         def rate(now, then):
@@ -133,9 +142,10 @@ def row(snapshot, before=None):
             gc_collections_per_s=tuple(rate(g.collections, h.collections)
                                        for g, h in zip(snapshot.gc, before.gc)),
             gc_pause_share=rate(pauses.total, sum(g.pause_total for g in before.gc)),
-            records_in_per_s=rate(counters.get(RECORDS_IN), before.counters.get(RECORDS_IN)),
-            records_out_per_s=rate(counters.get(RECORDS_OUT),
-                                   before.counters.get(RECORDS_OUT)))
+            records_in_per_s=rate(first_counter(counters, RECORDS_IN),
+                                  first_counter(before.counters, RECORDS_IN)),
+            records_out_per_s=rate(first_counter(counters, RECORDS_OUT),
+                                   first_counter(before.counters, RECORDS_OUT)))
     return Row(**fields)
 
 

@@ -11,20 +11,23 @@ from tests.support.tools import run_tool
 
 BROKER = snapshot(pid=11, counters={"records-in-total": 1200.0, "bytes-in-total": 120000.0,
                                     "bytes-out-total": 240000.0, "partition-count": 6.0,
+                                    "replication-bytes-out-total": 5.0,
                                     "leader-count": 2.0, "under-replicated-partitions": 1.0,
-                                    "offline-partitions-count": 0.0,
+                                    "offline-partitions": 0.0, "request-total:Produce": 3.0,
+                                    "request-total:Fetch": 1.0,
                                     "ring-occupancy-bytes": 4096.0},
                   histograms={"request-latency-ms:Produce": latency([0.5, 2.0, 7.0]),
                               "request-latency-ms:Fetch": latency([60.0])},
                   gc=(generation(5, [0.00002] * 5, collected=40), generation(1, [0.002]),
                       generation(0)))
 PRODUCER = snapshot(role="producer", name="producer-1", pid=12,
-                    counters={"records-out-total": 1000.0, "bytes-out-total": 100000.0,
-                              "buffer-available-bytes": 33554432.0},
+                    counters={"record-send-total": 1000.0, "outgoing-byte-total": 100000.0,
+                              "buffer-available-bytes": 33554432.0,
+                              "bufferpool-waiters": 1.0},
                     histograms={"request-latency-ms:Produce": latency([2.0, 4.0])})
 CONSUMER = snapshot(role="consumer", name="consumer-1", pid=13, alive=False,
-                    counters={"records-in-total": 900.0, "records-lag-max": 100.0},
-                    histograms={"request-latency-ms:Fetch": latency([3.0, 5.0])})
+                    counters={"records-consumed-total": 900.0, "records-lag-max": 100.0},
+                    histograms={"fetch-latency-ms": latency([3.0, 5.0])})
 
 
 def scrape(capsys, cluster_dir, fake_pages, processes):
@@ -47,6 +50,8 @@ def test_broker_figures_carry_kafka_names(capsys, cluster_dir, fake_pages):
         ids: 1200.0}
     assert samples(found["kafka_server_brokertopicmetrics_bytesin"], "_total") == {ids: 120000.0}
     assert samples(found["kafka_server_brokertopicmetrics_bytesout"], "_total") == {ids: 240000.0}
+    assert samples(found["kafka_server_brokertopicmetrics_replicationbytesout"], "_total") == {
+        ids: 5.0}
     assert samples(found["kafka_server_replicamanager_partitioncount"]) == {ids: 6.0}
     assert samples(found["kafka_server_replicamanager_leadercount"]) == {ids: 2.0}
     assert samples(found["kafka_server_replicamanager_underreplicatedpartitions"]) == {ids: 1.0}
@@ -61,7 +66,9 @@ def test_broker_figures_carry_kafka_names(capsys, cluster_dir, fake_pages):
     assert produce == {"1.0": 1.0, "5.0": 2.0, "10.0": 3.0, "50.0": 3.0, "+Inf": 3.0}
     # a role counter with no Kafka name keeps ringlog's
     assert samples(found["ringlog_ring_occupancy_bytes"]) == {
-        (("name", "broker-0"), ("pid", "11"), ("role", "broker")): 4096.0}
+        (("key", ""), ("name", "broker-0"), ("pid", "11"), ("role", "broker")): 4096.0}
+    latency_ms = {s.labels["key"] for s in found["ringlog_request_latency_ms"].samples}
+    assert latency_ms == {"Produce", "Fetch"}
 
 
 def test_client_figures_carry_kafka_client_names(capsys, cluster_dir, fake_pages):
@@ -72,8 +79,11 @@ def test_client_figures_carry_kafka_client_names(capsys, cluster_dir, fake_pages
         producer: 1000.0}
     assert samples(found["kafka_producer_producer_metrics_buffer_available_bytes"]) == {
         producer: 33554432.0}
+    assert samples(found["kafka_producer_producer_metrics_outgoing_byte"], "_total") == {
+        producer: 100000.0}
+    assert samples(found["kafka_producer_producer_metrics_waiting_threads"]) == {producer: 1.0}
     assert samples(found["kafka_producer_producer_metrics_request_latency_avg"]) == {
-        producer + (("request", "Produce"),): 3.0}
+        producer: 3.0}
     assert samples(found["kafka_consumer_consumer_fetch_manager_metrics_records_consumed"],
                    "_total") == {consumer: 900.0}
     assert samples(found["kafka_consumer_consumer_fetch_manager_metrics_records_lag_max"]) == {

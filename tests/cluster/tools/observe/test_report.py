@@ -25,7 +25,7 @@ def run_of_two_processes():
                             updated=100.0 if n < 2 else 102.0, rss=30 * MIB,
                             gc=(generation(n, [0.02] if n == 2 else []), generation(0),
                                 generation(0)),
-                            counters={"records-out-total": 1000.0 * n})
+                            counters={"record-send-total": 1000.0 * n})
         samples.append(Sample(t, (broker, producer)))
     return samples
 

@@ -28,10 +28,10 @@ def test_a_single_snapshot_gives_gauges_and_no_rates():
 def test_rates_divide_by_the_time_between_the_two_publishes():
     before = snapshot(updated=100.0, cpu_user=1.0, cpu_system=1.0, ctx_voluntary=10,
                            gc=(generation(4), generation(1), generation(0)),
-                           counters={"records-in-total": 1000.0, "records-out-total": 0.0})
+                           counters={"records-in-total": 1000.0, "record-send-total": 0.0})
     after = snapshot(updated=102.0, cpu_user=1.5, cpu_system=1.5, ctx_voluntary=30,
                           gc=(generation(14, [0.001] * 10), generation(3), generation(1)),
-                          counters={"records-in-total": 5000.0, "records-out-total": 200.0})
+                          counters={"records-in-total": 5000.0, "record-send-total": 200.0})
     found = row(after, before)
     assert found.cpu_percent == pytest.approx(50.0)
     assert found.ctx_voluntary_per_s == pytest.approx(10.0)

@@ -18,12 +18,12 @@ def reads():
     first = [snapshot(pid=1, updated=100.0, cpu_user=1.0, cpu_system=0.0,
                       counters={"records-in-total": 0.0}),
              snapshot(role="producer", name="producer-1", pid=2, updated=100.0, rss=90 << 20,
-                      counters={"records-out-total": 0.0}), dead]
+                      counters={"record-send-total": 0.0}), dead]
     second = [snapshot(pid=1, updated=101.0, cpu_user=1.25, cpu_system=0.0,
                        gc=(generation(7), generation(1), generation(0)),
                        counters={"records-in-total": 3000.0}),
               snapshot(role="producer", name="producer-1", pid=2, updated=101.0, rss=90 << 20,
-                       counters={"records-out-total": 3000.0}), dead]
+                       counters={"record-send-total": 3000.0}), dead]
     return [first, second]
 
 
