@@ -69,6 +69,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import os
 import sys
 import time
 
@@ -76,12 +77,14 @@ from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ConsumerConfig
 from cluster.errors import IllegalStateError, KafkaTimeoutError
 from cluster.protocol.frame_descriptor import FRAME_HEADROOM_BYTES
+from cluster.stats.publisher import process_stats
 from cluster.structs import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
 )
+from consumer_proc.consumer_stats import ConsumerStatsSource
 from consumer_proc.coordinator import ConsumerCoordinator
 from consumer_proc.fetch_metrics import FetchMetrics
 from consumer_proc.fetcher import Fetcher
@@ -153,6 +156,9 @@ class KafkaConsumer:
         self._assigned_version = None  # metadata version the automatic assignment follows
         self._iterator = None
         self._consumer_timeout = math.inf
+        self._stats = process_stats(self._client.cluster_id, "consumer",
+                                    config["client_id"] or f"consumer-{os.getpid()}")
+        self._stats.add_source(ConsumerStatsSource(self._metrics))
         try:
             if config["group_id"] is not None:
                 self._coordinator = ConsumerCoordinator(self._client, self._subscription,
@@ -561,6 +567,7 @@ class KafkaConsumer:
             self._close_client()
 
     def _close_client(self):
+        self._stats.close()
         self._fetcher.close()
         self._client.close()
         for name in ("key_deserializer", "value_deserializer"):

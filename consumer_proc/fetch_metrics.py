@@ -24,6 +24,8 @@ from __future__ import annotations
 import collections
 import time
 
+from cluster.stats.publisher import LATENCY_MS_BOUNDS, LatencyHistogram
+
 GROUP = "consumer-fetch-manager-metrics"
 
 
@@ -83,6 +85,11 @@ class SampledStat:
         self._purge(self._clock())
         return max((s.max for s in self._samples if s.count), default=0.0)
 
+    def peek_max(self):
+        """``max()`` over the samples kept, without dropping old ones: safe from another
+        thread (the stats publisher; a copy of the deque is one step under the GIL)."""
+        return max((s.max for s in list(self._samples) if s.count), default=0.0)
+
 
 class FetchMetrics:
     """The fetch metrics of one consumer (module doc)."""
@@ -97,12 +104,14 @@ class FetchMetrics:
         self.records_consumed = stat()
         self.fetch_errors = stat()
         self.records_lag = stat()
+        self.fetch_latency_ms = LatencyHistogram(LATENCY_MS_BOUNDS)  # for the stats page
 
     def fetch_received(self, latency, size, records):
         """A Fetch response came ``latency`` seconds after its request, with ``size`` record
         bytes holding ``records`` records."""
         self.fetches.record()
         self.fetch_latency.record(latency * 1000)
+        self.fetch_latency_ms.record(latency * 1000)
         self.fetch_size.record(size)
         self.records_per_fetch.record(records)
 

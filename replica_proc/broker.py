@@ -65,7 +65,9 @@ import posix_ipc
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import register_broker
+from cluster.stats.publisher import process_stats
 from replica_proc.broker_metadata import BrokerMetadata
+from replica_proc.broker_stats import BrokerStatsSource
 from replica_proc.channel import Channel, CloseConnection
 from replica_proc.controller_channel import ControllerChannel
 from replica_proc.heartbeat import HeartbeatThread
@@ -170,6 +172,9 @@ class Broker:
                                              epoch_truncation=EpochTruncation())
             stack.callback(fetchers.close)  # before the listener: it watches their rings
             log_manager = LogManager(replicas, self.config, self._clock() * 1000)
+            stats = process_stats(cluster_id, "broker", f"broker-{self.broker_id}")
+            stack.callback(stats.close)
+            stats.add_source(BrokerStatsSource(handler, listener))
             registration.set_state(dd.STATE_SERVING)
             log.info("broker %d serving: %d partition(s), listener %s", self.broker_id,
                      len(replicas), listener.name)

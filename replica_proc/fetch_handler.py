@@ -72,6 +72,8 @@ class FetchHandler:
         self._replicas = replicas
         self._purgatory = purgatory
         self._clock = clock
+        self.bytes_out = 0  # record bytes answered to consumers (the stats page's)
+        self.replication_bytes_out = 0  # ... and to followers
 
     def __call__(self, channel, header, request):
         self._answer(channel, header, request, may_park=True)
@@ -175,6 +177,10 @@ class FetchHandler:
             self._purgatory.park(fetch)
             channel.parked = fetch
             return
+        if follower is None:
+            self.bytes_out += total
+        else:
+            self.replication_bytes_out += total
         channel.send_fetch(FetchResponseFrame(
             version, header.correlation_id, topics,
             read_committed=request.isolation_level == READ_COMMITTED))

@@ -60,6 +60,8 @@ class ProduceHandler:
         self._clock = clock
         self._on_append = on_append
         self._on_high_watermark = on_high_watermark
+        self.records_in = 0  # records and bytes appended (the stats page's, broker_stats)
+        self.bytes_in = 0
 
     def __call__(self, channel, header, request):
         acks = request.acks
@@ -161,6 +163,8 @@ class ProduceHandler:
             code = code_of(exc, f"produce to {topic}-{index}")
             return PartitionResult(index, code, UNKNOWN, UNKNOWN, UNKNOWN, _message(exc))
         size = len(records)
+        self.records_in += partition.log.log_end_offset - base_offset
+        self.bytes_in += size
         if partition.followers:
             self._on_append((topic, index), size)
         if partition.high_watermark > high_watermark:

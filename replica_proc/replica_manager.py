@@ -163,6 +163,11 @@ class ReplicaManager:
             return list(self._partitions.values())
         return [p for key, p in self._partitions.items() if key not in self._offline]
 
+    @property
+    def offline_count(self):
+        """How many partitions hosted here are offline (a storage error)."""
+        return len(self._offline)
+
     # -- lookups --------------------------------------------------------------------------
 
     def partition(self, topic, index):

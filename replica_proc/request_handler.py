@@ -65,6 +65,7 @@ Owner: the broker's loop thread, the only caller.
 from __future__ import annotations
 
 import logging
+from time import perf_counter
 
 from cluster.errors import InvalidRequestError, UnsupportedVersionError
 from cluster.protocol import frames as protocol
@@ -72,6 +73,7 @@ from cluster.protocol.frames import ApiKey
 from replica_proc.admin_handler import AdminHandler
 from replica_proc.alter_partition_handler import AlterPartitionHandler
 from replica_proc.alter_partition_manager import AlterPartitionManager
+from replica_proc.broker_stats import RequestStats
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import FetchPurgatory
 from replica_proc.delayed_produce import DelayedProduce, ProducePurgatory
@@ -98,6 +100,7 @@ class RequestHandler:
     def __init__(self, broker_id, config, replicas, metadata, controller, forwarder, clock):
         self.replicas = replicas
         self.metadata = metadata
+        self.requests = RequestStats()  # per API, for the stats page (broker_stats)
         self.purgatory = FetchPurgatory()
         self.fetch = FetchHandler(replicas, self.purgatory, clock)
         self.produce_purgatory = ProducePurgatory(lambda key: replicas.hosted(*key))
@@ -204,7 +207,9 @@ class RequestHandler:
             raise CloseConnection(
                 f"{ApiKey(header.request_api_key).name} (correlation_id "
                 f"{header.correlation_id}) is not served by this broker yet")
+        started = perf_counter()
         handler(channel, header, request)
+        self.requests.record(header.request_api_key, perf_counter() - started)
 
     # -- ApiVersions ------------------------------------------------------------------------
 

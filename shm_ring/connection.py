@@ -222,6 +222,18 @@ class Connection:
         self._req_space.notify()
 
     @property
+    def ring_occupancy(self) -> int:
+        """Bytes written and not yet released in the request and response rings (0 once
+        closed). Unlike the other methods, any thread may read it (the broker's stats
+        publisher): it is four aligned 8-byte loads, each atomic, so the sum may mix
+        moments but never a torn position."""
+        try:
+            return (self._req.tail_position - self._req.head_position
+                    + self._rsp.tail_position - self._rsp.head_position)
+        except ValueError:  # the views were released: the connection closed
+            return 0
+
+    @property
     def max_response_frame(self) -> int:
         """The largest response frame this connection's response ring can carry."""
         return self._rsp.max_frame_length

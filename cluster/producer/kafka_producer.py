@@ -73,7 +73,9 @@ from cluster.producer.partitioner import (
     partitions_for_keys,
     resolve_partitioner,
 )
+from cluster.producer.producer_stats import ProducerStatsSource
 from cluster.producer.sender import Sender
+from cluster.stats.publisher import process_stats
 from segments.batch_header import BatchHeader
 from segments.bulk import build_batches
 
@@ -172,6 +174,8 @@ class KafkaProducer:
         self._sender = Sender(self._client, self._accumulator, config, clock=clock)
         self._accumulator.wakeup = self._sender.wakeup
         self._sender.start()
+        self._stats = process_stats(self._client.cluster_id, "producer", self.client_id)
+        self._stats.add_source(ProducerStatsSource(self._sender, self._accumulator.pool))
         self._at_exit = _close_at_exit(self)
         atexit.register(self._at_exit)
 
@@ -414,6 +418,7 @@ class KafkaProducer:
             sender.force_close()
             if threading.current_thread() is not sender:
                 sender.join()
+        self._stats.close()
         for hook in (self.config["key_serializer"], self.config["value_serializer"]):
             if hasattr(hook, "close"):
                 hook.close()

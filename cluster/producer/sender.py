@@ -61,6 +61,7 @@ from cluster.client.kafka_client import API_VERSIONS, Wakeup
 from cluster.errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
+from cluster.stats.publisher import LATENCY_MS_BOUNDS, LatencyHistogram
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class SenderMetrics:
         self.request_latency_total = 0.0
         self.request_latency_max = 0.0
         self.outgoing_byte_total = 0
+        self.request_latency_ms = LatencyHistogram(LATENCY_MS_BOUNDS)  # for the stats page
 
 
 class Sender(threading.Thread):
@@ -283,6 +285,7 @@ class Sender(threading.Thread):
         metrics = self.metrics
         metrics.request_latency_total += latency
         metrics.request_latency_max = max(metrics.request_latency_max, latency)
+        metrics.request_latency_ms.record(latency * 1000)
         if response is None:  # acks=0
             for batch in batches:
                 self._complete(batch, -1, -1)

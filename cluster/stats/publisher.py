@@ -44,11 +44,13 @@ import os
 import threading
 import time
 
+import posix_ipc
 import psutil
 
 from cluster.stats import page_descriptor as sd
 from cluster.stats.gc_monitor import GcMonitor
 from cluster.stats.page import PageFigures, StatsPage, check_counters
+from shm_ring.naming import stats_page_name
 
 log = logging.getLogger(__name__)
 
@@ -298,10 +300,30 @@ def process_stats(cluster_id: str, role: str, name: str,
             declared = _PROCESS_ROLE[0]
             if declared is not None:
                 role, name = declared
-            publisher = Publisher(cluster_id, role, name, interval)
+            try:
+                publisher = _create(cluster_id, role, _fit_name(name, role), interval)
+            except OSError as exc:  # /dev/shm full, say: the process runs on, unseen
+                log.warning("no stats page for cluster %s: %s", cluster_id, exc)
+                return StatsRegistration(None)
             _PUBLISHERS[cluster_id] = publisher
         publisher.holders += 1
         return StatsRegistration(publisher)
+
+
+def _create(cluster_id, role, name, interval) -> Publisher:
+    try:
+        return Publisher(cluster_id, role, name, interval)
+    except FileExistsError:
+        # A page under our pid was left by a dead process whose pid we reuse (a process
+        # has one page per cluster, and a fork child another pid): it is not anyone's.
+        posix_ipc.unlink_shared_memory(stats_page_name(cluster_id, os.getpid()))
+        return Publisher(cluster_id, role, name, interval)
+
+
+def _fit_name(name, role) -> str:
+    """``name`` cut to the page's name slot (a client_id may be long), or role-pid."""
+    data = (name or "").replace("\0", "").encode()[:sd.PROCESS_NAME_LENGTH]
+    return data.decode(errors="ignore") or f"{role}-{os.getpid()}"
 
 
 def _release(publisher: Publisher) -> None:
