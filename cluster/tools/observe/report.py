@@ -161,8 +161,8 @@ def write_pngs(folder, samples):
     return paths
 
 
-def _empty(axis, what):
-    axis.text(0.5, 0.5, f"no {what} published", ha="center", va="center",
+def _empty(axis, text):
+    axis.text(0.5, 0.5, text, ha="center", va="center",
               transform=axis.transAxes, color="grey")
 
 
@@ -201,7 +201,7 @@ def _gc_latency(plt, lines, start):
     if latency_drawn:
         bottom.legend(fontsize="x-small", loc="upper left")
     else:
-        _empty(bottom, "request latency")
+        _empty(bottom, "no request answered while sampled")
     return figure
 
 
@@ -224,7 +224,7 @@ def _throughput(plt, lines, start):
     if drawn:
         axis.legend(fontsize="x-small", loc="upper left", ncol=2)
     else:
-        _empty(axis, "record counter")
+        _empty(axis, "no records counted while sampled")
     return figure
 
 
@@ -241,7 +241,7 @@ def _rings(plt, lines, start):
     if drawn:
         axis.legend(fontsize="x-small", loc="upper left")
     else:
-        _empty(axis, "ring occupancy")
+        _empty(axis, "no ring occupancy published")
     return figure
 
 
@@ -249,4 +249,4 @@ def _legend(axis, lines):
     if lines:
         axis.legend(fontsize="x-small", loc="upper left", ncol=2)
     else:
-        _empty(axis, "stats page")
+        _empty(axis, "no stats page found")
