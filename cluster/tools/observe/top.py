@@ -122,10 +122,15 @@ def _once(cluster, args):
                    "processes": [r.to_json() for r in found]}, sys.stdout)
         sys.stdout.write("\n")
     else:
-        from rich.console import Console
-        # piped: wide enough for every column, as a terminal's width would cut them
-        Console(width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table(cluster, found))
+        _console().print(table(cluster, found))
     return 0
+
+
+def _console():
+    """rich's console on stdout; piped, wide enough for every column (a terminal's width
+    would cut them)."""
+    from rich.console import Console
+    return Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
 
 
 def _live(cluster, args):
@@ -133,7 +138,7 @@ def _live(cluster, args):
 
     tracker = RateTracker()
     frame = table(cluster, sort_rows(tracker.update(pages.read_pages(cluster)), args.sort))
-    with Live(frame, refresh_per_second=4, screen=False) as live:
+    with Live(frame, console=_console(), refresh_per_second=4, screen=False) as live:
         while True:
             time.sleep(args.interval)
             live.update(table(cluster, sort_rows(tracker.update(pages.read_pages(cluster)),
