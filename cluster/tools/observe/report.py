@@ -4,7 +4,7 @@ ends with.
 - ``samples.json``: ``{"run": {...}, "samples": [{"t", "processes": [snapshot fields]}]}``.
 - ``rss.png``: RSS of every process over time.
 - ``gc_latency.png``: GC pause time per second of every process, above the request latency
-  p99 of each interval (from the difference of the latency histograms).
+  p99 of each interval (a bucket's upper bound) (from the difference of the latency histograms).
 - ``throughput.png``: records/s in (solid) and out (dashed) per process.
 - ``rings.png``: ring occupancy per process (the role counters named ``*occupancy*``).
 - ``summary.txt`` (``summary``): peak RSS per role, GC time share per process, the longest
@@ -170,7 +170,7 @@ def _rss(plt, lines, start):
     figure, axis = plt.subplots(figsize=(11, 5))
     for line in lines.values():
         axis.plot([t - start for t, _ in line], [s.rss / _MIB for _, s in line],
-                  label=label(line[-1][1]))
+                  label=label(line[-1][1]), marker=".")
     axis.set(title="RSS per process", xlabel="seconds", ylabel="MiB")
     _legend(axis, lines)
     return figure
@@ -184,7 +184,7 @@ def _gc_latency(plt, lines, start):
         pairs = list(_pairs(line))
         xs = [after.updated - start for _, after, _ in pairs]
         top.plot(xs, [1000 * (gc_pauses(a).total - gc_pauses(b).total) / dt
-                      for b, a, dt in pairs], label=name)
+                      for b, a, dt in pairs], label=name, marker=".")
         points = []
         for before, after, _ in pairs:
             now, then = request_latency(after), request_latency(before)
@@ -218,7 +218,8 @@ def _throughput(plt, lines, start):
                     points.append((a.updated - start, (now - then) / dt))
             if points:
                 drawn = True
-                axis.plot(*zip(*points), style, label=f"{label(line[-1][1])} {way}")
+                axis.plot(*zip(*points), style, marker=".",
+                          label=f"{label(line[-1][1])} {way}")
     axis.set(title="throughput: records/s in (solid) and out (dashed)", xlabel="seconds",
              ylabel="records/s")
     if drawn:
@@ -235,7 +236,7 @@ def _rings(plt, lines, start):
         names = sorted({n for _, s in line for n in s.counters if "occupancy" in n})
         for name in names:
             points = [(t - start, s.counters[name]) for t, s in line if name in s.counters]
-            axis.plot(*zip(*points), label=f"{label(line[-1][1])} {name}")
+            axis.plot(*zip(*points), marker=".", label=f"{label(line[-1][1])} {name}")
             drawn = True
     axis.set(title="ring occupancy", xlabel="seconds", ylabel="as published")
     if drawn:
