@@ -132,6 +132,7 @@ class Bridge:
         wait for its JVM to exit); print the summary. Returns 0, or 1 when Spark or the
         query failed (its error printed to stderr)."""
         failure = None
+        stats = _bridge_stats(self.config.bootstrap_servers)
         try:
             self.start()
             while not self._stop.is_set() and self.query.isActive:
@@ -147,6 +148,7 @@ class Bridge:
         finally:
             if self.spark is not None:
                 jvm.stop_spark(self.spark)
+            stats.close()
         if failure is not None:
             print(f"spark-bridge: the query failed: {failure}", file=sys.stderr, flush=True)
         with self._lock:
@@ -271,3 +273,20 @@ def _error_text(exc, limit=40):
     lines = [line for line in str(exc).strip().splitlines()
              if not line.lstrip().startswith(("at ", "... ")) and line.strip() != "JVM stacktrace:"]
     return "\n".join(lines[:limit])
+
+
+def _bridge_stats(bootstrap_servers):
+    """This process's stats page, role "bridge" (``cluster.stats``), held for the run; a
+    registration that does nothing when the servers name no cluster (the query fails and
+    says why)."""
+    from cluster.client.kafka_client import locate_cluster
+    from cluster.errors import NoBrokersAvailable
+    from cluster.stats.publisher import StatsRegistration, process_stats, set_process_role
+
+    set_process_role("bridge", f"bridge-{os.getpid()}")
+    servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
+    try:
+        _data_dir, cluster_id = locate_cluster(servers)
+    except NoBrokersAvailable:
+        return StatsRegistration(None)
+    return process_stats(cluster_id, "bridge", f"bridge-{os.getpid()}")

@@ -22,8 +22,14 @@ API_TIMEOUT_MS = 60_000
 
 def open_consumer(bootstrap_servers, **config):
     """A KafkaConsumer without a group for the ringlog source: no automatic resets (the
-    source decides what a missing offset means), no topic creation."""
+    source decides what a missing offset means), no topic creation. Its stats page says
+    "spark-reader" (a Spark Python worker), unless the process declared another role (the
+    bridge itself)."""
     from cluster import KafkaConsumer
+    from cluster.stats.publisher import process_role, set_process_role
+
+    if process_role() is None:
+        set_process_role("spark-reader")
 
     return KafkaConsumer(bootstrap_servers=bootstrap_servers, auto_offset_reset="none",
                          enable_auto_commit=False, allow_auto_create_topics=False,

@@ -148,6 +148,7 @@ class Publisher:
         self._publishes = 0
         self._uss = self._pss = 0
         self._warned = False
+        self._failed: set = set()  # sources that raised (logged once each)
         self._thread = threading.Thread(target=self._run, daemon=True,
                                          name=f"ringlog-stats-{cluster_id}")
         self._thread.start()
@@ -168,12 +169,17 @@ class Publisher:
             if fn in self._sources:
                 self._sources.remove(fn)
 
-    @staticmethod
-    def _collect(sources):
+    def _collect(self, sources):
         counters: dict[str, float] = {}
         histograms: dict = {}
         for fn in sources:
-            more_counters, more_histograms = fn()
+            try:
+                more_counters, more_histograms = fn()
+            except Exception:  # one broken source does not hide the others' figures
+                if fn not in self._failed:
+                    self._failed.add(fn)
+                    log.exception("stats page %s: source %r failed", self.page.name, fn)
+                continue
             for name, value in more_counters.items():
                 if name not in counters:
                     counters[name] = value
@@ -285,7 +291,12 @@ def set_process_role(role: str | None, name: str | None = None) -> None:
         _PROCESS_ROLE[0] = None
         return
     sd.encode_name(role, sd.ROLE_LENGTH, "role")
-    _PROCESS_ROLE[0] = (role, name or f"{role}-{os.getpid()}")
+    _PROCESS_ROLE[0] = (role, name)
+
+
+def process_role() -> tuple[str, str] | None:
+    """(role, name) declared by ``set_process_role``, or None."""
+    return _PROCESS_ROLE[0]
 
 
 def process_stats(cluster_id: str, role: str, name: str,
@@ -299,7 +310,7 @@ def process_stats(cluster_id: str, role: str, name: str,
         if publisher is None:
             declared = _PROCESS_ROLE[0]
             if declared is not None:
-                role, name = declared
+                role, name = declared[0], declared[1] or f"{declared[0]}-{os.getpid()}"
             try:
                 publisher = _create(cluster_id, role, _fit_name(name, role), interval)
             except OSError as exc:  # /dev/shm full, say: the process runs on, unseen

@@ -306,10 +306,13 @@ def test_broker_claims_a_response_in_place(cluster_id, spawn, listener):
     connection.commit(4)
     connection.claim(0)  # an empty frame is a frame too
     connection.commit()
+    assert connection.ring_occupancy >= 2 * 8 + 4  # two frame headers and "file", unread
     parent.send(2)
     assert expect(parent) == [b"file", b""]
+    assert connection.ring_occupancy == 0  # released by the client
     parent.send("bye")
     serve_until(listener, lambda dropped: dropped)
+    assert connection.ring_occupancy == 0  # closed: nothing to read any more
     client.join(BOUND)
     assert client.exitcode == 0
 

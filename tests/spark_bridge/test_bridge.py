@@ -5,7 +5,8 @@ runs it; the test reads the parquet sink as Spark does, through the sink's metad
 (``spark_bridge.sink_log``), so files of an interrupted attempt are not counted. Spark
 starts in several seconds, so the file starts three bridges in all: one
 ``--available-now`` run, and one bridge killed with SIGKILL while records are produced,
-restarted at once, then stopped with SIGTERM.
+restarted at once, then stopped with SIGTERM. The bridge process and Spark's Python workers
+that read publish stats pages as "bridge" and "spark-reader".
 
 Every process a bridge starts (its JVM, Spark's Python workers) is recorded with psutil
 while it runs; after a kill or a stop none may survive, and the shared-memory connections
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cluster import KafkaProducer
+from cluster.stats.reader import read_all
 from shm_ring.naming import list_objects
 from spark_bridge import command as spark_bridge_cmd, jvm, sink_log
 from spark_bridge.bridge import stop_line
@@ -266,6 +268,13 @@ def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_sigterm_st
         first = bridges("first", *argv)
         first.wait_until(lambda: sum(1 for _, rows, _ in first.batches() if rows) >= 2,
                          "two batches with rows")
+        # Its stats pages (cluster.stats): the bridge process itself, and Spark's Python
+        # workers while they read.
+        roles = {}
+        first.wait_until(lambda: roles.update(
+            (s.role, s.pid) for s in read_all(cluster.cluster_id)) or
+            {"bridge", "spark-reader"} <= set(roles), "the bridge's and readers' stats pages")
+        assert roles["bridge"] == first.process.pid
         first.process.kill()  # SIGKILL: no shutdown at all
         assert first.wait_exit() == -signal.SIGKILL
         killed_at = len(first.err_path.read_text())

@@ -41,6 +41,7 @@ from cluster import Cluster, KafkaAdminClient, NewTopic
 from cluster.errors import KafkaError, TopicAlreadyExistsError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
+from cluster.stats.reader import reap_dead
 from cluster.supervisor.broker_control import check_watching_supervisor
 from cluster.supervisor.supervisor import (
     START_TIMEOUT,
@@ -350,6 +351,7 @@ class Chaos:
                         unlink(name)
                     except posix_ipc.ExistentialError:
                         continue
+        reap_dead(cluster_id)  # their stats pages
 
     def _stop_everything(self):
         """Whatever happened: faults off, brokers whole, clients stopped, threads joined,

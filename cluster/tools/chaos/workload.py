@@ -40,6 +40,7 @@ import time
 
 from cluster import KafkaConsumer, KafkaProducer, TopicPartition
 from cluster.errors import KafkaTimeoutError
+from cluster.stats.publisher import set_process_role
 
 #: Keys a keyed producer cycles through.
 KEYS = 16
@@ -120,6 +121,7 @@ def produce(spec, stop):
     """Producer process: send until ``stop`` (a multiprocessing Event) is set, then wait
     for the outstanding sends (each until its outcome is unknown). See ``Sends``."""
     client_logging(spec)
+    set_process_role("chaos-producer", f"chaos-producer-{spec.number}")
     history = HistoryWriter(spec.history)
     producer = KafkaProducer(
         bootstrap_servers=spec.bootstrap, acks="all", retries=2**31 - 1,
@@ -235,6 +237,7 @@ def partition_of(future):
 def consume(spec, stop):
     """Consumer process: read every partition from the start until ``stop`` is set."""
     client_logging(spec)
+    set_process_role("chaos-consumer", f"chaos-consumer-{spec.number}")
     history = HistoryWriter(spec.history)
     positions = dict.fromkeys(range(spec.partitions), 0)
     try:

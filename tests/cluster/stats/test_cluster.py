@@ -1,6 +1,7 @@
 """Every process of a running cluster publishes its page: a broker, a producer process and a
 consumer process appear with their roles and counters that match what they did; their
-pages go when they close, the broker's when the cluster stops."""
+pages go when they close, the broker's when the cluster stops. ``ringlog chaos``'s worker
+processes say what they are."""
 from __future__ import annotations
 
 import time
@@ -10,6 +11,7 @@ import pytest
 from cluster.producer.kafka_producer import KafkaProducer
 from cluster.stats.reader import list_pages, read_all
 from cluster.supervisor.cluster import Cluster
+from cluster.tools.chaos.workload import ClientSpec, consume, produce
 from consumer_proc.consumer import KafkaConsumer
 from shm_ring.naming import list_objects
 from tests.support.bounds import BOUND
@@ -92,4 +94,30 @@ def test_broker_producer_and_consumer_processes_all_publish(tmp_path, publishing
         done.set()
         running.stop()
     assert list_pages(running.cluster_id) == []
+    assert list_objects(running.cluster_id) == []
+
+
+def test_chaos_workers_publish_under_their_roles(tmp_path, publishing, spawn):
+    running = Cluster(tmp_path / "data", brokers=1, num_partitions=1).start()
+    stop = CTX.Event()
+    try:
+        create_topic(running, "chaos", 1)
+        workers = [spawn(work, ClientSpec(running.bootstrap_servers, "chaos", 1, 3,
+                                          str(tmp_path / f"{work.__name__}.jsonl")), stop)
+                   for work in (produce, consume)]
+
+        def both(by_role):
+            return {"chaos-producer", "chaos-consumer"} <= set(by_role) and \
+                by_role["chaos-consumer"].counters.get("records-consumed-total", 0) > 0
+        by_role = wait_for_roles(running.cluster_id, both)
+        assert by_role["chaos-producer"].name == "chaos-producer-3"
+        assert by_role["chaos-producer"].counters["record-send-total"] > 0
+        assert by_role["chaos-consumer"].name == "chaos-consumer-3"
+        stop.set()
+        for worker in workers:
+            worker.join(BOUND)
+            assert worker.exitcode == 0
+    finally:
+        stop.set()
+        running.stop()
     assert list_objects(running.cluster_id) == []

@@ -11,6 +11,7 @@ import pytest
 
 from cluster.stats import page_descriptor as sd
 from cluster.stats.page import PageFigures, StatsPage
+from cluster.stats.reader import read_page
 from cluster.stats.snapshot import GC_PAUSE_BOUNDS, GenerationStats, Histogram
 from shm_ring.liveness import current_process
 from shm_ring.naming import SharedRegion, stats_page_name
@@ -170,6 +171,9 @@ def test_a_reader_never_sees_a_torn_copy_and_a_killed_writer_leaves_a_readable_p
             writer.join(BOUND)
             last = check_consistent(page.read().figures)
             assert last >= max(seen)
+            dead = read_page(name)
+            assert (dead.alive, dead.stale, dead.role, dead.pid) == \
+                (False, False, "producer", writer.pid)
     finally:
         if writer.is_alive():
             os.kill(writer.pid, signal.SIGKILL)

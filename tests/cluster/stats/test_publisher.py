@@ -136,3 +136,21 @@ def test_a_fork_child_never_touches_its_parents_page(cluster_id, publishing, spa
         assert newest(cluster_id, time.time()).name == "parent"  # still published
     finally:
         held.close()
+
+
+def test_a_failing_source_does_not_hide_the_others(cluster_id, publishing, caplog):
+    held = process_stats(cluster_id, "producer", "p-1", interval=INTERVAL)
+    try:
+        broken = {"now": False}
+
+        def flaky():
+            if broken["now"]:
+                raise RuntimeError("closed under us")
+            return {"a-total": 1}, {}
+        held.add_source(flaky)
+        held.add_source(lambda: ({"b-total": 2}, {}))
+        broken["now"] = True
+        assert newest(cluster_id, time.time()).counters == {"b-total": 2}
+        assert "source" in caplog.text and "closed under us" in caplog.text
+    finally:
+        held.close()

@@ -43,7 +43,8 @@ def test_stopped_is_stale_killed_is_dead_and_only_dead_pages_are_reaped(
     assert ready.wait(BOUND)
     name = stats_page_name(cluster_id, child.pid)
     try:
-        live = wait_for_snapshot(cluster_id, child.pid, lambda s: True, "the first publish")
+        live = wait_for_snapshot(cluster_id, child.pid, lambda s: s.counters,
+                                 "a publish with the source's figures")
         assert (live.role, live.name, live.alive, live.stale) == \
             ("chaos-producer", "worker", True, False)
         assert live.counters == {"records-out-total": 7}
