@@ -12,6 +12,9 @@
    (``spark.read.format("ringlog")``, Spark's Kafka source schema) and check every count
    against what the producers sent.
 6. Stop Spark and the cluster and check that nothing is left running or in /dev/shm.
+7. Print a line per process of the run (brokers, clients, the Spark bridge's readers): peak
+   RSS, GC collections, longest GC pause and CPU seconds, from their stats pages, read
+   every second while the demo ran (``cluster.tools.observe``).
 
 Before it starts anything the demo checks that Spark will find a Java runtime (as Spark's
 ``spark-class`` looks: ``$JAVA_HOME/bin/java``, else ``java`` on PATH) and that it may use
@@ -45,6 +48,8 @@ from cluster import (
 )
 from cluster.metadata import data_dir as dd
 from cluster.supervisor.supervisor import read_record, running_brokers, supervisor_alive
+from cluster.tools.observe import pages, report
+from cluster.tools.observe.sampler import Sampler
 from cluster.tools.support import describe
 from shm_ring import list_objects
 from spark_bridge import jvm
@@ -55,6 +60,8 @@ PARTITIONS = 6
 VALUE_SIZE = 100
 KEYS_PER_PRODUCER = 1000
 CTX = multiprocessing.get_context("spawn")
+SAMPLE_INTERVAL = 0.5
+"""Seconds between two reads of the stats pages for the closing per-process table."""
 
 MARKER = ".ringlog-demo"
 """The file the demo writes into a data directory it made: its licence to delete it later."""
@@ -204,8 +211,11 @@ def run(args):
         return [refusal]
     cluster = Cluster(data_dir, brokers=3)
     processes, broker_pids, spark_processes, problems = [], {}, [], []
+    sampler = None
     try:
         cluster.start()
+        cluster_id = cluster.cluster_id
+        sampler = Sampler(lambda: pages.read_pages(cluster_id), SAMPLE_INTERVAL).start()
         bootstrap = cluster.bootstrap_servers
         broker_pids = cluster.pids()
         print(f"ringlog demo: cluster {cluster.cluster_id} in {args.data_dir}, brokers (id: pid) "
@@ -282,6 +292,8 @@ def run(args):
             if process.is_alive():
                 process.kill()
                 process.join(timeout=10)
+        if sampler is not None:
+            sampler.stop()  # before the cluster stops: its pages go with it
         cluster.stop()
     left = list_objects(cluster.cluster_id) if cluster.cluster_id else []
     running = [pid for pid in list(broker_pids.values()) + [p.pid for p in processes]
@@ -293,6 +305,9 @@ def run(args):
         problems.append(f"processes {running} still running")
     if left:
         problems.append(f"{len(left)} shared-memory objects left, e.g. {left[0]}")
+    if sampler is not None:
+        print(f"7. per process, from the stats pages read every {SAMPLE_INTERVAL:g} s:")
+        print(report.process_table(sampler.samples), flush=True)
     return problems
 
 

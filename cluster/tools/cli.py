@@ -45,6 +45,14 @@ COMMANDS = {
     "chaos": ("cluster.tools.chaos.command", "run producers and consumers while injecting "
                                              "broker faults, then check that nothing "
                                              "acknowledged was lost [Jepsen, replication_test]"),
+    "top": ("cluster.tools.observe.top", "every process of a cluster and its clients, live: "
+                                         "memory, CPU, GC, records/s, lag [top]"),
+    "metrics": ("cluster.tools.observe.metrics", "the stats pages as a Prometheus scrape "
+                                                 "target, named after Kafka's JMX metrics "
+                                                 "[JMX exporter]"),
+    "profile": ("cluster.tools.observe.profile", "sample every process for a while or while "
+                                                 "a command runs; write JSON, PNG timelines "
+                                                 "and a summary"),
     "dump-log": ("cluster.tools.dump_log", "print the batches, records and index entries of "
                                            "segment files [kafka-dump-log]"),
 }

@@ -1,5 +1,6 @@
 """What the client tools' command lines share: the bootstrap option, client properties from
-files and ``key=value`` arguments, Kafka's topic patterns, and a clean stop on SIGTERM.
+files and ``key=value`` arguments, Kafka's topic patterns, durations (``60s``), and a clean
+stop on SIGTERM.
 
 The tools take Kafka's flags. ``--bootstrap-server D`` names the cluster's data directory
 (what every ringlog client takes as ``bootstrap_servers``); Kafka's ``bootstrap.servers``
@@ -92,6 +93,19 @@ def topic_pattern(raw):
         return re.compile(regex)
     except re.error as exc:
         raise ToolError(f"{raw!r} is an invalid regex: {exc}") from None
+
+
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration(text):
+    """Seconds of ``60s``, ``2m``, ``500ms``, ``1.5h`` or a plain number of seconds (the
+    ``--duration`` of ``chaos`` and ``profile``); ValueError naming ``text`` otherwise."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or float(match.group(1)) <= 0:
+        raise ValueError(f"a duration like 60s, 2m or 500ms, found {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def parse_bool(value):

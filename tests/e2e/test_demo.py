@@ -41,6 +41,19 @@ def last_line(out):
     return out.rstrip().splitlines()[-1]
 
 
+def process_table(out):
+    """{(role, name, pid): [peak RSS MiB, GC collections "g0/g1/g2", longest GC ms, CPU s]} of
+    the per-process table the demo ends with (the lines between its heading and the last)."""
+    lines = out.rstrip().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("7. per process"))
+    assert lines[start + 1].split()[:3] == ["ROLE", "NAME", "PID"]
+    rows = {}
+    for line in lines[start + 2:-1]:
+        role, name, pid, rss, collections, pause, cpu = line.split()
+        rows[role, name, int(pid)] = [float(rss), collections, float(pause), float(cpu)]
+    return rows
+
+
 # The demo runs a cluster and a Spark stage, for tens of seconds; twice here.
 @pytest.mark.multiprocess
 @pytest.mark.spark
@@ -53,6 +66,12 @@ def test_the_demo_passes_twice_in_a_row_on_its_directory(tmp_path):
         assert "counts per key equal to what the producers sent" in out
         assert "0 of its processes still running, 0 shared-memory objects left" in out
         assert last_line(out) == "demo passed"
+        table = process_table(out)
+        assert {("broker", f"broker-{n}") for n in range(3)} <= {k[:2] for k in table}
+        assert sum(1 for role, _, _ in table if role == "consumer") >= 3
+        for rss, collections, pause, cpu in table.values():
+            assert rss > 0 and cpu > 0 and pause >= 0
+            assert len(collections.split("/")) == 3
     assert (tmp_path / "demo-data" / MARKER).is_file()
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import re
 import threading
 import time
 
@@ -58,7 +57,13 @@ from cluster.tools.chaos.monitor import LeadershipMonitor
 from cluster.tools.chaos.replicas import compare_replicas
 from cluster.tools.chaos.schedule import SCENARIOS, build_schedule
 from cluster.tools.progress import Progress
-from cluster.tools.support import ToolError, fail, setup_logging, stop_on_sigterm
+from cluster.tools.support import (
+    ToolError,
+    duration,
+    fail,
+    setup_logging,
+    stop_on_sigterm,
+)
 from shm_ring.naming import list_objects
 
 CTX = multiprocessing.get_context("spawn")
@@ -74,16 +79,6 @@ CLIENT_STOP = workload.DELIVERY_TIMEOUT_MS / 1000 + workload.OUTCOME_SLACK + 5.0
 CLIENT_START = 60.0
 #: Seconds to wait for the topic's partitions to have leaders after creating it.
 TOPIC_WAIT = 30.0
-_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def duration(text):
-    """Seconds of ``60s``, ``2m``, ``500ms``, ``1.5h`` or a plain number of seconds."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None or float(match.group(1)) <= 0:
-        raise ValueError(f"a duration like 60s, 2m or 500ms, found {text!r}")
-    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def add_arguments(parser):

@@ -1,0 +1,1 @@
+"""``ringlog top``, ``metrics``, ``profile`` and the demo's table read the stats pages."""
