@@ -22,11 +22,8 @@ from segments.errors import (
 )
 from segments.log import DuplicateAppend
 from segments.producer_state import (
-    CONTROL_ABORT,
     CONTROL_COMMIT,
-    CONTROL_KEY,
     INT32_MAX,
-    MARKER_VALUE,
     ORIGIN_COORDINATOR,
     BatchMetadata,
     CompletedTxn,
@@ -34,38 +31,12 @@ from segments.producer_state import (
     increment_sequence,
 )
 from segments.records import (
-    NO_HEADERS,
     RecordBatchBuilder,
-    encode_records,
-    pack_batch,
-    record_body_size,
 )
-from tests.segments.helpers import all_records, batches_of, crash, open_log
+from tests.segments.helpers import all_records, batches_of, crash, idempotent, marker, open_log
 from tests.support.clock import T0
 
 PID, OTHER = 1000, 2000
-
-
-def idempotent(producer_id, epoch, sequence, count=1, transactional=False, key=b"k",
-               timestamp=T0):
-    """A producer batch of ``count`` records stamped with producer id, epoch, sequence."""
-    builder = RecordBatchBuilder(0, 1 << 20, producer_id=producer_id, producer_epoch=epoch,
-                                 base_sequence=sequence, is_transactional=transactional)
-    for i in range(count):
-        builder.append(timestamp + i, key + b"%d" % i, b"value")
-    return bytes(builder.build())
-
-
-def marker(producer_id, epoch, commit=True, coordinator_epoch=0, timestamp=T0):
-    """A transaction marker: a transactional control batch holding one
-    EndTransactionMarker record (Kafka's layout)."""
-    key = CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
-    value = MARKER_VALUE.pack(0, coordinator_epoch)
-    payload, _ = encode_records([timestamp], [key], [value], [NO_HEADERS],
-                                [record_body_size(0, 0, key, value, NO_HEADERS)])
-    return pack_batch(payload, 1, timestamp, timestamp,
-                      d.TRANSACTIONAL_MASK | d.CONTROL_MASK, producer_id=producer_id,
-                      producer_epoch=epoch, base_sequence=-1, partition_leader_epoch=-1)
 
 
 def summary(log):
