@@ -1108,7 +1108,8 @@ class PartitionLog:
             return
         if self.offline is None:
             self.flush()
-            self._take_producer_snapshot(self.log_end_offset, sync=True)
+            if self.log_end_offset > self.log_start_offset:  # else nothing to replay
+                self._take_producer_snapshot(self.log_end_offset, sync=True)
         else:  # corrupt bytes found: the files are as the log wrote them, so close
             # cleanly (recovery would cut the log at the damage); the next open finds
             # the damage again on its first read
