@@ -339,6 +339,12 @@ def test_a_log_without_snapshots_rebuilds_its_state_at_open(tmp_path):
     log.close()
 
 
+def test_an_empty_log_closes_without_a_snapshot(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    log.close()
+    assert [n for n in os.listdir(tmp_path / "t-0") if n.endswith(sd.SUFFIX)] == []
+
+
 def test_each_roll_writes_a_snapshot_at_the_new_segments_base(tmp_path):
     log = open_log(tmp_path / "t-0", **{"segment.bytes": 400})
     for n in range(10):
@@ -436,6 +442,12 @@ def test_compaction_keeps_each_producers_last_batch(tmp_path):
     kept = {(h.producer_id, h.base_offset, h.record_count) for h in headers
             if h.producer_id >= 0}
     assert kept == {(PID, 0, 0), (OTHER, 2, 1)}  # PID's last batch kept, emptied
+    (emptied,) = [h for h in headers if h.producer_id == PID]
+    reference = DefaultRecordBatch(bytearray(emptied.buf[emptied.position:
+                                                         emptied.position
+                                                         + emptied.size_in_bytes]))
+    assert reference.validate_crc() and list(reference) == []
+    assert (reference.base_sequence, reference.producer_epoch) == (0, 0)
     assert [r.offset for r in all_records(log) if r.key == b"a0"] == [2]
     log.close()
     for name in os.listdir(path):
