@@ -246,6 +246,17 @@ def test_a_bumped_epoch_marker_then_data_from_sequence_zero(log):
     assert log.append(idempotent(PID, 1, 0, 1, transactional=True)) == (4, 4)
 
 
+def test_idle_producers_expire_but_not_one_with_an_open_transaction(log):
+    log.append(idempotent(PID, 0, 0, 1, timestamp=T0))
+    log.append(idempotent(OTHER, 0, 0, 1, transactional=True, timestamp=T0))
+    state = log.producer_state
+    assert state.remove_expired_producers(T0 + 999, 1000) == 0
+    assert state.remove_expired_producers(T0 + 1000, 1000) == 1
+    assert set(state.producers) == {OTHER}
+    # the forgotten producer is unknown again: any sequence goes
+    assert log.append(idempotent(PID, 0, 17, 1)) == (2, 2)
+
+
 # -- snapshots -------------------------------------------------------------------------------
 
 def test_a_clean_close_writes_a_snapshot_in_kafkas_layout(tmp_path):
