@@ -60,6 +60,10 @@ once: call it after the marker is written). ``first_unstable_offset()`` is the l
 first offset of an open or unreplicated transaction (None: none), ``ongoing_transactions()``
 the open ones, ``last_stable_offset(completed)`` Kafka's LSO for the transaction index
 entry of ``completed`` (call before ``apply`` moved it).
+``on_high_watermark_updated(hw)`` lets the first unstable offset pass completed
+transactions whose markers are below ``hw``; ``remove_expired_producers(now_ms,
+expiration_ms)`` forgets idle producers without an open transaction
+(producer.id.expiration.ms: the broker's log manager calls it).
 
 Snapshots (``producer_snapshot_descriptor``): ``take_snapshot(offset)`` writes the state
 of every batch below ``offset`` (the log end) as ``<offset>.snapshot``;
