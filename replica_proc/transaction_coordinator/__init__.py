@@ -1,0 +1,2 @@
+"""The transaction coordinator and what it stores in ``__transaction_state``.
+"""
