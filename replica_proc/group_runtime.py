@@ -4,13 +4,9 @@ is the contract this module fulfils).
 
 **The topic.** ``coordinator_node(group_id)`` is FindCoordinator's answer: the leader of
 ``__consumer_offsets`` partition ``partition_for(group_id)`` (G1). The first group request
-that finds no such topic creates it — ``offsets.topic.num.partitions`` partitions,
-replication factor ``min(offsets.topic.replication.factor, live brokers)`` (so a cluster
-of fewer brokers than the factor still gets its coordinators; Kafka refuses with
-COORDINATOR_NOT_AVAILABLE instead), ``cleanup.policy=compact``, ``segment.bytes`` =
-``offsets.topic.segment.bytes``, internal — through the controller as auto-created topics
-are (``AdminHandler.create_topic``); COORDINATOR_NOT_AVAILABLE until it exists and the
-group's partition has a leader.
+that finds no such topic creates it through the controller as auto-created topics are
+(``coordinator_topic.CoordinatorTopic.offsets``, which says how);
+COORDINATOR_NOT_AVAILABLE until it exists and the group's partition has a leader.
 
 **Leadership.** ``on_change(keys)`` (every image the broker applies): for each
 ``__consumer_offsets`` partition this broker now leads (with its log online) and had not
@@ -47,10 +43,9 @@ from __future__ import annotations
 import logging
 import time
 
-from cluster.errors import CoordinatorNotAvailableError
 from cluster.metadata.model import GROUP_METADATA_TOPIC
 from cluster.protocol.produce_response import PartitionResult
-from replica_proc.coordinator_partitioning import partition_for
+from replica_proc.coordinator_topic import CoordinatorTopic
 from replica_proc.delayed_produce import DelayedProduce, PendingPartition, ProducePurgatory
 from replica_proc.group_coordinator.coordinator import GroupCoordinator
 from replica_proc.responses import code_of
@@ -83,7 +78,7 @@ class GroupRuntime:
         self._config = config
         self._replicas = replicas
         self._metadata = metadata
-        self._create_topic = create_topic
+        self._topic = CoordinatorTopic.offsets(config, metadata, create_topic)
         self._clock = clock
         self._clock_ms = replicas.clock or _system_clock_ms
         self._on_append = on_append
@@ -99,33 +94,12 @@ class GroupRuntime:
     def topic(self):
         """``__consumer_offsets``'s TopicInfo, or None after asking the controller to create
         it."""
-        image = self._metadata.image
-        info = image.topics.get(GROUP_METADATA_TOPIC)
-        if info is not None:
-            return info
-        live = image.live_brokers()
-        if not live:
-            return None
-        factor = min(self._config["offsets.topic.replication.factor"], len(live))
-        self._create_topic(GROUP_METADATA_TOPIC, self._config["offsets.topic.num.partitions"],
-                           factor, {"cleanup.policy": "compact",
-                                    "segment.bytes": str(self._config[
-                                        "offsets.topic.segment.bytes"])})
-        return None
+        return self._topic.info()
 
     def coordinator_node(self, group_id):
         """``(error code, message, node id)`` of ``group_id``'s coordinator: the leader of
         its ``__consumer_offsets`` partition (the topic is created on first use)."""
-        info = self.topic()
-        if info is None:
-            return (CoordinatorNotAvailableError.errno,
-                    f"{GROUP_METADATA_TOPIC} does not exist yet; it is being created", -1)
-        state = info.partitions[partition_for(group_id, len(info.partitions))]
-        broker = self._metadata.image.brokers.get(state.leader)
-        if not state.online or broker is None or not broker.alive:
-            return (CoordinatorNotAvailableError.errno,
-                    f"{GROUP_METADATA_TOPIC}-{state.partition} has no live leader", -1)
-        return 0, None, state.leader
+        return self._topic.coordinator_node(group_id)
 
     # -- leadership -------------------------------------------------------------------------
 

@@ -86,7 +86,7 @@ from cluster.errors import (
     UnsupportedVersionError,
     error_code,
 )
-from cluster.metadata.model import GROUP_METADATA_TOPIC
+from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from replica_proc.coordinator_partitioning import partition_for
 from replica_proc.transaction_coordinator import records
 from replica_proc.transaction_coordinator.metadata import (
@@ -109,7 +109,6 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 #: How long a retriable marker or Complete* write waits before it is tried again.
 RETRY_BACKOFF_MS = 100
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 _S = TransactionState
 
