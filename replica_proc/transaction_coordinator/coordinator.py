@@ -79,6 +79,7 @@ from cluster.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
     RequestTimedOutError,
+    TransactionalIdNotFoundError,
     TransactionCoordinatorFencedError,
     UnknownError,
     UnknownTopicOrPartitionError,
@@ -654,23 +655,27 @@ class TransactionCoordinator:
     # -- administration ---------------------------------------------------------------------
 
     def describe(self, transactional_id):
-        """DescribeTransactions' view of ``transactional_id``: (error code, metadata or
-        None); TRANSACTIONAL_ID_NOT_FOUND's code is the caller's for None with 0."""
+        """DescribeTransactions' view of ``transactional_id``: (error code, its
+        TransactionMetadata or None): INVALID_REQUEST for an empty id, NOT_COORDINATOR /
+        COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND for an id not here (or
+        expiring)."""
+        if not transactional_id:
+            return InvalidRequestError.errno, None
         error = self.error_for(transactional_id)
         if error is not None:
             return error, None
         metadata = self.metadata(transactional_id)
-        if metadata is None or metadata.state is _S.DEAD:
-            return NONE, None
+        if metadata is None or metadata.pending is _S.DEAD:
+            return TransactionalIdNotFoundError.errno, None
         return NONE, metadata
 
     def transactions(self):
-        """ListTransactions' view: every loaded id's TransactionMetadata (Dead left out),
-        or COORDINATOR_LOAD_IN_PROGRESS's code while a partition loads: (code, list)."""
+        """ListTransactions' view: (0, every loaded id's TransactionMetadata but those
+        expiring), or (COORDINATOR_LOAD_IN_PROGRESS, []) while a partition loads."""
         if self._loading:
             return CoordinatorLoadInProgressError.errno, []
         return NONE, [m for loaded in self._partitions.values() for m in loaded.ids.values()
-                      if m.state is not _S.DEAD]
+                      if m.pending is not _S.DEAD]
 
 
 def _init_after_fence(code, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from cluster.errors import (
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
+    InvalidRequestError,
     NotEnoughReplicasError,
     ProducerFencedError,
+    TransactionalIdNotFoundError,
 )
 from replica_proc.transaction_coordinator import records
 from replica_proc.transaction_coordinator.results import Answer
@@ -158,10 +160,17 @@ def test_a_load_superseded_by_a_newer_leadership_is_ignored():
 
 def test_describe_and_list(env):
     env.ongoing("t", [("a", 0)])
+    env.init("idle")
     code, metadata = env.coordinator.describe("t")
     assert code == 0 and metadata.state is S.ONGOING and metadata.partitions == {("a", 0)}
-    assert env.coordinator.describe("nobody") == (0, None)
+    assert env.coordinator.describe("nobody") == (TransactionalIdNotFoundError.errno, None)
+    assert env.coordinator.describe("") == (InvalidRequestError.errno, None)
     code, listed = env.coordinator.transactions()
-    assert code == 0 and [m.transactional_id for m in listed] == ["t"]
+    assert code == 0 and sorted(m.transactional_id for m in listed) == ["idle", "t"]
+    env.clock.advance(WEEK_MS)
+    env.hold = True
+    env.advance(EXPIRE_SCAN_MS)  # "idle" is expiring: its tombstone is being written
+    assert env.coordinator.describe("idle") == (TransactionalIdNotFoundError.errno, None)
+    assert [m.transactional_id for m in env.coordinator.transactions()[1]] == ["t"]
     env.coordinator.begin_load(0, 9)
     assert env.coordinator.transactions() == (CoordinatorLoadInProgressError.errno, [])
