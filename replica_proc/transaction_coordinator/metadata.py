@@ -192,8 +192,9 @@ class TransactionMetadata:
         ``completeTransitionTo`` does."""
         state = transit.state
         if self.pending is not state:
-            raise IllegalTransition(f"{self}: completing {state.kafka_name} while "
-                                    f"{self.pending} is pending")
+            pending = "nothing" if self.pending is None else self.pending.kafka_name
+            raise IllegalTransition(f"{self}: completing {state.kafka_name} while {pending} "
+                                    "is pending")
         same_epoch = (transit.producer_id, transit.producer_epoch) == (self.producer_id,
                                                                        self.producer_epoch)
         if state is _S.EMPTY:
