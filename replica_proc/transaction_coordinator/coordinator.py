@@ -94,6 +94,7 @@ from replica_proc.transaction_coordinator.metadata import (
     EPOCH_EXHAUSTED,
     TransactionMetadata,
 )
+from replica_proc.transaction_coordinator.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from replica_proc.transaction_coordinator.results import (
     NOTHING,
     Answer,
@@ -106,8 +107,6 @@ from replica_proc.transaction_coordinator.states import TransactionState
 log = logging.getLogger(__name__)
 
 NONE = 0
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 #: How long a retriable marker or Complete* write waits before it is tried again.
 RETRY_BACKOFF_MS = 100
 

@@ -23,9 +23,7 @@ import dataclasses
 
 from cluster.errors import InvalidProducerEpochError, ProducerFencedError
 from cluster.protocol.frames import ApiKey
-
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
+from replica_proc.transaction_coordinator.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 #: The first version of each API whose clients know PRODUCER_FENCED; older ones get
 #: INVALID_PRODUCER_EPOCH instead (KafkaApis, KIP-588).
