@@ -54,6 +54,12 @@ producer is fenced.
 Answers carry PRODUCER_FENCED; ``results.client_error`` turns it into the
 INVALID_PRODUCER_EPOCH older request versions expect.
 
+Differences from Kafka: a marker or Complete* write failing with an error Kafka does not
+expect is logged and its transaction left for the next load of its partition (Kafka
+raises in its sender thread, with the same outcome); a partition a leader's answer leaves
+out is sent again (Kafka raises); an expired id's tombstone is one write per id (Kafka
+batches a partition's tombstones).
+
 Owner: the broker loop thread, the only caller. Not thread-safe.
 """
 from __future__ import annotations
