@@ -21,9 +21,11 @@ NO_LEADER = -1
 #: The topic of the consumer groups' state and committed offsets (Kafka's
 #: GROUP_METADATA_TOPIC_NAME); the group coordinators create it.
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-#: Topics created as internal (Kafka's Topic.INTERNAL_TOPICS; ``__transaction_state`` comes
-#: with transactions).
-INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC})
+#: The topic of the transactional ids' state (Kafka's TRANSACTION_STATE_TOPIC_NAME); the
+#: transaction coordinators create it.
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+#: Topics created as internal (Kafka's Topic.INTERNAL_TOPICS).
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def validate_topic_name(name):

@@ -2,11 +2,12 @@
 
 Every record's key starts with an int16 *type* (Kafka's key version: 0 or 1 = an offset
 commit, 2 = group metadata) and its value with an int16 *version*; a null value is a
-tombstone (the offset or the group is deleted; compaction removes both in time). Strings
-are int16 length + UTF-8 (-1 = null, where nullable), bytes int32 length + data, arrays
-int32 count + elements, integers big-endian. Written as Kafka 3.x writes them; read at
-every non-flexible version, so ``ringlog dump-log --offsets-decoder`` prints what Kafka's
-``kafka-dump-log --offsets-decoder`` prints for the same bytes.
+tombstone (the offset or the group is deleted; compaction removes both in time). Fields are
+encoded as ``replica_proc.record_fields`` says (non-flexible: int16-length strings, -1 =
+null where nullable; int32-length bytes; int32-count arrays; big-endian integers).
+Written as Kafka 3.x writes them; read at every non-flexible version, so ``ringlog dump-log
+--offsets-decoder`` prints what Kafka's ``kafka-dump-log --offsets-decoder`` prints for the
+same bytes.
 
 =========================  ======================================================  ========
 record                     fields in order (version in which a field appears)       written
@@ -33,7 +34,8 @@ Pure code: any thread.
 from __future__ import annotations
 
 import dataclasses
-import struct
+
+from replica_proc.record_fields import FieldReader, FieldWriter
 
 OFFSET_COMMIT_KEY_TYPES = (0, 1)
 GROUP_METADATA_KEY_TYPE = 2
@@ -44,9 +46,6 @@ GROUP_METADATA_VALUE_VERSION = 3
 NO_EPOCH = -1
 NO_TIMESTAMP = -1
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,39 +93,9 @@ class GroupMetadataValue:
 
 # -- writing ----------------------------------------------------------------------------------
 
-class _Writer:
-    def __init__(self):
-        self.out = bytearray()
-
-    def i16(self, value):
-        self.out += _I16.pack(value)
-
-    def i32(self, value):
-        self.out += _I32.pack(value)
-
-    def i64(self, value):
-        self.out += _I64.pack(value)
-
-    def string(self, value, nullable=False):
-        if value is None:
-            if not nullable:
-                raise ValueError("a non-nullable string field is None")
-            self.i16(-1)
-            return
-        data = value.encode("utf-8")
-        if len(data) > 0x7FFF:
-            raise ValueError(f"string field of {len(data)} bytes; at most 32767")
-        self.i16(len(data))
-        self.out += data
-
-    def bytes(self, value):
-        self.i32(len(value))
-        self.out += value
-
-
 def encode_key(key):
     """The key bytes of an OffsetCommitKey or GroupMetadataKey."""
-    w = _Writer()
+    w = FieldWriter()
     if isinstance(key, OffsetCommitKey):
         w.i16(OFFSET_COMMIT_KEY_WRITTEN)
         w.string(key.group)
@@ -145,7 +114,7 @@ def encode_value(value):
     (a tombstone) stays None."""
     if value is None:
         return None
-    w = _Writer()
+    w = FieldWriter()
     if isinstance(value, OffsetCommitValue):
         w.i16(OFFSET_COMMIT_VALUE_VERSION)
         w.i64(value.offset)
@@ -176,62 +145,9 @@ def encode_value(value):
 
 # -- reading ----------------------------------------------------------------------------------
 
-class _Reader:
-    def __init__(self, data, what):
-        self.data = memoryview(bytes(data))
-        self.pos = 0
-        self.what = what
-
-    def _take(self, size):
-        if self.pos + size > len(self.data):
-            raise ValueError(f"{self.what}: truncated at byte {self.pos} (needs {size} more "
-                             f"of {len(self.data)})")
-        start = self.pos
-        self.pos += size
-        return self.data[start:self.pos]
-
-    def i16(self):
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self):
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self):
-        return _I64.unpack(self._take(8))[0]
-
-    def string(self, nullable=False):
-        size = self.i16()
-        if size < 0:
-            if size == -1 and nullable:
-                return None
-            raise ValueError(f"{self.what}: string length {size} at byte {self.pos - 2}")
-        try:
-            return bytes(self._take(size)).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{self.what}: string at byte {self.pos - size} is not UTF-8: "
-                             f"{exc.reason}") from None
-
-    def bytes(self):
-        size = self.i32()
-        if size < 0:
-            raise ValueError(f"{self.what}: bytes length {size} at byte {self.pos - 4}")
-        return bytes(self._take(size))
-
-    def count(self):
-        count = self.i32()
-        if count < 0 or count > len(self.data) - self.pos:
-            raise ValueError(f"{self.what}: array count {count} at byte {self.pos - 4}")
-        return count
-
-    def end(self):
-        if self.pos != len(self.data):
-            raise ValueError(f"{self.what}: {len(self.data) - self.pos} trailing byte(s) "
-                             f"after byte {self.pos}")
-
-
 def decode_key(data):
     """OffsetCommitKey or GroupMetadataKey of key bytes (ValueError if they are neither)."""
-    r = _Reader(data, "offsets-topic key")
+    r = FieldReader(data, "offsets-topic key")
     kind = r.i16()
     if kind in OFFSET_COMMIT_KEY_TYPES:
         r.what = f"OffsetCommit key (type {kind})"
@@ -255,7 +171,7 @@ def decode_value(key, data):
 
 
 def _offset_commit_value(data):
-    r = _Reader(data, "OffsetCommit value")
+    r = FieldReader(data, "OffsetCommit value")
     version = r.i16()
     if not 0 <= version <= 3:
         raise ValueError(f"OffsetCommit value of version {version}; versions 0-3 are read")
@@ -270,7 +186,7 @@ def _offset_commit_value(data):
 
 
 def _group_metadata_value(data):
-    r = _Reader(data, "GroupMetadata value")
+    r = FieldReader(data, "GroupMetadata value")
     version = r.i16()
     if not 0 <= version <= 3:
         raise ValueError(f"GroupMetadata value of version {version}; versions 0-3 are read")
