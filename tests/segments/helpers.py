@@ -89,3 +89,14 @@ def file_batches(path):
         out.append((position, header))
         position += header.size_in_bytes
     return out
+
+
+def txn_batch(producer_id, count, producer_epoch=0, base_sequence=0, timestamp=T0,
+              value=b"t", transactional=True):
+    """A batch of ``count`` records of ``producer_id``'s transaction (values
+    ``value + b"-<n>"``)."""
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                                 base_sequence=base_sequence, is_transactional=transactional)
+    for n in range(count):
+        assert builder.append(timestamp + n, None, value + b"-%d" % n) is not None
+    return bytes(builder.build())
