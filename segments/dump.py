@@ -9,13 +9,18 @@ it and ``run(args)`` with the parsed namespace. For each file:
   isControl: .. position: .. CreateTime: .. size: .. magic: 2 compresscodec: ..
   crcValid: ..``); with ``--deep-iteration`` (implied by ``--print-data-log``) one
   ``| offset: ..`` line per record, with ``key: .. payload: ..`` under
-  ``--print-data-log``. Bytes after the last whole batch are reported
+  ``--print-data-log``; a control batch's record ends in ``endTxnMarker: COMMIT
+  coordinatorEpoch: N`` (ABORT, COMMIT) or ``controlType: UNKNOWN(id)``, never a key
+  or payload. Bytes after the last whole batch are reported
   (``Found N invalid bytes at the end of <file>``), and offsets that are not consecutive
   under ``--deep-iteration``.
 - ``.index``: ``offset: N position: P`` per entry, checked against the batch at ``P``;
   ``.timeindex``: ``timestamp: T offset: N`` per entry, checked against the batch holding
   ``N``. ``--verify-index-only`` prints only the mismatches; ``--index-sanity-check``
   only runs the check the log runs at open.
+- ``.txnindex``: ``version: 0 producerId: .. firstOffset: .. lastOffset: ..
+  lastStableOffset: ..`` per aborted transaction; an index that does not parse is a
+  problem reported with the rule it breaks (the log would rebuild it).
 
 Everything goes to ``out``. ``run`` returns 0 when every file checked out, 1 when some
 problem was reported (invalid CRC, trailing bytes, index mismatch, unknown file), 2 when
@@ -29,6 +34,12 @@ import sys
 from segments import batch_descriptor as bd
 from segments.batch_header import BatchHeader
 from segments.compression import CODEC_NAMES
+from segments.control_record import (
+    CONTROL_TYPE_NAMES,
+    UNKNOWN,
+    parse_control_key,
+    parse_end_txn_marker,
+)
 from segments.errors import CorruptRecordError, StorageError
 from segments.index import CorruptIndexError, OffsetIndex, TimeIndex
 from segments.records import RecordBatch
@@ -39,6 +50,7 @@ from segments.segment import (
     base_offset_from_name,
     iter_file_batches,
 )
+from segments.txn_index import TXN_INDEX_SUFFIX, parse_entries
 
 #: Prefix of a record line (Kafka's RecordIndent).
 RECORD_INDENT = "|"
@@ -51,8 +63,8 @@ def add_arguments(parser):
     """Add kafka-dump-log's options to an ``argparse`` parser."""
     parser.add_argument(
         "--files", action="append", required=True, metavar="FILE[,FILE...]",
-        help="segment files to dump (.log, .index, .timeindex); comma-separated or "
-             "repeated")
+        help="segment files to dump (.log, .index, .timeindex, .txnindex); "
+             "comma-separated or repeated")
     parser.add_argument(
         "--print-data-log", action="store_true",
         help="print the records' keys and values (implies --deep-iteration)")
@@ -87,6 +99,8 @@ def run(args, out=None, parse_record=None):
             elif name.endswith(TIME_INDEX_SUFFIX):
                 ok = dump_time_index(name, out, args.verify_index_only,
                                      args.index_sanity_check)
+            elif name.endswith(TXN_INDEX_SUFFIX):
+                ok = dump_txn_index(name, out)
             else:
                 print(f"Ignoring unknown file {name}", file=out)
                 ok = False
@@ -119,7 +133,7 @@ def dump_log(path, out, deep=False, print_data=False, parse_record=None):
             crc_valid = header.compute_crc() == header.crc
             ok &= crc_valid
             print(_batch_line(header, position, crc_valid), file=out)
-            if deep and not header.is_control_batch:
+            if deep:
                 try:
                     for record in RecordBatch(view):
                         if last_offset is not None and record.offset != last_offset + 1:
@@ -167,6 +181,8 @@ def _record_line(header, record, print_data, parse_record=None):
             f"{_TIMESTAMP_TYPES[record.timestamp_type]}: {record.timestamp} "
             f"keySize: {key_size} valueSize: {value_size} sequence: {sequence} "
             f"headerKeys: [{','.join(key for key, _ in record.headers)}]")
+    if header.is_control_batch:
+        return line + _control_text(record)
     if print_data and parse_record is not None:
         key, payload = parse_record(record)
         if key is not None:
@@ -179,6 +195,15 @@ def _record_line(header, record, print_data, parse_record=None):
         if record.value is not None:
             line += f" payload: {_text(record.value)}"
     return line
+
+
+def _control_text(record):
+    """What kafka-dump-log adds to a control record's line (Kafka's DumpLogSegments)."""
+    control_type = parse_control_key(record.key)
+    if control_type == UNKNOWN:
+        return f" controlType: UNKNOWN({bd.INT16.unpack_from(record.key, 2)[0]})"
+    return (f" endTxnMarker: {CONTROL_TYPE_NAMES[control_type]} "
+            f"coordinatorEpoch: {parse_end_txn_marker(record.value)}")
 
 
 def _text(data):
@@ -292,6 +317,22 @@ def dump_time_index(path, out, verify_only=False, sanity_only=False):
         for indexed, found in not_found:
             print(f"Indexed offset: {indexed}, found log offset: {found}", file=out)
     return not (mismatches or out_of_order or not_found)
+
+
+def dump_txn_index(path, out):
+    """Print the aborted transactions of a .txnindex file; False if it does not parse."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        entries = parse_entries(data, base_offset_from_name(path), path)
+    except CorruptIndexError as e:
+        print(f"{path} failed sanity check: {e}", file=out)
+        return False
+    for txn in entries:
+        print(f"version: 0 producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+              f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}",
+              file=out)
+    return True
 
 
 def _sanity(check, path, out):
