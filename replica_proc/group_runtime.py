@@ -50,9 +50,9 @@ import time
 from cluster.errors import CoordinatorNotAvailableError
 from cluster.metadata.model import GROUP_METADATA_TOPIC
 from cluster.protocol.produce_response import PartitionResult
+from replica_proc.coordinator_partitioning import partition_for
 from replica_proc.delayed_produce import DelayedProduce, PendingPartition, ProducePurgatory
 from replica_proc.group_coordinator.coordinator import GroupCoordinator
-from replica_proc.group_coordinator.partitioning import partition_for
 from replica_proc.responses import code_of
 from segments.batch_header import iter_batches
 from segments.records import RecordBatch, RecordBatchBuilder

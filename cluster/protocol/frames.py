@@ -2,19 +2,18 @@
 
 The rings carry real Kafka frames at non-flexible versions (layout: ``frame_descriptor``),
 so a TCP gateway can shuttle frames between Kafka clients and the rings unchanged. An API
-that has no non-flexible version (AlterPartition, KIP-497) is carried at its flexible
-versions instead, with request header v2 and response header v1: the v1 / v0 headers
-followed by an empty tagged-field section (``FLEXIBLE_ONLY``). Every other API keeps its
-non-flexible versions only. Request
-and response bodies are kio's dataclasses (``kio.schema.<api>.v<N>``; ``request_module`` /
-``response_module`` give the module holding a version's nested classes); the header is
-written and parsed here. Record batches travel as opaque bytes, never parsed: the
-ProduceRequest that carries them (and the FetchRequest a consumer sends for each response)
-is encoded by ``batch_bodies`` straight into the destination buffer, the records copied
-once; the broker writes its FetchResponse in place from the log (``fetch_response``), and
-other FetchResponse objects (fakes in tests) are encoded by kio. Decoding is kio's native
-reader, which hands ``records`` back as ``bytes`` (one copy, made at memcpy speed, so the
-ring slot can be released at once).
+that has no non-flexible version (AlterPartition, KIP-497; WriteTxnMarkers in kio) is
+carried at its flexible versions instead, with request header v2 and response header v1: the
+v1 / v0 headers followed by an empty tagged-field section (``FLEXIBLE_ONLY``). Every other
+API keeps its non-flexible versions only. Request and response bodies are kio's dataclasses
+(``kio.schema.<api>.v<N>``; ``request_module`` / ``response_module`` give the module holding
+a version's nested classes); the header is written and parsed here. Record batches travel as
+opaque bytes, never parsed: the ProduceRequest that carries them (and the FetchRequest a
+consumer sends for each response) is encoded by ``batch_bodies`` straight into the
+destination buffer, the records copied once; the broker writes its FetchResponse in place
+from the log (``fetch_response``), and other FetchResponse objects (fakes in tests) are
+encoded by kio. Decoding is kio's native reader, which hands ``records`` back as ``bytes``
+(one copy, made at memcpy speed, so the ring slot can be released at once).
 
 Encoding::
 
@@ -82,6 +81,11 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
@@ -124,6 +128,11 @@ SUPPORTED_VERSIONS = {
     ApiKey.DELETE_RECORDS: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),  # v0-1 are in neither kio nor Kafka 4.0
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),  # v3+ are flexible (v4+: between brokers)
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),  # v3+ are flexible
+    ApiKey.END_TXN: (0, 2),  # v3+ are flexible
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),  # flexible only: kio has no v0 (see FLEXIBLE_ONLY)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 2),  # v3+ are flexible
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
@@ -136,8 +145,10 @@ SUPPORTED_VERSIONS = {
 
 #: The APIs without a non-flexible version, carried at flexible versions (request header
 #: v2, response header v1). AlterPartition v2 (topic ids) and v3 (KIP-903's broker epochs
-#: per ISR member) are the versions kio has.
-FLEXIBLE_ONLY = frozenset({ApiKey.ALTER_PARTITION})
+#: per ISR member) are the versions kio has; WriteTxnMarkers (between brokers: the
+#: transaction coordinator to partition leaders) has v0 in Kafka's schema but not in kio,
+#: so it travels as v1, its flexible twin.
+FLEXIBLE_ONLY = frozenset({ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS})
 
 
 class _Codec(NamedTuple):

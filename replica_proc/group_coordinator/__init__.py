@@ -6,6 +6,6 @@
 - coordinator: the classic group coordinator (JoinGroup ... OffsetFetch, rebalances,
   sessions, offsets retention) as a state machine the broker loop drives; results: what it
   answers; timers: its deadlines; group: one group's state;
-- partitioning: which ``__consumer_offsets`` partition, and so which broker, coordinates a
-  group (Java's ``String.hashCode``, never Python's ``hash()``).
+- which ``__consumer_offsets`` partition, and so which broker, coordinates a group is
+  ``replica_proc.coordinator_partitioning`` (shared with the transaction coordinator).
 """

@@ -93,6 +93,7 @@ from cluster.errors import (
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
 )
+from replica_proc.coordinator_partitioning import partition_for
 from replica_proc.group_coordinator import records
 from replica_proc.group_coordinator.group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -100,7 +101,6 @@ from replica_proc.group_coordinator.group import (
     GroupMember,
     GroupState,
 )
-from replica_proc.group_coordinator.partitioning import partition_for
 from replica_proc.group_coordinator.results import (
     UNKNOWN_MEMBER_ID,
     CommittedOffset,

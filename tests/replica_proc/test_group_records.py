@@ -6,12 +6,12 @@ import struct
 
 import pytest
 
-from replica_proc.group_coordinator import records as r
-from replica_proc.group_coordinator.partitioning import (
+from replica_proc.coordinator_partitioning import (
     java_string_hash,
     kafka_abs,
     partition_for,
 )
+from replica_proc.group_coordinator import records as r
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -20,8 +20,8 @@ from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.broker_metadata import BrokerMetadata
 from replica_proc.channel import Channel
+from replica_proc.coordinator_partitioning import partition_for
 from replica_proc.group_coordinator import records
-from replica_proc.group_coordinator.partitioning import partition_for
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
 from segments.records import RecordBatchBuilder, iter_records
