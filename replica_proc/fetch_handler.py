@@ -48,7 +48,6 @@ from __future__ import annotations
 import logging
 
 from cluster.errors import KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
-from cluster.protocol.frame_descriptor import FETCH_ABORTED
 from cluster.protocol.fetch_response import (
     FetchResponseFrame,
     PartitionData,
@@ -56,6 +55,7 @@ from cluster.protocol.fetch_response import (
     partition_overhead,
     topic_overhead,
 )
+from cluster.protocol.frame_descriptor import FETCH_ABORTED
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import DelayedFetch
 from replica_proc.responses import code_of

@@ -67,6 +67,7 @@ from cluster.errors import (
 from replica_proc.replica_state import ReplicaState
 from segments.checkpoint import write_atomically
 from segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, DuplicateAppend, PartitionLog
+from segments.producer_state import ORIGIN_CLIENT
 
 log = logging.getLogger(__name__)
 
@@ -392,12 +393,13 @@ class Partition:
 
     # -- the hot paths --------------------------------------------------------------------
 
-    def append_as_leader(self, records, required_acks):
+    def append_as_leader(self, records, required_acks, origin=ORIGIN_CLIENT):
         """Validate, stamp (offsets, leader epoch) and append ``records`` (whole batches);
         return the first offset and move the HW (not reported: the caller does that).
         acks=all needs min.insync.replicas in the ISR first. A producer's retry of a batch
         the log holds already appends nothing and returns the log's ``DuplicateAppend``
-        (the original batch's first and last offsets) instead of an int."""
+        (the original batch's first and last offsets) instead of an int. ``origin``:
+        ``ORIGIN_COORDINATOR`` for the transaction coordinator's markers."""
         if not self.is_leader:
             self.check_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -405,7 +407,8 @@ class Partition:
                 f"{self.topic}-{self.index}: the ISR {list(self.isr)} has {len(self.isr)} "
                 f"replica(s), fewer than min.insync.replicas={self.min_insync_replicas} "
                 f"that acks=all requires")
-        first, _ = appended = self.log.append(records, leader_epoch=self.leader_epoch)
+        first, _ = appended = self.log.append(records, leader_epoch=self.leader_epoch,
+                                              origin=origin)
         if appended.__class__ is DuplicateAppend:
             return appended
         if self.followers:

@@ -147,7 +147,7 @@ from segments.segment import (
     read_into,
     segment_paths,
 )
-from segments.txn_index import TXN_INDEX_SUFFIX
+from segments.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from segments.txn_index_rebuild import rebuild_txn_indexes
 
 log = logging.getLogger(__name__)
@@ -620,7 +620,7 @@ class PartitionLog:
                 return DuplicateAppend(duplicate.first_offset, duplicate.last_offset,
                                        duplicate.max_timestamp)
             self._append_validated(view, entries, first, now)
-            self.producer_state.apply(pending)
+            self._index_aborted(self.producer_state.apply(pending))
         if leader_epoch is not None and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
         return first, offset - 1
@@ -670,7 +670,7 @@ class PartitionLog:
         else:
             pending = self.producer_state.prepare(producers, ORIGIN_REPLICATION)
             self._append_validated(view[:end], entries, first, self.clock())
-            self.producer_state.apply(pending)
+            self._index_aborted(self.producer_state.apply(pending))
         if new_epochs is not None:
             for epoch, base_offset in new_epochs:
                 self.leader_epoch_cache.assign(epoch, base_offset)
@@ -736,6 +736,23 @@ class PartitionLog:
             except KafkaStorageError as e:
                 log.warning("log %s: offsets %d..%d are appended, but the flush after "
                             "them failed: %s", self.path, first_offset, last_offset, e)
+
+    def _index_aborted(self, completed):
+        """Add the aborted ones of ``completed`` (the CompletedTxns of an append's
+        markers, in order) to the transaction index, each with the LSO once it was done
+        (Kafka's updateTxnIndex). The batches are appended by then: a failed index write
+        takes the log offline for a restart to rebuild the index, rather than leave it
+        short of an abort a reader must know about."""
+        for txn in completed:
+            if txn.is_aborted:
+                entry = AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                   self.producer_state.last_stable_offset(txn))
+                try:
+                    self.append_aborted_txn(entry)
+                except KafkaStorageError as e:
+                    self._go_offline(f"transaction index write failed after the append of "
+                                     f"offset {txn.last_offset}: {e}", needs_recovery=True)
+                    raise
 
     def append_aborted_txn(self, txn):
         """Record ``txn`` (a ``txn_index.AbortedTxn``), whose ABORT marker is the last

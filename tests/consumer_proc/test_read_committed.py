@@ -12,10 +12,8 @@ import pytest
 
 from cluster.structs import TopicPartition
 from consumer_proc.partition_records import PartitionRecords
-from segments.control_record import ABORT, COMMIT, build_end_txn_marker
-from segments.txn_index import AbortedTxn
-from tests.segments.helpers import open_log, simple_batch, txn_batch
-from tests.support.clock import T0
+from segments.control_record import ABORT, COMMIT
+from tests.segments.helpers import end_txn, open_log, simple_batch, txn_batch
 
 TP = TopicPartition("t", 0)
 
@@ -23,17 +21,16 @@ TP = TopicPartition("t", 0)
 def _write(log):
     """Interleaved open, committed and aborted transactions; the committed values."""
     def marker(kind, pid, epoch=0):
-        return log.append(build_end_txn_marker(kind, 0, pid, epoch, T0))[0]
+        return end_txn(log, kind, pid, epoch)
 
-    first1, _ = log.append(txn_batch(1, 3, value=b"p1-aborted"))          # 0-2
+    log.append(txn_batch(1, 3, value=b"p1-aborted"))                       # 0-2
     log.append(txn_batch(2, 2, value=b"p2-committed"))                     # 3-4
     log.append(txn_batch(1, 2, base_sequence=3, value=b"p1-aborted"))      # 5-6
-    log.append_aborted_txn(AbortedTxn(1, first1, marker(ABORT, 1), 3))     # 7
+    assert marker(ABORT, 1) == 7
     marker(COMMIT, 2)                                                      # 8
     log.append(simple_batch(2))                                            # 9-10 plain
-    first3, _ = log.append(txn_batch(3, 2, value=b"p3-aborted"))           # 11-12
-    abort3 = marker(ABORT, 3)                                              # 13
-    log.append_aborted_txn(AbortedTxn(3, first3, abort3, abort3 + 1))
+    log.append(txn_batch(3, 2, value=b"p3-aborted"))                       # 11-12
+    assert marker(ABORT, 3) == 13
     log.append(txn_batch(1, 2, producer_epoch=1, value=b"p1-committed"))   # 14-15
     marker(COMMIT, 1, epoch=1)                                             # 16
     return ([b"p2-committed-0", b"p2-committed-1", b"v" * 50, b"v" * 50,

@@ -10,6 +10,8 @@ WriteTxnMarkers as the transaction coordinator would: the test is the coordinato
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -32,7 +34,6 @@ from tests.support.broker import (
     produce_request,
     wait_for,
 )
-from tests.support.clock import T0
 
 pytestmark = pytest.mark.multiprocess
 
@@ -88,10 +89,12 @@ def env(tmp_path_factory):
 
 
 def txn_records(producer_id, values, epoch=0, sequence=0):
+    """A transactional batch stamped now (the markers are: the segment does not roll on
+    time between them)."""
     builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=epoch,
                                  base_sequence=sequence, is_transactional=True)
-    for n, value in enumerate(values):
-        assert builder.append(T0 + n, None, value) is not None
+    for value in values:
+        assert builder.append(None, None, value) is not None
     return bytes(builder.build())
 
 
@@ -143,7 +146,7 @@ def test_markers_lso_and_read_committed(env):
     client = env.client()
     first1 = produce(client, TOPIC, txn_records(1, [b"p1-a", b"p1-b"]))          # 0-1
     produce(client, TOPIC, txn_records(2, [b"p2-a"]))                            # 2
-    produce(client, TOPIC, batch([b"plain"]))                                    # 3
+    produce(client, TOPIC, batch([b"plain"], timestamp=int(time.time() * 1000)))  # 3
     produce(client, TOPIC, txn_records(1, [b"p1-c"], sequence=2))                # 4
     # nothing is stable yet: P1's transaction began at 0
     assert latest(client, TOPIC, True) == 0

@@ -7,8 +7,10 @@ import os
 from segments import batch_descriptor as d
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint
+from segments.control_record import build_end_txn_marker
 from segments.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, PartitionLog
 from segments.log_config import LogConfig
+from segments.producer_state import ORIGIN_COORDINATOR
 from segments.records import RecordBatchBuilder, iter_records
 from tests.support.clock import T0, FakeClock
 
@@ -100,3 +102,12 @@ def txn_batch(producer_id, count, producer_epoch=0, base_sequence=0, timestamp=T
     for n in range(count):
         assert builder.append(timestamp + n, None, value + b"-%d" % n) is not None
     return bytes(builder.build())
+
+
+def end_txn(log, control_type, producer_id, producer_epoch=0, coordinator_epoch=0,
+            timestamp=T0):
+    """Append ``producer_id``'s COMMIT or ABORT marker as the transaction coordinator
+    does; return its offset."""
+    marker = build_end_txn_marker(control_type, coordinator_epoch, producer_id,
+                                  producer_epoch, timestamp)
+    return log.append(marker, origin=ORIGIN_COORDINATOR)[0]

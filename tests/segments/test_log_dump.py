@@ -5,7 +5,8 @@ import argparse
 import io
 
 from segments import batch_descriptor as d, dump
-from tests.segments.helpers import make_batch, open_log
+from segments.control_record import ABORT, COMMIT
+from tests.segments.helpers import end_txn, make_batch, open_log, txn_batch
 from tests.support.clock import T0
 
 STEM = "00000000000000000000"
@@ -133,16 +134,11 @@ def test_sequences_follow_the_batch(tmp_path):
 
 
 def test_markers_and_the_txn_index(tmp_path):
-    from segments.control_record import ABORT, COMMIT, build_end_txn_marker
-    from segments.txn_index import AbortedTxn
-    from tests.segments.helpers import txn_batch
-
     log = open_log(tmp_path / "t-0")
     log.append(txn_batch(5, 2, producer_epoch=1))
-    log.append(build_end_txn_marker(COMMIT, 17, 5, 1, T0 + 9), leader_epoch=2)
+    end_txn(log, COMMIT, 5, producer_epoch=1, coordinator_epoch=17, timestamp=T0 + 9)
     log.append(txn_batch(6, 1))
-    marker, _ = log.append(build_end_txn_marker(ABORT, 3, 6, 0, T0 + 10))
-    log.append_aborted_txn(AbortedTxn(6, 3, marker, marker + 1))
+    end_txn(log, ABORT, 6, coordinator_epoch=3, timestamp=T0 + 10)
     log.close()
     code, lines = run("--deep-iteration", "--files", str(tmp_path / "t-0" / f"{STEM}.log"))
     assert code == 0

@@ -9,12 +9,11 @@ import os
 import pytest
 
 from segments import txn_index_descriptor as d
-from segments.control_record import ABORT, COMMIT, build_end_txn_marker
+from segments.control_record import ABORT, COMMIT
 from segments.index import CorruptIndexError
 from segments.txn_index import AbortedTxn, TransactionIndex, encode_entry, parse_entries
 from segments.txn_index_rebuild import rebuild_txn_indexes
-from tests.segments.helpers import all_records, crash, open_log, txn_batch
-from tests.support.clock import T0
+from tests.segments.helpers import all_records, crash, end_txn, open_log, txn_batch
 
 
 def test_entry_layout_is_kafkas():
@@ -73,20 +72,18 @@ def test_strict_parse(damage, rule):
 
 
 def _interleaved(log):
-    """Append open, committed and aborted transactions of three producers, as a
-    coordinator would, recording the aborts; return the expected AbortedTxns."""
+    """Append open, committed and aborted transactions of four producers, ending them as
+    a coordinator does (the log indexes the aborts); return the expected AbortedTxns."""
     first1, _ = log.append(txn_batch(1, 3))                     # 0-2   P1
     log.append(txn_batch(2, 2))                                 # 3-4   P2
     log.append(txn_batch(1, 2, base_sequence=3))                # 5-6   P1
-    abort1, _ = log.append(build_end_txn_marker(ABORT, 0, 1, 0, T0))      # 7
+    abort1 = end_txn(log, ABORT, 1)                             # 7
     txn1 = AbortedTxn(1, first1, abort1, 3)  # P2's open transaction holds the LSO at 3
-    log.append_aborted_txn(txn1)
-    log.append(build_end_txn_marker(COMMIT, 0, 2, 0, T0))       # 8     P2 commits
+    end_txn(log, COMMIT, 2)                                     # 8     P2 commits
     log.roll()
     first3, _ = log.append(txn_batch(3, 2))                     # 9-10  P3
-    abort3, _ = log.append(build_end_txn_marker(ABORT, 0, 3, 0, T0))      # 11
+    abort3 = end_txn(log, ABORT, 3)                             # 11
     txn3 = AbortedTxn(3, first3, abort3, abort3 + 1)
-    log.append_aborted_txn(txn3)
     log.append(txn_batch(4, 1))                                 # 12    P4 stays open
     return [txn1, txn3]
 
