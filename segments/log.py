@@ -743,10 +743,15 @@ class PartitionLog:
         (Kafka's updateTxnIndex). The batches are appended by then: a failed index write
         takes the log offline for a restart to rebuild the index, rather than leave it
         short of an abort a reader must know about."""
-        for txn in completed:
+        for n, txn in enumerate(completed):
             if txn.is_aborted:
-                entry = AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
-                                   self.producer_state.last_stable_offset(txn))
+                # Kafka completes an append's transactions one by one: those completed
+                # after this one in the same append were still open when it was done
+                lso = self.producer_state.last_stable_offset(txn)
+                for later in completed[n + 1:]:
+                    if later.producer_id != txn.producer_id and later.first_offset < lso:
+                        lso = later.first_offset
+                entry = AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
                 try:
                     self.append_aborted_txn(entry)
                 except KafkaStorageError as e:

@@ -175,3 +175,17 @@ def test_append_aborted_txn_checks_the_marker_is_in_the_active_segment(tmp_path)
     with pytest.raises(ValueError):
         log.append_aborted_txn(AbortedTxn(2, 2, 3, 4))  # past the log end
     log.close()
+
+
+def test_a_follower_indexes_the_same_aborts(tmp_path):
+    leader = open_log(tmp_path / "leader-0")
+    expected = _interleaved(leader)
+    follower = open_log(tmp_path / "follower-0")
+    offset = 0
+    while offset < leader.log_end_offset:
+        found = leader.read_slice(offset, 1 << 20)
+        follower.append_as_follower(found.tobytes())
+        offset = follower.log_end_offset
+    assert follower.collect_aborted_transactions(0, offset) == expected
+    leader.close()
+    follower.close()
