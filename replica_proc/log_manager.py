@@ -12,6 +12,9 @@ how long it may wait and calls ``tick(now)`` every iteration, which runs what is
   (and checkpoint file) is current and a crash recovers only recent batches;
 - compaction, every 15 s (Kafka's log.cleaner.backoff.ms): ``segments.cleaner.clean`` on
   compacted topics, below the high watermark;
+- producer expiration, every producer.id.expiration.check.interval.ms: each log's
+  ``producer_state.remove_expired_producers`` with producer.id.expiration.ms (the
+  producers idle that long, without an open transaction, are forgotten, as Kafka's);
 - high-watermark checkpoint, every replica.high.watermark.checkpoint.interval.ms:
   ``ReplicaManager.checkpoint_high_watermarks`` (one file for the broker, rewritten only
   when a high watermark moved).
@@ -50,6 +53,8 @@ class LogManager:
             _Task("recovery-point checkpoint", RECOVERY_CHECKPOINT_INTERVAL_MS,
                   self._checkpoint),
             _Task("compaction", CLEANER_BACKOFF_MS, self._compact),
+            _Task("producer expiration", config["producer.id.expiration.check.interval.ms"],
+                  self._expire_producers),
             _Task("high-watermark checkpoint",
                   config["replica.high.watermark.checkpoint.interval.ms"],
                   self._checkpoint_high_watermarks),
@@ -57,6 +62,7 @@ class LogManager:
         for task in self._tasks:
             task.due = now + task.interval
         self._end_offsets = {}  # partition -> log end offset at the last checkpoint pass
+        self._producer_expiration_ms = config["producer.id.expiration.ms"]
 
     def next_due(self):
         """The earliest time (ms) a task is due."""
@@ -105,6 +111,13 @@ class LogManager:
             if previous.get(partition) == end and partition.log.recovery_point < end:
                 partition.log.flush()
         self._each("recovery-point checkpoint", partitions, apply)
+
+    def _expire_producers(self, partitions):
+        def apply(partition):
+            log_ = partition.log
+            log_.producer_state.remove_expired_producers(log_.clock(),
+                                                         self._producer_expiration_ms)
+        self._each("producer expiration", partitions, apply)
 
     def _compact(self, partitions):
         def apply(partition):

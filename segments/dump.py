@@ -9,15 +9,20 @@ it and ``run(args)`` with the parsed namespace. For each file:
   isControl: .. position: .. CreateTime: .. size: .. magic: 2 compresscodec: ..
   crcValid: ..``); with ``--deep-iteration`` (implied by ``--print-data-log``) one
   ``| offset: ..`` line per record, with ``key: .. payload: ..`` under
-  ``--print-data-log``; a control batch's record ends in ``endTxnMarker: COMMIT
-  coordinatorEpoch: N`` (ABORT, COMMIT) or ``controlType: UNKNOWN(id)``, never a key
-  or payload. Bytes after the last whole batch are reported
-  (``Found N invalid bytes at the end of <file>``), and offsets that are not consecutive
-  under ``--deep-iteration``.
+  ``--print-data-log`` (a control batch's record instead ends with
+  ``endTxnMarker: COMMIT|ABORT coordinatorEpoch: ..``, or ``controlType: NAME(id)``).
+  Bytes after the last whole batch are reported (``Found N invalid bytes at the end of
+  <file>``), and offsets that are not consecutive under ``--deep-iteration``.
 - ``.index``: ``offset: N position: P`` per entry, checked against the batch at ``P``;
   ``.timeindex``: ``timestamp: T offset: N`` per entry, checked against the batch holding
   ``N``. ``--verify-index-only`` prints only the mismatches; ``--index-sanity-check``
   only runs the check the log runs at open.
+- ``.snapshot`` (producer state, ``segments.producer_snapshot_descriptor``): one line per
+  producer, ``producerId: .. producerEpoch: .. coordinatorEpoch: ..
+  currentTxnFirstOffset: OptionalLong[..]|OptionalLong.empty lastTimestamp: ..`` and,
+  when it has a batch, ``firstSequence: .. lastSequence: .. lastOffset: .. offsetDelta:
+  .. timestamp: ..`` (kafka-dump-log prints Java's OptionalLong as is); a snapshot that
+  fails its parse or CRC prints why.
 - ``.txnindex``: ``version: 0 producerId: .. firstOffset: .. lastOffset: ..
   lastStableOffset: ..`` per aborted transaction; an index that does not parse is a
   problem reported with the rule it breaks (the log would rebuild it).
@@ -31,17 +36,18 @@ from __future__ import annotations
 import os
 import sys
 
-from segments import batch_descriptor as bd
+from segments import batch_descriptor as bd, producer_snapshot_descriptor as sd
 from segments.batch_header import BatchHeader
 from segments.compression import CODEC_NAMES
-from segments.control_record import (
-    CONTROL_TYPE_NAMES,
-    UNKNOWN,
-    parse_control_key,
-    parse_end_txn_marker,
-)
 from segments.errors import CorruptRecordError, StorageError
 from segments.index import CorruptIndexError, OffsetIndex, TimeIndex
+from segments.producer_state import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    CONTROL_KEY,
+    MARKER_VALUE,
+    decrement_sequence,
+)
 from segments.records import RecordBatch
 from segments.segment import (
     INDEX_SUFFIX,
@@ -63,7 +69,7 @@ def add_arguments(parser):
     """Add kafka-dump-log's options to an ``argparse`` parser."""
     parser.add_argument(
         "--files", action="append", required=True, metavar="FILE[,FILE...]",
-        help="segment files to dump (.log, .index, .timeindex, .txnindex); "
+        help="segment files to dump (.log, .index, .timeindex, .snapshot, .txnindex); "
              "comma-separated or repeated")
     parser.add_argument(
         "--print-data-log", action="store_true",
@@ -99,6 +105,8 @@ def run(args, out=None, parse_record=None):
             elif name.endswith(TIME_INDEX_SUFFIX):
                 ok = dump_time_index(name, out, args.verify_index_only,
                                      args.index_sanity_check)
+            elif name.endswith(sd.SUFFIX):
+                ok = dump_producer_snapshot(name, out)
             elif name.endswith(TXN_INDEX_SUFFIX):
                 ok = dump_txn_index(name, out)
             else:
@@ -197,13 +205,22 @@ def _record_line(header, record, print_data, parse_record=None):
     return line
 
 
+#: Kafka's ControlRecordType names by id.
+_CONTROL_TYPES = {CONTROL_ABORT: "ABORT", CONTROL_COMMIT: "COMMIT", 2: "LEADER_CHANGE",
+                  3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION",
+                  6: "KRAFT_VOTERS"}
+
+
 def _control_text(record):
-    """What kafka-dump-log adds to a control record's line (Kafka's DumpLogSegments)."""
-    control_type = parse_control_key(record.key)
-    if control_type == UNKNOWN:
-        return f" controlType: UNKNOWN({bd.INT16.unpack_from(record.key, 2)[0]})"
-    return (f" endTxnMarker: {CONTROL_TYPE_NAMES[control_type]} "
-            f"coordinatorEpoch: {parse_end_txn_marker(record.value)}")
+    """What kafka-dump-log adds to a control record's line."""
+    key, value = record.key, record.value
+    control_type = CONTROL_KEY.unpack(key)[1] if key is not None and \
+        len(key) == CONTROL_KEY.size else -1
+    if control_type in (CONTROL_ABORT, CONTROL_COMMIT) and value is not None and \
+            len(value) >= MARKER_VALUE.size:
+        return (f" endTxnMarker: {_CONTROL_TYPES[control_type]} coordinatorEpoch: "
+                f"{MARKER_VALUE.unpack_from(value)[1]}")
+    return f" controlType: {_CONTROL_TYPES.get(control_type, 'UNKNOWN')}({control_type})"
 
 
 def _text(data):
@@ -212,6 +229,32 @@ def _text(data):
 
 def _bool(value):
     return "true" if value else "false"
+
+
+# -- .snapshot -------------------------------------------------------------------------------
+
+def dump_producer_snapshot(path, out):
+    """Print the producers of a producer-state snapshot; False if it does not parse."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        entries = sd.decode(data)
+    except sd.CorruptSnapshotError as e:
+        print(f"Snapshot {path} is corrupt: {e}", file=out)
+        return False
+    for (producer_id, epoch, last_seq, last_offset, offset_delta, timestamp,
+         coordinator_epoch, txn_first_offset) in entries:
+        txn = f"OptionalLong[{txn_first_offset}]" if txn_first_offset >= 0 \
+            else "OptionalLong.empty"
+        line = (f"producerId: {producer_id} producerEpoch: {epoch} coordinatorEpoch: "
+                f"{coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: "
+                f"{timestamp} ")
+        if last_offset >= 0:
+            line += (f"firstSequence: {decrement_sequence(last_seq, offset_delta)} "
+                     f"lastSequence: {last_seq} lastOffset: "
+                     f"{last_offset} offsetDelta: {offset_delta} timestamp: {timestamp}")
+        print(line, file=out)
+    return True
 
 
 # -- indexes --------------------------------------------------------------------------------

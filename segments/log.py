@@ -90,8 +90,9 @@ tuple, so it unpacks like any answer of ``append``; ``max_timestamp`` too). A fo
 (``append_as_follower``) updates the state without the duplicate and sequence checks.
 Snapshots ``<offset>.snapshot`` (``segments.producer_snapshot_descriptor``) are written
 (not fsynced) at each roll, at the new segment's base offset, and (fsynced) by a clean
-``close`` at the log end; opening loads the latest valid one at or below the recovery
-point (all of them after a clean shutdown) and replays the batches after it.
+``close`` at the log end (unless the log is empty); opening loads the latest valid one at
+or below the recovery point (all of them after a clean shutdown) and replays the batches
+after it.
 ``truncate_to`` drops the snapshots above the new end and rebuilds the state the same
 way; retention drops the snapshots below the log start offset except the latest. A
 snapshot is derived data: one that is damaged is skipped (a WARNING) and rebuilt.
@@ -1231,7 +1232,8 @@ class PartitionLog:
             return
         if self.offline is None:
             self.flush()
-            self._take_producer_snapshot(self.log_end_offset, sync=True)
+            if self.log_end_offset > self.log_start_offset:  # else nothing to replay
+                self._take_producer_snapshot(self.log_end_offset, sync=True)
         else:  # corrupt bytes found: the files are as the log wrote them, so close
             # cleanly (recovery would cut the log at the damage); the next open finds
             # the damage again on its first read

@@ -482,6 +482,18 @@ class ProducerStateManager:
 
     # -- the log's life -------------------------------------------------------------------
 
+    def remove_expired_producers(self, now_ms, expiration_ms):
+        """Forget the producers without an open transaction whose last timestamp is
+        ``expiration_ms`` or more before ``now_ms`` (Kafka's producer.id.expiration.ms);
+        return how many. A forgotten producer that comes back is accepted at any
+        sequence (an unknown producer)."""
+        expired = [producer_id for producer_id, entry in self.producers.items()
+                   if entry.current_txn_first_offset < 0
+                   and now_ms - entry.last_timestamp >= expiration_ms]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return len(expired)
+
     def last_entry(self, producer_id):
         return self.producers.get(producer_id)
 

@@ -167,6 +167,8 @@ BROKER_KEYS = keys(
     _log_key("log.index.size.max.bytes", "segment.index.bytes"),
     _log_key("log.message.timestamp.type", "message.timestamp.type"),
     _log_key("message.max.bytes", "max.message.bytes"),
+    Key("producer.id.expiration.ms", Int(1, INT_MAX), 86400000),
+    Key("producer.id.expiration.check.interval.ms", Int(1, INT_MAX), 600000),
     Key("replica.lag.time.max.ms", _ms, 30000),
     Key("replica.high.watermark.checkpoint.interval.ms", Int(1, LONG_MAX), 5000),
     Key("replica.fetch.max.bytes", Int(0, INT_MAX), 1024 * 1024),

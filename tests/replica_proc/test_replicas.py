@@ -27,6 +27,7 @@ from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INT
 from replica_proc.partition import PARTITION_METADATA, read_topic_id, write_topic_id
 from replica_proc.replica_manager import ReplicaManager
 from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog, stage_empty_log
+from segments.records import RecordBatchBuilder
 from tests.support.broker import batch, make_image
 from tests.support.clock import T0, FakeClock
 from tests.support.disk_faults import DiskFaults
@@ -417,6 +418,28 @@ def test_flush_and_recovery_point_checkpoints(manager, clock):
     assert idle.log.recovery_point == 0
     timers.tick(2 * RECOVERY_CHECKPOINT_INTERVAL_MS)  # idle since: flushed, checkpointed
     assert idle.log.recovery_point == 1
+
+
+def test_producer_expiration_runs_at_its_interval(tmp_path, clock):
+    config = BrokerConfig({"broker.id": 0, "producer.id.expiration.ms": 5000,
+                           "producer.id.expiration.check.interval.ms": 2000},
+                          data_dir=tmp_path)
+    replicas = ReplicaManager(0, config["log.dirs"], config, clock)
+    try:
+        replicas.apply(image(1, t=(1, {})))
+        partition = replicas.leader("t", 0)
+        builder = RecordBatchBuilder(0, 1 << 20, producer_id=7, producer_epoch=0,
+                                     base_sequence=0)
+        builder.append(clock.now, b"k", b"v")
+        partition.append_as_leader(bytes(builder.build()), 1)
+        timers = LogManager(replicas, config, now=0)
+        clock.now += 5000
+        assert "producer expiration" not in timers.tick(1999)
+        assert 7 in partition.log.producer_state.producers
+        assert "producer expiration" in timers.tick(2000)
+        assert partition.log.producer_state.producers == {}
+    finally:
+        replicas.close()
 
 
 def test_compaction_runs_on_compacted_topics(manager, clock):

@@ -1,5 +1,6 @@
-"""Helpers of the partition-log tests (test_log*, test_recovery, test_cleaner): batches built
-from records, a log opened on a fake clock, its records read back, a simulated crash."""
+"""Helpers of the partition-log tests (test_log*, test_recovery, test_cleaner,
+test_producer_state): batches built from records (plain, idempotent, transaction markers),
+a log opened on a fake clock, its records read back, a simulated crash."""
 from __future__ import annotations
 
 import os
@@ -10,8 +11,21 @@ from segments.checkpoint import OffsetCheckpoint
 from segments.control_record import build_end_txn_marker
 from segments.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, PartitionLog
 from segments.log_config import LogConfig
-from segments.producer_state import ORIGIN_COORDINATOR
-from segments.records import RecordBatchBuilder, iter_records
+from segments.producer_state import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    CONTROL_KEY,
+    MARKER_VALUE,
+    ORIGIN_COORDINATOR,
+)
+from segments.records import (
+    NO_HEADERS,
+    RecordBatchBuilder,
+    encode_records,
+    iter_records,
+    pack_batch,
+    record_body_size,
+)
 from tests.support.clock import T0, FakeClock
 
 
@@ -111,3 +125,25 @@ def end_txn(log, control_type, producer_id, producer_epoch=0, coordinator_epoch=
     marker = build_end_txn_marker(control_type, coordinator_epoch, producer_id,
                                   producer_epoch, timestamp)
     return log.append(marker, origin=ORIGIN_COORDINATOR)[0]
+
+
+def idempotent(producer_id, epoch, sequence, count=1, transactional=False, key=b"k",
+               timestamp=T0):
+    """A producer batch of ``count`` records stamped with producer id, epoch, sequence."""
+    builder = RecordBatchBuilder(0, 1 << 20, producer_id=producer_id, producer_epoch=epoch,
+                                 base_sequence=sequence, is_transactional=transactional)
+    for i in range(count):
+        builder.append(timestamp + i, key + b"%d" % i, b"value")
+    return bytes(builder.build())
+
+
+def marker(producer_id, epoch, commit=True, coordinator_epoch=0, timestamp=T0):
+    """A transaction marker: a transactional control batch holding one
+    EndTransactionMarker record (Kafka's layout)."""
+    key = CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = MARKER_VALUE.pack(0, coordinator_epoch)
+    payload, _ = encode_records([timestamp], [key], [value], [NO_HEADERS],
+                                [record_body_size(0, 0, key, value, NO_HEADERS)])
+    return pack_batch(payload, 1, timestamp, timestamp,
+                      d.TRANSACTIONAL_MASK | d.CONTROL_MASK, producer_id=producer_id,
+                      producer_epoch=epoch, base_sequence=-1, partition_leader_epoch=-1)

@@ -1,4 +1,4 @@
-"""The dump-log tool: Kafka-style lines for .log, .index and .timeindex files."""
+"""The dump-log tool: Kafka-style lines for .log, .index, .timeindex and .snapshot files."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +6,8 @@ import io
 
 from segments import batch_descriptor as d, dump
 from segments.control_record import ABORT, COMMIT
-from tests.segments.helpers import end_txn, make_batch, open_log, txn_batch
+from segments.producer_state import ORIGIN_COORDINATOR
+from tests.segments.helpers import end_txn, idempotent, make_batch, marker, open_log, txn_batch
 from tests.support.clock import T0
 
 STEM = "00000000000000000000"
@@ -159,3 +160,66 @@ def test_markers_and_the_txn_index(tmp_path):
         f.write(b"\x00")
     code, lines = run("--files", index)
     assert code == 1 and "failed sanity check" in lines[1] and "whole number" in lines[1]
+
+
+def build_transactional(path):
+    """An idempotent batch, a transaction of producer 9 and its COMMIT marker."""
+    log = open_log(path)
+    log.append(idempotent(7, 2, 5, 2, timestamp=T0))
+    log.append(idempotent(9, 0, 0, 1, transactional=True, timestamp=T0 + 3))
+    log.append(marker(9, 0, commit=True, coordinator_epoch=4, timestamp=T0 + 4),
+               origin=ORIGIN_COORDINATOR)
+    log.close()
+    return path
+
+
+def test_dump_log_shows_producer_fields_and_transaction_markers(tmp_path):
+    path = build_transactional(tmp_path / "t-0")
+    code, lines = run("--files", str(path / f"{STEM}.log"), "--print-data-log")
+    assert code == 0
+    batches = [line for line in lines if line.startswith("baseOffset")]
+    assert batches[0].startswith(
+        "baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 5 lastSequence: 6 "
+        "producerId: 7 producerEpoch: 2 partitionLeaderEpoch: -1 isTransactional: false "
+        "isControl: false ")
+    assert "producerId: 9 producerEpoch: 0 partitionLeaderEpoch: -1 isTransactional: true " \
+        "isControl: false " in batches[1]
+    assert "baseSequence: -1 lastSequence: -1 producerId: 9 producerEpoch: 0 " \
+        "partitionLeaderEpoch: -1 isTransactional: true isControl: true " in batches[2]
+    records = [line for line in lines if line.startswith("|")]
+    assert records[1] == (f"| offset: 1 CreateTime: {T0 + 1} keySize: 2 valueSize: 5 "
+                          "sequence: 6 headerKeys: [] key: k1 payload: value")
+    assert records[-1] == (f"| offset: 3 CreateTime: {T0 + 4} keySize: 4 valueSize: 6 "
+                           "sequence: -1 headerKeys: [] endTxnMarker: COMMIT "
+                           "coordinatorEpoch: 4")
+
+
+def test_dump_producer_snapshot(tmp_path):
+    path = build_transactional(tmp_path / "t-0")
+    idem = tmp_path / "i-0"
+    log = open_log(idem)
+    log.append(idempotent(7, 2, 5, 2, timestamp=T0))
+    log.append(idempotent(9, 0, 0, 1, transactional=True, timestamp=T0 + 3))
+    log.close()
+    code, lines = run("--files", str(idem / "00000000000000000003.snapshot"))
+    assert code == 0
+    assert lines[1:] == [
+        f"producerId: 7 producerEpoch: 2 coordinatorEpoch: -1 currentTxnFirstOffset: "
+        f"OptionalLong.empty lastTimestamp: {T0 + 1} firstSequence: 5 lastSequence: 6 "
+        f"lastOffset: 1 offsetDelta: 1 timestamp: {T0 + 1}",
+        f"producerId: 9 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: "
+        f"OptionalLong[2] lastTimestamp: {T0 + 3} firstSequence: 0 lastSequence: 0 "
+        f"lastOffset: 2 offsetDelta: 0 timestamp: {T0 + 3}"]
+    # after the marker: the transaction is closed, the marker's time is the last timestamp
+    code, lines = run("--files", str(path / "00000000000000000004.snapshot"))
+    assert lines[2] == (
+        f"producerId: 9 producerEpoch: 0 coordinatorEpoch: 4 currentTxnFirstOffset: "
+        f"OptionalLong.empty lastTimestamp: {T0 + 4} firstSequence: 0 lastSequence: 0 "
+        f"lastOffset: 2 offsetDelta: 0 timestamp: {T0 + 4}")
+    snapshot = idem / "00000000000000000003.snapshot"
+    data = bytearray(snapshot.read_bytes())
+    data[-1] ^= 0xFF
+    snapshot.write_bytes(data)
+    code, lines = run("--files", str(snapshot))
+    assert code == 1
+    assert "corrupt" in lines[1] and "CRC" in lines[1]

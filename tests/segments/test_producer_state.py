@@ -22,11 +22,8 @@ from segments.errors import (
 )
 from segments.log import DuplicateAppend
 from segments.producer_state import (
-    CONTROL_ABORT,
     CONTROL_COMMIT,
-    CONTROL_KEY,
     INT32_MAX,
-    MARKER_VALUE,
     ORIGIN_COORDINATOR,
     BatchMetadata,
     CompletedTxn,
@@ -34,38 +31,12 @@ from segments.producer_state import (
     increment_sequence,
 )
 from segments.records import (
-    NO_HEADERS,
     RecordBatchBuilder,
-    encode_records,
-    pack_batch,
-    record_body_size,
 )
-from tests.segments.helpers import all_records, batches_of, crash, open_log
+from tests.segments.helpers import all_records, batches_of, crash, idempotent, marker, open_log
 from tests.support.clock import T0
 
 PID, OTHER = 1000, 2000
-
-
-def idempotent(producer_id, epoch, sequence, count=1, transactional=False, key=b"k",
-               timestamp=T0):
-    """A producer batch of ``count`` records stamped with producer id, epoch, sequence."""
-    builder = RecordBatchBuilder(0, 1 << 20, producer_id=producer_id, producer_epoch=epoch,
-                                 base_sequence=sequence, is_transactional=transactional)
-    for i in range(count):
-        builder.append(timestamp + i, key + b"%d" % i, b"value")
-    return bytes(builder.build())
-
-
-def marker(producer_id, epoch, commit=True, coordinator_epoch=0, timestamp=T0):
-    """A transaction marker: a transactional control batch holding one
-    EndTransactionMarker record (Kafka's layout)."""
-    key = CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
-    value = MARKER_VALUE.pack(0, coordinator_epoch)
-    payload, _ = encode_records([timestamp], [key], [value], [NO_HEADERS],
-                                [record_body_size(0, 0, key, value, NO_HEADERS)])
-    return pack_batch(payload, 1, timestamp, timestamp,
-                      d.TRANSACTIONAL_MASK | d.CONTROL_MASK, producer_id=producer_id,
-                      producer_epoch=epoch, base_sequence=-1, partition_leader_epoch=-1)
 
 
 def summary(log):
@@ -275,6 +246,17 @@ def test_a_bumped_epoch_marker_then_data_from_sequence_zero(log):
     assert log.append(idempotent(PID, 1, 0, 1, transactional=True)) == (4, 4)
 
 
+def test_idle_producers_expire_but_not_one_with_an_open_transaction(log):
+    log.append(idempotent(PID, 0, 0, 1, timestamp=T0))
+    log.append(idempotent(OTHER, 0, 0, 1, transactional=True, timestamp=T0))
+    state = log.producer_state
+    assert state.remove_expired_producers(T0 + 999, 1000) == 0
+    assert state.remove_expired_producers(T0 + 1000, 1000) == 1
+    assert set(state.producers) == {OTHER}
+    # the forgotten producer is unknown again: any sequence goes
+    assert log.append(idempotent(PID, 0, 17, 1)) == (2, 2)
+
+
 # -- snapshots -------------------------------------------------------------------------------
 
 def test_a_clean_close_writes_a_snapshot_in_kafkas_layout(tmp_path):
@@ -366,6 +348,12 @@ def test_a_log_without_snapshots_rebuilds_its_state_at_open(tmp_path):
     log = open_log(path)
     assert summary(log) == before
     log.close()
+
+
+def test_an_empty_log_closes_without_a_snapshot(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    log.close()
+    assert [n for n in os.listdir(tmp_path / "t-0") if n.endswith(sd.SUFFIX)] == []
 
 
 def test_each_roll_writes_a_snapshot_at_the_new_segments_base(tmp_path):
@@ -465,6 +453,12 @@ def test_compaction_keeps_each_producers_last_batch(tmp_path):
     kept = {(h.producer_id, h.base_offset, h.record_count) for h in headers
             if h.producer_id >= 0}
     assert kept == {(PID, 0, 0), (OTHER, 2, 1)}  # PID's last batch kept, emptied
+    (emptied,) = [h for h in headers if h.producer_id == PID]
+    reference = DefaultRecordBatch(bytearray(emptied.buf[emptied.position:
+                                                         emptied.position
+                                                         + emptied.size_in_bytes]))
+    assert reference.validate_crc() and list(reference) == []
+    assert (reference.base_sequence, reference.producer_epoch) == (0, 0)
     assert [r.offset for r in all_records(log) if r.key == b"a0"] == [2]
     log.close()
     for name in os.listdir(path):
