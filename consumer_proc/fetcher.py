@@ -132,6 +132,7 @@ class Fetcher:
         self._value_deserializer = value_deserializer
         self._max_frame = max_frame
         self._check_crcs = config["check_crcs"]
+        self._read_committed = config["isolation_level"] == "read_committed"
         self._partition_max_bytes = config["max_partition_fetch_bytes"]
         self._module = protocol.request_module(ApiKey.FETCH, API_VERSIONS[ApiKey.FETCH])
         self._request_fields = dict(
@@ -311,7 +312,9 @@ class Fetcher:
             if not data.records:
                 return None
             try:
-                part = PartitionRecords(tp, offset, data.records, self._check_crcs)
+                part = PartitionRecords(
+                    tp, offset, data.records, self._check_crcs,
+                    data.aborted_transactions if self._read_committed else None)
             except CorruptRecordError as exc:
                 self._errors.append((tp, offset, exc))
                 return None

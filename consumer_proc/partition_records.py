@@ -15,6 +15,17 @@ offset of the next record to hand out; once everything is taken it is ``end_offs
 which may be past the last record's offset + 1 (a compacted batch keeps its last offset
 delta; a control batch has no records for the application).
 
+read_committed: given the response's ``aborted_transactions``, the batches of aborted
+transactions are dropped when the headers are walked, by Kafka's algorithm
+(CompletedFetch.nextFetchedBatch): the aborted transactions sorted by first offset; at
+each batch with a producer id, every aborted transaction that begins at or before the
+batch's last offset makes its producer *aborted*; a transactional data batch of an
+aborted producer is skipped, and that producer's ABORT marker (a control batch, itself
+never handed out) makes it not aborted again. The position moves past what is skipped
+(``end_offset`` counts every batch fetched). Without aborted transactions — every
+read_uncommitted fetch, and read_committed ones with no abort in range — the headers
+are not looked at again.
+
 A batch that fails its CRC check (``check_crcs``) or does not decode raises
 CorruptRecordError naming the partition and offset from ``take``/``take_columns`` — after
 the records of the batches before it were taken; the object is then exhausted, and the
@@ -33,6 +44,7 @@ from consumer_proc.columns_parser import VECTOR_MIN_RECORDS, parse_batches
 from consumer_proc.consumer_record import make_record
 from consumer_proc.record_columns import NO_HEADERS
 from segments.batch_header import iter_batches
+from segments.control_record import is_abort_marker
 from segments.errors import CorruptRecordError
 from segments.records import RecordBatch
 
@@ -45,9 +57,10 @@ class PartitionRecords:
     (module doc). Raises CorruptRecordError if a batch header does not frame."""
 
     __slots__ = ("tp", "fetch_offset", "buffer", "next_offset", "end_offset", "size_in_bytes",
-                 "_headers", "_next_batch", "_parsed", "_check_crcs", "_error", "_renumbered")
+                 "batch_count", "_headers", "_next_batch", "_parsed", "_check_crcs", "_error",
+                 "_renumbered")
 
-    def __init__(self, tp, fetch_offset, buffer, check_crcs=True):
+    def __init__(self, tp, fetch_offset, buffer, check_crcs=True, aborted_transactions=None):
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.buffer = buffer
@@ -63,6 +76,16 @@ class PartitionRecords:
         self.end_offset = valid[-1].next_offset if valid else fetch_offset
         self.size_in_bytes = (self._headers[-1].position + self._headers[-1].size_in_bytes
                               if self._headers else 0)
+        #: Batches fetched (skipped ones included).
+        self.batch_count = len(self._headers)
+        if aborted_transactions:
+            try:
+                kept = _without_aborted(buffer, valid, aborted_transactions)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"{tp.topic}-{tp.partition} fetched at offset "
+                                         f"{fetch_offset}: {exc}") from None
+            self._headers = kept + self._headers[self._renumbered:]
+            self._renumbered = len(kept)
         self._next_batch = 0
         self._parsed = []  # RecordColumns parsed and not yet (fully) taken, in order
         self._check_crcs = check_crcs
@@ -72,10 +95,6 @@ class PartitionRecords:
         """True while records (or batches not yet parsed, or an error) remain."""
         return (self._error is not None or bool(self._parsed)
                 or self._next_batch < len(self._headers))
-
-    @property
-    def batch_count(self):
-        return len(self._headers)
 
     @property
     def record_count(self):
@@ -231,6 +250,34 @@ class PartitionRecords:
         return (f"PartitionRecords({self.tp.topic}-{self.tp.partition}, fetched at "
                 f"{self.fetch_offset}, next {self.next_offset}, end {self.end_offset}, "
                 f"{len(self._headers)} batches)")
+
+
+def _without_aborted(buffer, headers, aborted_transactions):
+    """``headers`` without the batches of aborted transactions and without control
+    batches (module doc). ``aborted_transactions``: objects with ``producer_id`` and
+    ``first_offset``."""
+    pending = sorted(aborted_transactions, key=lambda txn: txn.first_offset)
+    next_pending = 0
+    aborted = set()
+    kept = []
+    for header in headers:
+        producer_id = header.producer_id
+        if producer_id >= 0:
+            last_offset = header.last_offset
+            while (next_pending < len(pending)
+                   and pending[next_pending].first_offset <= last_offset):
+                aborted.add(pending[next_pending].producer_id)
+                next_pending += 1
+            if header.is_control_batch:
+                if is_abort_marker(buffer, header):
+                    aborted.discard(producer_id)
+                continue
+            if header.is_transactional and producer_id in aborted:
+                continue
+        elif header.is_control_batch:
+            continue
+        kept.append(header)
+    return kept
 
 
 def _first_renumbered(headers):

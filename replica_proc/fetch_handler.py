@@ -7,7 +7,12 @@ For each partition, in request order (Kafka's ReplicaManager.readFromLog rules):
   ``current_leader_epoch`` (v9+) that is not the leader's);
 - the read starts at the batch holding ``fetch_offset`` (the whole batch, even if the
   offset is in its middle) and holds whole batches only, none with an offset at or past the
-  high watermark (consumers; a follower — ``replica_id`` >= 0 — reads to the log end);
+  high watermark (consumers at read_uncommitted; a follower — ``replica_id`` >= 0 — reads
+  to the log end) or the last stable offset (``isolation_level`` 1, read_committed:
+  ``Partition.last_stable_offset``, Kafka's min(first unstable offset, high watermark));
+- every answer carries the last stable offset; a read_committed one also the aborted
+  transactions that overlap what it returns (``PartitionLog.collect_aborted_transactions``
+  from the fetch offset to ``fetch_upper_bound``), which the consumer drops;
 - at most ``partition_max_bytes`` from a partition and ``max_bytes`` in all, except that
   the first partition with data returns at least one batch even if it is larger (KIP-74);
 - an offset outside the log gives OFFSET_OUT_OF_RANGE, with the high watermark (the log
@@ -50,6 +55,7 @@ from cluster.protocol.fetch_response import (
     partition_overhead,
     topic_overhead,
 )
+from cluster.protocol.frame_descriptor import FETCH_ABORTED
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import DelayedFetch
 from replica_proc.responses import code_of
@@ -60,6 +66,8 @@ log = logging.getLogger(__name__)
 READ_COMMITTED = 1
 #: More bytes than any fetch asks for.
 _UNBOUNDED = 1 << 62
+#: Bytes of one aborted transaction in a read_committed answer.
+_ABORTED_ENTRY = FETCH_ABORTED.size
 
 
 class FetchHandler:
@@ -148,6 +156,7 @@ class FetchHandler:
                 f"partition(s) needs {overhead} bytes before any record, more than the "
                 f"{channel.max_frame}-byte frames of the client's response ring")
         limit = max(0, min(request.max_bytes, room))
+        committed = request.isolation_level == READ_COMMITTED and follower is None
         min_one = True
         total = 0
         failed = False
@@ -158,11 +167,11 @@ class FetchHandler:
             partitions = []
             for p in topic.partitions:
                 data = read(name, p, max(0, min(p.partition_max_bytes, limit)), min_one,
-                            follower, record, room - total)
+                            follower, record, room - total, committed)
                 size = data.records_size
                 if size:
                     min_one = False
-                    total += size
+                    total += size + (data.aborted_size if committed else 0)
                     limit = max(0, limit - size)
                 elif data.error_code:
                     failed = True
@@ -185,10 +194,11 @@ class FetchHandler:
             version, header.correlation_id, topics,
             read_committed=request.isolation_level == READ_COMMITTED))
 
-    def _read(self, topic, p, max_bytes, min_one, follower, record, room):
+    def _read(self, topic, p, max_bytes, min_one, follower, record, room, committed=False):
         """The PartitionData of one partition of the request (see the module doc).
         ``follower``: the follower's id, or None for a consumer; ``record``: the follower
-        whose position this read records, or None."""
+        whose position this read records, or None; ``committed``: a consumer's
+        read_committed fetch."""
         index = p.partition
         try:
             partition = self._replicas.leader(topic, index,
@@ -198,23 +208,29 @@ class FetchHandler:
         except Exception as exc:
             return PartitionData(index, code_of(exc, f"fetch from {topic}-{index}"))
         high_watermark = partition.high_watermark
+        stable = partition.last_stable_offset
         log_start = partition.log.log_start_offset
         log_end = partition.log.log_end_offset
+        aborted = ()
         try:
-            found = partition.read_slice(p.fetch_offset, max_bytes, min_one,
-                                         follower is not None)
+            if committed:
+                found, aborted = partition.read_committed(p.fetch_offset, max_bytes, min_one)
+            else:
+                found = partition.read_slice(p.fetch_offset, max_bytes, min_one,
+                                             follower is not None)
         except OffsetOutOfRangeError as exc:
-            return PartitionData(index, exc.errno, high_watermark, high_watermark, log_start)
+            return PartitionData(index, exc.errno, high_watermark, stable, log_start)
         except KafkaStorageError as exc:
             log.error("%s-%d: fetch at offset %d: %s", topic, index, p.fetch_offset, exc)
-            return PartitionData(index, exc.errno, high_watermark, high_watermark, log_start)
-        if found.size > room:
+            return PartitionData(index, exc.errno, high_watermark, stable, log_start)
+        if found.size + _ABORTED_ENTRY * len(aborted) > room:
             log.warning("%s-%d: the batch at offset %d is %d bytes, more than the %d a "
                         "response frame of this client's ring can hold", topic, index,
                         found.first_offset, found.size, room)
             return PartitionData(index, RecordTooLargeError.errno, high_watermark,
-                                 high_watermark, log_start)
+                                 stable, log_start)
         if record is not None:
             partition.update_follower(record, p.fetch_offset, log_end)
             high_watermark = partition.high_watermark
-        return PartitionData(index, 0, high_watermark, high_watermark, log_start, found)
+            stable = partition.last_stable_offset
+        return PartitionData(index, 0, high_watermark, stable, log_start, found, aborted)

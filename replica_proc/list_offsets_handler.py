@@ -1,9 +1,9 @@
 """ListOffsets v1-5: the offset for a timestamp, per partition.
 
-``timestamp`` -2 (earliest) gives the log start offset, -1 (latest) the high watermark
-(the last stable offset for read_committed is the same: there are no transactions), any
-other value the first record whose timestamp is at or after it, below the high watermark —
-or offset -1 and timestamp -1 when there is none, as Kafka. The partition must be led
+``timestamp`` -2 (earliest) gives the log start offset, -1 (latest) the high watermark —
+the last stable offset for ``isolation_level`` 1 (read_committed, v2+) — any other value
+the first record whose timestamp is at or after it, below that same bound, or offset -1
+and timestamp -1 when there is none, as Kafka. The partition must be led
 here, in the client's ``current_leader_epoch`` if it sends one (v4+). ``leader_epoch`` in
 the answer (v4+) is the current leader epoch for -1 and unknown (-1) otherwise: there is
 no leader-epoch cache to look an older offset's epoch up in.
@@ -18,6 +18,8 @@ from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
 from segments.log import LATEST_TIMESTAMP
 
 UNKNOWN_EPOCH = -1
+#: ListOffsets' isolation_level for read_committed.
+READ_COMMITTED = 1
 
 
 class ListOffsetsHandler:
@@ -28,6 +30,7 @@ class ListOffsetsHandler:
 
     def __call__(self, channel, header, request):
         classes = module(ApiKey.LIST_OFFSETS, header.request_api_version)
+        read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
         topics = []
         for topic in request.topics:
             partitions = []
@@ -35,7 +38,7 @@ class ListOffsetsHandler:
                 try:
                     partition = self._replicas.leader(
                         topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
-                    timestamp, offset = partition.offset_for(p.timestamp)
+                    timestamp, offset = partition.offset_for(p.timestamp, read_committed)
                     epoch = (partition.leader_epoch if p.timestamp == LATEST_TIMESTAMP
                              else UNKNOWN_EPOCH)
                     code = 0

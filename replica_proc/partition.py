@@ -67,6 +67,7 @@ from cluster.errors import (
 from replica_proc.replica_state import ReplicaState
 from segments.checkpoint import write_atomically
 from segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, DuplicateAppend, PartitionLog
+from segments.producer_state import ORIGIN_CLIENT
 
 log = logging.getLogger(__name__)
 
@@ -392,12 +393,13 @@ class Partition:
 
     # -- the hot paths --------------------------------------------------------------------
 
-    def append_as_leader(self, records, required_acks):
+    def append_as_leader(self, records, required_acks, origin=ORIGIN_CLIENT):
         """Validate, stamp (offsets, leader epoch) and append ``records`` (whole batches);
         return the first offset and move the HW (not reported: the caller does that).
         acks=all needs min.insync.replicas in the ISR first. A producer's retry of a batch
         the log holds already appends nothing and returns the log's ``DuplicateAppend``
-        (the original batch's first and last offsets) instead of an int."""
+        (the original batch's first and last offsets) instead of an int. ``origin``:
+        ``ORIGIN_COORDINATOR`` for the transaction coordinator's markers."""
         if not self.is_leader:
             self.check_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -405,7 +407,8 @@ class Partition:
                 f"{self.topic}-{self.index}: the ISR {list(self.isr)} has {len(self.isr)} "
                 f"replica(s), fewer than min.insync.replicas={self.min_insync_replicas} "
                 f"that acks=all requires")
-        first, _ = appended = self.log.append(records, leader_epoch=self.leader_epoch)
+        first, _ = appended = self.log.append(records, leader_epoch=self.leader_epoch,
+                                              origin=origin)
         if appended.__class__ is DuplicateAppend:
             return appended
         if self.followers:
@@ -421,18 +424,46 @@ class Partition:
         return self.log.read_slice(offset, max_bytes,
                                    None if follower else self.high_watermark, min_one_batch)
 
+    # -- transactions ---------------------------------------------------------------------
+
+    @property
+    def last_stable_offset(self):
+        """Kafka's last stable offset: the first offset of the oldest transaction still
+        open or whose marker is not yet below the high watermark, if below the high
+        watermark; else the high watermark. A follower answers its own view (Kafka's
+        followers do too). Two dict checks when no transaction is open."""
+        high_watermark = self.high_watermark
+        state = self.log.producer_state
+        state.on_high_watermark_updated(high_watermark)
+        first = state.first_unstable_offset()
+        return high_watermark if first is None or first >= high_watermark else first
+
+    def read_committed(self, offset, max_bytes, min_one_batch):
+        """A read_committed consumer's read: ``(LogSlice, aborted)`` — whole batches from
+        the one holding ``offset``, none at or past the last stable offset, and the
+        ``AbortedTxn``s overlapping them (OffsetOutOfRangeError outside the log)."""
+        log = self.log
+        stable = self.last_stable_offset
+        found = log.read_slice(offset, max_bytes, stable, min_one_batch)
+        if not found.size:
+            return found, ()
+        return found, log.collect_aborted_transactions(
+            offset, log.fetch_upper_bound(found, stable))
+
     # -- ListOffsets ----------------------------------------------------------------------
 
-    def offset_for(self, timestamp):
+    def offset_for(self, timestamp, read_committed=False):
         """ListOffsets: ``(timestamp, offset)`` for -2 (earliest), -1 (latest: the high
-        watermark) or a timestamp (first record at or after it, below the high
-        watermark); ``(-1, -1)`` when no record qualifies."""
+        watermark, or the last stable offset for ``read_committed``) or a timestamp
+        (first record at or after it, below that same bound); ``(-1, -1)`` when no
+        record qualifies."""
+        bound = self.last_stable_offset if read_committed else self.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            return NO_TIMESTAMP, self.high_watermark
+            return NO_TIMESTAMP, bound
         if timestamp == EARLIEST_TIMESTAMP:
             return NO_TIMESTAMP, self.log.log_start_offset
         found = self.log.lookup_timestamp(timestamp)
-        if found is None or found.offset >= self.high_watermark:
+        if found is None or found.offset >= bound:
             return NO_TIMESTAMP, UNKNOWN_OFFSET
         return found.timestamp, found.offset
 

@@ -20,6 +20,7 @@ IncrementalAlterConfigs   0                                 admin_handler
 ElectLeaders              0-1                               admin_handler
 AlterPartition            2-3 (flexible)                    alter_partition_handler
 OffsetsForLeaderEpoch     2-3                               offsets_for_leader_epoch_handler
+WriteTxnMarkers           1 (flexible)                      txn_markers_handler
 FindCoordinator           0-2                               group_handler
 JoinGroup                 2-5                               group_handler
 SyncGroup                 1-3                               group_handler
@@ -88,6 +89,7 @@ from replica_proc.offset_handler import OffsetHandler
 from replica_proc.offsets_for_leader_epoch_handler import OffsetsForLeaderEpochHandler
 from replica_proc.produce_handler import ProduceHandler
 from replica_proc.responses import NO_THROTTLE, build, error, module
+from replica_proc.txn_markers_handler import WriteTxnMarkersHandler
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +117,8 @@ class RequestHandler:
         # the ReplicaManager was given another channel: tests).
         if replicas.alter_partition is None:
             replicas.alter_partition = self.alter_partitions
+        self.txn_markers = WriteTxnMarkersHandler(replicas, clock, self.fetch.on_append,
+                                                  self.on_high_watermark)
         self.groups = GroupRuntime(config, replicas, metadata, self.admin.create_topic, clock,
                                    self.fetch.on_append, self.on_high_watermark)
         self._handlers = {
@@ -133,6 +137,7 @@ class RequestHandler:
             ApiKey.ELECT_LEADERS: self.admin.elect_leaders,
             ApiKey.ALTER_PARTITION: AlterPartitionHandler(controller, self.refresh_metadata),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetsForLeaderEpochHandler(replicas),
+            ApiKey.WRITE_TXN_MARKERS: self.txn_markers,
             **GroupHandler(self.groups, metadata, clock).handlers(),
             **OffsetHandler(self.groups, metadata, clock).handlers(),
         }
@@ -146,6 +151,7 @@ class RequestHandler:
         if changed:
             self.fetch.on_change(changed)
             self.produce.on_change(changed)
+            self.txn_markers.on_change(changed)
             self.groups.on_change(changed)
         return True
 
@@ -155,6 +161,7 @@ class RequestHandler:
         key = (partition.topic, partition.index)
         self.fetch.on_high_watermark(key, partition, old_high_watermark, size)
         self.produce.on_high_watermark(key)
+        self.txn_markers.on_high_watermark(key)
         self.groups.on_high_watermark(key)
 
     # -- delayed responses ------------------------------------------------------------------
@@ -164,12 +171,14 @@ class RequestHandler:
         run the group coordinator's timers (and time out its writes)."""
         self.fetch.expire(now)
         self.produce.expire(now)
+        self.txn_markers.expire(now)
         self.groups.expire(now)
 
     def next_deadline(self):
         """The earliest deadline of a parked fetch, a delayed produce or the group
         coordinator, or None."""
         deadlines = [d for d in (self.fetch.next_deadline(), self.produce.next_deadline(),
+                                 self.txn_markers.next_deadline(),
                                  self.groups.next_deadline())
                      if d is not None]
         return min(deadlines) if deadlines else None

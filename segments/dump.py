@@ -23,6 +23,9 @@ it and ``run(args)`` with the parsed namespace. For each file:
   when it has a batch, ``firstSequence: .. lastSequence: .. lastOffset: .. offsetDelta:
   .. timestamp: ..`` (kafka-dump-log prints Java's OptionalLong as is); a snapshot that
   fails its parse or CRC prints why.
+- ``.txnindex``: ``version: 0 producerId: .. firstOffset: .. lastOffset: ..
+  lastStableOffset: ..`` per aborted transaction; an index that does not parse is a
+  problem reported with the rule it breaks (the log would rebuild it).
 
 Everything goes to ``out``. ``run`` returns 0 when every file checked out, 1 when some
 problem was reported (invalid CRC, trailing bytes, index mismatch, unknown file), 2 when
@@ -53,6 +56,7 @@ from segments.segment import (
     base_offset_from_name,
     iter_file_batches,
 )
+from segments.txn_index import TXN_INDEX_SUFFIX, parse_entries
 
 #: Prefix of a record line (Kafka's RecordIndent).
 RECORD_INDENT = "|"
@@ -65,8 +69,8 @@ def add_arguments(parser):
     """Add kafka-dump-log's options to an ``argparse`` parser."""
     parser.add_argument(
         "--files", action="append", required=True, metavar="FILE[,FILE...]",
-        help="segment files to dump (.log, .index, .timeindex, .snapshot); comma-separated or "
-             "repeated")
+        help="segment files to dump (.log, .index, .timeindex, .snapshot, .txnindex); "
+             "comma-separated or repeated")
     parser.add_argument(
         "--print-data-log", action="store_true",
         help="print the records' keys and values (implies --deep-iteration)")
@@ -103,6 +107,8 @@ def run(args, out=None, parse_record=None):
                                      args.index_sanity_check)
             elif name.endswith(sd.SUFFIX):
                 ok = dump_producer_snapshot(name, out)
+            elif name.endswith(TXN_INDEX_SUFFIX):
+                ok = dump_txn_index(name, out)
             else:
                 print(f"Ignoring unknown file {name}", file=out)
                 ok = False
@@ -354,6 +360,22 @@ def dump_time_index(path, out, verify_only=False, sanity_only=False):
         for indexed, found in not_found:
             print(f"Indexed offset: {indexed}, found log offset: {found}", file=out)
     return not (mismatches or out_of_order or not_found)
+
+
+def dump_txn_index(path, out):
+    """Print the aborted transactions of a .txnindex file; False if it does not parse."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        entries = parse_entries(data, base_offset_from_name(path), path)
+    except CorruptIndexError as e:
+        print(f"{path} failed sanity check: {e}", file=out)
+        return False
+    for txn in entries:
+        print(f"version: 0 producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+              f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}",
+              file=out)
+    return True
 
 
 def _sanity(check, path, out):

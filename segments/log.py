@@ -7,6 +7,7 @@ by offset or by timestamp, rolling, truncation, retention and flushing. Its file
     <path>/00000000000000000000.log         segments, named by base offset in 20 digits
     <path>/00000000000000000000.index       sparse offset index
     <path>/00000000000000000000.timeindex   sparse time index
+    <path>/00000000000000000000.txnindex    aborted transactions (only once there is one)
     <path>/recovery-point-offset-checkpoint everything below this offset is fsynced
     <path>/log-start-offset-checkpoint      the first offset a reader may ask for
     <path>/leader-epoch-checkpoint          where each leader epoch starts (leader_epoch)
@@ -26,6 +27,19 @@ segments are only sanity-checked (Kafka's rules over each index file in one nump
 and the last entries against the log) and rebuilt if they fail. Opening a log whose
 recovery point is current therefore reads its indexes and a few kilobytes of each
 segment, not the segments.
+
+Transaction index: ``append_aborted_txn`` adds an aborted transaction (its ABORT
+marker's offset, which must be the last appended) to the active segment's ``.txnindex``
+(``segments.txn_index``); ``collect_aborted_transactions(start, upper)`` finds those
+overlapping a fetched range, walking the segments from the one holding ``start`` until
+an entry's LSO proves the rest cannot overlap (Kafka's collectAbortedTransactions).
+Truncation, retention, compaction and roll carry the files with their segments. Opening
+checks each segment's index strictly (``TransactionIndex.sanity_check``) and rebuilds
+the indexes from the batches (``txn_index_rebuild``), from the first that fails on —
+and from the first segment an unclean shutdown recovered, when a recovered part holds
+a control batch or the segment has an index (its last entries may be missing or
+describe dropped batches). An index is derived data: a bad one costs a rescan, never a
+record.
 
 Leader epochs: ``leader_epoch_cache`` (``segments.leader_epoch``) records where each
 leader epoch starts. A leader append with a ``leader_epoch`` newer than the cache's latest
@@ -134,6 +148,8 @@ from segments.segment import (
     read_into,
     segment_paths,
 )
+from segments.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from segments.txn_index_rebuild import rebuild_txn_indexes
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +193,8 @@ class RecoveryResult:
     bytes_dropped: int = 0
     #: Offset the log ended at after recovery.
     log_end_offset: int = 0
+    #: Segments whose transaction indexes were rebuilt from their batches.
+    txn_indexes_rebuilt: int = 0
 
 
 class LogSlice:
@@ -256,6 +274,8 @@ class PartitionLog:
         self.segments = []  # sorted by base offset; the last one is active
         self._bases = []
         self._closed = False
+        #: Index of the first segment the open's recovery validated (None: a clean open).
+        self._first_recovered = None
         #: Why the log is offline (None: it is not); see "Offline" in the module doc.
         self.offline = None
         #: Whether the files may disagree with what the log knew when it went offline
@@ -338,6 +358,7 @@ class PartitionLog:
                 result.clean_shutdown = False
                 self._recover_segments(False, recovery_point or 0, result, now)
             self.log_end_offset = self.active_segment.next_offset
+            self._load_txn_indexes(result)
             if result.clean_shutdown and self.log_end_offset != recovery_point:
                 # a clean close checkpoints its log end offset: the last batch's
                 # baseOffset or lastOffsetDelta changed since (baseOffset is outside
@@ -404,6 +425,7 @@ class PartitionLog:
             first_unflushed = len(self.segments)
         else:
             first_unflushed = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        self._first_recovered = None if clean else first_unflushed
         for segment in self.segments[:first_unflushed]:
             try:
                 segment.sanity_check()
@@ -437,6 +459,32 @@ class PartitionLog:
         elif self.active_segment._next_offset is None:
             self.active_segment.load_tail_state()
 
+    def _load_txn_indexes(self, result):
+        """Sanity-check the transaction indexes and rebuild them from the batches where
+        they fail or where recovery may have left them wrong (module doc)."""
+        first_bad = None
+        for n, segment in enumerate(self.segments):
+            index = segment.txn_index
+            if segment.recovered_control_batch or (
+                    self._first_recovered is not None and n >= self._first_recovered
+                    and index.file_exists):
+                first_bad = n
+                break
+            try:
+                index.sanity_check(segment.next_base_offset)
+            except CorruptIndexError as e:
+                log.warning("log %s: %s; rebuilding the transaction indexes from segment "
+                            "%d", self.path, e, segment.base_offset)
+                first_bad = n
+                break
+        if first_bad is not None:
+            count = rebuild_txn_indexes(self.segments, first_bad)
+            result.txn_indexes_rebuilt = len(self.segments) - first_bad
+            log.info("log %s: transaction indexes rebuilt from segment %d: %d aborted "
+                     "transaction(s)", self.path, self.segments[first_bad].base_offset, count)
+        for segment in self.segments:
+            segment.recovered_control_batch = False
+
     def _remove_leftovers(self):
         """Delete an interrupted compaction's output and indexes without a .log."""
         for name in os.listdir(self.path):
@@ -444,7 +492,7 @@ class PartitionLog:
                 os.unlink(os.path.join(self.path, name))
         names = set(os.listdir(self.path))
         for name in names:
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 for tail in ("", SWAP_SUFFIX):
                     if name.endswith(suffix + tail) and _is_segment_name(name, suffix + tail):
                         log_name = name[:-len(suffix + tail)] + LOG_SUFFIX + tail
@@ -573,7 +621,7 @@ class PartitionLog:
                 return DuplicateAppend(duplicate.first_offset, duplicate.last_offset,
                                        duplicate.max_timestamp)
             self._append_validated(view, entries, first, now)
-            self.producer_state.apply(pending)
+            self._index_aborted(self.producer_state.apply(pending))
         if leader_epoch is not None and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
         return first, offset - 1
@@ -623,7 +671,7 @@ class PartitionLog:
         else:
             pending = self.producer_state.prepare(producers, ORIGIN_REPLICATION)
             self._append_validated(view[:end], entries, first, self.clock())
-            self.producer_state.apply(pending)
+            self._index_aborted(self.producer_state.apply(pending))
         if new_epochs is not None:
             for epoch, base_offset in new_epochs:
                 self.leader_epoch_cache.assign(epoch, base_offset)
@@ -689,6 +737,46 @@ class PartitionLog:
             except KafkaStorageError as e:
                 log.warning("log %s: offsets %d..%d are appended, but the flush after "
                             "them failed: %s", self.path, first_offset, last_offset, e)
+
+    def _index_aborted(self, completed):
+        """Add the aborted ones of ``completed`` (the CompletedTxns of an append's
+        markers, in order) to the transaction index, each with the LSO once it was done
+        (Kafka's updateTxnIndex). The batches are appended by then: a failed index write
+        takes the log offline for a restart to rebuild the index, rather than leave it
+        short of an abort a reader must know about."""
+        for n, txn in enumerate(completed):
+            if txn.is_aborted:
+                # Kafka completes an append's transactions one by one: those completed
+                # after this one in the same append were still open when it was done
+                lso = self.producer_state.last_stable_offset(txn)
+                for later in completed[n + 1:]:
+                    if later.producer_id != txn.producer_id and later.first_offset < lso:
+                        lso = later.first_offset
+                entry = AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                try:
+                    self.append_aborted_txn(entry)
+                except KafkaStorageError as e:
+                    self._go_offline(f"transaction index write failed after the append of "
+                                     f"offset {txn.last_offset}: {e}", needs_recovery=True)
+                    raise
+
+    def append_aborted_txn(self, txn):
+        """Record ``txn`` (a ``txn_index.AbortedTxn``), whose ABORT marker is the last
+        batch appended, in the active segment's transaction index (``flush`` makes it
+        durable with the segment). ValueError if its marker is not in the active
+        segment or not after the index's last entry; KafkaStorageError if the write
+        fails (the index is then as before)."""
+        self._check_open()
+        segment = self.active_segment
+        if not segment.base_offset <= txn.last_offset < self.log_end_offset:
+            raise ValueError(f"log {self.path}: aborted transaction {txn} does not end in "
+                             f"the active segment [{segment.base_offset}, "
+                             f"{self.log_end_offset})")
+        try:
+            segment.txn_index.append(txn)
+        except OSError as e:
+            raise self._storage_error(
+                f"write of transaction index {segment.txn_index.path}", e) from e
 
     def _storage_error(self, what, error):
         """The KafkaStorageError to raise for the failed disk operation ``what``:
@@ -892,6 +980,37 @@ class PartitionLog:
                 return LogSlice(segment, first.position, size, first.base_offset)
         return LogSlice(None, 0, 0, offset)
 
+    def collect_aborted_transactions(self, start_offset, upper_bound_offset):
+        """The AbortedTxns overlapping [start_offset, upper_bound_offset): their ABORT
+        marker at or after ``start_offset`` and their first offset before
+        ``upper_bound_offset``, in marker order. Walks the transaction indexes from the
+        segment holding ``start_offset`` on and stops at the first entry whose last
+        stable offset reaches ``upper_bound_offset`` (no later abort can have begun
+        before it: Kafka's collectAbortedTransactions)."""
+        self._check_open()
+        aborted = []
+        n = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        for segment in self.segments[n:]:
+            try:
+                found, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+            except CorruptIndexError as e:  # changed on disk since the open checked it
+                raise self._corrupt(CorruptSegmentError(e.args[0])) from e
+            aborted += found
+            if complete:
+                break
+        return aborted
+
+    def fetch_upper_bound(self, log_slice, max_offset=None):
+        """An offset past every record of ``log_slice`` (a ``read_slice`` answer), at
+        most ``max_offset``: the next segment's base or the log end (a slice never
+        crosses segments) — what a read_committed fetch collects aborted transactions
+        up to, as Kafka's fetchUpperBoundOffset falls back to."""
+        segment = log_slice.segment
+        upper = self.log_end_offset
+        if segment is not None and segment.next_base_offset is not None:
+            upper = segment.next_base_offset
+        return upper if max_offset is None else min(upper, max_offset)
+
     def read(self, offset, max_bytes, max_offset=None, min_one_batch=True):
         """The bytes of ``read_slice(...)`` (see there)."""
         return self.read_slice(offset, max_bytes, max_offset, min_one_batch).tobytes()
@@ -1073,6 +1192,10 @@ class PartitionLog:
         if cleaned.base_offset != old_segments[0].base_offset:
             raise ValueError(f"cleaned segment {cleaned.base_offset} does not start where "
                              f"{old_segments[0].base_offset} does")
+        if not cleaned.txn_index.entries():  # the cleaner did not carry them itself
+            for segment in old_segments:
+                for txn in segment.txn_index.entries():
+                    cleaned.txn_index.append(txn)
         cleaned.seal()
         cleaned.rename_suffix(SWAP_SUFFIX)
         fsync_directory(self.path)

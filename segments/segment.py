@@ -1,4 +1,5 @@
-"""One segment of a partition log: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+"""One segment of a partition log: ``<base>.log`` plus its ``.index``, ``.timeindex`` and
+``.txnindex``.
 
 A segment holds the batches whose offsets are >= its base offset and below the next
 segment's base offset. Files are named by the base offset in 20 digits
@@ -13,6 +14,11 @@ sparse (layouts in ``index_descriptor``):
 - next to each offset index entry, a time index entry if the largest timestamp seen so far
   grew; sealing the segment (``seal()``) adds one last entry carrying its largest
   timestamp.
+
+The transaction index (``txn_index``: the transactions aborted by ABORT markers in the
+segment) is appended to by the log, not by ``append``: its entries need the producer
+state, which the log keeps; the segment carries it through flushes, truncation, renames
+and deletion with the other files, and ``recover`` leaves it to the log to rebuild.
 
 The indexing rule is deterministic, so ``recover()`` rebuilds exactly the entries that
 ``append()`` made, and can resume mid-segment from an index entry below the recovery
@@ -54,6 +60,7 @@ from segments.index import (
     TimeIndex,
     fsync_file,
 )
+from segments.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +102,12 @@ def segment_paths(directory, base_offset, suffix=""):
     stem = os.path.join(os.fspath(directory), file_stem(base_offset))
     return (stem + LOG_SUFFIX + suffix, stem + INDEX_SUFFIX + suffix,
             stem + TIME_INDEX_SUFFIX + suffix)
+
+
+def txn_index_path(directory, base_offset, suffix=""):
+    """Path of the .txnindex file of a segment (with ``suffix``)."""
+    return (os.path.join(os.fspath(directory), file_stem(base_offset)) + TXN_INDEX_SUFFIX
+            + suffix)
 
 
 def iter_file_batches(fd, start, end, chunk_size=_VALIDATE_CHUNK):
@@ -155,6 +168,8 @@ class Segment:
         #: Holders of the raw descriptor across other opens (``pinned``); the cache skips them.
         self.pins = 0
         self.offset_index = self.time_index = None
+        self.txn_index = TransactionIndex(txn_index_path(directory, base_offset, suffix),
+                                          base_offset)
         try:
             if create:
                 self._fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -191,13 +206,17 @@ class Segment:
         self.unflushed = False
         #: Whether a lookup met an index entry that lies (warned about once).
         self._warned_index = False
+        #: Whether the last ``recover`` validated a control batch (a transaction marker:
+        #: the log then rebuilds the transaction indexes).
+        self.recovered_control_batch = False
 
     # -- opening --------------------------------------------------------------------------
 
     @classmethod
     def create(cls, directory, base_offset, config, now_ms, suffix=""):
         """A new, empty, active segment (the files must not exist yet)."""
-        for path in segment_paths(directory, base_offset, suffix)[1:]:
+        for path in (*segment_paths(directory, base_offset, suffix)[1:],
+                     txn_index_path(directory, base_offset, suffix)):
             if os.path.exists(path):
                 os.unlink(path)  # an index left by a segment that no longer exists
         return cls(directory, base_offset, config, now_ms, mutable=True, suffix=suffix,
@@ -613,6 +632,7 @@ class Segment:
             self.unflushed = False
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def seal(self, durable=True):
         """Stop being the active segment: record the largest timestamp in the time index
@@ -633,6 +653,7 @@ class Segment:
         except OSError:
             self.time_index.truncate_entries(entries)
             raise
+        self.txn_index.flush()  # written only by aborts: rarely anything to fsync
         self.offset_index.make_immutable()  # nothing left to write: only releases
         self.time_index.make_immutable()
 
@@ -676,6 +697,7 @@ class Segment:
         self.time_index.make_mutable()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         dropped = 0
         if first_dropped is not None:
             dropped = self.size - first_dropped.position
@@ -715,6 +737,7 @@ class Segment:
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
         interval = self.config.index_interval_bytes
         valid_end = position
+        control = False
         # The loop holds the raw descriptor: safe, as nothing in it opens a file (which
         # could make the cache release this one); entries go to the in-memory mirrors.
         for batch_position, view in iter_file_batches(self.fd, position, self.size):
@@ -752,6 +775,7 @@ class Segment:
                 since = 0
             size = header.size_in_bytes
             since += size
+            control = control or header.is_control_batch
             valid_end = batch_position + size
             expected_offset = header.next_offset
         dropped = self.size - valid_end
@@ -762,6 +786,7 @@ class Segment:
             self.size = valid_end
         self.unflushed = True
         self.unverified_end = start  # the batches from there on were just checked
+        self.recovered_control_batch = control
         self.load_tail_state()
         return dropped
 
@@ -802,6 +827,7 @@ class Segment:
                                                            new_suffix)
         self.offset_index.rename(new_index)
         self.time_index.rename(new_time_index)
+        self.txn_index.rename(txn_index_path(self.directory, self.base_offset, new_suffix))
         os.rename(self.log_path, new_log)
         self.log_path = new_log
         self.suffix = new_suffix
@@ -832,6 +858,7 @@ class Segment:
         self._end()
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         try:
             os.unlink(self.log_path)
         except FileNotFoundError:
@@ -846,7 +873,8 @@ class Segment:
     def _unlink_files(self):
         """Remove whatever files a failed ``create`` made; LogDirFailureError if one
         stays (a later roll to this base offset could not create it again)."""
-        for path in segment_paths(self.directory, self.base_offset, self.suffix):
+        for path in (*segment_paths(self.directory, self.base_offset, self.suffix),
+                     self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:

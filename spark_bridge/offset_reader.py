@@ -47,7 +47,8 @@ class OffsetReader:
     def consumer(self):
         if self._consumer is None:
             self._consumer = open_consumer(self._options.bootstrap_servers,
-                                           default_api_timeout_ms=API_TIMEOUT_MS)
+                                           default_api_timeout_ms=API_TIMEOUT_MS,
+                                           isolation_level=self._options.isolation_level)
         return self._consumer
 
     def partitions(self):
@@ -60,7 +61,8 @@ class OffsetReader:
         return dict(self.consumer.beginning_offsets(partitions)) if partitions else {}
 
     def latest(self, partitions):
-        """``{TopicPartition: high watermark}``: the offset after the last committed record."""
+        """``{TopicPartition: high watermark}``: the offset after the last committed record
+        (the last stable offset under read_committed)."""
         partitions = list(partitions)
         return dict(self.consumer.end_offsets(partitions)) if partitions else {}
 

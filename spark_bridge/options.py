@@ -41,6 +41,9 @@ maxRecordsPerPartition       none                   split offset ranges so that 
 includeHeaders               false                  add the ``headers`` column
 kafkaConsumer.pollTimeoutMs  120000                 how long a task waits for records
                                                     the high watermark says exist
+kafka.isolation.level        read_uncommitted       read_committed: offsets end at the
+                                                    last stable offset and records of
+                                                    aborted transactions are skipped
 ===========================  =====================  =====================================
 
 The trigger options apply to streaming reads; a batch read logs that it ignores them, as
@@ -92,6 +95,8 @@ MIN_PARTITIONS = "minPartitions"
 MAX_RECORDS_PER_PARTITION = "maxRecordsPerPartition"
 INCLUDE_HEADERS = "includeHeaders"
 POLL_TIMEOUT_MS = "kafkaConsumer.pollTimeoutMs"
+ISOLATION_LEVEL = "kafka.isolation.level"
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 STRATEGY_OPTIONS = (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN)
 TIMESTAMP_OPTIONS = ("startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp",
@@ -125,7 +130,7 @@ KNOWN_OPTIONS = frozenset(name.lower() for name in (
     BOOTSTRAP_SERVERS, KAFKA_BOOTSTRAP_SERVERS, *STRATEGY_OPTIONS, STARTING_OFFSETS,
     ENDING_OFFSETS, *TRIGGER_OPTIONS, FAIL_ON_DATA_LOSS, MIN_PARTITIONS,
     MAX_RECORDS_PER_PARTITION, INCLUDE_HEADERS, POLL_TIMEOUT_MS, *TIMESTAMP_OPTIONS,
-    *UNSUPPORTED_KAFKA_OPTIONS))
+    *UNSUPPORTED_KAFKA_OPTIONS, ISOLATION_LEVEL))
 
 
 class InvalidOptionError(ValueError):
@@ -151,6 +156,7 @@ class SourceOptions:
     max_records_per_partition: int = None
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    isolation_level: str = "read_uncommitted"
 
 
 def _lower(options):
@@ -335,7 +341,22 @@ def _general(options):
         fail_on_data_loss=_boolean(options, FAIL_ON_DATA_LOSS, True),
         include_headers=_boolean(options, INCLUDE_HEADERS, False),
         poll_timeout_ms=_positive_int(options, POLL_TIMEOUT_MS) or DEFAULT_POLL_TIMEOUT_MS,
+        isolation_level=_isolation_level(options),
     )
+
+
+def _isolation_level(options):
+    """``kafka.isolation.level`` (the Kafka consumer's isolation.level, which Spark's
+    Kafka source hands to its consumers): read_uncommitted (Kafka's default) or
+    read_committed."""
+    raw = _get(options, ISOLATION_LEVEL)
+    if raw is None:
+        return ISOLATION_LEVELS[0]
+    value = raw.strip().lower()
+    if value not in ISOLATION_LEVELS:
+        raise InvalidOptionError(f"option '{ISOLATION_LEVEL}' must be one of "
+                                 f"{', '.join(ISOLATION_LEVELS)}, found {raw!r}")
+    return value
 
 
 def _describe_tp(tp):

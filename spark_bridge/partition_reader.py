@@ -52,7 +52,8 @@ def read_range(options, offset_range, schema, clock=time.monotonic):
     until = r.until_offset
     consumer = open_consumer(options.bootstrap_servers, max_partition_fetch_bytes=FETCH_BYTES,
                              fetch_max_bytes=FETCH_BYTES,
-                             default_api_timeout_ms=options.poll_timeout_ms)
+                             default_api_timeout_ms=options.poll_timeout_ms,
+                             isolation_level=options.isolation_level)
     try:
         consumer.assign([tp])
         position = r.from_offset

@@ -11,7 +11,9 @@ The layout (FetchResponse v4-11 behind response header v0) is
 ``cluster.protocol.frames.encode_response`` writes for the same response (the protocol
 tests check byte for byte at every version). Records are an empty (length 0) field where a
 partition has none, as Kafka's MemoryRecords.EMPTY; ``aborted_transactions`` is null for
-read_uncommitted and empty for read_committed (there are no transactions yet).
+read_uncommitted and, for read_committed, the partition's ``aborted_transactions`` (the
+transactions aborted within the records returned: objects with ``producer_id`` and
+``first_offset``, such as ``segments.txn_index.AbortedTxn``), 16 bytes each.
 
 Pure: no state beyond the frame being built; any thread, though the slices it reads from
 belong to the broker's loop thread.
@@ -28,20 +30,27 @@ class PartitionData:
     """One partition's part of a Fetch response; ``records`` is a LogSlice or None."""
 
     __slots__ = ("index", "error_code", "high_watermark", "last_stable_offset",
-                 "log_start_offset", "records")
+                 "log_start_offset", "records", "aborted_transactions")
 
     def __init__(self, index, error_code, high_watermark=-1, last_stable_offset=-1,
-                 log_start_offset=-1, records=None):
+                 log_start_offset=-1, records=None, aborted_transactions=()):
         self.index = index
         self.error_code = error_code
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
         self.log_start_offset = log_start_offset
         self.records = records
+        #: Sent for read_committed only (null for read_uncommitted).
+        self.aborted_transactions = aborted_transactions
 
     @property
     def records_size(self):
         return self.records.size if self.records is not None else 0
+
+    @property
+    def aborted_size(self):
+        """Bytes of the aborted transactions' entries (read_committed)."""
+        return d.FETCH_ABORTED.size * len(self.aborted_transactions)
 
 
 def partition_overhead(version):
@@ -84,6 +93,8 @@ class FetchResponseFrame:
             size += topic_overhead(name) + per_partition * len(partitions)
             for partition in partitions:
                 size += partition.records_size
+                if read_committed:
+                    size += partition.aborted_size
         self.size = size
 
     def write_into(self, view):
@@ -99,7 +110,8 @@ class FetchResponseFrame:
         else:
             d.FETCH_TOP_V4.pack_into(view, position, 0, len(self.topics))
             position += d.FETCH_TOP_V4.size
-        aborted = 0 if self.read_committed else d.NULL_LENGTH
+        read_committed = self.read_committed
+        aborted = d.NULL_LENGTH
         v5 = version >= 5
         v11 = version >= 11
         for name, partitions in self.topics:
@@ -111,6 +123,8 @@ class FetchResponseFrame:
             d.ARRAY_LENGTH.pack_into(view, position, len(partitions))
             position += d.ARRAY_LENGTH.size
             for p in partitions:
+                if read_committed:
+                    aborted = len(p.aborted_transactions)
                 if v5:
                     d.FETCH_PARTITION_V5.pack_into(
                         view, position, p.index, p.error_code, p.high_watermark,
@@ -121,6 +135,11 @@ class FetchResponseFrame:
                         view, position, p.index, p.error_code, p.high_watermark,
                         p.last_stable_offset, aborted)
                     position += d.FETCH_PARTITION_V4.size
+                if read_committed:
+                    for txn in p.aborted_transactions:
+                        d.FETCH_ABORTED.pack_into(view, position, txn.producer_id,
+                                                  txn.first_offset)
+                        position += d.FETCH_ABORTED.size
                 size = p.records_size
                 if v11:
                     d.FETCH_RECORDS_V11.pack_into(view, position, NO_PREFERRED_REPLICA, size)

@@ -144,7 +144,7 @@ def test_api_versions_lists_what_the_broker_serves(env):
                       10: (0, 2), 11: (2, 5), 12: (1, 3), 13: (1, 3), 14: (1, 3), 15: (0, 4),
                       16: (0, 2), 18: (0, 2), 19: (2, 4), 20: (1, 3), 23: (2, 3), 32: (1, 3),
                       33: (0, 1), 37: (0, 1), 42: (0, 1), 43: (0, 1), 44: (0, 0), 47: (0, 0),
-                      56: (2, 3)}
+                      27: (1, 1), 56: (2, 3)}
 
 
 def test_api_versions_of_an_unsupported_version_answers_v0_with_unsupported_version(env):

@@ -13,6 +13,7 @@ from cluster.protocol.frames import ApiKey
 from cluster.protocol.produce_response import PartitionResult, produce_response_frame
 from replica_proc.responses import build, error
 from segments.log import PartitionLog
+from segments.txn_index import AbortedTxn
 from tests.support.broker import batch
 
 
@@ -31,7 +32,8 @@ def test_the_frame_matches_protocol_encode_response(log_with_batches, version, r
     log = log_with_batches
     first = log.read_slice(5, 1)  # the second batch
     everything = log.read_slice(0, 1 << 20)
-    topics = [("orders", [PartitionData(0, 0, 15, 15, 0, first),
+    aborted = [AbortedTxn(1001, 3, 9, 4), AbortedTxn(7, 5, 12, 13)]
+    topics = [("orders", [PartitionData(0, 0, 15, 15, 0, first, aborted),
                           PartitionData(3, 1, 15, 15, 0)]),  # OFFSET_OUT_OF_RANGE, no records
               ("payments", [PartitionData(1, 0, 15, 15, 0, everything)])]
     frame = FetchResponseFrame(version, 4242, topics, read_committed=read_committed)
@@ -40,15 +42,19 @@ def test_the_frame_matches_protocol_encode_response(log_with_batches, version, r
 
     m = protocol.response_module(ApiKey.FETCH, version)
 
-    def partition(index, code, records):
+    def partition(index, code, records, txns=()):
         return build(m.PartitionData, partition_index=index, error_code=error(code),
                      high_watermark=15, last_stable_offset=15, log_start_offset=0,
-                     aborted_transactions=() if read_committed else None,
+                     aborted_transactions=tuple(
+                         build(m.AbortedTransaction, producer_id=t.producer_id,
+                               first_offset=t.first_offset) for t in txns)
+                     if read_committed else None,
                      preferred_read_replica=-1, records=records)
     expected = build(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=error(0),
                      session_id=0, responses=(
                          build(m.FetchableTopicResponse, topic="orders", partitions=(
-                             partition(0, 0, first.tobytes()), partition(3, 1, b""))),
+                             partition(0, 0, first.tobytes(), aborted),
+                             partition(3, 1, b""))),
                          build(m.FetchableTopicResponse, topic="payments", partitions=(
                              partition(1, 0, everything.tobytes()),))))
     assert written == protocol.encode_response(expected, 4242)

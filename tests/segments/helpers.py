@@ -8,9 +8,16 @@ import os
 from segments import batch_descriptor as d
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint
+from segments.control_record import build_end_txn_marker
 from segments.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, PartitionLog
 from segments.log_config import LogConfig
-from segments.producer_state import CONTROL_ABORT, CONTROL_COMMIT, CONTROL_KEY, MARKER_VALUE
+from segments.producer_state import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    CONTROL_KEY,
+    MARKER_VALUE,
+    ORIGIN_COORDINATOR,
+)
 from segments.records import (
     NO_HEADERS,
     RecordBatchBuilder,
@@ -98,6 +105,26 @@ def file_batches(path):
         out.append((position, header))
         position += header.size_in_bytes
     return out
+
+
+def txn_batch(producer_id, count, producer_epoch=0, base_sequence=0, timestamp=T0,
+              value=b"t", transactional=True):
+    """A batch of ``count`` records of ``producer_id``'s transaction (values
+    ``value + b"-<n>"``)."""
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                                 base_sequence=base_sequence, is_transactional=transactional)
+    for n in range(count):
+        assert builder.append(timestamp + n, None, value + b"-%d" % n) is not None
+    return bytes(builder.build())
+
+
+def end_txn(log, control_type, producer_id, producer_epoch=0, coordinator_epoch=0,
+            timestamp=T0):
+    """Append ``producer_id``'s COMMIT or ABORT marker as the transaction coordinator
+    does; return its offset."""
+    marker = build_end_txn_marker(control_type, coordinator_epoch, producer_id,
+                                  producer_epoch, timestamp)
+    return log.append(marker, origin=ORIGIN_COORDINATOR)[0]
 
 
 def idempotent(producer_id, epoch, sequence, count=1, transactional=False, key=b"k",

@@ -5,8 +5,9 @@ import argparse
 import io
 
 from segments import batch_descriptor as d, dump
+from segments.control_record import ABORT, COMMIT
 from segments.producer_state import ORIGIN_COORDINATOR
-from tests.segments.helpers import idempotent, make_batch, marker, open_log
+from tests.segments.helpers import end_txn, idempotent, make_batch, marker, open_log, txn_batch
 from tests.support.clock import T0
 
 STEM = "00000000000000000000"
@@ -131,6 +132,34 @@ def test_sequences_follow_the_batch(tmp_path):
     code, lines = run("--files", str(tmp_path / "t-0" / f"{STEM}.log"), "--deep-iteration")
     assert "baseSequence: 10 lastSequence: 11 producerId: 42 producerEpoch: 1" in lines[2]
     assert [line.split("sequence: ")[1].split()[0] for line in lines[3:]] == ["10", "11"]
+
+
+def test_markers_and_the_txn_index(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    log.append(txn_batch(5, 2, producer_epoch=1))
+    end_txn(log, COMMIT, 5, producer_epoch=1, coordinator_epoch=17, timestamp=T0 + 9)
+    log.append(txn_batch(6, 1))
+    end_txn(log, ABORT, 6, coordinator_epoch=3, timestamp=T0 + 10)
+    log.close()
+    code, lines = run("--deep-iteration", "--files", str(tmp_path / "t-0" / f"{STEM}.log"))
+    assert code == 0
+    assert "isTransactional: true isControl: true" in lines[5]
+    assert lines[6] == (f"| offset: 2 CreateTime: {T0 + 9} keySize: 4 valueSize: 6 "
+                        "sequence: -1 headerKeys: [] endTxnMarker: COMMIT coordinatorEpoch: 17")
+    assert lines[-1].endswith("endTxnMarker: ABORT coordinatorEpoch: 3")
+    # --print-data-log prints no key or payload for a marker
+    _, data_lines = run("--print-data-log", "--files",
+                        str(tmp_path / "t-0" / f"{STEM}.log"))
+    assert data_lines[6] == lines[6]
+    index = str(tmp_path / "t-0" / f"{STEM}.txnindex")
+    code, lines = run("--files", index)
+    assert code == 0
+    assert lines == [f"Dumping {index}", "version: 0 producerId: 6 firstOffset: 3 "
+                     "lastOffset: 4 lastStableOffset: 5"]
+    with open(index, "ab") as f:
+        f.write(b"\x00")
+    code, lines = run("--files", index)
+    assert code == 1 and "failed sanity check" in lines[1] and "whole number" in lines[1]
 
 
 def build_transactional(path):

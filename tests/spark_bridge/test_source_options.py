@@ -44,6 +44,14 @@ def test_defaults_are_spark_kafka_defaults():
         == (None, 15 * 60_000, None) == (None, DEFAULT_MAX_TRIGGER_DELAY_MS, None)
 
 
+def test_isolation_level_is_the_kafka_consumer_setting():
+    assert batch().isolation_level == stream().isolation_level == "read_uncommitted"
+    assert batch(**{"kafka.isolation.level": "read_committed"}).isolation_level \
+        == "read_committed"
+    assert stream(**{"KAFKA.ISOLATION.LEVEL": " READ_COMMITTED"}).isolation_level \
+        == "read_committed"
+
+
 def test_trigger_and_split_options_parsed():
     s = stream(minOffsetsPerTrigger="100", maxOffsetsPerTrigger="100", MAXTRIGGERDELAY="30s",
                maxRecordsPerPartition="5000")
@@ -133,6 +141,7 @@ INVALID = [
     ({**BASE, "maxTriggerDelay": "-5s"}, "maxTriggerDelay"),
     ({**BASE, "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition"),
     ({**BASE, "maxRecordsPerPartition": "lots"}, "maxRecordsPerPartition"),
+    ({**BASE, "kafka.isolation.level": "serializable"}, "kafka.isolation.level.*serializable"),
 ]
 
 

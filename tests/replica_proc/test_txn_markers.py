@@ -1,0 +1,205 @@
+"""The log side of transactions on a real broker process: WriteTxnMarkers appends COMMIT
+and ABORT markers as the leader (errors per partition as Kafka's), the last stable offset
+stops at the oldest open transaction and moves when it completes, a read_committed Fetch
+reads below it and carries the aborted transactions of what it returns, ListOffsets
+answers it as latest for read_committed, and read_uncommitted is unchanged.
+
+The transactions are written as a transactional producer would (batches with a producer
+id, epoch and sequence, attribute bit 4) through Produce, and ended through
+WriteTxnMarkers as the transaction coordinator would: the test is the coordinator.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from cluster.metadata import data_dir as dd
+from cluster.metadata.page import MetadataPage
+from cluster.protocol import frames as protocol
+from cluster.protocol.frames import ApiKey
+from replica_proc.responses import build
+from segments.batch_header import iter_batches
+from segments.control_record import ABORT, COMMIT, read_control_record
+from segments.records import RecordBatchBuilder, iter_records
+from shm_ring import cleanup_stale, list_objects
+from tests.support.broker import (
+    BrokerProcess,
+    Client,
+    batch,
+    fetch_request,
+    make_image,
+    metadata_request,
+    produce_request,
+    wait_for,
+)
+
+pytestmark = pytest.mark.multiprocess
+
+TOPIC = "txn"
+
+
+class Env:
+    """One broker process serving the module, and its cluster's metadata page."""
+
+    def __init__(self, data_dir):
+        self.cluster_id = dd.ensure_cluster_id(data_dir)
+        self.page = MetadataPage.create(self.cluster_id)
+        self.broker = BrokerProcess(data_dir, overrides=["auto.create.topics.enable=false"])
+        self.clients = []
+        self.topics = {}
+        self.version = 0
+
+    def client(self):
+        client = Client(self.cluster_id)
+        self.clients.append(client)
+        return client
+
+    def publish(self, **topics):
+        self.topics.update(topics)
+        self.version += 1
+        self.page.publish(make_image(self.cluster_id, self.version, self.topics))
+        probe = self.client()
+        wait_for(lambda: {t.name for t in probe.call(metadata_request(None)).topics}
+                 == set(self.topics), "the broker to apply the new image")
+
+    def close(self):
+        for client in self.clients:
+            client.close()
+        try:
+            if self.broker.popen is not None and self.broker.popen.poll() is None:
+                assert self.broker.stop() == 0, self.broker.log()
+        finally:
+            self.broker.kill()
+            self.page.unlink()
+            self.page.close()
+            cleanup_stale(self.cluster_id)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    env = Env(tmp_path_factory.mktemp("broker"))
+    try:
+        env.broker.start()
+        yield env
+    finally:
+        env.close()
+    assert list_objects(env.cluster_id) == []
+
+
+def txn_records(producer_id, values, epoch=0, sequence=0):
+    """A transactional batch stamped now (the markers are: the segment does not roll on
+    time between them)."""
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=epoch,
+                                 base_sequence=sequence, is_transactional=True)
+    for value in values:
+        assert builder.append(None, None, value) is not None
+    return bytes(builder.build())
+
+
+def markers_request(markers):
+    """``markers``: (producer id, epoch, commit?, coordinator epoch, [(topic, [index])])."""
+    m = protocol.request_module(ApiKey.WRITE_TXN_MARKERS, 1)
+    return m.WriteTxnMarkersRequest(markers=tuple(
+        m.WritableTxnMarker(producer_id=pid, producer_epoch=epoch, transaction_result=commit,
+                            coordinator_epoch=coordinator_epoch, topics=tuple(
+                                m.WritableTxnMarkerTopic(name=name, partition_indexes=tuple(ps))
+                                for name, ps in topics))
+        for pid, epoch, commit, coordinator_epoch, topics in markers))
+
+
+def marker_codes(response):
+    return [[(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+             for t in marker.topics] for marker in response.markers]
+
+
+def fetch(client, topic, offset, read_committed):
+    request = fetch_request([(topic, 0, offset)])
+    request = build(type(request), **{
+        f: getattr(request, f) for f in request.__dataclass_fields__ if not f.startswith("__")
+        and f != "isolation_level"}, isolation_level=1 if read_committed else 0)
+    response = client.call(request)
+    return response.responses[0].partitions[0]
+
+
+def latest(client, topic, read_committed):
+    m = protocol.request_module(ApiKey.LIST_OFFSETS, 5)
+    response = client.call(build(m.ListOffsetsRequest, replica_id=-1,
+                                 isolation_level=1 if read_committed else 0, topics=(
+                                     m.ListOffsetsTopic(name=topic, partitions=(
+                                         m.ListOffsetsPartition(partition_index=0,
+                                                                timestamp=-1),)),)))
+    partition = response.topics[0].partitions[0]
+    assert partition.error_code == ErrorCode.none
+    return partition.offset
+
+
+def produce(client, topic, records):
+    partition = client.call(produce_request(topic, 0, records)).responses[0].partition_responses[0]
+    assert partition.error_code == ErrorCode.none, partition
+    return partition.base_offset
+
+
+def test_markers_lso_and_read_committed(env):
+    env.publish(**{TOPIC: (1, {})})
+    client = env.client()
+    first1 = produce(client, TOPIC, txn_records(1, [b"p1-a", b"p1-b"]))          # 0-1
+    produce(client, TOPIC, txn_records(2, [b"p2-a"]))                            # 2
+    produce(client, TOPIC, batch([b"plain"], timestamp=int(time.time() * 1000)))  # 3
+    produce(client, TOPIC, txn_records(1, [b"p1-c"], sequence=2))                # 4
+    # nothing is stable yet: P1's transaction began at 0
+    assert latest(client, TOPIC, True) == 0
+    assert latest(client, TOPIC, False) == 5
+    uncommitted = fetch(client, TOPIC, 0, False)
+    assert (uncommitted.high_watermark, uncommitted.last_stable_offset) == (5, 0)
+    assert uncommitted.aborted_transactions is None
+    assert len(list(iter_records(uncommitted.records))) == 5
+    committed = fetch(client, TOPIC, 0, True)
+    assert committed.last_stable_offset == 0 and not committed.records
+
+    # the coordinator aborts P1's transaction and commits P2's in one request
+    response = client.call(markers_request([
+        (1, 0, False, 3, [(TOPIC, [0])]), (2, 0, True, 3, [(TOPIC, [0])])]))
+    assert marker_codes(response) == [[(TOPIC, [(0, 0)])], [(TOPIC, [(0, 0)])]]
+    produce(client, TOPIC, txn_records(3, [b"p3-open"]))                         # 7
+    assert latest(client, TOPIC, True) == 7  # P3's open transaction holds it
+    committed = fetch(client, TOPIC, 0, True)
+    assert committed.last_stable_offset == 7 and committed.high_watermark == 8
+    assert [(t.producer_id, t.first_offset) for t in committed.aborted_transactions] \
+        == [(1, first1)]
+    headers = list(iter_batches(committed.records))
+    assert headers[-1].last_offset == 6  # nothing at or past the LSO
+    markers = [(h.base_offset, h.producer_id, read_control_record(committed.records, h))
+               for h in headers if h.is_control_batch]
+    assert [(o, pid, r.control_type, r.coordinator_epoch) for o, pid, r in markers] \
+        == [(5, 1, ABORT, 3), (6, 2, COMMIT, 3)]
+
+    # a fetch past the aborted transaction gets no aborted transaction
+    assert list(fetch(client, TOPIC, 6, True).aborted_transactions) == []
+    # P3 commits: the LSO moves to the high watermark
+    response = client.call(markers_request([(3, 0, True, 3, [(TOPIC, [0])])]))
+    assert marker_codes(response) == [[(TOPIC, [(0, 0)])]]
+    assert latest(client, TOPIC, True) == latest(client, TOPIC, False) == 9
+    assert fetch(client, TOPIC, 7, True).last_stable_offset == 9
+
+
+def test_marker_errors_per_partition(env):
+    topic = "txn-errors"
+    env.publish(**{topic: (1, {})})
+    client = env.client()
+    produce(client, topic, txn_records(11, [b"x"], epoch=5))
+    response = client.call(markers_request([
+        (11, 4, False, 1, [(topic, [0, 7]), ("no-such-topic", [0])]),   # an older epoch
+    ]))
+    assert marker_codes(response) == [[
+        (topic, [(0, ErrorCode.invalid_producer_epoch),
+                 (7, ErrorCode.unknown_topic_or_partition)]),
+        ("no-such-topic", [(0, ErrorCode.unknown_topic_or_partition)])]]
+    assert marker_codes(client.call(markers_request([(11, 5, False, 2, [(topic, [0])])]))) \
+        == [[(topic, [(0, 0)])]]
+    # a zombie coordinator (an older coordinator epoch) is fenced
+    produce(client, topic, txn_records(11, [b"y"], epoch=5, sequence=1))
+    assert marker_codes(client.call(markers_request([(11, 5, True, 1, [(topic, [0])])]))) \
+        == [[(topic, [(0, ErrorCode.transaction_coordinator_fenced)])]]
+    assert latest(client, topic, True) == 2  # the second transaction is still open
