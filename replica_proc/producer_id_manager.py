@@ -127,7 +127,8 @@ class ProducerIdManager:
         classes = protocol.request_module(ApiKey.ALLOCATE_PRODUCER_IDS, _VERSION)
         request = classes.AllocateProducerIdsRequest(broker_id=self.broker_id,
                                                      broker_epoch=_NO_BROKER_EPOCH)
-        if self._channel.send(controller_id, request, self._answers.append):
+        if self._channel.send(controller_id, request,
+                              lambda response: self._answers.append(response)):
             self._in_flight = True
         else:
             self._back_off()
