@@ -26,7 +26,9 @@ the code a broker puts in a response for a caught exception.
 The roots (``KafkaError``, ``RetriableError``, ``InvalidMetadataError``,
 ``BrokerResponseError``) and the storage layer's errors (CorruptRecordError 2,
 RecordTooLargeError 10, OffsetOutOfRangeError 1, InvalidRecordError 87,
-UnsupportedCompressionTypeError 76, KafkaStorageError 56, InvalidLogConfigError 40) live in
+UnsupportedCompressionTypeError 76, KafkaStorageError 56, InvalidLogConfigError 40) and the
+producer-state errors the log raises (OutOfOrderSequenceNumberError 45,
+InvalidProducerEpochError 47, InvalidTxnStateError 48, TransactionCoordinatorFencedError 52) live in
 ``segments.errors``, which imports nothing of ours; this module re-exports them, so one
 tree holds every error and ``for_code`` returns the storage classes for their codes.
 
@@ -39,12 +41,16 @@ from segments.errors import (
     BrokerResponseError as BrokerResponseError,
     CorruptRecordError as CorruptRecordError,
     InvalidMetadataError as InvalidMetadataError,
+    InvalidProducerEpochError as InvalidProducerEpochError,
     InvalidRecordError as InvalidRecordError,
+    InvalidTxnStateError as InvalidTxnStateError,
     KafkaError as KafkaError,
     KafkaStorageError as KafkaStorageError,
     OffsetOutOfRangeError as OffsetOutOfRangeError,
+    OutOfOrderSequenceNumberError as OutOfOrderSequenceNumberError,
     RecordTooLargeError as RecordTooLargeError,
     RetriableError as RetriableError,
+    TransactionCoordinatorFencedError as TransactionCoordinatorFencedError,
     UnsupportedCompressionTypeError as UnsupportedCompressionTypeError,
 )
 
@@ -434,28 +440,10 @@ class PolicyViolationError(BrokerResponseError):
     description = "Request parameters do not satisfy the configured policy."
 
 
-class OutOfOrderSequenceNumberError(BrokerResponseError):
-    errno = 45
-    message = "OUT_OF_ORDER_SEQUENCE_NUMBER"
-    description = "The broker received an out of order sequence number."
-
-
 class DuplicateSequenceNumberError(BrokerResponseError):
     errno = 46
     message = "DUPLICATE_SEQUENCE_NUMBER"
     description = "The broker received a duplicate sequence number."
-
-
-class InvalidProducerEpochError(BrokerResponseError):
-    errno = 47
-    message = "INVALID_PRODUCER_EPOCH"
-    description = "Producer attempted to produce with an old epoch."
-
-
-class InvalidTxnStateError(BrokerResponseError):
-    errno = 48
-    message = "INVALID_TXN_STATE"
-    description = "The producer attempted a transactional operation in an invalid state."
 
 
 class InvalidProducerIdMappingError(BrokerResponseError):
@@ -482,15 +470,6 @@ class ConcurrentTransactionsError(RetriableError, BrokerResponseError):
     description = (
         "The producer attempted to update a transaction while another concurrent operation on "
         "the same transaction was ongoing."
-    )
-
-
-class TransactionCoordinatorFencedError(BrokerResponseError):
-    errno = 52
-    message = "TRANSACTION_COORDINATOR_FENCED"
-    description = (
-        "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the "
-        "current coordinator for a given producer."
     )
 
 

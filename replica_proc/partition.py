@@ -66,7 +66,7 @@ from cluster.errors import (
 )
 from replica_proc.replica_state import ReplicaState
 from segments.checkpoint import write_atomically
-from segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionLog
+from segments.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, DuplicateAppend, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -395,7 +395,9 @@ class Partition:
     def append_as_leader(self, records, required_acks):
         """Validate, stamp (offsets, leader epoch) and append ``records`` (whole batches);
         return the first offset and move the HW (not reported: the caller does that).
-        acks=all needs min.insync.replicas in the ISR first."""
+        acks=all needs min.insync.replicas in the ISR first. A producer's retry of a batch
+        the log holds already appends nothing and returns the log's ``DuplicateAppend``
+        (the original batch's first and last offsets) instead of an int."""
         if not self.is_leader:
             self.check_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -403,7 +405,9 @@ class Partition:
                 f"{self.topic}-{self.index}: the ISR {list(self.isr)} has {len(self.isr)} "
                 f"replica(s), fewer than min.insync.replicas={self.min_insync_replicas} "
                 f"that acks=all requires")
-        first, _ = self.log.append(records, leader_epoch=self.leader_epoch)
+        first, _ = appended = self.log.append(records, leader_epoch=self.leader_epoch)
+        if appended.__class__ is DuplicateAppend:
+            return appended
         if self.followers:
             self._increment_high_watermark()
         else:

@@ -18,6 +18,15 @@ disk answers KAFKA_STORAGE_ERROR (retriable, with a metadata refresh) for that p
 alone, nothing of its batches appended (segments.log, "Failed writes"); so does a
 partition whose log went offline.
 
+Idempotent producers (``segments.producer_state``, checked by the log before it writes):
+a sequence gap, or a retry older than the producer's last 5 batches, is
+OUT_OF_ORDER_SEQUENCE_NUMBER; an epoch older than the producer's INVALID_PRODUCER_EPOCH;
+a non-transactional batch of a producer with an open transaction INVALID_TXN_STATE. A
+retry of one of its last 5 batches is a duplicate: nothing is appended and the answer is
+no error with the original base offset (and, with LogAppendTime, the original append
+time), as Kafka answers. With acks=all a duplicate waits, as its original would, until
+the HW passes the original's last offset — at once when it already has.
+
 Each partition's error carries a message naming the bad value (``error_message``, v8).
 acks=0: no response at all, as Kafka; and as Kafka, if any partition failed, the
 connection is closed so the producer learns something went wrong.
@@ -41,6 +50,7 @@ from replica_proc.channel import CloseConnection
 from replica_proc.delayed_produce import DelayedProduce, PendingPartition
 from replica_proc.responses import code_of
 from segments.batch_header import BatchHeader
+from segments.log import DuplicateAppend
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +70,9 @@ class ProduceHandler:
         self._clock = clock
         self._on_append = on_append
         self._on_high_watermark = on_high_watermark
+        #: (topic, index) -> the offset an acks=all duplicate waits for (the original's
+        #: last offset + 1), from its append to its ``_wait_for`` in the same request.
+        self._duplicate_ends = {}
 
     def __call__(self, channel, header, request):
         acks = request.acks
@@ -97,6 +110,8 @@ class ProduceHandler:
         just appended is not yet replicated)."""
         partition = self._replicas.partition(topic, index)
         end = partition.log.log_end_offset
+        if self._duplicate_ends:
+            end = self._duplicate_ends.pop((topic, index), end)
         if partition.high_watermark < end:
             waiting.append(PendingPartition((topic, index), partition, end, results,
                                             len(results) - 1))
@@ -160,6 +175,8 @@ class ProduceHandler:
         except Exception as exc:
             code = code_of(exc, f"produce to {topic}-{index}")
             return PartitionResult(index, code, UNKNOWN, UNKNOWN, UNKNOWN, _message(exc))
+        if base_offset.__class__ is DuplicateAppend:
+            return self._duplicate(topic, index, partition, base_offset, acks)
         size = len(records)
         if partition.followers:
             self._on_append((topic, index), size)
@@ -170,6 +187,17 @@ class ProduceHandler:
                                     size if high_watermark == base_offset else None)
         return PartitionResult(index, 0, base_offset, append_time,
                                partition.log.log_start_offset, None)
+
+
+    def _duplicate(self, topic, index, partition, duplicate, acks):
+        """The answer to a retried batch the log holds already: its original offsets."""
+        first, last = duplicate
+        if acks == -1:
+            self._duplicate_ends[(topic, index)] = last + 1
+        append_time = duplicate.max_timestamp if partition.log.config.log_append_time \
+            else UNKNOWN
+        return PartitionResult(index, 0, first, append_time, partition.log.log_start_offset,
+                               None)
 
 
 def _message(exc):

@@ -19,8 +19,11 @@
    lastOffsetDelta, producer fields and its records' own bytes (so each record's
    offsetDelta, timestampDelta, key, value and headers are untouched); only recordCount,
    maxTimestamp and the CRC change, and a compressed batch is recompressed with its codec.
-   A batch with no survivor disappears, leaving a gap in the offsets. Control batches are
-   kept as they are.
+   A batch with no survivor disappears, leaving a gap in the offsets — unless it is the
+   last batch of an idempotent or transactional producer (its last data offset in
+   ``log.producer_state``): then its header stays, with no records (Kafka's
+   RETAIN_EMPTY), so the producer's epoch and sequence survive compaction and a reopened
+   log rebuilds its state. Control batches are kept as they are.
 5. Each group's output is written to ``<base>.log.cleaned`` (+ indexes), fsynced, and
    swapped in by ``PartitionLog.replace_segments`` (``.cleaned`` -> ``.swap`` -> final
    names), which a crash at any step leaves recoverable.
@@ -97,12 +100,13 @@ def clean(log_, high_watermark=None, force=False):
     tombstone_horizon = now - config.delete_retention_ms
     plan = _plan(segments, tombstone_horizon)
     last_offsets = {key: entry[0] for key, entry in plan.last.items()}
+    producer_last = log_.producer_state.last_data_offsets()
     for group in _group_by_size(segments, plan, config.segment_bytes, end_offset):
         first, last = group[0], group[-1]
         if first == last and plan.retained[first] == plan.records[first]:
             continue  # nothing to drop and nothing to merge: leave the segment alone
         _clean_group(log_, [segments[n] for n in range(first, last + 1)], last_offsets,
-                     tombstone_horizon, now, stats)
+                     producer_last, tombstone_horizon, now, stats)
     stats.segments_after = sum(1 for s in log_.segments if s.base_offset < end_offset)
     checkpoint.write({log_.name: end_offset})
     log.info("log %s: cleaned offsets below %d: %d -> %d segments, %d -> %d bytes, "
@@ -219,7 +223,7 @@ def _plan(segments, tombstone_horizon):
     return plan
 
 
-def _clean_group(log_, group, last_offsets, tombstone_horizon, now, stats):
+def _clean_group(log_, group, last_offsets, producer_last, tombstone_horizon, now, stats):
     """Rewrite ``group`` into one cleaned segment and swap it in; return it."""
     base = group[0].base_offset
     for path in segment_paths(log_.path, base, CLEANED_SUFFIX):
@@ -231,8 +235,8 @@ def _clean_group(log_, group, last_offsets, tombstone_horizon, now, stats):
             drop_tombstones = segment.largest_timestamp < tombstone_horizon
             for _, view, header in _iter_segment_batches(segment):
                 stats.bytes_read += header.size_in_bytes
-                batch = _filter_batch(view, header, last_offsets, drop_tombstones, stats,
-                                      segment.config.max_message_bytes)
+                batch = _filter_batch(view, header, last_offsets, producer_last,
+                                      drop_tombstones, stats, segment.config.max_message_bytes)
                 if batch is not None:
                     filtered = BatchHeader(batch)
                     cleaned.append(batch, [(filtered.last_offset, filtered.max_timestamp,
@@ -248,9 +252,11 @@ def _clean_group(log_, group, last_offsets, tombstone_horizon, now, stats):
     return cleaned
 
 
-def _filter_batch(view, header, last_offsets, drop_tombstones, stats, max_record_bytes):
+def _filter_batch(view, header, last_offsets, producer_last, drop_tombstones, stats,
+                  max_record_bytes):
     """The batch with only its surviving records (bytes), the original view when all
-    survive, or None when none does."""
+    survive, or None when none does (its header alone when it is its producer's last
+    batch: ``producer_last``, producer id -> last data offset)."""
     if header.is_control_batch:
         return view
     base = header.base_offset
@@ -269,21 +275,27 @@ def _filter_batch(view, header, last_offsets, drop_tombstones, stats, max_record
     stats.records_retained += len(kept)
     if len(kept) == len(records):
         return view
+    attributes = header.attributes
     if not kept:
-        return None
-    data = b"".join(payload[start:end] for start, end in kept)
-    if header.compression_type:
+        if header.producer_id < 0 or producer_last.get(header.producer_id) != header.last_offset:
+            return None
+        data = b""  # Kafka's writeEmptyHeader: no records, no compression
+        attributes &= ~bd.COMPRESSION_CODEC_MASK
+        max_timestamp = header.max_timestamp
+    else:
+        data = b"".join(payload[start:end] for start, end in kept)
+    if header.compression_type and kept:
         data = compress(header.compression_type, data)
     if header.timestamp_type == 1:
         max_timestamp = header.max_timestamp
     tail = bd.HEADER_AFTER_CRC.pack(
-        header.attributes, header.last_offset_delta, header.base_timestamp, max_timestamp,
+        attributes, header.last_offset_delta, header.base_timestamp, max_timestamp,
         header.producer_id, header.producer_epoch, header.base_sequence, len(kept))
     crc = crc32c(data, crc32c(tail))
     out = bytearray(bd.HEADER_SIZE + len(data))
     bd.HEADER.pack_into(
         out, 0, base, len(out) - bd.LOG_OVERHEAD, header.partition_leader_epoch, bd.MAGIC,
-        crc, header.attributes, header.last_offset_delta, header.base_timestamp,
+        crc, attributes, header.last_offset_delta, header.base_timestamp,
         max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence,
         len(kept))
     out[bd.HEADER_SIZE:] = data

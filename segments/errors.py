@@ -148,3 +148,44 @@ class InvalidLogConfigError(StorageError, ValueError):
 
     errno = 40
     message = "INVALID_CONFIG"
+
+
+# -- the idempotent and transactional producer's errors (segments.producer_state) -----------
+
+class OutOfOrderSequenceNumberError(BrokerResponseError):
+    """A batch whose sequence does not follow the producer's last one (a gap, or a
+    duplicate older than the last 5 batches). Kafka: OUT_OF_ORDER_SEQUENCE_NUMBER."""
+
+    errno = 45
+    message = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    description = "The broker received an out of order sequence number."
+
+
+class InvalidProducerEpochError(BrokerResponseError):
+    """A batch or transaction marker with an epoch older than the producer's (a zombie).
+    Kafka: INVALID_PRODUCER_EPOCH."""
+
+    errno = 47
+    message = "INVALID_PRODUCER_EPOCH"
+    description = "Producer attempted to produce with an old epoch."
+
+
+class InvalidTxnStateError(BrokerResponseError):
+    """A non-transactional batch from a producer with a transaction open in the partition.
+    Kafka: INVALID_TXN_STATE."""
+
+    errno = 48
+    message = "INVALID_TXN_STATE"
+    description = "The producer attempted a transactional operation in an invalid state."
+
+
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    """A transaction marker from a coordinator epoch older than the last one seen for the
+    producer. Kafka: TRANSACTION_COORDINATOR_FENCED."""
+
+    errno = 52
+    message = "TRANSACTION_COORDINATOR_FENCED"
+    description = (
+        "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the "
+        "current coordinator for a given producer."
+    )

@@ -64,6 +64,24 @@ the CRC); if that fails the log goes offline, ``close`` still leaves the
 clean-shutdown marker (the files are as the log wrote them), and the next process finds
 the damage again on its first read.
 
+Producer state (``segments.producer_state``, ``producer_state``): the idempotent and
+transactional producers' state, kept per partition as Kafka's ProducerStateManager. A
+leader ``append`` collects the batches with producerId >= 0 (one comparison per batch:
+plain producers pay nothing more) and checks them before anything is written (sequence,
+epoch, transaction rules: OutOfOrderSequenceNumberError, InvalidProducerEpochError,
+InvalidTxnStateError, TransactionCoordinatorFencedError); the state changes only once
+the write succeeded. A client's retry of one of a producer's last 5 batches appends
+nothing and returns ``DuplicateAppend(first, last)``: the original batch's offsets (a
+tuple, so it unpacks like any answer of ``append``; ``max_timestamp`` too). A follower
+(``append_as_follower``) updates the state without the duplicate and sequence checks.
+Snapshots ``<offset>.snapshot`` (``segments.producer_snapshot_descriptor``) are written
+(not fsynced) at each roll, at the new segment's base offset, and (fsynced) by a clean
+``close`` at the log end; opening loads the latest valid one at or below the recovery
+point (all of them after a clean shutdown) and replays the batches after it.
+``truncate_to`` drops the snapshots above the new end and rebuilds the state the same
+way; retention drops the snapshots below the log start offset except the latest. A
+snapshot is derived data: one that is damaged is skipped (a WARNING) and rebuilt.
+
 Offline: ``offline`` holds the reason (logged once as an ERROR; ``on_offline(reason)``,
 given by the owner, is called then); every later call raises KafkaStorageError.
 
@@ -101,6 +119,7 @@ from segments.errors import (
 from segments.index import CorruptIndexError
 from segments.leader_epoch import LeaderEpochFileCache
 from segments.log_config import LogConfig
+from segments.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION, ProducerStateManager
 from segments.records import RecordBatch
 from segments.segment import (
     CLEANED_SUFFIX,
@@ -110,6 +129,7 @@ from segments.segment import (
     TIME_INDEX_SUFFIX,
     Segment,
     base_offset_from_name,
+    iter_file_batches,
     read_into,
     segment_paths,
 )
@@ -125,6 +145,20 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 
 TimestampOffset = namedtuple("TimestampOffset", "timestamp offset")
+
+
+class DuplicateAppend(tuple):
+    """What ``PartitionLog.append`` returns for a producer's retry of a batch it already
+    appended: ``(first_offset, last_offset)`` of the original batch, whose maxTimestamp is
+    ``max_timestamp``. Nothing was appended."""
+
+    def __new__(cls, first_offset, last_offset, max_timestamp):
+        self = tuple.__new__(cls, (first_offset, last_offset))
+        self.max_timestamp = max_timestamp
+        return self
+
+    def __repr__(self):
+        return f"DuplicateAppend({self[0]}, {self[1]}, max_timestamp={self.max_timestamp})"
 
 
 @dataclasses.dataclass
@@ -329,6 +363,10 @@ class PartitionLog:
             self._write_recovery_checkpoint()
         if start_offset != self.log_start_offset:
             self._write_start_checkpoint()
+        self.producer_state = ProducerStateManager(self.path)
+        self._replay_producer_state(self.producer_state.load(
+            self.log_start_offset, self.log_end_offset if result.clean_shutdown
+            else min(recovery_point or 0, self.log_end_offset)))
         if os.path.exists(marker):
             os.unlink(marker)
             if self._durable_open:
@@ -338,6 +376,26 @@ class PartitionLog:
             log.warning("log %s: recovery dropped %d bytes; log end offset %d", self.path,
                         result.bytes_dropped, self.log_end_offset)
         return result
+
+    def _replay_producer_state(self, from_offset):
+        """Bring the producer state up to the log end: apply the idempotent and
+        transactional batches from ``from_offset`` (Kafka's loadProducersFromRecords)."""
+        state = self.producer_state
+        for segment in self.segments:
+            if segment.next_offset <= from_offset:
+                continue
+            with segment.pinned():
+                start = 0
+                if from_offset > segment.base_offset:
+                    found = segment.translate_offset(from_offset)
+                    if found is None:
+                        continue
+                    start = found.position
+                for _, view in iter_file_batches(segment.fd, start, segment.size):
+                    header = BatchHeader(view)
+                    if header.producer_id >= 0 and header.last_offset >= from_offset:
+                        header.validate(check_crc=False)
+                        state.replay(header)
 
     def _recover_segments(self, clean, recovery_point, result, now):
         """Sanity-check indexes below the recovery point; validate from it on."""
@@ -457,8 +515,10 @@ class PartitionLog:
 
     # -- appending ------------------------------------------------------------------------
 
-    def append(self, batches, leader_epoch=None):
-        """Append producer batches as the leader; return ``(first_offset, last_offset)``.
+    def append(self, batches, leader_epoch=None, origin=ORIGIN_CLIENT):
+        """Append producer batches as the leader; return ``(first_offset, last_offset)``,
+        or a ``DuplicateAppend`` (the original offsets; nothing appended) for a producer's
+        retry of a batch it already appended.
 
         ``batches`` holds one or more whole RecordBatch v2 batches. Each is validated
         (framing, CRC-32C, size against max.message.bytes); if any fails nothing is
@@ -467,6 +527,9 @@ class PartitionLog:
         given) — in place when ``batches`` is writable, so the caller's buffer changes as
         in Kafka; on a copy otherwise. With message.timestamp.type=LogAppendTime the
         batch's maxTimestamp becomes the clock's time (and its CRC is recomputed).
+        Batches with a producer id are checked against the producer state as ``origin``
+        (``producer_state.ORIGIN_CLIENT``, or ``ORIGIN_COORDINATOR`` for transaction
+        markers) before anything is written; see "Producer state" in the module doc.
         """
         self._check_open()
         buf = batches if _writable(batches) else bytearray(batches)
@@ -487,6 +550,7 @@ class PartitionLog:
         log_append_time = self.config.log_append_time
         offset = self.log_end_offset
         entries = []
+        producers = None
         for header in headers:
             header.stamp(offset, leader_epoch)
             if log_append_time:
@@ -494,8 +558,21 @@ class PartitionLog:
             offset += header.last_offset_delta + 1
             entries.append((offset - 1, header.max_timestamp,
                             bd.LOG_OVERHEAD + header.batch_length))
+            if header.producer_id >= 0:
+                if producers is None:
+                    producers = []
+                producers.append(header)
         first = self.log_end_offset
-        self._append_validated(view, entries, first, now)
+        if producers is None:
+            self._append_validated(view, entries, first, now)
+        else:
+            pending = self.producer_state.prepare(producers, origin)
+            duplicate = pending.duplicate
+            if duplicate is not None:
+                return DuplicateAppend(duplicate.first_offset, duplicate.last_offset,
+                                       duplicate.max_timestamp)
+            self._append_validated(view, entries, first, now)
+            self.producer_state.apply(pending)
         if leader_epoch is not None and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
         return first, offset - 1
@@ -520,7 +597,12 @@ class PartitionLog:
         entries = []
         latest = self.leader_epoch_cache.latest_epoch
         new_epochs = None
+        producers = None
         for header in headers:
+            if header.producer_id >= 0:
+                if producers is None:
+                    producers = []
+                producers.append(header)
             if header.partition_leader_epoch > latest:
                 latest = header.partition_leader_epoch
                 if new_epochs is None:
@@ -535,7 +617,12 @@ class PartitionLog:
             entries.append((header.last_offset, header.max_timestamp, header.size_in_bytes))
         end = headers[-1].position + headers[-1].size_in_bytes
         first = headers[0].base_offset
-        self._append_validated(view[:end], entries, first, self.clock())
+        if producers is None:
+            self._append_validated(view[:end], entries, first, self.clock())
+        else:
+            pending = self.producer_state.prepare(producers, ORIGIN_REPLICATION)
+            self._append_validated(view[:end], entries, first, self.clock())
+            self.producer_state.apply(pending)
         if new_epochs is not None:
             for epoch, base_offset in new_epochs:
                 self.leader_epoch_cache.assign(epoch, base_offset)
@@ -662,8 +749,19 @@ class PartitionLog:
         self._sync_rolled(old, base)
         self._set_segments(self.segments + [segment])
         self.log_end_offset = base
+        self._take_producer_snapshot(base, sync=False)
         log.debug("log %s: rolled to segment %d", self.path, base)
         return segment
+
+    def _take_producer_snapshot(self, offset, sync):
+        """Snapshot the producer state at ``offset`` (the log end). A failure only costs a
+        longer replay at the next open, so it is logged, not raised."""
+        try:
+            self.producer_state.take_snapshot(offset, sync=sync)
+        except OSError as e:
+            log.warning("log %s: producer state snapshot at offset %d not written: %s; the "
+                        "next open replays the log instead", self.path, offset,
+                        describe_os_error(e))
 
     def _sync_rolled(self, old, base):
         """Queue the fsync of the sealed segment ``old`` (see ``roll``): run by the flusher,
@@ -875,6 +973,8 @@ class PartitionLog:
             self.log_start_offset = self.log_end_offset
             self._write_start_checkpoint()
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._replay_producer_state(self.producer_state.truncate_and_reload(
+            self.log_start_offset, self.log_end_offset))
         return dropped
 
     def truncate_fully_and_start_at(self, offset):
@@ -892,6 +992,7 @@ class PartitionLog:
         self._write_recovery_checkpoint()
         self._write_start_checkpoint()
         self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
         fsync_directory(self.path)
         return dropped
 
@@ -953,6 +1054,7 @@ class PartitionLog:
             self.log_start_offset = first
             self._write_start_checkpoint()
             self.leader_epoch_cache.truncate_from_start(first)
+        self.producer_state.delete_snapshots_before(self.log_start_offset)
         self.recovery_point = max(self.recovery_point, first)
 
     # -- compaction support (segments.cleaner) --------------------------------------------
@@ -1006,6 +1108,7 @@ class PartitionLog:
             return
         if self.offline is None:
             self.flush()
+            self._take_producer_snapshot(self.log_end_offset, sync=True)
         else:  # corrupt bytes found: the files are as the log wrote them, so close
             # cleanly (recovery would cut the log at the damage); the next open finds
             # the damage again on its first read

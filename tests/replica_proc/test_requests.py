@@ -19,7 +19,7 @@ from cluster.metadata.page import MetadataPage
 from cluster.protocol import frame_descriptor as protocol_descriptor, frames as protocol
 from cluster.protocol.frames import ApiKey
 from segments import batch_descriptor as d
-from segments.records import iter_records
+from segments.records import RecordBatchBuilder, iter_records
 from shm_ring import PeerClosedError, cleanup_stale, list_objects
 from tests.support.bounds import BOUND
 from tests.support.broker import (
@@ -389,6 +389,31 @@ def test_a_batch_with_a_bad_crc_is_corrupt_and_appends_nothing(env):
         "bad-crc", 0, batch([b"first"]) + bytes(bad))))
     assert partition.error_code == ErrorCode.corrupt_message
     assert end_offset(client, "bad-crc") == 1
+    still_serving(env)
+
+
+def test_an_idempotent_retry_gets_its_original_offset_and_a_gap_is_out_of_order(env):
+    env.publish(idempotent=(1, {}))
+    client = env.client()
+
+    def send(epoch, sequence, count):
+        builder = RecordBatchBuilder(0, 1 << 20, producer_id=77, producer_epoch=epoch,
+                                     base_sequence=sequence)
+        for n in range(count):
+            builder.append(T0 + n, b"k", b"v")
+        return only_partition(client.call(produce_request(
+            "idempotent", 0, bytes(builder.build()), acks=-1)))
+
+    assert send(0, 0, 3).base_offset == 0
+    assert send(0, 3, 2).base_offset == 3
+    retry = send(0, 0, 3)
+    assert (retry.error_code, retry.base_offset) == (ErrorCode.none, 0)
+    assert send(0, 9, 1).error_code == ErrorCode.out_of_order_sequence_number
+    assert send(0, 5, 1).base_offset == 5
+    assert send(1, 4, 1).error_code == ErrorCode.out_of_order_sequence_number
+    assert send(1, 0, 1).base_offset == 6
+    assert send(0, 6, 1).error_code == ErrorCode.invalid_producer_epoch
+    assert end_offset(client, "idempotent") == 7
     still_serving(env)
 
 

@@ -51,8 +51,9 @@ def setup_append(path):
 def setup_roll(path):
     """A log whose every second append rolls, with a rolled segment whose background fsync
     is done but not yet noticed: the faulty append writes the recovery-point checkpoint,
-    creates the new segment's three files, writes out the old one's indexes, then writes
-    its batches into the new segment."""
+    creates the new segment's three files, writes out the old one's indexes and the
+    producer state snapshot at the new base offset (its failure is only logged), then
+    writes its batches into the new segment."""
     size = len(two_batches(0))
     log = open_log(path, **{"segment.bytes": size + 10, "index.interval.bytes": 0})
     log.append(two_batches(0))
@@ -78,6 +79,8 @@ SCENARIOS = {
         ("create", "open", "00000000000000000008.timeindex"),
         ("write", "pwrite", "00000000000000000004.index"),
         ("write", "pwrite", "00000000000000000004.timeindex"),
+        ("create", "open", "00000000000000000008.snapshot"),
+        ("write", "write", "00000000000000000008.snapshot"),
         ("write", "pwrite", "00000000000000000008.log"),
     ]),
 }
