@@ -12,10 +12,17 @@ import numpy as np
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster.errors import InvalidProducerEpochError
-from cluster.producer.transaction_manager import increment_sequence
+from cluster.errors import InvalidProducerEpochError, UnknownProducerIdError
+from cluster.producer.batch import ProducerBatch
+from cluster.producer.transaction_manager import (
+    MAX_EPOCH,
+    RETRY,
+    TransactionManager,
+    increment_sequence,
+)
 from segments.batch_header import BatchHeader
 from segments.log_config import INT_MAX
+from segments.records import RecordBatchBuilder
 from tests.support.bounds import IN_PROCESS_BOUND
 
 #: What ``producer_of`` (conftest.py) sets here on top of its common settings.
@@ -213,3 +220,24 @@ def test_sequences_wrap_at_int_max():
     assert increment_sequence(INT_MAX - 2, 2) == INT_MAX
     assert increment_sequence(INT_MAX - 2, 3) == 0
     assert increment_sequence(INT_MAX, 10) == 9
+
+
+def test_a_used_up_epoch_takes_a_new_producer_id_and_restamps_the_unfinished_batch():
+    builder = RecordBatchBuilder()
+    builder.append(0, None, b"v")
+    batch = ProducerBatch("t", 0, builder, None, 0.0)
+    txn = TransactionManager()
+    assert not txn.may_drain(batch)  # no producer id yet
+    txn.set_producer_id_and_epoch(5, MAX_EPOCH)
+    assert txn.may_drain(batch)
+    txn.stamp(batch)
+    BatchHeader(batch.build()).validate()
+    txn.request_done(batch)
+    assert txn.retry_decision(batch, UnknownProducerIdError("gone")) == RETRY
+    assert txn.maybe_bump_epoch()  # past 32767: a new producer id is needed
+    assert not txn.has_producer_id and not txn.may_drain(batch)
+    txn.set_producer_id_and_epoch(6, 0)
+    assert txn.may_drain(batch)
+    header = BatchHeader(batch.built)
+    header.validate()  # re-stamped in place, CRC rewritten
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (6, 0, 0)
