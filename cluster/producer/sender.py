@@ -54,8 +54,9 @@ The accumulator stamps each batch as it drains it (producer id, epoch, sequence)
 each partition's order across retries (``transaction_manager`` has the rules);
 DUPLICATE_SEQUENCE_NUMBER completes a batch, OUT_OF_ORDER_SEQUENCE_NUMBER and
 UNKNOWN_PRODUCER_ID are retried (bumping the epoch when the leader really lost batches),
-and INVALID_PRODUCER_EPOCH fails the batch and every later one. Retries of the same bytes
-then write each batch once, whatever the failures: exactly once per partition.
+and INVALID_PRODUCER_EPOCH fails the batch and every later one. A retry sends the same
+bytes, which the leader recognises: a batch whose first attempt was appended is not
+appended again.
 
 Thread safety: the Sender thread alone runs the loop, owns the KafkaClient, and completes
 batches (so callbacks and errbacks run there, as in kafka-python); ``wakeup()``,
