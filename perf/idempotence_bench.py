@@ -13,8 +13,11 @@ the machine hits them alike), each with a new producer:
 * ``idempotent``: ``enable_idempotence=True`` (acks=all): InitProducerId, then a producer
   id, epoch and sequence stamped on every batch and checked by the broker.
 
-Prints the median records/s of each over the repeats and the ratios of the idempotent
-producer to both plain ones (issue 15's target: >= 0.95).
+Prints the median records/s of each over the repeats, and the median CPU µs per record of
+the producer's sender thread and of the broker process (where idempotence costs: the
+stamping and sequence bookkeeping per batch in the one, the producer-state checks per
+batch in the other), and the ratios of the idempotent producer's records/s to both plain
+ones (issue 15's target: >= 0.95).
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ import shutil
 import statistics
 import tempfile
 import time
+
+import psutil
 
 from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
 from cluster.producer.kafka_producer import KafkaProducer
@@ -39,16 +44,27 @@ SETTINGS = {
 }
 
 
-def run_send(bootstrap, records, settings):
-    """send() records/s of one producer with ``settings``."""
+def run_send(bootstrap, records, settings, broker):
+    """(send() records/s, sender CPU µs/record, broker CPU µs/record) of one producer with
+    ``settings``; ``broker``: the broker's psutil.Process."""
     with KafkaProducer(bootstrap_servers=bootstrap, **settings) as producer:
         producer.send(TOPIC, VALUE).get(30)  # metadata, connection, producer id
         send = producer.send
+        sender = time.pthread_getcpuclockid(producer._sender.ident)
+        sender_start, broker_start = time.clock_gettime(sender), _cpu(broker)
         start = time.perf_counter()
         for _ in range(records):
             send(TOPIC, VALUE)
         producer.flush(120)
-        return records / (time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        return (records / elapsed,
+                (time.clock_gettime(sender) - sender_start) / records * 1e6,
+                (_cpu(broker) - broker_start) / records * 1e6)
+
+
+def _cpu(process):
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 def main(argv=None):
@@ -57,23 +73,28 @@ def main(argv=None):
     parser.add_argument("--records", type=int, default=300_000)
     args = parser.parse_args(argv)
     work = tempfile.mkdtemp(prefix="ringlog-idempotence-bench-")
-    rates = {name: [] for name in SETTINGS}
+    runs = {name: [] for name in SETTINGS}
     try:
         with Cluster(os.path.join(work, "data"), brokers=1, num_partitions=1) as cluster:
             with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
                 admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1)])
+            broker = psutil.Process(cluster.pids()[0])
             for repeat in range(args.repeat):
                 for name, settings in SETTINGS.items():
-                    rate = run_send(cluster.bootstrap_servers, args.records, settings)
-                    rates[name].append(rate)
-                    print(f"repeat {repeat + 1}: {name:16s} {rate:12,.0f} records/s",
+                    run = run_send(cluster.bootstrap_servers, args.records, settings, broker)
+                    runs[name].append(run)
+                    print(f"repeat {repeat + 1}: {name:16s} {run[0]:12,.0f} records/s, "
+                          f"sender {run[1]:.2f} µs/record, broker {run[2]:.2f} µs/record",
                           flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    medians = {name: statistics.median(found) for name, found in rates.items()}
+    medians = {name: [statistics.median(column) for column in zip(*found)]
+               for name, found in runs.items()}
     print(f"\nmedian of {args.repeat} runs of {args.records:,} records (100-byte values):")
-    for name, median in medians.items():
-        print(f"  {name:16s} {median:12,.0f} records/s")
+    for name, (rate, sender, broker_cpu) in medians.items():
+        print(f"  {name:16s} {rate:12,.0f} records/s, sender {sender:.2f} µs/record, "
+              f"broker {broker_cpu:.2f} µs/record")
+    medians = {name: figures[0] for name, figures in medians.items()}
     idempotent = medians["idempotent"]
     for name in ("plain, acks=1", "plain, acks=all"):
         print(f"  idempotent / {name}: {idempotent / medians[name]:.3f}")
