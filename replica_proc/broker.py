@@ -247,6 +247,7 @@ class Broker:
                 next_isr_check = clock() + isr_check_interval
             forwarder.poll()
             handler.alter_partitions.poll()
+            handler.producer_ids.poll()
             for conn in listener.reap():
                 channel = channels.pop(conn, None)
                 if channel is not None:

@@ -19,6 +19,8 @@ AlterConfigs              0-1                               admin_handler
 IncrementalAlterConfigs   0                                 admin_handler
 ElectLeaders              0-1                               admin_handler
 AlterPartition            2-3 (flexible)                    alter_partition_handler
+AllocateProducerIds       0 (flexible)                      producer_id_handler
+InitProducerId            0-1                               producer_id_handler
 OffsetsForLeaderEpoch     2-3                               offsets_for_leader_epoch_handler
 WriteTxnMarkers           1 (flexible)                      txn_markers_handler
 FindCoordinator           0-2                               group_handler
@@ -40,12 +42,15 @@ ApiVersions advertises exactly these. Bad input never stops the broker:
   UNSUPPORTED_VERSION, listing what is supported (Kafka's rule, so a newer client can
   pick a version);
 - a frame that does not decode — garbage, a truncated body, an API or version not in the
-  table (this includes the transaction APIs, which come with a later issue) —
+  table (this includes the transaction APIs but InitProducerId, which come with a later
+  issue) —
   raises ``CloseConnection``: the broker logs it and drops that connection, as Kafka
   closes the socket; every other connection keeps being served.
 
 ``alter_partitions`` is the broker's ``AlterPartitionManager``: partition leaders submit
-their ISR changes to it, and the loop polls it.
+their ISR changes to it, and the loop polls it. ``producer_ids`` is its
+``ProducerIdManager`` (the loop polls it too): InitProducerId takes ids from it, and so
+will the transaction coordinator.
 
 ``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
 something) applies a new image to the ReplicaManager and answers parked fetches and
@@ -88,6 +93,8 @@ from replica_proc.metadata_handler import MetadataHandler
 from replica_proc.offset_handler import OffsetHandler
 from replica_proc.offsets_for_leader_epoch_handler import OffsetsForLeaderEpochHandler
 from replica_proc.produce_handler import ProduceHandler
+from replica_proc.producer_id_handler import AllocateProducerIdsHandler, InitProducerIdHandler
+from replica_proc.producer_id_manager import ProducerIdManager
 from replica_proc.responses import NO_THROTTLE, build, error, module
 from replica_proc.txn_markers_handler import WriteTxnMarkersHandler
 
@@ -119,6 +126,8 @@ class RequestHandler:
             replicas.alter_partition = self.alter_partitions
         self.txn_markers = WriteTxnMarkersHandler(replicas, clock, self.fetch.on_append,
                                                   self.on_high_watermark)
+        self.producer_ids = ProducerIdManager(broker_id, metadata, controller, forwarder,
+                                              clock)
         self.groups = GroupRuntime(config, replicas, metadata, self.admin.create_topic, clock,
                                    self.fetch.on_append, self.on_high_watermark)
         self._handlers = {
@@ -138,6 +147,8 @@ class RequestHandler:
             ApiKey.ALTER_PARTITION: AlterPartitionHandler(controller, self.refresh_metadata),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetsForLeaderEpochHandler(replicas),
             ApiKey.WRITE_TXN_MARKERS: self.txn_markers,
+            ApiKey.INIT_PRODUCER_ID: InitProducerIdHandler(self.producer_ids),
+            ApiKey.ALLOCATE_PRODUCER_IDS: AllocateProducerIdsHandler(controller),
             **GroupHandler(self.groups, metadata, clock).handlers(),
             **OffsetHandler(self.groups, metadata, clock).handlers(),
         }

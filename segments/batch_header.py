@@ -2,7 +2,8 @@
 
 ``BatchHeader`` reads the header fields without touching the records, validates the
 framing and the CRC-32C, and stamps baseOffset and partitionLeaderEpoch in place — the
-two fields the CRC does not cover — so a leader assigns offsets without re-encoding.
+two fields the CRC does not cover — so a leader assigns offsets without re-encoding. A
+producer re-stamps its producer fields in place (and the CRC with them).
 It does no I/O and holds no lock; whoever owns the buffer owns the view.
 """
 from __future__ import annotations
@@ -130,6 +131,20 @@ class BatchHeader:
         self.max_timestamp = now
         self.crc = self.compute_crc()
         d.UINT32.pack_into(self.buf, self.position + d.CRC_OFFSET, self.crc)
+
+    def set_producer_state(self, producer_id, producer_epoch, base_sequence):
+        """Write producerId, producerEpoch and baseSequence and re-checksum the batch: they
+        sit inside the CRC. For a producer re-stamping a batch it built earlier (a bulk
+        batch, or one whose sequence is reset after an epoch bump)."""
+        position = self.position
+        d.INT64.pack_into(self.buf, position + d.PRODUCER_ID_OFFSET, producer_id)
+        d.INT16.pack_into(self.buf, position + d.PRODUCER_EPOCH_OFFSET, producer_epoch)
+        d.INT32.pack_into(self.buf, position + d.BASE_SEQUENCE_OFFSET, base_sequence)
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.crc = self.compute_crc()
+        d.UINT32.pack_into(self.buf, position + d.CRC_OFFSET, self.crc)
 
     def __repr__(self):
         return (f"BatchHeader(base_offset={self.base_offset}, length={self.batch_length}, "

@@ -29,6 +29,11 @@ Kafka's design (``RecordAccumulator``), in Python:
   after the error, not to the same stale one (a refresh that fails answers too: the retry
   then goes where the cache says). A completed batch gives its buffer back to the pool
   (``deallocate``).
+* With an idempotent producer (``transaction_manager``), ``drain`` asks it whether a
+  partition's first batch may go (``may_drain``: a producer id, at most five batches of
+  the partition in requests, a retry only as the partition's lowest sequence) and stamps
+  each batch it takes (producer id, epoch, base sequence: Kafka's ``drain``); a retried
+  batch goes back in sequence order among the retried batches at the front of its deque.
 * ``append_built()`` queues batches that arrive built (the bulk send), behind the
   partition's open batch, so a partition's records keep their order.
 
@@ -67,7 +72,8 @@ class RecordAccumulator:
     """
 
     def __init__(self, *, batch_size, buffer_memory, compression_type, linger_ms, max_block_ms,
-                 max_request_size, clock=time.monotonic, wakeup=lambda: None):
+                 max_request_size, clock=time.monotonic, wakeup=lambda: None,
+                 transaction_manager=None):
         self.batch_size = batch_size
         self.max_block_ms = max_block_ms
         self._max_request_size = max_request_size
@@ -76,6 +82,7 @@ class RecordAccumulator:
         self._linger = linger_ms / 1000
         self._clock = clock
         self.wakeup = wakeup
+        self.transaction_manager = transaction_manager  # None: not idempotent
         self.pool = BufferPool(buffer_memory, batch_size, clock)
         self._batches = {}          # topic -> {partition: deque of ProducerBatch}
         self._incomplete = set()    # every batch appended and not yet done
@@ -239,6 +246,7 @@ class RecordAccumulator:
         holds at most one batch per partition and ``max_request_size`` bytes (at least one
         batch) — what ``drain`` takes, that many times over, under one lock."""
         drained = {}
+        txn = self.transaction_manager
         with self._lock:
             hurry = self._flushes > 0 or self._closed or self.pool.queued > 0
             queues = []  # (leader, deque) of the partitions led by a node with slots
@@ -263,11 +271,15 @@ class RecordAccumulator:
                     batch = batches[0]
                     if muted and batch.topic_partition in muted:
                         continue
+                    if txn is not None and not txn.may_drain(batch):
+                        continue
                     size = batch.size
                     total = sizes.get(leader, 0)
                     if total and total + size > max_request_size:
                         continue
                     _take(batches)
+                    if txn is not None:
+                        txn.stamp(batch)
                     sizes[leader] = total + size
                     found = taken.get(leader)
                     if found is None:
@@ -296,8 +308,17 @@ class RecordAccumulator:
         batch.retry_at = retry_at
         batch.metadata_ticket = metadata_ticket
         with self._lock:
-            self._batches.setdefault(batch.topic, {}).setdefault(
-                batch.partition, deque()).appendleft(batch)
+            batches = self._batches.setdefault(batch.topic, {}).setdefault(batch.partition,
+                                                                           deque())
+            if batch.base_sequence < 0:
+                batches.appendleft(batch)
+                return
+            index = 0  # behind the retried batches stamped before it (module doc)
+            for queued in batches:
+                if queued.base_sequence < 0 or queued.sequence_order > batch.sequence_order:
+                    break
+                index += 1
+            batches.insert(index, batch)
 
     def expired(self, now, delivery_timeout):
         """Remove and return the queued batches older than ``delivery_timeout`` seconds.

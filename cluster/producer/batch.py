@@ -3,7 +3,9 @@
 A ``ProducerBatch`` holds the records bound for one partition: appended through a
 ``RecordBatchBuilder`` over a ``BufferPool`` buffer, built once by the sender, sent (and
 resent on retriable errors) as the same bytes, completed once. Its ``done`` future carries
-``(base_offset, log_append_time_ms)``.
+``(base_offset, log_append_time_ms)``. An idempotent producer's batch carries the producer
+id, epoch and base sequence it was stamped with when first drained
+(``transaction_manager``); a retry sends the same bytes.
 
 ``send()`` returns a ``FutureRecordMetadata`` per record: not a future of its own but a
 tuple ``(batch, index, timestamp, key size, value size, header size)`` — one small tuple,
@@ -58,7 +60,7 @@ class ProducerBatch:
     __slots__ = (
         "topic", "partition", "topic_partition", "builder", "buffer", "created", "done",
         "record_count", "full", "built", "attempts", "retry_at", "metadata_ticket", "last_error",
-        "record_indices")
+        "record_indices", "producer_id", "producer_epoch", "base_sequence", "sequence_order")
 
     def __init__(self, topic, partition, builder, buffer, created):
         self.topic = topic
@@ -76,6 +78,11 @@ class ProducerBatch:
         self.metadata_ticket = 0  # the metadata refresh a retry waits for (0: none)
         self.last_error = None  # the retriable error of its last attempt, if it failed
         self.record_indices = None  # bulk batches: which input records it holds
+        # The idempotent producer's stamp (transaction_manager), given when first drained:
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1  # -1: not stamped
+        self.sequence_order = 0  # stamps given before this one by its producer
 
     @classmethod
     def of_built(cls, topic, partition, data, record_count, buffer, created):

@@ -39,9 +39,15 @@ process that only calls ``send()`` does not carry them (perf/README.md, "Client 
 A batch holds at most ``batch_size`` bytes, and never more than one request may carry
 (``max_request_size`` less the request's own overhead), so a request always fits the ring.
 
-Not implemented: idempotence and transactions (the brokers have no InitProducerId yet), so
-``enable_idempotence`` is accepted and has no effect, and ``transactional_id`` is refused;
-splitting a batch the broker rejects as too large (Kafka splits and retries).
+Idempotence (``enable_idempotence``, on by default as in kafka-python; with it acks=all,
+retries and at most 5 requests in flight per connection, ``cluster.config.client``): the
+sender gets a producer id (InitProducerId) before the first batch goes out and every batch
+carries the producer id, epoch and its partition's sequence, so a retried batch is written
+once and a partition's records keep their order across retries (``transaction_manager``).
+``enable_idempotence=False`` is Kafka's at-least-once producer, with none of that work.
+
+Not implemented: transactions (``transactional_id`` is refused); splitting a batch the
+broker rejects as too large (Kafka splits and retries).
 
 Thread safety: any number of threads may call ``send``, ``send_batch``, ``flush``,
 ``partitions_for`` and ``metrics``; ``close`` once, from any thread but the sender's own
@@ -76,6 +82,7 @@ from cluster.producer.partitioner import (
 )
 from cluster.producer.producer_stats import ProducerStatsSource
 from cluster.producer.sender import Sender
+from cluster.producer.transaction_manager import TransactionManager
 from cluster.stats.publisher import process_stats
 from segments.batch_header import BatchHeader
 
@@ -158,12 +165,14 @@ class KafkaProducer:
             config, client_id=self.client_id, clock=clock, policy=policy,
             ring_capacity=ring_capacity_for(config["max_request_size"] + REQUEST_OVERHEAD))
         self._cluster = self._client.cluster
+        self._transaction_manager = (TransactionManager() if config["enable_idempotence"]
+                                     else None)
         self._accumulator = RecordAccumulator(
             batch_size=min(config["batch_size"], self._largest_batch),
             buffer_memory=config["buffer_memory"], compression_type=config["compression_type"],
             linger_ms=config["linger_ms"],
             max_block_ms=config["max_block_ms"], max_request_size=config["max_request_size"],
-            clock=clock)
+            clock=clock, transaction_manager=self._transaction_manager)
         self._append = self._accumulator.append
         self._append_lock = self._accumulator.append_lock
         try:
@@ -171,7 +180,8 @@ class KafkaProducer:
         except BaseException:
             self._client.close()
             raise
-        self._sender = Sender(self._client, self._accumulator, config, clock=clock)
+        self._sender = Sender(self._client, self._accumulator, config, clock=clock,
+                              transaction_manager=self._transaction_manager)
         self._accumulator.wakeup = self._sender.wakeup
         self._sender.start()
         self._stats = process_stats(self._client.cluster_id, "producer", self.client_id)

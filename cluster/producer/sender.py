@@ -34,9 +34,9 @@ answer within ``request_timeout_ms`` fails the requests in flight on that connec
 (KafkaConnectionError / RequestTimedOutError from the client, which drops the connection and
 requests a metadata refresh): their batches are retried the same way. The outcome of such a
 request is unknown — the broker may have appended the batch before it died — so without
-idempotence (not implemented: no InitProducerId) a retry may write a duplicate:
-at-least-once, as Kafka's producer with ``enable.idempotence=false``. A batch still failing
-when ``delivery_timeout_ms`` has passed since its creation fails with KafkaTimeoutError
+idempotence (``enable_idempotence=False``) a retry may write a duplicate: at-least-once,
+as Kafka's producer with ``enable.idempotence=false``. A batch still failing when
+``delivery_timeout_ms`` has passed since its creation fails with KafkaTimeoutError
 ("Expiring N record(s) for T-P: X ms has passed since batch creation"), naming the error of
 its last attempt (its ``__cause__``). With acks=0 the broker sends no response: batches
 complete (offset -1) once their request is written. With
@@ -44,6 +44,19 @@ complete (offset -1) once their request is written. With
 drained again until it completes, and a retried batch goes back in front of the newer ones,
 so retries cannot reorder it (kafka-python's ``guarantee_message_order``); with more
 requests in flight retries may reorder records, as in Kafka without idempotence.
+
+The idempotent producer (``enable_idempotence``, kafka-python's default; a
+``TransactionManager``): before any batch is drained the sender gets a producer id with
+an InitProducerId request (v1, no transactional id) to the least loaded broker, retried
+after ``retry_backoff_ms`` while the answer is a retriable error (a broker still waiting
+for its block of ids answers COORDINATOR_LOAD_IN_PROGRESS); any other error is fatal.
+The accumulator stamps each batch as it drains it (producer id, epoch, sequence) and keeps
+each partition's order across retries (``transaction_manager`` has the rules);
+DUPLICATE_SEQUENCE_NUMBER completes a batch, OUT_OF_ORDER_SEQUENCE_NUMBER and
+UNKNOWN_PRODUCER_ID are retried (bumping the epoch when the leader really lost batches),
+and INVALID_PRODUCER_EPOCH fails the batch and every later one. A retry sends the same
+bytes, which the leader recognises: a batch whose first attempt was appended is not
+appended again.
 
 Thread safety: the Sender thread alone runs the loop, owns the KafkaClient, and completes
 batches (so callbacks and errbacks run there, as in kafka-python); ``wakeup()``,
@@ -59,6 +72,7 @@ import time
 
 from cluster.client.kafka_client import API_VERSIONS, Wakeup
 from cluster.errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
+from cluster.producer import transaction_manager as tm
 from cluster.producer.producer_metrics import SenderMetrics
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
@@ -68,11 +82,14 @@ log = logging.getLogger(__name__)
 #: Longest the loop waits with nothing to do (it wakes earlier for any work).
 IDLE_WAIT = 0.5
 
+_INIT_PRODUCER_ID_VERSION = API_VERSIONS[ApiKey.INIT_PRODUCER_ID]
+
 
 class Sender(threading.Thread):
     """The producer's network thread (module doc). Started by the KafkaProducer."""
 
-    def __init__(self, client, accumulator, config, *, clock=time.monotonic):
+    def __init__(self, client, accumulator, config, *, clock=time.monotonic,
+                 transaction_manager=None):
         super().__init__(name=f"ringlog-producer-network-thread | {client.client_id}",
                          daemon=True)
         self._client = client
@@ -90,6 +107,11 @@ class Sender(threading.Thread):
         self._produce_request = produce.ProduceRequest
         self._topic_data = produce.TopicProduceData
         self._partition_data = produce.PartitionProduceData
+        self._txn = transaction_manager  # None: not idempotent
+        self._init_future = None  # the InitProducerId request in flight
+        self._init_retry_at = 0.0
+        self._transaction_timeout = datetime.timedelta(
+            milliseconds=config["transaction_timeout_ms"])
         self._in_flight = {}     # batch -> broker id, for every batch in a request in flight
         self._pending = []       # (future, node, batches, sent at) per request not yet handled
         self._next_expiry = 0.0  # clock value before which no batch can expire
@@ -153,6 +175,9 @@ class Sender(threading.Thread):
         now = self._clock()
         if now >= self._next_expiry:
             self._expire(now)
+        txn = self._txn
+        if txn is not None and not self._idempotence_ready(txn, now):
+            return
         cluster = client.cluster
         topics = cluster.topics
         nodes, unknown, delay = accumulator.ready(now, topics, cluster.answered)
@@ -180,6 +205,61 @@ class Sender(threading.Thread):
         client.poll(IDLE_WAIT if delay is None else delay, wakeup=self._wakeup)
         self._handle_completed()
 
+    # -- the idempotent producer --------------------------------------------------------------
+
+    def _idempotence_ready(self, txn, now):
+        """Bump the epoch if asked; fail what is queued after a fatal error; get a producer
+        id if there is none (polling the client meanwhile). True if batches may be
+        drained in this turn."""
+        if txn.fatal_error is not None:
+            for batch in self._accumulator.drain_all():
+                self._fail(batch, txn.fatal_error)
+        else:
+            txn.maybe_bump_epoch()
+            if txn.has_producer_id:
+                return True
+            delay = self._init_producer_id(txn, now)
+        self._client.poll(IDLE_WAIT if txn.fatal_error is not None else delay,
+                          wakeup=self._wakeup)
+        self._handle_completed()
+        return False
+
+    def _init_producer_id(self, txn, now):
+        """Send InitProducerId or handle its answer; the seconds to wait before the next
+        step."""
+        future = self._init_future
+        if future is not None:
+            if not future.is_done:
+                return IDLE_WAIT  # its answer ends the poll
+            self._init_future = None
+            error = future.exception
+            if error is None:
+                response = future.value
+                if not response.error_code:
+                    txn.set_producer_id_and_epoch(response.producer_id,
+                                                  response.producer_epoch)
+                    return 0.0
+                cls = for_code(int(response.error_code))
+                error = cls(f"InitProducerId: {cls.description}")
+            if not getattr(error, "retriable", False):
+                txn.set_fatal(error)
+                return 0.0
+            log.info("InitProducerId to be sent again: %s", error)
+            self._init_retry_at = now + self._retry_backoff
+        if now < self._init_retry_at:
+            return self._init_retry_at - now
+        client = self._client
+        node = client.least_loaded_node()
+        if node is None or not client.is_ready(node):
+            self._init_retry_at = now + self._retry_backoff
+            return self._retry_backoff
+        request = protocol.request_class(ApiKey.INIT_PRODUCER_ID, _INIT_PRODUCER_ID_VERSION)(
+            transactional_id=None, transaction_timeout=self._transaction_timeout)
+        self._init_future = client.send(node, request)
+        return 0.0 if self._init_future.is_done else IDLE_WAIT
+
+    # -- produce requests ----------------------------------------------------------------------
+
     def _send(self, node, batches, now):
         """Build ``batches`` and write them to ``node`` as one Produce request."""
         partition_data = self._partition_data
@@ -195,6 +275,8 @@ class Sender(threading.Thread):
             try:
                 data = batch.build()
             except Exception as exc:
+                if self._txn is not None:
+                    self._txn.request_done(batch)
                 self._fail(batch, exc)
                 continue
             if uncompressed:
@@ -287,7 +369,10 @@ class Sender(threading.Thread):
             return
         results = {(topic.name, p.index): p for topic in response.responses
                    for p in topic.partition_responses}
+        txn = self._txn
         for batch in batches:
+            if txn is not None:
+                txn.request_done(batch)
             result = results.get((batch.topic, batch.partition))
             if result is None:
                 self._retry_or_fail(batch, KafkaProtocolError(
@@ -298,23 +383,36 @@ class Sender(threading.Thread):
                 self._complete(batch, result.base_offset, -1 if append_time is None else
                                round(append_time.timestamp() * 1000))
             else:
-                error = for_code(int(result.error_code))
-                self._retry_or_fail(batch, error(
-                    f"topic {batch.topic!r} partition {batch.partition} on broker {node}: "
-                    f"{result.error_message or error.description}"))
+                cls = for_code(int(result.error_code))
+                error = cls(f"topic {batch.topic!r} partition {batch.partition} on broker "
+                            f"{node}: {result.error_message or cls.description}")
+                if txn is None:
+                    self._retry_or_fail(batch, error)
+                    continue
+                decision = txn.retry_decision(batch, error)
+                if decision == tm.DUPLICATE:
+                    self._complete(batch, result.base_offset, -1)
+                else:
+                    self._retry_or_fail(batch, error, retriable=decision == tm.RETRY)
 
     def _handle_failure(self, batches, error):
+        txn = self._txn
         for batch in batches:
+            if txn is not None:
+                txn.request_done(batch)
             self._retry_or_fail(batch, error)
 
-    def _retry_or_fail(self, batch, error):
+    def _retry_or_fail(self, batch, error, retriable=None):
+        """Retry ``batch`` after ``error`` if it may be (``retriable``: the decision, else
+        the error's flag), or fail it."""
         self._in_flight.pop(batch, None)
         self._muted.discard(batch.topic_partition)
         if batch.done.is_done:
             return  # expired while in flight
         now = self._clock()
-        if self._aborting or not getattr(error, "retriable", False) \
-                or batch.attempts > self._retries:
+        if retriable is None:
+            retriable = getattr(error, "retriable", False)
+        if self._aborting or not retriable or batch.attempts > self._retries:
             self._fail(batch, error)
             return
         batch.last_error = error
@@ -347,6 +445,8 @@ class Sender(threading.Thread):
         topic = metrics.topic(batch.topic)
         topic.records.record(records)
         topic.bytes.record(size)
+        if self._txn is not None:
+            self._txn.acknowledged(batch)
         self._accumulator.deallocate(batch)
         batch.complete(base_offset, log_append_time)
 
@@ -361,5 +461,7 @@ class Sender(threading.Thread):
         metrics.record_error_total += records
         metrics.record_error.record(records)
         metrics.topic(batch.topic).errors.record(records)
+        if self._txn is not None:
+            self._txn.failed(batch)
         self._accumulator.deallocate(batch)
         batch.fail(error)

@@ -2,18 +2,19 @@
 
 The rings carry real Kafka frames at non-flexible versions (layout: ``frame_descriptor``),
 so a TCP gateway can shuttle frames between Kafka clients and the rings unchanged. An API
-that has no non-flexible version (AlterPartition, KIP-497; WriteTxnMarkers in kio) is
-carried at its flexible versions instead, with request header v2 and response header v1: the
-v1 / v0 headers followed by an empty tagged-field section (``FLEXIBLE_ONLY``). Every other
-API keeps its non-flexible versions only. Request and response bodies are kio's dataclasses
-(``kio.schema.<api>.v<N>``; ``request_module`` / ``response_module`` give the module holding
-a version's nested classes); the header is written and parsed here. Record batches travel as
-opaque bytes, never parsed: the ProduceRequest that carries them (and the FetchRequest a
-consumer sends for each response) is encoded by ``batch_bodies`` straight into the
-destination buffer, the records copied once; the broker writes its FetchResponse in place
-from the log (``fetch_response``), and other FetchResponse objects (fakes in tests) are
-encoded by kio. Decoding is kio's native reader, which hands ``records`` back as ``bytes``
-(one copy, made at memcpy speed, so the ring slot can be released at once).
+that has no non-flexible version (AlterPartition, KIP-497; AllocateProducerIds, KIP-730;
+WriteTxnMarkers in kio) is carried at its flexible versions instead, with request header v2
+and response header v1: the v1 / v0 headers followed by an empty tagged-field section
+(``FLEXIBLE_ONLY``). Every other API keeps its non-flexible versions only. Request and
+response bodies are kio's dataclasses (``kio.schema.<api>.v<N>``; ``request_module`` /
+``response_module`` give the module holding a version's nested classes); the header is
+written and parsed here. Record batches travel as opaque bytes, never parsed: the
+ProduceRequest that carries them (and the FetchRequest a consumer sends for each response)
+is encoded by ``batch_bodies`` straight into the destination buffer, the records copied
+once; the broker writes its FetchResponse in place from the log (``fetch_response``), and
+other FetchResponse objects (fakes in tests) are encoded by kio. Decoding is kio's native
+reader, which hands ``records`` back as ``bytes`` (one copy, made at memcpy speed, so the
+ring slot can be released at once).
 
 Encoding::
 
@@ -94,6 +95,7 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
+    ALLOCATE_PRODUCER_IDS = 67
 
 
 class ElectionType(enum.IntEnum):
@@ -141,14 +143,17 @@ SUPPORTED_VERSIONS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.ALTER_PARTITION: (2, 3),
+    ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
 }
 
 #: The APIs without a non-flexible version, carried at flexible versions (request header
 #: v2, response header v1). AlterPartition v2 (topic ids) and v3 (KIP-903's broker epochs
-#: per ISR member) are the versions kio has; WriteTxnMarkers (between brokers: the
-#: transaction coordinator to partition leaders) has v0 in Kafka's schema but not in kio,
-#: so it travels as v1, its flexible twin.
-FLEXIBLE_ONLY = frozenset({ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS})
+#: per ISR member) are the versions kio has. AllocateProducerIds (KIP-730, a broker asking
+#: the controller for a block of producer ids) has v0 only, flexible. WriteTxnMarkers
+#: (between brokers: the transaction coordinator to partition leaders) has v0 in Kafka's
+#: schema but not in kio, so it travels as v1, its flexible twin.
+FLEXIBLE_ONLY = frozenset({ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS,
+                           ApiKey.WRITE_TXN_MARKERS})
 
 
 class _Codec(NamedTuple):

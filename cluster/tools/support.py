@@ -76,9 +76,11 @@ def has_property(props, name):
 
 
 def producer_properties(props):
-    """``props`` with ``enable.idempotence=false`` unless they set it: ringlog has no
-    idempotent producer yet (the key has no effect), and leaving it on would only turn
-    Kafka's rules between ``acks``, ``retries`` and idempotence into warnings."""
+    """``props`` with ``enable.idempotence=false`` unless they set it: the tools keep the
+    at-least-once producer they had before ringlog's producer was idempotent (their
+    ``acks`` and figures as they were, Kafka's rules between ``acks``, ``retries`` and
+    idempotence quiet); ``enable.idempotence=true`` among their properties makes them
+    idempotent."""
     if has_property(props, "enable.idempotence"):
         return props
     return {**props, "enable.idempotence": "false"}

@@ -48,7 +48,9 @@ each returning ``{topic: (error_code, error_message)}`` — ``(0, None)`` on suc
 Kafka's code and a message naming the bad value — as the responses carry them; and
 
 - ``alter_partition(broker_id, changes)`` (AlterPartition, KIP-497: a leader's ISR
-  change), returning ``{(topic, partition): (error_code, PartitionState or None)}``.
+  change), returning ``{(topic, partition): (error_code, PartitionState or None)}``;
+- ``allocate_producer_ids(broker_id, broker_epoch)`` (AllocateProducerIds, KIP-730),
+  returning the next ``producer_ids.ProducerIdsBlock`` for that broker.
 
 All accepted changes of one call go to the log as one batch, fsynced, before the new image
 is published: once a caller has a success, the change survives a crash of any process.
@@ -103,7 +105,7 @@ from cluster.metadata.model import (
     validate_topic_name,
 )
 from cluster.protocol.frames import ElectionType
-from replica_proc.controller import metadata_log as mr
+from replica_proc.controller import metadata_log as mr, producer_ids
 from replica_proc.controller.controller_lock import ControllerLock, read_holder
 from replica_proc.controller.placement import (
     assign_replicas,
@@ -168,6 +170,7 @@ class Controller:
         self._next_poll = float("-inf")
         self._start_index = 0
         self._next_rebalance = None  # (controller epoch, poll time of the next check)
+        self._next_producer_id = 0  # the first producer id no block has taken (when active)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -222,6 +225,7 @@ class Controller:
                 metadata_log.abandon()
                 raise
         self._log, self._image = metadata_log, image
+        self._next_producer_id = metadata_log.next_producer_id
         self.epoch = epoch
         self._start_index = len(image.topics)
         if claim.displaced is not None:
@@ -669,6 +673,24 @@ class Controller:
             return state
         return dataclasses.replace(state, isr=new_isr,
                                    partition_epoch=state.partition_epoch + 1)
+
+    # -- AllocateProducerIds ---------------------------------------------------------------------
+
+    def allocate_producer_ids(self, broker_id, broker_epoch=-1):
+        """The next block of ``producer_ids.BLOCK_SIZE`` producer ids for broker
+        ``broker_id`` (Kafka's ``ProducerIdControlManager.generateNextProducerId``): the
+        ``producer_ids`` record moving past it is in the log, fsynced, before the block is
+        returned, so no controller ever hands its ids out again. ``broker_epoch`` is
+        recorded, not checked (ringlog has no broker epochs). Raises UnknownError when
+        the id space is used up, NotControllerError when not active."""
+        self._require_active()
+        block = producer_ids.next_block(self._next_producer_id, broker_id)
+        self._commit([mr.producer_ids_record(broker_id, broker_epoch,
+                                             block.next_block_first_id)])
+        self._next_producer_id = block.next_block_first_id
+        log.info("producer ids %d..%d go to broker %d", block.first_id, block.last_id,
+                 broker_id)
+        return block
 
     # -- AlterConfigs, IncrementalAlterConfigs --------------------------------------------------
 

@@ -23,6 +23,11 @@ record's key names the entity it is about; its value is compact JSON with a ``ty
   ``broker``), ``name`` (a topic; a broker id, or ``""`` for the cluster-wide default),
   ``configs`` ``{key: value, or null to delete}`` — dynamic configs changed (AlterConfigs,
   IncrementalAlterConfigs), merged over what the resource had.
+- ``producer_ids`` (key ``producer_ids``): ``broker_id``, ``broker_epoch`` (-1: ringlog
+  has no broker epochs), ``next_producer_id`` — the controller gave broker ``broker_id``
+  the block of producer ids below ``next_producer_id`` (Kafka's ``ProducerIdsRecord``,
+  ``producer_ids``). Not part of the image: ``replay`` leaves the newest value in
+  ``MetadataLog.next_producer_id`` for the controller.
 
 One controller action is one batch: a CreateTopics call's ``topic`` records, each followed
 by its ``partition`` records in order; a liveness change's ``broker`` records and the
@@ -51,6 +56,7 @@ import re
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from replica_proc.controller import producer_ids
 from segments.batch_header import iter_batches
 from segments.errors import CorruptRecordError, KafkaStorageError
 from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog
@@ -64,6 +70,7 @@ TOPIC = "topic"
 PARTITION = "partition"
 REMOVE_TOPIC = "remove_topic"
 CONFIG = "config"
+PRODUCER_IDS = "producer_ids"
 #: The ``resource_type`` of ``config`` records.
 TOPIC_RESOURCE = "topic"
 BROKER_RESOURCE = "broker"
@@ -109,6 +116,11 @@ def config_record(resource_type, name, changes):
             "configs": dict(changes)}
 
 
+def producer_ids_record(broker_id, broker_epoch, next_producer_id):
+    return {"type": PRODUCER_IDS, "broker_id": broker_id, "broker_epoch": broker_epoch,
+            "next_producer_id": next_producer_id}
+
+
 def record_key(record):
     """The entity a record is about (its key in the log)."""
     kind = record["type"]
@@ -122,6 +134,8 @@ def record_key(record):
         return f"partition/{record['topic']}/{record['partition']}"
     if kind == CONFIG:
         return f"config/{record['resource_type']}/{record['name']}"
+    if kind == PRODUCER_IDS:
+        return PRODUCER_IDS
     raise ValueError(f"unknown metadata record type {kind!r} in {record!r}")
 
 
@@ -194,6 +208,8 @@ def apply(image, records, version):
             broker_configs[record["name"]] = configs
             if not configs:
                 del broker_configs[record["name"]]
+        elif kind == PRODUCER_IDS:
+            pass  # the controller's, not the image's (module doc)
         else:
             raise ValueError(f"unknown metadata record type {kind!r} in {record!r}")
     for name, states in partitions.items():
@@ -257,13 +273,16 @@ class MetadataLog:
             check_whole(self.path)
         self._log = PartitionLog(self.path, LOG_CONFIG, clock=clock)
         self._clock = self._log.clock
+        #: The first producer id no block has taken, as of the last ``replay``.
+        self.next_producer_id = 0
 
     @property
     def end_offset(self):
         return self._log.log_end_offset
 
     def replay(self, cluster_id):
-        """(image, controller epoch) from every record in the log (epoch 0 if none).
+        """(image, controller epoch) from every record in the log (epoch 0 if none); sets
+        ``next_producer_id`` from the ``producer_ids`` records.
 
         Every batch's CRC is checked, and the offsets must run on without a gap (the log is
         never compacted; baseOffset is outside the CRC). A damaged batch, a gap, or a record
@@ -304,6 +323,14 @@ class MetadataLog:
                     f"the batch after offset {offset} is damaged ({exc}); not replaying "
                     f"a damaged metadata log") from None
         epoch = max((r["epoch"] for r in records if r.get("type") == CONTROLLER), default=0)
+        next_producer_id = 0
+        for record in records:
+            if record.get("type") == PRODUCER_IDS:
+                try:
+                    next_producer_id = producer_ids.replayed(next_producer_id, record)
+                except ValueError as exc:
+                    raise KafkaStorageError(f"metadata log {self.path}: {exc}") from None
+        self.next_producer_id = next_producer_id
         return apply(MetadataImage.empty(cluster_id), records, end), epoch
 
     def append(self, records, epoch):

@@ -144,7 +144,20 @@ def test_api_versions_lists_what_the_broker_serves(env):
                       10: (0, 2), 11: (2, 5), 12: (1, 3), 13: (1, 3), 14: (1, 3), 15: (0, 4),
                       16: (0, 2), 18: (0, 2), 19: (2, 4), 20: (1, 3), 23: (2, 3), 32: (1, 3),
                       33: (0, 1), 37: (0, 1), 42: (0, 1), 43: (0, 1), 44: (0, 0), 47: (0, 0),
-                      27: (1, 1), 56: (2, 3)}
+                      27: (1, 1), 56: (2, 3), 22: (0, 1), 67: (0, 0)}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_init_producer_id_without_a_block_or_with_a_transactional_id(env, version):
+    client = env.client()
+    cls = protocol.request_class(ApiKey.INIT_PRODUCER_ID, version)
+    timeout = datetime.timedelta(seconds=60)
+    # this module's broker has no controller to get a block of producer ids from
+    response = client.call(cls(transactional_id=None, transaction_timeout=timeout))
+    assert (response.error_code, response.producer_id) == (
+        ErrorCode.coordinator_load_in_progress, -1)
+    response = client.call(cls(transactional_id="tx", transaction_timeout=timeout))
+    assert response.error_code == ErrorCode.coordinator_not_available
 
 
 def test_api_versions_of_an_unsupported_version_answers_v0_with_unsupported_version(env):
@@ -474,9 +487,8 @@ def test_garbage_in_the_request_ring_closes_that_connection_only(env):
 
 def test_an_api_the_broker_does_not_serve_closes_the_connection(env):
     client = env.client()
-    m = protocol.request_module(ApiKey.INIT_PRODUCER_ID, 0)
-    client.send(m.InitProducerIdRequest(transactional_id=None,
-                                        transaction_timeout=datetime.timedelta(seconds=60)))
+    m = protocol.request_module(ApiKey.DELETE_RECORDS, 0)
+    client.send(m.DeleteRecordsRequest(topics=(), timeout=datetime.timedelta(seconds=60)))
     with pytest.raises(PeerClosedError):
         client.receive(timeout=BOUND)
     client = env.client()

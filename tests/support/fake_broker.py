@@ -43,6 +43,17 @@ NOT_COORDINATOR. ``fail_next(group_id, None, code, api="FIND_COORDINATOR")`` (or
 group API's name) queues errors as for partitions. ListOffsets by timestamp answers the
 first offset whose record's timestamp is at or after it (-1 if none).
 
+Idempotent producers: InitProducerId hands out producer ids from ``next_producer_id``
+(epoch 0; ``fail_next(None, None, code, api="INIT_PRODUCER_ID")`` injects errors), and a
+batch with a producer id is checked as a Kafka leader checks it, per partition and
+producer: an older epoch is INVALID_PRODUCER_EPOCH, a newer one must start at sequence 0,
+a batch equal to one of the producer's last five is a duplicate (answered with its
+original base offset, nothing stored), any other sequence than the one after the last is
+OUT_OF_ORDER_SEQUENCE_NUMBER; a producer the partition has never seen may start anywhere.
+``fail_next(topic, partition, code, api="PRODUCE_AFTER_APPEND")`` stores the batch and
+then answers the error — a response lost after the append, as when a leader dies after
+writing.
+
 Not a broker: no logs on disk, no purgatory; just enough of the protocol, kept simple.
 The ``fake_cluster`` fixture that makes and closes them is in tests/conftest.py.
 """
@@ -89,6 +100,9 @@ class FakeCluster:
         self.failures = {}    # (api name, topic, partition) -> [error code, ...] to answer next
         self.requests = []    # (broker id, api key name, request) in arrival order
         self.report_controllers = []
+        self.next_producer_id = 1000
+        self.producers = {}  # (topic, partition, producer id) -> [epoch, [(first seq,
+        #                      last seq, base offset) of its last five batches]]
         self.groups = {}        # group id -> FakeGroup
         self.coordinators = {}  # group id -> broker id (default: the lowest live broker)
         self.group_model = group_model  # "coordinator" or "admin": see the module doc
@@ -308,6 +322,7 @@ class FakeBroker:
             ApiKey.LIST_GROUPS: self._list_groups, ApiKey.DELETE_GROUPS: self._delete_groups,
             ApiKey.OFFSET_FETCH: self._offset_fetch, ApiKey.OFFSET_COMMIT: self._offset_commit,
             ApiKey.OFFSET_DELETE: self._offset_delete,
+            ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
         }[api_key]
         response = handler(request, version)
         if response is None:
@@ -385,9 +400,56 @@ class FakeBroker:
             return ErrorCode.unknown_topic_or_partition, -1
         if state.leader != self.broker_id:
             return ErrorCode.not_leader_or_follower, -1
-        BatchHeader(records).validate()
-        return ErrorCode.none, _store(cluster.logs.setdefault((topic, partition), []), records,
-                                      state.leader_epoch)
+        header = BatchHeader(records)
+        header.validate()
+        if header.producer_id >= 0:
+            refused = self._check_sequence(topic, partition, header)
+            if refused is not None:
+                return refused
+        base_offset = _store(cluster.logs.setdefault((topic, partition), []), records,
+                             state.leader_epoch)
+        if header.producer_id >= 0:
+            entry = cluster.producers[(topic, partition, header.producer_id)]
+            entry[0] = header.producer_epoch
+            entry[1] = entry[1][-4:] + [(header.base_sequence, _last_sequence(header),
+                                         base_offset)]
+        lost = cluster._injected("PRODUCE_AFTER_APPEND", topic, partition)
+        if lost is not None:
+            return lost, -1
+        return ErrorCode.none, base_offset
+
+    def _check_sequence(self, topic, partition, header):
+        """(error code, base offset) refusing or deduplicating an idempotent batch, or None
+        to append it (module doc); caller holds the lock."""
+        entry = self.cluster.producers.setdefault((topic, partition, header.producer_id),
+                                                  [header.producer_epoch, []])
+        epoch, last = entry
+        if header.producer_epoch < epoch:
+            return ErrorCode.invalid_producer_epoch, -1
+        if header.producer_epoch > epoch:
+            if header.base_sequence != 0:
+                return ErrorCode.out_of_order_sequence_number, -1
+            entry[1] = []
+            return None
+        for first, end, base_offset in last:
+            if (first, end) == (header.base_sequence, _last_sequence(header)):
+                return ErrorCode.none, base_offset
+        if last and header.base_sequence != (last[-1][1] + 1) % 2**31:
+            return ErrorCode.out_of_order_sequence_number, -1
+        return None
+
+    def _init_producer_id(self, request, version):
+        m = protocol.response_module(ApiKey.INIT_PRODUCER_ID, version)
+        with self.cluster.lock:
+            injected = self.cluster._injected("INIT_PRODUCER_ID", None, None)
+            if injected is not None:
+                return m.InitProducerIdResponse(throttle_time=NO_TIME,
+                                                error_code=ErrorCode(injected),
+                                                producer_id=-1, producer_epoch=-1)
+            producer_id = self.cluster.next_producer_id
+            self.cluster.next_producer_id += 1
+        return m.InitProducerIdResponse(throttle_time=NO_TIME, error_code=ErrorCode.none,
+                                        producer_id=producer_id, producer_epoch=0)
 
     def _check_leader(self, topic, partition, current_leader_epoch):
         """The error code a leader answers a client's Fetch or ListOffsets with, and the
@@ -735,6 +797,10 @@ class FakeMember:
 def _group_of(request):
     """The group id a group request is about (FindCoordinator: its key)."""
     return getattr(request, "group_id", None) or getattr(request, "key", None)
+
+
+def _last_sequence(header):
+    return (header.base_sequence + header.last_offset_delta) % 2**31
 
 
 def _store(log, records, leader_epoch):

@@ -9,7 +9,7 @@ dict with ``kind`` and what identifies it):
   offset) holds another record (the value read AT that offset, by any reader);
 - ``reordered``: one producer's records in a partition's final log, in offset order and
   with re-appearances of seqs already seen dropped, going backwards (producers have one
-  request in flight per broker);
+  request in flight per broker, or are idempotent);
 - ``inconsistent-read``: the same offset read with two values (by any consumers);
 - ``undrained``: a partition the final drain could not read to its high watermark (its
   losses cannot be told apart from what it did not read);
@@ -46,6 +46,7 @@ class Verdict:
     windows: list
     counts: dict
     duplicates: list = dataclasses.field(default_factory=list)
+    idempotent: bool = False  # the producers were: the duplicates are anomalies
     unclean_losses: list = dataclasses.field(default_factory=list)
     unclean_elections: list = dataclasses.field(default_factory=list)
 
@@ -61,6 +62,7 @@ class Verdict:
         return {"ok": self.ok, "anomalies_by_kind": self.by_kind(),
                 "anomalies": self.anomalies, "unavailability": self.windows,
                 "counts": self.counts, "duplicates": self.duplicates,
+                "idempotent": self.idempotent,
                 "unclean_elections": self.unclean_elections,
                 "unclean_losses": self.unclean_losses}
 
@@ -95,7 +97,7 @@ def check(history, idempotent=False):
               "lost_unclean_election": len(unclean),
               "inconsistent_unclean_election": len(replaced),
               "faults": sum(1 for f in history.faults if f["fault"] in FAULTS)}
-    return Verdict(anomalies, unavailability(history), counts, duplicates,
+    return Verdict(anomalies, unavailability(history), counts, duplicates, idempotent,
                    unclean + replaced, elections)
 
 

@@ -5,7 +5,8 @@ that nothing acknowledged was lost (the Jepsen idea, built in).
 
     ringlog chaos --data-dir D --brokers 3 --scenario leader-kill-storm --duration 60s
                   --seed 7 [--topic T --partitions P --replication-factor 3
-                  --min-insync-replicas 2 --producers K --consumers K --out DIR --kills N]
+                  --min-insync-replicas 2 --producers K --consumers K --out DIR --kills N
+                  --enable-idempotence]
 
 1. The cluster: if one runs in D (a broker holds its lock, or the supervisor of
    ``cluster.json`` is alive) it is used as it is, and must have a watching supervisor
@@ -20,7 +21,8 @@ that nothing acknowledged was lost (the Jepsen idea, built in).
    the cluster settles (every partition led with a full ISR, bounded), the consumers stop
    and a final consumer drains every partition to its high watermark.
 5. The replicas are compared below the HW (``replicas``), the history checked
-   (``checker``), and the output folder gets ``history.json`` and ``timeline.png``
+   (``checker``; with ``--enable-idempotence`` the producers are idempotent and a
+   duplicate is an anomaly), and the output folder gets ``history.json`` and ``timeline.png``
    (``report``); the summary is printed. Exit status 0 without anomalies, 1 with any, 2
    when the tool itself could not run (its reason on stderr).
 
@@ -107,6 +109,11 @@ def add_arguments(parser):
                         help="faults to inject (default: one per 10 s of duration)")
     parser.add_argument("--unkeyed", action="store_true",
                         help="send without keys (default: keys k0..k15)")
+    parser.add_argument("--enable-idempotence", action="store_true",
+                        help="idempotent producers (enable.idempotence=true, up to 5 requests "
+                             "in flight): a record written twice is an anomaly (default: "
+                             "at-least-once producers, one request in flight, duplicates "
+                             "reported)")
     parser.add_argument("--settle", type=duration, default=30.0,
                         help="longest wait for the cluster to settle after the faults "
                              "(default 30s)")
@@ -229,7 +236,9 @@ class Chaos:
         self._wait(self._producers_started, CLIENT_START)
         self.start = time.time()
         print(f"chaos: {a.scenario}, seed {a.seed}, {len(self.schedule)} faults over "
-              f"{a.duration:g} s; {a.producers} producers, {a.consumers} consumers -> "
+              f"{a.duration:g} s; {a.producers} "
+              f"{'idempotent ' if a.enable_idempotence else ''}producers, {a.consumers} "
+              f"consumers -> "
               f"{self.out}", flush=True)
         started = time.monotonic()
         injector_thread = self._thread(injector.run, self.stop_faults, started)
@@ -253,7 +262,8 @@ class Chaos:
         replicas = {p.partition: list(p.replicas) for p in image.topics[a.topic].partitions}
         run = {"scenario": a.scenario, "seed": a.seed, "topic": a.topic,
                "partitions": a.partitions, "replication_factor": a.replication_factor,
-               "min_insync_replicas": a.min_insync_replicas, "brokers":
+               "min_insync_replicas": a.min_insync_replicas,
+               "idempotent": a.enable_idempotence, "brokers":
                self.brokers.broker_ids, "duration": a.duration, "start": self.start,
                "end": end, "settled": settled,
                "injector_error": None if injector.error is None else str(injector.error)}
@@ -261,7 +271,7 @@ class Chaos:
         found.drain = drained
         found.replicas = compare_replicas(self.data_dir, a.topic, replicas,
                                           drained["high_watermarks"])
-        verdict = checker.check(found)
+        verdict = checker.check(found, idempotent=a.enable_idempotence)
         if injector.error is not None:
             verdict.anomalies.append({"kind": "injector-error", "error": str(injector.error)})
         report.write_history(self.out, found, verdict, self.schedule)
@@ -314,7 +324,7 @@ class Chaos:
         a = self.args
         spec = workload.ClientSpec(self.data_dir, a.topic, a.partitions, number,
                                    os.path.join(self.out, pattern.replace("*", str(number))),
-                                   keyed=not a.unkeyed)
+                                   keyed=not a.unkeyed, idempotent=a.enable_idempotence)
         stop = CTX.Event()
         process = CTX.Process(target=target, args=(spec, stop), name=f"chaos-{kind}-{number}")
         process.start()

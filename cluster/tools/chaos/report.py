@@ -89,8 +89,9 @@ def summary(verdict):
              f"{counts['failed']}, unknown {counts['unknown']}; read {counts['read']} by the "
              f"consumers, {counts['drained']} by the final drain; {counts['faults']} faults"]
     if verdict.duplicates:
-        lines.append(f"duplicates (at-least-once without idempotence, not anomalies): "
-                     f"{len(verdict.duplicates)}")
+        why = ("idempotent producers: anomalies" if verdict.idempotent else
+               "at-least-once without idempotence, not anomalies")
+        lines.append(f"duplicates ({why}): {len(verdict.duplicates)}")
         for duplicate in verdict.duplicates[:SHOWN]:
             lines.append(f"  p{duplicate['producer']}:{duplicate['seq']} at "
                          f"{duplicate['at']}")

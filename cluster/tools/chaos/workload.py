@@ -9,8 +9,10 @@ and a killed client loses nothing it had recorded.
 Producer ``n`` sends the values ``p<n>:<seq>`` (``seq`` from 0, six digits or more),
 keyed ``k0``..``k<KEYS-1>`` (``Sends`` chooses which) unless unkeyed, with acks=all,
 retries and one request in flight per broker (``max_in_flight_requests_per_connection=1``:
-what makes "one producer's sequence numbers rise with the offsets" a rule to check), at
-most ``WINDOW`` sends outstanding, so a partition that is down holds up only the sends to
+what makes "one producer's sequence numbers rise with the offsets" a rule to check) — or,
+idempotent (``ClientSpec.idempotent``), with ``enable_idempotence`` and up to
+``IDEMPOTENT_IN_FLIGHT`` requests in flight, whose order the idempotent producer keeps —
+at most ``WINDOW`` sends outstanding, so a partition that is down holds up only the sends to
 it. Its lines, Jepsen's operation types (the outcome written when it arrives, by the
 producer's sender thread)::
 
@@ -51,6 +53,8 @@ MAX_BLOCK_MS = 2000
 #: Seconds past the delivery timeout after which a send's outcome is unknown ("info").
 OUTCOME_SLACK = 2.0
 OUTCOME_TIMEOUT = DELIVERY_TIMEOUT_MS / 1000 + OUTCOME_SLACK
+#: Requests in flight per broker of an idempotent producer (Kafka's most for idempotence).
+IDEMPOTENT_IN_FLIGHT = 5
 #: Sends a producer has outstanding at most, and per partition (``Sends``).
 WINDOW = 64
 PER_PARTITION = 8
@@ -86,6 +90,7 @@ class ClientSpec:
     number: int
     history: str
     keyed: bool = True
+    idempotent: bool = False
 
 
 class HistoryWriter:
@@ -125,7 +130,8 @@ def produce(spec, stop):
     history = HistoryWriter(spec.history)
     producer = KafkaProducer(
         bootstrap_servers=spec.bootstrap, acks="all", retries=2**31 - 1,
-        max_in_flight_requests_per_connection=1, enable_idempotence=False, linger_ms=0,
+        max_in_flight_requests_per_connection=IDEMPOTENT_IN_FLIGHT if spec.idempotent else 1,
+        enable_idempotence=spec.idempotent, linger_ms=0,
         request_timeout_ms=REQUEST_TIMEOUT_MS, delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
         max_block_ms=MAX_BLOCK_MS)
     sends = Sends(producer, spec, history)

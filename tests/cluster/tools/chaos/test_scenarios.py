@@ -3,7 +3,9 @@ RF 3, min.insync.replicas 2), as Kafka's replication_test judges it: the tool fi
 anomaly (no acknowledged record lost, one producer's records in order, one value per
 offset, replicas equal below the high watermark), the faults were injected, and every
 partition is back to a full ISR once they stop. Duplicates are allowed (the producers are
-not idempotent); so are the losses of an unclean election, which the verdict counts apart.
+not idempotent) — except in the idempotent leader kill storm (``--enable-idempotence``),
+where each record must be written once; so are the losses of an unclean election, which
+the verdict counts apart.
 """
 from __future__ import annotations
 
@@ -37,10 +39,11 @@ INJECTED = {
 }
 
 
-def run_scenario(tmp_path, data_dir, scenario, duration="6s", kills=1):
+def run_scenario(tmp_path, data_dir, scenario, duration="6s", kills=1, extra=()):
     out = tmp_path / "out"
     command = chaos_command(data_dir, out, scenario, duration, brokers=3,
-                            replication_factor=3, min_insync_replicas=2, kills=kills, seed=1)
+                            replication_factor=3, min_insync_replicas=2, kills=kills, seed=1,
+                            extra=extra)
     code, stdout, stderr = finish(start_tool(command), RUN_BOUND)
     assert running_brokers(data_dir) == {}  # the tool stopped the cluster it started
     saved = json.loads((out / "history.json").read_text())
@@ -84,6 +87,15 @@ def test_a_leader_kill_storm_loses_nothing_and_the_tool_reports_it(tmp_path, dat
     loaded.reads.append(dict(victim, offset=victim["offset"] + 10_000))
     assert check(loaded).counts["duplicates"] >= 1
     assert check(loaded, idempotent=True).by_kind().get("duplicated", 0) >= 1
+
+
+def test_an_idempotent_leader_kill_storm_writes_each_record_once(tmp_path, data_dir):
+    saved = run_scenario(tmp_path, data_dir, "leader-kill-storm", duration="12s", kills=3,
+                         extra=("--enable-idempotence",))
+    verdict = saved["verdict"]
+    assert saved["run"]["idempotent"] and verdict["idempotent"]
+    assert verdict["counts"]["duplicates"] == 0  # also an anomaly: code 0 says as much
+    assert verdict["counts"]["lost_unclean_election"] == 0
 
 
 @pytest.mark.parametrize("scenario", ["rolling-sigterm", "sigstop-follower",
