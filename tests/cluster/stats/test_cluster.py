@@ -109,8 +109,10 @@ def test_chaos_workers_publish_under_their_roles(tmp_path, publishing, spawn):
                    for work in (produce, consume)]
 
         def both(by_role):
+            # each page is published on its own clock: wait for both to show records
             return {"chaos-producer", "chaos-consumer"} <= set(by_role) and \
-                by_role["chaos-consumer"].counters.get("records-consumed-total", 0) > 0
+                by_role["chaos-consumer"].counters.get("records-consumed-total", 0) > 0 and \
+                by_role["chaos-producer"].counters.get("record-send-total", 0) > 0
         by_role = wait_for_roles(running.cluster_id, both)
         assert by_role["chaos-producer"].name == "chaos-producer-3"
         assert by_role["chaos-producer"].counters["record-send-total"] > 0
