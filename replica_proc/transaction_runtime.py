@@ -24,8 +24,9 @@ markers go to the ``TxnMarkerSender`` and their codes to ``markers_done``.
 
 **Timers.** ``expire(now)`` answers writes whose time ran out, reads the markers' answers
 and runs the coordinator's ``poll`` (timed-out transactions, expired ids, retries);
-``next_deadline()`` is the earliest of the writes' and the coordinator's (its wall-clock
-milliseconds turned into the loop's monotonic seconds).
+``next_deadline()`` is the earliest of the writes' and, while this broker leads a
+``__transaction_state`` partition, the coordinator's (its wall-clock milliseconds turned
+into the loop's monotonic seconds).
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -72,6 +73,7 @@ class TransactionRuntime:
         self.coordinator = TransactionCoordinator(
             config, producer_ids.generate_producer_id, clock_ms)
         self.sender = TxnMarkerSender(cluster_id, broker_id, metadata, markers)
+        self._led = set()  # the __transaction_state partitions loaded here
 
     # -- the topic --------------------------------------------------------------------------
 
@@ -95,10 +97,12 @@ class TransactionRuntime:
         self.log.on_change(keys)
 
     def _load(self, index, leader_epoch, stored):
+        self._led.add(index)
         self.coordinator.begin_load(index, leader_epoch)
         self.run(self.coordinator.load(index, leader_epoch, stored))
 
     def _unload(self, index):
+        self._led.discard(index)
         self.coordinator.unload(index)
 
     # -- driving the coordinator -------------------------------------------------------------
@@ -131,12 +135,16 @@ class TransactionRuntime:
         self.run(self.coordinator.poll())
 
     def next_deadline(self):
-        """The earliest deadline, in the loop's monotonic seconds, or None."""
-        due_ms = self.coordinator.next_deadline()
-        deadlines = [self._clock() + max(0, due_ms - self._clock_ms()) / 1000]
+        """The earliest deadline, in the loop's monotonic seconds, or None (the
+        coordinator's timers count only while this broker leads a partition of
+        ``__transaction_state``)."""
+        deadlines = []
+        if self._led:
+            due_ms = self.coordinator.next_deadline()
+            deadlines.append(self._clock() + max(0, due_ms - self._clock_ms()) / 1000)
         if (deadline := self.log.next_deadline()) is not None:
             deadlines.append(deadline)
-        return min(deadlines)
+        return min(deadlines) if deadlines else None
 
     def close(self):
         """Close the markers' connections."""
