@@ -13,7 +13,8 @@ part, when its leader answered:
   per ``send``, through a connection of its own to each destination
   (``controller_channel.ControllerChannel``, made with ``connector``: the broker gives
   ``shm_ring.connect(waker=listener)`` so that answers ring its doorbell, once its
-  Listener exists — until then, None, such parts fail as below); a request that
+  Listener exists — until then, None, such parts fail as below; one attempt, never
+  waiting for a broker that does not listen); a request that
   cannot be sent, or whose connection is lost before the answer, reports every partition
   NOT_LEADER_OR_FOLLOWER (the coordinator sends it again after its backoff);
 - a part without a live leader reports no code (the coordinator sends it again later); a
@@ -86,9 +87,14 @@ class TxnMarkerSender:
         channel = self._channels.get(broker_id)
         if channel is None:
             channel = self._channels[broker_id] = ControllerChannel(
-                self._cluster_id, self._broker_id, connector=self.connector,
+                self._cluster_id, self._broker_id, connector=self._connect_now,
                 peer="partition leader")
         return channel
+
+    def _connect_now(self, cluster_id, broker_id, timeout, capacity):
+        """One attempt, never waiting (timeout 0): the loop must not stall on a dead
+        leader the metadata still names; the marker is retried after the backoff."""
+        return self.connector(cluster_id, broker_id, timeout=0, capacity=capacity)
 
     def poll(self):
         """Hand out the answers that arrived (never waits)."""
