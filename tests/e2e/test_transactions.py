@@ -115,19 +115,19 @@ class Producer:
 
         return _retry(lambda: _Answer(self.client.call(request)), "AddPartitionsToTxn").codes
 
-    def produce(self, cluster, partition, values):
-        """Produce ``values`` as one transactional batch to ``TOPIC``-``partition``."""
-        sequence = self.sequences.get(partition, 0)
-        self.sequences[partition] = sequence + len(values)
+    def produce(self, cluster, partition, values, topic=TOPIC):
+        """Produce ``values`` as one transactional batch to ``topic``-``partition``."""
+        sequence = self.sequences.get((topic, partition), 0)
+        self.sequences[(topic, partition)] = sequence + len(values)
         builder = RecordBatchBuilder(producer_id=self.producer_id,
                                      producer_epoch=self.epoch, base_sequence=sequence,
                                      is_transactional=True)
         for value in values:
             assert builder.append(None, None, value) is not None
-        leader = cluster.metadata().topics[TOPIC].partitions[partition].leader
+        leader = cluster.metadata().topics[topic].partitions[partition].leader
         client = Client(cluster.cluster_id, leader)
         try:
-            answer = client.call(produce_request(TOPIC, partition, bytes(builder.build()),
+            answer = client.call(produce_request(topic, partition, bytes(builder.build()),
                                                  acks=-1))
         finally:
             client.close()
@@ -148,19 +148,19 @@ class Producer:
             self.client = None
 
 
-def stable_offsets(cluster):
-    """{partition: (last stable offset, log end offset)} of ``TOPIC`` (ListOffsets latest,
+def stable_offsets(cluster, topic=TOPIC):
+    """{partition: (last stable offset, log end offset)} of ``topic`` (ListOffsets latest,
     read_committed and read_uncommitted, from each leader)."""
     m = protocol.request_module(ApiKey.LIST_OFFSETS, 5)
     offsets = {}
-    for state in cluster.metadata().topics[TOPIC].partitions:
+    for state in cluster.metadata().topics[topic].partitions:
         client = Client(cluster.cluster_id, state.leader)
         try:
             pair = []
             for isolation in (1, 0):
                 response = client.call(build(
                     m.ListOffsetsRequest, replica_id=-1, isolation_level=isolation,
-                    topics=(m.ListOffsetsTopic(name=TOPIC, partitions=(
+                    topics=(m.ListOffsetsTopic(name=topic, partitions=(
                         m.ListOffsetsPartition(partition_index=state.partition,
                                                timestamp=-1),)),)))
                 partition = response.topics[0].partitions[0]
@@ -172,21 +172,22 @@ def stable_offsets(cluster):
     return offsets
 
 
-def wait_stable(cluster):
-    """Wait (within BOUND) until no transaction is open in ``TOPIC``: every partition's
+def wait_stable(cluster, topic=TOPIC):
+    """Wait (within BOUND) until no transaction is open in ``topic``: every partition's
     last stable offset is its log end offset; return the offsets."""
     deadline = time.monotonic() + BOUND
     while True:
-        offsets = stable_offsets(cluster)
+        offsets = stable_offsets(cluster, topic)
         if all(lso == leo for lso, leo in offsets.values()):
             return {p: leo for p, (_, leo) in offsets.items()}
         assert time.monotonic() < deadline, f"transactions still open: {offsets}"
         time.sleep(0.05)
 
 
-def read_committed(cluster, ends):
-    """Every value a read_committed consumer reads of ``TOPIC`` up to ``ends``."""
-    partitions = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+def read_committed(cluster, ends, topic=TOPIC):
+    """Every value a read_committed consumer reads of ``topic`` up to ``ends``
+    ({partition: offset})."""
+    partitions = [TopicPartition(topic, p) for p in sorted(ends)]
     values = []
     with KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers,
                        isolation_level="read_committed", enable_auto_commit=False,
@@ -203,6 +204,7 @@ def read_committed(cluster, ends):
 
 def start(e2e, **config):
     cluster = e2e.cluster(brokers=3, transaction_state_log_num_partitions=TXN_PARTITIONS,
+                          broker_session_timeout_ms=1500, broker_heartbeat_interval_ms=100,
                           **config)
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
@@ -293,5 +295,47 @@ def test_the_new_coordinator_completes_a_transaction_of_a_killed_one(e2e):
         assert producer.end(committed=True) == ErrorCode.none
         ends = wait_stable(cluster)
         assert read_committed(cluster, ends) == [b"k%d" % p for p in range(PARTITIONS)]
+    finally:
+        producer.close()
+
+
+def test_a_prepared_commit_is_completed_by_the_next_coordinator(e2e):
+    """The coordinator answered EndTxn (PrepareCommit stored) but one partition's leader is
+    down, so its marker waits; the coordinator is SIGKILLed: the next one loads
+    PrepareCommit and writes the markers, the last once that leader is back."""
+    cluster = start(e2e)
+    producer = Producer(cluster)
+    try:
+        coordinator = producer.find_coordinator()
+        solo_broker = next(b for b in cluster.broker_ids if b != coordinator)
+        with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("solo", replica_assignments={0: [solo_broker]})])
+        cluster.wait_for_metadata(lambda i: "solo" in i.topics and
+                                  i.topics["solo"].partitions[0].leader == solo_broker)
+        producer.init()
+        everywhere = [(TOPIC, p) for p in range(PARTITIONS)] + [("solo", 0)]
+        assert set(producer.add_partitions(everywhere).values()) == {ErrorCode.none}
+        for p in range(PARTITIONS):
+            producer.produce(cluster, p, [b"k%d" % p])
+        producer.produce(cluster, 0, [b"solo"], topic="solo")
+        cluster.kill_broker(solo_broker)
+        cluster.wait_for_metadata(lambda i: not i.brokers[solo_broker].alive and all(
+            solo_broker not in p.isr for p in i.topics[TOPIC].partitions))
+        assert producer.end(committed=True) == ErrorCode.none  # PrepareCommit stored
+        ends = wait_stable(cluster)  # the markers of the partitions with a leader
+        assert read_committed(cluster, ends) == [b"k%d" % p for p in range(PARTITIONS)]
+
+        cluster.kill_broker(coordinator)
+        index = partition_for(TXN_ID, TXN_PARTITIONS)
+        cluster.wait_for_metadata(
+            lambda i: i.topics[TRANSACTION_STATE_TOPIC].partitions[index].leader not in (
+                coordinator, solo_broker, -1))
+        cluster.start_broker(solo_broker)
+        ends = wait_stable(cluster, "solo")
+        assert read_committed(cluster, ends, "solo") == [b"solo"]
+        # the transaction is complete: the next InitProducerId is answered (not
+        # CONCURRENT_TRANSACTIONS) by the new coordinator
+        assert producer.find_coordinator(excluded=(coordinator,)) != coordinator
+        producer.init()
     finally:
         producer.close()
