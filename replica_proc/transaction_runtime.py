@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 
-from cluster.metadata.model import TRANSACTION_STATE_TOPIC
+from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from replica_proc.coordinator_log import CoordinatorLog
 from replica_proc.coordinator_topic import CoordinatorTopic
 from replica_proc.transaction_coordinator.coordinator import TransactionCoordinator
@@ -91,9 +91,13 @@ class TransactionRuntime:
     def on_change(self, keys):
         """Partitions in ``keys`` changed: answer the writes that completes, then load the
         ``__transaction_state`` partitions this broker came to lead, unload the others."""
-        info = self._metadata.image.topics.get(TRANSACTION_STATE_TOPIC)
+        topics = self._metadata.image.topics
+        info = topics.get(TRANSACTION_STATE_TOPIC)
         if info is not None:
             self.coordinator.partitions_count = len(info.partitions)
+        info = topics.get(GROUP_METADATA_TOPIC)
+        if info is not None:  # AddOffsetsToTxn's partition of a group
+            self.coordinator.offsets_partitions_count = len(info.partitions)
         self.log.on_change(keys)
 
     def _load(self, index, leader_epoch, stored):
