@@ -136,7 +136,8 @@ class TransactionRuntime:
         coordinator's due timers."""
         self.log.expire(now)
         self.sender.poll()
-        self.run(self.coordinator.poll())
+        if self._led:  # a broker that coordinates nothing has no timers
+            self.run(self.coordinator.poll())
 
     def next_deadline(self):
         """The earliest deadline, in the loop's monotonic seconds, or None (the
