@@ -17,14 +17,10 @@ Owner: the broker's loop thread.
 """
 from __future__ import annotations
 
-import logging
-
 from cluster.errors import NotControllerError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
-
-log = logging.getLogger(__name__)
 
 #: The epoch of a new producer id.
 FIRST_EPOCH = 0
