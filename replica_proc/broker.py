@@ -59,6 +59,7 @@ signal handler or another thread.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import time
@@ -79,7 +80,7 @@ from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
 from replica_proc.truncation import EpochTruncation
 from segments.file_cache import FILES
-from shm_ring import Listener
+from shm_ring import Listener, connect
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,10 @@ class Broker:
                                       policy=self.config.wait_policy(self._clock),
                                 liveness_interval=self._liveness_interval)
             stack.callback(listener.close)
+            # the coordinator's markers: answers from other brokers ring this doorbell
+            handler.transactions.sender.connector = functools.partial(connect,
+                                                                      waker=listener)
+            stack.callback(handler.transactions.close)  # before the listener
             fetchers = ReplicaFetcherManager(cluster_id, self.broker_id, replicas,
                                              self.config, listener, self._clock,
                                              epoch_truncation=EpochTruncation())

@@ -53,8 +53,9 @@ class ControllerChannel:
     """Broker ``broker_id``'s connection to the controller broker (see the module doc)."""
 
     def __init__(self, cluster_id, broker_id, *, connector=connect,
-                 retry_interval=RETRY_INTERVAL):
+                 retry_interval=RETRY_INTERVAL, peer="controller"):
         self.cluster_id = cluster_id
+        self._peer = peer  # what the other broker is, in log lines
         self.broker_id = broker_id
         self._connect = connector
         self._retry_interval = retry_interval
@@ -100,7 +101,7 @@ class ControllerChannel:
                 self._conn = self._connect(self.cluster_id, controller_id,
                                            timeout=CONNECT_TIMEOUT, capacity=CAPACITY)
             except (ConnectionError, TimeoutError) as exc:
-                log.warning("cannot reach controller %d: %s", controller_id, exc)
+                log.warning("cannot reach %s %d: %s", self._peer, controller_id, exc)
                 return None
             self._controller_id = controller_id
         return self._conn
@@ -129,7 +130,8 @@ class ControllerChannel:
             self._drop(exc)
 
     def _drop(self, reason):
-        log.info("dropping the connection to controller %s: %s", self._controller_id, reason)
+        log.info("dropping the connection to %s %s: %s", self._peer, self._controller_id,
+                 reason)
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

@@ -7,8 +7,9 @@ administration, decoded here and decided by the broker's ``GroupCoordinator``
   ``__consumer_offsets`` partition, described as Metadata describes brokers (``host`` the
   broker's listener name, ``port`` its id); the first one creates the topic
   (COORDINATOR_NOT_AVAILABLE until it has a leader). ``key_type`` 1 (a transactional id)
-  is COORDINATOR_NOT_AVAILABLE: transactions are not served yet. Errors answer node -1,
-  host "", port -1 (Kafka's ``Node.noNode()``).
+  names the leader of the id's ``__transaction_state`` partition the same way
+  (``transaction_runtime``). Errors answer node -1, host "", port -1 (Kafka's
+  ``Node.noNode()``).
 - JoinGroup and SyncGroup park their channel (``delayed_response``) until the
   coordinator's ``respond``; JoinGroup v4+ requires a known member id (KIP-394). A member's
   ``client_host`` is ``CLIENT_HOST``: clients are processes on this host, connected through
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import datetime
 
-from cluster.errors import CoordinatorNotAvailableError, InvalidRequestError
+from cluster.errors import InvalidRequestError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.delayed_response import DelayedResponse
@@ -43,11 +44,13 @@ _MS = datetime.timedelta(milliseconds=1)
 
 class GroupHandler:
     """The membership and group-administration APIs over ``runtime`` (a GroupRuntime);
+    ``transactions``: the TransactionRuntime (FindCoordinator of a transactional id);
     ``metadata``: the BrokerMetadata (FindCoordinator's broker description); ``clock``:
     the loop's monotonic seconds."""
 
-    def __init__(self, runtime, metadata, clock):
+    def __init__(self, runtime, transactions, metadata, clock):
         self._runtime = runtime
+        self._transactions = transactions
         self._coordinator = runtime.coordinator
         self._metadata = metadata
         self._clock = clock
@@ -78,9 +81,7 @@ class GroupHandler:
         if key_type == GROUP_KEY_TYPE:
             code, message, node = self._runtime.coordinator_node(request.key)
         elif key_type == TRANSACTION_KEY_TYPE:
-            code, message = (CoordinatorNotAvailableError.errno,
-                             "transaction coordinators are not served yet (transactions come "
-                             "with a later issue)")
+            code, message, node = self._transactions.coordinator_node(request.key)
         else:
             code, message = InvalidRequestError.errno, f"unknown key type {key_type}"
         image = self._metadata.image

@@ -5,9 +5,8 @@ InitProducerId without a ``transactional_id`` (the idempotent producer): a produ
 from the broker's ``ProducerIdManager``, epoch 0 — any broker answers it, as in Kafka.
 While the broker waits for a block from the controller the answer is
 COORDINATOR_LOAD_IN_PROGRESS (retriable: the producer asks again after its backoff).
-With a ``transactional_id`` the answer is COORDINATOR_NOT_AVAILABLE: ringlog has no
-transaction coordinator yet, and InitProducerId v0-1 carry no error message, so the
-broker logs why.
+With a ``transactional_id`` the request goes to the transaction coordinator
+(``transaction_handler.TransactionHandler.init_producer_id``).
 
 AllocateProducerIds is answered by the active controller only (NOT_CONTROLLER
 elsewhere, the asking broker then sends it again to the controller the metadata names):
@@ -18,39 +17,33 @@ Owner: the broker's loop thread.
 """
 from __future__ import annotations
 
-import logging
-
-from cluster.errors import CoordinatorNotAvailableError, NotControllerError
+from cluster.errors import NotControllerError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.responses import NO_THROTTLE, build, code_of, error, module
-
-log = logging.getLogger(__name__)
 
 #: The epoch of a new producer id.
 FIRST_EPOCH = 0
 
 
 class InitProducerIdHandler:
-    """InitProducerId over the broker's ``ProducerIdManager`` (module doc)."""
+    """InitProducerId over the broker's ``ProducerIdManager`` and, for a transactional
+    id, ``transactional(channel, header, request)`` (module doc)."""
 
-    def __init__(self, producer_ids):
+    def __init__(self, producer_ids, transactional):
         self._producer_ids = producer_ids
+        self._transactional = transactional
 
     def __call__(self, channel, header, request):
+        if request.transactional_id is not None:
+            self._transactional(channel, header, request)
+            return
         classes = module(ApiKey.INIT_PRODUCER_ID, header.request_api_version)
         producer_id, epoch, code = -1, -1, 0
-        if request.transactional_id is not None:
-            code = CoordinatorNotAvailableError.errno
-            log.warning("InitProducerId from %r with transactional_id %r: transactions are "
-                        "not supported yet (no transaction coordinator); answering "
-                        "COORDINATOR_NOT_AVAILABLE", header.client_id,
-                        request.transactional_id)
-        else:
-            try:
-                producer_id, epoch = self._producer_ids.generate_producer_id(), FIRST_EPOCH
-            except Exception as exc:
-                code = code_of(exc, "InitProducerId")
+        try:
+            producer_id, epoch = self._producer_ids.generate_producer_id(), FIRST_EPOCH
+        except Exception as exc:
+            code = code_of(exc, "InitProducerId")
         response = build(classes.InitProducerIdResponse, throttle_time=NO_THROTTLE,
                          error_code=error(code), producer_id=producer_id,
                          producer_epoch=epoch)

@@ -20,7 +20,11 @@ IncrementalAlterConfigs   0                                 admin_handler
 ElectLeaders              0-1                               admin_handler
 AlterPartition            2-3 (flexible)                    alter_partition_handler
 AllocateProducerIds       0 (flexible)                      producer_id_handler
-InitProducerId            0-1                               producer_id_handler
+InitProducerId            0-1                               producer_id_handler,
+                                                            transaction_handler
+AddPartitionsToTxn        0-2                               transaction_handler
+AddOffsetsToTxn           0-2                               transaction_handler
+EndTxn                    0-2                               transaction_handler
 OffsetsForLeaderEpoch     2-3                               offsets_for_leader_epoch_handler
 WriteTxnMarkers           1 (flexible)                      txn_markers_handler
 FindCoordinator           0-2                               group_handler
@@ -42,21 +46,24 @@ ApiVersions advertises exactly these. Bad input never stops the broker:
   UNSUPPORTED_VERSION, listing what is supported (Kafka's rule, so a newer client can
   pick a version);
 - a frame that does not decode — garbage, a truncated body, an API or version not in the
-  table (this includes the transaction APIs but InitProducerId, which come with a later
-  issue) —
-  raises ``CloseConnection``: the broker logs it and drops that connection, as Kafka
-  closes the socket; every other connection keeps being served.
+  table (this includes TxnOffsetCommit, not served yet) — raises ``CloseConnection``:
+  the broker logs it and drops that connection, as Kafka closes the socket; every other
+  connection keeps being served.
 
 ``alter_partitions`` is the broker's ``AlterPartitionManager``: partition leaders submit
 their ISR changes to it, and the loop polls it. ``producer_ids`` is its
 ``ProducerIdManager`` (the loop polls it too): InitProducerId takes ids from it, and so
-will the transaction coordinator.
+does the transaction coordinator (``transactions``, a
+``transaction_runtime.TransactionRuntime``: FindCoordinator of a transactional id,
+InitProducerId with one, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; its markers go
+out through its ``sender``, whose ``connector`` the broker sets once its Listener exists).
 
 ``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
 something) applies a new image to the ReplicaManager and answers parked fetches and
 delayed produces of the partitions that changed, and lets the group coordinator
-(``groups``, a ``group_runtime.GroupRuntime``) load or unload the ``__consumer_offsets``
-partitions whose leadership changed.
+(``groups``, a ``group_runtime.GroupRuntime``) and the transaction coordinator load or
+unload the ``__consumer_offsets`` and ``__transaction_state`` partitions whose leadership
+changed.
 
 Delayed responses: a channel's ``parked`` is its parked Fetch (``delayed_fetch``), its
 acks=all Produce waiting for replication (``delayed_produce``) or a group request waiting
@@ -96,6 +103,8 @@ from replica_proc.produce_handler import ProduceHandler
 from replica_proc.producer_id_handler import AllocateProducerIdsHandler, InitProducerIdHandler
 from replica_proc.producer_id_manager import ProducerIdManager
 from replica_proc.responses import NO_THROTTLE, build, error, module
+from replica_proc.transaction_handler import TransactionHandler
+from replica_proc.transaction_runtime import TransactionRuntime
 from replica_proc.txn_markers_handler import WriteTxnMarkersHandler
 
 log = logging.getLogger(__name__)
@@ -130,6 +139,11 @@ class RequestHandler:
                                               clock)
         self.groups = GroupRuntime(config, replicas, metadata, self.admin.create_topic, clock,
                                    self.fetch.on_append, self.on_high_watermark)
+        self.transactions = TransactionRuntime(
+            broker_id, metadata.image.cluster_id, config, replicas, metadata,
+            self.admin.create_topic, self.producer_ids, self.txn_markers, clock,
+            self.fetch.on_append, self.on_high_watermark)
+        transactions = TransactionHandler(self.transactions, metadata)
         self._handlers = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -147,9 +161,11 @@ class RequestHandler:
             ApiKey.ALTER_PARTITION: AlterPartitionHandler(controller, self.refresh_metadata),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetsForLeaderEpochHandler(replicas),
             ApiKey.WRITE_TXN_MARKERS: self.txn_markers,
-            ApiKey.INIT_PRODUCER_ID: InitProducerIdHandler(self.producer_ids),
+            ApiKey.INIT_PRODUCER_ID: InitProducerIdHandler(self.producer_ids,
+                                                           transactions.init_producer_id),
             ApiKey.ALLOCATE_PRODUCER_IDS: AllocateProducerIdsHandler(controller),
-            **GroupHandler(self.groups, metadata, clock).handlers(),
+            **GroupHandler(self.groups, self.transactions, metadata, clock).handlers(),
+            **transactions.handlers(),
             **OffsetHandler(self.groups, metadata, clock).handlers(),
         }
 
@@ -164,6 +180,7 @@ class RequestHandler:
             self.produce.on_change(changed)
             self.txn_markers.on_change(changed)
             self.groups.on_change(changed)
+            self.transactions.on_change(changed)
         return True
 
     def on_high_watermark(self, partition, old_high_watermark, size=None):
@@ -174,23 +191,26 @@ class RequestHandler:
         self.produce.on_high_watermark(key)
         self.txn_markers.on_high_watermark(key)
         self.groups.on_high_watermark(key)
+        self.transactions.on_high_watermark(key)
 
     # -- delayed responses ------------------------------------------------------------------
 
     def expire(self, now):
         """Answer the parked fetches and delayed produces whose time ran out by ``now``;
-        run the group coordinator's timers (and time out its writes)."""
+        run the coordinators' timers (and time out their writes)."""
         self.fetch.expire(now)
         self.produce.expire(now)
         self.txn_markers.expire(now)
         self.groups.expire(now)
+        self.transactions.expire(now)
 
     def next_deadline(self):
-        """The earliest deadline of a parked fetch, a delayed produce or the group
-        coordinator, or None."""
+        """The earliest deadline of a parked fetch, a delayed produce or a coordinator, or
+        None."""
         deadlines = [d for d in (self.fetch.next_deadline(), self.produce.next_deadline(),
                                  self.txn_markers.next_deadline(),
-                                 self.groups.next_deadline())
+                                 self.groups.next_deadline(),
+                                 self.transactions.next_deadline())
                      if d is not None]
         return min(deadlines) if deadlines else None
 

@@ -68,6 +68,23 @@ class WriteTxnMarkersHandler:
         self._purgatory = ProducePurgatory(lambda key: replicas.hosted(*key))
 
     def __call__(self, channel, header, request):
+        parked = []
+
+        def respond(answers):
+            if parked:
+                parked[0].send(_encode(header, answers))
+            else:
+                channel.send(_encode(header, answers)())
+
+        if not self.write(request, respond):
+            parked.append(DelayedResponse(channel))
+
+    def write(self, request, respond):
+        """Append the markers of ``request`` (a WriteTxnMarkersRequest); ``respond(answers)``
+        once they are replicated (the answer's content: [(producer id, [(topic,
+        [MarkerResult])])], ``response(answers)`` builds the response). True if it was
+        called during this call; the transaction coordinator of this broker calls this
+        for the partitions it leads itself."""
         answers = []  # (producer id, [(topic, [MarkerResult])])
         waiting = []
         for marker in request.markers:
@@ -82,12 +99,12 @@ class WriteTxnMarkersHandler:
                 topics.append((topic.name, results))
             answers.append((marker.producer_id, topics))
         if not waiting:
-            channel.send(_encode(header, answers)())
-            return
-        response = DelayedResponse(channel)
+            respond(answers)
+            return True
         timeout = self._timeout_ms / 1000
         self._purgatory.park(DelayedProduce(self._clock() + timeout, self._timeout_ms,
-                                            waiting, answers, (response, header)))
+                                            waiting, answers, respond))
+        return False
 
     def _append(self, topic, index, marker, control_type):
         """Append ``marker``'s control batch to ``topic``-``index``; its MarkerResult."""
@@ -147,8 +164,7 @@ class WriteTxnMarkersHandler:
 
     @staticmethod
     def _complete(done):
-        response, header = done.context
-        response.send(_encode(header, done.topics))
+        done.context(done.topics)
 
 
 class _PendingMarkers(PendingPartition):
@@ -167,14 +183,19 @@ class _PendingMarkers(PendingPartition):
                 results[i] = results[i]._replace(error_code=error.errno, message=str(error))
 
 
-def _encode(header, answers):
-    """A function encoding the WriteTxnMarkers response for ``answers``."""
-    m = module(ApiKey.WRITE_TXN_MARKERS, header.request_api_version)
-    response = build(m.WriteTxnMarkersResponse, markers=tuple(
+def response(answers, version=1):
+    """The WriteTxnMarkersResponse of ``answers`` (``WriteTxnMarkersHandler.write``)."""
+    m = module(ApiKey.WRITE_TXN_MARKERS, version)
+    return build(m.WriteTxnMarkersResponse, markers=tuple(
         build(m.WritableTxnMarkerResult, producer_id=producer_id, topics=tuple(
             build(m.WritableTxnMarkerTopicResult, name=name, partitions=tuple(
                 build(m.WritableTxnMarkerPartitionResult, partition_index=r.index,
                       error_code=error(r.error_code)) for r in results))
             for name, results in topics))
         for producer_id, topics in answers))
-    return lambda: protocol.encode_response(response, header.correlation_id)
+
+
+def _encode(header, answers):
+    """A function encoding the WriteTxnMarkers response for ``answers``."""
+    encoded = response(answers, header.request_api_version)
+    return lambda: protocol.encode_response(encoded, header.correlation_id)

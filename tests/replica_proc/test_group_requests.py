@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from cluster.config import BrokerConfig
 from cluster.metadata.model import (
     GROUP_METADATA_TOPIC,
+    TRANSACTION_STATE_TOPIC,
     BrokerInfo,
     MetadataImage,
     PartitionState,
@@ -216,9 +217,11 @@ def test_find_coordinator_names_the_leader_of_the_groups_partition(env):
                                                                     leader)
         assert answer.host == listener_name(CLUSTER, leader)  # as Metadata describes it
     assert env.controller.created == []
+    # a transactional id's coordinator: __transaction_state is created on first use
     answer = env.call(find_coordinator_request("txn", key_type=1))
-    assert answer.error_code == ErrorCode.coordinator_not_available
-    assert "transaction" in answer.error_message
+    assert (answer.error_code, answer.node_id) == (ErrorCode.coordinator_not_available, -1)
+    assert TRANSACTION_STATE_TOPIC in answer.error_message
+    assert [spec["name"] for spec in env.controller.created] == [TRANSACTION_STATE_TOPIC]
 
 
 def test_a_coordinator_without_a_live_leader_is_not_available(env):

@@ -144,7 +144,8 @@ def test_api_versions_lists_what_the_broker_serves(env):
                       10: (0, 2), 11: (2, 5), 12: (1, 3), 13: (1, 3), 14: (1, 3), 15: (0, 4),
                       16: (0, 2), 18: (0, 2), 19: (2, 4), 20: (1, 3), 23: (2, 3), 32: (1, 3),
                       33: (0, 1), 37: (0, 1), 42: (0, 1), 43: (0, 1), 44: (0, 0), 47: (0, 0),
-                      27: (1, 1), 56: (2, 3), 22: (0, 1), 67: (0, 0)}
+                      27: (1, 1), 56: (2, 3), 22: (0, 1), 67: (0, 0), 24: (0, 2), 25: (0, 2),
+                      26: (0, 2)}
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -156,8 +157,9 @@ def test_init_producer_id_without_a_block_or_with_a_transactional_id(env, versio
     response = client.call(cls(transactional_id=None, transaction_timeout=timeout))
     assert (response.error_code, response.producer_id) == (
         ErrorCode.coordinator_load_in_progress, -1)
+    # the transaction coordinator: this broker leads no __transaction_state partition
     response = client.call(cls(transactional_id="tx", transaction_timeout=timeout))
-    assert response.error_code == ErrorCode.coordinator_not_available
+    assert (response.error_code, response.producer_id) == (ErrorCode.not_coordinator, -1)
 
 
 def test_api_versions_of_an_unsupported_version_answers_v0_with_unsupported_version(env):
