@@ -58,6 +58,16 @@ and INVALID_PRODUCER_EPOCH fails the batch and every later one. A retry sends th
 bytes, which the leader recognises: a batch whose first attempt was appended is not
 appended again.
 
+The transactional producer (``transactional_id``): instead of that InitProducerId, each
+turn first runs ``_transaction_step``: it handles the answer of the one coordinator
+request in flight, or sends the next (``txn_requests`` builds them and sorts their
+errors): FindCoordinator when the coordinator is unknown, AddPartitionsToTxn for the
+partitions whose batches wait to be added (``may_drain`` holds them back), then the
+TransactionManager's queue — InitProducerId, AddOffsetsToTxn, TxnOffsetCommit (to the
+group's coordinator), EndTxn once no batch is queued or in a request. While a transaction
+is being aborted the batches not yet sent fail; Produce requests carry the transactional
+id.
+
 Thread safety: the Sender thread alone runs the loop, owns the KafkaClient, and completes
 batches (so callbacks and errbacks run there, as in kafka-python); ``wakeup()``,
 ``initiate_close()`` and ``force_close()`` may be called from any thread; ``metrics`` is

@@ -65,8 +65,8 @@ request (a commit flushes first; an abort fails the batches not yet sent). Trans
 batches carry the transactional attribute bit. A batch that fails in a transaction, or a
 transactional request failing with an error that is neither retriable nor fatal, makes the
 state ABORTABLE_ERROR: commit raises that error, abort works; such an abort is followed
-by InitProducerId (the coordinator bumps the epoch), so the partitions whose sequences
-have a gap start again at 0.
+by InitProducerId when a batch failed after it was stamped (the coordinator bumps the
+epoch), so the partitions whose sequences have a gap start again at 0.
 
 Thread safety: the sender thread alone calls the idempotent methods (``may_drain`` and
 ``stamp`` under the accumulator's lock, while it drains); the transactional state, the
@@ -252,7 +252,6 @@ class TransactionManager:
                 log.warning("transaction %s must be aborted: %s", self.transactional_id, error)
                 self.last_error = error
                 self.state = S.ABORTABLE_ERROR
-                self._reinit_after_abort = True
                 requests = [r for r in self._requests if r.kind != INIT]
                 self._requests = collections.deque(r for r in self._requests
                                                    if r.kind == INIT)
@@ -478,7 +477,10 @@ class TransactionManager:
         if entry is None or batch not in entry.unfinished:
             return
         entry.unfinished.remove(batch)
-        if self.fatal_error is None and self.transactional_id is None:
+        if self.transactional_id is not None:
+            with self._lock:
+                self._reinit_after_abort = True  # its sequences have a gap
+        elif self.fatal_error is None:
             self._request_epoch_bump(batch.topic_partition)
 
     def retry_decision(self, batch, error):

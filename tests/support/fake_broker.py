@@ -320,7 +320,8 @@ class FakeBroker:
         api_key, version = header.request_api_key, header.request_api_version
         with self.cluster.lock:
             self.cluster.requests.append((self.broker_id, ApiKey(api_key).name, request))
-            transactional = api_key == ApiKey.FIND_COORDINATOR and request.key_type == 1
+            transactional = (api_key == ApiKey.FIND_COORDINATOR
+                             and getattr(request, "key_type", 0) == 1)
             if api_key in GROUP_APIS and self.cluster.group_model == "coordinator" \
                     and not transactional:
                 injected = self.cluster._injected(ApiKey(api_key).name,

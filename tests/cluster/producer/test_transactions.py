@@ -227,3 +227,23 @@ def test_misuse_is_refused_as_kafka_python_does(fake_cluster, producer_of):
     plain = producer_of(cluster, transactional_id=None)
     with pytest.raises(IllegalStateError, match="transactional_id"):
         plain.begin_transaction()
+
+
+def test_an_abort_fails_the_records_not_yet_sent(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster, linger_ms=60000, delivery_timeout_ms=70000)
+    producer.init_transactions()
+    producer.begin_transaction()
+    since = len(cluster.requests)
+    future = producer.send("t", b"lingering")
+    producer.abort_transaction()
+    with pytest.raises(KafkaError):
+        future.get(timeout=IN_PROCESS_BOUND)
+    assert names(cluster, since) == []  # never sent, nothing to end
+    producer.begin_transaction()
+    producer.send("t", b"sent")
+    producer.commit_transaction()
+    stored = BatchHeader(cluster.batches("t", 0)[0][1])
+    assert (cluster.records("t", 0)[0].value, stored.producer_epoch,
+            stored.base_sequence) == (b"sent", 0, 0)
