@@ -181,6 +181,8 @@ class Sender(threading.Thread):
     def _abort(self, error):
         """Fail everything still queued or in flight with ``error``; close the client."""
         self._aborting = True
+        if self._txn is not None and self._txn.transactional_id is not None:
+            self._txn.close(error)
         self._client.close()  # in-flight requests fail; their batches come to _retry_or_fail
         self._handle_completed()
         for batch in list(self._in_flight):

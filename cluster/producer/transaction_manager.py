@@ -245,6 +245,13 @@ class TransactionManager:
         for request in requests:
             request.result.set(error)
 
+    def close(self, error):
+        """The producer closed: fail the transactional calls still queued."""
+        with self._lock:
+            requests, self._requests = self._requests, collections.deque()
+        for request in requests:
+            request.result.set(error)
+
     def set_abortable(self, error):
         """A batch or request of the transaction failed: commit raises ``error``."""
         with self._lock:
@@ -267,8 +274,7 @@ class TransactionManager:
         if self.transactional_id is None:
             raise IllegalStateError(f"{what}: the producer has no transactional_id")
         if self.state is S.FATAL_ERROR:
-            raise IllegalStateError(f"{what}: the transactional producer failed for good: "
-                                    f"{self.last_error!r}") from self.last_error
+            raise _after_fatal(what, self.last_error)
         if self.state not in allowed:
             raise IllegalStateError(
                 f"TransactionalId {self.transactional_id}: {what} is not allowed in state "
@@ -316,8 +322,7 @@ class TransactionManager:
         """Raise unless records may be sent now (a transactional producer: in a
         transaction)."""
         if self.fatal_error is not None:
-            raise IllegalStateError(f"the producer failed for good: {self.fatal_error!r}") \
-                from self.fatal_error
+            raise _after_fatal("send", self.fatal_error)
         if self.transactional_id is not None and self.state is not S.IN_TRANSACTION:
             if not self.has_producer_id:
                 raise IllegalStateError("Cannot perform a 'send' before completing a call to "
@@ -526,6 +531,19 @@ class TransactionManager:
         self.epoch += 1
         log.info("producer id %d bumped to epoch %d", self.producer_id, self.epoch)
         return False
+
+
+def _after_fatal(what, error):
+    """The error a call after a fatal ``error`` raises: a fenced producer stays fenced
+    (ProducerFencedError, as Java's), anything else is IllegalStateError; both chained to
+    ``error``."""
+    if isinstance(error, ProducerFencedError):
+        raised = ProducerFencedError(f"{what}: the producer was fenced by a newer one with "
+                                     f"the same transactional id")
+    else:
+        raised = IllegalStateError(f"{what}: the producer failed for good: {error!r}")
+    raised.__cause__ = error
+    return raised
 
 
 def _restamp(batch, producer_id, epoch, sequence, transactional=False):

@@ -6,6 +6,9 @@ the group's coordinator), retriable coordinator errors retried, fencing fatal, a
 batch making commit fail and abort work, and API misuse refused as kafka-python does."""
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -170,7 +173,7 @@ def test_a_newer_producer_fences_the_older_one_for_good(fake_cluster, producer_o
         zombie.commit_transaction()
     for call in (zombie.begin_transaction, zombie.abort_transaction,
                  lambda: zombie.send("t", b"again")):
-        with pytest.raises(KafkaError):
+        with pytest.raises(ProducerFencedError):
             call()
     newer.begin_transaction()
     newer.send("t", b"newer")
@@ -247,3 +250,67 @@ def test_an_abort_fails_the_records_not_yet_sent(fake_cluster, producer_of):
     stored = BatchHeader(cluster.batches("t", 0)[0][1])
     assert (cluster.records("t", 0)[0].value, stored.producer_epoch,
             stored.base_sequence) == (b"sent", 0, 0)
+
+
+@pytest.mark.parametrize("api", ["ADD_PARTITIONS_TO_TXN", "INIT_PRODUCER_ID"])
+@pytest.mark.parametrize("code", [ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch])
+def test_fencing_answers_are_fatal_wherever_they_come(fake_cluster, producer_of, api, code):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    cluster.fail_next("tx", None, code, api=api)
+    producer = producer_of(cluster)
+    if api == "INIT_PRODUCER_ID":
+        with pytest.raises(ProducerFencedError):
+            producer.init_transactions()
+    else:
+        producer.init_transactions()
+        producer.begin_transaction()
+        future = producer.send("t", b"v")
+        with pytest.raises(ProducerFencedError):
+            future.get(timeout=IN_PROCESS_BOUND)
+        with pytest.raises(ProducerFencedError):
+            producer.commit_transaction()
+    with pytest.raises(ProducerFencedError):
+        producer.begin_transaction()
+    assert "PRODUCE" not in names(cluster)
+
+
+def test_txn_offset_commit_finds_the_groups_coordinator_again(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("in")
+    cluster.fail_next("g", None, ErrorCode.not_coordinator, api="TXN_OFFSET_COMMIT")
+    cluster.fail_next("g", None, ErrorCode.coordinator_load_in_progress,
+                      api="TXN_OFFSET_COMMIT")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({TopicPartition("in", 0): OffsetAndMetadata(
+        5, "", -1)}, "g")
+    producer.commit_transaction()
+    group_finds = [r for _, name, r in calls(cluster)
+                   if name == "FIND_COORDINATOR" and r.key_type == 0]
+    assert len(group_finds) == 2 and names(cluster).count("TXN_OFFSET_COMMIT") == 3
+    assert cluster.txn_committed == {"g": {("in", 0): 5}}
+
+
+def test_close_fails_a_call_still_waiting(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.txn_coordinator = 7  # no such broker: the call cannot finish
+    producer = producer_of(cluster)
+    raised = []
+
+    def init():
+        try:
+            producer.init_transactions(timeout_ms=IN_PROCESS_BOUND * 1000)
+        except KafkaError as exc:
+            raised.append(exc)
+    caller = threading.Thread(target=init)
+    caller.start()
+    deadline = time.monotonic() + IN_PROCESS_BOUND
+    while "FIND_COORDINATOR" not in names(cluster):
+        assert time.monotonic() < deadline, "no FindCoordinator sent"
+        time.sleep(0.005)
+    producer.close()
+    caller.join(IN_PROCESS_BOUND)
+    assert not caller.is_alive()
+    assert [type(exc) for exc in raised] == [IllegalStateError]
