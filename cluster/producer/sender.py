@@ -343,8 +343,11 @@ class Sender(threading.Thread):
         if node is None:
             self._txn_retry_at = now + self._retry_backoff
             return self._retry_backoff
-        if not client.is_ready(node):
-            return client.connection_delay(node)
+        if not client.is_ready(node):  # gone or not reachable: ask who coordinates now
+            if kind != txn_requests.FIND_COORDINATOR:
+                self._forget_coordinator(key, key_type)
+            self._txn_retry_at = now + max(self._retry_backoff, client.connection_delay(node))
+            return self._txn_retry_at - now
         self._txn_call = _TxnCall(client.send(node, body), kind, request, partitions, key,
                                   key_type)
         return 0.0 if self._txn_call.future.is_done else None
@@ -384,11 +387,14 @@ class Sender(threading.Thread):
         else:
             if decision == txn_requests.REDISCOVER or call.kind == \
                     txn_requests.FIND_COORDINATOR:
-                if call.key_type == txn_requests.GROUP_KEY:
-                    txn.group_coordinators.pop(call.key, None)
-                else:
-                    txn.coordinator = None
+                self._forget_coordinator(call.key, call.key_type)
             self._txn_retry_at = now + self._retry_backoff
+
+    def _forget_coordinator(self, key, key_type):
+        if key_type == txn_requests.GROUP_KEY:
+            self._txn.group_coordinators.pop(key, None)
+        else:
+            self._txn.coordinator = None
 
     # -- produce requests ----------------------------------------------------------------------
 

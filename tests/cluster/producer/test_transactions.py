@@ -314,3 +314,20 @@ def test_close_fails_a_call_still_waiting(fake_cluster, producer_of):
     caller.join(IN_PROCESS_BOUND)
     assert not caller.is_alive()
     assert [type(exc) for exc in raised] == [IllegalStateError]
+
+
+def test_a_coordinator_that_went_away_is_looked_up_again(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", leaders=[0])
+    cluster.txn_coordinator = 1
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"v").get(timeout=IN_PROCESS_BOUND)
+    cluster.txn_coordinator = 0
+    cluster.stop_broker(1)
+    since = len(cluster.requests)
+    producer.commit_transaction()
+    assert [(broker, name) for broker, name, _ in calls(cluster, since)] == [
+        (0, "FIND_COORDINATOR"), (0, "END_TXN")]
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [True]
