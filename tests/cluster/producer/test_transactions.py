@@ -2,8 +2,10 @@
 tests/support/fake_broker.py's): the requests of a commit and of an abort in order,
 partitions added once per transaction before their first batch, batches stamped
 transactional, offsets sent to the transaction (AddOffsetsToTxn, then TxnOffsetCommit to
-the group's coordinator), retriable coordinator errors retried, fencing fatal, a failed
-batch making commit fail and abort work, and API misuse refused as kafka-python does."""
+the group's coordinator), retriable coordinator errors retried and a coordinator that
+moved or went away looked up again, fencing fatal for good, a failed batch making commit
+fail and abort work (with a new epoch after), an abort failing what was not sent, close
+failing a call still waiting, and API misuse refused as kafka-python does."""
 from __future__ import annotations
 
 import threading
