@@ -430,8 +430,8 @@ class KafkaProducer:
         """Register the ``transactional_id`` with its coordinator (InitProducerId): fences
         older producers with the same id and ends (aborts) their open transaction. Call
         once, before the first transaction. Waits up to ``timeout_ms`` (default
-        ``max_block_ms``): KafkaTimeoutError; ProducerFencedError and other fatal errors
-        are raised."""
+        ``max_block_ms``): KafkaTimeoutError, after which calling it again waits for the
+        same request; ProducerFencedError and other fatal errors are raised."""
         txn = self._transaction_manager_or_raise("init_transactions")
         self._wait(txn.begin_init(), timeout_ms, "init_transactions")
 

@@ -286,7 +286,12 @@ class TransactionManager:
         return request.result
 
     def begin_init(self):
+        """Queue InitProducerId; a call after one that timed out waits for the same
+        request (as Java's ``initTransactions`` resumes)."""
         with self._lock:
+            pending = [r for r in self._requests if r.kind == INIT]
+            if self.state is S.INITIALIZING and pending:
+                return pending[0].result
             self._check("init_transactions", S.UNINITIALIZED)
             self.state = S.INITIALIZING
             return self._queue(TxnRequest(INIT, TxnResult()))

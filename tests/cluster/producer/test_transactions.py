@@ -18,6 +18,7 @@ from cluster.errors import (
     IllegalStateError,
     InvalidRecordError,
     KafkaError,
+    KafkaTimeoutError,
     ProducerFencedError,
 )
 from cluster.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
@@ -333,3 +334,18 @@ def test_a_coordinator_that_went_away_is_looked_up_again(fake_cluster, producer_
     assert [(broker, name) for broker, name, _ in calls(cluster, since)] == [
         (0, "FIND_COORDINATOR"), (0, "END_TXN")]
     assert [c for c, _, _ in cluster.transactions["tx"].ended] == [True]
+
+
+def test_init_transactions_after_a_timeout_resumes(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    cluster.txn_coordinator = 7  # no such broker, for now
+    producer = producer_of(cluster)
+    with pytest.raises(KafkaTimeoutError):
+        producer.init_transactions(timeout_ms=100)
+    cluster.txn_coordinator = 0
+    producer.init_transactions()
+    assert names(cluster).count("INIT_PRODUCER_ID") == 1
+    producer.begin_transaction()
+    producer.send("t", b"v")
+    producer.commit_transaction()
