@@ -31,7 +31,8 @@ Kafka's design (``RecordAccumulator``), in Python:
   (``deallocate``).
 * With an idempotent producer (``transaction_manager``), ``drain`` asks it whether a
   partition's first batch may go (``may_drain``: a producer id, at most five batches of
-  the partition in requests, a retry only as the partition's lowest sequence) and stamps
+  the partition in requests, a retry only as the partition's lowest sequence; in a
+  transaction, a partition already added to it) and stamps
   each batch it takes (producer id, epoch, base sequence: Kafka's ``drain``); a retried
   batch goes back in sequence order among the retried batches at the front of its deque.
 * ``append_built()`` queues batches that arrive built (the bulk send), behind the

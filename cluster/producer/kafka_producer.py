@@ -46,7 +46,23 @@ carries the producer id, epoch and its partition's sequence, so a retried batch 
 once and a partition's records keep their order across retries (``transaction_manager``).
 ``enable_idempotence=False`` is Kafka's at-least-once producer, with none of that work.
 
-Not implemented: transactions (``transactional_id`` is refused); splitting a batch the
+Transactions (``transactional_id``, which implies idempotence; kafka-python's and Java's
+API)::
+
+    producer = KafkaProducer(bootstrap_servers=data_dir, transactional_id="copier-1")
+    producer.init_transactions()       # fences an older producer with the same id
+    producer.begin_transaction()
+    producer.send("out", b"...")
+    producer.send_offsets_to_transaction({tp: OffsetAndMetadata(42, "", -1)},
+                                         consumer.group_metadata())
+    producer.commit_transaction()      # or abort_transaction()
+
+The sender talks to the transaction coordinator (``transaction_manager`` has the state
+machine, ``txn_requests`` the requests and how their errors are handled); batches are
+marked transactional and go out only once their partition is added to the transaction.
+``send`` outside a transaction raises IllegalStateError, as kafka-python does.
+
+Not implemented: splitting a batch the
 broker rejects as too large (Kafka splits and retries).
 
 Thread safety: any number of threads may call ``send``, ``send_batch``, ``flush``,
@@ -68,7 +84,6 @@ from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ProducerConfig
 from cluster.errors import (
     IllegalStateError,
-    KafkaConfigurationError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
 )
@@ -132,10 +147,6 @@ class KafkaProducer:
 
     def __init__(self, *, clock=time.monotonic, **configs):
         config = ProducerConfig(**configs)
-        if config["transactional_id"] is not None:
-            raise KafkaConfigurationError(
-                f"transactional_id={config['transactional_id']!r}: transactions are not "
-                f"supported by ringlog yet")
         self.config = config
         self.client_id = config["client_id"] or f"ringlog-producer-{next(_PRODUCER_IDS)}"
         self._clock = clock
@@ -165,8 +176,12 @@ class KafkaProducer:
             config, client_id=self.client_id, clock=clock, policy=policy,
             ring_capacity=ring_capacity_for(config["max_request_size"] + REQUEST_OVERHEAD))
         self._cluster = self._client.cluster
-        self._transaction_manager = (TransactionManager() if config["enable_idempotence"]
-                                     else None)
+        self._transaction_manager = (
+            TransactionManager(config["transactional_id"], config["transaction_timeout_ms"])
+            if config["enable_idempotence"] else None)
+        # checked by send(): a transactional producer sends only inside a transaction
+        self._transactional = (self._transaction_manager
+                               if config["transactional_id"] is not None else None)
         self._accumulator = RecordAccumulator(
             batch_size=min(config["batch_size"], self._largest_batch),
             buffer_memory=config["buffer_memory"], compression_type=config["compression_type"],
@@ -206,6 +221,8 @@ class KafkaProducer:
         """
         if self._closed:
             raise IllegalStateError("KafkaProducer already closed!")
+        if self._transactional is not None:
+            self._transactional.check_sendable()
         if headers:
             _check_headers(headers)
         if self._serializing:
@@ -293,6 +310,8 @@ class KafkaProducer:
         import numpy as np  # the bulk send's alone: a producer that only send()s never loads it
         if self._closed:
             raise IllegalStateError("KafkaProducer already closed!")
+        if self._transactional is not None:
+            self._transactional.check_sendable()
         count = len(values)
         if keys is not None and len(keys) != count:
             raise ValueError(f"{len(keys)} keys for {count} values")
@@ -393,6 +412,60 @@ class KafkaProducer:
         reason = (info.error.message if info is not None and info.error_code else
                   str(self._cluster.last_error or "no answer"))
         return f"topic {topic!r} not present in metadata {wait}: {reason}"
+
+    # -- transactions ----------------------------------------------------------------------------
+
+    def _transaction_manager_or_raise(self, what):
+        if self._transactional is None:
+            raise IllegalStateError(f"{what}: the producer has no transactional_id")
+        if self._closed:
+            raise IllegalStateError("KafkaProducer already closed!")
+        return self._transactional
+
+    def _wait(self, result, timeout_ms, what):
+        self._sender.wakeup()
+        result.wait(self._max_block if timeout_ms is None else timeout_ms / 1000, what)
+
+    def init_transactions(self, timeout_ms=None):
+        """Register the ``transactional_id`` with its coordinator (InitProducerId): fences
+        older producers with the same id and ends (aborts) their open transaction. Call
+        once, before the first transaction. Waits up to ``timeout_ms`` (default
+        ``max_block_ms``): KafkaTimeoutError, after which calling it again waits for the
+        same request; ProducerFencedError and other fatal errors are raised."""
+        txn = self._transaction_manager_or_raise("init_transactions")
+        self._wait(txn.begin_init(), timeout_ms, "init_transactions")
+
+    def begin_transaction(self):
+        """Start a transaction: records sent from now on are part of it until
+        ``commit_transaction`` or ``abort_transaction``. IllegalStateError before
+        ``init_transactions``, inside a transaction, or after a fatal error."""
+        self._transaction_manager_or_raise("begin_transaction").begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets, consumer_group_metadata, timeout_ms=None):
+        """Commit a consumer group's ``offsets`` (``{TopicPartition: OffsetAndMetadata}``)
+        as part of the transaction (AddOffsetsToTxn to the transaction coordinator, then
+        TxnOffsetCommit to the group's coordinator): they count only if the transaction
+        commits. ``consumer_group_metadata``: the consumer's ``ConsumerGroupMetadata`` (or
+        its group id)."""
+        txn = self._transaction_manager_or_raise("send_offsets_to_transaction")
+        group_id = getattr(consumer_group_metadata, "group_id", consumer_group_metadata)
+        self._wait(txn.begin_send_offsets(offsets, group_id), timeout_ms,
+                   "send_offsets_to_transaction")
+
+    def commit_transaction(self, timeout_ms=None):
+        """Flush every record of the transaction and commit it (EndTxn). If a record of it
+        failed, raises that error (the transaction must be aborted); fatal errors
+        (ProducerFencedError) are raised and every later call raises."""
+        txn = self._transaction_manager_or_raise("commit_transaction")
+        result = txn.begin_commit()
+        self.flush(None if timeout_ms is None else timeout_ms / 1000)
+        self._wait(result, timeout_ms, "commit_transaction")
+
+    def abort_transaction(self, timeout_ms=None):
+        """Abort the transaction (EndTxn): records not yet sent fail, records written are
+        never read by read_committed consumers. Works after an abortable error."""
+        txn = self._transaction_manager_or_raise("abort_transaction")
+        self._wait(txn.begin_abort(), timeout_ms, "abort_transaction")
 
     # -- waiting and closing ---------------------------------------------------------------------
 

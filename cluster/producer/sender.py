@@ -58,6 +58,16 @@ and INVALID_PRODUCER_EPOCH fails the batch and every later one. A retry sends th
 bytes, which the leader recognises: a batch whose first attempt was appended is not
 appended again.
 
+The transactional producer (``transactional_id``): instead of that InitProducerId, each
+turn first runs ``_transaction_step``: it handles the answer of the one coordinator
+request in flight, or sends the next (``txn_requests`` builds them and sorts their
+errors): FindCoordinator when the coordinator is unknown, AddPartitionsToTxn for the
+partitions whose batches wait to be added (``may_drain`` holds them back), then the
+TransactionManager's queue — InitProducerId, AddOffsetsToTxn, TxnOffsetCommit (to the
+group's coordinator), EndTxn once no batch is queued or in a request. While a transaction
+is being aborted the batches not yet sent fail; Produce requests carry the transactional
+id.
+
 Thread safety: the Sender thread alone runs the loop, owns the KafkaClient, and completes
 batches (so callbacks and errbacks run there, as in kafka-python); ``wakeup()``,
 ``initiate_close()`` and ``force_close()`` may be called from any thread; ``metrics`` is
@@ -71,8 +81,14 @@ import threading
 import time
 
 from cluster.client.kafka_client import API_VERSIONS, Wakeup
-from cluster.errors import IllegalStateError, KafkaProtocolError, KafkaTimeoutError, for_code
-from cluster.producer import transaction_manager as tm
+from cluster.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    for_code,
+)
+from cluster.producer import transaction_manager as tm, txn_requests
 from cluster.producer.producer_metrics import SenderMetrics
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
@@ -109,6 +125,10 @@ class Sender(threading.Thread):
         self._partition_data = produce.PartitionProduceData
         self._txn = transaction_manager  # None: not idempotent
         self._init_future = None  # the InitProducerId request in flight
+        self._txn_call = None  # the transactional call in flight: _TxnCall
+        self._txn_retry_at = 0.0
+        self._transactional_id = None if transaction_manager is None else \
+            transaction_manager.transactional_id
         self._init_retry_at = 0.0
         self._transaction_timeout = datetime.timedelta(
             milliseconds=config["transaction_timeout_ms"])
@@ -161,6 +181,8 @@ class Sender(threading.Thread):
     def _abort(self, error):
         """Fail everything still queued or in flight with ``error``; close the client."""
         self._aborting = True
+        if self._txn is not None and self._txn.transactional_id is not None:
+            self._txn.close(error)
         self._client.close()  # in-flight requests fail; their batches come to _retry_or_fail
         self._handle_completed()
         for batch in list(self._in_flight):
@@ -176,11 +198,17 @@ class Sender(threading.Thread):
         if now >= self._next_expiry:
             self._expire(now)
         txn = self._txn
-        if txn is not None and not self._idempotence_ready(txn, now):
-            return
+        txn_delay = None
+        if txn is not None:
+            if txn.transactional_id is not None:
+                txn_delay = self._transaction_step(now)
+            elif not self._idempotence_ready(txn, now):
+                return
         cluster = client.cluster
         topics = cluster.topics
         nodes, unknown, delay = accumulator.ready(now, topics, cluster.answered)
+        if txn_delay is not None:
+            delay = txn_delay if delay is None else min(delay, txn_delay)
         if unknown:
             cluster.add_topics(unknown)
             cluster.request_update()
@@ -258,6 +286,116 @@ class Sender(threading.Thread):
         self._init_future = client.send(node, request)
         return 0.0 if self._init_future.is_done else IDLE_WAIT
 
+    # -- the transactional producer -----------------------------------------------------------
+
+    def _transaction_step(self, now):
+        """Handle the answer of the transactional call in flight, or send the next one
+        (``cluster.producer.txn_requests``): FindCoordinator first when the coordinator is
+        unknown, AddPartitionsToTxn for the partitions ``may_drain`` noted, then the
+        manager's queue (EndTxn once no batch is queued or in a request). Fails the batches
+        not yet sent while the transaction is being aborted, and everything after a fatal
+        error. Returns the seconds until this step has more to do (None: an answer or new
+        work will wake the loop)."""
+        txn = self._txn
+        if txn.fatal_error is not None or txn.aborting:
+            error = txn.fatal_error or txn.last_error or KafkaError(
+                f"TransactionalId {txn.transactional_id}: the transaction is being aborted")
+            for batch in self._accumulator.drain_all():
+                self._fail(batch, error)
+        if txn.fatal_error is not None:
+            return None
+        call = self._txn_call
+        if call is not None:
+            if not call.future.is_done:
+                return None
+            self._txn_call = None
+            self._txn_answer(call, now)
+            if txn.fatal_error is not None:
+                return 0.0
+        if now < self._txn_retry_at:
+            return self._txn_retry_at - now
+        partitions = txn.take_partitions_to_add()
+        request = None
+        if not partitions:
+            request = txn.next_request(idle=not self._in_flight
+                                       and not self._accumulator.has_undrained())
+            if request is None:
+                return None
+            if request.kind == tm.END_TXN and not txn.transaction_started:
+                txn.call_done(request)  # nothing to end at the coordinator
+                return 0.0
+        if request is not None and request.kind == tm.TXN_OFFSET_COMMIT:
+            key, key_type = request.group_id, txn_requests.GROUP_KEY
+            node = txn.group_coordinators.get(key)
+        else:
+            key, key_type = txn.transactional_id, txn_requests.TRANSACTION_KEY
+            node = txn.coordinator
+        client = self._client
+        if node is None:
+            kind, body = txn_requests.FIND_COORDINATOR, txn_requests.find_coordinator(
+                key, key_type)
+            node = client.least_loaded_node()
+        elif partitions:
+            kind, body = txn_requests.ADD_PARTITIONS, txn_requests.add_partitions(
+                txn, partitions)
+        else:
+            kind, body = request.kind, txn_requests.build(txn, request)
+        if node is None:
+            self._txn_retry_at = now + self._retry_backoff
+            return self._retry_backoff
+        if not client.is_ready(node):  # gone or not reachable: ask who coordinates now
+            if kind != txn_requests.FIND_COORDINATOR:
+                self._forget_coordinator(key, key_type)
+            self._txn_retry_at = now + max(self._retry_backoff, client.connection_delay(node))
+            return self._txn_retry_at - now
+        self._txn_call = _TxnCall(client.send(node, body), kind, request, partitions, key,
+                                  key_type)
+        return 0.0 if self._txn_call.future.is_done else None
+
+    def _txn_answer(self, call, now):
+        """Act on the answer to a transactional call (``txn_requests.decide``)."""
+        txn = self._txn
+        error = call.future.exception
+        response = call.future.value if error is None else None
+        if error is None:
+            error = txn_requests.response_error(call.kind, response)
+        if error is None:
+            if call.kind == txn_requests.FIND_COORDINATOR:
+                if call.key_type == txn_requests.GROUP_KEY:
+                    txn.group_coordinators[call.key] = response.node_id
+                else:
+                    txn.coordinator = response.node_id
+            elif call.kind == txn_requests.ADD_PARTITIONS:
+                txn.partitions_added(call.partitions)
+                self._wakeup.set()
+            else:
+                if call.kind == tm.INIT:
+                    txn.set_producer_id_and_epoch(response.producer_id,
+                                                  response.producer_epoch)
+                txn.call_done(call.request)
+            return
+        decision, error = txn_requests.decide(call.kind, error)
+        log.info("%s for transactional id %s: %s (%s)", call.kind, txn.transactional_id,
+                 error, decision)
+        if decision == txn_requests.FATAL:
+            txn.set_fatal(error)
+        elif decision == txn_requests.ABORTABLE:
+            if call.request is None:
+                txn.set_abortable(error)
+            else:
+                txn.call_done(call.request, error)
+        else:
+            if decision == txn_requests.REDISCOVER or call.kind == \
+                    txn_requests.FIND_COORDINATOR:
+                self._forget_coordinator(call.key, call.key_type)
+            self._txn_retry_at = now + self._retry_backoff
+
+    def _forget_coordinator(self, key, key_type):
+        if key_type == txn_requests.GROUP_KEY:
+            self._txn.group_coordinators.pop(key, None)
+        else:
+            self._txn.coordinator = None
+
     # -- produce requests ----------------------------------------------------------------------
 
     def _send(self, node, batches, now):
@@ -298,7 +436,7 @@ class Sender(threading.Thread):
             return
         topic_data = self._topic_data
         request = self._produce_request(
-            transactional_id=None, acks=self._acks, timeout=self._request_timeout,
+            transactional_id=self._transactional_id, acks=self._acks, timeout=self._request_timeout,
             topic_data=tuple(topic_data(name=topic, partition_data=tuple(parts))
                              for topic, parts in by_topic.items()))
         metrics.request_total += 1
@@ -462,6 +600,18 @@ class Sender(threading.Thread):
         metrics.record_error.record(records)
         metrics.topic(batch.topic).errors.record(records)
         if self._txn is not None:
-            self._txn.failed(batch)
+            self._txn.failed(batch, error)
         self._accumulator.deallocate(batch)
         batch.fail(error)
+
+
+class _TxnCall:
+    """A transactional call in flight: its future, kind (``txn_requests``), the TxnRequest
+    it serves (None for FindCoordinator and AddPartitionsToTxn), the partitions it adds,
+    and the coordinator key it is for."""
+
+    __slots__ = ("future", "kind", "request", "partitions", "key", "key_type")
+
+    def __init__(self, future, kind, request, partitions, key, key_type):
+        self.future, self.kind, self.request = future, kind, request
+        self.partitions, self.key, self.key_type = partitions, key, key_type

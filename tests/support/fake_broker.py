@@ -54,6 +54,21 @@ OUT_OF_ORDER_SEQUENCE_NUMBER; a producer the partition has never seen may start 
 then answers the error — a response lost after the append, as when a leader dies after
 writing.
 
+Transactions: broker ``txn_coordinator`` (0) is the transaction coordinator of every
+transactional id (FindCoordinator key type 1; the others answer NOT_COORDINATOR).
+InitProducerId with a transactional id gives a new id a producer id at epoch 0 and an
+known one its producer id at the next epoch (an open transaction is aborted: the older
+producer is fenced); AddPartitionsToTxn, AddOffsetsToTxn and EndTxn check the producer id
+(INVALID_PRODUCER_ID_MAPPING) and epoch (an older one: INVALID_PRODUCER_EPOCH, as Kafka
+answers these versions) and keep ``transactions[transactional_id]`` (FakeTransaction:
+partitions, groups, the offsets of TxnOffsetCommit, and ``ended``: (committed, partitions,
+offsets) per transaction ended). TxnOffsetCommit goes to the group's coordinator
+(NOT_COORDINATOR elsewhere); a commit stores its offsets in ``txn_committed[group]``. A
+transactional batch for a partition its producer has not added answers INVALID_TXN_STATE.
+``fail_next(transactional_id, None, code, api=...)`` (api "FIND_COORDINATOR",
+"INIT_PRODUCER_ID" with topic None, "ADD_PARTITIONS_TO_TXN", "ADD_OFFSETS_TO_TXN",
+"END_TXN"; "TXN_OFFSET_COMMIT" keyed by group id) injects errors.
+
 Not a broker: no logs on disk, no purgatory; just enough of the protocol, kept simple.
 The ``fake_cluster`` fixture that makes and closes them is in tests/conftest.py.
 """
@@ -107,6 +122,9 @@ class FakeCluster:
         self.coordinators = {}  # group id -> broker id (default: the lowest live broker)
         self.group_model = group_model  # "coordinator" or "admin": see the module doc
         self.coordinator_id = 0
+        self.txn_coordinator = 0
+        self.transactions = {}  # transactional id -> FakeTransaction
+        self.txn_committed = {}  # group id -> {(topic, partition): offset} committed in txns
         self.group_coordinator = FakeGroupCoordinator(group_config)
         self.brokers = {}
         self.page.publish(self.image)
@@ -302,7 +320,10 @@ class FakeBroker:
         api_key, version = header.request_api_key, header.request_api_version
         with self.cluster.lock:
             self.cluster.requests.append((self.broker_id, ApiKey(api_key).name, request))
-            if api_key in GROUP_APIS and self.cluster.group_model == "coordinator":
+            transactional = (api_key == ApiKey.FIND_COORDINATOR
+                             and getattr(request, "key_type", 0) == 1)
+            if api_key in GROUP_APIS and self.cluster.group_model == "coordinator" \
+                    and not transactional:
                 injected = self.cluster._injected(ApiKey(api_key).name,
                                                   _group_of(request), None)
                 answer = self.cluster.group_coordinator.handle(self, api_key, version, request,
@@ -323,6 +344,9 @@ class FakeBroker:
             ApiKey.OFFSET_FETCH: self._offset_fetch, ApiKey.OFFSET_COMMIT: self._offset_commit,
             ApiKey.OFFSET_DELETE: self._offset_delete,
             ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: self._add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self._add_offsets_to_txn,
+            ApiKey.TXN_OFFSET_COMMIT: self._txn_offset_commit, ApiKey.END_TXN: self._end_txn,
         }[api_key]
         response = handler(request, version)
         if response is None:
@@ -402,6 +426,10 @@ class FakeBroker:
             return ErrorCode.not_leader_or_follower, -1
         header = BatchHeader(records)
         header.validate()
+        if header.is_transactional and not any(
+                txn.producer_id == header.producer_id and (topic, partition) in txn.partitions
+                for txn in cluster.transactions.values()):
+            return ErrorCode.invalid_txn_state, -1
         if header.producer_id >= 0:
             refused = self._check_sequence(topic, partition, header)
             if refused is not None:
@@ -441,15 +469,110 @@ class FakeBroker:
     def _init_producer_id(self, request, version):
         m = protocol.response_module(ApiKey.INIT_PRODUCER_ID, version)
         with self.cluster.lock:
-            injected = self.cluster._injected("INIT_PRODUCER_ID", None, None)
-            if injected is not None:
+            cluster = self.cluster
+            txn_id = request.transactional_id
+            injected = cluster._injected("INIT_PRODUCER_ID", None, None)
+            if injected is None and txn_id is not None:
+                injected = self._txn_coordinator_error(txn_id, "INIT_PRODUCER_ID")
+            if injected:
                 return m.InitProducerIdResponse(throttle_time=NO_TIME,
                                                 error_code=ErrorCode(injected),
                                                 producer_id=-1, producer_epoch=-1)
-            producer_id = self.cluster.next_producer_id
-            self.cluster.next_producer_id += 1
+            txn = cluster.transactions.get(txn_id)
+            if txn is not None:
+                if txn.partitions or txn.groups:
+                    txn.end(False, cluster)
+                txn.epoch += 1
+                return m.InitProducerIdResponse(throttle_time=NO_TIME,
+                                                error_code=ErrorCode.none,
+                                                producer_id=txn.producer_id,
+                                                producer_epoch=txn.epoch)
+            producer_id = cluster.next_producer_id
+            cluster.next_producer_id += 1
+            if txn_id is not None:
+                cluster.transactions[txn_id] = FakeTransaction(producer_id, 0)
         return m.InitProducerIdResponse(throttle_time=NO_TIME, error_code=ErrorCode.none,
                                         producer_id=producer_id, producer_epoch=0)
+
+    # -- transactions (module doc) ------------------------------------------------------------
+
+    def _txn_coordinator_error(self, txn_id, api, producer_id=None, epoch=None):
+        """The error code for a request to the transaction coordinator (0: none); caller
+        holds the lock."""
+        cluster = self.cluster
+        injected = cluster._injected(api, txn_id, None)
+        if injected is not None:
+            return injected
+        if cluster.txn_coordinator != self.broker_id:
+            return ErrorCode.not_coordinator
+        if producer_id is None:
+            return 0
+        txn = cluster.transactions.get(txn_id)
+        if txn is None or txn.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if epoch != txn.epoch:
+            return ErrorCode.invalid_producer_epoch
+        return 0
+
+    def _add_partitions_to_txn(self, request, version):
+        m = protocol.response_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+        txn_id = request.v3_and_below_transactional_id
+        with self.cluster.lock:
+            code = self._txn_coordinator_error(txn_id, "ADD_PARTITIONS_TO_TXN",
+                                               request.v3_and_below_producer_id,
+                                               request.v3_and_below_producer_epoch)
+            if not code:
+                self.cluster.transactions[txn_id].partitions.update(
+                    (t.name, p) for t in request.v3_and_below_topics for p in t.partitions)
+        return m.AddPartitionsToTxnResponse(
+            throttle_time=NO_TIME, results_by_topic_v3_and_below=tuple(
+                m.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=tuple(
+                    m.AddPartitionsToTxnPartitionResult(partition_index=p,
+                                                        partition_error_code=ErrorCode(code))
+                    for p in t.partitions))
+                for t in request.v3_and_below_topics))
+
+    def _add_offsets_to_txn(self, request, version):
+        m = protocol.response_module(ApiKey.ADD_OFFSETS_TO_TXN, version)
+        with self.cluster.lock:
+            code = self._txn_coordinator_error(request.transactional_id, "ADD_OFFSETS_TO_TXN",
+                                               request.producer_id, request.producer_epoch)
+            if not code:
+                self.cluster.transactions[request.transactional_id].groups.add(
+                    request.group_id)
+        return m.AddOffsetsToTxnResponse(throttle_time=NO_TIME, error_code=ErrorCode(code))
+
+    def _txn_offset_commit(self, request, version):
+        m = protocol.response_module(ApiKey.TXN_OFFSET_COMMIT, version)
+        cluster = self.cluster
+        with cluster.lock:
+            code = cluster._injected("TXN_OFFSET_COMMIT", request.group_id, None) or 0
+            coordinator = (cluster.coordinator_id if cluster.group_model == "coordinator"
+                           else cluster.coordinator(request.group_id))
+            txn = cluster.transactions.get(request.transactional_id)
+            if not code and coordinator != self.broker_id:
+                code = ErrorCode.not_coordinator
+            if not code and (txn is None or request.group_id not in txn.groups):
+                code = ErrorCode.invalid_txn_state
+            if not code:
+                txn.offsets.setdefault(request.group_id, {}).update(
+                    ((t.name, p.partition_index), p.committed_offset)
+                    for t in request.topics for p in t.partitions)
+        return m.TxnOffsetCommitResponse(throttle_time=NO_TIME, topics=tuple(
+            m.TxnOffsetCommitResponseTopic(name=t.name, partitions=tuple(
+                m.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                   error_code=ErrorCode(code))
+                for p in t.partitions)) for t in request.topics))
+
+    def _end_txn(self, request, version):
+        m = protocol.response_module(ApiKey.END_TXN, version)
+        cluster = self.cluster
+        with cluster.lock:
+            code = self._txn_coordinator_error(request.transactional_id, "END_TXN",
+                                               request.producer_id, request.producer_epoch)
+            if not code:
+                cluster.transactions[request.transactional_id].end(request.committed, cluster)
+        return m.EndTxnResponse(throttle_time=NO_TIME, error_code=ErrorCode(code))
 
     def _check_leader(self, topic, partition, current_leader_epoch):
         """The error code a leader answers a client's Fetch or ListOffsets with, and the
@@ -623,7 +746,8 @@ class FakeBroker:
         cluster = self.cluster
         with cluster.lock:
             code = cluster._injected("FIND_COORDINATOR", request.key, None)
-            node = cluster.coordinator(request.key)
+            node = (cluster.txn_coordinator if getattr(request, "key_type", 0) == 1
+                    else cluster.coordinator(request.key))
         if code is not None:
             return _build(m.FindCoordinatorResponse, throttle_time=NO_TIME,
                           error_code=ErrorCode(code), error_message=None, node_id=-1,
@@ -767,6 +891,29 @@ class FakeBroker:
                                                               partitions=tuple(partitions)))
         return m.OffsetDeleteResponse(error_code=code, throttle_time=NO_TIME,
                                       topics=tuple(topics))
+
+
+@dataclasses.dataclass
+class FakeTransaction:
+    """A transactional id at the fake coordinator: its producer id and epoch, the open
+    transaction's partitions ``{(topic, partition)}``, groups and offsets ``{group:
+    {(topic, partition): offset}}``, and ``ended``: (committed, partitions, offsets) of
+    each transaction ended."""
+
+    producer_id: int
+    epoch: int
+    partitions: set = dataclasses.field(default_factory=set)
+    groups: set = dataclasses.field(default_factory=set)
+    offsets: dict = dataclasses.field(default_factory=dict)
+    ended: list = dataclasses.field(default_factory=list)
+
+    def end(self, committed, cluster):
+        """Commit or abort the open transaction; caller holds the cluster's lock."""
+        if committed:
+            for group, offsets in self.offsets.items():
+                cluster.txn_committed.setdefault(group, {}).update(offsets)
+        self.ended.append((committed, set(self.partitions), dict(self.offsets)))
+        self.partitions, self.groups, self.offsets = set(), set(), {}
 
 
 @dataclasses.dataclass

@@ -1,0 +1,351 @@
+"""The transactional producer against fake brokers (their transaction coordinator is
+tests/support/fake_broker.py's): the requests of a commit and of an abort in order,
+partitions added once per transaction before their first batch, batches stamped
+transactional, offsets sent to the transaction (AddOffsetsToTxn, then TxnOffsetCommit to
+the group's coordinator), retriable coordinator errors retried and a coordinator that
+moved or went away looked up again, fencing fatal for good, a failed batch making commit
+fail and abort work (with a new epoch after), an abort failing what was not sent, close
+failing a call still waiting, and API misuse refused as kafka-python does."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from cluster.errors import (
+    IllegalStateError,
+    InvalidRecordError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerFencedError,
+)
+from cluster.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from segments.batch_header import BatchHeader
+from tests.support.bounds import IN_PROCESS_BOUND
+
+#: What ``producer_of`` (conftest.py) sets here on top of its common settings.
+PRODUCER_SETTINGS = {"enable_idempotence": True, "acks": "all", "linger_ms": 0,
+                     "transactional_id": "tx"}
+
+TXN_APIS = ("FIND_COORDINATOR", "INIT_PRODUCER_ID", "ADD_PARTITIONS_TO_TXN",
+            "ADD_OFFSETS_TO_TXN", "TXN_OFFSET_COMMIT", "END_TXN", "PRODUCE")
+
+
+def calls(cluster, since=0):
+    """(broker id, api name, request) of the transactional requests and Produce."""
+    return [(broker, name, request) for broker, name, request in cluster.requests[since:]
+            if name in TXN_APIS]
+
+
+def names(cluster, since=0):
+    return [name for _, name, _ in calls(cluster, since)]
+
+
+def added(cluster, since=0):
+    """Every (topic, partition) of the AddPartitionsToTxn requests, in order."""
+    return [(t.name, p) for _, name, request in calls(cluster, since)
+            if name == "ADD_PARTITIONS_TO_TXN"
+            for t in request.v3_and_below_topics for p in t.partitions]
+
+
+def test_a_commit_finds_the_coordinator_adds_each_partition_once_and_ends_last(
+        fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", partitions=2)
+    cluster.txn_coordinator = 1
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    find, init = calls(cluster)[:2]
+    assert (find[1], find[2].key, find[2].key_type) == ("FIND_COORDINATOR", "tx", 1)
+    assert (init[0], init[1], init[2].transactional_id) == (1, "INIT_PRODUCER_ID", "tx")
+    assert init[2].transaction_timeout.total_seconds() == 60
+    for _ in range(2):  # partitions are added again in each transaction
+        since = len(cluster.requests)
+        producer.begin_transaction()
+        futures = [producer.send("t", b"v%d" % n, partition=n % 2) for n in range(6)]
+        producer.commit_transaction()
+        assert all(f.is_done and f.succeeded() for f in futures)
+        assert sorted(added(cluster, since)) == [("t", 0), ("t", 1)]
+        seen = names(cluster, since)
+        assert seen[-1] == "END_TXN" and calls(cluster, since)[-1][2].committed is True
+        first_produce = seen.index("PRODUCE")
+        assert "ADD_PARTITIONS_TO_TXN" in seen[:first_produce]
+        assert calls(cluster, since)[-1][0] == 1  # to the coordinator
+        assert all(request.transactional_id == "tx"
+                   for _, name, request in calls(cluster, since) if name == "PRODUCE")
+    txn = cluster.transactions["tx"]
+    assert [(committed, parts) for committed, parts, _ in txn.ended] == [
+        (True, {("t", 0), ("t", 1)})] * 2
+    headers = [BatchHeader(data) for p in (0, 1) for _, data in cluster.batches("t", p)]
+    assert headers and all(h.is_transactional and h.producer_id == txn.producer_id
+                           for h in headers)
+
+
+def test_an_abort_ends_the_transaction_uncommitted_and_the_next_one_works(
+        fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"gone").get(timeout=IN_PROCESS_BOUND)
+    since = len(cluster.requests)
+    producer.abort_transaction()
+    end = calls(cluster, since)
+    assert [name for _, name, _ in end] == ["END_TXN"] and end[0][2].committed is False
+    producer.begin_transaction()
+    producer.send("t", b"kept")
+    producer.commit_transaction()
+    assert [(c, p) for c, p, _ in cluster.transactions["tx"].ended] == [
+        (False, {("t", 0)}), (True, {("t", 0)})]
+
+
+def test_a_transaction_with_nothing_in_it_sends_no_end_txn(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    since = len(cluster.requests)
+    producer.begin_transaction()
+    producer.commit_transaction()
+    producer.begin_transaction()
+    producer.abort_transaction()
+    assert names(cluster, since) == []
+
+
+def test_offsets_go_to_the_transaction_then_to_the_groups_coordinator(
+        fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("in", partitions=2)
+    cluster.create_topic("out")
+    cluster.txn_coordinator = 1  # the group's coordinator is broker 0
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("out", b"copied")
+    since = len(cluster.requests)
+    offsets = {TopicPartition("in", 0): OffsetAndMetadata(7, "m", -1),
+               TopicPartition("in", 1): OffsetAndMetadata(3, None, -1)}
+    producer.send_offsets_to_transaction(
+        offsets, ConsumerGroupMetadata("copiers", 4, "member-1", None))
+    sent = [(broker, name) for broker, name, _ in calls(cluster, since)
+            if name != "PRODUCE" and name != "ADD_PARTITIONS_TO_TXN"]
+    assert sent == [(1, "ADD_OFFSETS_TO_TXN"), (0, "FIND_COORDINATOR"),
+                    (0, "TXN_OFFSET_COMMIT")]
+    assert cluster.txn_committed == {}  # not before the commit
+    producer.commit_transaction()
+    assert cluster.txn_committed == {"copiers": {("in", 0): 7, ("in", 1): 3}}
+
+
+@pytest.mark.parametrize("api, code", [
+    ("INIT_PRODUCER_ID", ErrorCode.coordinator_load_in_progress),
+    ("INIT_PRODUCER_ID", ErrorCode.not_coordinator),
+    ("ADD_PARTITIONS_TO_TXN", ErrorCode.concurrent_transactions),
+    ("ADD_PARTITIONS_TO_TXN", ErrorCode.not_coordinator),
+    ("END_TXN", ErrorCode.concurrent_transactions),
+    ("END_TXN", ErrorCode.coordinator_load_in_progress),
+    ("FIND_COORDINATOR", ErrorCode.coordinator_not_available),
+])
+def test_retriable_coordinator_errors_are_retried(fake_cluster, producer_of, api, code):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    cluster.fail_next("tx", None, code, times=2, api=api)
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"v")
+    producer.commit_transaction()
+    assert names(cluster).count(api) == 3  # two failures, then the answer
+    finds = names(cluster).count("FIND_COORDINATOR")
+    assert finds == (3 if code in (ErrorCode.not_coordinator,
+                                   ErrorCode.coordinator_not_available) else 1)
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [True]
+
+
+def test_a_newer_producer_fences_the_older_one_for_good(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    zombie = producer_of(cluster)
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    zombie.send("t", b"zombie").get(timeout=IN_PROCESS_BOUND)
+    newer = producer_of(cluster)
+    newer.init_transactions()  # aborts the zombie's transaction, bumps the epoch
+    with pytest.raises(ProducerFencedError):
+        zombie.commit_transaction()
+    for call in (zombie.begin_transaction, zombie.abort_transaction,
+                 lambda: zombie.send("t", b"again")):
+        with pytest.raises(ProducerFencedError):
+            call()
+    newer.begin_transaction()
+    newer.send("t", b"newer")
+    newer.commit_transaction()
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [False, True]
+
+
+def test_a_failed_batch_makes_commit_fail_and_abort_work(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    cluster.fail_next("t", 0, ErrorCode.invalid_record)
+    future = producer.send("t", b"refused")
+    with pytest.raises(InvalidRecordError):
+        future.get(timeout=IN_PROCESS_BOUND)
+    with pytest.raises(KafkaError):
+        producer.commit_transaction()
+    with pytest.raises(IllegalStateError):
+        producer.send("t", b"not now")
+    producer.abort_transaction()
+    assert names(cluster).count("INIT_PRODUCER_ID") == 2  # a new epoch after the gap
+    producer.begin_transaction()
+    producer.send("t", b"after").get(timeout=IN_PROCESS_BOUND)
+    producer.commit_transaction()
+    last = BatchHeader(cluster.batches("t", 0)[-1][1])
+    assert (last.producer_epoch, last.base_sequence, last.is_transactional) == (1, 0, True)
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [False, True]
+
+
+def test_misuse_is_refused_as_kafka_python_does(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster)
+    with pytest.raises(IllegalStateError, match="init_transactions"):
+        producer.send("t", b"v")
+    for call in (producer.begin_transaction, producer.commit_transaction,
+                 producer.abort_transaction):
+        with pytest.raises(IllegalStateError):
+            call()
+    producer.init_transactions()
+    with pytest.raises(IllegalStateError):
+        producer.init_transactions()
+    with pytest.raises(IllegalStateError, match="READY"):
+        producer.send("t", b"v")
+    for call in (producer.commit_transaction, producer.abort_transaction,
+                 lambda: producer.send_offsets_to_transaction({}, "g")):
+        with pytest.raises(IllegalStateError):
+            call()
+    producer.begin_transaction()
+    with pytest.raises(IllegalStateError):
+        producer.begin_transaction()
+    plain = producer_of(cluster, transactional_id=None)
+    with pytest.raises(IllegalStateError, match="transactional_id"):
+        plain.begin_transaction()
+
+
+def test_an_abort_fails_the_records_not_yet_sent(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster, linger_ms=60000, delivery_timeout_ms=70000)
+    producer.init_transactions()
+    producer.begin_transaction()
+    since = len(cluster.requests)
+    future = producer.send("t", b"lingering")
+    producer.abort_transaction()
+    with pytest.raises(KafkaError):
+        future.get(timeout=IN_PROCESS_BOUND)
+    assert names(cluster, since) == []  # never sent, nothing to end
+    producer.begin_transaction()
+    producer.send("t", b"sent")
+    producer.commit_transaction()
+    stored = BatchHeader(cluster.batches("t", 0)[0][1])
+    assert (cluster.records("t", 0)[0].value, stored.producer_epoch,
+            stored.base_sequence) == (b"sent", 0, 0)
+
+
+@pytest.mark.parametrize("api", ["ADD_PARTITIONS_TO_TXN", "INIT_PRODUCER_ID"])
+@pytest.mark.parametrize("code", [ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch])
+def test_fencing_answers_are_fatal_wherever_they_come(fake_cluster, producer_of, api, code):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    cluster.fail_next("tx", None, code, api=api)
+    producer = producer_of(cluster)
+    if api == "INIT_PRODUCER_ID":
+        with pytest.raises(ProducerFencedError):
+            producer.init_transactions()
+    else:
+        producer.init_transactions()
+        producer.begin_transaction()
+        future = producer.send("t", b"v")
+        with pytest.raises(ProducerFencedError):
+            future.get(timeout=IN_PROCESS_BOUND)
+        with pytest.raises(ProducerFencedError):
+            producer.commit_transaction()
+    with pytest.raises(ProducerFencedError):
+        producer.begin_transaction()
+    assert "PRODUCE" not in names(cluster)
+
+
+def test_txn_offset_commit_finds_the_groups_coordinator_again(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("in")
+    cluster.fail_next("g", None, ErrorCode.not_coordinator, api="TXN_OFFSET_COMMIT")
+    cluster.fail_next("g", None, ErrorCode.coordinator_load_in_progress,
+                      api="TXN_OFFSET_COMMIT")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({TopicPartition("in", 0): OffsetAndMetadata(
+        5, "", -1)}, "g")
+    producer.commit_transaction()
+    group_finds = [r for _, name, r in calls(cluster)
+                   if name == "FIND_COORDINATOR" and r.key_type == 0]
+    assert len(group_finds) == 2 and names(cluster).count("TXN_OFFSET_COMMIT") == 3
+    assert cluster.txn_committed == {"g": {("in", 0): 5}}
+
+
+def test_close_fails_a_call_still_waiting(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.txn_coordinator = 7  # no such broker: the call cannot finish
+    producer = producer_of(cluster)
+    raised = []
+
+    def init():
+        try:
+            producer.init_transactions(timeout_ms=IN_PROCESS_BOUND * 1000)
+        except KafkaError as exc:
+            raised.append(exc)
+    caller = threading.Thread(target=init)
+    caller.start()
+    deadline = time.monotonic() + IN_PROCESS_BOUND
+    while "FIND_COORDINATOR" not in names(cluster):
+        assert time.monotonic() < deadline, "no FindCoordinator sent"
+        time.sleep(0.005)
+    producer.close()
+    caller.join(IN_PROCESS_BOUND)
+    assert not caller.is_alive()
+    assert [type(exc) for exc in raised] == [IllegalStateError]
+
+
+def test_a_coordinator_that_went_away_is_looked_up_again(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", leaders=[0])
+    cluster.txn_coordinator = 1
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"v").get(timeout=IN_PROCESS_BOUND)
+    cluster.txn_coordinator = 0
+    cluster.stop_broker(1)
+    since = len(cluster.requests)
+    producer.commit_transaction()
+    assert [(broker, name) for broker, name, _ in calls(cluster, since)] == [
+        (0, "FIND_COORDINATOR"), (0, "END_TXN")]
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [True]
+
+
+def test_init_transactions_after_a_timeout_resumes(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    cluster.txn_coordinator = 7  # no such broker, for now
+    producer = producer_of(cluster)
+    with pytest.raises(KafkaTimeoutError):
+        producer.init_transactions(timeout_ms=100)
+    cluster.txn_coordinator = 0
+    producer.init_transactions()
+    assert names(cluster).count("INIT_PRODUCER_ID") == 1
+    producer.begin_transaction()
+    producer.send("t", b"v")
+    producer.commit_transaction()
