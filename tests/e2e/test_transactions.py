@@ -17,7 +17,8 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster import KafkaAdminClient, KafkaConsumer, NewTopic, TopicPartition
+from cluster import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
+from cluster.errors import ProducerFencedError
 from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
@@ -374,3 +375,45 @@ def test_a_prepared_commit_is_completed_by_the_next_coordinator(e2e):
         producer.init()
     finally:
         producer.close()
+
+
+def test_the_transactional_producer_commits_and_aborts_on_real_brokers(e2e):
+    """KafkaProducer's transactional API against the brokers' coordinator: committed
+    records are read by a read_committed consumer, aborted ones never; a second producer
+    with the same transactional id fences the first."""
+    cluster = start(e2e)
+    first = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                          transactional_id=TXN_ID)
+    second = None
+    try:
+        first.init_transactions()
+        first.begin_transaction()
+        for p in range(PARTITIONS):
+            for i in range(3):
+                first.send(TOPIC, b"c%d-%d" % (p, i), partition=p)
+        first.commit_transaction()
+        first.begin_transaction()
+        for p in range(PARTITIONS):
+            first.send(TOPIC, b"a%d" % p, partition=p)
+        first.flush()
+        first.abort_transaction()
+        ends = wait_stable(cluster)
+        committed = sorted(b"c%d-%d" % (p, i) for p in range(PARTITIONS) for i in range(3))
+        assert read_committed(cluster, ends) == committed
+
+        second = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                               transactional_id=TXN_ID)
+        second.init_transactions()  # fences the first
+        first.begin_transaction()
+        first.send(TOPIC, b"zombie", partition=0)
+        with pytest.raises(ProducerFencedError):
+            first.commit_transaction()
+        second.begin_transaction()
+        second.send(TOPIC, b"after", partition=0)
+        second.commit_transaction()
+        ends = wait_stable(cluster)
+        assert read_committed(cluster, ends) == sorted(committed + [b"after"])
+    finally:
+        first.close(timeout=5)
+        if second is not None:
+            second.close(timeout=5)
