@@ -574,9 +574,11 @@ class KafkaConsumer:
             self._close_client()
 
     def _close_client(self):
-        self._stats.close()
-        self._fetcher.close()
-        self._client.close()
+        try:
+            self._fetcher.close()
+            self._client.close()
+        finally:  # the stats page goes last: nothing of it may keep a connection open
+            self._stats.close()
         for name in ("key_deserializer", "value_deserializer"):
             closer = getattr(self.config[name], "close", None)
             if callable(closer):

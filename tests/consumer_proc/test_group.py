@@ -298,8 +298,10 @@ def test_a_sync_commit_refused_by_the_group_raises_commit_failed(group, code):
     cluster.fail_next("g", None, code, api="OFFSET_COMMIT")
     with pytest.raises(CommitFailedError):
         consumer.commit()
+    # back in the group, and (nothing was committed) its records read again from the start
     poll_until(consumer, lambda r: consumer.assignment() == ALL and
-               consumer._coordinator.m.state == "STABLE", "the member back in the group")
+               consumer._coordinator.m.state == "STABLE" and
+               consumer.position(TopicPartition(TOPIC, 0)) == 2, "the member back in the group")
     consumer.commit()
     assert consumer.committed(TopicPartition(TOPIC, 0)) == 2
 
