@@ -61,6 +61,8 @@ COMMIT marker lands on the group's ``__consumer_offsets`` partition
 ``load`` replays the same: ``stored`` may hold ``(key, value, producer id)`` records
 (producer id -1 outside a transaction) and ``(None, control type, producer id)`` markers;
 an aborted transaction's offsets never become committed, one still open stays pending.
+OffsetDelete and DeleteGroups forget the pending transactional offsets they delete (as
+Kafka's ``removeOffsets``).
 Difference from Kafka: a committed transaction's offset replaces the committed one even
 if a plain OffsetCommit was written after it (Kafka keeps the later write of the two).
 
@@ -975,6 +977,8 @@ class GroupCoordinator:
         eligible = [tp for tp in partitions if tp not in answers]
         for tp in eligible:
             group.pending_commits.pop(tp, None)  # Kafka's removeOffsets forgets them too
+            for transaction in group.pending_txn_offsets.values():
+                transaction.pop(tp, None)
         removed = [tp for tp in eligible if group.offsets.pop(tp, None) is not None]
 
         def stored(error):
@@ -1111,6 +1115,7 @@ class GroupCoordinator:
             offsets = list(group.offsets)
             group.offsets.clear()
             group.pending_commits.clear()
+            group.pending_txn_offsets.clear()
             if not self._tombstone(group, offsets,
                                    lambda error, g=group.group_id: answer(g, error),
                                    lambda g=group.group_id: answer(g, NotCoordinatorError.errno)):

@@ -104,3 +104,21 @@ def test_replay_of_a_group_known_only_by_an_open_transaction(env):
     assert offsets_of(coordinator, "g") == {}
     coordinator.complete_transaction(partition, 7, True)
     assert offsets_of(coordinator, "g") == {T0P0: 5}
+
+
+def test_deleting_the_group_forgets_its_pending_transactional_offsets(env):
+    env.txn_commit("g", {T0P0: (5, -1, "")})
+    answers = []
+    env.coordinator.delete_groups(["g"], answers.append)
+    assert answers == [{"g": 0}]
+    assert env.coordinator.describe_groups(["g"])[0].state == "Dead"
+    env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, True)
+    assert offsets_of(env.coordinator, "g") == {}
+
+
+def test_deleting_an_offset_forgets_it_in_pending_transactions(env):
+    env.commit("g", {T0P0: (1, -1, ""), T0P1: (2, -1, "")})
+    env.txn_commit("g", {T0P0: (5, -1, ""), T0P1: (6, -1, "")})
+    env.coordinator.delete_offsets("g", [T0P0], lambda *answer: None)
+    env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, True)
+    assert offsets_of(env.coordinator, "g") == {T0P1: 6}
