@@ -15,6 +15,11 @@ coordinator goes on appending to. The read is synchronous, in the loop thread (`
 buffer`` bytes per read): the partition is loaded before any request sees it. An
 ``on_load`` that raises (a damaged log, or a bug) is logged, ``on_unload`` is called and
 the partition stays unloaded until its leadership changes: the broker's loop goes on.
+With ``transactional`` (the group coordinator's offsets of TxnOffsetCommit) each record
+read is ``(key, value, producer id)`` — the producer id of a transactional batch, -1
+otherwise — and each COMMIT or ABORT marker ``(None, control type, producer id)``
+(``segments.control_record``'s COMMIT / ABORT / UNKNOWN), in offset order; without it a record is
+``(key, value)`` and markers are skipped.
 
 **The store.** ``store(partition, [(key, value)], callback)`` builds one batch of those
 records (``RecordBatchBuilder``, no compression, the log clock's time), appends it as
@@ -24,7 +29,10 @@ calls back once the HW has passed the batch — at once when it already has (a l
 replica), else from a produce purgatory of its own (``delayed_produce``) woken by the same
 HW-move and metadata-change hooks as acks=all Produce requests: 0, or
 NOT_ENOUGH_REPLICAS_AFTER_APPEND, or NOT_LEADER_OR_FOLLOWER when leadership is lost, or
-REQUEST_TIMED_OUT after ``timeout_ms``. The coordinator maps these codes. Callbacks come
+REQUEST_TIMED_OUT after ``timeout_ms``. The coordinator maps these codes.
+``store(..., producer=(producer id, epoch))`` writes a transactional batch of that
+producer (Kafka's TxnOffsetCommit append: sequence 0, the coordinator's origin, so the
+partition's producer state opens the producer's transaction and its marker ends it). Callbacks come
 in append order per partition (the HW only grows; expiries share one timeout). Appends
 wake followers' parked fetches and consumers' fetches as a Produce's do.
 
@@ -41,6 +49,8 @@ from cluster.protocol.produce_response import PartitionResult
 from replica_proc.delayed_produce import DelayedProduce, PendingPartition, ProducePurgatory
 from replica_proc.responses import code_of
 from segments.batch_header import iter_batches
+from segments.control_record import parse_control_key
+from segments.producer_state import ORIGIN_CLIENT, ORIGIN_COORDINATOR
 from segments.records import RecordBatch, RecordBatchBuilder
 
 log = logging.getLogger(__name__)
@@ -63,8 +73,9 @@ class CoordinatorLog:
     """
 
     def __init__(self, topic, replicas, clock, clock_ms, on_append, on_high_watermark,
-                 load_buffer, timeout_ms, on_load, on_unload):
+                 load_buffer, timeout_ms, on_load, on_unload, transactional=False):
         self.topic = topic
+        self._transactional = transactional
         self._replicas = replicas
         self._clock = clock
         self._clock_ms = clock_ms
@@ -128,25 +139,43 @@ class CoordinatorLog:
                 if not header.is_control_batch:
                     batch = RecordBatch(data, header.position)
                     batch.validate()
-                    stored.extend((r.key, r.value) for r in batch if r.key is not None)
+                    if not self._transactional:
+                        stored.extend((r.key, r.value) for r in batch if r.key is not None)
+                    else:
+                        producer_id = header.producer_id if header.is_transactional else -1
+                        stored.extend((r.key, r.value, producer_id) for r in batch
+                                      if r.key is not None)
+                elif self._transactional:
+                    marker = next(iter(RecordBatch(data, header.position)), None)
+                    if marker is not None:  # else the cleaner emptied it
+                        stored.append((None, parse_control_key(marker.key),
+                                       header.producer_id))
                 offset = header.next_offset
         return stored
 
     # -- the store --------------------------------------------------------------------------
 
-    def store(self, index, pairs, callback):
-        """Append ``pairs`` to partition ``index`` as one batch; ``callback`` (error code)
-        once replicated or failed (module doc)."""
+    def store(self, index, pairs, callback, producer=None):
+        """Append ``pairs`` to partition ``index`` as one batch, transactional when
+        ``producer`` is (producer id, epoch); ``callback`` (error code) once replicated or
+        failed (module doc)."""
         key = (self.topic, index)
         now_ms = self._clock_ms()
-        builder = RecordBatchBuilder(batch_size=_UNBOUNDED_BATCH)
+        if producer is None:
+            builder = RecordBatchBuilder(batch_size=_UNBOUNDED_BATCH)
+            origin = ORIGIN_CLIENT
+        else:
+            builder = RecordBatchBuilder(batch_size=_UNBOUNDED_BATCH, producer_id=producer[0],
+                                         producer_epoch=producer[1], base_sequence=0,
+                                         is_transactional=True)
+            origin = ORIGIN_COORDINATOR
         for record_key, value in pairs:
             builder.append(now_ms, record_key, value)
         records = bytearray(builder.build())
         try:
             partition = self._replicas.leader(*key)
             high_watermark = partition.high_watermark
-            base_offset = partition.append_as_leader(records, ACKS_ALL)
+            base_offset = partition.append_as_leader(records, ACKS_ALL, origin=origin)
         except Exception as exc:
             callback(code_of(exc, f"append to {key[0]}-{index}"))
             return

@@ -16,6 +16,11 @@ NOT_COORDINATOR); the coordinator's ``store`` appends with acks=all and calls
 back once replicated, after ``offsets.commit.timeout.ms`` at the latest, reading
 ``offsets.load.buffer.size`` bytes at a time.
 
+**Transactions.** The partitions are loaded with their transactional records and markers
+(``CoordinatorLog``'s ``transactional``); ``on_marker`` is the WriteTxnMarkers handler's
+hook: a COMMIT or ABORT marker appended to a ``__consumer_offsets`` partition completes
+that producer's pending transactional offsets there.
+
 **Timers.** ``expire(now)`` answers writes whose time ran out and runs the coordinator's
 due timers; ``next_deadline()`` is the earliest of both (the loop waits no longer).
 
@@ -53,7 +58,7 @@ class GroupRuntime:
         self.log = CoordinatorLog(
             GROUP_METADATA_TOPIC, replicas, clock, clock_ms, on_append, on_high_watermark,
             config["offsets.load.buffer.size"], config["offsets.commit.timeout.ms"],
-            self._load, self._unload)
+            self._load, self._unload, transactional=True)
         self.coordinator = GroupCoordinator(config, self.log.store, clock_ms)
 
     # -- the topic --------------------------------------------------------------------------
@@ -84,6 +89,12 @@ class GroupRuntime:
 
     def _unload(self, index):
         self.coordinator.unload(index)
+
+    def on_marker(self, topic, index, producer_id, commit):
+        """A COMMIT (``commit``) or ABORT marker of ``producer_id`` was appended to
+        ``topic``-``index``: complete its transactional offsets there."""
+        if topic == GROUP_METADATA_TOPIC:
+            self.coordinator.complete_transaction(index, producer_id, commit)
 
     # -- appends and timers ------------------------------------------------------------------
 

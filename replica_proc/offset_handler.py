@@ -1,5 +1,5 @@
-"""OffsetCommit v2-7, OffsetFetch v1-5, OffsetDelete v0: committed offsets, decoded here and
-decided by the broker's ``GroupCoordinator`` (``group_runtime``).
+"""OffsetCommit v2-7, TxnOffsetCommit v0-2, OffsetFetch v1-5, OffsetDelete v0: committed
+offsets, decoded here and decided by the broker's ``GroupCoordinator`` (``group_runtime``).
 
 - OffsetCommit parks its channel (``delayed_response``) until the commit is stored with
   acks=all (G7) or failed. A partition of a topic the metadata does not know (or beyond its
@@ -7,6 +7,9 @@ decided by the broker's ``GroupCoordinator`` (``group_runtime``).
   checks before the coordinator. v2-4's ``retention_time_ms`` is ignored (Kafka turns one
   other than -1 into the offset's expire timestamp; the field is gone from v5): offsets
   expire after ``offsets.retention.minutes``.
+- TxnOffsetCommit parks the same way; its offsets are stored in the producer's
+  transaction and become committed offsets with its COMMIT marker
+  (``GroupCoordinator.commit_transactional_offsets``); unknown partitions as OffsetCommit.
 - OffsetFetch answers at once; ``topics`` null (v2+) asks for every committed partition.
   v1 has no top-level error: a group error is answered in every partition asked for.
 - OffsetDelete parks until the tombstones are stored; unknown partitions answer
@@ -48,6 +51,7 @@ class OffsetHandler:
         """{ApiKey: handler(channel, header, request)}."""
         return {
             ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
             ApiKey.OFFSET_DELETE: self.offset_delete,
         }
@@ -87,6 +91,39 @@ class OffsetHandler:
         self._coordinator.commit_offsets(
             self._clock(), request.group_id, request.generation_id_or_member_epoch,
             request.member_id, getattr(request, "group_instance_id", None), offsets, respond)
+
+    # -- TxnOffsetCommit --------------------------------------------------------------------
+
+    def txn_offset_commit(self, channel, header, request):
+        self._runtime.topic()
+        classes = module(ApiKey.TXN_OFFSET_COMMIT, header.request_api_version)
+        asked = [((t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
+        offsets = {tp: (p.committed_offset,
+                        getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
+                        p.committed_metadata)
+                   for tp, p in asked if self._exists(*tp)}
+        unknown = {tp: UnknownTopicOrPartitionError.errno for tp, _ in asked
+                   if tp not in offsets}
+
+        def respond(errors):
+            answers = {**unknown, **errors}
+            parked.send(encoder(header, build(
+                classes.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE,
+                topics=tuple(build(
+                    classes.TxnOffsetCommitResponseTopic, name=topic, partitions=tuple(
+                        build(classes.TxnOffsetCommitResponsePartition,
+                              partition_index=partition,
+                              error_code=error(answers[(topic, partition)]))
+                        for partition, _ in partitions))
+                    for topic, partitions in _by_topic(asked).items()))))
+
+        parked = DelayedResponse(channel)
+        if not offsets:
+            respond({})
+            return
+        self._coordinator.commit_transactional_offsets(
+            self._clock(), request.group_id, request.producer_id, request.producer_epoch,
+            offsets, respond)
 
     # -- OffsetFetch ------------------------------------------------------------------------
 

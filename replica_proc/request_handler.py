@@ -36,6 +36,7 @@ DescribeGroups            0-4                               group_handler
 ListGroups                0-2                               group_handler
 DeleteGroups              0-1                               group_handler
 OffsetCommit              2-7                               offset_handler
+TxnOffsetCommit           0-2                               offset_handler
 OffsetFetch               1-5                               offset_handler
 OffsetDelete              0                                 offset_handler
 ========================  ================================  ================================
@@ -46,7 +47,7 @@ ApiVersions advertises exactly these. Bad input never stops the broker:
   UNSUPPORTED_VERSION, listing what is supported (Kafka's rule, so a newer client can
   pick a version);
 - a frame that does not decode — garbage, a truncated body, an API or version not in the
-  table (this includes TxnOffsetCommit, not served yet) — raises ``CloseConnection``:
+  table — raises ``CloseConnection``:
   the broker logs it and drops that connection, as Kafka closes the socket; every other
   connection keeps being served.
 
@@ -139,6 +140,7 @@ class RequestHandler:
                                               clock)
         self.groups = GroupRuntime(config, replicas, metadata, self.admin.create_topic, clock,
                                    self.fetch.on_append, self.on_high_watermark)
+        self.txn_markers.on_marker = self.groups.on_marker
         self.transactions = TransactionRuntime(
             broker_id, metadata.image.cluster_id, config, replicas, metadata,
             self.admin.create_topic, self.producer_ids, self.txn_markers, clock,

@@ -22,6 +22,10 @@ coordinator's epoch, the partitions) and each of its partitions, in request orde
   request.timeout.ms): at once for a partition without followers. The waiting uses its
   own produce purgatory; the channel stays muted (a ``DelayedResponse``) meanwhile.
 
+After each marker appended, ``on_marker(topic, index, producer id, is COMMIT)`` is called
+(the group coordinator's: a marker on ``__consumer_offsets`` completes the producer's
+transactional offsets there); None: no hook.
+
 A marker for a partition where the producer has no open transaction appends the marker
 and completes nothing (Kafka does the same). The answer lists, per marker, its producer
 id and each topic's partitions with their error codes.
@@ -66,6 +70,8 @@ class WriteTxnMarkersHandler:
         self._on_high_watermark = on_high_watermark
         self._timeout_ms = timeout_ms
         self._purgatory = ProducePurgatory(lambda key: replicas.hosted(*key))
+        #: ``on_marker(topic, index, producer id, is COMMIT)`` after an append (module doc).
+        self.on_marker = None
 
     def __call__(self, channel, header, request):
         parked = []
@@ -125,6 +131,8 @@ class WriteTxnMarkersHandler:
             self._on_append((topic, index), len(batch))
         if partition.high_watermark > high_watermark:
             self._on_high_watermark(partition, high_watermark, None)
+        if self.on_marker is not None:
+            self.on_marker(topic, index, marker.producer_id, control_type == COMMIT)
         return MarkerResult(index, 0, None)
 
     def _wait_for(self, waiting, topic, index, results):

@@ -50,6 +50,22 @@ of a Stable consumer group: from the commit, for topics nothing subscribes to), 
 every ``offsets.retention.check.interval.ms``; an Empty group left without offsets is
 deleted.
 
+Transactional offsets (TxnOffsetCommit v0-2, Kafka's ``handleTxnCommitOffsets``): the
+group is checked as an OffsetCommit's (a non-empty id; no generation or member checks
+before v3) and created Empty if unknown; the offsets are stored as a transactional batch
+of the producer (``store(..., producer=(id, epoch))``) and then kept as the group's
+*pending transactional offsets* of that producer, invisible to OffsetFetch (with
+``require_stable`` their partitions answer UNSTABLE_OFFSET_COMMIT). When the producer's
+COMMIT marker lands on the group's ``__consumer_offsets`` partition
+(``complete_transaction``) they become the committed offsets; its ABORT drops them.
+``load`` replays the same: ``stored`` may hold ``(key, value, producer id)`` records
+(producer id -1 outside a transaction) and ``(None, control type, producer id)`` markers;
+an aborted transaction's offsets never become committed, one still open stays pending.
+OffsetDelete and DeleteGroups forget the pending transactional offsets they delete (as
+Kafka's ``removeOffsets``).
+Difference from Kafka: a committed transaction's offset replaces the committed one even
+if a plain OffsetCommit was written after it (Kafka keeps the later write of the two).
+
 Differences from Kafka: DeleteGroups and OffsetDelete answer after their tombstones are
 stored (Kafka writes them without waiting) and report a failed write; a request Kafka
 would leave unanswered is answered: a member removed while its SyncGroup is parked gets
@@ -112,6 +128,7 @@ from replica_proc.group_coordinator.results import (
     SyncResult,
 )
 from replica_proc.group_coordinator.timers import Timers
+from segments.control_record import ABORT, COMMIT
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +256,17 @@ class GroupCoordinator:
             raise ValueError(f"__consumer_offsets partition {partition} is already loaded")
         self._now = now
         metadata, offsets = {}, {}
-        for position, (key_bytes, value_bytes) in enumerate(stored):
+        pending = {}  # producer id -> {group id: {(topic, partition): value}}
+        for position, entry in enumerate(stored):
+            key_bytes, value_bytes, producer_id = entry if len(entry) == 3 else (*entry, -1)
+            if key_bytes is None:  # a transaction's marker
+                transaction = pending.pop(producer_id, {})
+                if value_bytes == COMMIT:
+                    for group_id, committed in transaction.items():
+                        offsets.setdefault(group_id, {}).update(committed)
+                elif value_bytes != ABORT:
+                    pending[producer_id] = transaction  # not a transaction's end
+                continue
             try:
                 key = records.decode_key(key_bytes)
                 value = records.decode_value(key, value_bytes)
@@ -247,7 +274,11 @@ class GroupCoordinator:
                 log.error("__consumer_offsets-%d: record %d skipped: %s", partition, position,
                           exc)
                 continue
-            if isinstance(key, records.OffsetCommitKey):
+            if isinstance(key, records.OffsetCommitKey) and producer_id >= 0:
+                if value is not None:
+                    pending.setdefault(producer_id, {}).setdefault(key.group, {})[
+                        (key.topic, key.partition)] = value
+            elif isinstance(key, records.OffsetCommitKey):
                 group_offsets = offsets.setdefault(key.group, {})
                 if value is None:
                     group_offsets.pop((key.topic, key.partition), None)
@@ -257,9 +288,13 @@ class GroupCoordinator:
                 metadata.pop(key.group, None)
             else:
                 metadata[key.group] = value
-        for group_id in metadata.keys() | {g for g, o in offsets.items() if o}:
+        open_groups = {g for transaction in pending.values() for g in transaction}
+        for group_id in metadata.keys() | {g for g, o in offsets.items() if o} | open_groups:
             group = self._loaded_group(group_id, partition, metadata.get(group_id))
             group.offsets = offsets.get(group_id, {})
+            group.pending_txn_offsets = {
+                producer_id: dict(transaction[group_id])
+                for producer_id, transaction in pending.items() if group_id in transaction}
             self._groups[group_id] = group
             if len(group.members) > self._max_size:
                 # group.max.size was lowered: members must rejoin (the first ones stay).
@@ -838,7 +873,33 @@ class GroupCoordinator:
             self._schedule_session(now, group, group.members[member_id])
         self._store_offsets(group, offsets, respond)
 
-    def _store_offsets(self, group, offsets, respond):
+    def commit_transactional_offsets(self, now, group_id, producer_id, producer_epoch,
+                                     offsets, respond):
+        """TxnOffsetCommit v0-2 (module doc): ``offsets`` as ``commit_offsets``';
+        ``respond({(topic, partition): error})`` once stored — pending in the producer's
+        transaction until ``complete_transaction``."""
+        self._now = now
+        error = self._group_error(group_id)
+        if error is not None:
+            respond({tp: error for tp in offsets})
+            return
+        group = self._groups.get(group_id) or self._create_group(group_id)
+        self._store_offsets(group, offsets, respond, (producer_id, producer_epoch))
+
+    def complete_transaction(self, partition, producer_id, commit):
+        """The COMMIT (``commit``) or ABORT marker of ``producer_id`` landed on
+        ``__consumer_offsets`` partition ``partition``: its pending transactional offsets
+        become the committed offsets of their groups, or are dropped."""
+        if partition not in self._owned:
+            return
+        for group in list(self._groups.values()):
+            if group.partition != partition:
+                continue
+            transaction = group.pending_txn_offsets.pop(producer_id, None)
+            if transaction and commit:
+                group.offsets.update(transaction)
+
+    def _store_offsets(self, group, offsets, respond, producer=None):
         timestamp = self._clock_ms()
         too_large = set()
         values = {}
@@ -859,7 +920,10 @@ class GroupCoordinator:
                 if group.pending_commits.get(tp) is value:
                     del group.pending_commits[tp]
             if error == NONE and self._groups.get(group.group_id) is group:
-                group.offsets.update(values)
+                if producer is None:
+                    group.offsets.update(values)
+                else:
+                    group.pending_txn_offsets.setdefault(producer[0], {}).update(values)
             code = _COMMIT_WRITE_ERRORS.get(error, error)
             respond({tp: OffsetMetadataTooLargeError.errno if tp in too_large else code
                      for tp in offsets})
@@ -869,7 +933,7 @@ class GroupCoordinator:
 
         pairs = [(records.encode_key(records.OffsetCommitKey(group.group_id, *tp)),
                   records.encode_value(value)) for tp, value in values.items()]
-        self._write(group.partition, pairs, stored, unloaded)
+        self._write(group.partition, pairs, stored, unloaded, producer)
 
     def fetch_offsets(self, group_id, partitions=None, require_stable=False):
         """OffsetFetch: (error, {(topic, partition): CommittedOffset}) for ``partitions``,
@@ -884,7 +948,8 @@ class GroupCoordinator:
         answer = {}
         for tp in group.offsets if partitions is None else partitions:
             value = group.offsets.get(tp)
-            if require_stable and tp in group.pending_commits:
+            if require_stable and (tp in group.pending_commits or any(
+                    tp in txn for txn in group.pending_txn_offsets.values())):
                 answer[tp] = CommittedOffset(error=UnstableOffsetCommitError.errno)
             elif value is None:
                 answer[tp] = CommittedOffset()
@@ -912,6 +977,8 @@ class GroupCoordinator:
         eligible = [tp for tp in partitions if tp not in answers]
         for tp in eligible:
             group.pending_commits.pop(tp, None)  # Kafka's removeOffsets forgets them too
+            for transaction in group.pending_txn_offsets.values():
+                transaction.pop(tp, None)
         removed = [tp for tp in eligible if group.offsets.pop(tp, None) is not None]
 
         def stored(error):
@@ -929,7 +996,8 @@ class GroupCoordinator:
         nothing to write."""
         pairs = [(records.encode_key(records.OffsetCommitKey(group.group_id, *tp)), None)
                  for tp in offsets]
-        if group.is_(_EMPTY) and not group.offsets and not group.pending_commits:
+        if group.is_(_EMPTY) and not group.offsets and not group.pending_commits and \
+                not group.pending_txn_offsets:
             log.info("group %s (generation %d) is dead", group.group_id, group.generation)
             self._drop(group)
             if group.generation > 0:
@@ -970,8 +1038,9 @@ class GroupCoordinator:
         else:
             return []
         expired = []
+        in_transactions = {tp for txn in group.pending_txn_offsets.values() for tp in txn}
         for tp, value in group.offsets.items():
-            if tp[0] in subscribed or tp in group.pending_commits:
+            if tp[0] in subscribed or tp in group.pending_commits or tp in in_transactions:
                 continue
             if value.expire_timestamp >= 0:  # a v1 value: its own expiry time
                 gone = now_ms >= value.expire_timestamp
@@ -1046,6 +1115,7 @@ class GroupCoordinator:
             offsets = list(group.offsets)
             group.offsets.clear()
             group.pending_commits.clear()
+            group.pending_txn_offsets.clear()
             if not self._tombstone(group, offsets,
                                    lambda error, g=group.group_id: answer(g, error),
                                    lambda g=group.group_id: answer(g, NotCoordinatorError.errno)):
@@ -1081,7 +1151,7 @@ class GroupCoordinator:
         self._write(group.partition, [(key, records.encode_value(value))], on_done,
                     lambda: None)
 
-    def _write(self, partition, pairs, on_done, on_unload):
+    def _write(self, partition, pairs, on_done, on_unload, producer=None):
         write = _Write(on_done, on_unload)
         pending = self._writes.setdefault(partition, set())
         pending.add(write)
@@ -1093,4 +1163,7 @@ class GroupCoordinator:
             pending.discard(write)
             write.on_done(error)
 
-        self._store_records(partition, pairs, callback)
+        if producer is None:
+            self._store_records(partition, pairs, callback)
+        else:
+            self._store_records(partition, pairs, callback, producer=producer)

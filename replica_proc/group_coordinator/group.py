@@ -98,6 +98,9 @@ class Group:
         self.offsets = {}  # (topic, partition) -> records.OffsetCommitValue
         #: (topic, partition) -> the OffsetCommitValue of the latest commit being stored.
         self.pending_commits = {}
+        #: producer id -> {(topic, partition): OffsetCommitValue}: TxnOffsetCommits stored
+        #: in the producer's open transaction, committed offsets once its COMMIT lands.
+        self.pending_txn_offsets = {}
         self.state_timestamp = -1  # wall-clock ms of the last state change (stored)
         #: The initial delay of an Empty group's first rebalance (Kafka's InitialDelayedJoin):
         #: the delay now running (ms) and what is left of the rebalance timeout after it,

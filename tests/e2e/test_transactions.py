@@ -3,9 +3,11 @@ producer sends them (FindCoordinator key_type 1, InitProducerId with a transacti
 AddPartitionsToTxn, Produce of transactional batches, EndTxn): the epoch bumps and fences
 the older producer; a committed transaction's markers reach every partition (led by
 several brokers), the last stable offset passes them and a read_committed consumer reads
-the records; an aborted one's it skips; a forgotten transaction is aborted after its
-``transaction.timeout.ms`` and its producer fenced; the coordinator broker SIGKILLed with
-a transaction open: the new coordinator loaded it and commits it.
+the records; an aborted one's it skips; offsets sent to a transaction (TxnOffsetCommit)
+are the group's committed offsets once it commits, never if it aborts; a forgotten
+transaction is aborted after its ``transaction.timeout.ms`` and its producer fenced; the
+coordinator broker SIGKILLed with a transaction open: the new coordinator loaded it and
+commits it.
 
 The ``e2e`` fixture stops the clusters and fails the test if any process it started still
 runs or any shared-memory object of its clusters is left."""
@@ -17,8 +19,21 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
-from cluster.errors import ProducerFencedError
+from cluster import (
+    ConsumerGroupMetadata,
+    KafkaAdminClient,
+    KafkaConsumer,
+    KafkaProducer,
+    NewTopic,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from cluster.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+    ProducerFencedError,
+)
 from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
@@ -417,3 +432,89 @@ def test_the_transactional_producer_commits_and_aborts_on_real_brokers(e2e):
         first.close(timeout=5)
         if second is not None:
             second.close(timeout=5)
+
+
+def committed_offsets(admin):
+    return {tp: o.offset for tp, o in admin.list_consumer_group_offsets(GROUP).items()}
+
+
+def test_offsets_sent_to_a_transaction_count_only_when_it_commits(e2e):
+    """send_offsets_to_transaction (AddOffsetsToTxn, TxnOffsetCommit) on real brokers: the
+    group's offsets are its committed ones once the transaction commits (the COMMIT
+    marker reaches ``__consumer_offsets``, after EndTxn answered), unchanged by an
+    aborted one."""
+    cluster = start(e2e)
+    group = ConsumerGroupMetadata(GROUP, -1, "", None)
+    tp = TopicPartition(TOPIC, 1)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                             transactional_id=TXN_ID)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(TOPIC, b"copied", partition=1)
+        producer.send_offsets_to_transaction({tp: OffsetAndMetadata(5, "")}, group)
+        producer.commit_transaction()
+        with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            deadline = time.monotonic() + BOUND
+            while committed_offsets(admin) != {tp: 5}:
+                assert time.monotonic() < deadline, committed_offsets(admin)
+                time.sleep(0.05)
+            producer.begin_transaction()
+            producer.send(TOPIC, b"dropped", partition=1)
+            producer.send_offsets_to_transaction({tp: OffsetAndMetadata(9, "")}, group)
+            producer.abort_transaction()
+            # The next transaction starts once every marker of the abort is written.
+            producer.begin_transaction()
+            producer.send(TOPIC, b"next", partition=1)
+            producer.commit_transaction()
+            assert committed_offsets(admin) == {tp: 5}
+        assert read_committed(cluster, wait_stable(cluster)) == [b"copied", b"next"]
+    finally:
+        producer.close(timeout=5)
+
+
+def offsets_after_failover(admin):
+    """The group's committed offsets, asked until its new coordinator answers."""
+    deadline = time.monotonic() + BOUND
+    while True:
+        try:
+            return committed_offsets(admin)
+        except (NotCoordinatorError, CoordinatorLoadInProgressError,
+                CoordinatorNotAvailableError):
+            assert time.monotonic() < deadline, f"no group coordinator after {BOUND} s"
+            time.sleep(0.05)
+
+
+def test_the_new_group_coordinator_replays_transactional_offsets(e2e):
+    """The group coordinator SIGKILLed after a committed, an aborted and an open
+    transaction's offsets: the next one loaded the committed offsets only, and the open
+    transaction's become committed when it commits."""
+    cluster = start(e2e)
+    group = ConsumerGroupMetadata(GROUP, -1, "", None)
+    tp = TopicPartition(TOPIC, 1)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                             transactional_id=TXN_ID)
+    try:
+        producer.init_transactions()
+        for offset, commit in ((5, True), (9, False), (11, None)):
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction({tp: OffsetAndMetadata(offset, "")}, group)
+            if commit:
+                producer.commit_transaction()
+            elif commit is not None:
+                producer.abort_transaction()
+        index = partition_for(GROUP, OFFSETS_PARTITIONS)
+        image = cluster.wait_for_metadata(lambda i: GROUP_METADATA_TOPIC in i.topics)
+        node = image.topics[GROUP_METADATA_TOPIC].partitions[index].leader
+        cluster.kill_broker(node)
+        cluster.wait_for_metadata(lambda i: i.topics[GROUP_METADATA_TOPIC].partitions[
+            index].leader not in (node, -1))
+        with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            assert offsets_after_failover(admin) == {tp: 5}
+            producer.commit_transaction()
+            deadline = time.monotonic() + BOUND
+            while offsets_after_failover(admin) != {tp: 11}:
+                assert time.monotonic() < deadline, offsets_after_failover(admin)
+                time.sleep(0.05)
+    finally:
+        producer.close(timeout=5)

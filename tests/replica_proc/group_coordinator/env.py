@@ -13,16 +13,22 @@ RANGE = (("range", b"range-metadata"),)
 
 class FakeStore:
     """The broker's append to ``__consumer_offsets``: records every write; calls back at
-    once with ``error`` (0 = replicated), or, with ``hold``, when the test ``release``s."""
+    once with ``error`` (0 = replicated), or, with ``hold``, when the test ``release``s.
+    ``marker`` appends a transaction's COMMIT or ABORT marker to the log."""
 
     def __init__(self):
         self.writes = []  # (partition, [(key, value)])
+        self.producers = []  # the (producer id, epoch) of each write, None if none
+        self.entries = []  # (partition, (key, value, producer id) or a marker), as loaded
         self.held = []
         self.hold = False
         self.error = 0
 
-    def __call__(self, partition, pairs, callback):
+    def __call__(self, partition, pairs, callback, producer=None):
         self.writes.append((partition, list(pairs)))
+        self.producers.append(producer)
+        producer_id = -1 if producer is None else producer[0]
+        self.entries.extend((partition, (k, v, producer_id)) for k, v in pairs)
         if self.hold:
             self.held.append(callback)
         else:
@@ -33,9 +39,14 @@ class FakeStore:
         for callback in held:
             callback(error)
 
+    def marker(self, partition, producer_id, control_type):
+        """A COMMIT or ABORT (``segments.control_record``) marker of ``producer_id``."""
+        self.entries.append((partition, (None, control_type, producer_id)))
+
     def log(self, partition):
-        """Every record written to ``partition``, in order (what a reload replays)."""
-        return [pair for p, pairs in self.writes if p == partition for pair in pairs]
+        """Every record and marker written to ``partition``, in order (what a reload
+        replays, as ``CoordinatorLog`` reads it with ``transactional``)."""
+        return [entry for p, entry in self.entries if p == partition]
 
 
 class Env:
@@ -90,6 +101,12 @@ class Env:
         answers = []
         self.coordinator.commit_offsets(self.now, group, generation, member_id, instance,
                                         offsets, answers.append)
+        return answers
+
+    def txn_commit(self, group, offsets, producer_id=7, producer_epoch=0):
+        answers = []
+        self.coordinator.commit_transactional_offsets(self.now, group, producer_id,
+                                                      producer_epoch, offsets, answers.append)
         return answers
 
     def new_member(self, group="g", **join):

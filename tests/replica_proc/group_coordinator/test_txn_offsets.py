@@ -1,0 +1,124 @@
+"""TxnOffsetCommit: offsets stored in a producer's transaction are pending — invisible to
+OffsetFetch (UNSTABLE_OFFSET_COMMIT with require_stable) — until the producer's COMMIT
+marker makes them the group's committed offsets; an ABORT drops them; replaying
+``__consumer_offsets`` does the same with the transactions' records and markers."""
+from __future__ import annotations
+
+from cluster import errors as e
+from replica_proc.group_coordinator.results import CommittedOffset
+from segments.control_record import ABORT, COMMIT
+
+T0P0 = ("t0", 0)
+T0P1 = ("t0", 1)
+
+
+def offsets_of(coordinator, group):
+    return {tp: o.offset for tp, o in coordinator.fetch_offsets(group)[1].items()}
+
+
+def test_the_offsets_are_stored_transactionally_and_pending_until_the_commit(env):
+    assert env.commit("g", {T0P0: (1, -1, "")}) == [{T0P0: 0}]
+    assert env.txn_commit("g", {T0P0: (5, -1, "m"), T0P1: (6, -1, "")}, 7, 3) == [
+        {T0P0: 0, T0P1: 0}]
+    assert env.store.producers[-1] == (7, 3)  # the producer's transactional batch
+    assert offsets_of(env.coordinator, "g") == {T0P0: 1}
+    assert env.coordinator.fetch_offsets("g", [T0P0, T0P1], require_stable=True)[1] == {
+        T0P0: CommittedOffset(error=e.UnstableOffsetCommitError.errno),
+        T0P1: CommittedOffset(error=e.UnstableOffsetCommitError.errno)}
+    partition = env.coordinator.partition_of("g")
+    env.coordinator.complete_transaction(partition, 8, True)  # another producer's
+    assert offsets_of(env.coordinator, "g") == {T0P0: 1}
+    env.coordinator.complete_transaction(partition, 7, True)
+    assert env.coordinator.fetch_offsets("g", [T0P0, T0P1], require_stable=True)[1] == {
+        T0P0: CommittedOffset(5, -1, "m"), T0P1: CommittedOffset(6, -1, "")}
+
+
+def test_an_abort_drops_the_pending_offsets(env):
+    env.commit("g", {T0P0: (1, -1, "")})
+    env.txn_commit("g", {T0P0: (5, -1, "")})
+    env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, False)
+    assert offsets_of(env.coordinator, "g") == {T0P0: 1}
+    assert env.coordinator.fetch_offsets("g", [T0P0], require_stable=True)[1] == {
+        T0P0: CommittedOffset(1, -1, "")}
+
+
+def test_a_marker_on_another_partition_completes_nothing(env):
+    env.txn_commit("g", {T0P0: (5, -1, "")})
+    partition = env.coordinator.partition_of("g")
+    env.coordinator.complete_transaction(partition + 1, 7, True)
+    assert offsets_of(env.coordinator, "g") == {}
+
+
+def test_a_failed_write_leaves_nothing_pending(env):
+    env.store.error = e.NotEnoughReplicasError.errno
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}) == [
+        {T0P0: e.CoordinatorNotAvailableError.errno}]
+    env.store.error = 0
+    env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, True)
+    assert offsets_of(env.coordinator, "g") == {}
+
+
+def test_the_group_is_checked_as_kafka_does(env):
+    assert env.txn_commit("", {T0P0: (5, -1, "")}) == [{T0P0: e.InvalidGroupIdError.errno}]
+    partition = env.coordinator.partition_of("g")
+    env.coordinator.unload(partition)
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}) == [{T0P0: e.NotCoordinatorError.errno}]
+    env.coordinator.begin_load(partition)
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}) == [
+        {T0P0: e.CoordinatorLoadInProgressError.errno}]
+
+
+def test_an_active_group_takes_transactional_offsets_without_member_checks(env):
+    env.stable_group(count=1)  # v0-2 carry no generation or member id
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}) == [{T0P0: 0}]
+
+
+def reload(env, partition):
+    coordinator = env.new_coordinator()
+    coordinator.begin_load(partition)
+    coordinator.load(partition, env.store.log(partition), env.now)
+    return coordinator
+
+
+def test_replay_commits_committed_transactions_drops_aborted_keeps_open_ones_pending(env):
+    partition = env.coordinator.partition_of("g")
+    env.commit("g", {T0P0: (1, -1, "")})
+    env.txn_commit("g", {T0P0: (5, -1, "")}, producer_id=7)
+    env.txn_commit("g", {T0P1: (6, -1, "")}, producer_id=8)
+    env.store.marker(partition, 7, COMMIT)
+    env.store.marker(partition, 8, ABORT)
+    env.txn_commit("g", {T0P1: (9, -1, "")}, producer_id=8)  # a new transaction, open
+    coordinator = reload(env, partition)
+    assert offsets_of(coordinator, "g") == {T0P0: 5}
+    assert coordinator.fetch_offsets("g", [T0P1], require_stable=True)[1] == {
+        T0P1: CommittedOffset(error=e.UnstableOffsetCommitError.errno)}
+    coordinator.complete_transaction(partition, 8, True)
+    assert offsets_of(coordinator, "g") == {T0P0: 5, T0P1: 9}
+
+
+def test_replay_of_a_group_known_only_by_an_open_transaction(env):
+    partition = env.coordinator.partition_of("g")
+    env.txn_commit("g", {T0P0: (5, -1, "")})
+    coordinator = reload(env, partition)
+    assert coordinator.describe_groups(["g"])[0].state == "Empty"
+    assert offsets_of(coordinator, "g") == {}
+    coordinator.complete_transaction(partition, 7, True)
+    assert offsets_of(coordinator, "g") == {T0P0: 5}
+
+
+def test_deleting_the_group_forgets_its_pending_transactional_offsets(env):
+    env.txn_commit("g", {T0P0: (5, -1, "")})
+    answers = []
+    env.coordinator.delete_groups(["g"], answers.append)
+    assert answers == [{"g": 0}]
+    assert env.coordinator.describe_groups(["g"])[0].state == "Dead"
+    env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, True)
+    assert offsets_of(env.coordinator, "g") == {}
+
+
+def test_deleting_an_offset_forgets_it_in_pending_transactions(env):
+    env.commit("g", {T0P0: (1, -1, ""), T0P1: (2, -1, "")})
+    env.txn_commit("g", {T0P0: (5, -1, ""), T0P1: (6, -1, "")})
+    env.coordinator.delete_offsets("g", [T0P0], lambda *answer: None)
+    env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, True)
+    assert offsets_of(env.coordinator, "g") == {T0P1: 6}
