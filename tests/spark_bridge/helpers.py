@@ -133,10 +133,14 @@ def stream_reader(spark, cluster, **options):
 
 def client_rings(cluster):
     """Names of the cluster's client connection objects in /dev/shm (``...c<pid>-...``),
-    once every client has closed, waiting up to BOUND for Spark's workers to finish."""
+    once every client has closed, waiting up to BOUND for Spark's workers to finish. The
+    brokers' own connections to each other (a broker asking the controller for producer ids,
+    a follower fetching) are not clients'."""
+    brokers = {f".c{pid}-" for pid in cluster.pids().values()}
     deadline = time.monotonic() + BOUND
     while True:
-        names = [n for n in list_objects(cluster.cluster_id) if ".c" in n]
+        names = [n for n in list_objects(cluster.cluster_id)
+                 if ".c" in n and not any(b in n for b in brokers)]
         if not names or time.monotonic() >= deadline:
             return names
         time.sleep(0.1)
