@@ -63,8 +63,29 @@ class OffsetHandler:
     # -- OffsetCommit -----------------------------------------------------------------------
 
     def offset_commit(self, channel, header, request):
+        def commit(offsets, respond):
+            self._coordinator.commit_offsets(
+                self._clock(), request.group_id, request.generation_id_or_member_epoch,
+                request.member_id, getattr(request, "group_instance_id", None), offsets,
+                respond)
+        self._commit(channel, header, request, ApiKey.OFFSET_COMMIT, "OffsetCommit", commit)
+
+    # -- TxnOffsetCommit --------------------------------------------------------------------
+
+    def txn_offset_commit(self, channel, header, request):
+        def commit(offsets, respond):
+            self._coordinator.commit_transactional_offsets(
+                self._clock(), request.group_id, request.producer_id, request.producer_epoch,
+                offsets, respond)
+        self._commit(channel, header, request, ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit",
+                     commit)
+
+    def _commit(self, channel, header, request, api_key, name, commit):
+        """OffsetCommit and TxnOffsetCommit alike: the partitions that exist go to
+        ``commit(offsets, respond)``, the others are UNKNOWN_TOPIC_OR_PARTITION; the answer
+        (``<name>Response``) waits until ``respond(errors)`` is called."""
         self._runtime.topic()
-        classes = module(ApiKey.OFFSET_COMMIT, header.request_api_version)
+        classes = module(api_key, header.request_api_version)
         asked = [((t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
         offsets = {tp: (p.committed_offset,
                         getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
@@ -72,13 +93,16 @@ class OffsetHandler:
                    for tp, p in asked if self._exists(*tp)}
         unknown = {tp: UnknownTopicOrPartitionError.errno for tp, _ in asked
                    if tp not in offsets}
+        response, topic_class, partition_class = (
+            getattr(classes, name + suffix) for suffix in
+            ("Response", "ResponseTopic", "ResponsePartition"))
 
         def respond(errors):
             answers = {**unknown, **errors}
             parked.send(encoder(header, build(
-                classes.OffsetCommitResponse, throttle_time=NO_THROTTLE,
-                topics=tuple(build(classes.OffsetCommitResponseTopic, name=topic, partitions=tuple(
-                    build(classes.OffsetCommitResponsePartition, partition_index=partition,
+                response, throttle_time=NO_THROTTLE,
+                topics=tuple(build(topic_class, name=topic, partitions=tuple(
+                    build(partition_class, partition_index=partition,
                           error_code=error(answers[(topic, partition)]))
                     for partition, _ in partitions))
                     for topic, partitions in _by_topic(asked).items()))))
@@ -88,42 +112,7 @@ class OffsetHandler:
             # Kafka answers the unknown partitions without asking the coordinator.
             respond({})
             return
-        self._coordinator.commit_offsets(
-            self._clock(), request.group_id, request.generation_id_or_member_epoch,
-            request.member_id, getattr(request, "group_instance_id", None), offsets, respond)
-
-    # -- TxnOffsetCommit --------------------------------------------------------------------
-
-    def txn_offset_commit(self, channel, header, request):
-        self._runtime.topic()
-        classes = module(ApiKey.TXN_OFFSET_COMMIT, header.request_api_version)
-        asked = [((t.name, p.partition_index), p) for t in request.topics for p in t.partitions]
-        offsets = {tp: (p.committed_offset,
-                        getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
-                        p.committed_metadata)
-                   for tp, p in asked if self._exists(*tp)}
-        unknown = {tp: UnknownTopicOrPartitionError.errno for tp, _ in asked
-                   if tp not in offsets}
-
-        def respond(errors):
-            answers = {**unknown, **errors}
-            parked.send(encoder(header, build(
-                classes.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE,
-                topics=tuple(build(
-                    classes.TxnOffsetCommitResponseTopic, name=topic, partitions=tuple(
-                        build(classes.TxnOffsetCommitResponsePartition,
-                              partition_index=partition,
-                              error_code=error(answers[(topic, partition)]))
-                        for partition, _ in partitions))
-                    for topic, partitions in _by_topic(asked).items()))))
-
-        parked = DelayedResponse(channel)
-        if not offsets:
-            respond({})
-            return
-        self._coordinator.commit_transactional_offsets(
-            self._clock(), request.group_id, request.producer_id, request.producer_epoch,
-            offsets, respond)
+        commit(offsets, respond)
 
     # -- OffsetFetch ------------------------------------------------------------------------
 
