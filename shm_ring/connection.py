@@ -54,7 +54,10 @@ Ownership of names: the client creates and unlinks its connection's four objects
 creates and unlinks the listener and the doorbell. When a client dies, the broker's reap()
 notices it (pid and start time) and unlinks the client's objects; when the broker dies, the
 client's next blocking call notices (within one poll interval) and raises PeerDiedError naming
-the broker and the connection, after unlinking the connection's objects.
+the broker and the connection, after unlinking the connection's objects. When neither end is
+left to do it (a client that died before it was accepted, or one that died together with the
+broker incarnation it had connected to), the broker id's next Listener unlinks the objects
+within its orphan_interval (Listener.reap).
 """
 from __future__ import annotations
 
@@ -80,6 +83,7 @@ from shm_ring.naming import (
     doorbell_name,
     listener_name,
     object_name,
+    unlink_orphan_connections,
 )
 from shm_ring.ring import READER_END, WRITER_END, Ring, format_ring
 from shm_ring.wakeup import (
@@ -344,13 +348,15 @@ class Listener:
     """
 
     def __init__(self, cluster_id: str, broker_id: int, *, policy: WaitPolicy = DEFAULT_POLICY,
-                 liveness_interval: float = 0.5) -> None:
+                 liveness_interval: float = 0.5, orphan_interval: float = 5.0) -> None:
         self.cluster_id = cluster_id
         self.broker_id = broker_id
         self.name = listener_name(cluster_id, broker_id)
         self._policy = policy
         self._liveness_interval = liveness_interval
         self._next_liveness = policy.clock()
+        self._orphan_interval = orphan_interval
+        self._next_orphan_sweep = policy.clock()  # the first reap() sweeps
         self._connections: list[Connection] = []
         self._watched: list[ClientConnection] = []  # outbound connections (module doc)
         self._watched_rings: list[Ring] = []
@@ -508,12 +514,21 @@ class Listener:
         """Drop connections whose client closed, or died (then unlink its objects).
 
         Closed flags are checked on every call, client processes at most every
-        liveness_interval seconds. Returns the dropped connections.
+        liveness_interval seconds. Every orphan_interval seconds it also unlinks the objects
+        of connections to this broker id that nobody owns any more (naming.
+        unlink_orphan_connections: a client that died before this listener accepted it, or a
+        dead client of this broker id's previous incarnation). Returns the dropped
+        connections.
         """
         now = self._policy.clock()
         check_processes = now >= self._next_liveness
         if check_processes:
             self._next_liveness = now + self._liveness_interval
+        if now >= self._next_orphan_sweep:
+            self._next_orphan_sweep = now + self._orphan_interval
+            held = {connection.name for connection in self._connections}
+            for name in unlink_orphan_connections(self.cluster_id, self.broker_id, held):
+                log.info("%s: unlinked %s, left by a dead client", self.name, name)
         dropped = []
         for connection in self._connections:
             if connection.client_closed:

@@ -152,14 +152,45 @@ def cleanup_stale(cluster_id: str) -> list[str]:
         pid = None if is_semaphore else stats_page_pid(cluster_id, name)
         if pid is not None and process_start_time(pid) is not None:
             continue
-        try:
-            if is_semaphore:
-                posix_ipc.unlink_semaphore(name)
-            else:
-                posix_ipc.unlink_shared_memory(name)
-        except posix_ipc.ExistentialError:  # removed meanwhile by its owner
+        if _unlink(name, is_semaphore):
+            removed.append(name)
+    return sorted(removed)
+
+
+def _unlink(name: str, is_semaphore: bool) -> bool:
+    """Unlink one object; False when it was already gone (its owner was first)."""
+    try:
+        if is_semaphore:
+            posix_ipc.unlink_semaphore(name)
+        else:
+            posix_ipc.unlink_shared_memory(name)
+    except posix_ipc.ExistentialError:
+        return False
+    return True
+
+
+def unlink_orphan_connections(cluster_id: str, broker_id: int,
+                              held: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """Unlink the objects of connections to broker_id whose client process is gone and whose
+    base name (``/ringlog.<c>.b<id>.c<pid>-<token>``) is not in ``held``; return the names.
+
+    Such objects have no owner left: a client that died before its connection was accepted,
+    or while the broker incarnation that accepted it was dying too, leaves them where neither
+    the broker's reap() (it never held them) nor the client (dead) removes them. The pid in
+    the name is the creator's; a live process with that pid keeps the objects (a reused pid
+    only delays their removal until the cluster's cleanup_stale).
+    """
+    stem = object_name(cluster_id, broker_part(broker_id)) + "."
+    removed = []
+    for name, is_semaphore in _scan(cluster_id):
+        if not name.startswith(stem):
             continue
-        removed.append(name)
+        part = name[len(stem):].split(".", 1)[0]
+        if not _CONNECTION_PART.fullmatch(part) or stem + part in held:
+            continue
+        if process_start_time(int(part[1:part.index("-")])) is None and _unlink(
+                name, is_semaphore):
+            removed.append(name)
     return sorted(removed)
 
 

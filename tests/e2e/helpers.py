@@ -28,6 +28,7 @@ import psutil
 
 from cluster import Cluster, KafkaConsumer, KafkaProducer, TopicPartition
 from cluster.producer.partitioner import partition_for_key
+from shm_ring.liveness import process_start_time
 from shm_ring.naming import list_objects
 from tests.support.bounds import BOUND
 from tests.support.processes import CTX
@@ -203,18 +204,26 @@ class TrackedCluster(Cluster):
             self._note()
 
 
-_CONNECTION_PID = re.compile(r"\.c([0-9]+)-")
+_CONNECTION = re.compile(r"\.b([0-9]+)\.c([0-9]+)-")
 
 
 def client_objects(cluster):
     """{pid: names} of the shared-memory objects of the running ``cluster`` that belong to
-    client connections (a broker's own connections to the controller excluded)."""
-    brokers = set(cluster.pids().values())
+    client connections (a broker's own connections to other brokers excluded), and that a
+    live process owns: the client, or the broker it connected to. A connection whose client
+    and broker both died (a broker killed before it noticed its client's death) has no owner
+    left; the broker id's next start unlinks it (shm_ring Listener.reap), else the cluster's
+    stop, which finish() checks."""
+    pids = cluster.pids()
+    brokers = set(pids.values())
     found = {}
     for name in list_objects(cluster.cluster_id):
-        match = _CONNECTION_PID.search(name)
-        if match and int(match.group(1)) not in brokers:
-            found.setdefault(int(match.group(1)), []).append(name)
+        match = _CONNECTION.search(name)
+        if not match:
+            continue
+        broker_id, pid = int(match.group(1)), int(match.group(2))
+        if pid not in brokers and (broker_id in pids or process_start_time(pid) is not None):
+            found.setdefault(pid, []).append(name)
     return found
 
 

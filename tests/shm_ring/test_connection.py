@@ -367,3 +367,29 @@ def test_the_broker_drops_one_connection_and_its_client_sees_it_closed(cluster_i
     assert f"broker 1 of cluster {cluster_id} closed" in expect(parent)
     client.join(BOUND)
     assert client.exitcode == 0
+
+
+def _client_waiting_for_accept(cluster_id: str) -> None:
+    connect(cluster_id, 1, timeout=BOUND * 2, policy=FAST)
+
+
+@pytest.mark.multiprocess
+def test_a_connection_whose_client_and_broker_both_died_is_unlinked_by_the_next_listener(
+        cluster_id, spawn):
+    parent, child = CTX.Pipe()
+    broker = spawn(_broker_that_dies, cluster_id, child)
+    expect(parent, "listening")
+    client = spawn(_client_waiting_for_accept, cluster_id)
+    deadline = time.monotonic() + BOUND
+    while len(list_objects(cluster_id)) < 6:  # listener, doorbell and the 4 of the connection
+        assert time.monotonic() < deadline, "the client never created its connection"
+        time.sleep(0.01)
+    for process in (client, broker):  # announced, never accepted; nobody left to unlink it
+        os.kill(process.pid, signal.SIGKILL)
+        process.join(BOUND)
+    [orphan] = {name.rsplit(".", 1)[0] for name in list_objects(cluster_id)
+                if f".c{client.pid}-" in name and name.endswith(".req")}
+    with Listener(cluster_id, 1, policy=FAST, orphan_interval=0.02) as successor:
+        assert successor.reap() == []
+        assert not set(names_of(orphan)) & set(list_objects(cluster_id))
+    assert list_objects(cluster_id) == []

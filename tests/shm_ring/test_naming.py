@@ -163,3 +163,28 @@ def test_liveness_survives_pid_reuse_and_sees_zombies():
     assert process_start_time(child_pid) is None
     child.join()
     assert process_start_time(child_pid) is None
+
+
+@pytest.mark.multiprocess
+def test_orphan_connections_of_dead_clients_are_unlinked_and_others_kept(cluster_id):
+    child = CTX.Process(target=_exit_now)
+    child.start()
+    child.join(10)
+    dead, alive = f"c{child.pid}-dead", f"c{os.getpid()}-alive"
+    made = []
+    for broker, part in [(1, dead), (1, f"c{child.pid}-held"), (1, alive), (2, dead)]:
+        base = naming.object_name(cluster_id, f"b{broker}", part)
+        made += [SharedRegion.create(base + ".req", 64),
+                 NamedSemaphore.create(base + ".req.space")]
+    held = {naming.object_name(cluster_id, "b1", f"c{child.pid}-held")}
+    try:
+        orphans = naming.unlink_orphan_connections(cluster_id, 1, held)
+        base = f"/ringlog.{cluster_id}.b1.{dead}"
+        assert orphans == [base + ".req", base + ".req.space"]
+        kept = list_objects(cluster_id)
+        assert base + ".req" not in kept and len(kept) == 6  # held, alive, broker 2's
+        assert naming.unlink_orphan_connections(cluster_id, 1, held) == []
+    finally:
+        for made_object in made:
+            made_object.unlink()
+            made_object.close()
