@@ -50,7 +50,6 @@ from cluster.tools.support import (
     fail,
     has_property,
     parse_bool,
-    producer_properties,
     properties,
     setup_logging,
     stop_on_sigterm,
@@ -140,7 +139,7 @@ def _producer_properties(args):
             props[key] = default
     if args.compression_codec is not None:
         props["compression.type"] = args.compression_codec
-    return producer_properties(props)
+    return props
 
 
 def _produce(producer, reader, topic, sync, failures):

@@ -53,7 +53,6 @@ from cluster.tools.support import (
     client_properties,
     describe,
     fail,
-    producer_properties,
     setup_logging,
     stop_on_sigterm,
 )
@@ -103,9 +102,9 @@ def run(args):
     setup_logging()
     try:
         _check(args)
-        producer_props = producer_properties(client_properties(
+        producer_props = client_properties(
             args.bootstrap_server, pairs=args.producer_props,
-            defaults={"client.id": "e2e-latency-producer"}))
+            defaults={"client.id": "e2e-latency-producer"})
         producer_props.update({"acks": args.acks, "linger.ms": str(args.linger_ms)})
         consumer_props = client_properties(
             args.bootstrap_server, pairs=args.consumer_props,

@@ -54,7 +54,6 @@ from cluster.tools.support import (
     describe,
     fail,
     print_metrics,
-    producer_properties,
     setup_logging,
     stop_on_sigterm,
 )
@@ -106,9 +105,9 @@ def run(args):
     setup_logging()
     try:
         _check(args)
-        props = producer_properties(client_properties(
+        props = client_properties(
             args.bootstrap_server, args.producer_config, args.producer_props,
-            defaults={"client.id": "perf-producer-client"}))
+            defaults={"client.id": "perf-producer-client"})
         payloads = Payloads.from_args(args)
     except ToolError as exc:
         return fail(exc)

@@ -75,17 +75,6 @@ def has_property(props, name):
     return name in props or name.replace(".", "_") in props
 
 
-def producer_properties(props):
-    """``props`` with ``enable.idempotence=false`` unless they set it: the tools keep the
-    at-least-once producer they had before ringlog's producer was idempotent (their
-    ``acks`` and figures as they were, Kafka's rules between ``acks``, ``retries`` and
-    idempotence quiet); ``enable.idempotence=true`` among their properties makes them
-    idempotent."""
-    if has_property(props, "enable.idempotence"):
-        return props
-    return {**props, "enable.idempotence": "false"}
-
-
 def topic_pattern(raw):
     """Kafka's topic include list (``IncludeList``): a regular expression matching whole
     names, commas standing for ``|``, spaces and surrounding quotes dropped."""
