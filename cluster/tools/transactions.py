@@ -100,8 +100,8 @@ def run(args, out=None, clock_ms=None):
         with admin:
             headers, rows = command(admin, args, clock_ms)
     except _Failed as exc:
-        print(f"{exc}. Enable debug logging for additional detail.", file=sys.stderr,
-              flush=True)
+        print(f"{str(exc).rstrip('.')}. Enable debug logging for additional detail.",
+              file=sys.stderr, flush=True)
         return FAILED
     print_table(headers, rows, out)
     return 0

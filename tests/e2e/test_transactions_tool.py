@@ -1,0 +1,216 @@
+"""KafkaAdminClient's transaction methods and ``ringlog transactions`` against real brokers
+and real producers: transactional producers leave one id CompleteCommit, one
+CompleteAbort and one Ongoing, and an idempotent producer writes too; ``list`` shows each
+id at the broker that coordinates it (filtered by state, producer id), ``describe`` an
+id's state, epoch, timeout, start time and partitions, ``describe-producers`` the
+partition leaders' producer state (the open transaction's first offset, the idempotent
+producer's last sequence). Unknown ids, missing topics or partitions and a data directory
+without a running cluster fail with exit status 1 and a message naming them.
+
+The ``e2e`` fixture stops the cluster and fails the test if any process it started still
+runs or any shared-memory object of its cluster is left."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cluster import KafkaAdminClient, KafkaProducer, NewTopic, TopicPartition
+from cluster.errors import (
+    IllegalArgumentError,
+    TransactionalIdNotFoundError,
+    UnknownTopicOrPartitionError,
+)
+from cluster.metadata.model import TRANSACTION_STATE_TOPIC
+from cluster.tools.cli import main as ringlog
+from replica_proc.coordinator_partitioning import partition_for
+from tests.support.bounds import BOUND
+
+pytestmark = pytest.mark.multiprocess
+
+TOPIC = "ledger"
+TXN_PARTITIONS = 3
+IDEMPOTENT_SENDS = 4
+#: The columns of kafka-transactions.sh (TransactionsCommand.java).
+LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
+DESCRIBE_HEADERS = ("CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
+                    "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
+                    "TransactionDurationMs", "TopicPartitions")
+PRODUCERS_HEADERS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                     "LastTimestamp", "CurrentTransactionStartOffset")
+
+
+def transactions_tool(cluster_dir, capsys, *argv):
+    code = ringlog(["transactions", "--bootstrap-server", str(cluster_dir), *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def table(out):
+    """(header cells, rows of cells) of a printed table (cells are tab-terminated)."""
+    lines = [[cell.strip() for cell in line.split("\t")[:-1]] for line in out.splitlines()]
+    return lines[0], lines[1:]
+
+
+def wait_for_states(admin, expected):
+    """The listing once each id of ``expected`` {id: state} is in its state."""
+    deadline = time.monotonic() + BOUND
+    while True:
+        listed = {t.transactional_id: t for t in admin.list_transactions()}
+        if {i: t.state for i, t in listed.items() if i in expected} == expected:
+            return listed
+        assert time.monotonic() < deadline, listed
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def scene(e2e):
+    """A 3-broker cluster where "committer" committed 3 records to partition 0, "aborter"
+    aborted one on partition 1, "open" has a transaction open on partition 0 (its record's
+    offset in ``open_offset``) and an idempotent producer sent IDEMPOTENT_SENDS records to
+    partition 1."""
+    cluster = e2e.cluster(brokers=3, transaction_state_log_num_partitions=TXN_PARTITIONS,
+                          offsets_topic_num_partitions=2)
+    servers = cluster.bootstrap_servers
+    with KafkaAdminClient(bootstrap_servers=servers) as admin:
+        admin.create_topics([NewTopic(TOPIC, 2, 3)])
+    producers = {name: KafkaProducer(bootstrap_servers=servers, transactional_id=name)
+                 for name in ("committer", "aborter", "open")}
+    plain = KafkaProducer(bootstrap_servers=servers, enable_idempotence=True, acks="all")
+    try:
+        for p in producers.values():
+            p.init_transactions()
+            p.begin_transaction()
+        for n in range(3):
+            producers["committer"].send(TOPIC, b"c%d" % n, partition=0)
+        producers["committer"].commit_transaction()
+        producers["aborter"].send(TOPIC, b"a", partition=1)
+        producers["aborter"].flush(BOUND)
+        producers["aborter"].abort_transaction()
+        open_offset = producers["open"].send(TOPIC, b"o", partition=0).get(BOUND).offset
+        for n in range(IDEMPOTENT_SENDS):
+            plain.send(TOPIC, b"i%d" % n, partition=1).get(BOUND)
+        yield cluster, producers, open_offset
+        producers["open"].abort_transaction()
+    finally:
+        plain.close(timeout=5)
+        for p in producers.values():
+            p.close(timeout=5)
+
+
+def coordinator_of(cluster, transactional_id):
+    image = cluster.wait_for_metadata(lambda i: TRANSACTION_STATE_TOPIC in i.topics)
+    index = partition_for(transactional_id, TXN_PARTITIONS)
+    return image.topics[TRANSACTION_STATE_TOPIC].partitions[index].leader
+
+
+def test_the_admin_client_lists_and_describes_transactions_and_producers(scene):
+    cluster, producers, open_offset = scene
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        listed = wait_for_states(admin, {"committer": "CompleteCommit",
+                                         "aborter": "CompleteAbort", "open": "Ongoing"})
+        for name, listing in listed.items():
+            assert listing.coordinator_id == coordinator_of(cluster, name)
+        assert [t.transactional_id for t in admin.list_transactions(
+            state_filter=["Ongoing"])] == ["open"]
+        assert [t.transactional_id for t in admin.list_transactions(
+            producer_id_filter=[listed["aborter"].producer_id])] == ["aborter"]
+        with pytest.raises(IllegalArgumentError, match="Bogus"):
+            admin.list_transactions(state_filter=["Bogus"])
+
+        described = admin.describe_transactions(["open", "committer"])
+        d = described["open"]
+        assert (d.state, d.producer_id, d.coordinator_id) == (
+            "Ongoing", listed["open"].producer_id, coordinator_of(cluster, "open"))
+        assert d.topic_partitions == {TopicPartition(TOPIC, 0)}
+        assert d.transaction_timeout_ms == 60_000
+        assert abs(d.transaction_start_time_ms - time.time() * 1000) < 60_000 * 5
+        assert described["committer"].state == "CompleteCommit"
+        assert described["committer"].topic_partitions == frozenset()
+        with pytest.raises(TransactionalIdNotFoundError, match="nobody"):
+            admin.describe_transactions(["nobody"])
+
+        states = admin.describe_producers([TopicPartition(TOPIC, 0),
+                                           TopicPartition(TOPIC, 1)])
+        by_id = {(tp.partition, s.producer_id): s for tp, found in states.items()
+                 for s in found}
+        committer = by_id[(0, listed["committer"].producer_id)]
+        assert committer.current_transaction_start_offset is None
+        assert committer.last_sequence == 2 and committer.coordinator_epoch is not None
+        assert by_id[(0, listed["open"].producer_id)].current_transaction_start_offset == \
+            open_offset
+        [plain] = [s for (p, pid), s in by_id.items()
+                   if p == 1 and pid != listed["aborter"].producer_id]
+        assert (plain.producer_epoch, plain.last_sequence, plain.coordinator_epoch,
+                plain.current_transaction_start_offset) == (
+            0, IDEMPOTENT_SENDS - 1, None, None)
+        with pytest.raises(UnknownTopicOrPartitionError, match="missing"):
+            admin.describe_producers([TopicPartition("missing", 0)])
+        with pytest.raises(UnknownTopicOrPartitionError, match=f"{TOPIC}-9"):
+            admin.describe_producers([TopicPartition(TOPIC, 9)])
+
+
+def test_the_transactions_tool(scene, capsys):
+    cluster, producers, open_offset = scene
+    data = cluster.bootstrap_servers
+    with KafkaAdminClient(bootstrap_servers=data) as admin:
+        listed = wait_for_states(admin, {"committer": "CompleteCommit",
+                                         "aborter": "CompleteAbort", "open": "Ongoing"})
+
+    code, out, _ = transactions_tool(data, capsys, "list")
+    assert code == 0
+    headers, rows = table(out)
+    assert tuple(headers) == LIST_HEADERS
+    assert sorted(rows) == sorted(
+        [t.transactional_id, str(t.coordinator_id), str(t.producer_id), t.state]
+        for t in listed.values())
+    code, out, _ = transactions_tool(data, capsys, "list", "--state-filters", "Ongoing",
+                                     "CompleteAbort")
+    assert code == 0 and sorted(row[0] for row in table(out)[1]) == ["aborter", "open"]
+    code, out, err = transactions_tool(data, capsys, "list", "--state-filters", "Bogus")
+    assert code == 1 and "Bogus" in err and out == ""
+
+    code, out, _ = transactions_tool(data, capsys, "describe", "--transactional-id", "open")
+    assert code == 0
+    headers, [row] = table(out)
+    assert tuple(headers) == DESCRIBE_HEADERS
+    fields = dict(zip(headers, row))
+    assert fields["CoordinatorId"] == str(coordinator_of(cluster, "open"))
+    assert (fields["TransactionalId"], fields["ProducerId"], fields["TransactionState"],
+            fields["TransactionTimeoutMs"], fields["TopicPartitions"]) == (
+        "open", str(listed["open"].producer_id), "Ongoing", "60000", f"{TOPIC}-0")
+    assert int(fields["TransactionDurationMs"]) >= 0
+    code, out, _ = transactions_tool(data, capsys, "describe", "--transactional-id",
+                                     "committer")
+    headers, [row] = table(out)
+    fields = dict(zip(headers, row))
+    assert code == 0 and (fields["TransactionState"], fields["TopicPartitions"]) == (
+        "CompleteCommit", "")
+    code, out, err = transactions_tool(data, capsys, "describe", "--transactional-id",
+                                       "nobody")
+    assert code == 1 and out == ""
+    assert "transactional-id `nobody`" in err and "TransactionalIdNotFoundError" in err
+
+    code, out, _ = transactions_tool(data, capsys, "describe-producers", "--topic", TOPIC,
+                                     "--partition", "0")
+    assert code == 0
+    headers, rows = table(out)
+    assert tuple(headers) == PRODUCERS_HEADERS
+    by_id = {row[0]: row for row in rows}
+    assert by_id[str(listed["open"].producer_id)][5] == str(open_offset)
+    assert by_id[str(listed["committer"].producer_id)][3:6:2] == ["2", "None"]
+    code, out, err = transactions_tool(data, capsys, "describe-producers", "--topic",
+                                       "missing", "--partition", "0")
+    assert code == 1 and "missing" in err and "UnknownTopicOrPartitionError" in err
+
+
+def test_the_tool_without_a_running_cluster(e2e, tmp_path, capsys):
+    code, out, err = transactions_tool(tmp_path / "nothing-here", capsys, "list")
+    assert code == 1 and out == ""
+    assert "nothing-here" in err and "meta.properties" in err
+    cluster = e2e.cluster(brokers=1, name="stopped")
+    cluster.stop()
+    code, out, err = transactions_tool(cluster.bootstrap_servers, capsys, "describe",
+                                       "--transactional-id", "t")
+    assert code == 1 and out == ""
+    assert "stopped" in err and "is not running" in err
