@@ -70,7 +70,8 @@ def scene(e2e):
     offset in ``open_offset``) and an idempotent producer sent IDEMPOTENT_SENDS records to
     partition 1."""
     cluster = e2e.cluster(brokers=3, transaction_state_log_num_partitions=TXN_PARTITIONS,
-                          offsets_topic_num_partitions=2)
+                          offsets_topic_num_partitions=2, broker_session_timeout_ms=1500,
+                          broker_heartbeat_interval_ms=100)
     servers = cluster.bootstrap_servers
     with KafkaAdminClient(bootstrap_servers=servers) as admin:
         admin.create_topics([NewTopic(TOPIC, 2, 3)])
@@ -148,6 +149,37 @@ def test_the_admin_client_lists_and_describes_transactions_and_producers(scene):
             admin.describe_producers([TopicPartition("missing", 0)])
         with pytest.raises(UnknownTopicOrPartitionError, match=f"{TOPIC}-9"):
             admin.describe_producers([TopicPartition(TOPIC, 9)])
+
+
+def test_the_admin_client_follows_a_killed_coordinator_and_leader(scene):
+    """The coordinator of "open" and the leader of its partition SIGKILLed: the admin
+    client finds the new coordinator (which loaded the open transaction) and the new
+    leader (whose producer state it replicated) and answers as before."""
+    cluster, producers, open_offset = scene
+    tp = TopicPartition(TOPIC, 0)
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        listed = wait_for_states(admin, {"open": "Ongoing"})
+        before = admin.describe_transactions(["open"])["open"]
+        image = cluster.metadata()
+        doomed = {coordinator_of(cluster, "open"), image.topics[TOPIC].partitions[0].leader}
+        for broker_id in doomed:
+            cluster.kill_broker(broker_id)
+        cluster.wait_for_metadata(lambda i: not doomed & {
+            i.topics[TOPIC].partitions[0].leader,
+            i.topics[TRANSACTION_STATE_TOPIC].partitions[
+                partition_for("open", TXN_PARTITIONS)].leader} and all(
+            p.leader >= 0 for p in (i.topics[TOPIC].partitions[0], i.topics[
+                TRANSACTION_STATE_TOPIC].partitions[partition_for("open", TXN_PARTITIONS)])))
+        after = admin.describe_transactions(["open"])["open"]
+        assert after.coordinator_id not in doomed
+        assert after._replace(coordinator_id=before.coordinator_id) == before
+        [state] = [s for s in admin.describe_producers([tp])[tp]
+                   if s.producer_id == listed["open"].producer_id]
+        assert state.current_transaction_start_offset == open_offset
+        assert listed["open"].producer_id in {
+            t.producer_id for t in admin.list_transactions(state_filter=["Ongoing"])}
+    for broker_id in doomed:  # so that the fixture's abort finds min.insync.replicas
+        cluster.start_broker(broker_id)
 
 
 def test_the_transactions_tool(scene, capsys):
