@@ -49,8 +49,10 @@ Transactions (KIP-664, what ``kafka-transactions.sh`` shows), named after Java's
 ``__transaction_state`` partitions), ``describe_transactions`` (DescribeTransactions at
 each id's coordinator, found with FindCoordinator key type 1, and retried as the group
 requests are), ``describe_producers`` (DescribeProducers at each partition's leader, or
-at a broker given: the producer state of its replica). Results are
-``cluster.structs``' TransactionListing, TransactionDescription and ProducerState.
+at a broker given: the producer state of its replica), ``abort_transaction`` (an ABORT
+marker written by the partition's leader through WriteTxnMarkers, for a hanging
+transaction). Results are ``cluster.structs``' TransactionListing, TransactionDescription
+and ProducerState.
 
 Thread safety: one thread at a time (it owns a KafkaClient).
 """
@@ -67,6 +69,7 @@ from cluster.errors import (
     CoordinatorNotAvailableError,
     IllegalArgumentError,
     KafkaConnectionError,
+    KafkaProtocolError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
     NoBrokersAvailable,
@@ -675,39 +678,83 @@ class KafkaAdminClient:
         ``{TopicPartition: [ProducerState]}`` sorted by producer id. A partition's error
         raises its class naming it (UnknownTopicOrPartitionError for a topic or partition
         that does not exist, NotLeaderForPartitionError for a broker without a replica);
-        when the leader moved (NOT_LEADER_OR_FOLLOWER, or no leader yet), the leaders are
-        looked up again and the request resent, until the request timeout."""
+        a moved leader is followed (``_at_leaders``)."""
         m = protocol.request_module(ApiKey.DESCRIBE_PRODUCERS,
                                     API_VERSIONS[ApiKey.DESCRIBE_PRODUCERS])
+
+        def ask(node, tps):
+            by_topic = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            response = self._request(m.DescribeProducersRequest(topics=tuple(
+                m.TopicRequest(name=t, partition_indexes=tuple(ps))
+                for t, ps in by_topic.items())), node)
+            found = {}
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    _raise_partition_error(tp, node, int(p.error_code), p.error_message,
+                                           broker_id is None)
+                    found[tp] = sorted(_producer_state(s) for s in p.active_producers)
+            return found
+
+        return self._at_leaders(partitions, broker_id, ask)
+
+    def abort_transaction(self, topic_partition, producer_id, producer_epoch,
+                          coordinator_epoch):
+        """Abort the open transaction of ``producer_id`` (at ``producer_epoch``) on
+        ``topic_partition`` (Java's ``abortTransaction(AbortTransactionSpec)``): an ABORT
+        marker written by the partition's leader (WriteTxnMarkers, as a coordinator sends
+        it, with ``coordinator_epoch``), for a hanging transaction its coordinator does
+        not know. INVALID_PRODUCER_EPOCH (the producer has a newer epoch) and
+        TRANSACTION_COORDINATOR_FENCED (a newer coordinator wrote it a marker) raise their
+        class naming the partition; a moved leader is followed (``_at_leaders``)."""
+        m = protocol.request_module(ApiKey.WRITE_TXN_MARKERS,
+                                    API_VERSIONS[ApiKey.WRITE_TXN_MARKERS])
+        tp = TopicPartition(*topic_partition)
+        request = m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+            topics=(m.WritableTxnMarkerTopic(name=tp.topic,
+                                             partition_indexes=(tp.partition,)),),
+            coordinator_epoch=coordinator_epoch),))
+
+        def ask(node, tps):
+            response = self._request(request, node)
+            codes = {TopicPartition(t.name, p.partition_index): int(p.error_code)
+                     for marker in response.markers for t in marker.topics
+                     for p in t.partitions}
+            if tp not in codes:
+                raise KafkaProtocolError(f"broker {node} answered WriteTxnMarkers without "
+                                         f"partition {tp.topic}-{tp.partition}")
+            _raise_partition_error(tp, node, codes[tp], None, True)
+            return {tp: None}
+
+        self._at_leaders([tp], None, ask)
+
+    def _at_leaders(self, partitions, broker_id, ask):
+        """``{TopicPartition: result}`` of ``ask(node, [TopicPartition])`` (a dict of
+        results for those partitions, raising a partition's error), asked at each
+        partition's leader — or at ``broker_id`` — for ``partitions``. When a leader
+        moved (NOT_LEADER_OR_FOLLOWER, no leader yet, unreachable), the leaders are looked
+        up again and the rest asked again, until the request timeout; a broker given
+        that has no replica raises NotLeaderForPartitionError at once."""
         pending = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
-        described = {}
+        done = {}
         deadline = self._clock() + self._timeout
         while pending:
             try:
                 by_node = (self._leaders(pending) if broker_id is None
                            else {broker_id: pending})
                 for node, tps in by_node.items():
-                    by_topic = {}
-                    for tp in tps:
-                        by_topic.setdefault(tp.topic, []).append(tp.partition)
-                    response = self._request(m.DescribeProducersRequest(topics=tuple(
-                        m.TopicRequest(name=t, partition_indexes=tuple(ps))
-                        for t, ps in by_topic.items())), node)
-                    for t in response.topics:
-                        for p in t.partitions:
-                            tp = TopicPartition(t.name, p.partition_index)
-                            _raise_partition_error(tp, node, int(p.error_code),
-                                                   p.error_message, broker_id is None)
-                            described[tp] = sorted(_producer_state(s)
-                                                   for s in p.active_producers)
-                    pending = [tp for tp in pending if tp not in described]
+                    done.update(ask(node, tps))
+                    pending = [tp for tp in pending if tp not in done]
             except (NotLeaderForPartitionError, LeaderNotAvailableError,
                     *_CONTROLLER_RETRY) as exc:
                 if broker_id is not None and isinstance(exc, NotLeaderForPartitionError):
                     raise
                 self._client.cluster.request_update()
                 self._pause_or_raise(deadline, exc)
-        return {TopicPartition(*tp): described[TopicPartition(*tp)] for tp in partitions}
+        return {TopicPartition(*tp): done[TopicPartition(*tp)] for tp in partitions}
 
     def _leaders(self, partitions):
         """``{leader node id: [TopicPartition]}`` from a fresh Metadata response; a topic or

@@ -4,7 +4,8 @@ CompleteAbort and one Ongoing, and an idempotent producer writes too; ``list`` s
 id at the broker that coordinates it (filtered by state, producer id), ``describe`` an
 id's state, epoch, timeout, start time and partitions, ``describe-producers`` the
 partition leaders' producer state (the open transaction's first offset, the idempotent
-producer's last sequence). Unknown ids, missing topics or partitions and a data directory
+producer's last sequence), ``find-hanging`` a transaction no coordinator knows of (written
+by hand) and ``abort`` ends it. Unknown ids, missing topics or partitions and a data directory
 without a running cluster fail with exit status 1 and a message naming them.
 
 The ``e2e`` fixture stops the cluster and fails the test if any process it started still
@@ -24,13 +25,17 @@ from cluster.errors import (
 from cluster.metadata.model import TRANSACTION_STATE_TOPIC
 from cluster.tools.cli import main as ringlog
 from replica_proc.coordinator_partitioning import partition_for
+from segments.records import RecordBatchBuilder
 from tests.support.bounds import BOUND
+from tests.support.broker import Client, produce_request
 
 pytestmark = pytest.mark.multiprocess
 
 TOPIC = "ledger"
 TXN_PARTITIONS = 3
 IDEMPOTENT_SENDS = 4
+#: The producer id of a transaction written without its coordinator (hanging).
+ZOMBIE_PID = 424_242
 #: The columns of kafka-transactions.sh (TransactionsCommand.java).
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_HEADERS = ("CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
@@ -246,3 +251,68 @@ def test_the_tool_without_a_running_cluster(e2e, tmp_path, capsys):
                                        "--transactional-id", "t")
     assert code == 1 and out == ""
     assert "stopped" in err and "is not running" in err
+
+
+def write_hanging_transaction(cluster, partition, age_ms):
+    """A transactional batch of ZOMBIE_PID on ``partition``, written straight to its
+    leader (no coordinator ever hears of it), its timestamp ``age_ms`` old; its offset."""
+    leader = cluster.metadata().topics[TOPIC].partitions[partition].leader
+    builder = RecordBatchBuilder(0, 1 << 16, producer_id=ZOMBIE_PID, producer_epoch=0,
+                                 base_sequence=0, is_transactional=True)
+    builder.append(int(time.time() * 1000) - age_ms, b"k", b"zombie")
+    client = Client(cluster.cluster_id, leader)
+    try:
+        response = client.call(produce_request(TOPIC, partition, bytes(builder.build()),
+                                               acks=-1))
+    finally:
+        client.close()
+    [answer] = response.responses[0].partition_responses
+    assert int(answer.error_code) == 0, answer
+    return answer.base_offset
+
+
+def test_find_hanging_and_abort(scene, capsys):
+    cluster, producers, open_offset = scene
+    data = cluster.bootstrap_servers
+    with KafkaAdminClient(bootstrap_servers=data) as admin:
+        wait_for_states(admin, {"open": "Ongoing"})
+    start = write_hanging_transaction(cluster, 1, age_ms=120_000)
+
+    # timeout 0: "open" is a candidate too, but its coordinator counts TOPIC-0 in it
+    code, out, _ = transactions_tool(data, capsys, "find-hanging", "--topic", TOPIC,
+                                     "--max-transaction-timeout", "0")
+    assert code == 0
+    headers, rows = table(out)
+    assert tuple(headers) == ("Topic", "Partition", "ProducerId", "ProducerEpoch",
+                              "CoordinatorEpoch", "StartOffset", "LastTimestamp",
+                              "Duration(min)")
+    assert [row[:6] + row[7:] for row in rows] == [
+        [TOPIC, "1", str(ZOMBIE_PID), "0", "-1", str(start), "2"]]
+    leader = cluster.metadata().topics[TOPIC].partitions[1].leader
+    code, out, _ = transactions_tool(data, capsys, "find-hanging", "--broker-id", str(leader),
+                                     "--max-transaction-timeout", "1")
+    assert code == 0 and [row[2] for row in table(out)[1]] == [str(ZOMBIE_PID)]
+    code, out, _ = transactions_tool(data, capsys, "find-hanging", "--topic", TOPIC)
+    assert code == 0 and table(out)[1] == []  # younger than the default 15 minutes
+
+    code, out, err = transactions_tool(data, capsys, "abort", "--topic", TOPIC,
+                                       "--partition", "1", "--start-offset", "12345")
+    assert code == 1 and "Could not find any open transactions starting at offset 12345 " \
+        f"on partition {TOPIC}-1" in err
+    code, out, err = transactions_tool(data, capsys, "abort", "--topic", TOPIC,
+                                       "--partition", "1", "--producer-id", "7")
+    assert code == 1 and "--producer-epoch" in err
+    code, out, err = transactions_tool(data, capsys, "abort", "--topic", TOPIC,
+                                       "--partition", "1", "--start-offset", str(start))
+    assert (code, out, err) == (0, "", "")
+    code, out, _ = transactions_tool(data, capsys, "find-hanging", "--topic", TOPIC,
+                                     "--partition", "1", "--max-transaction-timeout", "0")
+    assert code == 0 and table(out)[1] == []
+    with KafkaAdminClient(bootstrap_servers=data) as admin:
+        [zombie] = [p for p in admin.describe_producers([TopicPartition(TOPIC, 1)])[
+            TopicPartition(TOPIC, 1)] if p.producer_id == ZOMBIE_PID]
+        assert zombie.current_transaction_start_offset is None
+        assert zombie.coordinator_epoch == 0
+
+    code, out, err = transactions_tool(data, capsys, "find-hanging")
+    assert code == 1 and "requires either --topic or --broker-id" in err
