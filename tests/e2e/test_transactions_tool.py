@@ -27,7 +27,7 @@ from cluster.tools.cli import main as ringlog
 from replica_proc.coordinator_partitioning import partition_for
 from segments.records import RecordBatchBuilder
 from tests.support.bounds import BOUND
-from tests.support.broker import Client, produce_request
+from tests.support.broker import produce_to_leader
 
 pytestmark = pytest.mark.multiprocess
 
@@ -256,19 +256,10 @@ def test_the_tool_without_a_running_cluster(e2e, tmp_path, capsys):
 def write_hanging_transaction(cluster, partition, age_ms):
     """A transactional batch of ZOMBIE_PID on ``partition``, written straight to its
     leader (no coordinator ever hears of it), its timestamp ``age_ms`` old; its offset."""
-    leader = cluster.metadata().topics[TOPIC].partitions[partition].leader
     builder = RecordBatchBuilder(0, 1 << 16, producer_id=ZOMBIE_PID, producer_epoch=0,
                                  base_sequence=0, is_transactional=True)
     builder.append(int(time.time() * 1000) - age_ms, b"k", b"zombie")
-    client = Client(cluster.cluster_id, leader)
-    try:
-        response = client.call(produce_request(TOPIC, partition, bytes(builder.build()),
-                                               acks=-1))
-    finally:
-        client.close()
-    [answer] = response.responses[0].partition_responses
-    assert int(answer.error_code) == 0, answer
-    return answer.base_offset
+    return produce_to_leader(cluster, TOPIC, partition, bytes(builder.build())).base_offset
 
 
 def test_find_hanging_and_abort(scene, capsys):
