@@ -305,5 +305,18 @@ def test_find_hanging_and_abort(scene, capsys):
         assert zombie.current_transaction_start_offset is None
         assert zombie.coordinator_epoch == 0
 
+    # identified by producer id and epochs instead (a negative coordinator epoch is 0)
+    write_hanging_transaction(cluster, 0, age_ms=120_000)
+    code, out, _ = transactions_tool(data, capsys, "find-hanging", "--topic", TOPIC,
+                                     "--partition", "0", "--max-transaction-timeout", "1")
+    assert code == 0 and [row[2] for row in table(out)[1]] == [str(ZOMBIE_PID)]
+    code, out, err = transactions_tool(data, capsys, "abort", "--topic", TOPIC,
+                                       "--partition", "0", "--producer-id", str(ZOMBIE_PID),
+                                       "--producer-epoch", "0", "--coordinator-epoch", "-1")
+    assert (code, out, err) == (0, "", "")
+    code, out, _ = transactions_tool(data, capsys, "find-hanging", "--topic", TOPIC,
+                                     "--max-transaction-timeout", "0")
+    assert code == 0 and table(out)[1] == []
+
     code, out, err = transactions_tool(data, capsys, "find-hanging")
     assert code == 1 and "requires either --topic or --broker-id" in err
