@@ -788,7 +788,7 @@ class KafkaAdminClient:
         return node
 
     def _to_coordinator(self, group_id, coordinator_id, request, codes_of,
-                        key_type=0):
+                        key_type=GROUP_KEY):
         """``(node, response)``: the response to ``request`` from the coordinator of
         ``group_id`` (a transactional id for ``key_type`` TRANSACTION_KEY) —
         ``coordinator_id``, or found by FindCoordinator. When it is not (or not yet) the

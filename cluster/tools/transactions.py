@@ -65,14 +65,15 @@ DESCRIBE_HEADERS = ("CoordinatorId", "TransactionalId", "ProducerId", "ProducerE
                     "TransactionDurationMs", "TopicPartitions")
 HANGING_HEADERS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
                    "StartOffset", "LastTimestamp", "Duration(min)")
-#: find-hanging's default ``--max-transaction-timeout``, in minutes (Kafka's).
-MAX_TRANSACTION_TIMEOUT_MIN = 15
 PRODUCERS_HEADERS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
                      "LastTimestamp", "CurrentTransactionStartOffset")
+#: find-hanging's default ``--max-transaction-timeout``, in minutes (Kafka's).
+MAX_TRANSACTION_TIMEOUT_MIN = 15
 
 
 class _Failed(Exception):
-    """The command failed: ``message`` is Kafka's ``Failed to ...`` line."""
+    """The command failed; its text is Kafka's ``Failed to ...`` line (or argument
+    message), printed to stderr."""
 
 
 def add_arguments(parser):
