@@ -31,8 +31,11 @@ _EXPORTS = {
     "NewTopic": "cluster.admin.kafka_admin_client",
     "OffsetAndMetadata": "cluster.structs",
     "OffsetAndTimestamp": "cluster.structs",
+    "ProducerState": "cluster.structs",
     "RecordMetadata": "cluster.producer.batch",
     "TopicPartition": "cluster.structs",
+    "TransactionDescription": "cluster.structs",
+    "TransactionListing": "cluster.structs",
     "errors": "cluster.errors",
 }
 

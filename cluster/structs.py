@@ -56,3 +56,27 @@ ConsumerGroupMetadata = namedtuple("ConsumerGroupMetadata",
 ConsumerGroupMetadata.__doc__ = """A group member's view of its group (Java's
 ``ConsumerGroupMetadata``): the group id, the generation it is in (-1: none), its member id
 ("" before the first JoinGroup) and its static instance id (or None)."""
+
+TransactionListing = namedtuple("TransactionListing",
+                                ["transactional_id", "producer_id", "state", "coordinator_id"])
+TransactionListing.__doc__ = """One transactional id as ListTransactions reports it (Java's
+``TransactionListing``): its producer id, its state by Kafka's name (``Ongoing``,
+``CompleteCommit``...), and the broker that coordinates it (Java's ``allByBrokerId`` key)."""
+
+TransactionDescription = namedtuple(
+    "TransactionDescription",
+    ["coordinator_id", "state", "producer_id", "producer_epoch", "transaction_timeout_ms",
+     "transaction_start_time_ms", "topic_partitions"])
+TransactionDescription.__doc__ = """A transactional id as DescribeTransactions reports it
+(Java's ``TransactionDescription``): its coordinator, state (Kafka's name), producer id and
+epoch, timeout, the wall-clock ms its transaction started (None: no transaction), and the
+TopicPartitions of the transaction (a frozenset; while it ends, those without a marker)."""
+
+ProducerState = namedtuple(
+    "ProducerState",
+    ["producer_id", "producer_epoch", "last_sequence", "last_timestamp", "coordinator_epoch",
+     "current_transaction_start_offset"])
+ProducerState.__doc__ = """An active producer of a partition as DescribeProducers reports
+it (Java's ``ProducerState``): id, epoch, last sequence and last timestamp written, the epoch
+of the last transaction coordinator that wrote it a marker (None: none) and the first
+offset of its open transaction (None: none)."""

@@ -438,6 +438,11 @@ class Partition:
         first = state.first_unstable_offset()
         return high_watermark if first is None or first >= high_watermark else first
 
+    def active_producers(self):
+        """The ProducerStateEntry of every producer id this replica keeps state for
+        (DescribeProducers; a follower's are its own, rebuilt from what it replicated)."""
+        return list(self.log.producer_state.producers.values())
+
     def read_committed(self, offset, max_bytes, min_one_batch):
         """A read_committed consumer's read: ``(LogSlice, aborted)`` — whole batches from
         the one holding ``offset``, none at or past the last stable offset, and the

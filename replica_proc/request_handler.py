@@ -27,6 +27,9 @@ AddOffsetsToTxn           0-2                               transaction_handler
 EndTxn                    0-2                               transaction_handler
 OffsetsForLeaderEpoch     2-3                               offsets_for_leader_epoch_handler
 WriteTxnMarkers           1 (flexible)                      txn_markers_handler
+ListTransactions          0-1 (flexible)                    transaction_admin_handler
+DescribeTransactions      0 (flexible)                      transaction_admin_handler
+DescribeProducers         0 (flexible)                      describe_producers_handler
 FindCoordinator           0-2                               group_handler
 JoinGroup                 2-5                               group_handler
 SyncGroup                 1-3                               group_handler
@@ -56,7 +59,8 @@ their ISR changes to it, and the loop polls it. ``producer_ids`` is its
 ``ProducerIdManager`` (the loop polls it too): InitProducerId takes ids from it, and so
 does the transaction coordinator (``transactions``, a
 ``transaction_runtime.TransactionRuntime``: FindCoordinator of a transactional id,
-InitProducerId with one, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; its markers go
+InitProducerId with one, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; ListTransactions
+and DescribeTransactions read it; its markers go
 out through its ``sender``, whose ``connector`` the broker sets once its Listener exists).
 
 ``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
@@ -93,6 +97,7 @@ from replica_proc.delayed_fetch import FetchPurgatory
 from replica_proc.delayed_produce import DelayedProduce, ProducePurgatory
 from replica_proc.delayed_response import DelayedResponse
 from replica_proc.describe_configs_handler import DescribeConfigsHandler
+from replica_proc.describe_producers_handler import DescribeProducersHandler
 from replica_proc.fetch_handler import FetchHandler
 from replica_proc.group_handler import GroupHandler
 from replica_proc.group_runtime import GroupRuntime
@@ -104,6 +109,7 @@ from replica_proc.produce_handler import ProduceHandler
 from replica_proc.producer_id_handler import AllocateProducerIdsHandler, InitProducerIdHandler
 from replica_proc.producer_id_manager import ProducerIdManager
 from replica_proc.responses import NO_THROTTLE, build, error, module
+from replica_proc.transaction_admin_handler import TransactionAdminHandler
 from replica_proc.transaction_handler import TransactionHandler
 from replica_proc.transaction_runtime import TransactionRuntime
 from replica_proc.txn_markers_handler import WriteTxnMarkersHandler
@@ -166,6 +172,8 @@ class RequestHandler:
             ApiKey.INIT_PRODUCER_ID: InitProducerIdHandler(self.producer_ids,
                                                            transactions.init_producer_id),
             ApiKey.ALLOCATE_PRODUCER_IDS: AllocateProducerIdsHandler(controller),
+            ApiKey.DESCRIBE_PRODUCERS: DescribeProducersHandler(replicas),
+            **TransactionAdminHandler(self.transactions.coordinator).handlers(),
             **GroupHandler(self.groups, self.transactions, metadata, clock).handlers(),
             **transactions.handlers(),
             **OffsetHandler(self.groups, metadata, clock).handlers(),

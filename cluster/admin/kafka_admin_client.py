@@ -1,5 +1,5 @@
 """KafkaAdminClient: create, delete, list and describe topics; add partitions; configs;
-consumer groups.
+consumer groups; transactions.
 
 ::
 
@@ -44,6 +44,16 @@ an unreachable coordinator make the client look the coordinator up again and res
 ``retry_backoff_ms``; no attempt starts after the request timeout has passed since the first
 (then KafkaTimeoutError naming the last error), each waiting up to the request timeout.
 
+Transactions (KIP-664, what ``kafka-transactions.sh`` shows), named after Java's Admin:
+``list_transactions`` (ListTransactions at every broker, each the coordinator of its
+``__transaction_state`` partitions), ``describe_transactions`` (DescribeTransactions at
+each id's coordinator, found with FindCoordinator key type 1, and retried as the group
+requests are), ``describe_producers`` (DescribeProducers at each partition's leader, or
+at a broker given: the producer state of its replica), ``abort_transaction`` (an ABORT
+marker written by the partition's leader through WriteTxnMarkers, for a hanging
+transaction). Results are ``cluster.structs``' TransactionListing, TransactionDescription
+and ProducerState.
+
 Thread safety: one thread at a time (it owns a KafkaClient).
 """
 from __future__ import annotations
@@ -59,11 +69,15 @@ from cluster.errors import (
     CoordinatorNotAvailableError,
     IllegalArgumentError,
     KafkaConnectionError,
+    KafkaProtocolError,
     KafkaTimeoutError,
+    LeaderNotAvailableError,
     NoBrokersAvailable,
     NotControllerError,
     NotCoordinatorError,
+    NotLeaderForPartitionError,
     RequestTimedOutError,
+    UnknownTopicOrPartitionError,
     for_code,
 )
 from cluster.protocol import consumer_protocol, frames as protocol
@@ -75,7 +89,10 @@ from cluster.structs import (
     GroupInformation,
     MemberInformation,
     OffsetAndMetadata,
+    ProducerState,
     TopicPartition,
+    TransactionDescription,
+    TransactionListing,
 )
 
 
@@ -143,6 +160,12 @@ _COORDINATOR_RETRY = (CoordinatorNotAvailableError, NotCoordinatorError,
                       RequestTimedOutError, NoBrokersAvailable)
 _COORDINATOR_CODES = frozenset({CoordinatorNotAvailableError.errno, NotCoordinatorError.errno,
                                 CoordinatorLoadInProgressError.errno})
+
+#: FindCoordinator's key types: a group id, a transactional id.
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+#: Kafka's transaction state names, as ListTransactions filters take them.
+TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                      "CompleteAbort", "Dead", "PrepareEpochFence")
 
 #: The protocol type of consumer groups, whose member metadata the consumer protocol reads.
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -410,14 +433,19 @@ class KafkaAdminClient:
         NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and connection trouble are retried
         after ``retry_backoff_ms`` until the request timeout (then KafkaTimeoutError); other
         errors raise their class."""
+        return self._find_coordinator(group_id, GROUP_KEY)
+
+    def _find_coordinator(self, key, key_type):
+        """``find_coordinator`` of a group (``GROUP_KEY``) or a transactional id
+        (``TRANSACTION_KEY``)."""
         m = protocol.request_module(ApiKey.FIND_COORDINATOR,
                                     API_VERSIONS[ApiKey.FIND_COORDINATOR])
-        request = m.FindCoordinatorRequest(key=group_id, key_type=0)
+        request = m.FindCoordinatorRequest(key=key, key_type=key_type)
         deadline = self._clock() + self._timeout
         while True:
             try:
                 response = self._client.request(self._any_broker(), request, self._timeout)
-                _raise_group_error(f"group {group_id!r}", int(response.error_code),
+                _raise_group_error(_key_label(key, key_type), int(response.error_code),
                                    response.error_message)
                 return {"node_id": response.node_id, "host": response.host,
                         "port": response.port}
@@ -455,7 +483,7 @@ class KafkaAdminClient:
         m = protocol.request_module(ApiKey.DESCRIBE_GROUPS, API_VERSIONS[ApiKey.DESCRIBE_GROUPS])
         described = []
         for group_id in group_ids:
-            response = self._to_coordinator(
+            _, response = self._to_coordinator(
                 group_id, group_coordinator_id,
                 m.DescribeGroupsRequest(
                     groups=(group_id,),
@@ -494,7 +522,7 @@ class KafkaAdminClient:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
             topics = tuple(m.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(ps))
                            for t, ps in by_topic.items())
-        response = self._to_coordinator(
+        _, response = self._to_coordinator(
             group_id, group_coordinator_id, m.OffsetFetchRequest(group_id=group_id,
                                                                  topics=topics),
             lambda r: [r.error_code])
@@ -519,7 +547,7 @@ class KafkaAdminClient:
         m = protocol.request_module(ApiKey.DELETE_GROUPS, API_VERSIONS[ApiKey.DELETE_GROUPS])
         results = []
         for group_id in group_ids:  # one request each: each follows its own coordinator
-            response = self._to_coordinator(
+            _, response = self._to_coordinator(
                 group_id, group_coordinator_id, m.DeleteGroupsRequest(groups_names=(group_id,)),
                 lambda r: [g.error_code for g in r.results])
             results.extend((g.group_id, for_code(int(g.error_code))) for g in response.results)
@@ -548,7 +576,7 @@ class KafkaAdminClient:
             group_instance_id=None,
             topics=tuple(m.OffsetCommitRequestTopic(name=t, partitions=tuple(ps))
                          for t, ps in by_topic.items()))
-        response = self._to_coordinator(
+        _, response = self._to_coordinator(
             group_id, group_coordinator_id, request,
             lambda r: [p.error_code for t in r.topics for p in t.partitions])
         return {TopicPartition(t.name, p.partition_index): for_code(int(p.error_code))
@@ -571,11 +599,186 @@ class KafkaAdminClient:
             group_id=group_id, topics=tuple(m.OffsetDeleteRequestTopic(name=t,
                                                                        partitions=tuple(ps))
                                             for t, ps in by_topic.items()))
-        response = self._to_coordinator(group_id, group_coordinator_id, request,
-                                        lambda r: [r.error_code])
+        _, response = self._to_coordinator(group_id, group_coordinator_id, request,
+                                           lambda r: [r.error_code])
         _raise_group_error(f"group {group_id!r}", int(response.error_code), None)
         return {TopicPartition(t.name, p.partition_index): for_code(int(p.error_code))
                 for t in response.topics for p in t.partitions}
+
+    # -- transactions ----------------------------------------------------------------------------
+
+    def list_transactions(self, state_filter=None, producer_id_filter=None,
+                          duration_filter_ms=None, broker_ids=None):
+        """ListTransactions at each broker of ``broker_ids`` (None: every live broker, as
+        Java's ``listTransactions``): a list of TransactionListing sorted by transactional
+        id, each with the broker that coordinates it. Filters (Java's
+        ``ListTransactionsOptions``): ``state_filter`` Kafka's state names (``Ongoing``
+        ...; one the broker does not know raises IllegalArgumentError naming it),
+        ``producer_id_filter`` producer ids, ``duration_filter_ms`` only transactions
+        running longer than that. COORDINATOR_LOAD_IN_PROGRESS is retried until the
+        request timeout; another error raises its class."""
+        m = protocol.request_module(ApiKey.LIST_TRANSACTIONS,
+                                    API_VERSIONS[ApiKey.LIST_TRANSACTIONS])
+        request = m.ListTransactionsRequest(
+            state_filters=tuple(state_filter or ()),
+            producer_id_filters=tuple(producer_id_filter or ()),
+            duration_filter=-1 if duration_filter_ms is None else duration_filter_ms)
+        if broker_ids is None:
+            broker_ids = [b["node_id"] for b in self.describe_cluster()["brokers"]]
+        listed = []
+        for broker_id in broker_ids:
+            deadline = self._clock() + self._timeout
+            while True:
+                try:
+                    response = self._request(request, broker_id)
+                    _raise_group_error(f"ListTransactions at broker {broker_id}",
+                                       int(response.error_code), None)
+                    break
+                except (CoordinatorLoadInProgressError, *_CONTROLLER_RETRY) as exc:
+                    self._pause_or_raise(deadline, exc)
+            if response.unknown_state_filters:
+                raise IllegalArgumentError(
+                    f"unknown transaction state(s) {list(response.unknown_state_filters)}; "
+                    f"Kafka's are {TRANSACTION_STATES}")
+            listed.extend(TransactionListing(s.transactional_id, s.producer_id,
+                                             s.transaction_state, broker_id)
+                          for s in response.transaction_states)
+        return sorted(listed)
+
+    def describe_transactions(self, transactional_ids):
+        """DescribeTransactions, each id at its coordinator (FindCoordinator with key type
+        1): ``{transactional_id: TransactionDescription}`` in the order given. An id's error
+        raises its class naming the id (TransactionalIdNotFoundError for an id no
+        coordinator holds); NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS are retried
+        until the request timeout."""
+        m = protocol.request_module(ApiKey.DESCRIBE_TRANSACTIONS,
+                                    API_VERSIONS[ApiKey.DESCRIBE_TRANSACTIONS])
+        described = {}
+        for transactional_id in transactional_ids:
+            node, response = self._to_coordinator(
+                transactional_id, None,
+                m.DescribeTransactionsRequest(transactional_ids=(transactional_id,)),
+                lambda r: [s.error_code for s in r.transaction_states], TRANSACTION_KEY)
+            for s in response.transaction_states:
+                _raise_group_error(f"transactional id {s.transactional_id!r}",
+                                   int(s.error_code), None)
+                described[s.transactional_id] = TransactionDescription(
+                    coordinator_id=node, state=s.transaction_state, producer_id=s.producer_id,
+                    producer_epoch=s.producer_epoch,
+                    transaction_timeout_ms=round(s.transaction_timeout.total_seconds() * 1000),
+                    transaction_start_time_ms=(None if s.transaction_start_time < 0
+                                               else s.transaction_start_time),
+                    topic_partitions=frozenset(TopicPartition(t.topic, p) for t in s.topics
+                                               for p in t.partitions))
+        return described
+
+    def describe_producers(self, partitions, broker_id=None):
+        """DescribeProducers for ``partitions`` (TopicPartitions), at each partition's
+        leader or at ``broker_id`` (any replica; Java's ``DescribeProducersOptions``):
+        ``{TopicPartition: [ProducerState]}`` sorted by producer id. A partition's error
+        raises its class naming it (UnknownTopicOrPartitionError for a topic or partition
+        that does not exist, NotLeaderForPartitionError for a broker without a replica);
+        a moved leader is followed (``_at_leaders``)."""
+        m = protocol.request_module(ApiKey.DESCRIBE_PRODUCERS,
+                                    API_VERSIONS[ApiKey.DESCRIBE_PRODUCERS])
+
+        def ask(node, tps):
+            by_topic = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            response = self._request(m.DescribeProducersRequest(topics=tuple(
+                m.TopicRequest(name=t, partition_indexes=tuple(ps))
+                for t, ps in by_topic.items())), node)
+            found = {}
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    _raise_partition_error(tp, node, int(p.error_code), p.error_message,
+                                           broker_id is None)
+                    found[tp] = sorted(_producer_state(s) for s in p.active_producers)
+            return found
+
+        return self._at_leaders(partitions, broker_id, ask)
+
+    def abort_transaction(self, topic_partition, producer_id, producer_epoch,
+                          coordinator_epoch):
+        """Abort the open transaction of ``producer_id`` (at ``producer_epoch``) on
+        ``topic_partition`` (Java's ``abortTransaction(AbortTransactionSpec)``): an ABORT
+        marker written by the partition's leader (WriteTxnMarkers, as a coordinator sends
+        it, with ``coordinator_epoch``), for a hanging transaction its coordinator does
+        not know. INVALID_PRODUCER_EPOCH (the producer has a newer epoch) and
+        TRANSACTION_COORDINATOR_FENCED (a newer coordinator wrote it a marker) raise their
+        class naming the partition; a moved leader is followed (``_at_leaders``)."""
+        m = protocol.request_module(ApiKey.WRITE_TXN_MARKERS,
+                                    API_VERSIONS[ApiKey.WRITE_TXN_MARKERS])
+        tp = TopicPartition(*topic_partition)
+        request = m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+            topics=(m.WritableTxnMarkerTopic(name=tp.topic,
+                                             partition_indexes=(tp.partition,)),),
+            coordinator_epoch=coordinator_epoch),))
+
+        def ask(node, tps):
+            response = self._request(request, node)
+            codes = {TopicPartition(t.name, p.partition_index): int(p.error_code)
+                     for marker in response.markers for t in marker.topics
+                     for p in t.partitions}
+            if tp not in codes:
+                raise KafkaProtocolError(f"broker {node} answered WriteTxnMarkers without "
+                                         f"partition {tp.topic}-{tp.partition}")
+            _raise_partition_error(tp, node, codes[tp], None, True)
+            return {tp: None}
+
+        self._at_leaders([tp], None, ask)
+
+    def _at_leaders(self, partitions, broker_id, ask):
+        """``{TopicPartition: result}`` of ``ask(node, [TopicPartition])`` (a dict of
+        results for those partitions, raising a partition's error), asked at each
+        partition's leader — or at ``broker_id`` — for ``partitions``. When a leader
+        moved (NOT_LEADER_OR_FOLLOWER, no leader yet, unreachable), the leaders are looked
+        up again and the rest asked again, until the request timeout; a broker given
+        that has no replica raises NotLeaderForPartitionError at once."""
+        pending = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        done = {}
+        deadline = self._clock() + self._timeout
+        while pending:
+            try:
+                by_node = (self._leaders(pending) if broker_id is None
+                           else {broker_id: pending})
+                for node, tps in by_node.items():
+                    done.update(ask(node, tps))
+                    pending = [tp for tp in pending if tp not in done]
+            except (NotLeaderForPartitionError, LeaderNotAvailableError,
+                    *_CONTROLLER_RETRY) as exc:
+                if broker_id is not None and isinstance(exc, NotLeaderForPartitionError):
+                    raise
+                self._client.cluster.request_update()
+                self._pause_or_raise(deadline, exc)
+        return {TopicPartition(*tp): done[TopicPartition(*tp)] for tp in partitions}
+
+    def _leaders(self, partitions):
+        """``{leader node id: [TopicPartition]}`` from a fresh Metadata response; a topic or
+        partition that does not exist raises UnknownTopicOrPartitionError naming it, a
+        partition without a leader LeaderNotAvailableError."""
+        topics = {t.name: t for t in self._metadata(sorted({tp.topic for tp in partitions}))
+                  .topics}
+        by_node = {}
+        for tp in partitions:
+            t = topics.get(tp.topic)
+            if t is None or t.error_code:
+                error = for_code(UnknownTopicOrPartitionError.errno if t is None
+                                 else int(t.error_code))
+                raise error(f"topic {tp.topic!r}: {error.description}")
+            leaders = {p.partition_index: p.leader_id for p in t.partitions}
+            if tp.partition not in leaders:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {tp.topic}-{tp.partition}: topic {tp.topic!r} has partitions "
+                    f"0..{len(leaders) - 1}")
+            if leaders[tp.partition] < 0:
+                raise LeaderNotAvailableError(
+                    f"partition {tp.topic}-{tp.partition} has no leader")
+            by_node.setdefault(leaders[tp.partition], []).append(tp)
+        return by_node
 
     def _any_broker(self):
         node = self._client.least_loaded_node()
@@ -584,23 +787,26 @@ class KafkaAdminClient:
                                      f"reached")
         return node
 
-    def _to_coordinator(self, group_id, coordinator_id, request, codes_of):
-        """The response to ``request`` from the group's coordinator (``coordinator_id``, or
-        found by FindCoordinator). When it is not (or not yet) the coordinator — any of
-        ``codes_of(response)`` is NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or
-        COORDINATOR_LOAD_IN_PROGRESS — or cannot be reached, the coordinator is looked up
-        again (unless given) and the request resent, until the request timeout."""
+    def _to_coordinator(self, group_id, coordinator_id, request, codes_of,
+                        key_type=GROUP_KEY):
+        """``(node, response)``: the response to ``request`` from the coordinator of
+        ``group_id`` (a transactional id for ``key_type`` TRANSACTION_KEY) —
+        ``coordinator_id``, or found by FindCoordinator. When it is not (or not yet) the
+        coordinator — any of ``codes_of(response)`` is NOT_COORDINATOR,
+        COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS — or cannot be reached, the
+        coordinator is looked up again (unless given) and the request resent, until the
+        request timeout."""
         deadline = self._clock() + self._timeout
         while True:
             try:
-                node = (self.find_coordinator(group_id)["node_id"] if coordinator_id is None
-                        else coordinator_id)
+                node = (self._find_coordinator(group_id, key_type)["node_id"]
+                        if coordinator_id is None else coordinator_id)
                 response = self._client.request(node, request, self._timeout)
                 for code in codes_of(response):
                     if int(code) in _COORDINATOR_CODES:
-                        _raise_group_error(f"group {group_id!r} at broker {node}",
-                                           int(code), None)
-                return response
+                        _raise_group_error(f"{_key_label(group_id, key_type)} at broker "
+                                           f"{node}", int(code), None)
+                return node, response
             except _COORDINATOR_RETRY as exc:
                 self._pause_or_raise(deadline, exc)
 
@@ -725,6 +931,31 @@ def _raise_group_error(what, code, message):
     if code:
         error = for_code(code)
         raise error(f"{what}: {message or error.description}")
+
+
+def _key_label(key, key_type):
+    """How an error names a FindCoordinator key."""
+    return f"{'transactional id' if key_type == TRANSACTION_KEY else 'group'} {key!r}"
+
+
+def _raise_partition_error(tp, node, code, message, at_leader):
+    """Raise the error class of a partition's ``code`` (unless 0), naming the partition
+    and the broker that answered."""
+    if code:
+        error = for_code(code)
+        where = "its leader" if at_leader else "that broker"
+        raise error(f"partition {tp.topic}-{tp.partition} at broker {node} ({where}): "
+                    f"{message or error.description}")
+
+
+def _producer_state(s):
+    """A DescribeProducers ProducerState as ``cluster.structs.ProducerState`` (-1: None)."""
+    return ProducerState(
+        producer_id=s.producer_id, producer_epoch=s.producer_epoch,
+        last_sequence=s.last_sequence, last_timestamp=s.last_timestamp,
+        coordinator_epoch=None if s.coordinator_epoch < 0 else s.coordinator_epoch,
+        current_transaction_start_offset=(None if s.current_txn_start_offset < 0
+                                          else s.current_txn_start_offset))
 
 
 def _subscription(data):

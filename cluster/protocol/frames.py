@@ -3,10 +3,11 @@
 The rings carry real Kafka frames at non-flexible versions (layout: ``frame_descriptor``),
 so a TCP gateway can shuttle frames between Kafka clients and the rings unchanged. An API
 that has no non-flexible version (AlterPartition, KIP-497; AllocateProducerIds, KIP-730;
-WriteTxnMarkers in kio) is carried at its flexible versions instead, with request header v2
-and response header v1: the v1 / v0 headers followed by an empty tagged-field section
-(``FLEXIBLE_ONLY``). Every other API keeps its non-flexible versions only. Request and
-response bodies are kio's dataclasses (``kio.schema.<api>.v<N>``; ``request_module`` /
+WriteTxnMarkers in kio; the transaction tools' APIs of KIP-664) is carried at its flexible
+versions instead, with request header v2 and response header v1: the v1 / v0 headers
+followed by an empty tagged-field section (``FLEXIBLE_ONLY``). Every other API keeps its
+non-flexible versions only. Request and response bodies are kio's dataclasses
+(``kio.schema.<api>.v<N>``, but for ``_SCHEMA_OVERRIDES``; ``request_module`` /
 ``response_module`` give the module holding a version's nested classes); the header is
 written and parsed here. Record batches travel as opaque bytes, never parsed: the
 ProduceRequest that carries them (and the FetchRequest a consumer sends for each response)
@@ -57,7 +58,11 @@ from cluster.errors import (
     KafkaProtocolError,
     UnsupportedVersionError,
 )
-from cluster.protocol import batch_bodies as records, frame_descriptor as d
+from cluster.protocol import (
+    batch_bodies as records,
+    describe_transactions_schema,
+    frame_descriptor as d,
+)
 
 
 class ApiKey(enum.IntEnum):
@@ -95,6 +100,9 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     ALLOCATE_PRODUCER_IDS = 67
 
 
@@ -143,6 +151,9 @@ SUPPORTED_VERSIONS = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.ALTER_PARTITION: (2, 3),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),  # v2 (KIP-1152's transactional id pattern) left out
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
 }
 
@@ -151,9 +162,20 @@ SUPPORTED_VERSIONS = {
 #: per ISR member) are the versions kio has. AllocateProducerIds (KIP-730, a broker asking
 #: the controller for a block of producer ids) has v0 only, flexible. WriteTxnMarkers
 #: (between brokers: the transaction coordinator to partition leaders) has v0 in Kafka's
-#: schema but not in kio, so it travels as v1, its flexible twin.
+#: schema but not in kio, so it travels as v1, its flexible twin. DescribeProducers,
+#: DescribeTransactions and ListTransactions (KIP-664, ``kafka-transactions.sh``) are
+#: flexible from their first version.
 FLEXIBLE_ONLY = frozenset({ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS,
-                           ApiKey.WRITE_TXN_MARKERS})
+                           ApiKey.WRITE_TXN_MARKERS, ApiKey.DESCRIBE_PRODUCERS,
+                           ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS})
+
+#: Bodies read with ringlog's own schema instead of kio's, by (kind, api_key, version):
+#: kio reads DescribeTransactions' start time as a datetime and refuses the -1 Kafka
+#: answers for a transactional id with no transaction (``describe_transactions_schema``).
+_SCHEMA_OVERRIDES = {
+    ("response", ApiKey.DESCRIBE_TRANSACTIONS, 0):
+        describe_transactions_schema.DescribeTransactionsResponse,
+}
 
 
 class _Codec(NamedTuple):
@@ -196,7 +218,9 @@ def _codec(kind, api_key, api_version):
     except KeyError:
         pass
     _check_supported(api_key, api_version)
-    cls = _LOADERS[kind](api_key, api_version)
+    cls = _SCHEMA_OVERRIDES.get((kind, api_key, api_version))
+    if cls is None:
+        cls = _LOADERS[kind](api_key, api_version)
     size, write_into = _HAND_ENCODERS.get((kind, api_key), (None, None))
     codec = _Codec(cls, size, write_into, entity_writer(cls), entity_reader(cls),
                    d.EMPTY_TAGGED_FIELDS_LENGTH if cls.__flexible__ else 0)

@@ -25,6 +25,9 @@ COMMANDS = {
     "consumer-groups": ("cluster.tools.consumer_groups", "list, describe and delete consumer "
                                                          "groups; reset or delete their "
                                                          "offsets [kafka-consumer-groups]"),
+    "transactions": ("cluster.tools.transactions", "list and describe transactions and the "
+                                                   "active producers of a partition "
+                                                   "[kafka-transactions]"),
     "get-offsets": ("cluster.tools.get_offsets", "print the offsets of topic partitions at a time, "
                                                  "the earliest or the latest [kafka-get-offsets]"),
     "configs": ("cluster.tools.configs", "describe and alter topic and broker configs, applied "

@@ -674,13 +674,22 @@ class TransactionCoordinator:
             return TransactionalIdNotFoundError.errno, None
         return NONE, metadata
 
-    def transactions(self):
-        """ListTransactions' view: (0, every loaded id's TransactionMetadata but those
-        expiring), or (COORDINATOR_LOAD_IN_PROGRESS, []) while a partition loads."""
+    def transactions(self, states=None, producer_ids=None, min_duration_ms=-1):
+        """ListTransactions' view: (0, the TransactionMetadata of every loaded id but those
+        expiring, filtered), or (COORDINATOR_LOAD_IN_PROGRESS, []) while a partition loads.
+        Filters, as Kafka's ``listTransactionStates``: ``states`` (a set of
+        TransactionState; None: any — an empty set matches nothing), ``producer_ids`` (a
+        set; None or empty: any), ``min_duration_ms`` (>= 0: only transactions started more
+        than that long ago by ``clock_ms``)."""
         if self._loading:
             return CoordinatorLoadInProgressError.errno, []
-        return NONE, [m for loaded in self._partitions.values() for m in loaded.ids.values()
-                      if m.pending is not _S.DEAD]
+        now = self._clock_ms()
+        return NONE, [
+            m for loaded in self._partitions.values() for m in loaded.ids.values()
+            if m.pending is not _S.DEAD and m.state is not _S.DEAD
+            and (states is None or m.state in states)
+            and (not producer_ids or m.producer_id in producer_ids)
+            and (min_duration_ms < 0 or now - m.start_ms > min_duration_ms)]
 
 
 def _init_after_fence(code, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH):

@@ -39,6 +39,12 @@ class TransactionState(enum.IntEnum):
         """Kafka's name of the state (``Empty``, ``PrepareCommit`` ...)."""
         return _NAMES[self]
 
+    @classmethod
+    def from_kafka_name(cls, name):
+        """The state Kafka names ``name`` (``"Ongoing"`` ...), or None for a name it does
+        not know (ListTransactions' unknown state filters)."""
+        return _BY_NAME.get(name)
+
     @property
     def expiration_allowed(self):
         """Whether an id in this state may expire (Kafka's ``isExpirationAllowed``)."""
@@ -58,6 +64,7 @@ _NAMES = {
     _S.COMPLETE_ABORT: "CompleteAbort", _S.DEAD: "Dead",
     _S.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
 }
+_BY_NAME = {name: state for state, name in _NAMES.items()}
 _PREVIOUS = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),

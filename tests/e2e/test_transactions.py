@@ -41,7 +41,7 @@ from replica_proc.coordinator_partitioning import partition_for
 from replica_proc.responses import build
 from segments.records import RecordBatchBuilder
 from tests.support.bounds import BOUND
-from tests.support.broker import Client, produce_request
+from tests.support.broker import Client, produce_to_leader
 from tests.support.groups import find_coordinator_request
 
 pytestmark = pytest.mark.multiprocess
@@ -142,15 +142,7 @@ class Producer:
                                      is_transactional=True)
         for value in values:
             assert builder.append(None, None, value) is not None
-        leader = cluster.metadata().topics[topic].partitions[partition].leader
-        client = Client(cluster.cluster_id, leader)
-        try:
-            answer = client.call(produce_request(topic, partition, bytes(builder.build()),
-                                                 acks=-1))
-        finally:
-            client.close()
-        result = answer.responses[0].partition_responses[0]
-        assert result.error_code == ErrorCode.none, result
+        produce_to_leader(cluster, topic, partition, bytes(builder.build()))
 
     def add_offsets(self, group):
         """AddOffsetsToTxn v1's error code."""

@@ -196,6 +196,21 @@ class Client:
         self.conn.close()
 
 
+def produce_to_leader(cluster, topic, partition, records):
+    """Produce ``records`` (a batch, acks=all) straight to the leader of ``topic``-
+    ``partition`` in a running ``cluster`` (a Cluster), over a connection of its own; the
+    partition's answer, checked to carry no error."""
+    leader = cluster.metadata().topics[topic].partitions[partition].leader
+    client = Client(cluster.cluster_id, leader)
+    try:
+        response = client.call(produce_request(topic, partition, records, acks=-1))
+    finally:
+        client.close()
+    [answer] = response.responses[0].partition_responses
+    assert int(answer.error_code) == 0, answer
+    return answer
+
+
 # -- broker processes --------------------------------------------------------------------------
 
 class BrokerProcess:

@@ -137,7 +137,7 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
         ApiKey.ELECT_LEADERS)} == {
         ApiKey.DESCRIBE_CONFIGS: (1, 3), ApiKey.ALTER_CONFIGS: (0, 1),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0), ApiKey.ELECT_LEADERS: (0, 1)}
-    assert len(protocol.SUPPORTED_VERSIONS) == 33
+    assert len(protocol.SUPPORTED_VERSIONS) == 36
     assert {key: protocol.SUPPORTED_VERSIONS[key] for key in (
         ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN,
         ApiKey.END_TXN, ApiKey.WRITE_TXN_MARKERS, ApiKey.TXN_OFFSET_COMMIT,
@@ -152,7 +152,15 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
         ApiKey.DESCRIBE_GROUPS: (0, 4), ApiKey.LIST_GROUPS: (0, 2),
         ApiKey.DELETE_GROUPS: (0, 1), ApiKey.OFFSET_DELETE: (0, 0)}
     assert set(protocol.FLEXIBLE_ONLY) == {ApiKey.ALTER_PARTITION, ApiKey.WRITE_TXN_MARKERS,
-                                          ApiKey.ALLOCATE_PRODUCER_IDS}
+                                          ApiKey.ALLOCATE_PRODUCER_IDS,
+                                          ApiKey.DESCRIBE_PRODUCERS,
+                                          ApiKey.DESCRIBE_TRANSACTIONS,
+                                          ApiKey.LIST_TRANSACTIONS}
+    assert {key: protocol.SUPPORTED_VERSIONS[key] for key in (
+        ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,
+        ApiKey.LIST_TRANSACTIONS)} == {
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 1)}
     assert protocol.SUPPORTED_VERSIONS[ApiKey.ALTER_PARTITION] == (2, 3)
     assert protocol.SUPPORTED_VERSIONS[ApiKey.ALLOCATE_PRODUCER_IDS] == (0, 0)
     assert protocol.SUPPORTED_VERSIONS[ApiKey.INIT_PRODUCER_ID] == (0, 1)

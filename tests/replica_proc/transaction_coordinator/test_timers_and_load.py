@@ -174,3 +174,26 @@ def test_describe_and_list(env):
     assert [m.transactional_id for m in env.coordinator.transactions()[1]] == ["t"]
     env.coordinator.begin_load(0, 9)
     assert env.coordinator.transactions() == (CoordinatorLoadInProgressError.errno, [])
+
+
+def test_list_filters_by_state_producer_id_and_duration(env):
+    ongoing = env.ongoing("t", [("a", 0)])
+    env.clock.now += 5_000
+    idle = env.init("idle")
+
+    def listed(**filters):
+        code, found = env.coordinator.transactions(**filters)
+        assert code == 0
+        return sorted(m.transactional_id for m in found)
+
+    assert listed(states={S.ONGOING}) == ["t"]
+    assert listed(states={S.EMPTY, S.ONGOING}) == ["idle", "t"]
+    assert listed(states=set()) == []  # only unknown names were asked for: nothing matches
+    assert listed(producer_ids={idle.producer_id}) == ["idle"]
+    assert listed(producer_ids={ongoing.producer_id, 99_999}) == ["t"]
+    assert listed(producer_ids=set()) == ["idle", "t"]
+    # "t" started 5 s ago; "idle" has no transaction (start -1): Kafka counts it as old
+    assert listed(min_duration_ms=4_000) == ["idle", "t"]
+    assert listed(min_duration_ms=5_000) == ["idle"]
+    assert S.from_kafka_name("PrepareEpochFence") is S.PREPARE_EPOCH_FENCE
+    assert S.from_kafka_name("ongoing") is None
