@@ -11,7 +11,8 @@ how long it may wait and calls ``tick(now)`` every iteration, which runs what is
   a log idle since the last pass with unflushed data is flushed, so its recovery point
   (and checkpoint file) is current and a crash recovers only recent batches;
 - compaction, every 15 s (Kafka's log.cleaner.backoff.ms): ``segments.cleaner.clean`` on
-  compacted topics, below the high watermark;
+  compacted topics, below the last stable offset (the high watermark when no
+  transaction is open);
 - producer expiration, every producer.id.expiration.check.interval.ms: each log's
   ``producer_state.remove_expired_producers`` with producer.id.expiration.ms (the
   producers idle that long, without an open transaction, are forgotten, as Kafka's);
@@ -122,7 +123,8 @@ class LogManager:
     def _compact(self, partitions):
         def apply(partition):
             if partition.log.config.compact:
-                cleaner.clean(partition.log, high_watermark=partition.high_watermark)
+                cleaner.clean(partition.log,
+                              last_stable_offset=partition.last_stable_offset)
         self._each("compaction", partitions, apply)
 
 

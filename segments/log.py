@@ -33,13 +33,14 @@ marker's offset, which must be the last appended) to the active segment's ``.txn
 (``segments.txn_index``); ``collect_aborted_transactions(start, upper)`` finds those
 overlapping a fetched range, walking the segments from the one holding ``start`` until
 an entry's LSO proves the rest cannot overlap (Kafka's collectAbortedTransactions).
-Truncation, retention, compaction and roll carry the files with their segments. Opening
-checks each segment's index strictly (``TransactionIndex.sanity_check``) and rebuilds
-the indexes from the batches (``txn_index_rebuild``), from the first that fails on —
-and from the first segment an unclean shutdown recovered, when a recovered part holds
-a control batch or the segment has an index (its last entries may be missing or
-describe dropped batches). An index is derived data: a bad one costs a rescan, never a
-record.
+Truncation, retention and roll carry the files with their segments; compaction writes
+each cleaned segment's own (``segments.cleaner``). Opening checks each segment's index
+strictly (``TransactionIndex.sanity_check``) and rebuilds the indexes from the batches
+(``txn_index_rebuild``), from the first that fails on — from the first segment an
+unclean shutdown recovered, when a recovered part holds a control batch or the segment
+has an index (its last entries may be missing or describe dropped batches), and from
+the first cleaned segment whose interrupted swap the open completed. An index is
+derived data: a bad one costs a rescan, never a record.
 
 Leader epochs: ``leader_epoch_cache`` (``segments.leader_epoch``) records where each
 leader epoch starts. A leader append with a ``leader_epoch`` newer than the cache's latest
@@ -276,6 +277,9 @@ class PartitionLog:
         self._closed = False
         #: Index of the first segment the open's recovery validated (None: a clean open).
         self._first_recovered = None
+        #: Base offsets of the cleaned segments whose swap the open completed (their
+        #: transaction indexes are rebuilt: the crash may have left an old one).
+        self._swapped = set()
         #: Why the log is offline (None: it is not); see "Offline" in the module doc.
         self.offline = None
         #: Whether the files may disagree with what the log knew when it went offline
@@ -465,7 +469,7 @@ class PartitionLog:
         first_bad = None
         for n, segment in enumerate(self.segments):
             index = segment.txn_index
-            if segment.recovered_control_batch or (
+            if segment.recovered_control_batch or segment.base_offset in self._swapped or (
                     self._first_recovered is not None and n >= self._first_recovered
                     and index.file_exists):
                 first_bad = n
@@ -501,7 +505,8 @@ class PartitionLog:
 
     def _complete_swaps(self, now):
         """Finish a compaction that crashed after its output became a ``.swap`` segment:
-        delete the segments it covers and rename it into place (Kafka's rule)."""
+        delete the segments it covers and rename it into place (Kafka's rule); its
+        transaction index is then rebuilt (``_load_txn_indexes``)."""
         swaps = sorted(base_offset_from_name(n) for n in os.listdir(self.path)
                        if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
         for base in swaps:
@@ -520,6 +525,7 @@ class PartitionLog:
             swap.close()
             swap.rename_suffix("")
             fsync_directory(self.path)
+            self._swapped.add(base)
             log.info("log %s: completed the swap of cleaned segment %d", self.path, base)
 
     def _load_leader_epoch_cache(self, recovered_from=None):
@@ -1181,7 +1187,8 @@ class PartitionLog:
 
     def replace_segments(self, cleaned, old_segments):
         """Swap ``cleaned`` (a flushed Segment with suffix ``.cleaned`` and the base offset
-        of ``old_segments[0]``) in for ``old_segments``, surviving a crash at any step.
+        of ``old_segments[0]``, its transaction index written by the cleaner) in for
+        ``old_segments``, surviving a crash at any step.
 
         The rename of the cleaned .log to ``.swap`` is the commit point: before it, the
         next open deletes the ``.cleaned`` files; after it, the next open completes the
@@ -1192,16 +1199,16 @@ class PartitionLog:
         if cleaned.base_offset != old_segments[0].base_offset:
             raise ValueError(f"cleaned segment {cleaned.base_offset} does not start where "
                              f"{old_segments[0].base_offset} does")
-        if not cleaned.txn_index.entries():  # the cleaner did not carry them itself
-            for segment in old_segments:
-                for txn in segment.txn_index.entries():
-                    cleaned.txn_index.append(txn)
         cleaned.seal()
         cleaned.rename_suffix(SWAP_SUFFIX)
         fsync_directory(self.path)
         old_ids = {id(s) for s in old_segments}
         for segment in old_segments[1:]:
             segment.delete()
+        # the cleaned .txnindex, if any, takes the old one's name; without one, the old
+        # one must not outlive its segment (a crash before the rename below is covered
+        # by the rebuild _complete_swaps asks for)
+        old_segments[0].txn_index.delete()
         old_segments[0].close()
         cleaned.rename_suffix("")
         fsync_directory(self.path)

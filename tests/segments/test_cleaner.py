@@ -165,12 +165,12 @@ def test_dirty_ratio_checkpoint_and_policy(tmp_path):
     plain.close()
 
 
-def test_high_watermark_bounds_the_cleanable_range(tmp_path):
+def test_the_last_stable_offset_bounds_the_cleanable_range(tmp_path):
     log = open_log(tmp_path / "t-0", **COMPACT)
     for n in range(3):
         log.append(make_batch([(T0, b"a", b"%d" % n)]))
         log.roll()
-    stats = clean(log, high_watermark=1, force=True)
+    stats = clean(log, last_stable_offset=1, force=True)
     assert stats.end_offset == 1
     assert [r.value for r in all_records(log)] == [b"0", b"1", b"2"]
     log.close()
