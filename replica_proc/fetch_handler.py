@@ -35,8 +35,10 @@ watermark), and its answer carries the high watermark as it is after that.
 Long poll: with no error, fewer than ``min_bytes`` found and ``max_wait`` > 0, the fetch is
 parked in the purgatory (its channel muted) and answered — read again, without recording
 a follower's position again, as Kafka — once what it may read grows by ``min_bytes``
-(appends for a follower's fetch, high-watermark advances for a consumer's), a watched
-partition changes, or ``max_wait`` passes.
+(appends for a follower's fetch, high-watermark advances for a read_uncommitted
+consumer's, last-stable-offset advances for a read_committed one's, as Kafka's
+DelayedFetch with FetchIsolation.TXN_COMMITTED), a watched partition changes, or
+``max_wait`` passes.
 
 The answer is a ``FetchResponseFrame``: the channel claims a slot of its exact size in the
 response ring and the batches are copied from the segment files into it.
@@ -57,7 +59,7 @@ from cluster.protocol.fetch_response import (
 )
 from cluster.protocol.frame_descriptor import FETCH_ABORTED
 from replica_proc.channel import CloseConnection
-from replica_proc.delayed_fetch import DelayedFetch
+from replica_proc.delayed_fetch import FOLLOWER, HIGH_WATERMARK, STABLE, DelayedFetch
 from replica_proc.responses import code_of
 
 log = logging.getLogger(__name__)
@@ -97,18 +99,23 @@ class FetchHandler:
     def on_high_watermark(self, key, partition, old_high_watermark, size=None):
         """The HW of ``partition`` (``key``) moved up from ``old_high_watermark``: answer
         the consumers' fetches that have enough. ``size``: the bytes that came below it,
-        if the caller knows them; else they are measured (only when a consumer waits)."""
+        if the caller knows them; else they are measured (only when a read_uncommitted
+        consumer waits). A read_committed consumer's fetch counts the bytes that came
+        below the last stable offset instead, measured (only when one waits) from the
+        LSO the purgatory last saw."""
         purgatory = self._purgatory
-        if not purgatory.has_consumers(key):
-            return
-        if size is None:
-            try:
-                size = partition.log.read_slice(old_high_watermark, _UNBOUNDED,
-                                                partition.high_watermark, False).size
-            except (OffsetOutOfRangeError, KafkaStorageError):
-                size = _UNBOUNDED  # not measurable (the log start moved past it): wake them
-        for fetch in purgatory.on_high_watermark(key, size):
-            self._complete(fetch)
+        if purgatory.has_consumers(key):
+            if size is None:
+                size = _bytes_between(partition, old_high_watermark, partition.high_watermark)
+            for fetch in purgatory.on_high_watermark(key, size):
+                self._complete(fetch)
+        old_stable = purgatory.stable_offset(key)
+        if old_stable is not None:
+            stable = partition.last_stable_offset
+            if stable > old_stable:
+                for fetch in purgatory.on_stable_offset(
+                        key, stable, _bytes_between(partition, old_stable, stable)):
+                    self._complete(fetch)
 
     def on_change(self, keys):
         """Partitions in ``keys`` changed (leader, epoch, deleted): answer their fetches."""
@@ -180,10 +187,19 @@ class FetchHandler:
         if (may_park and total < request.min_bytes and not failed and topics
                 and request.max_wait.total_seconds() > 0):
             keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+            stable = None
+            if follower is not None:
+                isolation = FOLLOWER
+            elif committed:
+                isolation = STABLE
+                stable = {(name, data.index): data.last_stable_offset
+                          for name, partitions in topics for data in partitions}
+            else:
+                isolation = HIGH_WATERMARK
             fetch = DelayedFetch(self._clock() + request.max_wait.total_seconds(),
                                  request.min_bytes, total, keys, (channel, header, request),
-                                 follower is not None)
-            self._purgatory.park(fetch)
+                                 isolation)
+            self._purgatory.park(fetch, stable)
             channel.parked = fetch
             return
         if follower is None:
@@ -234,3 +250,12 @@ class FetchHandler:
             high_watermark = partition.high_watermark
             stable = partition.last_stable_offset
         return PartitionData(index, 0, high_watermark, stable, log_start, found, aborted)
+
+
+def _bytes_between(partition, start, end):
+    """Bytes of the batches of ``partition``'s log from the one holding ``start`` to
+    ``end`` (all of them when the log no longer holds ``start``: wake every waiter)."""
+    try:
+        return partition.log.read_slice(start, _UNBOUNDED, end, False).size
+    except (OffsetOutOfRangeError, KafkaStorageError):
+        return _UNBOUNDED  # not measurable (the log start moved past it): wake them

@@ -22,7 +22,7 @@ from cluster.errors import (
 )
 from cluster.metadata.model import PartitionState
 from replica_proc import replica_manager
-from replica_proc.delayed_fetch import DelayedFetch, FetchPurgatory
+from replica_proc.delayed_fetch import FOLLOWER, STABLE, DelayedFetch, FetchPurgatory
 from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS, LogManager
 from replica_proc.partition import PARTITION_METADATA, read_topic_id, write_topic_id
 from replica_proc.replica_manager import ReplicaManager
@@ -364,7 +364,7 @@ def test_a_parked_fetch_completes_on_min_bytes_change_or_deadline():
 
 def test_appends_wake_followers_fetches_and_high_watermark_moves_consumers():
     purgatory = FetchPurgatory()
-    follower = DelayedFetch(10.0, 1, 0, [("t", 0)], "follower", follower=True)
+    follower = DelayedFetch(10.0, 1, 0, [("t", 0)], "follower", FOLLOWER)
     consumer = DelayedFetch(10.0, 1, 0, [("t", 0)], "consumer")
     purgatory.park(follower)
     purgatory.park(consumer)
@@ -373,6 +373,22 @@ def test_appends_wake_followers_fetches_and_high_watermark_moves_consumers():
     assert purgatory.on_append(("t", 0), 10) == []
     assert purgatory.on_high_watermark(("t", 0), 10) == [consumer]
     assert len(purgatory) == 0 and not purgatory.has_consumers(("t", 0))
+
+
+def test_read_committed_fetches_wait_on_the_last_stable_offset():
+    purgatory = FetchPurgatory()
+    committed = DelayedFetch(10.0, 1, 0, [("t", 0), ("t", 1)], "committed", STABLE)
+    later = DelayedFetch(10.0, 1, 0, [("t", 0)], "later", STABLE)
+    purgatory.park(committed, {("t", 0): 5, ("t", 1): 0})
+    assert (purgatory.stable_offset(("t", 0)), purgatory.stable_offset(("t", 1))) == (5, 0)
+    assert not purgatory.has_consumers(("t", 0))  # the HW's moves are not for it
+    assert purgatory.on_high_watermark(("t", 0), 100) == []
+    purgatory.park(later, {("t", 0): 5})  # the LSO already watched for the key stays
+    assert purgatory.on_stable_offset(("t", 0), 9, 0) == []  # nothing readable came
+    assert purgatory.stable_offset(("t", 0)) == 9
+    assert purgatory.on_stable_offset(("t", 0), 12, 30) == [committed, later]
+    assert purgatory.stable_offset(("t", 0)) is purgatory.stable_offset(("t", 1)) is None
+    assert len(purgatory) == 0
 
 
 def test_changes_and_cancellation_remove_parked_fetches():

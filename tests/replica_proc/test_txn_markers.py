@@ -114,12 +114,15 @@ def marker_codes(response):
              for t in marker.topics] for marker in response.markers]
 
 
-def fetch(client, topic, offset, read_committed):
-    request = fetch_request([(topic, 0, offset)])
-    request = build(type(request), **{
+def isolated_fetch_request(topic, offset, read_committed, max_wait_ms=0):
+    request = fetch_request([(topic, 0, offset)], max_wait_ms=max_wait_ms)
+    return build(type(request), **{
         f: getattr(request, f) for f in request.__dataclass_fields__ if not f.startswith("__")
         and f != "isolation_level"}, isolation_level=1 if read_committed else 0)
-    response = client.call(request)
+
+
+def fetch(client, topic, offset, read_committed):
+    response = client.call(isolated_fetch_request(topic, offset, read_committed))
     return response.responses[0].partitions[0]
 
 
@@ -203,3 +206,49 @@ def test_marker_errors_per_partition(env):
     assert marker_codes(client.call(markers_request([(11, 5, True, 1, [(topic, [0])])]))) \
         == [[(topic, [(0, ErrorCode.transaction_coordinator_fenced)])]]
     assert latest(client, topic, True) == 2  # the second transaction is still open
+
+
+def data_values(records):
+    """The values of the data records (not the markers) in fetched ``records``."""
+    return [r.value for h in iter_batches(records) if not h.is_control_batch
+            for r in iter_records(records, h.position, h.position + h.size_in_bytes)]
+
+
+def test_a_parked_read_committed_fetch_waits_for_the_last_stable_offset(env):
+    """Kafka's DelayedFetch with FetchIsolation.TXN_COMMITTED: records appended after an
+    open transaction move the high watermark, not the LSO, so they leave a parked
+    read_committed fetch parked; the marker that ends the transaction wakes it."""
+    topic = "txn-parked"
+    env.publish(**{topic: (1, {})})
+    client, consumer, uncommitted = env.client(), env.client(), env.client()
+    produce(client, topic, txn_records(21, [b"open"]))                            # 0
+    consumer.send(isolated_fetch_request(topic, 0, True, max_wait_ms=600_000))
+    uncommitted.send(isolated_fetch_request(topic, 1, False, max_wait_ms=600_000))
+    assert consumer.receive(timeout=0.2) is None  # parked: nothing below the LSO
+    produce(client, topic, batch([b"after"], timestamp=int(time.time() * 1000)))  # 1
+    # the read_uncommitted fetch wakes on the high watermark...
+    woken = uncommitted.receive()
+    assert woken is not None
+    assert data_values(woken[1].responses[0].partitions[0].records) == [b"after"]
+    # ... the read_committed one stays parked: the LSO is still 0
+    assert consumer.receive(timeout=0.2) is None
+    assert latest(client, topic, True) == 0
+    response = client.call(markers_request([(21, 0, True, 1, [(topic, [0])])]))  # 2
+    assert marker_codes(response) == [[(topic, [(0, 0)])]]
+    received = consumer.receive()
+    assert received is not None, "the marker did not wake the read_committed fetch"
+    partition = received[1].responses[0].partitions[0]
+    assert partition.last_stable_offset == 3
+    assert data_values(partition.records) == [b"open", b"after"]
+
+
+def test_a_parked_read_committed_fetch_answers_empty_at_max_wait(env):
+    topic = "txn-max-wait"
+    env.publish(**{topic: (1, {})})
+    client = env.client()
+    produce(client, topic, txn_records(22, [b"open"]))
+    produce(client, topic, batch([b"after"], timestamp=int(time.time() * 1000)))
+    response = client.call(isolated_fetch_request(topic, 0, True, max_wait_ms=100))
+    partition = response.responses[0].partitions[0]
+    assert partition.error_code == ErrorCode.none and not partition.records
+    assert (partition.high_watermark, partition.last_stable_offset) == (2, 0)
