@@ -72,7 +72,7 @@ class TransactionRuntime:
             REPLICATION_TIMEOUT_MS, self._load, self._unload)
         self.coordinator = TransactionCoordinator(
             config, producer_ids.generate_producer_id, clock_ms)
-        self.sender = TxnMarkerSender(cluster_id, broker_id, metadata, markers)
+        self.sender = TxnMarkerSender(cluster_id, broker_id, metadata, markers, clock=clock)
         self._led = set()  # the __transaction_state partitions loaded here
 
     # -- the topic --------------------------------------------------------------------------

@@ -17,6 +17,11 @@ part, when its leader answered:
   waiting for a broker that does not listen); a request that
   cannot be sent, or whose connection is lost before the answer, reports every partition
   NOT_LEADER_OR_FOLLOWER (the coordinator sends it again after its backoff);
+- after a failed connection attempt to a broker, no other is made before its reconnect
+  back-off (``cluster.client.reconnect_backoff``: 50 ms doubling to 1 s, jittered, as
+  Kafka's clients' reconnect.backoff.ms and reconnect.backoff.max.ms; reset once
+  connected), so a dead leader the metadata still names costs one attempt per back-off,
+  not one per coordinator retry; meanwhile its parts fail at once as above;
 - a part without a live leader reports no code (the coordinator sends it again later); a
   part of a partition that no longer exists is reported ``gone``.
 
@@ -27,24 +32,34 @@ Owner: the broker's loop thread.
 """
 from __future__ import annotations
 
+import time
+
+from cluster.client.reconnect_backoff import ReconnectBackoff
 from cluster.errors import NotLeaderForPartitionError
 from replica_proc.controller_channel import ControllerChannel
 from replica_proc.transaction_coordinator import marker_requests
 from replica_proc.transaction_coordinator.results import route
 from replica_proc.txn_markers_handler import response
 
+#: Kafka's client defaults of reconnect.backoff.ms and reconnect.backoff.max.ms, in seconds.
+RECONNECT_BACKOFF = 0.05
+RECONNECT_BACKOFF_MAX = 1.0
+
 
 class TxnMarkerSender:
     """Broker ``broker_id``'s marker sender (module doc). ``metadata``: the BrokerMetadata;
-    ``local``: this broker's WriteTxnMarkersHandler."""
+    ``local``: this broker's WriteTxnMarkersHandler; ``clock``: monotonic seconds (the
+    loop's) and ``rng`` (a ``random.Random``, for the jitter) of the reconnect back-off."""
 
-    def __init__(self, cluster_id, broker_id, metadata, local, connector=None):
+    def __init__(self, cluster_id, broker_id, metadata, local, connector=None,
+                 clock=time.monotonic, rng=None):
         self._cluster_id = cluster_id
         self._broker_id = broker_id
         self._metadata = metadata
         self._local = local
         self.connector = connector
         self._channels = {}  # destination broker id -> ControllerChannel
+        self.reconnect = ReconnectBackoff(RECONNECT_BACKOFF, RECONNECT_BACKOFF_MAX, clock, rng)
 
     def leader_of(self, topic, partition):
         """``results.route``'s ``leader_of``: the live leader's id, -1, or None."""
@@ -79,9 +94,15 @@ class TxnMarkerSender:
             if leader == self._broker_id:
                 self._local.write(request, lambda answers, done=answered:
                                   done(response(answers)))
-            elif self.connector is None or not self._channel(leader).send(
-                    leader, request, answered):
+            elif (self.connector is None or not self._may_send(leader)
+                  or not self._channel(leader).send(leader, request, answered)):
                 answered(None)
+
+    def _may_send(self, broker_id):
+        """Connected to ``broker_id``, or out of its reconnect back-off."""
+        channel = self._channels.get(broker_id)
+        return (channel is not None and channel.controller_id == broker_id) or \
+            self.reconnect.ready(broker_id)
 
     def _channel(self, broker_id):
         channel = self._channels.get(broker_id)
@@ -93,8 +114,15 @@ class TxnMarkerSender:
 
     def _connect_now(self, cluster_id, broker_id, timeout, capacity):
         """One attempt, never waiting (timeout 0): the loop must not stall on a dead
-        leader the metadata still names; the marker is retried after the backoff."""
-        return self.connector(cluster_id, broker_id, timeout=0, capacity=capacity)
+        leader the metadata still names; the marker is retried after the coordinator's
+        backoff, the connection after the reconnect back-off."""
+        try:
+            conn = self.connector(cluster_id, broker_id, timeout=0, capacity=capacity)
+        except (ConnectionError, TimeoutError) as exc:
+            wait = self.reconnect.failed(broker_id)
+            raise ConnectionError(f"{exc}; next attempt in {wait * 1000:.0f} ms") from exc
+        self.reconnect.connected(broker_id)
+        return conn
 
     def poll(self):
         """Hand out the answers that arrived (never waits)."""

@@ -2,8 +2,12 @@
 leaders of the image — appended here for this broker's partitions, one WriteTxnMarkers
 request per other leader, the answers' codes reported per marker part; a partition without
 a live leader reported with no code (sent again later), a deleted one ``gone``; a leader
-that cannot be reached, or whose connection is lost, reports NOT_LEADER_OR_FOLLOWER."""
+that cannot be reached, or whose connection is lost, reports NOT_LEADER_OR_FOLLOWER, and
+is tried again only after its reconnect back-off (50 ms doubling to 1 s, jittered, reset
+once connected)."""
 from __future__ import annotations
+
+import random
 
 from cluster.errors import NotLeaderForPartitionError
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
@@ -11,6 +15,8 @@ from cluster.protocol import frames as protocol
 from replica_proc.transaction_coordinator.results import TxnMarker
 from replica_proc.txn_marker_sender import TxnMarkerSender
 from replica_proc.txn_markers_handler import MarkerResult, response
+from shm_ring import PeerDiedError
+from tests.support.clock import FakeClock
 
 CLUSTER = "c" * 22
 ME = 0
@@ -73,9 +79,10 @@ def marker(*topics, producer_id=7):
     return TxnMarker("tx", producer_id, 3, 5, True, tuple((t, 0) for t in sorted(topics)))
 
 
-def sender(connector=None):
+def sender(connector=None, clock=None, rng=None):
     reports = []
-    s = TxnMarkerSender(CLUSTER, ME, Metadata(), Local(), connector)
+    s = TxnMarkerSender(CLUSTER, ME, Metadata(), Local(), connector,
+                        clock=clock or FakeClock(100.0), rng=rng)
     return s, reports, lambda m, codes, gone: reports.append((m.partitions, codes, gone))
 
 
@@ -124,3 +131,66 @@ def test_each_markers_codes_are_its_own():
     s.poll()
     assert reports == [((("there", 0),), {("there", 0): NotLeaderForPartitionError.errno}, ())
                        ] * 2
+
+
+class FlakyLeader:
+    """A connector to broker 1 that refuses while ``up`` is False (counting attempts); the
+    connection it gives dies once ``up`` turns False again."""
+
+    def __init__(self):
+        self.up = False
+        self.attempts = 0
+        self.leader = Leader(code=0)
+        send = self.leader.send
+
+        def send_while_up(frame, timeout=None):
+            if not self.up:
+                raise PeerDiedError("the leader died")
+            return send(frame, timeout)
+        self.leader.send = send_while_up
+
+    def __call__(self, cluster_id, broker_id, timeout, capacity):
+        self.attempts += 1
+        if not self.up:
+            raise ConnectionRefusedError("nobody listens")
+        return self.leader
+
+
+def test_a_dead_leader_is_tried_again_only_after_a_growing_jittered_back_off():
+    clock = FakeClock(100.0)
+    connector = FlakyLeader()
+    s, reports, on_done = sender(connector, clock, random.Random(1))
+    waits = []
+    for _ in range(8):
+        attempts = connector.attempts
+        s.send([marker("there")], on_done)  # the attempt fails: a back-off begins
+        assert connector.attempts == attempts + 1
+        wait = s.reconnect.remaining(1)
+        waits.append(wait)
+        due = clock.now + wait
+        while clock.now + 0.01 < due:
+            clock.advance(0.01)  # the coordinator retrying every 10 ms meanwhile
+            s.send([marker("there")], on_done)
+            assert connector.attempts == attempts + 1  # no attempt inside the back-off
+        clock.now = due
+    assert all(report == ((("there", 0),), {("there", 0): NotLeaderForPartitionError.errno},
+                          ()) for report in reports)
+    for n, wait in enumerate(waits):  # 50, 100, 200, 400, 800, 1000 ms, +-20 %, at most 1 s
+        base = min(0.05 * 2 ** n, 1.0)
+        assert base * 0.8 <= wait <= min(base * 1.2, 1.0)
+    assert waits[-1] >= 0.8 and max(waits) <= 1.0
+    assert len({round(wait / (0.05 * 2 ** n), 6) for n, wait in enumerate(waits[:4])}) > 1
+
+    # connected: the back-off resets, so the next failure waits about 50 ms again
+    connector.up = True
+    s.send([marker("there")], on_done)
+    s.poll()
+    assert reports[-1] == ((("there", 0),), {("there", 0): 0}, ())
+    assert s.reconnect.ready(1)
+    connector.up = False
+    attempts = connector.attempts
+    s.send([marker("there")], on_done)  # the connection dies under this one
+    s.send([marker("there")], on_done)  # ... and this one reconnects at once: refused
+    assert connector.attempts == attempts + 1
+    assert 0.04 <= s.reconnect.remaining(1) <= 0.06
+    s.close()
