@@ -6,7 +6,8 @@ it and ``run(args)`` with the parsed namespace. For each file:
 - ``.log``: ``Dumping <file>``, ``Starting offset: <base offset>``, then one line per
   batch (``baseOffset: .. lastOffset: .. count: .. baseSequence: .. lastSequence: ..
   producerId: .. producerEpoch: .. partitionLeaderEpoch: .. isTransactional: ..
-  isControl: .. position: .. CreateTime: .. size: .. magic: 2 compresscodec: ..
+  isControl: .. deleteHorizonMs: OptionalLong[..]|OptionalLong.empty position: ..
+  CreateTime: .. size: .. magic: 2 compresscodec: ..
   crcValid: ..``); with ``--deep-iteration`` (implied by ``--print-data-log``) one
   ``| offset: ..`` line per record, with ``key: .. payload: ..`` under
   ``--print-data-log`` (a control batch's record instead ends with
@@ -164,6 +165,17 @@ def dump_log(path, out, deep=False, print_data=False, parse_record=None):
     return ok
 
 
+def _optional_long(value):
+    """``value`` (or None) as Java prints an OptionalLong, as kafka-dump-log shows it."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def _delete_horizon(header):
+    """The batch's delete horizon (KIP-534: its baseTimestamp when attributes bit 6 is
+    set, stamped by compaction), or None."""
+    return header.base_timestamp if header.attributes & bd.DELETE_HORIZON_MASK else None
+
+
 def _batch_line(header, position, crc_valid):
     last_sequence = bd.NO_SEQUENCE if header.base_sequence == bd.NO_SEQUENCE else \
         (header.base_sequence + header.last_offset_delta) % 2**31
@@ -173,7 +185,8 @@ def _batch_line(header, position, crc_valid):
             f"producerEpoch: {header.producer_epoch} "
             f"partitionLeaderEpoch: {header.partition_leader_epoch} "
             f"isTransactional: {_bool(header.is_transactional)} "
-            f"isControl: {_bool(header.is_control_batch)} position: {position} "
+            f"isControl: {_bool(header.is_control_batch)} "
+            f"deleteHorizonMs: {_optional_long(_delete_horizon(header))} position: {position} "
             f"{_TIMESTAMP_TYPES[header.timestamp_type]}: {header.max_timestamp} "
             f"size: {header.size_in_bytes} magic: {header.magic} "
             f"compresscodec: {CODEC_NAMES.get(header.compression_type, 'unknown')} "
@@ -244,8 +257,7 @@ def dump_producer_snapshot(path, out):
         return False
     for (producer_id, epoch, last_seq, last_offset, offset_delta, timestamp,
          coordinator_epoch, txn_first_offset) in entries:
-        txn = f"OptionalLong[{txn_first_offset}]" if txn_first_offset >= 0 \
-            else "OptionalLong.empty"
+        txn = _optional_long(txn_first_offset if txn_first_offset >= 0 else None)
         line = (f"producerId: {producer_id} producerEpoch: {epoch} coordinatorEpoch: "
                 f"{coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: "
                 f"{timestamp} ")

@@ -5,10 +5,11 @@ import argparse
 import io
 
 from segments import batch_descriptor as d, dump
+from segments.cleaner import clean
 from segments.control_record import ABORT, COMMIT
 from segments.producer_state import ORIGIN_COORDINATOR
 from tests.segments.helpers import end_txn, idempotent, make_batch, marker, open_log, txn_batch
-from tests.support.clock import T0
+from tests.support.clock import T0, FakeClock
 
 STEM = "00000000000000000000"
 
@@ -40,7 +41,8 @@ def test_dump_log_batch_lines(tmp_path):
     assert lines[2] == (
         "baseOffset: 0 lastOffset: 1 count: 2 baseSequence: -1 lastSequence: -1 "
         "producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 3 isTransactional: false "
-        f"isControl: false position: 0 CreateTime: {T0 + 5} size: {size} magic: 2 "
+        f"isControl: false deleteHorizonMs: OptionalLong.empty position: 0 "
+        f"CreateTime: {T0 + 5} size: {size} magic: 2 "
         "compresscodec: none crcValid: true")
     assert len(lines) == 2 + 8
     assert lines[-1].startswith("baseOffset: 8 lastOffset: 8 count: 1 ")
@@ -171,6 +173,25 @@ def build_transactional(path):
                origin=ORIGIN_COORDINATOR)
     log.close()
     return path
+
+
+def test_a_marker_stamped_by_compaction_shows_its_delete_horizon(tmp_path):
+    clock = FakeClock(T0 + 100)
+    log = open_log(tmp_path / "t-0", clock, **{"cleanup.policy": "compact",
+                                                "delete.retention.ms": 1000})
+    log.append(idempotent(5, 0, 0, transactional=True))  # key k0 at 0
+    end_txn(log, COMMIT, 5)
+    log.append(idempotent(5, 0, 1, transactional=True))  # k0 again at 2
+    end_txn(log, COMMIT, 5)
+    log.roll()
+    clean(log, force=True)  # the first transaction's batch goes; its marker stays
+    clean(log, force=True)  # nothing of it left: the marker gets its horizon
+    log.close()
+    code, lines = run("--files", str(tmp_path / "t-0" / f"{STEM}.log"))
+    assert code == 0
+    markers = [line for line in lines if "isControl: true" in line]
+    assert [line.split(" position:")[0].split("isControl: true ")[1] for line in markers] \
+        == [f"deleteHorizonMs: OptionalLong[{T0 + 1100}]", "deleteHorizonMs: OptionalLong.empty"]
 
 
 def test_dump_log_shows_producer_fields_and_transaction_markers(tmp_path):
