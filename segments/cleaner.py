@@ -225,8 +225,8 @@ class _ProducersLast:
             header.last_offset
 
     def holds_marker(self, header):
-        return self.epochs.get(header.producer_id, bd.NO_PRODUCER_EPOCH - 1) == \
-            header.producer_epoch
+        epoch = self.epochs.get(header.producer_id)
+        return epoch is not None and epoch == header.producer_epoch
 
 
 class _Plan:
@@ -238,8 +238,9 @@ class _Plan:
     estimated bytes of each cleaned segment (surviving records, scaled by their batch's
     compression ratio, plus a header per surviving batch and the control batches kept);
     ``aborted``: base offsets of the data batches of aborted transactions; ``markers``:
-    base offset -> KEEP, STAMP or DROP for each control batch; ``stamps``: control batches
-    to stamp per segment; ``txn_entries``: per segment, the AbortedTxns its cleaned
+    base offset -> KEEP, STAMP or DROP for each control batch; ``rewrites``: batches per
+    segment that change though no record goes (markers to stamp, emptied batches no
+    longer kept); ``txn_entries``: per segment, the AbortedTxns its cleaned
     ``.txnindex`` keeps; ``producers``: the _ProducersLast.
     """
 
@@ -250,13 +251,13 @@ class _Plan:
         self.estimates = [0] * count
         self.aborted = set()
         self.markers = {}
-        self.stamps = [0] * count
+        self.rewrites = [0] * count
         self.txn_entries = [[] for _ in range(count)]
         self.producers = producers
 
     def changes(self, n):
         """Whether cleaning segment ``n`` alone would change it."""
-        return self.retained[n] != self.records[n] or self.stamps[n] > 0
+        return self.retained[n] != self.records[n] or self.rewrites[n] > 0
 
 
 def _plan(segments, tombstone_horizon, txns, producers, now):
@@ -273,13 +274,17 @@ def _plan(segments, tombstone_horizon, txns, producers, now):
                 if fate != DROP:
                     plan.retained[n] += header.record_count
                     plan.estimates[n] += header.size_in_bytes
-                    plan.stamps[n] += fate == STAMP
+                    plan.rewrites[n] += fate == STAMP
                 continue
-            if txns.on_data_batch(header):
+            aborted = txns.on_data_batch(header)
+            if aborted:
                 plan.aborted.add(header.base_offset)
                 plan.records[n] += header.record_count
+            if aborted or not header.record_count:  # (emptied when its producer's last)
                 if producers.holds_data(header):
                     plan.estimates[n] += bd.HEADER_SIZE
+                elif not header.record_count:
+                    plan.rewrites[n] += 1
                 continue
             payload, records = _batch_records(view, header, segment.config.max_message_bytes)
             ratio = (header.size_in_bytes - bd.HEADER_SIZE) / len(payload) if payload else 1
@@ -404,12 +409,14 @@ def _filter_batch(view, header, last_offsets, plan, drop_tombstones, stats,
         max_timestamp = max(max_timestamp, header.base_timestamp + timestamp_delta)
     stats.records_read += len(records)
     stats.records_retained += len(kept)
-    if len(kept) == len(records):
+    if kept and len(kept) == len(records):
         return view
     attributes = header.attributes
     if not kept:
         if not plan.producers.holds_data(header):
             return None
+        if not records:
+            return view  # its header alone already
         data = b""  # Kafka's writeEmptyHeader: no records, no compression
         attributes &= ~bd.COMPRESSION_CODEC_MASK
         max_timestamp = header.max_timestamp

@@ -234,6 +234,24 @@ def test_a_producers_last_batch_keeps_its_aborted_transaction_indexed(tmp_path):
     header, = [h for h in batches_of(open(log.segments[0].log_path, "rb").read())
                if h.producer_id == P1 and not h.is_control_batch]
     assert (header.base_offset, header.record_count, header.base_sequence) == (1, 0, 0)
+
+    # P1 writes again: the empty header goes, then (a pass later, past the horizon) the
+    # marker, and with the header the index entry
+    log.roll()
+    log.append(keyed_txn(P1, 1, [(b"b", b"b4")]))
+    end_txn(log, COMMIT, P1)
+    log.roll()
+    log.append(plain((b"z", b"z6")))
+    clean(log, force=True)
+    assert [h.base_offset for h in batches_of(open(log.segments[0].log_path, "rb").read())
+            if h.producer_id == P1] == [2, 4, 5]
+    assert log.collect_aborted_transactions(0, 6) == [AbortedTxn(P1, 1, 2, 3)]
+    clean(log, force=True)
+    assert log.collect_aborted_transactions(0, 6) == []
+    clock.now += 60_000
+    assert clean(log, force=True).markers_removed == 1
+    assert sorted(control_batches(log)) == [5]
+    assert read_committed(log) == [(0, b"a0"), (3, b"z3"), (4, b"b4"), (6, b"z6")]
     log.close()
 
 
