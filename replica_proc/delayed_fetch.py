@@ -99,6 +99,11 @@ class FetchPurgatory:
         return self._readable(self._consumers.get(key), size)
 
     def has_consumers(self, key):
+        """Whether a consumer's fetch (either isolation) watches ``key``: the one check a
+        high-watermark move pays when none does."""
+        return key in self._consumers or key in self._stable
+
+    def has_uncommitted_consumers(self, key):
         """Whether a read_uncommitted consumer's fetch watches ``key`` (before measuring
         what it may read)."""
         return key in self._consumers

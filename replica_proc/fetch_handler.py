@@ -104,7 +104,9 @@ class FetchHandler:
         below the last stable offset instead, measured (only when one waits) from the
         LSO the purgatory last saw."""
         purgatory = self._purgatory
-        if purgatory.has_consumers(key):
+        if not purgatory.has_consumers(key):
+            return
+        if purgatory.has_uncommitted_consumers(key):
             if size is None:
                 size = _bytes_between(partition, old_high_watermark, partition.high_watermark)
             for fetch in purgatory.on_high_watermark(key, size):

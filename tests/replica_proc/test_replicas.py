@@ -368,7 +368,8 @@ def test_appends_wake_followers_fetches_and_high_watermark_moves_consumers():
     consumer = DelayedFetch(10.0, 1, 0, [("t", 0)], "consumer")
     purgatory.park(follower)
     purgatory.park(consumer)
-    assert purgatory.has_consumers(("t", 0)) and not purgatory.has_consumers(("t", 1))
+    assert purgatory.has_uncommitted_consumers(("t", 0))
+    assert not purgatory.has_consumers(("t", 1))
     assert purgatory.on_append(("t", 0), 10) == [follower]
     assert purgatory.on_append(("t", 0), 10) == []
     assert purgatory.on_high_watermark(("t", 0), 10) == [consumer]
@@ -381,14 +382,15 @@ def test_read_committed_fetches_wait_on_the_last_stable_offset():
     later = DelayedFetch(10.0, 1, 0, [("t", 0)], "later", STABLE)
     purgatory.park(committed, {("t", 0): 5, ("t", 1): 0})
     assert (purgatory.stable_offset(("t", 0)), purgatory.stable_offset(("t", 1))) == (5, 0)
-    assert not purgatory.has_consumers(("t", 0))  # the HW's moves are not for it
+    assert purgatory.has_consumers(("t", 0))
+    assert not purgatory.has_uncommitted_consumers(("t", 0))  # the HW's moves are not for it
     assert purgatory.on_high_watermark(("t", 0), 100) == []
     purgatory.park(later, {("t", 0): 5})  # the LSO already watched for the key stays
     assert purgatory.on_stable_offset(("t", 0), 9, 0) == []  # nothing readable came
     assert purgatory.stable_offset(("t", 0)) == 9
     assert purgatory.on_stable_offset(("t", 0), 12, 30) == [committed, later]
     assert purgatory.stable_offset(("t", 0)) is purgatory.stable_offset(("t", 1)) is None
-    assert len(purgatory) == 0
+    assert len(purgatory) == 0 and not purgatory.has_consumers(("t", 0))
 
 
 def test_changes_and_cancellation_remove_parked_fetches():
