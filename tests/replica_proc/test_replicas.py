@@ -26,7 +26,10 @@ from replica_proc.delayed_fetch import FOLLOWER, STABLE, DelayedFetch, FetchPurg
 from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS, LogManager
 from replica_proc.partition import PARTITION_METADATA, read_topic_id, write_topic_id
 from replica_proc.replica_manager import ReplicaManager
+from segments.batch_header import iter_batches
+from segments.control_record import COMMIT, build_end_txn_marker
 from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog, stage_empty_log
+from segments.producer_state import ORIGIN_COORDINATOR
 from segments.records import RecordBatchBuilder
 from tests.support.broker import batch, make_image
 from tests.support.clock import T0, FakeClock
@@ -470,3 +473,36 @@ def test_compaction_runs_on_compacted_topics(manager, clock):
     timers = LogManager(manager, manager.config, now=0)
     assert "compaction" in timers.tick(CLEANER_BACKOFF_MS)
     assert partition.log.size_in_bytes < before
+
+
+def test_compaction_stops_at_the_last_stable_offset(manager, clock):
+    """A transaction whose marker is not yet below the high watermark is not stable: the
+    segments from its first offset on are not compacted, though below the HW."""
+    configs = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
+    one_replica = image(1, c=(1, configs))
+    info = dataclasses.replace(one_replica.topics["c"], partitions=(
+        PartitionState("c", 0, 0, 0, (0, 1), (0, 1)),))  # broker 1 follows
+    manager.apply(dataclasses.replace(one_replica, topics={"c": info}))
+    partition = manager.leader("c", 0)
+    txns = []
+    for sequence, key in enumerate((b"x", b"w")):
+        txn = RecordBatchBuilder(0, 1 << 20, producer_id=7, producer_epoch=0,
+                                 base_sequence=sequence, is_transactional=True)
+        txn.append(clock.now, key, b"in the transaction")
+        txns.append(bytes(txn.build()))
+    for records in (batch([b"a1"], key=b"a"), batch([b"a2"], key=b"a"), None,  # 0, 1
+                    *txns, batch([b"x2"], key=b"x"), None,                      # 2, 3, 4
+                    batch([b"y"], key=b"y"), None):                             # 5
+        if records is None:
+            partition.log.roll()
+        else:
+            partition.append_as_leader(records, 1)
+    partition.append_as_leader(build_end_txn_marker(COMMIT, 0, 7, 0, clock.now), 1,
+                               origin=ORIGIN_COORDINATOR)                     # 6
+    partition.update_follower(1, 6, partition.log.log_end_offset)  # HW 6: the marker is not
+    assert (partition.high_watermark, partition.last_stable_offset) == (6, 2)  # below it
+    timers = LogManager(manager, manager.config, now=0)
+    assert "compaction" in timers.tick(CLEANER_BACKOFF_MS)
+    offsets = [h.base_offset for s in partition.log.segments
+               for h in iter_batches(s.read_bytes(0, s.size))]
+    assert offsets == [1, 2, 3, 4, 5, 6]  # a1 compacted away; x's two versions untouched
