@@ -280,7 +280,8 @@ def _plan(segments, tombstone_horizon, txns, producers, now):
             if aborted:
                 plan.aborted.add(header.base_offset)
                 plan.records[n] += header.record_count
-            if aborted or not header.record_count:  # (emptied when its producer's last)
+            # no record of it stays (an empty batch: one a pass kept for its producer)
+            if aborted or not header.record_count:
                 if producers.holds_data(header):
                     plan.estimates[n] += bd.HEADER_SIZE
                 elif not header.record_count:
