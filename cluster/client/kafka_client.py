@@ -44,7 +44,6 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import random
 import shlex
 import threading
 import time
@@ -56,6 +55,7 @@ from cluster.client.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
+from cluster.client.reconnect_backoff import ReconnectBackoff
 from cluster.errors import (
     CorrelationIdError,
     IncompatibleBrokerVersion,
@@ -94,9 +94,6 @@ MULTI_WAIT_SLICE = 0.001
 #: New work arriving meanwhile does not interrupt the wait (``Wakeup``), so this bounds how
 #: long a hung broker (stopped, swapped out) delays batches bound for the other brokers.
 PARKED_WAIT_SLICE = 0.01
-
-#: Fraction of random jitter on reconnect backoff (Kafka's 0.2).
-RECONNECT_JITTER = 0.2
 
 _MAX_CORRELATION_ID = 2**31 - 1
 
@@ -213,16 +210,13 @@ class _InFlight:
 class _Node:
     """What the client knows of one broker: its connection, requests in flight, backoff."""
 
-    __slots__ = ("node_id", "connection", "versions", "in_flight", "backoff", "next_attempt",
-                 "last_error")
+    __slots__ = ("node_id", "connection", "versions", "in_flight", "last_error")
 
     def __init__(self, node_id):
         self.node_id = node_id
         self.connection = None
         self.versions = {}       # api key -> (min, max) the broker serves, from ApiVersions
         self.in_flight = collections.deque()
-        self.backoff = 0.0       # seconds of the current reconnect backoff (0: none yet)
-        self.next_attempt = 0.0  # clock value before which no connection attempt is made
         self.last_error = None   # why the last attempt or connection failed
 
 
@@ -251,8 +245,8 @@ class KafkaClient:
         self._request_timeout = config["request_timeout_ms"] / 1000
         self._retry_backoff = config["retry_backoff_ms"] / 1000
         self._metadata_max_age = config["metadata_max_age_ms"] / 1000
-        self._reconnect_backoff = config["reconnect_backoff_ms"] / 1000
-        self._reconnect_backoff_max = config["reconnect_backoff_max_ms"] / 1000
+        self._reconnect = ReconnectBackoff(config["reconnect_backoff_ms"] / 1000,
+                                           config["reconnect_backoff_max_ms"] / 1000, clock)
         self._auto_create = (config.get("allow_auto_create_topics", False)
                              if allow_auto_topic_creation is None else allow_auto_topic_creation)
         self._nodes = {}
@@ -261,7 +255,6 @@ class KafkaClient:
         self._page_image = None
         self._metadata_in_flight = False
         self._metadata_next_attempt = 0.0
-        self._rng = random.Random()
         self._closed = False
 
     # -- bootstrap and liveness -----------------------------------------------------------------
@@ -329,18 +322,17 @@ class KafkaClient:
         node = self._nodes.get(node_id)
         if node is None or node.connection is not None:
             return 0.0
-        return max(0.0, node.next_attempt - self._clock())
+        return self._reconnect.remaining(node_id)
 
     def _ensure_connected(self, node):
         if node.connection is not None:
             return True
         if self._closed:
             raise KafkaConnectionError("client is closed")
-        now = self._clock()
-        if now < node.next_attempt:
+        if not self._reconnect.ready(node.node_id):
             return False
         if not self.broker_alive(node.node_id):
-            self._backoff(node, now, ConnectionRefusedError(
+            self._backoff(node, ConnectionRefusedError(
                 f"broker {node.node_id} is not alive on the metadata page of cluster "
                 f"{self.cluster_id}"))
             return False
@@ -349,19 +341,19 @@ class KafkaClient:
                                  timeout=min(CONNECT_TIMEOUT, self._request_timeout),
                                  capacity=self._ring_capacity, policy=self._policy)
         except (ConnectionError, TimeoutError) as exc:  # refused, died, closed, not accepted
-            self._backoff(node, self._clock(), exc)  # from the failure: connect() may wait
+            self._backoff(node, exc)  # from the failure: connect() may wait
             return False
         try:
             self._check_api_versions(node, connection)
         except (ConnectionError, KafkaTimeoutError, KafkaProtocolError) as exc:
             connection.close()
-            self._backoff(node, self._clock(), exc)
+            self._backoff(node, exc)
             return False
         except BaseException:
             connection.close()
             raise
         node.connection = connection
-        node.backoff = 0.0
+        self._reconnect.connected(node.node_id)
         node.last_error = None
         log.debug("connected to broker %d (%s)", node.node_id, connection.name)
         return True
@@ -393,19 +385,15 @@ class KafkaClient:
         node.versions = {entry.api_key: (entry.min_version, entry.max_version)
                          for entry in response.api_keys}
 
-    def _backoff(self, node, now, error):
+    def _backoff(self, node, error):
         """A connection attempt or connection failed: wait before the next attempt, and ask
         for a metadata refresh (Kafka's NetworkClient: a broker that cannot be reached may
         no longer lead what the cache says it leads; the refresh is rate-limited by
         ``retry_backoff_ms``)."""
-        base = self._reconnect_backoff if not node.backoff else min(
-            node.backoff * 2, self._reconnect_backoff_max)
-        node.backoff = base
-        jitter = 1 + RECONNECT_JITTER * (2 * self._rng.random() - 1)
-        node.next_attempt = now + base * jitter
+        wait = self._reconnect.failed(node.node_id)
         node.last_error = error
         self.cluster.request_update()
-        log.debug("broker %d unavailable for %.3f s: %s", node.node_id, base * jitter, error)
+        log.debug("broker %d unavailable for %.3f s: %s", node.node_id, wait, error)
 
     def _connection_failed(self, node, error):
         """Drop the connection of ``node`` and fail its requests in flight with ``error``;
@@ -413,7 +401,7 @@ class KafkaClient:
         connection, node.connection = node.connection, None
         if connection is not None:
             connection.close()
-        self._backoff(node, self._clock(), error)  # asks for a metadata refresh
+        self._backoff(node, error)  # asks for a metadata refresh
         failed = list(node.in_flight)
         node.in_flight.clear()
         for request in failed:
@@ -528,9 +516,7 @@ class KafkaClient:
 
     def _connectable(self, node_ids):
         """Those of ``node_ids`` alive on the page and not waiting out a backoff."""
-        now = self._clock()
-        return [n for n in node_ids if (n not in self._nodes or self._nodes[n].next_attempt <= now)
-                and self.broker_alive(n)]
+        return [n for n in node_ids if self._reconnect.ready(n) and self.broker_alive(n)]
 
     # -- receiving ------------------------------------------------------------------------------
 
@@ -746,8 +732,7 @@ class KafkaClient:
                             sent_for)
         for node in self._nodes.values():  # new metadata, new chances (module doc)
             if node.connection is None:
-                node.next_attempt = 0.0
-                node.backoff = 0.0
+                self._reconnect.connected(node.node_id)  # forgets its back-off
         log.debug("metadata version %d: brokers %s, controller %d, topics %s",
                   self.cluster.version, sorted(brokers), response.controller_id, topics)
 

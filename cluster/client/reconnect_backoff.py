@@ -28,16 +28,19 @@ class ReconnectBackoff:
     """Per-destination reconnect back-off (module doc)."""
 
     def __init__(self, initial, maximum, clock, rng=None, jitter=JITTER):
-        if not 0 < initial <= maximum:
-            raise ValueError(f"reconnect backoff: initial {initial} must be > 0 and at most "
-                             f"the maximum {maximum}")
+        if initial < 0 or maximum < 0:
+            raise ValueError(f"reconnect backoff: initial {initial} and maximum {maximum} "
+                             f"must be >= 0")
         self.initial = initial
         self.maximum = maximum
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self._jitter = jitter
         # the largest exponent that matters (Kafka's expMax)
-        self._max_exponent = math.log(maximum / initial, MULTIPLIER)
+        # (0 when the maximum is not above the initial: every wait is then the maximum's
+        # cap of the initial one, as Kafka's ExponentialBackoff does with such settings)
+        self._max_exponent = (math.log(maximum / initial, MULTIPLIER)
+                              if 0 < initial < maximum else 0)
         self._failures = {}  # key -> failed attempts in a row
         self._next = {}  # key -> the clock value before which no attempt is made
 

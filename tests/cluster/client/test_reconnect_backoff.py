@@ -44,8 +44,14 @@ def test_ready_per_destination_and_reset_on_connect():
     assert backoff.failed("a") == pytest.approx(0.05)
 
 
-def test_bad_bounds_are_refused():
-    with pytest.raises(ValueError, match="initial 2 must be > 0 and at most the maximum 1"):
-        ReconnectBackoff(2, 1, FakeClock())
-    with pytest.raises(ValueError, match="initial 0"):
-        ReconnectBackoff(0, 1, FakeClock())
+def test_negative_bounds_are_refused():
+    with pytest.raises(ValueError, match="initial -1 and maximum 1 must be >= 0"):
+        ReconnectBackoff(-1, 1, FakeClock())
+
+
+def test_kafkas_odd_settings_work_as_in_kafka():
+    """Clients take any reconnect_backoff_ms >= 0, as Kafka's do: 0 retries at once, and a
+    maximum below the initial wait caps it."""
+    assert ReconnectBackoff(0, 1, FakeClock()).failed("a") == 0
+    capped = ReconnectBackoff(2, 1, FakeClock())
+    assert [capped.failed("a") for _ in range(3)] == [1, 1, 1]
