@@ -3,13 +3,14 @@ faults (``schedule.COPIER_FAULTS``) played against them.
 
 Copier ``n`` (``copier``) runs as a sequence of incarnations 0, 1, 2, ... (each a process
 of the ``multiprocessing`` spawn context, with the same transactional id); normally one
-lives at a time. ``Copiers`` starts them, SIGKILLs the newest (``copier-kill``), starts a
+lives at a time. ``Copiers`` starts them, SIGKILLs the newest (``copier-kill``, at the
+moment its step aims at: inside a transaction, or with a commit unanswered), starts a
 new one beside a live one (``zombie``: the old one is the zombie the new one fences),
 and, while it watches (``run``), starts a new incarnation when the newest one exits on an
 error of its own or stays down after a kill past its downtime. Every action and every
 exit is a line of the fault log (``{"fault": "copier-start" | "copier-kill" | "zombie" |
-"copier-exit" | "skipped", "c": copier, "i": incarnation, "pid", ...}``), so the checker
-knows each incarnation's end.
+"copier-exit" | "skipped", "c": copier, "i": incarnation, "pid", ...}``; a kill's
+``aim`` and whether it ``hit``), so the checker knows each incarnation's end.
 
 Owner: the thread that runs ``run`` (the command's copier-fault thread), then the
 command's main thread once it has returned (``heal``, ``stop``).
@@ -17,7 +18,9 @@ command's main thread once it has returned (``heal``, ``stop``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
+import os
 import time
 
 from cluster.tools.chaos.copier import copy
@@ -25,6 +28,12 @@ from cluster.tools.chaos.copier import copy
 CTX = multiprocessing.get_context("spawn")
 #: Seconds between two looks at the copier processes.
 WATCH_INTERVAL = 0.1
+#: Seconds an aimed kill waits for its moment (then it kills anyway), and between two
+#: looks at the copier's history.
+AIM_WAIT = 2.0
+AIM_POLL = 0.002
+#: Bytes read from the end of a history file to find its last line.
+TAIL = 4096
 
 
 @dataclasses.dataclass
@@ -70,17 +79,32 @@ class Copiers:
         self.incarnations.append(Incarnation(copier, number, process, stop))
         self._record(fault, c=copier, i=number, pid=process.pid, **fields)
 
-    def kill(self, copier):
-        """SIGKILL copier ``copier``'s newest incarnation; whether it was alive."""
+    def kill(self, copier, aim=None):
+        """SIGKILL copier ``copier``'s newest incarnation — once the last line of its
+        history is an ``aim`` op (``schedule.COPIER_KILL_AIMS``), waiting up to
+        ``AIM_WAIT`` seconds for it; whether it was alive."""
         newest = self.newest(copier)
         if newest is None or not newest.process.is_alive():
             return False
+        hit = aim is not None and self._wait_for(newest, aim)
         newest.killed = True
         newest.process.kill()
         newest.process.join()
-        self._record("copier-kill", c=copier, i=newest.number, pid=newest.process.pid)
+        self._record("copier-kill", c=copier, i=newest.number, pid=newest.process.pid,
+                     aim=aim, hit=hit)
         newest.reaped = True
         return True
+
+    def _wait_for(self, incarnation, op):
+        """Wait until the last line of ``incarnation``'s history is an ``op``; whether it
+        was within AIM_WAIT."""
+        path = self.spec_of(incarnation.copier, incarnation.number).history
+        deadline = time.monotonic() + AIM_WAIT
+        while time.monotonic() < deadline:
+            if last_op(path) == op:
+                return True
+            time.sleep(AIM_POLL)
+        return False
 
     def zombie(self, copier):
         """Start a new incarnation beside the live newest one; whether there was one."""
@@ -154,7 +178,7 @@ class Copiers:
         if step.fault == "copier-kill":
             # the restart waits for the downtime (``reap``)
             self.restart_at[step.copier] = time.monotonic() + step.downtime
-            done = self.kill(step.copier)
+            done = self.kill(step.copier, step.aim)
         else:
             done = self.zombie(step.copier)
         if not done:
@@ -166,3 +190,19 @@ class Copiers:
         self.on_event(event)
         return event
 
+
+
+def last_op(path):
+    """The ``op`` of the last whole line of a history file (None if there is none)."""
+    try:
+        with open(path, "rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - TAIL))
+            lines = file.read().split(b"\n")
+    except FileNotFoundError:
+        return None
+    if len(lines) < 2:  # the last piece is empty or a line being written
+        return None
+    try:
+        return json.loads(lines[-2]).get("op")
+    except ValueError:  # a line cut by the seek
+        return None

@@ -53,17 +53,21 @@ def check(history):
     anomalies += duplicated_copies(output)
     anomalies += unexpected(inputs, output)
     anomalies += aborted_reads(txns, superseded, output + history.output_reads)
-    anomalies += torn_transactions(txns, output)
+    visible = visible_records(output)
+    anomalies += torn_transactions(txns, visible)
     anomalies += unfenced_zombies(history.faults, history.copier_ops, txns, superseded)
     anomalies += inconsistent_reads(output + history.output_reads)
     anomalies += incomplete(history.copy)
-    fates = collections.Counter(t["fate"] for t in txns.values() if t["records"])
+    # a copier's last transaction commits its position alone (records 0): not counted
+    fates = collections.Counter(t["fate"] for t in txns.values() if t["records"] != 0)
     counts = {
         "input": len(inputs), "output": len(output),
         "copied": len(inputs & copied),
         "transactions_committed": fates[COMMITTED],
         "transactions_aborted": fates[ABORTED],
         "transactions_unknown": fates[UNKNOWN],
+        "transactions_unknown_committed": sum(1 for key, t in txns.items()
+                                              if t["fate"] == UNKNOWN and visible[key]),
         "transactions_never_committed": fates[NEVER_COMMITTED],
         "incarnations": len({(o["c"], o["i"]) for o in history.copier_ops}),
         "fenced": len({(o["c"], o["i"]) for o in history.copier_ops if o["op"] == "fenced"}),
@@ -81,13 +85,15 @@ def check(history):
 
 
 def transactions(copier_ops):
-    """{(copier, incarnation, txn): {"fate", "records", "begun"}} (module doc)."""
+    """{(copier, incarnation, txn): {"fate", "records", "begun"}} (module doc; records
+    None: never recorded, the transaction ended before its commit was asked for)."""
     txns = {}
     for op in sorted(copier_ops, key=lambda o: o["t"]):
         if "txn" not in op or op["op"] in ("fenced", "txn-error"):
             continue
         key = (op["c"], op["i"], op["txn"])
-        txn = txns.setdefault(key, {"fate": NEVER_COMMITTED, "records": 0, "begun": op["t"]})
+        txn = txns.setdefault(key, {"fate": NEVER_COMMITTED, "records": None,
+                                    "begun": op["t"]})
         txn["records"] = op.get("records", txn["records"])
         if op["op"] == "commit-invoke" and txn["fate"] == NEVER_COMMITTED:
             txn["fate"] = UNKNOWN
@@ -161,12 +167,17 @@ def aborted_reads(txns, superseded, reads):
     return anomalies
 
 
-def torn_transactions(txns, output):
+def visible_records(output):
+    """Counter {(copier, incarnation, txn): records of it in ``output``}."""
     visible = collections.Counter()
     for read in output:
         parsed = parse_copy_value(read["value"])
         if parsed is not None:
             visible[parsed[1:]] += 1
+    return visible
+
+
+def torn_transactions(txns, visible):
     anomalies = []
     for key, txn in sorted(txns.items()):
         seen = visible[key]

@@ -43,7 +43,7 @@ WORKLOAD = "transactional-copy"
 SCENARIOS = ("leader-kill-storm", "rolling-sigterm", "sigstop-follower", "sigstop-leader",
              "page-cache-loss")
 #: Share of the duration over which the producers send the input.
-FILL_SHARE = 0.6
+FILL_SHARE = 0.9
 #: Seconds the copiers have to stop (their last transaction may wait for a coordinator).
 COPIER_STOP = END_TIMEOUT_MS / 1000 + 10.0
 #: Seconds between two looks at the copy's progress or the output's open transactions.
@@ -162,7 +162,8 @@ class CopyChaos(Chaos):
                 try:
                     ends = consumer.end_offsets(tps, timeout_ms=1000)
                     committed = admin.list_consumer_group_offsets(self.group, partitions=tps)
-                    if all(committed[tp].offset == ends[tp] for tp in tps):
+                    # -1: nothing committed, all right for an empty partition
+                    if all(max(committed[tp].offset, 0) == ends[tp] for tp in tps):
                         return True
                 except Exception:  # a coordinator or leader moving: ask again
                     pass

@@ -101,8 +101,10 @@ def test_a_transaction_that_did_not_commit_read_committed_is_an_aborted_read(fat
     # copier 1's transaction 1 aborted (or never asked to commit), its record read
     history.copier_ops += transaction(1, 0, 1, 4.0, 1, fate)
     history.output_reads.append(read(1, 2, copy_value("p1:000001", 1, 0, 1), c=1))
-    anomalies, _counts = copy_checker.check(history)
+    anomalies, counts = copy_checker.check(history)
     assert [a["kind"] for a in anomalies] == ["aborted-read"]
+    assert counts["transactions_aborted" if fate == "abort" else
+                  "transactions_never_committed"] == (2 if fate == "abort" else 1)
     found = anomalies[0]
     assert (found["copier"], found["incarnation"], found["txn"], found["reader"]) == (
         1, 0, 1, 1)
@@ -160,11 +162,14 @@ def test_a_committed_transaction_partly_visible_is_torn():
 def test_a_transaction_of_unknown_outcome_is_all_or_nothing():
     history = clean_history()
     history.copier_ops += transaction(1, 0, 1, 4.0, 2, "unknown")
-    assert kinds(history) == []  # none of it visible
+    anomalies, counts = copy_checker.check(history)
+    assert anomalies == []  # none of it visible
+    assert (counts["transactions_unknown"], counts["transactions_unknown_committed"]) == (1, 0)
     history.drain_reads += [read(1, 2, "p1:000002"), read(1, 3, "p1:000003")]
     history.output_drain += [read(1, 2, copy_value("p1:000002", 1, 0, 1)),
                              read(1, 3, copy_value("p1:000003", 1, 0, 1))]
-    assert kinds(history) == []  # all of it
+    anomalies, counts = copy_checker.check(history)
+    assert anomalies == [] and counts["transactions_unknown_committed"] == 1  # all of it
     history.output_drain.pop()
     assert kinds(history) == ["missing", "torn-transaction"]
 
