@@ -11,6 +11,7 @@ from cluster.protocol import frames as protocol
 from replica_proc.transaction_coordinator.results import TxnMarker
 from replica_proc.txn_marker_sender import TxnMarkerSender
 from replica_proc.txn_markers_handler import MarkerResult, response
+from shm_ring import PeerDiedError
 
 CLUSTER = "c" * 22
 ME = 0
@@ -49,6 +50,11 @@ class Leader:
         self.requests = []
         self.answers = []
         self.closed = False
+        self.died = False  # the leader's process is gone (what ``check`` looks at)
+
+    def check(self):
+        if self.died:
+            raise PeerDiedError("broker 1 died")
 
     def send(self, frame, timeout=None):
         header, request = protocol.decode_request(frame)
@@ -124,3 +130,15 @@ def test_each_markers_codes_are_its_own():
     s.poll()
     assert reports == [((("there", 0),), {("there", 0): NotLeaderForPartitionError.errno}, ())
                        ] * 2
+
+
+def test_a_leader_that_died_without_answering_reports_not_leader_from_poll():
+    leader = Leader(code=0)
+    s, reports, on_done = sender(lambda *a, **k: leader)
+    s.send([marker("there")], on_done)
+    leader.answers.clear()  # it read the request and died before answering
+    leader.died = True
+    s.poll()
+    assert reports == [((("there", 0),), {("there", 0): NotLeaderForPartitionError.errno},
+                        ())]
+    assert leader.closed
