@@ -35,6 +35,7 @@ Its history file (``workload.HistoryWriter``; ``c``: the copier, ``i``: the inca
     {"op": "txn-error", ..., "error": "..."}                # the transaction failed
     {"op": "fenced", ..., "error": "..."}                   # ProducerFencedError
     {"op": "exit", "c": n, "i": i, "error": "..." or null}  # the incarnation ends
+    {"op": "poll-error" | "rewind-error", ..., "error": "..."}  # retried
 
 A transaction with ``begin`` and no ``commit-invoke`` was never asked to commit: no
 record of it may ever be read_committed. One with ``commit-invoke`` and neither
