@@ -13,7 +13,8 @@ Both send through the one ``ControllerChannel`` of the broker:
   ``on_answer(response)``; when the connection is lost (the controller broker died or
   closed, the controller moved, an answer that does not decode) every request in flight
   gets ``on_answer(None)``: it may or may not have been applied, and the caller decides
-  whether to send it again.
+  whether to send it again. A broker that died is noticed by ``poll`` within the
+  connection's poll interval, answer or not.
 
 ``create_topics(controller_id, names, now, specs)`` is auto-creation's use (and the
 creation of ``__consumer_offsets``, with its own partitions, replication and configs): a
@@ -107,11 +108,14 @@ class ControllerChannel:
         return self._conn
 
     def poll(self):
-        """Read the answers that arrived and hand them out (never waits)."""
+        """Read the answers that arrived and hand them out (never waits). With requests in
+        flight it also looks whether the other broker is gone (``check``: recv(timeout=0)
+        never looks), so a request to a broker that died fails instead of waiting forever."""
         conn = self._conn
         if conn is None or not self._in_flight:
             return
         try:
+            conn.check()
             while (frame := conn.recv(timeout=0)) is not None:
                 try:
                     correlation_id = protocol.response_correlation_id(frame)

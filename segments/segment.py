@@ -703,6 +703,9 @@ class Segment:
             dropped = self.size - first_dropped.position
             os.ftruncate(self.fd, first_dropped.position)
             self.size = first_dropped.position
+            # the unchecked bytes end here now: what is appended next is validated before
+            # it is written, and a first read must not take it for a batch cut short
+            self.unverified_end = min(self.unverified_end, self.size)
             self.unflushed = True
         self.load_tail_state()
         return dropped, first_dropped

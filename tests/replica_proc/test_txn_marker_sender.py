@@ -55,6 +55,11 @@ class Leader:
         self.requests = []
         self.answers = []
         self.closed = False
+        self.died = False  # the leader's process is gone (what ``check`` looks at)
+
+    def check(self):
+        if self.died:
+            raise PeerDiedError("broker 1 died")
 
     def send(self, frame, timeout=None):
         header, request = protocol.decode_request(frame)
@@ -194,3 +199,15 @@ def test_a_dead_leader_is_tried_again_only_after_a_growing_jittered_back_off():
     assert connector.attempts == attempts + 1
     assert 0.04 <= s.reconnect.remaining(1) <= 0.06
     s.close()
+
+
+def test_a_leader_that_died_without_answering_reports_not_leader_from_poll():
+    leader = Leader(code=0)
+    s, reports, on_done = sender(lambda *a, **k: leader)
+    s.send([marker("there")], on_done)
+    leader.answers.clear()  # it read the request and died before answering
+    leader.died = True
+    s.poll()
+    assert reports == [((("there", 0),), {("there", 0): NotLeaderForPartitionError.errno},
+                        ())]
+    assert leader.closed

@@ -15,7 +15,13 @@ import pytest
 from segments import batch_descriptor as d
 from segments.errors import CorruptSegmentError, KafkaStorageError
 from segments.log import CLEAN_SHUTDOWN_MARKER
-from tests.segments.helpers import all_records, crash, open_log, set_recovery_point
+from tests.segments.helpers import (
+    all_records,
+    crash,
+    open_log,
+    set_recovery_point,
+    simple_batch,
+)
 from tests.segments.test_recovery import CONFIG, batches_in_order, build, covered_byte, flip
 
 
@@ -155,3 +161,22 @@ def test_a_renumbered_last_batch_is_found_after_a_clean_shutdown(tmp_path, where
                                                       f"offset {header.next_offset + 1}"):
             open_log(path, **CONFIG)
     assert logs_of(snapshot(path)) == before
+
+
+def test_a_truncation_before_the_first_read_leaves_no_false_damage(tmp_path):
+    """A follower truncates a segment it has not read yet in this process and appends
+    batches of other sizes over the cut (found by chaos: the first read then checked up to
+    the old end, met the batch now crossing it cut short, and took the partition offline)."""
+    path = tmp_path / "t-0"
+    build(path, 3).close()
+    log = open_log(path, **CONFIG)
+    active = log.segments[-1]
+    assert active.unverified_end == active.size  # not read yet in this process
+    old_end = active.size
+    cut = active.base_offset + 1
+    log.truncate_to(cut)
+    while active.size <= old_end:  # a batch now crosses the old end
+        log.append(simple_batch(1, value_size=7))
+    assert all_records(log)  # the first read of the segment: checked, nothing offline
+    assert log.offline is None and active.unverified_end == 0
+    log.close()

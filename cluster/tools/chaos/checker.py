@@ -49,6 +49,8 @@ class Verdict:
     idempotent: bool = False  # the producers were: the duplicates are anomalies
     unclean_losses: list = dataclasses.field(default_factory=list)
     unclean_elections: list = dataclasses.field(default_factory=list)
+    #: the transactional copy's counts (``copy_checker``), empty for other workloads
+    copy: dict = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self):
@@ -64,7 +66,7 @@ class Verdict:
                 "counts": self.counts, "duplicates": self.duplicates,
                 "idempotent": self.idempotent,
                 "unclean_elections": self.unclean_elections,
-                "unclean_losses": self.unclean_losses}
+                "unclean_losses": self.unclean_losses, "copy": self.copy}
 
 
 def check(history, idempotent=False):

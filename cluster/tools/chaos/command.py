@@ -7,6 +7,8 @@ that nothing acknowledged was lost (the Jepsen idea, built in).
                   --seed 7 [--topic T --partitions P --replication-factor 3
                   --min-insync-replicas 2 --producers K --consumers K --out DIR --kills N
                   --enable-idempotence]
+    ringlog chaos --data-dir D --scenario leader-kill-storm --workload transactional-copy
+                  --records N [--copier-kills N --zombies N ...]
 
 1. The cluster: if one runs in D (a broker holds its lock, or the supervisor of
    ``cluster.json`` is alive) it is used as it is, and must have a watching supervisor
@@ -26,39 +28,28 @@ that nothing acknowledged was lost (the Jepsen idea, built in).
    (``report``); the summary is printed. Exit status 0 without anomalies, 1 with any, 2
    when the tool itself could not run (its reason on stderr).
 
+``--workload transactional-copy`` is KAFKA-BEHAVIOURS' S8 (Kafka's transactions_test):
+idempotent producers write ``--records`` records to ``<topic>-input``; one transactional
+copier per partition copies them to ``<topic>-output`` (read_committed consumer, offsets
+sent to the transaction), while besides the scenario's broker faults (the scenarios that
+keep output = input checkable: not divergence or unclean elections) copiers are SIGKILLed
+and restarted with their transactional id (``--copier-kills``) and zombie copiers are
+started beside live ones (``--zombies``). ``--consumers`` then counts read_committed
+readers of the output. Step 5 also checks output = input exactly once, no aborted read
+and every zombie fenced (``copy_checker``); steps 3-4 are ``transactional_copy``'s.
+
 Every process it starts is stopped at the end, on Ctrl-C or SIGTERM too, and any
-shared-memory object a client process it had to kill left behind is unlinked.
-Owner: the main thread; the injector and the monitor run in threads of their own.
+shared-memory object a client process it had to kill left behind is unlinked. The run
+itself: ``run.Chaos`` (or ``transactional_copy.CopyChaos``), in the main thread; the
+injector and the monitor run in threads of their own.
 """
 from __future__ import annotations
 
-import multiprocessing
-import os
-import threading
-import time
-
-import posix_ipc
-
-from cluster import Cluster, KafkaAdminClient, NewTopic
-from cluster.errors import KafkaError, TopicAlreadyExistsError
-from cluster.metadata import data_dir as dd
-from cluster.metadata.page import MetadataPage
-from cluster.stats.reader import reap_dead
-from cluster.supervisor.broker_control import check_watching_supervisor
-from cluster.supervisor.supervisor import (
-    START_TIMEOUT,
-    ClusterStartError,
-    read_record,
-    running_brokers,
-    supervising,
-)
-from cluster.tools.chaos import checker, history, report, workload
-from cluster.tools.chaos.brokers import OwnedBrokers, SupervisedBrokers
-from cluster.tools.chaos.faults import FaultInjector
-from cluster.tools.chaos.monitor import LeadershipMonitor
-from cluster.tools.chaos.replicas import compare_replicas
-from cluster.tools.chaos.schedule import SCENARIOS, build_schedule
-from cluster.tools.progress import Progress
+from cluster.errors import KafkaError
+from cluster.supervisor.supervisor import ClusterStartError
+from cluster.tools.chaos.run import ANOMALIES, Chaos
+from cluster.tools.chaos.schedule import SCENARIOS
+from cluster.tools.chaos.transactional_copy import WORKLOAD, CopyChaos
 from cluster.tools.support import (
     ToolError,
     duration,
@@ -66,21 +57,13 @@ from cluster.tools.support import (
     setup_logging,
     stop_on_sigterm,
 )
-from shm_ring.naming import list_objects
 
-CTX = multiprocessing.get_context("spawn")
-#: Exit status of a run that found anomalies, and of one that could not run.
-ANOMALIES = 1
+__all__ = ["ANOMALIES", "TOOL_FAILED", "add_arguments", "duration", "run"]
+
+#: Exit status of a run that could not run (``ANOMALIES``: one that found anomalies).
 TOOL_FAILED = 2
-#: Broker config of a cluster the tool starts (KAFKA-BEHAVIOURS' test settings).
-CLUSTER_CONFIG = {"replica.lag.time.max.ms": 2000}
-#: Seconds a client process has to stop after its stop event before it is killed.
-CLIENT_STOP = workload.DELIVERY_TIMEOUT_MS / 1000 + workload.OUTCOME_SLACK + 5.0
-#: Seconds client processes may take to start (a spawned interpreter imports the client)
-#: before the faults start anyway.
-CLIENT_START = 60.0
-#: Seconds to wait for the topic's partitions to have leaders after creating it.
-TOPIC_WAIT = 30.0
+#: The default workload's name.
+PRODUCE_CONSUME = "produce-consume"
 
 
 def add_arguments(parser):
@@ -114,6 +97,18 @@ def add_arguments(parser):
                              "in flight): a record written twice is an anomaly (default: "
                              "at-least-once producers, one request in flight, duplicates "
                              "reported)")
+    parser.add_argument("--workload", choices=(PRODUCE_CONSUME, WORKLOAD),
+                        default=PRODUCE_CONSUME,
+                        help=f"{PRODUCE_CONSUME} (default): producers and consumers of "
+                             f"--topic; {WORKLOAD}: transactional copiers copy "
+                             f"<topic>-input to <topic>-output, checked exactly once")
+    parser.add_argument("--records", type=int, default=10_000,
+                        help=f"{WORKLOAD}: records of the input (default 10000)")
+    parser.add_argument("--copier-kills", type=int, default=None,
+                        help=f"{WORKLOAD}: copier SIGKILLs (default: one per 10 s of "
+                             f"duration)")
+    parser.add_argument("--zombies", type=int, default=1,
+                        help=f"{WORKLOAD}: zombie copiers (default 1)")
     parser.add_argument("--settle", type=duration, default=30.0,
                         help="longest wait for the cluster to settle after the faults "
                              "(default 30s)")
@@ -126,259 +121,10 @@ def run(args):
     setup_logging()
     try:
         with stop_on_sigterm():
-            return Chaos(args).run()
+            kind = CopyChaos if args.workload == WORKLOAD else Chaos
+            return kind(args).run()
     except (ToolError, ValueError, OSError, KafkaError, ClusterStartError) as exc:
         fail(exc, "chaos: ")
         return TOOL_FAILED
 
 
-class Chaos:
-    """One run of the tool (module doc); ``run()`` returns the exit status."""
-
-    def __init__(self, args):
-        self.args = args
-        self.data_dir = os.path.abspath(args.data_dir)
-        self.out = os.path.abspath(args.out or f"chaos-{args.scenario}-seed{args.seed}")
-        self.kills = args.kills if args.kills is not None else max(1, int(args.duration // 10))
-        self.schedule = ()         # made once the brokers are known
-        self.cluster = None        # a Cluster this run started
-        self.brokers = None
-        self.page = None
-        self.processes = []        # (kind, process, stop event)
-        self.stop_faults = threading.Event()
-        self.stop_monitor = threading.Event()
-        self.threads = []
-        self.start = None
-
-    # -- the run ----------------------------------------------------------------------------
-
-    def run(self):
-        self._check_args()
-        os.makedirs(self.out, exist_ok=True)
-        if os.listdir(self.out):
-            raise ToolError(f"the output folder {self.out} is not empty; give another --out")
-        try:
-            self._open_cluster()
-            self.schedule = build_schedule(self.args.scenario, self.args.seed,
-                                           self.args.duration, self.kills,
-                                           self.args.partitions, len(self.brokers.broker_ids))
-            self._create_topic()
-            verdict = self._run_workload()
-        finally:
-            self._stop_everything()
-        return 0 if verdict.ok else ANOMALIES
-
-    def _check_args(self):
-        a = self.args
-        for name in ("brokers", "partitions", "replication_factor", "min_insync_replicas",
-                     "producers"):
-            if getattr(a, name) < 1:
-                raise ToolError(f"--{name.replace('_', '-')} must be >= 1, found "
-                                f"{getattr(a, name)}")
-        if a.consumers < 0 or self.kills < 0:
-            raise ToolError("--consumers and --kills must be >= 0")
-
-    def _open_cluster(self):
-        running = running_brokers(self.data_dir) if os.path.isdir(self.data_dir) else {}
-        record = read_record(self.data_dir) if os.path.isdir(self.data_dir) else {}
-        if running or supervising(record):
-            try:
-                check_watching_supervisor(self.data_dir, record, sorted(running))
-            except Exception as exc:
-                raise ToolError(f"cannot restart the brokers of the running cluster: {exc}") \
-                    from None
-            ids = sorted(set(running) | set(record.get("brokers", [])))
-            self.brokers = SupervisedBrokers(self.data_dir, ids)
-            print(f"chaos: using the running cluster in {self.data_dir}, brokers {ids}")
-        else:
-            self.cluster = Cluster(self.data_dir, brokers=self.args.brokers,
-                                   config=CLUSTER_CONFIG)
-            self.cluster.start()
-            self.brokers = OwnedBrokers(self.cluster)
-            print(f"chaos: started a cluster of {self.args.brokers} brokers in {self.data_dir}"
-                  f" (pids {self.cluster.pids()})")
-        if self.args.replication_factor > len(self.brokers.broker_ids):
-            raise ToolError(f"--replication-factor {self.args.replication_factor} is more "
-                            f"than the {len(self.brokers.broker_ids)} brokers")
-        self.page = MetadataPage.open(dd.read_cluster_id(self.data_dir))
-
-    def _create_topic(self):
-        a = self.args
-        configs = {"min.insync.replicas": str(a.min_insync_replicas)}
-        if a.scenario.startswith("unclean-election-"):
-            configs["unclean.leader.election.enable"] = str(
-                a.scenario == "unclean-election-on").lower()
-        admin = KafkaAdminClient(bootstrap_servers=self.data_dir)
-        try:
-            admin.create_topics([NewTopic(a.topic, a.partitions, a.replication_factor,
-                                          topic_configs=configs)])
-        except TopicAlreadyExistsError:
-            raise ToolError(f"topic {a.topic!r} exists in {self.data_dir}; the tool checks "
-                            f"only a topic it creates: give another --topic") from None
-        finally:
-            admin.close()
-        if not self._wait(lambda: self._all_led(full_isr=False), TOPIC_WAIT):
-            raise ToolError(f"the partitions of {a.topic!r} did not all get a leader within "
-                            f"{TOPIC_WAIT} s")
-
-    def _run_workload(self):
-        a = self.args
-        fault_log = workload.HistoryWriter(os.path.join(self.out, history.FAULTS_FILE))
-        injector = FaultInjector(self.schedule, self.brokers, self.page.read, a.topic,
-                                 self.data_dir, fault_log, on_event=self._print_event)
-        monitor = LeadershipMonitor(self.page.read, a.topic,
-                                    os.path.join(self.out, history.LEADERSHIP_FILE))
-        self._thread(monitor.run, self.stop_monitor)
-        for n in range(a.consumers):
-            self._spawn("consumer", workload.consume, n, history.CONSUMER_FILES)
-        for n in range(a.producers):
-            self._spawn("producer", workload.produce, n, history.PRODUCER_FILES)
-        self._wait(self._producers_started, CLIENT_START)
-        self.start = time.time()
-        print(f"chaos: {a.scenario}, seed {a.seed}, {len(self.schedule)} faults over "
-              f"{a.duration:g} s; {a.producers} "
-              f"{'idempotent ' if a.enable_idempotence else ''}producers, {a.consumers} "
-              f"consumers -> "
-              f"{self.out}", flush=True)
-        started = time.monotonic()
-        injector_thread = self._thread(injector.run, self.stop_faults, started)
-        with Progress(int(a.duration), "s of chaos") as progress:
-            while time.monotonic() - started < a.duration:
-                time.sleep(0.1)
-                progress.update(int(time.monotonic() - started))
-        self.stop_faults.set()
-        injector_thread.join()
-        healed = self.brokers.heal()
-        fault_log.write(fault="heal", started=healed)
-        fault_log.close()
-        self._stop_clients("producer")
-        settled = self._wait(lambda: self._all_led(full_isr=True), a.settle)
-        self._stop_clients("consumer")
-        drained = workload.drain(self.data_dir, a.topic, a.partitions,
-                                 os.path.join(self.out, history.DRAIN_FILE), a.settle)
-        self.stop_monitor.set()
-        end = time.time()
-        image = self.page.read()
-        replicas = {p.partition: list(p.replicas) for p in image.topics[a.topic].partitions}
-        run = {"scenario": a.scenario, "seed": a.seed, "topic": a.topic,
-               "partitions": a.partitions, "replication_factor": a.replication_factor,
-               "min_insync_replicas": a.min_insync_replicas,
-               "idempotent": a.enable_idempotence, "brokers":
-               self.brokers.broker_ids, "duration": a.duration, "start": self.start,
-               "end": end, "settled": settled,
-               "injector_error": None if injector.error is None else str(injector.error)}
-        found = history.load(self.out, run)
-        found.drain = drained
-        found.replicas = compare_replicas(self.data_dir, a.topic, replicas,
-                                          drained["high_watermarks"])
-        verdict = checker.check(found, idempotent=a.enable_idempotence)
-        if injector.error is not None:
-            verdict.anomalies.append({"kind": "injector-error", "error": str(injector.error)})
-        report.write_history(self.out, found, verdict, self.schedule)
-        report.write_timeline(self.out, found, verdict)
-        if not settled:
-            print(f"chaos: the cluster did not settle (every partition led, full ISR) within "
-                  f"{a.settle:g} s")
-        for line in report.summary(verdict):
-            print(line)
-        print(f"chaos: {report.HISTORY_JSON} and {report.TIMELINE_PNG} in {self.out}",
-              flush=True)
-        return verdict
-
-    # -- helpers ------------------------------------------------------------------------------
-
-    def _all_led(self, full_isr):
-        info = self.page.read().topics.get(self.args.topic)
-        if info is None:
-            return False
-        return all(p.online and (not full_isr or set(p.isr) == set(p.replicas))
-                   for p in info.partitions)
-
-    @staticmethod
-    def _wait(predicate, timeout):
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def _producers_started(self):
-        """Whether every producer has recorded its first send (its client is up)."""
-        return all(os.path.exists(path) and os.path.getsize(path) > 0
-                   for path in (os.path.join(self.out, history.PRODUCER_FILES.replace(
-                       "*", str(n))) for n in range(self.args.producers)))
-
-    def _print_event(self, event):
-        fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("t", "fault"))
-        print(f"{event['t'] - (self.start or event['t']):7.2f}s {event['fault']} {fields}",
-              flush=True)
-
-    def _thread(self, target, *args):
-        thread = threading.Thread(target=target, args=args, daemon=True)
-        thread.start()
-        self.threads.append(thread)
-        return thread
-
-    def _spawn(self, kind, target, number, pattern):
-        a = self.args
-        spec = workload.ClientSpec(self.data_dir, a.topic, a.partitions, number,
-                                   os.path.join(self.out, pattern.replace("*", str(number))),
-                                   keyed=not a.unkeyed, idempotent=a.enable_idempotence)
-        stop = CTX.Event()
-        process = CTX.Process(target=target, args=(spec, stop), name=f"chaos-{kind}-{number}")
-        process.start()
-        self.processes.append((kind, process, stop))
-
-    def _stop_clients(self, kind=None):
-        """Stop the client processes (of ``kind``): their stop event, then SIGKILL after
-        CLIENT_STOP; the shared memory of a killed one is unlinked."""
-        chosen = [(k, p, s) for k, p, s in self.processes if kind is None or k == kind]
-        for _kind, _process, stop in chosen:
-            stop.set()
-        deadline = time.monotonic() + CLIENT_STOP
-        killed = []
-        for _kind, process, _stop in chosen:
-            process.join(max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join()
-                killed.append(process.pid)
-            elif process.exitcode != 0:
-                killed.append(process.pid)
-        self.processes = [entry for entry in self.processes if entry not in chosen]
-        self._unlink_client_objects(killed)
-
-    def _unlink_client_objects(self, pids):
-        cluster_id = dd.read_cluster_id(self.data_dir)
-        if not pids or cluster_id is None:
-            return
-        marks = tuple(f".c{pid}-" for pid in pids)
-        for name in list_objects(cluster_id):
-            if any(mark in name for mark in marks):
-                for unlink in (posix_ipc.unlink_shared_memory, posix_ipc.unlink_semaphore):
-                    try:
-                        unlink(name)
-                    except posix_ipc.ExistentialError:
-                        continue
-        reap_dead(cluster_id)  # their stats pages
-
-    def _stop_everything(self):
-        """Whatever happened: faults off, brokers whole, clients stopped, threads joined,
-        the page closed, a cluster this run started stopped."""
-        self.stop_faults.set()
-        self.stop_monitor.set()
-        for thread in self.threads:  # first: the injector may be pausing or starting a broker
-            thread.join(timeout=START_TIMEOUT)
-        try:
-            if self.brokers is not None:
-                # a cluster of this run is stopped below: it only needs its brokers to run
-                self.brokers.resume_all()
-                if self.cluster is None:
-                    self.brokers.heal()
-        finally:
-            self._stop_clients()
-            if self.page is not None:
-                self.page.close()
-            if self.cluster is not None:
-                self.cluster.stop()

@@ -2,7 +2,11 @@
 
 The output folder of a run holds one JSON-lines file per writer (``workload``,
 ``faults``, ``monitor``): ``producer-<n>.jsonl``, ``consumer-<n>.jsonl``, ``drain.jsonl``
-(the final consumer's reads), ``faults.jsonl`` and ``leadership.jsonl``. ``load`` reads
+(the final consumer's reads), ``faults.jsonl`` and ``leadership.jsonl``; with the
+transactional-copy workload also ``copier-<n>.<incarnation>.jsonl`` (``copier``),
+``reader-<n>.jsonl`` (read_committed consumers of the output topic),
+``output-drain.jsonl`` and ``output-uncommitted.jsonl`` (the output read to its end
+read_committed and read_uncommitted), where ``drain.jsonl`` holds the input. ``load`` reads
 them into a ``History``; a last line cut short (a writer killed in the middle of it) is
 skipped, any other bad line raises ValueError naming the file and line. The drain's end
 offsets and the replica comparison are added by the command (``History.drain``,
@@ -20,6 +24,10 @@ CONSUMER_FILES = "consumer-*.jsonl"
 DRAIN_FILE = "drain.jsonl"
 FAULTS_FILE = "faults.jsonl"
 LEADERSHIP_FILE = "leadership.jsonl"
+COPIER_FILES = "copier-*.jsonl"
+READER_FILES = "reader-*.jsonl"
+OUTPUT_DRAIN_FILE = "output-drain.jsonl"
+OUTPUT_UNCOMMITTED_FILE = "output-uncommitted.jsonl"
 
 
 @dataclasses.dataclass
@@ -37,6 +45,13 @@ class History:
     replicas: list = dataclasses.field(default_factory=list)
     #: the run's parameters: scenario, seed, topic, partitions, start and end (epoch s)
     run: dict = dataclasses.field(default_factory=dict)
+    # the transactional-copy workload's (empty otherwise):
+    copier_ops: list = dataclasses.field(default_factory=list)   # every incarnation's
+    output_reads: list = dataclasses.field(default_factory=list)  # read_committed readers'
+    output_drain: list = dataclasses.field(default_factory=list)  # read_committed, to the end
+    output_uncommitted: list = dataclasses.field(default_factory=list)  # read_uncommitted
+    #: {"caught_up": bool, "stable": bool, "undrained": [output partitions]} (command)
+    copy: dict = dataclasses.field(default_factory=dict)
 
     def to_json(self):
         return dataclasses.asdict(self)
@@ -53,6 +68,15 @@ def load(folder, run=None):
                            if line.get("op") == "read"]
     history.faults = read_lines(os.path.join(folder, FAULTS_FILE))
     history.leadership = read_lines(os.path.join(folder, LEADERSHIP_FILE))
+    for path in sorted(glob.glob(os.path.join(folder, COPIER_FILES))):
+        history.copier_ops.extend(read_lines(path))
+    for path in sorted(glob.glob(os.path.join(folder, READER_FILES))):
+        history.output_reads.extend(line for line in read_lines(path)
+                                    if line.get("op") == "read")
+    for name, field in ((OUTPUT_DRAIN_FILE, "output_drain"),
+                        (OUTPUT_UNCOMMITTED_FILE, "output_uncommitted")):
+        setattr(history, field, [line for line in read_lines(os.path.join(folder, name))
+                                 if line.get("op") == "read"])
     return history
 
 

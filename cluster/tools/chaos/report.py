@@ -88,6 +88,24 @@ def summary(verdict):
     lines = [f"sent {counts['sent']}, acknowledged {counts['acknowledged']}, failed "
              f"{counts['failed']}, unknown {counts['unknown']}; read {counts['read']} by the "
              f"consumers, {counts['drained']} by the final drain; {counts['faults']} faults"]
+    copy = verdict.copy
+    if copy:
+        lines.append(
+            f"copied {copy['copied']} of {copy['input']} input records into "
+            f"{copy['output']} output records; transactions: {copy['transactions_committed']}"
+            f" committed, {copy['transactions_aborted']} aborted, "
+            f"{copy['transactions_unknown']} of unknown outcome (a copier killed or fenced "
+            f"after asking to commit; {copy['transactions_unknown_committed']} of them "
+            f"committed), "
+            f"{copy['transactions_never_committed']} never committed; "
+            f"{copy['incarnations']} copier incarnations, {copy['copier_kills']} copier "
+            f"kills, {copy['zombies']} zombies, {copy['fenced']} fenced, "
+            f"{copy['copier_failures']} copier failures")
+        lines.append(
+            f"read_committed by the readers: {copy['read_committed_by_readers']}; "
+            f"read_uncommitted at the end: {copy['read_uncommitted']}, of which "
+            f"{copy['read_uncommitted_not_committed']} from transactions that did not "
+            f"commit (expected)")
     if verdict.duplicates:
         why = ("idempotent producers: anomalies" if verdict.idempotent else
                "at-least-once without idempotence, not anomalies")

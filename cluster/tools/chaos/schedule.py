@@ -93,3 +93,62 @@ def choose(candidates, pick):
     there is none."""
     ordered = sorted(candidates)
     return ordered[min(int(pick * len(ordered)), len(ordered) - 1)] if ordered else None
+
+
+#: Copier faults of the transactional-copy workload (``copiers.CopierFaults`` plays them).
+COPIER_FAULTS = {
+    "copier-kill": "SIGKILL a copier (at a random moment, inside a transaction or between "
+                   "asking to commit and the answer), start a new incarnation with its "
+                   "transactional id after 1-3 s (its InitProducerId ends what the dead one "
+                   "left open)",
+    "zombie": "start a new incarnation of a live copier beside it: the old one is a zombie "
+              "that the new one's InitProducerId fences",
+}
+#: (shortest, longest) seconds a killed copier stays down.
+COPIER_DOWNTIME = (1.0, 3.0)
+#: What a copier kill aims at: the copier's last history line when it is killed (None:
+#: any moment; "begin": a transaction under way; "commit-invoke": a commit asked for and
+#: not answered yet).
+COPIER_KILL_AIMS = (None, "begin", "commit-invoke")
+
+
+@dataclasses.dataclass(frozen=True)
+class CopierStep:
+    """One copier fault of a schedule: when (seconds after the workload starts), which
+    fault (a key of COPIER_FAULTS), which copier (its slot: the input partition it
+    copies), how long a killed one stays down, what a kill aims at (COPIER_KILL_AIMS)."""
+
+    number: int
+    at: float
+    fault: str
+    copier: int
+    downtime: float
+    aim: str | None = None
+
+    def to_json(self):
+        return dataclasses.asdict(self)
+
+
+def build_copier_schedule(seed, duration, kills, zombies, copiers):
+    """The schedule of ``kills`` copier kills and ``zombies`` zombies over ``duration``
+    seconds among ``copiers`` copiers, from ``seed``, spread as the broker faults are
+    (module doc; the zombies in slots chosen at random); ValueError naming a bad
+    argument."""
+    if not duration > 0:
+        raise ValueError(f"duration must be > 0 seconds, found {duration!r}")
+    if kills < 0 or zombies < 0 or copiers < 1:
+        raise ValueError(f"kills and zombies must be >= 0, copiers >= 1, found kills="
+                         f"{kills}, zombies={zombies}, copiers={copiers}")
+    rng = random.Random(f"copiers/{seed}")
+    total = kills + zombies
+    faults = ["copier-kill"] * kills + ["zombie"] * zombies
+    rng.shuffle(faults)
+    slot = duration / max(total, 1)
+    low, high = COPIER_DOWNTIME
+    return tuple(CopierStep(number=number,
+                            at=round(number * slot + rng.uniform(0.0, slot / 2), 3),
+                            fault=fault, copier=rng.randrange(copiers),
+                            downtime=round(rng.uniform(low, high), 3),
+                            aim=rng.choice(COPIER_KILL_AIMS) if fault == "copier-kill"
+                            else None)
+                 for number, fault in enumerate(faults))

@@ -23,11 +23,12 @@ producer's sender thread)::
 
 A failed send may still have been written (a timeout after the broker appended); only
 ``ok`` means the record must be there. Consumer ``n`` reads every partition from the
-start (read_uncommitted, no group) and writes ``{"op": "read", "c": n, "partition": P,
-"offset": O, "value": "...", "t": T}`` per record, and ``{"op": "error", ...}`` when its
-client failed and was made again (from the next offset of each partition). ``t`` is epoch
-seconds (``time.time()``), comparable across processes. A client's log lines (retries,
-reconnects) go to ``<history file>.log``.
+start (read_uncommitted, or read_committed as its spec says; no group) and writes
+``{"op": "read", "c": n, "partition": P, "offset": O, "value": "...", "t": T}`` per
+record, and ``{"op": "error", ...}`` when its client failed and was made again (from the
+next offset of each partition). ``t`` is epoch seconds (``time.time()``), comparable
+across processes. A client's log lines (retries, reconnects) go to ``<history
+file>.log``.
 """
 from __future__ import annotations
 
@@ -91,6 +92,12 @@ class ClientSpec:
     history: str
     keyed: bool = True
     idempotent: bool = False
+    #: a producer sends this many records, then stops (None: until its stop event)
+    records: int | None = None
+    #: and at most this many a second (None: as fast as its window lets it)
+    rate: float | None = None
+    #: what a consumer reads: its topic's records as which isolation level
+    isolation_level: str = "read_uncommitted"
 
 
 class HistoryWriter:
@@ -123,8 +130,9 @@ def client_logging(spec):
 
 
 def produce(spec, stop):
-    """Producer process: send until ``stop`` (a multiprocessing Event) is set, then wait
-    for the outstanding sends (each until its outcome is unknown). See ``Sends``."""
+    """Producer process: send until ``stop`` (a multiprocessing Event) is set or its
+    ``spec.records`` are sent (at most ``spec.rate`` a second), then wait for the
+    outstanding sends (each until its outcome is unknown). See ``Sends``."""
     client_logging(spec)
     set_process_role("chaos-producer", f"chaos-producer-{spec.number}")
     history = HistoryWriter(spec.history)
@@ -135,10 +143,14 @@ def produce(spec, stop):
         request_timeout_ms=REQUEST_TIMEOUT_MS, delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
         max_block_ms=MAX_BLOCK_MS)
     sends = Sends(producer, spec, history)
+    started = time.monotonic()
     try:
         seq = 0
-        while not stop.is_set():
-            if sends.send(seq):
+        while not stop.is_set() and (spec.records is None or seq < spec.records):
+            due = 0.0 if spec.rate is None else started + seq / spec.rate - time.monotonic()
+            if due > 0:
+                sends.reap(wait=min(due, BLOCKED_WAIT))
+            elif sends.send(seq):
                 seq += 1
             else:
                 sends.reap(wait=BLOCKED_WAIT)
@@ -222,14 +234,14 @@ def send_one(producer, spec, seq, key, history):
     try:
         future = producer.send(spec.topic, value_of(spec.number, seq).encode(), key=key)
     except KafkaTimeoutError as exc:  # no metadata or buffer in max_block_ms: never queued
-        history.write(op="fail", p=spec.number, seq=seq, partition=None, error=_name(exc))
+        history.write(op="fail", p=spec.number, seq=seq, partition=None, error=error_name(exc))
         return None
     partition = partition_of(future)
     future.add_callback(lambda metadata: history.write(
         op="ok", p=spec.number, seq=seq, partition=metadata.partition,
         offset=metadata.offset))
     future.add_errback(lambda exc: history.write(
-        op="fail", p=spec.number, seq=seq, partition=partition, error=_name(exc)))
+        op="fail", p=spec.number, seq=seq, partition=partition, error=error_name(exc)))
     return future
 
 
@@ -241,7 +253,8 @@ def partition_of(future):
 
 
 def consume(spec, stop):
-    """Consumer process: read every partition from the start until ``stop`` is set."""
+    """Consumer process: read every partition from the start until ``stop`` is set (as
+    ``spec.isolation_level``)."""
     client_logging(spec)
     set_process_role("chaos-consumer", f"chaos-consumer-{spec.number}")
     history = HistoryWriter(spec.history)
@@ -251,7 +264,7 @@ def consume(spec, stop):
             try:
                 _read(spec, positions, stop, history)
             except Exception as exc:  # recorded; the client is made again
-                history.write(op="error", c=spec.number, error=_name(exc))
+                history.write(op="error", c=spec.number, error=error_name(exc))
                 stop.wait(RETRY_PAUSE)
     finally:
         history.close()
@@ -259,7 +272,7 @@ def consume(spec, stop):
 
 def _read(spec, positions, stop, history):
     consumer = KafkaConsumer(bootstrap_servers=spec.bootstrap, enable_auto_commit=False,
-                             isolation_level="read_uncommitted",
+                             isolation_level=spec.isolation_level,
                              auto_offset_reset="earliest")
     try:
         tps = [TopicPartition(spec.topic, p) for p in range(spec.partitions)]
@@ -277,23 +290,24 @@ def _read(spec, positions, stop, history):
         consumer.close(autocommit=False)
 
 
-def _name(exc):
+def error_name(exc):
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def drain(bootstrap, topic, partitions, path, timeout):
+def drain(bootstrap, topic, partitions, path, timeout, isolation_level="read_uncommitted"):
     """The final consumer (run in the command's process once the faults have stopped):
-    read every partition from its start to its high watermark (the end offset of a
-    read_uncommitted consumer), recording each read in ``path`` as consumer ``"drain"``,
-    for at most ``timeout`` seconds. Returns ``{"high_watermarks": {partition: HW},
-    "undrained": [partitions not read to their HW]}``."""
+    read every partition from its start to its end offset (the high watermark of a
+    read_uncommitted consumer, the last stable offset of a read_committed one), recording
+    each read in ``path`` as consumer ``"drain"``, for at most ``timeout`` seconds.
+    Returns ``{"high_watermarks": {partition: end offset}, "undrained": [partitions not
+    read to their end]}``."""
     history = HistoryWriter(path)
     deadline = time.monotonic() + timeout
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     ends = {}
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             isolation_level="read_uncommitted", auto_offset_reset="earliest")
+                             isolation_level=isolation_level, auto_offset_reset="earliest")
     try:
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
@@ -303,13 +317,13 @@ def drain(bootstrap, topic, partitions, path, timeout):
                     try:
                         ends.update(consumer.end_offsets([tp], timeout_ms=1000))
                     except Exception as exc:  # offline for now: try again
-                        history.write(op="error", c="drain", error=_name(exc))
+                        history.write(op="error", c="drain", error=error_name(exc))
         pending = set(ends)
         while pending and time.monotonic() < deadline:
             try:
                 polled = consumer.poll(timeout_ms=100)
             except Exception as exc:  # recorded; the deadline bounds it
-                history.write(op="error", c="drain", error=_name(exc))
+                history.write(op="error", c="drain", error=error_name(exc))
                 time.sleep(RETRY_PAUSE)
                 continue
             for tp, records in polled.items():

@@ -38,3 +38,16 @@ def test_bad_counts_are_refused(tmp_path, capsys):
     assert code == TOOL_FAILED
     assert "--partitions must be >= 1" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--scenario", "divergence"), "runs with the scenarios leader-kill-storm"),
+    (("--scenario", "sigstop-leader", "--records", "0"), "--records must be >= 1"),
+    (("--scenario", "sigstop-leader", "--zombies", "-1"), "--zombies >= 0")])
+def test_a_transactional_copy_refuses_what_it_cannot_check(tmp_path, capsys, extra,
+                                                           message):
+    code = run_tool(command, "--data-dir", tmp_path / "data", "--workload",
+                    "transactional-copy", *extra, "--out", tmp_path / "out")
+    assert code == TOOL_FAILED
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()

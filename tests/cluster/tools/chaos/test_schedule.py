@@ -3,7 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.tools.chaos.schedule import DOWNTIME, SCENARIOS, build_schedule, choose
+from cluster.tools.chaos.schedule import (
+    COPIER_DOWNTIME,
+    DOWNTIME,
+    SCENARIOS,
+    build_copier_schedule,
+    build_schedule,
+    choose,
+)
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -48,3 +55,22 @@ def test_choose_picks_by_position_among_sorted_candidates():
     assert choose([2, 0, 1], 0.5) == 1
     assert choose([2, 0, 1], 0.99) == 2
     assert choose([], 0.5) is None
+
+
+def test_a_copier_schedule_mixes_its_kills_and_zombies_over_the_run_from_its_seed():
+    steps = build_copier_schedule(5, 60.0, 4, 2, 3)
+    assert steps == build_copier_schedule(5, 60.0, 4, 2, 3)
+    assert steps != build_copier_schedule(6, 60.0, 4, 2, 3)
+    assert sorted(s.fault for s in steps) == ["copier-kill"] * 4 + ["zombie"] * 2
+    low, high = COPIER_DOWNTIME
+    for step in steps:
+        assert step.number * 10.0 <= step.at <= step.number * 10.0 + 5.0
+        assert 0 <= step.copier < 3 and low <= step.downtime <= high
+    assert build_copier_schedule(5, 60.0, 0, 0, 3) == ()
+
+
+@pytest.mark.parametrize("args", [(1, 0, 1, 1, 1), (1, 10.0, -1, 1, 1), (1, 10.0, 1, -1, 1),
+                                  (1, 10.0, 1, 1, 0)])
+def test_bad_copier_schedule_arguments_are_refused(args):
+    with pytest.raises(ValueError):
+        build_copier_schedule(*args)
