@@ -195,6 +195,10 @@ INIT, ADD_OFFSETS, TXN_OFFSET_COMMIT, END_TXN = "init", "add_offsets", "txn_offs
 
 S = TxnState
 
+#: States in which a transaction is open or ending (Java's ``hasOngoingTransaction``).
+_ONGOING = (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION,
+            S.ABORTABLE_ERROR)
+
 
 class TransactionManager:
     """The producer id, epoch and sequences of one idempotent producer, and the transaction
@@ -322,6 +326,24 @@ class TransactionManager:
             self._check("abort_transaction", S.IN_TRANSACTION, S.ABORTABLE_ERROR)
             self.state = S.ABORTING_TRANSACTION
             return self._queue(TxnRequest(END_TXN, TxnResult(), committed=False))
+
+    def begin_abort_at_close(self):
+        """The producer is closing gracefully (the sender, once nothing is queued or in
+        flight): abort the transaction still open, as Java's ``Sender`` does ("Aborting
+        incomplete transaction due to shutdown"). True while the sender must keep running
+        for it: an open transaction (now being aborted), or a commit or an abort whose
+        EndTxn is queued or in flight. False once none is left, or after a fatal error."""
+        with self._lock:
+            state = self.state
+            if self.transactional_id is None or state not in _ONGOING:
+                return False
+            ending = any(r.kind == END_TXN for r in self._requests)  # queued or in flight
+            if not ending:
+                log.info("TransactionalId %s: aborting incomplete transaction due to "
+                         "shutdown", self.transactional_id)
+                self.state = S.ABORTING_TRANSACTION
+                self._queue(TxnRequest(END_TXN, TxnResult(), committed=False))
+            return True
 
     def check_sendable(self):
         """Raise unless records may be sent now (a transactional producer: in a
