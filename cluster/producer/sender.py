@@ -241,6 +241,9 @@ class Sender(threading.Thread):
                     self._send(node, batches, now)
             if any(entry[0].is_done for entry in self._pending):
                 delay = 0.0  # acks=0 (done once written), or a request that failed at once
+            if txn_delay is None and self._transactional_id is not None and \
+                    self._txn_call is None and txn.partitions_waiting:
+                delay = 0.0  # the drain noted partitions to add: AddPartitionsToTxn now
         client.poll(IDLE_WAIT if delay is None else delay, wakeup=self._wakeup)
         self._handle_completed()
 

@@ -429,6 +429,13 @@ class TransactionManager:
                 return ()
             return tuple(self.partitions_to_add)
 
+    @property
+    def partitions_waiting(self):
+        """Whether ``take_partitions_to_add`` has partitions now (the sender, after a drain
+        noted some: it sends AddPartitionsToTxn at once instead of waiting)."""
+        return bool(self.partitions_to_add) and self.state in (S.IN_TRANSACTION,
+                                                               S.COMMITTING_TRANSACTION)
+
     def partitions_added(self, partitions):
         with self._lock:
             self.partitions_to_add.difference_update(partitions)

@@ -459,3 +459,20 @@ def test_close_gives_up_the_abort_at_its_timeout(fake_cluster, producer_of):
     producer.close(timeout=0.2)
     assert cluster.transactions["tx"].ended == []
     assert not producer._sender.is_alive()
+
+
+def test_a_partition_new_to_the_transaction_is_added_without_an_idle_wait(
+        fake_cluster, producer_of, monkeypatch):
+    from cluster.producer import sender
+
+    monkeypatch.setattr(sender, "IDLE_WAIT", 3600.0)  # only a wake-up ends a poll now
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t", partitions=2)
+    producer = producer_of(cluster, linger_ms=5)
+    producer.init_transactions()
+    for partition in (0, 1, 0):
+        producer.begin_transaction()
+        producer.send("t", b"v", partition=partition).get(timeout=IN_PROCESS_BOUND)
+        producer.commit_transaction()
+    assert [(c, p) for c, p, _ in cluster.transactions["tx"].ended] == [
+        (True, {("t", 0)}), (True, {("t", 1)}), (True, {("t", 0)})]
