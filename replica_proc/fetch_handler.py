@@ -36,7 +36,10 @@ Long poll: with no error, fewer than ``min_bytes`` found and ``max_wait`` > 0, t
 parked in the purgatory (its channel muted) and answered — read again, without recording
 a follower's position again, as Kafka — once what it may read grows by ``min_bytes``
 (appends for a follower's fetch, high-watermark advances for a consumer's), a watched
-partition changes, or ``max_wait`` passes.
+partition changes, or ``max_wait`` passes. A follower's fetch whose recorded positions set
+off an append to one of its partitions already read (a write waiting on the high
+watermark: a coordinator's record, a transaction's marker) is read again at once instead
+of parked, since that append woke nothing (Kafka's ``tryCompleteElseWatch``).
 
 The answer is a ``FetchResponseFrame``: the channel claims a slot of its exact size in the
 response ring and the batches are copied from the segment files into it.
@@ -82,6 +85,9 @@ class FetchHandler:
         self._clock = clock
         self.bytes_out = 0  # record bytes answered to consumers (the stats page's)
         self.replication_bytes_out = 0  # ... and to followers
+        #: While a follower's fetch is read for the first time: the partitions appended to
+        #: meanwhile (by what recording its positions set off), else None.
+        self._appended_now = None
 
     def __call__(self, channel, header, request):
         self._answer(channel, header, request, may_park=True)
@@ -91,6 +97,8 @@ class FetchHandler:
     def on_append(self, key, size):
         """``size`` bytes were appended to ``key``: answer the followers' fetches that
         have enough."""
+        if self._appended_now is not None:
+            self._appended_now.add(key)
         for fetch in self._purgatory.on_append(key, size):
             self._complete(fetch)
 
@@ -162,24 +170,37 @@ class FetchHandler:
         failed = False
         topics = []
         read = self._read
-        for topic in request.topics:
-            name = topic.topic
-            partitions = []
-            for p in topic.partitions:
-                data = read(name, p, max(0, min(p.partition_max_bytes, limit)), min_one,
-                            follower, record, room - total, committed)
-                size = data.records_size
-                if size:
-                    min_one = False
-                    total += size + (data.aborted_size if committed else 0)
-                    limit = max(0, limit - size)
-                elif data.error_code:
-                    failed = True
-                partitions.append(data)
-            topics.append((name, partitions))
+        if record is not None:
+            self._appended_now = appended = set()
+        try:
+            for topic in request.topics:
+                name = topic.topic
+                partitions = []
+                for p in topic.partitions:
+                    data = read(name, p, max(0, min(p.partition_max_bytes, limit)), min_one,
+                                follower, record, room - total, committed)
+                    size = data.records_size
+                    if size:
+                        min_one = False
+                        total += size + (data.aborted_size if committed else 0)
+                        limit = max(0, limit - size)
+                    elif data.error_code:
+                        failed = True
+                    partitions.append(data)
+                topics.append((name, partitions))
+        finally:
+            if record is not None:
+                self._appended_now = None
         if (may_park and total < request.min_bytes and not failed and topics
                 and request.max_wait.total_seconds() > 0):
             keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+            if record is not None and not appended.isdisjoint(keys):
+                # Recording the follower's positions moved a high watermark, and what
+                # waited on it appended to a partition read before (a coordinator's
+                # write, a transaction's marker): that append woke no parked fetch, so
+                # read again now instead of parking (Kafka's tryCompleteElseWatch).
+                self._answer(channel, header, request, may_park=False)
+                return
             fetch = DelayedFetch(self._clock() + request.max_wait.total_seconds(),
                                  request.min_bytes, total, keys, (channel, header, request),
                                  follower is not None)

@@ -550,3 +550,33 @@ def test_close_aborts_an_open_transaction_and_frees_the_transactional_id(e2e):
     finally:
         closing.close(timeout=5)
         probe.close()
+
+
+def test_a_transactions_markers_do_not_wait_for_a_followers_fetch_max_wait(e2e):
+    """The coordinator's broker leads a partition of the transaction: its marker, appended
+    when a follower's fetch moves the ``__transaction_state`` high watermark, reaches the
+    followers at once (their fetch read again, not parked for ``replica.fetch.wait.max.ms``),
+    so the transaction completes and the next one's AddPartitionsToTxn is not refused
+    (CONCURRENT_TRANSACTIONS) until that wait runs out."""
+    # (The long fetch wait also delays the first write to __transaction_state once, as in
+    # Kafka: the followers' fetches parked before the topic existed do not include it.)
+    cluster = start(e2e, replica_fetch_wait_max_ms=15_000, replica_lag_time_max_ms=60_000)
+    probe = Producer(cluster)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                             transactional_id=TXN_ID, linger_ms=0)
+    try:
+        node = probe.find_coordinator()
+        leaders = {p.leader for p in cluster.metadata().topics[TOPIC].partitions}
+        assert node in leaders, (node, leaders)
+        producer.init_transactions()
+        for n in range(3):
+            producer.begin_transaction()
+            for p in range(PARTITIONS):  # each within 5 s: well below the fetch max wait
+                producer.send(TOPIC, b"t%d-%d" % (n, p), partition=p).get(timeout=5)
+            producer.commit_transaction(timeout_ms=5_000)
+        ends = wait_stable(cluster)
+        assert read_committed(cluster, ends) == sorted(
+            b"t%d-%d" % (n, p) for n in range(3) for p in range(PARTITIONS))
+    finally:
+        producer.close(timeout=5)
+        probe.close()
