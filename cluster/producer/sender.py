@@ -402,7 +402,8 @@ class Sender(threading.Thread):
             if decision == txn_requests.REDISCOVER or call.kind == \
                     txn_requests.FIND_COORDINATOR:
                 self._forget_coordinator(call.key, call.key_type)
-            self._txn_retry_at = now + self._retry_backoff
+            self._txn_retry_at = now + txn_requests.retry_backoff(
+                call.kind, error, not txn.partitions_in_txn, self._retry_backoff)
 
     def _forget_coordinator(self, key, key_type):
         if key_type == txn_requests.GROUP_KEY:

@@ -7,7 +7,8 @@ the records; an aborted one's it skips; offsets sent to a transaction (TxnOffset
 are the group's committed offsets once it commits, never if it aborts; a forgotten
 transaction is aborted after its ``transaction.timeout.ms`` and its producer fenced; the
 coordinator broker SIGKILLed with a transaction open: the new coordinator loaded it and
-commits it; KafkaProducer.close() aborts the transaction it leaves open.
+commits it; KafkaProducer.close() aborts the transaction it leaves open; a marker of a
+partition the coordinator's broker leads does not wait for a follower's fetch max wait.
 
 The ``e2e`` fixture stops the clusters and fails the test if any process it started still
 runs or any shared-memory object of its clusters is left."""

@@ -7,7 +7,9 @@ moved or went away looked up again, fencing fatal for good, a failed batch makin
 fail and abort work (with a new epoch after), an abort failing what was not sent, close
 failing a call still waiting, close aborting an open transaction (after sending what is
 queued; retried when refused; a commit under way finished instead; not with timeout 0,
-nor past close's timeout), and API misuse refused as kafka-python does."""
+nor past close's timeout), partitions new to a transaction added without an idle wait, the
+first AddPartitionsToTxn refused as CONCURRENT_TRANSACTIONS retried after 20 ms, and API
+misuse refused as kafka-python does."""
 from __future__ import annotations
 
 import threading
@@ -17,12 +19,15 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from cluster.errors import (
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
     IllegalStateError,
     InvalidRecordError,
     KafkaError,
     KafkaTimeoutError,
     ProducerFencedError,
 )
+from cluster.producer import sender, transaction_manager as tm, txn_requests as tr
 from cluster.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 from segments.batch_header import BatchHeader
 from tests.support.bounds import IN_PROCESS_BOUND
@@ -463,8 +468,6 @@ def test_close_gives_up_the_abort_at_its_timeout(fake_cluster, producer_of):
 
 def test_a_partition_new_to_the_transaction_is_added_without_an_idle_wait(
         fake_cluster, producer_of, monkeypatch):
-    from cluster.producer import sender
-
     monkeypatch.setattr(sender, "IDLE_WAIT", 3600.0)  # only a wake-up ends a poll now
     cluster = fake_cluster(brokers=1)
     cluster.create_topic("t", partitions=2)
@@ -476,3 +479,31 @@ def test_a_partition_new_to_the_transaction_is_added_without_an_idle_wait(
         producer.commit_transaction()
     assert [(c, p) for c, p, _ in cluster.transactions["tx"].ended] == [
         (True, {("t", 0)}), (True, {("t", 1)}), (True, {("t", 0)})]
+
+
+def test_the_first_add_refused_as_concurrent_is_retried_soon_whatever_the_backoff(
+        fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t", partitions=2)
+    producer = producer_of(cluster, retry_backoff_ms=60_000, linger_ms=0)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"v", partition=0).get(timeout=IN_PROCESS_BOUND)
+    producer.commit_transaction()
+    # the previous transaction still completes: Java's producer retries after 20 ms
+    cluster.fail_next("tx", None, ErrorCode.concurrent_transactions, times=2,
+                      api="ADD_PARTITIONS_TO_TXN")
+    producer.begin_transaction()
+    producer.send("t", b"w", partition=0).get(timeout=IN_PROCESS_BOUND)
+    assert names(cluster).count("ADD_PARTITIONS_TO_TXN") == 4
+    producer.commit_transaction()
+
+
+def test_the_short_retry_is_for_the_first_add_refused_as_concurrent_only():
+    concurrent = ConcurrentTransactionsError("busy")
+    assert tr.retry_backoff(tr.ADD_PARTITIONS, concurrent, True, 0.1) == 0.02
+    assert tr.retry_backoff(tr.ADD_PARTITIONS, concurrent, True, 0.005) == 0.005
+    assert tr.retry_backoff(tr.ADD_PARTITIONS, concurrent, False, 0.1) == 0.1
+    assert tr.retry_backoff(tr.ADD_PARTITIONS, CoordinatorLoadInProgressError("x"), True,
+                            0.1) == 0.1
+    assert tr.retry_backoff(tm.END_TXN, concurrent, True, 0.1) == 0.1
