@@ -38,7 +38,10 @@ a follower's position again, as Kafka — once what it may read grows by ``min_b
 (appends for a follower's fetch, high-watermark advances for a read_uncommitted
 consumer's, last-stable-offset advances for a read_committed one's, as Kafka's
 DelayedFetch with FetchIsolation.TXN_COMMITTED), a watched partition changes, or
-``max_wait`` passes.
+``max_wait`` passes. A follower's fetch whose recorded positions set off an append to one
+of its partitions already read (a write waiting on the high watermark: a coordinator's
+record, a transaction's marker) is read again at once instead of parked, since that append
+woke nothing (Kafka's ``tryCompleteElseWatch``).
 
 The answer is a ``FetchResponseFrame``: the channel claims a slot of its exact size in the
 response ring and the batches are copied from the segment files into it.
@@ -84,6 +87,9 @@ class FetchHandler:
         self._clock = clock
         self.bytes_out = 0  # record bytes answered to consumers (the stats page's)
         self.replication_bytes_out = 0  # ... and to followers
+        #: While a follower's fetch is read for the first time: the partitions appended to
+        #: meanwhile (by what recording its positions set off), else None.
+        self._appended_now = None
 
     def __call__(self, channel, header, request):
         self._answer(channel, header, request, may_park=True)
@@ -93,6 +99,8 @@ class FetchHandler:
     def on_append(self, key, size):
         """``size`` bytes were appended to ``key``: answer the followers' fetches that
         have enough."""
+        if self._appended_now is not None:
+            self._appended_now.add(key)
         for fetch in self._purgatory.on_append(key, size):
             self._complete(fetch)
 
@@ -171,24 +179,37 @@ class FetchHandler:
         failed = False
         topics = []
         read = self._read
-        for topic in request.topics:
-            name = topic.topic
-            partitions = []
-            for p in topic.partitions:
-                data = read(name, p, max(0, min(p.partition_max_bytes, limit)), min_one,
-                            follower, record, room - total, committed)
-                size = data.records_size
-                if size:
-                    min_one = False
-                    total += size + (data.aborted_size if committed else 0)
-                    limit = max(0, limit - size)
-                elif data.error_code:
-                    failed = True
-                partitions.append(data)
-            topics.append((name, partitions))
+        if record is not None:
+            self._appended_now = appended = set()
+        try:
+            for topic in request.topics:
+                name = topic.topic
+                partitions = []
+                for p in topic.partitions:
+                    data = read(name, p, max(0, min(p.partition_max_bytes, limit)), min_one,
+                                follower, record, room - total, committed)
+                    size = data.records_size
+                    if size:
+                        min_one = False
+                        total += size + (data.aborted_size if committed else 0)
+                        limit = max(0, limit - size)
+                    elif data.error_code:
+                        failed = True
+                    partitions.append(data)
+                topics.append((name, partitions))
+        finally:
+            if record is not None:
+                self._appended_now = None
         if (may_park and total < request.min_bytes and not failed and topics
                 and request.max_wait.total_seconds() > 0):
             keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+            if record is not None and not appended.isdisjoint(keys):
+                # Recording the follower's positions moved a high watermark, and what
+                # waited on it appended to a partition read before (a coordinator's
+                # write, a transaction's marker): that append woke no parked fetch, so
+                # read again now instead of parking (Kafka's tryCompleteElseWatch).
+                self._answer(channel, header, request, may_park=False)
+                return
             stable = None
             if follower is not None:
                 isolation = FOLLOWER

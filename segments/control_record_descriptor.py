@@ -3,7 +3,9 @@ EndTransactionMarker), the one record of a control batch.
 
 A control batch (attributes bit 5, ``batch_descriptor.CONTROL_MASK``) carries one record
 whose key says what kind of control record it is and whose value carries that kind's
-payload. Every field is big-endian::
+payload. This module is the one statement of the layout: ``control_record`` (markers
+built and read), ``producer_state`` (a marker appended) and ``dump`` (kafka-dump-log)
+use it. Every field is big-endian::
 
     key (ControlRecordType.CURRENT_CONTROL_RECORD_KEY_VERSION = 0)
      0                   1                   2                   3
@@ -39,9 +41,13 @@ assert KEY.size == KEY_SIZE
 #: The key version written (Kafka's CURRENT_CONTROL_RECORD_KEY_VERSION).
 CURRENT_KEY_VERSION = 0
 
-#: Control record types (Kafka's ControlRecordType ids).
+#: Control record types (Kafka's ControlRecordType ids): the transaction markers ringlog
+#: writes and reads...
 ABORT = 0
 COMMIT = 1
+#: ...and the KRaft ones, which ringlog only names (kafka-dump-log prints them).
+TYPE_NAMES = {ABORT: "ABORT", COMMIT: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
+              4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 
 # -- EndTransactionMarker value ------------------------------------------------------------
 VALUE_VERSION_OFFSET = 0

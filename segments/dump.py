@@ -37,18 +37,16 @@ from __future__ import annotations
 import os
 import sys
 
-from segments import batch_descriptor as bd, producer_snapshot_descriptor as sd
+from segments import (
+    batch_descriptor as bd,
+    control_record_descriptor as cd,
+    producer_snapshot_descriptor as sd,
+)
 from segments.batch_header import BatchHeader
 from segments.compression import CODEC_NAMES
 from segments.errors import CorruptRecordError, StorageError
 from segments.index import CorruptIndexError, OffsetIndex, TimeIndex
-from segments.producer_state import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    CONTROL_KEY,
-    MARKER_VALUE,
-    decrement_sequence,
-)
+from segments.producer_state import decrement_sequence
 from segments.records import RecordBatch
 from segments.segment import (
     INDEX_SUFFIX,
@@ -218,22 +216,16 @@ def _record_line(header, record, print_data, parse_record=None):
     return line
 
 
-#: Kafka's ControlRecordType names by id.
-_CONTROL_TYPES = {CONTROL_ABORT: "ABORT", CONTROL_COMMIT: "COMMIT", 2: "LEADER_CHANGE",
-                  3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION",
-                  6: "KRAFT_VOTERS"}
-
-
 def _control_text(record):
     """What kafka-dump-log adds to a control record's line."""
     key, value = record.key, record.value
-    control_type = CONTROL_KEY.unpack(key)[1] if key is not None and \
-        len(key) == CONTROL_KEY.size else -1
-    if control_type in (CONTROL_ABORT, CONTROL_COMMIT) and value is not None and \
-            len(value) >= MARKER_VALUE.size:
-        return (f" endTxnMarker: {_CONTROL_TYPES[control_type]} coordinatorEpoch: "
-                f"{MARKER_VALUE.unpack_from(value)[1]}")
-    return f" controlType: {_CONTROL_TYPES.get(control_type, 'UNKNOWN')}({control_type})"
+    control_type = cd.KEY.unpack(key)[1] if key is not None and \
+        len(key) == cd.KEY_SIZE else -1
+    if control_type in (cd.ABORT, cd.COMMIT) and value is not None and \
+            len(value) >= cd.VALUE_SIZE:
+        return (f" endTxnMarker: {cd.TYPE_NAMES[control_type]} coordinatorEpoch: "
+                f"{cd.END_TXN_MARKER.unpack_from(value)[1]}")
+    return f" controlType: {cd.TYPE_NAMES.get(control_type, 'UNKNOWN')}({control_type})"
 
 
 def _text(data):

@@ -82,10 +82,13 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections import namedtuple
 
-from segments import batch_descriptor as bd, producer_snapshot_descriptor as sd
+from segments import (
+    batch_descriptor as bd,
+    control_record_descriptor as cd,
+    producer_snapshot_descriptor as sd,
+)
 from segments.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -106,14 +109,6 @@ NUM_BATCHES_TO_RETAIN = 5
 ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"
 ORIGIN_REPLICATION = "replication"
-
-#: ControlRecordType of an EndTransactionMarker.
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-#: Control record key (version, type) and EndTransactionMarker value (version,
-#: coordinatorEpoch).
-CONTROL_KEY = struct.Struct(">hh")
-MARKER_VALUE = struct.Struct(">hi")
 
 BatchMetadata = namedtuple("BatchMetadata",
                            "first_seq last_seq first_offset last_offset max_timestamp")
@@ -396,24 +391,24 @@ class ProducerStateManager:
         if record is None:
             return None  # the cleaner emptied it: its transaction is gone from the log
         key, value = record.key, record.value
-        if key is None or len(key) != CONTROL_KEY.size:
+        if key is None or len(key) != cd.KEY_SIZE:
             raise InvalidRecordError(
                 f"control batch at offset {header.base_offset}: record key of "
-                f"{0 if key is None else len(key)} bytes, expected {CONTROL_KEY.size}")
-        _, control_type = CONTROL_KEY.unpack(key)
-        if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+                f"{0 if key is None else len(key)} bytes, expected {cd.KEY_SIZE}")
+        _, control_type = cd.KEY.unpack(key)
+        if control_type not in (cd.ABORT, cd.COMMIT):
             raise InvalidRecordError(
                 f"control batch at offset {header.base_offset}: control type "
-                f"{control_type}, expected {CONTROL_ABORT} (ABORT) or {CONTROL_COMMIT} "
+                f"{control_type}, expected {cd.ABORT} (ABORT) or {cd.COMMIT} "
                 f"(COMMIT)")
-        if value is None or len(value) < MARKER_VALUE.size:
+        if value is None or len(value) < cd.VALUE_SIZE:
             raise InvalidRecordError(
                 f"control batch at offset {header.base_offset}: EndTransactionMarker value "
                 f"of {0 if value is None else len(value)} bytes, expected at least "
-                f"{MARKER_VALUE.size}")
-        _, coordinator_epoch = MARKER_VALUE.unpack_from(value)
+                f"{cd.VALUE_SIZE}")
+        _, coordinator_epoch = cd.END_TXN_MARKER.unpack_from(value)
         return self._end_txn(info, header.producer_epoch, coordinator_epoch,
-                             control_type == CONTROL_ABORT, header.base_offset,
+                             control_type == cd.ABORT, header.base_offset,
                              record.timestamp, origin)
 
     def _end_txn(self, info, epoch, coordinator_epoch, is_aborted, offset, timestamp, origin):

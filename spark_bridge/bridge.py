@@ -45,6 +45,7 @@ import time
 
 from spark_bridge import jvm
 from spark_bridge.checkpoint_log import read_progress
+from spark_bridge.options import ISOLATION_LEVEL, ISOLATION_LEVELS
 from spark_bridge.session import get_spark
 from spark_bridge.starting_offsets import pin_starting_offsets, resumes
 from spark_bridge.transform import apply_transform
@@ -113,7 +114,8 @@ class Bridge:
         else:
             start_text = self._source_options["startingOffsets"] = pin_starting_offsets(
                 self.config.checkpoint, self.config.bootstrap_servers, self.config.topic,
-                self._source_options.get("startingOffsets"))
+                self._source_options.get("startingOffsets"),
+                self._source_options.get(ISOLATION_LEVEL, ISOLATION_LEVELS[0]))
         self.spark = get_spark("ringlog-spark-bridge", self.config.master, self.config.spark_conf)
         jvm.record_processes(processes_file, jvm.spark_processes())
         self.spark.streams.addListener(_ProgressListener(self))

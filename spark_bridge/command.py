@@ -6,23 +6,29 @@ local-mode Spark streaming query, exactly once (``spark_bridge.bridge``).
     ringlog spark-bridge --bootstrap-server D --topic T --sink parquet:DIR --checkpoint DIR
         [--trigger 1s | --available-now] [--transform module:function]
         [--starting-offsets earliest|latest|JSON] [--max-offsets-per-trigger N]
-        [--fail-on-data-loss true|false] [--master local[2]] [--conf KEY=VALUE ...]
+        [--fail-on-data-loss true|false] [--isolation-level read_uncommitted|read_committed]
+        [--master local[2]] [--conf KEY=VALUE ...]
 
 ``--sink`` is ``parquet:DIR``, ``json:DIR``, ``csv:DIR`` or ``console:``
 (``spark_bridge.sinks``); ``--transform`` names a DataFrame -> DataFrame function
-(``spark_bridge.transform``). ``--starting-offsets``, ``--max-offsets-per-trigger`` and
-``--fail-on-data-loss`` are the source options ``startingOffsets``, ``maxOffsetsPerTrigger``
-and ``failOnDataLoss`` of Spark's Kafka source, with its defaults (a new query starts at the
-latest offsets; a restarted one where its checkpoint says). ``--trigger`` is the
-micro-batch interval (``500ms``, ``1s``, ``2.5s``, ``1m``); without it a batch starts as
-soon as the previous one ends. ``--master`` and ``--conf`` are spark-submit's.
+(``spark_bridge.transform``). ``--starting-offsets``, ``--max-offsets-per-trigger``,
+``--fail-on-data-loss`` and ``--isolation-level`` are the source options
+``startingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss`` and
+``kafka.isolation.level`` of Spark's Kafka source, with its defaults (a new query starts at
+the latest offsets; a restarted one where its checkpoint says; read_uncommitted). With
+``--isolation-level read_committed`` the sink gets the records of committed transactions
+only, each once, never those of aborted ones: micro-batches end at the last stable offset.
+``--trigger`` is the micro-batch interval (``500ms``, ``1s``, ``2.5s``, ``1m``); without it
+a batch starts as soon as the previous one ends. ``--master`` and ``--conf`` are
+spark-submit's.
 
-Bad ``--sink``, ``--transform`` or ``--trigger`` values fail before Spark starts (exit 1,
-the message naming the value). The bridge prints a line per micro-batch and a summary when
-it stops: on SIGTERM or Ctrl-C (exit 0; then one more line: the last committed batch, the
-offsets it ended at, and the command that resumes) or, with ``--available-now``, once the records
-committed at start are in the sink. Started again with the same ``--checkpoint``, it goes on
-where the last run's last committed batch ended, whatever way that run ended.
+Bad ``--sink``, ``--transform``, ``--trigger`` or source flag values fail before Spark
+starts (exit 1, the message naming the value). The bridge prints a line per micro-batch and
+a summary when it stops: on SIGTERM or Ctrl-C (exit 0; then one more line: the last
+committed batch, the offsets it ended at, and the command that resumes) or, with
+``--available-now``, once the records committed at start are in the sink. Started again with
+the same ``--checkpoint``, it goes on where the last run's last committed batch ended,
+whatever way that run ended.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ import signal
 from cluster.config import parse_overrides
 from cluster.tools.support import ToolError, add_bootstrap_argument, fail, setup_logging
 from spark_bridge.bridge import Bridge, BridgeConfig
+from spark_bridge.options import ISOLATION_LEVEL, ISOLATION_LEVELS
 from spark_bridge.sinks import parse_sink
 from spark_bridge.transform import load_transform
 
@@ -65,6 +72,10 @@ def add_arguments(parser):
                         help="source option maxOffsetsPerTrigger: records per micro-batch")
     parser.add_argument("--fail-on-data-loss", metavar="BOOL",
                         help="source option failOnDataLoss: true (default) or false")
+    parser.add_argument("--isolation-level", metavar="LEVEL",
+                        help="source option kafka.isolation.level: read_uncommitted "
+                             "(default) or read_committed (records of committed "
+                             "transactions only)")
     parser.add_argument("--master", default=DEFAULT_MASTER,
                         help="Spark master (default local[2])")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
@@ -90,13 +101,17 @@ def bridge_config(args):
     source_options = {}
     for name, value in (("startingOffsets", args.starting_offsets),
                         ("maxOffsetsPerTrigger", args.max_offsets_per_trigger),
-                        ("failOnDataLoss", args.fail_on_data_loss)):
+                        ("failOnDataLoss", args.fail_on_data_loss),
+                        (ISOLATION_LEVEL, args.isolation_level)):
         if value is not None:
             source_options[name] = value
     if args.fail_on_data_loss is not None and args.fail_on_data_loss.lower() not in (
             "true", "false"):
         raise ToolError(f"--fail-on-data-loss must be true or false, found "
                         f"{args.fail_on_data_loss!r}")
+    if args.isolation_level is not None and args.isolation_level not in ISOLATION_LEVELS:
+        raise ToolError(f"--isolation-level must be {' or '.join(ISOLATION_LEVELS)}, found "
+                        f"{args.isolation_level!r}")
     return BridgeConfig(
         bootstrap_servers=args.bootstrap_server,
         topic=args.topic,
@@ -123,6 +138,7 @@ def resume_command(args):
                         ("--starting-offsets", args.starting_offsets),
                         ("--max-offsets-per-trigger", args.max_offsets_per_trigger),
                         ("--fail-on-data-loss", args.fail_on_data_loss),
+                        ("--isolation-level", args.isolation_level),
                         ("--master", None if args.master == DEFAULT_MASTER else args.master)):
         if value is not None:
             argv += [flag, value]

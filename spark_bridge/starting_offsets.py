@@ -7,7 +7,8 @@ while records arrive, so batch 0 would start after where it was planned to (Spar
 source avoids this by writing its initial offsets into the checkpoint, ``sources/0/0``; a
 Python data source is not told where the checkpoint is). So the bridge resolves "latest"
 itself, the first time it starts a checkpoint, to the topic's end offsets as JSON
-(``{"t":{"0":1200,"1":1187}}``), keeps that in the checkpoint directory, and passes the
+(``{"t":{"0":1200,"1":1187}}``; with read_committed, the last stable offsets: the ends
+the source's micro-batches have), keeps that in the checkpoint directory, and passes the
 same JSON every time until Spark has committed a batch (from then on Spark starts from its
 own offsets and ignores ``startingOffsets``). "earliest" and JSON are passed as they are;
 partitions created later start at their earliest offset, as the source does.
@@ -36,11 +37,13 @@ def resumes(checkpoint):
         return False
 
 
-def pin_starting_offsets(checkpoint, bootstrap_servers, topic, spec=None):
+def pin_starting_offsets(checkpoint, bootstrap_servers, topic, spec=None,
+                         isolation_level="read_uncommitted"):
     """The startingOffsets to pass for a query on ``checkpoint``: ``spec`` (default
     "latest"), with "latest" replaced by the offsets pinned in the checkpoint directory, or
-    by the topic's end offsets now, pinned there first (unless the topic has no partitions
-    yet: then "latest" means every partition from its start, and is kept)."""
+    by the topic's end offsets now for ``isolation_level``, pinned there first (unless the
+    topic has no partitions yet: then "latest" means every partition from its start, and
+    is kept)."""
     spec = DEFAULT if spec is None else spec
     if spec.strip().lower() != "latest":
         return spec
@@ -50,7 +53,7 @@ def pin_starting_offsets(checkpoint, bootstrap_servers, topic, spec=None):
             return file.read()
     except FileNotFoundError:
         pass
-    ends = end_offsets(bootstrap_servers, topic)
+    ends = end_offsets(bootstrap_servers, topic, isolation_level)
     if not ends:
         return spec
     pinned = json.dumps({topic: {str(p): offset for p, offset in sorted(ends.items())}},
@@ -62,12 +65,13 @@ def pin_starting_offsets(checkpoint, bootstrap_servers, topic, spec=None):
     return pinned
 
 
-def end_offsets(bootstrap_servers, topic):
-    """{partition: end offset} of ``topic`` now (high watermarks); empty if it has no
-    partitions yet."""
+def end_offsets(bootstrap_servers, topic, isolation_level="read_uncommitted"):
+    """{partition: end offset} of ``topic`` now (high watermarks; read_committed: last
+    stable offsets); empty if it has no partitions yet."""
     from cluster import KafkaConsumer, TopicPartition
 
-    with KafkaConsumer(bootstrap_servers=bootstrap_servers) as consumer:
+    with KafkaConsumer(bootstrap_servers=bootstrap_servers,
+                       isolation_level=isolation_level) as consumer:
         partitions = consumer.partitions_for_topic(topic) or set()
         ends = consumer.end_offsets([TopicPartition(topic, p) for p in partitions])
     return {tp.partition: offset for tp, offset in ends.items()}

@@ -489,8 +489,12 @@ class KafkaProducer:
 
     def close(self, timeout=None):
         """Send what is queued and stop: waits up to ``timeout`` seconds (None: no limit)
-        for it to be acknowledged, then fails whatever is left (IllegalStateError) and closes
-        the connections. Safe to call twice."""
+        for it to be acknowledged and for a transaction still open to be aborted (EndTxn,
+        as Java's producer: its records are never read by read_committed consumers, and
+        the transactional id is free for a new producer at once), then fails whatever is
+        left (IllegalStateError) and closes the connections. ``timeout=0`` waits for
+        nothing: an open transaction is left to the coordinator, which aborts it after
+        ``transaction_timeout_ms``. Safe to call twice."""
         if self._closed:
             return
         self._closed = True
@@ -498,8 +502,10 @@ class KafkaProducer:
         sender = self._sender
         if threading.current_thread() is sender:
             timeout = 0  # a callback cannot wait for its own thread
-        sender.initiate_close()
-        if timeout != 0:
+        if timeout == 0:
+            sender.force_close()
+        else:
+            sender.initiate_close()
             sender.join(timeout)
         if sender.is_alive():
             sender.force_close()

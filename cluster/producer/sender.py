@@ -66,7 +66,12 @@ partitions whose batches wait to be added (``may_drain`` holds them back), then 
 TransactionManager's queue — InitProducerId, AddOffsetsToTxn, TxnOffsetCommit (to the
 group's coordinator), EndTxn once no batch is queued or in a request. While a transaction
 is being aborted the batches not yet sent fail; Produce requests carry the transactional
-id.
+id. A graceful close (``initiate_close``) first sends what is queued, then aborts a
+transaction still open and runs until its EndTxn is answered (as Java's ``Sender``; a
+commit or abort already under way is finished instead), so read_committed consumers
+never wait for ``transaction.timeout.ms`` and the next producer with the same
+transactional id starts at once; the KafkaProducer bounds this by close's timeout, after
+which (or at once with timeout 0) ``force_close`` leaves the transaction open.
 
 Thread safety: the Sender thread alone runs the loop, owns the KafkaClient, and completes
 batches (so callbacks and errbacks run there, as in kafka-python); ``wakeup()``,
@@ -151,13 +156,15 @@ class Sender(threading.Thread):
         self._wakeup.set()
 
     def initiate_close(self):
-        """Stop once everything queued and in flight is done."""
+        """Stop once everything queued and in flight is done, and a transaction still
+        open is aborted (its EndTxn answered; ``TransactionManager.begin_abort_at_close``)."""
         self._running = False
         self._accumulator.close()
         self._wakeup.set(urgent=True)
 
     def force_close(self):
-        """Stop now: fail what is queued or in flight with IllegalStateError."""
+        """Stop now: fail what is queued or in flight with IllegalStateError; an open
+        transaction is left to the coordinator's ``transaction.timeout.ms``."""
         self._forced = True
         self.initiate_close()
 
@@ -171,6 +178,10 @@ class Sender(threading.Thread):
             while not self._forced and (accumulator.has_undrained()
                                         or client.in_flight_count() or self._in_flight):
                 self.run_once()
+            txn = self._txn
+            if txn is not None and txn.transactional_id is not None:
+                while not self._forced and txn.begin_abort_at_close():
+                    self.run_once()
         except BaseException as exc:
             log.exception("the producer's sender thread failed")
             self.failure = exc
@@ -230,6 +241,9 @@ class Sender(threading.Thread):
                     self._send(node, batches, now)
             if any(entry[0].is_done for entry in self._pending):
                 delay = 0.0  # acks=0 (done once written), or a request that failed at once
+            if txn_delay is None and self._transactional_id is not None and \
+                    self._txn_call is None and txn.partitions_waiting:
+                delay = 0.0  # the drain noted partitions to add: AddPartitionsToTxn now
         client.poll(IDLE_WAIT if delay is None else delay, wakeup=self._wakeup)
         self._handle_completed()
 
@@ -388,7 +402,8 @@ class Sender(threading.Thread):
             if decision == txn_requests.REDISCOVER or call.kind == \
                     txn_requests.FIND_COORDINATOR:
                 self._forget_coordinator(call.key, call.key_type)
-            self._txn_retry_at = now + self._retry_backoff
+            self._txn_retry_at = now + txn_requests.retry_backoff(
+                call.kind, error, not txn.partitions_in_txn, self._retry_backoff)
 
     def _forget_coordinator(self, key, key_type):
         if key_type == txn_requests.GROUP_KEY:

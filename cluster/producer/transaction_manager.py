@@ -195,6 +195,10 @@ INIT, ADD_OFFSETS, TXN_OFFSET_COMMIT, END_TXN = "init", "add_offsets", "txn_offs
 
 S = TxnState
 
+#: States in which a transaction is open or ending (Java's ``hasOngoingTransaction``).
+_ONGOING = (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION,
+            S.ABORTABLE_ERROR)
+
 
 class TransactionManager:
     """The producer id, epoch and sequences of one idempotent producer, and the transaction
@@ -323,6 +327,24 @@ class TransactionManager:
             self.state = S.ABORTING_TRANSACTION
             return self._queue(TxnRequest(END_TXN, TxnResult(), committed=False))
 
+    def begin_abort_at_close(self):
+        """The producer is closing gracefully (the sender, once nothing is queued or in
+        flight): abort the transaction still open, as Java's ``Sender`` does ("Aborting
+        incomplete transaction due to shutdown"). True while the sender must keep running
+        for it: an open transaction (now being aborted), or a commit or an abort whose
+        EndTxn is queued or in flight. False once none is left, or after a fatal error."""
+        with self._lock:
+            state = self.state
+            if self.transactional_id is None or state not in _ONGOING:
+                return False
+            ending = any(r.kind == END_TXN for r in self._requests)  # queued or in flight
+            if not ending:
+                log.info("TransactionalId %s: aborting incomplete transaction due to "
+                         "shutdown", self.transactional_id)
+                self.state = S.ABORTING_TRANSACTION
+                self._queue(TxnRequest(END_TXN, TxnResult(), committed=False))
+            return True
+
     def check_sendable(self):
         """Raise unless records may be sent now (a transactional producer: in a
         transaction)."""
@@ -406,6 +428,13 @@ class TransactionManager:
             if self.state not in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
                 return ()
             return tuple(self.partitions_to_add)
+
+    @property
+    def partitions_waiting(self):
+        """Whether ``take_partitions_to_add`` has partitions now (the sender, after a drain
+        noted some: it sends AddPartitionsToTxn at once instead of waiting)."""
+        return bool(self.partitions_to_add) and self.state in (S.IN_TRANSACTION,
+                                                               S.COMMITTING_TRANSACTION)
 
     def partitions_added(self, partitions):
         with self._lock:

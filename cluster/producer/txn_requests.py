@@ -13,7 +13,9 @@ EndTxn.
 - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a lost connection: ``REDISCOVER`` (find
   the coordinator again, then retry);
 - COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS and other retriable errors:
-  ``RETRY`` after ``retry_backoff_ms``;
+  ``RETRY`` after ``retry_backoff_ms`` (``retry_backoff``: the first AddPartitionsToTxn of
+  a transaction refused with CONCURRENT_TRANSACTIONS — the previous transaction is still
+  writing its markers — after at most 20 ms, as Java's producer);
 - PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (as ProducerFencedError),
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE: ``FATAL``;
 - anything else: ``ABORTABLE`` for AddPartitionsToTxn, AddOffsetsToTxn and
@@ -28,6 +30,7 @@ import datetime
 
 from cluster.client.kafka_client import API_VERSIONS
 from cluster.errors import (
+    ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -134,6 +137,22 @@ def response_error(kind, response):
             return error
         found = found or error
     return found
+
+
+#: Seconds before the first AddPartitionsToTxn of a transaction is sent again after
+#: CONCURRENT_TRANSACTIONS, if ``retry_backoff_ms`` is longer (Java's
+#: ``ADD_PARTITIONS_RETRY_BACKOFF_MS``): the previous transaction completes soon.
+ADD_PARTITIONS_RETRY_BACKOFF = 0.02
+
+
+def retry_backoff(kind, error, first_add, backoff):
+    """Seconds before a request of ``kind`` refused with the retriable ``error`` is sent
+    again: ``backoff`` (``retry_backoff_ms``), or at most ADD_PARTITIONS_RETRY_BACKOFF for
+    the transaction's first AddPartitionsToTxn (``first_add``) refused with
+    CONCURRENT_TRANSACTIONS."""
+    if kind == ADD_PARTITIONS and first_add and isinstance(error, ConcurrentTransactionsError):
+        return min(backoff, ADD_PARTITIONS_RETRY_BACKOFF)
+    return backoff
 
 
 def decide(kind, error):

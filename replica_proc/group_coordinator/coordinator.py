@@ -63,8 +63,12 @@ COMMIT marker lands on the group's ``__consumer_offsets`` partition
 an aborted transaction's offsets never become committed, one still open stays pending.
 OffsetDelete and DeleteGroups forget the pending transactional offsets they delete (as
 Kafka's ``removeOffsets``).
-Difference from Kafka: a committed transaction's offset replaces the committed one even
-if a plain OffsetCommit was written after it (Kafka keeps the later write of the two).
+A committed transaction's offset replaces a committed one only if its record was written
+after that one's (Kafka's ``completePendingTxnOffsetCommit`` compares the records'
+offsets): a plain OffsetCommit written after the TxnOffsetCommit wins, in ``load`` too.
+The coordinator orders records by an *append order* (``_append_order``), a counter that
+grows with each offset write — the store appends synchronously in the call, so its order is
+the log's — and, in ``load``, with each record read (it restarts above what was read).
 
 Differences from Kafka: DeleteGroups and OffsetDelete answer after their tombstones are
 stored (Kafka writes them without waiting) and report a failed write; a request Kafka
@@ -116,6 +120,7 @@ from replica_proc.group_coordinator.group import (
     Group,
     GroupMember,
     GroupState,
+    PendingTxnOffset,
 )
 from replica_proc.group_coordinator.results import (
     UNKNOWN_MEMBER_ID,
@@ -223,6 +228,8 @@ class GroupCoordinator:
         self._writes = {}  # partition -> {_Write} waiting for the store
         self._timers = Timers()
         self._now = 0.0
+        #: The append order of the next offset record (module doc).
+        self._append_order = 0
 
     # -- partitions ---------------------------------------------------------------------
 
@@ -256,14 +263,16 @@ class GroupCoordinator:
             raise ValueError(f"__consumer_offsets partition {partition} is already loaded")
         self._now = now
         metadata, offsets = {}, {}
-        pending = {}  # producer id -> {group id: {(topic, partition): value}}
+        orders = {}  # group id -> {(topic, partition): append order of the offset's record}
+        pending = {}  # producer id -> {group id: {(topic, partition): PendingTxnOffset}}
         for position, entry in enumerate(stored):
             key_bytes, value_bytes, producer_id = entry if len(entry) == 3 else (*entry, -1)
             if key_bytes is None:  # a transaction's marker
                 transaction = pending.pop(producer_id, {})
                 if value_bytes == COMMIT:
                     for group_id, committed in transaction.items():
-                        offsets.setdefault(group_id, {}).update(committed)
+                        _commit_txn_offsets(offsets.setdefault(group_id, {}),
+                                            orders.setdefault(group_id, {}), committed)
                 elif value_bytes != ABORT:
                     pending[producer_id] = transaction  # not a transaction's end
                 continue
@@ -277,13 +286,14 @@ class GroupCoordinator:
             if isinstance(key, records.OffsetCommitKey) and producer_id >= 0:
                 if value is not None:
                     pending.setdefault(producer_id, {}).setdefault(key.group, {})[
-                        (key.topic, key.partition)] = value
+                        (key.topic, key.partition)] = PendingTxnOffset(value, position)
             elif isinstance(key, records.OffsetCommitKey):
                 group_offsets = offsets.setdefault(key.group, {})
                 if value is None:
                     group_offsets.pop((key.topic, key.partition), None)
                 else:
                     group_offsets[(key.topic, key.partition)] = value
+                    orders.setdefault(key.group, {})[(key.topic, key.partition)] = position
             elif value is None:
                 metadata.pop(key.group, None)
             else:
@@ -292,6 +302,7 @@ class GroupCoordinator:
         for group_id in metadata.keys() | {g for g, o in offsets.items() if o} | open_groups:
             group = self._loaded_group(group_id, partition, metadata.get(group_id))
             group.offsets = offsets.get(group_id, {})
+            group.offset_orders = orders.get(group_id, {})
             group.pending_txn_offsets = {
                 producer_id: dict(transaction[group_id])
                 for producer_id, transaction in pending.items() if group_id in transaction}
@@ -302,6 +313,7 @@ class GroupCoordinator:
                                                     f"({self._max_size})")
             for member in group.members.values():
                 self._schedule_session(now, group, member)
+        self._append_order = max(self._append_order, len(stored))
         self._loading.discard(partition)
         self._owned.add(partition)
         if _RETENTION not in self._timers:
@@ -889,7 +901,8 @@ class GroupCoordinator:
     def complete_transaction(self, partition, producer_id, commit):
         """The COMMIT (``commit``) or ABORT marker of ``producer_id`` landed on
         ``__consumer_offsets`` partition ``partition``: its pending transactional offsets
-        become the committed offsets of their groups, or are dropped."""
+        become the committed offsets of their groups — each unless a later record (a plain
+        OffsetCommit written after it) holds the committed offset — or are dropped."""
         if partition not in self._owned:
             return
         for group in list(self._groups.values()):
@@ -897,7 +910,7 @@ class GroupCoordinator:
                 continue
             transaction = group.pending_txn_offsets.pop(producer_id, None)
             if transaction and commit:
-                group.offsets.update(transaction)
+                _commit_txn_offsets(group.offsets, group.offset_orders, transaction)
 
     def _store_offsets(self, group, offsets, respond, producer=None):
         timestamp = self._clock_ms()
@@ -914,6 +927,8 @@ class GroupCoordinator:
             respond({tp: OffsetMetadataTooLargeError.errno for tp in offsets})
             return
         group.pending_commits.update(values)
+        order = self._append_order
+        self._append_order += 1
 
         def stored(error):
             for tp, value in values.items():
@@ -922,8 +937,10 @@ class GroupCoordinator:
             if error == NONE and self._groups.get(group.group_id) is group:
                 if producer is None:
                     group.offsets.update(values)
+                    group.offset_orders.update(dict.fromkeys(values, order))
                 else:
-                    group.pending_txn_offsets.setdefault(producer[0], {}).update(values)
+                    group.pending_txn_offsets.setdefault(producer[0], {}).update(
+                        {tp: PendingTxnOffset(value, order) for tp, value in values.items()})
             code = _COMMIT_WRITE_ERRORS.get(error, error)
             respond({tp: OffsetMetadataTooLargeError.errno if tp in too_large else code
                      for tp in offsets})
@@ -980,6 +997,8 @@ class GroupCoordinator:
             for transaction in group.pending_txn_offsets.values():
                 transaction.pop(tp, None)
         removed = [tp for tp in eligible if group.offsets.pop(tp, None) is not None]
+        for tp in removed:
+            del group.offset_orders[tp]
 
         def stored(error):
             code = _GROUP_WRITE_ERRORS.get(error, error)
@@ -1014,6 +1033,7 @@ class GroupCoordinator:
             expired = self._expired(group, now_ms)
             for tp in expired:
                 del group.offsets[tp]
+                group.offset_orders.pop(tp, None)
             if expired:
                 log.info("group %s: %d offset(s) expired", group.group_id, len(expired))
             # A tombstone lost is written again by a later check.
@@ -1114,6 +1134,7 @@ class GroupCoordinator:
         for group in eligible:
             offsets = list(group.offsets)
             group.offsets.clear()
+            group.offset_orders.clear()
             group.pending_commits.clear()
             group.pending_txn_offsets.clear()
             if not self._tombstone(group, offsets,
@@ -1167,3 +1188,13 @@ class GroupCoordinator:
             self._store_records(partition, pairs, callback)
         else:
             self._store_records(partition, pairs, callback, producer=producer)
+
+
+def _commit_txn_offsets(offsets, orders, transaction):
+    """A committed ``transaction``'s offsets ({tp: PendingTxnOffset}) into ``offsets``
+    ({tp: OffsetCommitValue}, their records' append orders in ``orders``), each unless
+    the committed offset's record is the later one (Kafka's ``olderThan``)."""
+    for tp, txn_offset in transaction.items():
+        if tp not in offsets or orders.get(tp, -1) < txn_offset.order:
+            offsets[tp] = txn_offset.value
+            orders[tp] = txn_offset.order

@@ -13,6 +13,10 @@ Besides its members a group tracks *pending members* (ids handed out with
 MEMBER_ID_REQUIRED whose JoinGroup has not come back; a rebalance waits for them), the
 *pending syncs* of the current generation (members that have not sent SyncGroup yet), its
 committed offsets and the *pending commits* (written, not yet acknowledged by the store).
+Each committed offset and each pending transactional one keeps the *append order* of its
+record in the group's ``__consumer_offsets`` partition (a number that grows with the
+record's offset), so a transaction's COMMIT keeps a later plain commit (Kafka's
+``CommitRecordMetadataAndOffset.olderThan``).
 
 The protocol of a generation is chosen by vote (Kafka's ``selectProtocol``): among the
 protocols every member supports, each member votes for the first of its own list that is
@@ -38,6 +42,15 @@ class GroupState(enum.Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingTxnOffset:
+    """A TxnOffsetCommit's offset waiting for its transaction's end: the value and the
+    append order of its record."""
+
+    value: object  # records.OffsetCommitValue
+    order: int
 
 
 @dataclasses.dataclass
@@ -96,9 +109,12 @@ class Group:
         self.pending_members = set()  # member ids given with MEMBER_ID_REQUIRED, not joined yet
         self.pending_sync = set()  # member ids of the generation that have not synced yet
         self.offsets = {}  # (topic, partition) -> records.OffsetCommitValue
+        #: (topic, partition) -> the append order of the record behind ``offsets``' value
+        #: (the coordinator's; an entry without an offset is never read).
+        self.offset_orders = {}
         #: (topic, partition) -> the OffsetCommitValue of the latest commit being stored.
         self.pending_commits = {}
-        #: producer id -> {(topic, partition): OffsetCommitValue}: TxnOffsetCommits stored
+        #: producer id -> {(topic, partition): PendingTxnOffset}: TxnOffsetCommits stored
         #: in the producer's open transaction, committed offsets once its COMMIT lands.
         self.pending_txn_offsets = {}
         self.state_timestamp = -1  # wall-clock ms of the last state change (stored)

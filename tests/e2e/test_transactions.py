@@ -7,7 +7,8 @@ the records; an aborted one's it skips; offsets sent to a transaction (TxnOffset
 are the group's committed offsets once it commits, never if it aborts; a forgotten
 transaction is aborted after its ``transaction.timeout.ms`` and its producer fenced; the
 coordinator broker SIGKILLed with a transaction open: the new coordinator loaded it and
-commits it.
+commits it; KafkaProducer.close() aborts the transaction it leaves open; a marker of a
+partition the coordinator's broker leads does not wait for a follower's fetch max wait.
 
 The ``e2e`` fixture stops the clusters and fails the test if any process it started still
 runs or any shared-memory object of its clusters is left."""
@@ -510,3 +511,65 @@ def test_the_new_group_coordinator_replays_transactional_offsets(e2e):
                 time.sleep(0.05)
     finally:
         producer.close(timeout=5)
+
+
+def test_close_aborts_an_open_transaction_and_frees_the_transactional_id(e2e):
+    """KafkaProducer.close() with a transaction open aborts it (as Java's producer): with a
+    transaction timeout of ten minutes, its records are never read by read_committed and
+    the partitions are stable at once; the next InitProducerId of the id bumps the epoch
+    once (no open transaction to abort first: no CONCURRENT_TRANSACTIONS)."""
+    cluster = start(e2e)
+    probe = Producer(cluster)
+    closing = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                            transactional_id=TXN_ID, transaction_timeout_ms=600_000)
+    try:
+        probe.find_coordinator()
+        producer_id, epoch = probe.init()
+        closing.init_transactions()  # epoch + 1
+        closing.begin_transaction()
+        for p in range(PARTITIONS):
+            closing.send(TOPIC, b"kept-%d" % p, partition=p)
+        closing.commit_transaction()
+        closing.begin_transaction()
+        for p in range(PARTITIONS):
+            closing.send(TOPIC, b"open-%d" % p, partition=p).get(timeout=BOUND)
+        closing.send(TOPIC, b"queued", partition=0)
+        assert all(lso < leo for lso, leo in stable_offsets(cluster).values())
+        closing.close(timeout=BOUND)
+        ends = wait_stable(cluster)  # aborted by close, not by the coordinator's timeout
+        assert read_committed(cluster, ends) == sorted(b"kept-%d" % p
+                                                       for p in range(PARTITIONS))
+        assert probe.init() == (producer_id, epoch + 2)
+    finally:
+        closing.close(timeout=5)
+        probe.close()
+
+
+def test_a_transactions_markers_do_not_wait_for_a_followers_fetch_max_wait(e2e):
+    """The coordinator's broker leads a partition of the transaction: its marker, appended
+    when a follower's fetch moves the ``__transaction_state`` high watermark, reaches the
+    followers at once (their fetch read again, not parked for ``replica.fetch.wait.max.ms``),
+    so the transaction completes and the next one's AddPartitionsToTxn is not refused
+    (CONCURRENT_TRANSACTIONS) until that wait runs out."""
+    # (The long fetch wait also delays the first write to __transaction_state once, as in
+    # Kafka: the followers' fetches parked before the topic existed do not include it.)
+    cluster = start(e2e, replica_fetch_wait_max_ms=15_000, replica_lag_time_max_ms=60_000)
+    probe = Producer(cluster)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                             transactional_id=TXN_ID, linger_ms=0)
+    try:
+        node = probe.find_coordinator()
+        leaders = {p.leader for p in cluster.metadata().topics[TOPIC].partitions}
+        assert node in leaders, (node, leaders)
+        producer.init_transactions()
+        for n in range(3):
+            producer.begin_transaction()
+            for p in range(PARTITIONS):  # each within 5 s: well below the fetch max wait
+                producer.send(TOPIC, b"t%d-%d" % (n, p), partition=p).get(timeout=5)
+            producer.commit_transaction(timeout_ms=5_000)
+        ends = wait_stable(cluster)
+        assert read_committed(cluster, ends) == sorted(
+            b"t%d-%d" % (n, p) for n in range(3) for p in range(PARTITIONS))
+    finally:
+        producer.close(timeout=5)
+        probe.close()

@@ -8,23 +8,13 @@ import os
 from segments import batch_descriptor as d
 from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint
-from segments.control_record import build_end_txn_marker
+from segments.control_record import ABORT, COMMIT, build_end_txn_marker
 from segments.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, PartitionLog
 from segments.log_config import LogConfig
-from segments.producer_state import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    CONTROL_KEY,
-    MARKER_VALUE,
-    ORIGIN_COORDINATOR,
-)
+from segments.producer_state import ORIGIN_COORDINATOR
 from segments.records import (
-    NO_HEADERS,
     RecordBatchBuilder,
-    encode_records,
     iter_records,
-    pack_batch,
-    record_body_size,
 )
 from tests.support.clock import T0, FakeClock
 
@@ -140,10 +130,5 @@ def idempotent(producer_id, epoch, sequence, count=1, transactional=False, key=b
 def marker(producer_id, epoch, commit=True, coordinator_epoch=0, timestamp=T0):
     """A transaction marker: a transactional control batch holding one
     EndTransactionMarker record (Kafka's layout)."""
-    key = CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
-    value = MARKER_VALUE.pack(0, coordinator_epoch)
-    payload, _ = encode_records([timestamp], [key], [value], [NO_HEADERS],
-                                [record_body_size(0, 0, key, value, NO_HEADERS)])
-    return pack_batch(payload, 1, timestamp, timestamp,
-                      d.TRANSACTIONAL_MASK | d.CONTROL_MASK, producer_id=producer_id,
-                      producer_epoch=epoch, base_sequence=-1, partition_leader_epoch=-1)
+    return build_end_txn_marker(COMMIT if commit else ABORT, coordinator_epoch, producer_id,
+                                epoch, timestamp)

@@ -13,6 +13,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from segments import batch_descriptor as d, producer_snapshot_descriptor as sd
 from segments.cleaner import clean
+from segments.control_record_descriptor import COMMIT
 from segments.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -22,7 +23,6 @@ from segments.errors import (
 )
 from segments.log import DuplicateAppend
 from segments.producer_state import (
-    CONTROL_COMMIT,
     INT32_MAX,
     ORIGIN_COORDINATOR,
     BatchMetadata,
@@ -479,5 +479,5 @@ def test_kafka_python_reads_the_producer_fields_and_the_marker():
     assert control.is_control_batch and control.is_transactional
     assert control.validate_crc()
     (record,) = list(control)
-    assert struct.unpack(">hh", record.key) == (0, CONTROL_COMMIT)
+    assert struct.unpack(">hh", record.key) == (0, COMMIT)
     assert struct.unpack(">hi", record.value) == (0, 9)

@@ -3,10 +3,12 @@
 Each bridge runs as its own process (``python -m cluster.tools.cli spark-bridge``), as a user
 runs it; the test reads the parquet sink as Spark does, through the sink's metadata log
 (``spark_bridge.sink_log``), so files of an interrupted attempt are not counted. Spark
-starts in several seconds, so the file starts three bridges in all: one
-``--available-now`` run, and one bridge killed with SIGKILL while records are produced,
-restarted at once, then stopped with SIGTERM. The bridge process and Spark's Python workers
-that read publish stats pages as "bridge" and "spark-reader".
+starts in several seconds, so the file starts five bridges in all: one
+``--available-now`` run; one bridge killed with SIGKILL while records are produced,
+restarted at once, then stopped with SIGTERM; and the same with ``--isolation-level
+read_committed`` while a transactional producer commits some transactions and aborts
+others (the sink ends with exactly the committed records, each once). The bridge process
+and Spark's Python workers that read publish stats pages as "bridge" and "spark-reader".
 
 Every process a bridge starts (its JVM, Spark's Python workers) is recorded with psutil
 while it runs; after a kill or a stop none may survive, and the shared-memory connections
@@ -29,7 +31,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from cluster import KafkaProducer
+from cluster import KafkaConsumer, KafkaProducer, TopicPartition
 from cluster.stats.reader import read_all
 from shm_ring.naming import list_objects
 from spark_bridge import command as spark_bridge_cmd, jvm, sink_log
@@ -43,7 +45,9 @@ from tests.support.paths import ROOT
 from tests.support.tools import run_tool, tool_cluster
 from tests.support.topics import create_topic
 
-cluster = tool_cluster(1)
+#: One broker; the transaction state log fits on it (the transactional upstream's tests).
+cluster = tool_cluster(1, transaction_state_log_replication_factor=1,
+                       transaction_state_log_min_isr=1, transaction_state_log_num_partitions=1)
 
 
 def add_value_length(df):
@@ -316,6 +320,116 @@ def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_sigterm_st
     assert 0 < first_rows < len(expected)  # the kill came mid-stream
 
 
+class TransactionalProducer(threading.Thread):
+    """Runs transactions of 30 records over every partition until stopped, one every
+    50 ms: every third is aborted (after its records were written), the others committed.
+    Remembers the values of each kind."""
+
+    def __init__(self, cluster, topic, partitions):
+        super().__init__(daemon=True)
+        self.cluster, self.topic, self.partitions = cluster, topic, partitions
+        self.stopping = threading.Event()
+        self.committed, self.aborted = set(), set()
+        self.error = None
+
+    def run(self):
+        try:
+            with KafkaProducer(bootstrap_servers=self.cluster.bootstrap_servers,
+                               transactional_id="bridge-upstream", linger_ms=5) as producer:
+                producer.init_transactions()
+                n = 0
+                while not self.stopping.wait(0.05):
+                    values = [b"t%05d-%02d" % (n, i) for i in range(30)]
+                    producer.begin_transaction()
+                    for i, value in enumerate(values):
+                        producer.send(self.topic, value, partition=i % self.partitions)
+                    if n % 3 == 2:
+                        producer.flush(30)  # written to the log, then aborted
+                        producer.abort_transaction()
+                        self.aborted.update(values)
+                    else:
+                        producer.commit_transaction()
+                        self.committed.update(values)
+                    n += 1
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def finish(self):
+        self.stopping.set()
+        self.join(60)
+        assert self.error is None, f"transactional producer failed: {self.error!r}"
+
+
+def committed_ends(cluster, topic):
+    """{partition as str: last stable offset} of ``topic`` now."""
+    with KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers,
+                       isolation_level="read_committed") as consumer:
+        ends = consumer.end_offsets([TopicPartition(topic, p)
+                                     for p in consumer.partitions_for_topic(topic)])
+    return {str(tp.partition): offset for tp, offset in ends.items()}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.spark
+@pytest.mark.slow
+def test_read_committed_bridge_sinks_each_committed_record_once_across_a_sigkill(
+        cluster, bridges, tmp_path):
+    create_topic(cluster, "bridge-txn", 3)
+    argv = ["--bootstrap-server", cluster.bootstrap_servers, "--topic", "bridge-txn",
+            "--sink", f"parquet:{tmp_path / 'sink'}", "--checkpoint", tmp_path / "checkpoint",
+            "--trigger", "500ms", "--starting-offsets", "earliest",
+            "--isolation-level", "read_committed"]
+    upstream = TransactionalProducer(cluster, "bridge-txn", 3)
+    upstream.start()
+    try:
+        first = bridges("first", *argv)
+        first.wait_until(lambda: sum(1 for _, rows, _ in first.batches() if rows) >= 2,
+                         "two batches with rows")
+        first.process.kill()  # SIGKILL, transactions open and ending meanwhile
+        assert first.wait_exit() == -signal.SIGKILL
+        second = bridges("second", *argv)
+        first.assert_nothing_left(cluster.cluster_id)
+        second.wait_until(lambda: any(rows for _, rows, _ in second.batches()),
+                          "a batch with rows after the restart")
+    finally:
+        upstream.finish()
+    assert upstream.aborted and upstream.committed
+    ends = committed_ends(cluster, "bridge-txn")  # nothing open any more: the log ends
+    second.wait_until(lambda: second.batches()[-1][2] == {"bridge-txn": ends},
+                      f"the end offsets {ends}")
+    second.process.send_signal(signal.SIGTERM)
+    assert second.wait_exit() == 0, second.err_path.read_text()[-3000:]
+    second.assert_nothing_left(cluster.cluster_id)
+
+    rows, count = read_sink(tmp_path / "sink")
+    assert count == len(rows), f"{count - len(rows)} rows are in the sink twice"
+    values = [row["value"] for row in rows.values()]
+    assert len(values) == len(set(values))
+    assert set(values) == upstream.committed  # none aborted, none missing
+    first_rows = sum(rows for _, rows, _ in first.batches())
+    assert 0 < first_rows < len(values)  # the kill came mid-stream
+
+
+@pytest.mark.multiprocess
+def test_latest_is_pinned_to_the_last_stable_offsets_with_read_committed(cluster, tmp_path):
+    create_topic(cluster, "bridge-pin-txn", 1)
+    for checkpoint in ("c", "u"):
+        (tmp_path / checkpoint).mkdir()
+    produce(cluster, "bridge-pin-txn", [b"before"])  # offset 0
+    with KafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
+                       transactional_id="bridge-pin") as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("bridge-pin-txn", b"open").get(30)  # offset 1, not yet stable
+        committed = pin_starting_offsets(str(tmp_path / "c"), cluster.bootstrap_servers,
+                                         "bridge-pin-txn", None, "read_committed")
+        uncommitted = pin_starting_offsets(str(tmp_path / "u"), cluster.bootstrap_servers,
+                                           "bridge-pin-txn", None, "read_uncommitted")
+        producer.abort_transaction()
+    assert json.loads(committed) == {"bridge-pin-txn": {"0": 1}}
+    assert json.loads(uncommitted) == {"bridge-pin-txn": {"0": 2}}
+
+
 @pytest.mark.parametrize("sink, message", [
     ("kafka:/tmp/x", "unknown sink kind 'kafka'"),
     ("parquet:", "the parquet sink needs a directory"),
@@ -352,6 +466,8 @@ def test_bad_transform_fails_before_spark_starts(tmp_path, capsys, monkeypatch, 
     (["--trigger", "soon"], "--trigger 'soon' must be a number and a unit"),
     (["--fail-on-data-loss", "maybe"], "--fail-on-data-loss must be true or false, "
                                        "found 'maybe'"),
+    (["--isolation-level", "committed"], "--isolation-level must be read_uncommitted or "
+                                         "read_committed, found 'committed'"),
 ])
 def test_bad_trigger_or_source_flag_fails(tmp_path, capsys, argv, message):
     code = run_tool(spark_bridge_cmd, "--bootstrap-server", tmp_path, "--topic", "t",

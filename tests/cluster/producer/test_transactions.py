@@ -5,7 +5,11 @@ transactional, offsets sent to the transaction (AddOffsetsToTxn, then TxnOffsetC
 the group's coordinator), retriable coordinator errors retried and a coordinator that
 moved or went away looked up again, fencing fatal for good, a failed batch making commit
 fail and abort work (with a new epoch after), an abort failing what was not sent, close
-failing a call still waiting, and API misuse refused as kafka-python does."""
+failing a call still waiting, close aborting an open transaction (after sending what is
+queued; retried when refused; a commit under way finished instead; not with timeout 0,
+nor past close's timeout), partitions new to a transaction added without an idle wait, the
+first AddPartitionsToTxn refused as CONCURRENT_TRANSACTIONS retried after 20 ms, and API
+misuse refused as kafka-python does."""
 from __future__ import annotations
 
 import threading
@@ -15,12 +19,15 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from cluster.errors import (
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
     IllegalStateError,
     InvalidRecordError,
     KafkaError,
     KafkaTimeoutError,
     ProducerFencedError,
 )
+from cluster.producer import sender, transaction_manager as tm, txn_requests as tr
 from cluster.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 from segments.batch_header import BatchHeader
 from tests.support.bounds import IN_PROCESS_BOUND
@@ -349,3 +356,154 @@ def test_init_transactions_after_a_timeout_resumes(fake_cluster, producer_of):
     producer.begin_transaction()
     producer.send("t", b"v")
     producer.commit_transaction()
+
+
+def test_close_aborts_the_open_transaction(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
+    since = len(cluster.requests)
+    producer.close(timeout=IN_PROCESS_BOUND)
+    end = calls(cluster, since)
+    assert [name for _, name, _ in end] == ["END_TXN"] and end[0][2].committed is False
+    assert [(c, p) for c, p, _ in cluster.transactions["tx"].ended] == [(False, {("t", 0)})]
+
+
+def test_close_sends_what_is_queued_then_aborts(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t", partitions=2)
+    producer = producer_of(cluster, linger_ms=60000, delivery_timeout_ms=70000)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({TopicPartition("t", 1): OffsetAndMetadata(
+        3, "", -1)}, "g")
+    futures = [producer.send("t", b"lingering", partition=0)]
+    producer.close(timeout=IN_PROCESS_BOUND)
+    assert names(cluster)[-3:] == ["ADD_PARTITIONS_TO_TXN", "PRODUCE", "END_TXN"]
+    assert all(f.succeeded() for f in futures)  # written, then aborted, as Java's
+    assert [(c, p, o) for c, p, o in cluster.transactions["tx"].ended] == [
+        (False, {("t", 0)}, {"g": {("t", 1): 3}})]
+    assert cluster.txn_committed == {}
+
+
+def test_close_after_a_failed_batch_aborts(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"kept").get(timeout=IN_PROCESS_BOUND)
+    cluster.fail_next("t", 0, ErrorCode.invalid_record)
+    with pytest.raises(InvalidRecordError):
+        producer.send("t", b"refused").get(timeout=IN_PROCESS_BOUND)
+    producer.close(timeout=IN_PROCESS_BOUND)
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [False]
+
+
+def test_close_retries_an_abort_the_coordinator_refused(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
+    cluster.fail_next("tx", None, ErrorCode.concurrent_transactions, times=2, api="END_TXN")
+    producer.close(timeout=IN_PROCESS_BOUND)
+    assert names(cluster).count("END_TXN") == 3
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [False]
+
+
+def test_close_finishes_a_commit_under_way_instead_of_aborting(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    cluster.fail_next("tx", None, ErrorCode.concurrent_transactions, times=3, api="END_TXN")
+    producer = producer_of(cluster, retry_backoff_ms=50)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"v").get(timeout=IN_PROCESS_BOUND)
+    committer = threading.Thread(target=producer.commit_transaction)
+    committer.start()
+    deadline = time.monotonic() + IN_PROCESS_BOUND
+    while "END_TXN" not in names(cluster):
+        assert time.monotonic() < deadline, "no EndTxn sent"
+        time.sleep(0.005)
+    producer.close(timeout=IN_PROCESS_BOUND)
+    committer.join(IN_PROCESS_BOUND)
+    assert not committer.is_alive()
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [True]
+
+
+def test_close_with_timeout_0_leaves_the_transaction_to_the_coordinator(
+        fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
+    since = len(cluster.requests)
+    producer.close(timeout=0)
+    assert names(cluster, since) == []
+    assert cluster.transactions["tx"].ended == []
+    assert cluster.transactions["tx"].partitions == {("t", 0)}
+
+
+def test_close_gives_up_the_abort_at_its_timeout(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", leaders=[0])
+    cluster.txn_coordinator = 1
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
+    cluster.stop_broker(1)  # the coordinator: nobody can end the transaction now
+    cluster.txn_coordinator = 7
+    producer.close(timeout=0.2)
+    assert cluster.transactions["tx"].ended == []
+    assert not producer._sender.is_alive()
+
+
+def test_a_partition_new_to_the_transaction_is_added_without_an_idle_wait(
+        fake_cluster, producer_of, monkeypatch):
+    monkeypatch.setattr(sender, "IDLE_WAIT", 3600.0)  # only a wake-up ends a poll now
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t", partitions=2)
+    producer = producer_of(cluster, linger_ms=5)
+    producer.init_transactions()
+    for partition in (0, 1, 0):
+        producer.begin_transaction()
+        producer.send("t", b"v", partition=partition).get(timeout=IN_PROCESS_BOUND)
+        producer.commit_transaction()
+    assert [(c, p) for c, p, _ in cluster.transactions["tx"].ended] == [
+        (True, {("t", 0)}), (True, {("t", 1)}), (True, {("t", 0)})]
+
+
+def test_the_first_add_refused_as_concurrent_is_retried_soon_whatever_the_backoff(
+        fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t", partitions=2)
+    producer = producer_of(cluster, retry_backoff_ms=60_000, linger_ms=0)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"v", partition=0).get(timeout=IN_PROCESS_BOUND)
+    producer.commit_transaction()
+    # the previous transaction still completes: Java's producer retries after 20 ms
+    cluster.fail_next("tx", None, ErrorCode.concurrent_transactions, times=2,
+                      api="ADD_PARTITIONS_TO_TXN")
+    producer.begin_transaction()
+    producer.send("t", b"w", partition=0).get(timeout=IN_PROCESS_BOUND)
+    assert names(cluster).count("ADD_PARTITIONS_TO_TXN") == 4
+    producer.commit_transaction()
+
+
+def test_the_short_retry_is_for_the_first_add_refused_as_concurrent_only():
+    concurrent = ConcurrentTransactionsError("busy")
+    assert tr.retry_backoff(tr.ADD_PARTITIONS, concurrent, True, 0.1) == 0.02
+    assert tr.retry_backoff(tr.ADD_PARTITIONS, concurrent, True, 0.005) == 0.005
+    assert tr.retry_backoff(tr.ADD_PARTITIONS, concurrent, False, 0.1) == 0.1
+    assert tr.retry_backoff(tr.ADD_PARTITIONS, CoordinatorLoadInProgressError("x"), True,
+                            0.1) == 0.1
+    assert tr.retry_backoff(tm.END_TXN, concurrent, True, 0.1) == 0.1

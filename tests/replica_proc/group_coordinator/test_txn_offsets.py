@@ -1,7 +1,9 @@
 """TxnOffsetCommit: offsets stored in a producer's transaction are pending — invisible to
 OffsetFetch (UNSTABLE_OFFSET_COMMIT with require_stable) — until the producer's COMMIT
-marker makes them the group's committed offsets; an ABORT drops them; replaying
-``__consumer_offsets`` does the same with the transactions' records and markers."""
+marker makes them the group's committed offsets, except where a plain OffsetCommit's
+record came after the transaction's (Kafka keeps the later); an ABORT drops them;
+replaying ``__consumer_offsets`` does the same with the transactions' records and
+markers."""
 from __future__ import annotations
 
 from cluster import errors as e
@@ -122,3 +124,49 @@ def test_deleting_an_offset_forgets_it_in_pending_transactions(env):
     env.coordinator.delete_offsets("g", [T0P0], lambda *answer: None)
     env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, True)
     assert offsets_of(env.coordinator, "g") == {T0P1: 6}
+
+
+def test_a_plain_commit_written_after_the_transactions_record_wins_its_commit(env):
+    env.commit("g", {T0P0: (1, -1, ""), T0P1: (2, -1, "")})
+    env.txn_commit("g", {T0P0: (5, -1, ""), T0P1: (6, -1, "")})
+    env.commit("g", {T0P0: (8, -1, "later")})  # after the TxnOffsetCommit's record
+    env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, True)
+    assert env.coordinator.fetch_offsets("g", [T0P0, T0P1], require_stable=True)[1] == {
+        T0P0: CommittedOffset(8, -1, "later"), T0P1: CommittedOffset(6, -1, "")}
+
+
+def test_a_plain_commit_acknowledged_after_the_marker_still_wins(env):
+    env.txn_commit("g", {T0P0: (5, -1, "")})
+    env.store.hold = True
+    answers = env.commit("g", {T0P0: (8, -1, "")})
+    assert answers == []  # written, not yet acknowledged
+    env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, True)
+    assert offsets_of(env.coordinator, "g") == {T0P0: 5}
+    env.store.release()
+    assert answers == [{T0P0: 0}] and offsets_of(env.coordinator, "g") == {T0P0: 8}
+
+
+def test_a_transactions_record_written_after_a_plain_commit_wins_its_commit(env):
+    env.txn_commit("g", {T0P0: (5, -1, "")}, producer_id=7)
+    env.commit("g", {T0P0: (8, -1, "")})
+    env.txn_commit("g", {T0P1: (9, -1, "")}, producer_id=8)
+    env.commit("g", {T0P1: (3, -1, "")})
+    env.txn_commit("g", {T0P1: (10, -1, "")}, producer_id=8)  # after the plain 3
+    partition = env.coordinator.partition_of("g")
+    env.coordinator.complete_transaction(partition, 7, True)
+    env.coordinator.complete_transaction(partition, 8, True)
+    assert offsets_of(env.coordinator, "g") == {T0P0: 8, T0P1: 10}
+
+
+def test_replay_keeps_a_plain_commit_written_after_the_transactions_record(env):
+    partition = env.coordinator.partition_of("g")
+    env.txn_commit("g", {T0P0: (5, -1, ""), T0P1: (6, -1, "")}, producer_id=7)
+    env.commit("g", {T0P0: (8, -1, "")})
+    env.store.marker(partition, 7, COMMIT)
+    coordinator = reload(env, partition)
+    assert offsets_of(coordinator, "g") == {T0P0: 8, T0P1: 6}
+    # after the reload, a transaction written now is later than everything loaded
+    coordinator.commit_transactional_offsets(env.now, "g", 9, 0, {T0P0: (11, -1, "")},
+                                             lambda answer: None)
+    coordinator.complete_transaction(partition, 9, True)
+    assert offsets_of(coordinator, "g") == {T0P0: 11, T0P1: 6}
