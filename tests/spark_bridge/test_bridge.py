@@ -181,16 +181,29 @@ def produce(cluster, topic, values):
                 for m, value, key in ((f.get(30), v, k) for f, v, k in futures)}
 
 
-class PacedProducer(threading.Thread):
-    """Sends 100 records every 100 ms until stopped; remembers what was acknowledged."""
+class BackgroundProducer(threading.Thread):
+    """A producer thread for a test: ``run`` sends until ``stopping`` is set and keeps
+    its error in ``error``; ``finish`` stops it and raises that error."""
 
     def __init__(self, cluster, topic):
         super().__init__(daemon=True)
         self.cluster = cluster
         self.topic = topic
         self.stopping = threading.Event()
-        self.acknowledged = {}
         self.error = None
+
+    def finish(self):
+        self.stopping.set()
+        self.join(60)
+        assert self.error is None, f"{type(self).__name__} failed: {self.error!r}"
+
+
+class PacedProducer(BackgroundProducer):
+    """Sends 100 records every 100 ms until stopped; remembers what was acknowledged."""
+
+    def __init__(self, cluster, topic):
+        super().__init__(cluster, topic)
+        self.acknowledged = {}
 
     def run(self):
         try:
@@ -209,9 +222,7 @@ class PacedProducer(threading.Thread):
             self.error = exc
 
     def finish(self):
-        self.stopping.set()
-        self.join(60)
-        assert self.error is None, f"producer failed: {self.error!r}"
+        super().finish()
         return self.acknowledged
 
 
@@ -320,17 +331,15 @@ def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_sigterm_st
     assert 0 < first_rows < len(expected)  # the kill came mid-stream
 
 
-class TransactionalProducer(threading.Thread):
+class TransactionalProducer(BackgroundProducer):
     """Runs transactions of 30 records over every partition until stopped, one every
     50 ms: every third is aborted (after its records were written), the others committed.
     Remembers the values of each kind."""
 
     def __init__(self, cluster, topic, partitions):
-        super().__init__(daemon=True)
-        self.cluster, self.topic, self.partitions = cluster, topic, partitions
-        self.stopping = threading.Event()
+        super().__init__(cluster, topic)
+        self.partitions = partitions
         self.committed, self.aborted = set(), set()
-        self.error = None
 
     def run(self):
         try:
@@ -353,11 +362,6 @@ class TransactionalProducer(threading.Thread):
                     n += 1
         except BaseException as exc:  # reported by the test
             self.error = exc
-
-    def finish(self):
-        self.stopping.set()
-        self.join(60)
-        assert self.error is None, f"transactional producer failed: {self.error!r}"
 
 
 def committed_ends(cluster, topic):

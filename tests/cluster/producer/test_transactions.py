@@ -358,13 +358,19 @@ def test_init_transactions_after_a_timeout_resumes(fake_cluster, producer_of):
     producer.commit_transaction()
 
 
-def test_close_aborts_the_open_transaction(fake_cluster, producer_of):
+def open_transaction(fake_cluster, producer_of):
+    """A fake broker and a producer whose transaction holds one record, acknowledged."""
     cluster = fake_cluster(brokers=1)
     cluster.create_topic("t")
     producer = producer_of(cluster)
     producer.init_transactions()
     producer.begin_transaction()
     producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
+    return cluster, producer
+
+
+def test_close_aborts_the_open_transaction(fake_cluster, producer_of):
+    cluster, producer = open_transaction(fake_cluster, producer_of)
     since = len(cluster.requests)
     producer.close(timeout=IN_PROCESS_BOUND)
     end = calls(cluster, since)
@@ -390,12 +396,7 @@ def test_close_sends_what_is_queued_then_aborts(fake_cluster, producer_of):
 
 
 def test_close_after_a_failed_batch_aborts(fake_cluster, producer_of):
-    cluster = fake_cluster(brokers=1)
-    cluster.create_topic("t")
-    producer = producer_of(cluster)
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send("t", b"kept").get(timeout=IN_PROCESS_BOUND)
+    cluster, producer = open_transaction(fake_cluster, producer_of)
     cluster.fail_next("t", 0, ErrorCode.invalid_record)
     with pytest.raises(InvalidRecordError):
         producer.send("t", b"refused").get(timeout=IN_PROCESS_BOUND)
@@ -404,12 +405,7 @@ def test_close_after_a_failed_batch_aborts(fake_cluster, producer_of):
 
 
 def test_close_retries_an_abort_the_coordinator_refused(fake_cluster, producer_of):
-    cluster = fake_cluster(brokers=1)
-    cluster.create_topic("t")
-    producer = producer_of(cluster)
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
+    cluster, producer = open_transaction(fake_cluster, producer_of)
     cluster.fail_next("tx", None, ErrorCode.concurrent_transactions, times=2, api="END_TXN")
     producer.close(timeout=IN_PROCESS_BOUND)
     assert names(cluster).count("END_TXN") == 3
@@ -438,12 +434,7 @@ def test_close_finishes_a_commit_under_way_instead_of_aborting(fake_cluster, pro
 
 def test_close_with_timeout_0_leaves_the_transaction_to_the_coordinator(
         fake_cluster, producer_of):
-    cluster = fake_cluster(brokers=1)
-    cluster.create_topic("t")
-    producer = producer_of(cluster)
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
+    cluster, producer = open_transaction(fake_cluster, producer_of)
     since = len(cluster.requests)
     producer.close(timeout=0)
     assert names(cluster, since) == []
