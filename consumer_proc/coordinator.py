@@ -140,6 +140,7 @@ class _Membership:
         self.coordinator = None      # broker id, or None while unknown
         self.member_id = ""
         self.generation = NO_GENERATION
+        self.joined = (NO_GENERATION, "")  # (generation, member id) of the last completed join
         self.protocol = None
         self.state = UNJOINED
         self.rejoin_needed = True
@@ -542,6 +543,7 @@ class ConsumerCoordinator:
             if self.m.state != SYNCING:
                 return None  # reset by the heartbeat thread meanwhile: rejoin
             self.m.state = STABLE
+            self.m.joined = (self.m.generation, self.m.member_id)
         owned = self._subscription.assigned_partitions()
         revoked = owned - assigned
         added = assigned - owned
@@ -584,10 +586,12 @@ class ConsumerCoordinator:
     # -- offsets -------------------------------------------------------------------------------
 
     def membership(self):
-        """``(generation, member_id)`` as the last JoinGroup answer left them (NO_GENERATION
-        and "" before the first, or after the generation was taken away)."""
+        """``(generation, member_id)`` of the last completed join (its SyncGroup answered;
+        NO_GENERATION and "" before the first), as Java's ``groupMetadata()``: kept when
+        the member leaves or loses its generation, so a zombie's producer sends its stale
+        generation and member id and the coordinator fences it (KIP-447)."""
         with self.m.lock:
-            return self.m.generation, self.m.member_id
+            return self.m.joined
 
     def all_consumed(self):
         """``{tp: OffsetAndMetadata}`` of every assigned partition with a position."""

@@ -412,9 +412,13 @@ def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(group):
     slow = Polling(make(listener=listener, max_poll_interval_ms=600))
     other = Polling(make(max_poll_interval_ms=600))
     wait_for(lambda: shares([slow, other]), "two members sharing everything")
+    wait_for(lambda: slow.consumer.group_metadata().generation_id >= 2, "the second join")
+    joined = slow.consumer.group_metadata()
     slow.paused.set()
     wait_for(lambda: other.snapshot() == ALL, "the other member taking everything")
     assert requests(cluster, "LEAVE_GROUP")
+    # As Java's groupMetadata(): what the last join gave, stale now (KIP-447 fences it)
+    assert slow.consumer.group_metadata() == joined
     slow.paused.clear()
     wait_for(lambda: "lost" in listener.names() and shares([slow, other]),
              "the slow member back in the group")
