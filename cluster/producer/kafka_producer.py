@@ -83,6 +83,7 @@ from time import time_ns
 from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ProducerConfig
 from cluster.errors import (
+    IllegalArgumentError,
     IllegalStateError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
@@ -457,6 +458,12 @@ class KafkaProducer:
         group = consumer_group_metadata
         if isinstance(group, str):
             group = ConsumerGroupMetadata(group, NO_GENERATION, "", None)
+        if group is None:
+            raise IllegalArgumentError("send_offsets_to_transaction: the consumer group "
+                                       "metadata is None")
+        if group.generation_id > 0 and not group.member_id:
+            raise IllegalArgumentError(f"send_offsets_to_transaction: {group} has a "
+                                       f"generation but no member id")  # as Java's
         self._wait(txn.begin_send_offsets(offsets, group), timeout_ms,
                    "send_offsets_to_transaction")
 

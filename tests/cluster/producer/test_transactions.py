@@ -24,6 +24,7 @@ from cluster.errors import (
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
     FencedInstanceIdError,
+    IllegalArgumentError,
     IllegalStateError,
     InvalidRecordError,
     KafkaError,
@@ -293,6 +294,9 @@ def test_misuse_is_refused_as_kafka_python_does(fake_cluster, producer_of):
     producer.begin_transaction()
     with pytest.raises(IllegalStateError):
         producer.begin_transaction()
+    for metadata in (None, ConsumerGroupMetadata("g", 2, "", None)):  # Java's checks
+        with pytest.raises(IllegalArgumentError):
+            producer.send_offsets_to_transaction({}, metadata)
     plain = producer_of(cluster, transactional_id=None)
     with pytest.raises(IllegalStateError, match="transactional_id"):
         plain.begin_transaction()
