@@ -538,8 +538,9 @@ class KafkaConsumer:
 
     def group_metadata(self):
         """This member's ConsumerGroupMetadata (Java's ``groupMetadata()``): group id,
-        generation, member id and instance id as the last JoinGroup answer left them;
-        IllegalStateError without a group_id."""
+        generation, member id and instance id as the last completed join left them — kept
+        after the member leaves or is removed, so the coordinator refuses a zombie's
+        transactional offsets (KIP-447); IllegalStateError without a group_id."""
         generation, member_id = self._group().membership()
         return ConsumerGroupMetadata(self.config["group_id"], generation, member_id,
                                      self.config["group_instance_id"])

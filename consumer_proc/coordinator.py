@@ -41,12 +41,19 @@ poll() within ``max_poll_interval_ms`` leaves the group from that thread (LeaveG
 static member sends none) and rejoins at its next poll, its partitions lost.
 
 **Offsets.** A newly assigned partition starts from its committed offset (OffsetFetch),
-else from ``auto_offset_reset``. ``commit`` (synchronous: retried while retriable, until
-the timeout), ``commit_async`` and ``committed``; with ``enable_auto_commit``, every
-``auto_commit_interval_ms`` from poll (asynchronous), before revocations (synchronous) and
-on close. A synchronous commit fails with CommitFailedError on ILLEGAL_GENERATION,
-UNKNOWN_MEMBER_ID and REBALANCE_IN_PROGRESS (kafka-python's rule). A consumer that uses
-``assign()`` with a group_id commits outside group management (generation -1).
+else from ``auto_offset_reset``. A read_committed consumer asks with ``require_stable``
+(KIP-447, as Java's ConsumerCoordinator): while a partition's offset is pending in an open
+transaction (or being replicated) the coordinator answers UNSTABLE_OFFSET_COMMIT, and the
+partitions keep waiting — no position, no reset — asked again every ``retry_backoff_ms``
+(any retriable OffsetFetch failure is), so they start from the transaction's offsets once
+it commits (or the older ones if it aborts); read_uncommitted consumers get the last
+committed offset at once (``require_stable`` false, same version). ``commit``
+(synchronous: retried while retriable, until the timeout), ``commit_async`` and
+``committed``; with ``enable_auto_commit``, every ``auto_commit_interval_ms`` from poll
+(asynchronous), before revocations (synchronous) and on close. A synchronous commit fails
+with CommitFailedError on ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID and REBALANCE_IN_PROGRESS
+(kafka-python's rule). A consumer that uses ``assign()`` with a group_id commits outside
+group management (generation -1).
 
 **Static membership** (``group_instance_id``): sent in every request; close and
 unsubscribe send no LeaveGroup (the member keeps its partitions across a restart within
@@ -77,6 +84,7 @@ from cluster.errors import (
     NotCoordinatorError,
     RebalanceInProgressError,
     UnknownMemberIdError,
+    UnstableOffsetCommitError,
     for_code,
 )
 from cluster.protocol import frames as protocol
@@ -132,6 +140,7 @@ class _Membership:
         self.coordinator = None      # broker id, or None while unknown
         self.member_id = ""
         self.generation = NO_GENERATION
+        self.joined = (NO_GENERATION, "")  # (generation, member id) of the last completed join
         self.protocol = None
         self.state = UNJOINED
         self.rejoin_needed = True
@@ -194,6 +203,9 @@ class ConsumerCoordinator:
         self._metadata_version = None
         self._metadata_max_age = config["metadata_max_age_ms"] / 1000
         self._committed_fetch = None  # (future, [tp]) of an OffsetFetch for new partitions
+        self._next_committed_fetch = 0.0  # after a retriable failure: not before then
+        # KIP-447: a read_committed consumer waits for offsets pending in a transaction
+        self._require_stable = config["isolation_level"] == "read_committed"
         self._closed = False
         self.heartbeat = HeartbeatThread(self, config, clock)
         try:
@@ -531,6 +543,7 @@ class ConsumerCoordinator:
             if self.m.state != SYNCING:
                 return None  # reset by the heartbeat thread meanwhile: rejoin
             self.m.state = STABLE
+            self.m.joined = (self.m.generation, self.m.member_id)
         owned = self._subscription.assigned_partitions()
         revoked = owned - assigned
         added = assigned - owned
@@ -573,10 +586,12 @@ class ConsumerCoordinator:
     # -- offsets -------------------------------------------------------------------------------
 
     def membership(self):
-        """``(generation, member_id)`` as the last JoinGroup answer left them (NO_GENERATION
-        and "" before the first, or after the generation was taken away)."""
+        """``(generation, member_id)`` of the last completed join (its SyncGroup answered;
+        NO_GENERATION and "" before the first), as Java's ``groupMetadata()``: kept when
+        the member leaves or loses its generation, so a zombie's producer sends its stale
+        generation and member id and the coordinator fences it (KIP-447)."""
         with self.m.lock:
-            return self.m.generation, self.m.member_id
+            return self.m.joined
 
     def all_consumed(self):
         """``{tp: OffsetAndMetadata}`` of every assigned partition with a position."""
@@ -746,7 +761,7 @@ class ConsumerCoordinator:
         module = _module(ApiKey.OFFSET_FETCH)
         request = build(
             module.OffsetFetchRequest, group_id=self.group_id,
-            require_stable=False, topics=tuple(
+            require_stable=self._require_stable, topics=tuple(
                 module.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(
                     sorted(tp.partition for tp in partitions if tp.topic == t)))
                 for t in topics))
@@ -760,14 +775,24 @@ class ConsumerCoordinator:
                 self.coordinator_dead(for_code(code).message)
             raise for_code(code)(f"OffsetFetch of group {self.group_id!r}")
         found = {}
+        unstable = []
         for topic in response.topics:
             for p in topic.partitions:
                 tp = TopicPartition(topic.name, p.partition_index)
-                if int(p.error_code):
-                    raise for_code(int(p.error_code))(f"OffsetFetch of {tp} for group "
-                                                      f"{self.group_id!r}")
+                code = int(p.error_code)
+                if code == UnstableOffsetCommitError.errno:
+                    unstable.append(tp)
+                elif code:
+                    raise for_code(code)(f"OffsetFetch of {tp} for group {self.group_id!r}")
                 found[tp] = None if p.committed_offset < 0 else OffsetAndMetadata(
                     p.committed_offset, p.metadata or "", p.committed_leader_epoch)
+        if unstable:
+            log.info("group %s: %s still have unstable offsets (a transaction's offsets "
+                     "waiting for its end, or a commit being replicated); asking again",
+                     self.group_id, sorted(unstable))
+            raise UnstableOffsetCommitError(
+                f"OffsetFetch of group {self.group_id!r}: unstable offsets of "
+                f"{sorted(unstable)}")
         return found
 
     def fetch_committed(self, partitions, timeout):
@@ -801,8 +826,9 @@ class ConsumerCoordinator:
         assignment = self._subscription.assignment
         if self._committed_fetch is None:
             waiting = [tp for tp, s in assignment.items() if s.awaiting_committed]
-            if not waiting or self.m.coordinator is None and not self.ensure_coordinator(
-                    deadline):
+            if not waiting or self._clock() < self._next_committed_fetch:
+                return
+            if self.m.coordinator is None and not self.ensure_coordinator(deadline):
                 return
             self._committed_fetch = (self._send_offset_fetch(waiting), waiting)
         future, partitions = self._committed_fetch
@@ -818,6 +844,7 @@ class ConsumerCoordinator:
             if not exc.retriable:
                 raise
             log.debug("group %s: OffsetFetch failed (%s); asking again", self.group_id, exc)
+            self._next_committed_fetch = self._clock() + self._retry_backoff
             return
         for tp in partitions:
             state = assignment.get(tp)

@@ -1,4 +1,4 @@
-"""OffsetCommit v2-7, TxnOffsetCommit v0-2, OffsetFetch v1-5, OffsetDelete v0: committed
+"""OffsetCommit v2-7, TxnOffsetCommit v0-3, OffsetFetch v1-7, OffsetDelete v0: committed
 offsets, decoded here and decided by the broker's ``GroupCoordinator`` (``group_runtime``).
 
 - OffsetCommit parks its channel (``delayed_response``) until the commit is stored with
@@ -10,8 +10,12 @@ offsets, decoded here and decided by the broker's ``GroupCoordinator`` (``group_
 - TxnOffsetCommit parks the same way; its offsets are stored in the producer's
   transaction and become committed offsets with its COMMIT marker
   (``GroupCoordinator.commit_transactional_offsets``); unknown partitions as OffsetCommit.
+  v3 (flexible) carries the consumer's generation, member id and group instance id, which
+  the coordinator checks (KIP-447); v0-2 are taken as generation -1 without a member.
 - OffsetFetch answers at once; ``topics`` null (v2+) asks for every committed partition.
   v1 has no top-level error: a group error is answered in every partition asked for.
+  v7's ``require_stable`` (a read_committed consumer, KIP-447): a partition whose offset
+  is being stored or pending in an open transaction answers UNSTABLE_OFFSET_COMMIT.
 - OffsetDelete parks until the tombstones are stored; unknown partitions answer
   UNKNOWN_TOPIC_OR_PARTITION.
 
@@ -25,7 +29,11 @@ from cluster.errors import UnknownTopicOrPartitionError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.delayed_response import DelayedResponse
-from replica_proc.group_coordinator.results import NO_LEADER_EPOCH
+from replica_proc.group_coordinator.results import (
+    NO_LEADER_EPOCH,
+    UNKNOWN_GENERATION,
+    UNKNOWN_MEMBER_ID,
+)
 from replica_proc.responses import NO_THROTTLE, build, encoder, error, module
 
 
@@ -76,7 +84,9 @@ class OffsetHandler:
         def commit(offsets, respond):
             self._coordinator.commit_transactional_offsets(
                 self._clock(), request.group_id, request.producer_id, request.producer_epoch,
-                offsets, respond)
+                offsets, respond, getattr(request, "generation_id", UNKNOWN_GENERATION),
+                getattr(request, "member_id", UNKNOWN_MEMBER_ID),
+                getattr(request, "group_instance_id", None))
         self._commit(channel, header, request, ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit",
                      commit)
 
@@ -122,7 +132,8 @@ class OffsetHandler:
         classes = module(ApiKey.OFFSET_FETCH, version)
         asked = None if request.topics is None else [
             (t.name, p) for t in request.topics for p in t.partition_indexes]
-        code, committed = self._coordinator.fetch_offsets(request.group_id, asked)
+        code, committed = self._coordinator.fetch_offsets(
+            request.group_id, asked, getattr(request, "require_stable", False))
         if code and version < 2:  # no top-level error: each partition carries it
             answers = [(tp, None) for tp in asked]
         else:

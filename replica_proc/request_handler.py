@@ -39,8 +39,8 @@ DescribeGroups            0-4                               group_handler
 ListGroups                0-2                               group_handler
 DeleteGroups              0-1                               group_handler
 OffsetCommit              2-7                               offset_handler
-TxnOffsetCommit           0-2                               offset_handler
-OffsetFetch               1-5                               offset_handler
+TxnOffsetCommit           0-3 (v3 flexible)                 offset_handler
+OffsetFetch               1-7 (v6+ flexible)                offset_handler
 OffsetDelete              0                                 offset_handler
 ========================  ================================  ================================
 

@@ -83,6 +83,7 @@ from time import time_ns
 from cluster.client.kafka_client import KafkaClient, ring_capacity_for
 from cluster.config import ProducerConfig
 from cluster.errors import (
+    IllegalArgumentError,
     IllegalStateError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
@@ -98,7 +99,9 @@ from cluster.producer.partitioner import (
 from cluster.producer.producer_stats import ProducerStatsSource
 from cluster.producer.sender import Sender
 from cluster.producer.transaction_manager import TransactionManager
+from cluster.protocol.consumer_protocol import NO_GENERATION
 from cluster.stats.publisher import process_stats
+from cluster.structs import ConsumerGroupMetadata
 from segments.batch_header import BatchHeader
 
 log = logging.getLogger(__name__)
@@ -445,11 +448,23 @@ class KafkaProducer:
         """Commit a consumer group's ``offsets`` (``{TopicPartition: OffsetAndMetadata}``)
         as part of the transaction (AddOffsetsToTxn to the transaction coordinator, then
         TxnOffsetCommit to the group's coordinator): they count only if the transaction
-        commits. ``consumer_group_metadata``: the consumer's ``ConsumerGroupMetadata`` (or
-        its group id)."""
+        commits. ``consumer_group_metadata``: the consumer's ``group_metadata()`` (a
+        ConsumerGroupMetadata), whose generation, member id and group instance id the
+        group coordinator checks (KIP-447): a consumer that lost its partitions in a
+        rebalance fails with CommitFailedError (FencedInstanceIdError for a fenced static
+        member), an abortable error — abort the transaction, the producer stays usable. A
+        bare group id is sent without them (generation -1) and not checked."""
         txn = self._transaction_manager_or_raise("send_offsets_to_transaction")
-        group_id = getattr(consumer_group_metadata, "group_id", consumer_group_metadata)
-        self._wait(txn.begin_send_offsets(offsets, group_id), timeout_ms,
+        group = consumer_group_metadata
+        if isinstance(group, str):
+            group = ConsumerGroupMetadata(group, NO_GENERATION, "", None)
+        if group is None:
+            raise IllegalArgumentError("send_offsets_to_transaction: the consumer group "
+                                       "metadata is None")
+        if group.generation_id > 0 and not group.member_id:
+            raise IllegalArgumentError(f"send_offsets_to_transaction: {group} has a "
+                                       f"generation but no member id")  # as Java's
+        self._wait(txn.begin_send_offsets(offsets, group), timeout_ms,
                    "send_offsets_to_transaction")
 
     def commit_transaction(self, timeout_ms=None):

@@ -181,13 +181,19 @@ class TxnResult:
 
 class TxnRequest:
     """One coordinator request to send: ``kind`` (INIT, ADD_OFFSETS, TXN_OFFSET_COMMIT,
-    END_TXN), its arguments, and the result it completes."""
+    END_TXN), its arguments, and the result it completes. ``group``: the consumer's
+    ConsumerGroupMetadata of ADD_OFFSETS and TXN_OFFSET_COMMIT (generation -1 and no
+    member for a bare group id)."""
 
-    __slots__ = ("kind", "result", "group_id", "offsets", "committed")
+    __slots__ = ("kind", "result", "group", "offsets", "committed")
 
-    def __init__(self, kind, result, group_id=None, offsets=None, committed=None):
+    def __init__(self, kind, result, group=None, offsets=None, committed=None):
         self.kind, self.result = kind, result
-        self.group_id, self.offsets, self.committed = group_id, offsets, committed
+        self.group, self.offsets, self.committed = group, offsets, committed
+
+    @property
+    def group_id(self):
+        return self.group.group_id
 
 
 INIT, ADD_OFFSETS, TXN_OFFSET_COMMIT, END_TXN = "init", "add_offsets", "txn_offset_commit", \
@@ -305,10 +311,11 @@ class TransactionManager:
             self._check("begin_transaction", S.READY)
             self.state = S.IN_TRANSACTION
 
-    def begin_send_offsets(self, offsets, group_id):
+    def begin_send_offsets(self, offsets, group):
+        """``group``: the consumer's ConsumerGroupMetadata."""
         with self._lock:
             self._check("send_offsets_to_transaction", S.IN_TRANSACTION)
-            return self._queue(TxnRequest(ADD_OFFSETS, TxnResult(), group_id=group_id,
+            return self._queue(TxnRequest(ADD_OFFSETS, TxnResult(), group=group,
                                           offsets=dict(offsets)))
 
     def begin_commit(self):
@@ -397,7 +404,7 @@ class TransactionManager:
             elif request.kind == ADD_OFFSETS:
                 self._offsets_added = True
                 follow = TxnRequest(TXN_OFFSET_COMMIT, request.result,
-                                    group_id=request.group_id, offsets=request.offsets)
+                                    group=request.group, offsets=request.offsets)
                 self._requests.appendleft(follow)
             elif request.kind == END_TXN:
                 self.partitions_in_txn.clear()

@@ -5,8 +5,8 @@ subclasses in ``TransactionManager``, without the I/O: the sender sends and poll
 Requests, at the versions ``cluster.client.kafka_client.API_VERSIONS`` names:
 FindCoordinator (key type 1: the transactional id; 0: a group, for TxnOffsetCommit),
 InitProducerId (with the transactional id and ``transaction_timeout_ms``),
-AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit (to the group's coordinator) and
-EndTxn.
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit (to the group's coordinator; v3
+carries the consumer's generation, member id and group instance id, KIP-447) and EndTxn.
 
 ``decide(kind, error)`` sorts a failed request's error as Kafka's handlers do:
 
@@ -18,6 +18,11 @@ EndTxn.
   writing its markers — after at most 20 ms, as Java's producer);
 - PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (as ProducerFencedError),
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE: ``FATAL``;
+- a TxnOffsetCommit's ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID (KIP-447: the consumer
+  whose ``group_metadata()`` was sent is no longer that member of the group — a rebalance
+  moved its partitions): ``ABORTABLE``, as CommitFailedError (Java's "consumer group
+  metadata mismatch"); FENCED_INSTANCE_ID (a static member replaced): ``ABORTABLE`` as
+  itself, as Java's ``TxnOffsetCommitHandler``;
 - anything else: ``ABORTABLE`` for AddPartitionsToTxn, AddOffsetsToTxn and
   TxnOffsetCommit (the transaction can still be aborted), ``FATAL`` for InitProducerId and
   EndTxn.
@@ -30,8 +35,10 @@ import datetime
 
 from cluster.client.kafka_client import API_VERSIONS
 from cluster.errors import (
+    CommitFailedError,
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
+    IllegalGenerationError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
     KafkaConnectionError,
@@ -39,6 +46,7 @@ from cluster.errors import (
     OperationNotAttemptedError,
     ProducerFencedError,
     TransactionalIdAuthorizationFailedError,
+    UnknownMemberIdError,
     for_code,
 )
 from cluster.producer.transaction_manager import (
@@ -104,9 +112,12 @@ def build(txn, request):
                 partition_index=tp.partition, committed_offset=meta.offset,
                 committed_leader_epoch=getattr(meta, "leader_epoch", -1),
                 committed_metadata=meta.metadata))
+        group = request.group
         return m.TxnOffsetCommitRequest(
-            transactional_id=txn.transactional_id, group_id=request.group_id,
+            transactional_id=txn.transactional_id, group_id=group.group_id,
             producer_id=txn.producer_id, producer_epoch=txn.epoch,
+            generation_id=group.generation_id, member_id=group.member_id,
+            group_instance_id=group.group_instance_id,
             topics=tuple(m.TxnOffsetCommitRequestTopic(name=topic, partitions=tuple(parts))
                          for topic, parts in by_topic.items()))
     return m.EndTxnRequest(transactional_id=txn.transactional_id,
@@ -157,7 +168,15 @@ def retry_backoff(kind, error, first_add, backoff):
 
 def decide(kind, error):
     """``(decision, error)``: what to do after ``error`` (module doc); fencing errors come
-    back as ProducerFencedError."""
+    back as ProducerFencedError, a TxnOffsetCommit's group metadata mismatch as
+    CommitFailedError."""
+    if kind == TXN_OFFSET_COMMIT and isinstance(error, (IllegalGenerationError,
+                                                        UnknownMemberIdError)):
+        failed = CommitFailedError(
+            f"Transaction offset commit failed due to consumer group metadata mismatch: "
+            f"{error}")
+        failed.__cause__ = error
+        return ABORTABLE, failed
     if isinstance(error, (InvalidProducerEpochError, ProducerFencedError)):
         fenced = ProducerFencedError(
             f"{_API[kind].name}: there is a newer producer with the same transactional id "

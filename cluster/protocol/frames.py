@@ -5,17 +5,18 @@ so a TCP gateway can shuttle frames between Kafka clients and the rings unchange
 that has no non-flexible version (AlterPartition, KIP-497; AllocateProducerIds, KIP-730;
 WriteTxnMarkers in kio; the transaction tools' APIs of KIP-664) is carried at its flexible
 versions instead, with request header v2 and response header v1: the v1 / v0 headers
-followed by an empty tagged-field section (``FLEXIBLE_ONLY``). Every other API keeps its
-non-flexible versions only. Request and response bodies are kio's dataclasses
-(``kio.schema.<api>.v<N>``, but for ``_SCHEMA_OVERRIDES``; ``request_module`` /
-``response_module`` give the module holding a version's nested classes); the header is
-written and parsed here. Record batches travel as opaque bytes, never parsed: the
-ProduceRequest that carries them (and the FetchRequest a consumer sends for each response)
-is encoded by ``batch_bodies`` straight into the destination buffer, the records copied
-once; the broker writes its FetchResponse in place from the log (``fetch_response``), and
-other FetchResponse objects (fakes in tests) are encoded by kio. Decoding is kio's native
-reader, which hands ``records`` back as ``bytes`` (one copy, made at memcpy speed, so the
-ring slot can be released at once).
+followed by an empty tagged-field section (``FLEXIBLE_ONLY``). So are the flexible versions
+that add fields no non-flexible version has (``FLEXIBLE_FROM``: KIP-447's TxnOffsetCommit
+v3 and OffsetFetch v7). Every other API keeps its non-flexible versions only. Request and
+response bodies are kio's dataclasses (``kio.schema.<api>.v<N>``, but for
+``_SCHEMA_OVERRIDES``; ``request_module`` / ``response_module`` give the module holding a
+version's nested classes); the header is written and parsed here. Record batches travel as
+opaque bytes, never parsed: the ProduceRequest that carries them (and the FetchRequest a
+consumer sends for each response) is encoded by ``batch_bodies`` straight into the
+destination buffer, the records copied once; the broker writes its FetchResponse in place
+from the log (``fetch_response``), and other FetchResponse objects (fakes in tests) are
+encoded by kio. Decoding is kio's native reader, which hands ``records`` back as ``bytes``
+(one copy, made at memcpy speed, so the ring slot can be released at once).
 
 Encoding::
 
@@ -116,15 +117,15 @@ class ElectionType(enum.IntEnum):
 
 #: api_key -> (min version, max version): what a broker advertises in ApiVersions. Every
 #: version in range is present in kio and non-flexible (request header v1, response header
-#: v0), except for the APIs of ``FLEXIBLE_ONLY``; the lowest are those Kafka 4.0 still
-#: accepts (KIP-896).
+#: v0), except for the APIs of ``FLEXIBLE_ONLY`` and the versions of ``FLEXIBLE_FROM``;
+#: the lowest are those Kafka 4.0 still accepts (KIP-896).
 SUPPORTED_VERSIONS = {
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.METADATA: (1, 8),
     ApiKey.OFFSET_COMMIT: (2, 7),
-    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.OFFSET_FETCH: (1, 7),  # v6+ flexible (FLEXIBLE_FROM); v8+ batch groups
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (2, 5),
     ApiKey.HEARTBEAT: (1, 3),
@@ -142,7 +143,7 @@ SUPPORTED_VERSIONS = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),  # v3+ are flexible
     ApiKey.END_TXN: (0, 2),  # v3+ are flexible
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # flexible only: kio has no v0 (see FLEXIBLE_ONLY)
-    ApiKey.TXN_OFFSET_COMMIT: (0, 2),  # v3+ are flexible
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v3 flexible (FLEXIBLE_FROM)
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 1),
@@ -168,6 +169,19 @@ SUPPORTED_VERSIONS = {
 FLEXIBLE_ONLY = frozenset({ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS,
                            ApiKey.WRITE_TXN_MARKERS, ApiKey.DESCRIBE_PRODUCERS,
                            ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS})
+
+#: APIs served at non-flexible versions and, from the version named here, at flexible ones,
+#: because only those carry the fields of a feature (KIP-447, exactly-once with consumer
+#: groups): TxnOffsetCommit v3 adds the consumer's generation, member id and group instance
+#: id; OffsetFetch v7 adds ``require_stable`` (v6 is v5 made flexible). Headers as for
+#: ``FLEXIBLE_ONLY``.
+FLEXIBLE_FROM = {ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.OFFSET_FETCH: 6}
+
+
+def is_flexible(api_key, api_version):
+    """Whether ``api_key`` at ``api_version`` travels flexible (request header v2, response
+    header v1): an API of ``FLEXIBLE_ONLY``, or a version from ``FLEXIBLE_FROM``'s on."""
+    return api_key in FLEXIBLE_ONLY or api_version >= FLEXIBLE_FROM.get(api_key, 1 << 15)
 
 #: Bodies read with ringlog's own schema instead of kio's, by (kind, api_key, version):
 #: kio reads DescribeTransactions' start time as a datetime and refuses the -1 Kafka

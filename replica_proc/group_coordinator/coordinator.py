@@ -50,13 +50,15 @@ of a Stable consumer group: from the commit, for topics nothing subscribes to), 
 every ``offsets.retention.check.interval.ms``; an Empty group left without offsets is
 deleted.
 
-Transactional offsets (TxnOffsetCommit v0-2, Kafka's ``handleTxnCommitOffsets``): the
-group is checked as an OffsetCommit's (a non-empty id; no generation or member checks
-before v3) and created Empty if unknown; the offsets are stored as a transactional batch
-of the producer (``store(..., producer=(id, epoch))``) and then kept as the group's
-*pending transactional offsets* of that producer, invisible to OffsetFetch (with
-``require_stable`` their partitions answer UNSTABLE_OFFSET_COMMIT). When the producer's
-COMMIT marker lands on the group's ``__consumer_offsets`` partition
+Transactional offsets (TxnOffsetCommit, Kafka's ``handleTxnCommitOffsets``): the group
+is checked as an OffsetCommit's (a non-empty id) and created Empty if unknown; v3's
+consumer generation, member id and group instance id (KIP-447) are checked as a member's
+request when any is given — v0-2 carry none and pass, in any state of the group, as in
+Kafka (there is no REBALANCE_IN_PROGRESS for a transactional commit); the offsets are
+stored as a transactional batch of the producer (``store(..., producer=(id, epoch))``) and
+then kept as the group's *pending transactional offsets* of that producer, invisible to
+OffsetFetch (with ``require_stable`` their partitions answer UNSTABLE_OFFSET_COMMIT).
+When the producer's COMMIT marker lands on the group's ``__consumer_offsets`` partition
 (``complete_transaction``) they become the committed offsets; its ABORT drops them.
 ``load`` replays the same: ``stored`` may hold ``(key, value, producer id)`` records
 (producer id -1 outside a transaction) and ``(None, control type, producer id)`` markers;
@@ -112,6 +114,7 @@ from cluster.errors import (
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
+    for_code,
 )
 from replica_proc.coordinator_partitioning import partition_for
 from replica_proc.group_coordinator import records
@@ -123,6 +126,7 @@ from replica_proc.group_coordinator.group import (
     PendingTxnOffset,
 )
 from replica_proc.group_coordinator.results import (
+    UNKNOWN_GENERATION,
     UNKNOWN_MEMBER_ID,
     CommittedOffset,
     GroupOverview,
@@ -886,16 +890,29 @@ class GroupCoordinator:
         self._store_offsets(group, offsets, respond)
 
     def commit_transactional_offsets(self, now, group_id, producer_id, producer_epoch,
-                                     offsets, respond):
-        """TxnOffsetCommit v0-2 (module doc): ``offsets`` as ``commit_offsets``';
+                                     offsets, respond, generation=UNKNOWN_GENERATION,
+                                     member_id=UNKNOWN_MEMBER_ID, group_instance_id=None):
+        """TxnOffsetCommit (module doc): ``offsets`` as ``commit_offsets``';
         ``respond({(topic, partition): error})`` once stored — pending in the producer's
-        transaction until ``complete_transaction``."""
+        transaction until ``complete_transaction``. v3's ``generation``, ``member_id`` and
+        ``group_instance_id`` (KIP-447: the consumer's ``group_metadata()``) are checked
+        as a member's when any is given (FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
+        ILLEGAL_GENERATION: a zombie that lost its partitions in a rebalance cannot commit
+        for them); v0-2's defaults pass, whatever the group's state."""
         self._now = now
         error = self._group_error(group_id)
         if error is not None:
             respond({tp: error for tp in offsets})
             return
         group = self._groups.get(group_id) or self._create_group(group_id)
+        if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = self._member_error(group, member_id, group_instance_id, generation)
+            if error is not None:
+                log.info("group %s: TxnOffsetCommit of producer %d by member %s "
+                         "(instance %s, generation %d) refused: %s", group_id, producer_id,
+                         member_id, group_instance_id, generation, for_code(error).__name__)
+                respond({tp: error for tp in offsets})
+                return
         self._store_offsets(group, offsets, respond, (producer_id, producer_epoch))
 
     def complete_transaction(self, partition, producer_id, commit):

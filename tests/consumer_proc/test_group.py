@@ -412,9 +412,13 @@ def test_a_member_that_stops_polling_leaves_and_rejoins_at_its_next_poll(group):
     slow = Polling(make(listener=listener, max_poll_interval_ms=600))
     other = Polling(make(max_poll_interval_ms=600))
     wait_for(lambda: shares([slow, other]), "two members sharing everything")
+    wait_for(lambda: slow.consumer.group_metadata().generation_id >= 2, "the second join")
+    joined = slow.consumer.group_metadata()
     slow.paused.set()
     wait_for(lambda: other.snapshot() == ALL, "the other member taking everything")
     assert requests(cluster, "LEAVE_GROUP")
+    # As Java's groupMetadata(): what the last join gave, stale now (KIP-447 fences it)
+    assert slow.consumer.group_metadata() == joined
     slow.paused.clear()
     wait_for(lambda: "lost" in listener.names() and shares([slow, other]),
              "the slow member back in the group")
@@ -595,3 +599,49 @@ def test_a_consumer_without_a_group_has_no_coordinator_metrics(group):
     cluster, make = group
     consumer = make(subscribe=False, group_id=None)
     assert set(consumer.metrics()) == {"consumer-fetch-manager-metrics"}
+
+
+# -- KIP-447: require_stable -------------------------------------------------------------------
+
+def test_a_read_committed_member_waits_for_offsets_pending_in_a_transaction(group):
+    """OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT keeps the partitions waiting
+    (no reset, asked again after retry_backoff_ms) until the transaction commits; then they
+    start from its offsets, not from the older committed ones."""
+    cluster, make = group
+    coordinator = cluster.group_coordinator
+    tp0, tp1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+    with cluster.lock:
+        answers = []
+        coordinator.coordinator.commit_offsets(coordinator.clock(), "g", -1, "", None, {
+            (TOPIC, 0): (0, -1, ""), (TOPIC, 1): (0, -1, "")}, answers.append)
+        coordinator.coordinator.commit_transactional_offsets(
+            coordinator.clock(), "g", 42, 0, {(TOPIC, 0): (1, -1, ""), (TOPIC, 1): (2, -1, "")},
+            answers.append)
+        assert answers == [{(TOPIC, 0): 0, (TOPIC, 1): 0}] * 2
+    consumer = make(enable_auto_commit=False, isolation_level="read_committed")
+    wait_for(lambda: consumer.poll(20) is not None and len(
+        requests(cluster, "OFFSET_FETCH")) >= 3, "OffsetFetch asked again")
+    assert all(r.require_stable and r.__version__ == 7
+               for r in requests(cluster, "OFFSET_FETCH"))
+    assert consumer.assignment() == ALL
+    assert consumer.position(tp0, timeout_ms=100) is None  # no reset to earliest
+    with cluster.lock:
+        coordinator.complete_transaction("g", 42, True)
+    records = poll_until(consumer, lambda r: len(r) >= 2 * PARTITIONS - 3, "the rest")
+    assert sorted((r.partition, r.offset) for r in records) == \
+        [(0, 1)] + [(p, o) for p in range(2, PARTITIONS) for o in range(2)]
+    assert consumer.position(tp1) == 2
+
+
+def test_a_read_uncommitted_member_takes_the_committed_offsets_at_once(group):
+    cluster, make = group
+    coordinator = cluster.group_coordinator
+    with cluster.lock:
+        coordinator.coordinator.commit_transactional_offsets(
+            coordinator.clock(), "g", 42, 0, {(TOPIC, 0): (1, -1, "")}, lambda answer: None)
+    consumer = make(enable_auto_commit=False)
+    records = poll_until(consumer, lambda r: len(r) >= 2 * PARTITIONS, "every record")
+    assert sorted((r.partition, r.offset) for r in records) == \
+        [(p, o) for p in range(PARTITIONS) for o in range(2)]
+    fetches = requests(cluster, "OFFSET_FETCH")
+    assert fetches and not any(r.require_stable for r in fetches)

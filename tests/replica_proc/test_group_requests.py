@@ -44,6 +44,7 @@ from tests.support.groups import (
     offset_delete_request,
     offset_fetch_request,
     sync_group_request,
+    txn_offset_commit_request,
 )
 
 CLUSTER = "group-cluster"
@@ -433,6 +434,38 @@ def test_commits_with_a_generation_need_a_member(env):
     assert commit_errors(answer) == {("t", 0): ErrorCode.illegal_generation}
     answer = env.call(offset_commit_request(GROUP, {("t", 0): 3}))  # -1: only when Empty
     assert commit_errors(answer) == {("t", 0): ErrorCode.unknown_member_id}
+
+
+def test_txn_offset_commit_v3_checks_the_member_and_offset_fetch_v7_the_stability(env):
+    """KIP-447 through the handler: TxnOffsetCommit v3 (flexible) refuses a stale
+    generation and an unknown member; OffsetFetch v7 with require_stable answers a partition
+    whose offset waits for its transaction UNSTABLE_OFFSET_COMMIT, v5 and v7 without it the
+    committed offset."""
+    env.publish("t", [(0, (0,)), (0, (0,))])
+    env.publish_offsets()
+    env.call(offset_commit_request(GROUP, {("t", 0): 3, ("t", 1): 4}))
+    joined = env.join_and_sync()
+    stale = env.call(txn_offset_commit_request(GROUP, {("t", 0): 8}, generation=0,
+                                               member_id=joined.member_id))
+    assert commit_errors(stale) == {("t", 0): ErrorCode.illegal_generation}
+    unknown = env.call(txn_offset_commit_request(GROUP, {("t", 0): 8},
+                                                 generation=joined.generation_id,
+                                                 member_id="zombie"))
+    assert commit_errors(unknown) == {("t", 0): ErrorCode.unknown_member_id}
+    current = env.call(txn_offset_commit_request(GROUP, {("t", 0): 8},
+                                                 generation=joined.generation_id,
+                                                 member_id=joined.member_id))
+    assert commit_errors(current) == {("t", 0): ErrorCode.none}
+    asked = [("t", 0), ("t", 1)]
+    stable = env.call(offset_fetch_request(GROUP, asked, version=7, require_stable=True))
+    assert committed(stable) == {("t", 0): (-1, ErrorCode.unstable_offset_commit),
+                                 ("t", 1): (4, ErrorCode.none)}
+    for version, require_stable in ((5, False), (6, False), (7, False)):
+        fetched = env.call(offset_fetch_request(GROUP, asked, version, require_stable))
+        assert committed(fetched) == {("t", 0): (3, ErrorCode.none),
+                                      ("t", 1): (4, ErrorCode.none)}
+    v2 = env.call(txn_offset_commit_request(GROUP, {("t", 1): 9}, version=2))
+    assert commit_errors(v2) == {("t", 1): ErrorCode.none}  # no member: not checked
 
 
 def test_offset_fetch_v1_carries_the_group_error_in_each_partition(env):

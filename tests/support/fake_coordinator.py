@@ -4,7 +4,7 @@ coordinator, served on Kafka's wire protocol, for the consumer's group tests.
 The rules are not re-implemented here: ``FakeGroupCoordinator`` drives the broker's own
 I/O-free state machine (``replica_proc.group_coordinator.GroupCoordinator``, KAFKA-BEHAVIOURS
 G3-G7) and only translates requests (FindCoordinator 0-2, JoinGroup 2-5, SyncGroup 1-3,
-Heartbeat 1-3, LeaveGroup 1-3, OffsetCommit 2-7, OffsetFetch 1-5) into its calls and its
+Heartbeat 1-3, LeaveGroup 1-3, OffsetCommit 2-7, OffsetFetch 1-7) into its calls and its
 answers into responses. Its ``__consumer_offsets`` store keeps the records in memory and
 acknowledges them at once (every write "replicated"), so ``move(...)`` can hand the groups to
 another broker as a coordinator failover would: parked requests get NOT_COORDINATOR, and the
@@ -34,6 +34,7 @@ from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.group_coordinator.coordinator import GroupCoordinator
 from replica_proc.group_coordinator.results import JoinResult, SyncResult
+from segments.control_record import ABORT, COMMIT
 
 NO_TIME = datetime.timedelta(0)
 
@@ -75,9 +76,20 @@ class FakeGroupCoordinator:
             coordinator.load(partition, list(self.stored.get(partition, ())), self.clock())
         return coordinator
 
-    def _store(self, partition, pairs, callback):
-        self.stored.setdefault(partition, []).extend(pairs)
+    def _store(self, partition, pairs, callback, producer=None):
+        """Keep ``pairs`` (with their producer id if in a transaction, as the log holds
+        them for ``load``) and acknowledge them."""
+        stored = self.stored.setdefault(partition, [])
+        stored.extend(pairs if producer is None else ((k, v, producer[0]) for k, v in pairs))
         callback(0)
+
+    def complete_transaction(self, group_id, producer_id, commit):
+        """A transaction's COMMIT (``commit``) or ABORT marker on ``group_id``'s partition
+        (its offsets sent with ``coordinator.commit_transactional_offsets``)."""
+        partition = self.coordinator.partition_of(group_id)
+        self.stored.setdefault(partition, []).append((None, COMMIT if commit else ABORT,
+                                                       producer_id))
+        self.coordinator.complete_transaction(partition, producer_id, commit)
 
     def failover(self):
         """Unload every group (parked requests: NOT_COORDINATOR) and load them afresh from

@@ -1,5 +1,5 @@
 """Request bodies of the group APIs (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups,
+LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups,
 OffsetDelete), as a consumer or an admin client sends them; for the broker's group tests
 (in-process and on real clusters)."""
 from __future__ import annotations
@@ -85,17 +85,38 @@ def offset_commit_request(group, offsets, generation=-1, member_id="", version=7
     return m.OffsetCommitRequest(**fields)
 
 
-def offset_fetch_request(group, partitions, version=5):
-    """``partitions``: [(topic, partition)], or None for every committed one (v2+)."""
+def txn_offset_commit_request(group, offsets, producer=(7, 0), generation=-1, member_id="",
+                              instance=None, version=3):
+    """``offsets``: {(topic, partition): offset}, in the transaction of ``producer`` (id,
+    epoch); v3 carries the consumer's generation, member id and instance id."""
+    m = _m(ApiKey.TXN_OFFSET_COMMIT, version)
+    topics = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append(m.TxnOffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=offset, committed_metadata=""))
+    fields = dict(transactional_id="tx", group_id=group, producer_id=producer[0],
+                  producer_epoch=producer[1],
+                  topics=tuple(m.TxnOffsetCommitRequestTopic(name=t, partitions=tuple(ps))
+                               for t, ps in topics.items()))
+    if version >= 3:
+        fields.update(generation_id=generation, member_id=member_id,
+                      group_instance_id=instance)
+    return m.TxnOffsetCommitRequest(**fields)
+
+
+def offset_fetch_request(group, partitions, version=5, require_stable=False):
+    """``partitions``: [(topic, partition)], or None for every committed one (v2+);
+    ``require_stable`` from v7."""
     m = _m(ApiKey.OFFSET_FETCH, version)
+    stable = {"require_stable": require_stable} if version >= 7 else {}
     if partitions is None:
-        return m.OffsetFetchRequest(group_id=group, topics=None)
+        return m.OffsetFetchRequest(group_id=group, topics=None, **stable)
     topics = {}
     for topic, partition in partitions:
         topics.setdefault(topic, []).append(partition)
     return m.OffsetFetchRequest(group_id=group, topics=tuple(
         m.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(ps))
-        for t, ps in topics.items()))
+        for t, ps in topics.items()), **stable)
 
 
 def describe_groups_request(groups, version=4):

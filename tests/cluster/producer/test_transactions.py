@@ -2,7 +2,8 @@
 tests/support/fake_broker.py's): the requests of a commit and of an abort in order,
 partitions added once per transaction before their first batch, batches stamped
 transactional, offsets sent to the transaction (AddOffsetsToTxn, then TxnOffsetCommit to
-the group's coordinator), retriable coordinator errors retried and a coordinator that
+the group's coordinator, v3 with the consumer's group metadata; a mismatch is abortable:
+CommitFailedError, as Java's), retriable coordinator errors retried and a coordinator that
 moved or went away looked up again, fencing fatal for good, a failed batch making commit
 fail and abort work (with a new epoch after), an abort failing what was not sent, close
 failing a call still waiting, close aborting an open transaction (after sending what is
@@ -19,8 +20,11 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from cluster.errors import (
+    CommitFailedError,
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
+    FencedInstanceIdError,
+    IllegalArgumentError,
     IllegalStateError,
     InvalidRecordError,
     KafkaError,
@@ -140,9 +144,62 @@ def test_offsets_go_to_the_transaction_then_to_the_groups_coordinator(
             if name != "PRODUCE" and name != "ADD_PARTITIONS_TO_TXN"]
     assert sent == [(1, "ADD_OFFSETS_TO_TXN"), (0, "FIND_COORDINATOR"),
                     (0, "TXN_OFFSET_COMMIT")]
+    [commit] = [r for _, name, r in calls(cluster, since) if name == "TXN_OFFSET_COMMIT"]
+    assert commit.__version__ == 3  # KIP-447: the consumer's group metadata, checked
+    assert (commit.group_id, commit.generation_id, commit.member_id,
+            commit.group_instance_id) == ("copiers", 4, "member-1", None)
     assert cluster.txn_committed == {}  # not before the commit
     producer.commit_transaction()
     assert cluster.txn_committed == {"copiers": {("in", 0): 7, ("in", 1): 3}}
+
+
+def test_a_bare_group_id_sends_no_member(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("in")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction(
+        {TopicPartition("in", 0): OffsetAndMetadata(2, "", -1)}, "g")
+    [commit] = [r for _, name, r in calls(cluster) if name == "TXN_OFFSET_COMMIT"]
+    assert (commit.generation_id, commit.member_id, commit.group_instance_id) == (-1, "", None)
+    producer.commit_transaction()
+    assert cluster.txn_committed == {"g": {("in", 0): 2}}
+
+
+@pytest.mark.parametrize("code, raised", [
+    (ErrorCode.illegal_generation, CommitFailedError),
+    (ErrorCode.unknown_member_id, CommitFailedError),
+    (ErrorCode.fenced_instance_id, FencedInstanceIdError),
+])
+def test_a_group_metadata_mismatch_is_abortable(fake_cluster, producer_of, code, raised):
+    """KIP-447: a zombie consumer's offsets are refused; as Java's TransactionManager, the
+    call fails, commit refuses, the abort works and the next transaction commits."""
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("in")
+    cluster.create_topic("out")
+    cluster.fail_next("g", None, code, api="TXN_OFFSET_COMMIT")
+    producer = producer_of(cluster)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("out", b"zombie's copy")
+    stale = ConsumerGroupMetadata("g", 3, "member-1", "instance-1")
+    offsets = {TopicPartition("in", 0): OffsetAndMetadata(9, "", -1)}
+    with pytest.raises(raised) as failed:
+        producer.send_offsets_to_transaction(offsets, stale)
+    assert failed.value.__cause__ is not None or raised is FencedInstanceIdError
+    assert names(cluster).count("TXN_OFFSET_COMMIT") == 1  # not retried
+    with pytest.raises(KafkaError, match="must be aborted"):
+        producer.commit_transaction()
+    producer.abort_transaction()
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [False]
+    producer.begin_transaction()
+    producer.send("out", b"copy")
+    producer.send_offsets_to_transaction(offsets, ConsumerGroupMetadata("g", 4, "member-1",
+                                                                        "instance-1"))
+    producer.commit_transaction()
+    assert [c for c, _, _ in cluster.transactions["tx"].ended] == [False, True]
+    assert cluster.txn_committed == {"g": {("in", 0): 9}}
 
 
 @pytest.mark.parametrize("api, code", [
@@ -237,6 +294,9 @@ def test_misuse_is_refused_as_kafka_python_does(fake_cluster, producer_of):
     producer.begin_transaction()
     with pytest.raises(IllegalStateError):
         producer.begin_transaction()
+    for metadata in (None, ConsumerGroupMetadata("g", 2, "", None)):  # Java's checks
+        with pytest.raises(IllegalArgumentError):
+            producer.send_offsets_to_transaction({}, metadata)
     plain = producer_of(cluster, transactional_id=None)
     with pytest.raises(IllegalStateError, match="transactional_id"):
         plain.begin_transaction()

@@ -122,9 +122,9 @@ def kio_body(obj):
 
 # -- the table ----------------------------------------------------------------------------------
 
-def tagged(key):
-    """Bytes of the headers' empty tagged fields: 1 for an API carried flexible, else 0."""
-    return d.EMPTY_TAGGED_FIELDS_LENGTH if key in protocol.FLEXIBLE_ONLY else 0
+def tagged(key, version):
+    """Bytes of the headers' empty tagged fields: 1 for a version carried flexible, else 0."""
+    return d.EMPTY_TAGGED_FIELDS_LENGTH if protocol.is_flexible(key, version) else 0
 
 
 def test_supported_versions_are_kafkas_non_flexible_ranges():
@@ -144,7 +144,7 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
         ApiKey.FIND_COORDINATOR)} == {
         ApiKey.INIT_PRODUCER_ID: (0, 1), ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 2), ApiKey.END_TXN: (0, 2),
-        ApiKey.WRITE_TXN_MARKERS: (1, 1), ApiKey.TXN_OFFSET_COMMIT: (0, 2),
+        ApiKey.WRITE_TXN_MARKERS: (1, 1), ApiKey.TXN_OFFSET_COMMIT: (0, 3),
         ApiKey.FIND_COORDINATOR: (0, 2)}
     assert {key: protocol.SUPPORTED_VERSIONS[key] for key in (
         ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.DELETE_GROUPS,
@@ -165,8 +165,10 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
     assert protocol.SUPPORTED_VERSIONS[ApiKey.ALLOCATE_PRODUCER_IDS] == (0, 0)
     assert protocol.SUPPORTED_VERSIONS[ApiKey.INIT_PRODUCER_ID] == (0, 1)
     assert protocol.SUPPORTED_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (2, 3)
+    assert protocol.FLEXIBLE_FROM == {ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.OFFSET_FETCH: 6}
+    assert protocol.SUPPORTED_VERSIONS[ApiKey.OFFSET_FETCH] == (1, 7)
     for key, version in ALL_VERSIONS:
-        flexible = key in protocol.FLEXIBLE_ONLY
+        flexible = protocol.is_flexible(key, version)
         for cls in (protocol.request_class(key, version), protocol.response_class(key, version)):
             assert (cls.__api_key__, cls.__version__, cls.__flexible__) == (
                 key, version, flexible)
@@ -202,7 +204,7 @@ def test_request_module_holds_the_nested_classes():
 def test_request_round_trip(key, version):
     request = sample(protocol.request_class(key, version))
     frame = protocol.encode_request(request, 123456, "producer-1")
-    assert bytes(frame[d.CLIENT_ID_OFFSET + len("producer-1") + tagged(key):]) == kio_body(
+    assert bytes(frame[d.CLIENT_ID_OFFSET + len("producer-1") + tagged(key, version):]) == kio_body(
         request)
     assert len(frame) == protocol.request_frame_size(request, "producer-1")
 
@@ -222,7 +224,7 @@ def test_request_round_trip(key, version):
 def test_response_round_trip(key, version):
     response = sample(protocol.response_class(key, version))
     frame = protocol.encode_response(response, -7)
-    assert bytes(frame[d.RESPONSE_BODY_OFFSET + tagged(key):]) == kio_body(response)
+    assert bytes(frame[d.RESPONSE_BODY_OFFSET + tagged(key, version):]) == kio_body(response)
     assert protocol.response_correlation_id(frame) == -7
     assert protocol.decode_response(frame, key, version) == (-7, response)
 

@@ -103,10 +103,12 @@ class Env:
                                         offsets, answers.append)
         return answers
 
-    def txn_commit(self, group, offsets, producer_id=7, producer_epoch=0):
+    def txn_commit(self, group, offsets, producer_id=7, producer_epoch=0, generation=-1,
+                   member_id=UNKNOWN_MEMBER_ID, instance=None):
         answers = []
-        self.coordinator.commit_transactional_offsets(self.now, group, producer_id,
-                                                      producer_epoch, offsets, answers.append)
+        self.coordinator.commit_transactional_offsets(
+            self.now, group, producer_id, producer_epoch, offsets, answers.append,
+            generation, member_id, instance)
         return answers
 
     def new_member(self, group="g", **join):

@@ -170,3 +170,76 @@ def test_replay_keeps_a_plain_commit_written_after_the_transactions_record(env):
                                              lambda answer: None)
     coordinator.complete_transaction(partition, 9, True)
     assert offsets_of(coordinator, "g") == {T0P0: 11, T0P1: 6}
+
+
+# -- KIP-447: v3's group metadata ------------------------------------------------------------
+
+def stable_offsets(env, partitions=(T0P0,)):
+    return env.coordinator.fetch_offsets("g", list(partitions), require_stable=True)[1]
+
+
+def test_a_current_member_commits_transactionally(env):
+    ((member, _),) = env.stable_group()
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}, generation=1, member_id=member) == [
+        {T0P0: 0}]
+    assert stable_offsets(env) == {T0P0: CommittedOffset(
+        error=e.UnstableOffsetCommitError.errno)}
+    env.coordinator.complete_transaction(env.coordinator.partition_of("g"), 7, True)
+    assert stable_offsets(env) == {T0P0: CommittedOffset(5, -1, "")}
+
+
+def test_a_member_of_an_older_generation_is_illegal_generation(env):
+    (leader, _), (follower, _) = env.stable_group(count=2)
+    env.commit("g", {T0P0: (1, -1, "")}, 1, leader)
+    rejoined = env.join(member_id=leader)  # parked until the follower rejoins too
+    assert rejoined == []
+    env.join(member_id=follower)
+    assert rejoined[0].generation == 2
+    writes = len(env.store.writes)
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}, generation=1, member_id=follower) == [
+        {T0P0: e.IllegalGenerationError.errno}]
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}, generation=-1, member_id=follower) == [
+        {T0P0: e.IllegalGenerationError.errno}]
+    assert len(env.store.writes) == writes  # nothing stored, nothing pending
+    assert stable_offsets(env) == {T0P0: CommittedOffset(1, -1, "")}
+    # CompletingRebalance: the new generation's members commit (Kafka has no
+    # REBALANCE_IN_PROGRESS for a transactional commit)
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}, generation=2, member_id=follower) == [
+        {T0P0: 0}]
+
+
+def test_a_member_removed_by_its_session_timeout_is_unknown(env):
+    """The zombie of KIP-447: paused past its session, its partitions given to others."""
+    (leader, _), (zombie, _) = env.stable_group(count=2)
+    for _ in range(4):
+        env.advance(3)
+        env.heartbeat("g", 1, leader)
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}, generation=1, member_id=zombie) == [
+        {T0P0: e.UnknownMemberIdError.errno}]
+    assert env.txn_commit("other", {T0P0: (5, -1, "")}, generation=1, member_id=zombie) == [
+        {T0P0: e.UnknownMemberIdError.errno}]  # a group it never was in (created Empty)
+    assert stable_offsets(env) == {T0P0: CommittedOffset()}
+
+
+def test_a_fenced_static_member_is_fenced_instance_id(env):
+    first = env.join(instance="i1")
+    env.complete_initial_delay(first)
+    old = first[0].member_id
+    env.sync("g", 1, old, {old: b"a"}, instance="i1")
+    (replacement,) = env.join(instance="i1")  # the same instance id, a new member id
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}, generation=1, member_id=old,
+                          instance="i1") == [{T0P0: e.FencedInstanceIdError.errno}]
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}, generation=1, member_id=old,
+                          instance="i2") == [{T0P0: e.UnknownMemberIdError.errno}]
+    assert env.txn_commit("g", {T0P0: (5, -1, "")}, generation=1,
+                          member_id=replacement.member_id, instance="i1") == [{T0P0: 0}]
+
+
+def test_only_stable_fetches_see_the_pending_transaction(env):
+    env.commit("g", {T0P0: (1, -1, ""), T0P1: (2, -1, "")})
+    env.txn_commit("g", {T0P0: (5, -1, "")})
+    assert env.coordinator.fetch_offsets("g", [T0P0, T0P1])[1] == {
+        T0P0: CommittedOffset(1, -1, ""), T0P1: CommittedOffset(2, -1, "")}
+    assert stable_offsets(env, (T0P0, T0P1)) == {
+        T0P0: CommittedOffset(error=e.UnstableOffsetCommitError.errno),
+        T0P1: CommittedOffset(2, -1, "")}
