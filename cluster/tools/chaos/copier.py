@@ -3,9 +3,10 @@
 copier ``n`` copies partition ``n`` of the input topic to partition ``n`` of the output
 topic with a transactional producer whose ``transactional_id`` belongs to that partition
 (``transactional_id``), so a new incarnation of the copier fences the old one and takes
-its place. (The consumer is assigned its partition rather than subscribed: fencing the
-members of a group by its generation needs TxnOffsetCommit v3 and OffsetFetch's
-``require_stable`` (KIP-447), above the protocol versions the rings carry.)
+its place. (The consumer is assigned its partition rather than subscribed, as in Kafka's
+test: the copy is fenced by transactional id alone. The group-subscribed pattern, fenced
+by the group's generation through TxnOffsetCommit v3 and OffsetFetch's ``require_stable``
+(KIP-447), is tested in tests/e2e/test_exactly_once_groups.py.)
 
 One incarnation, until its stop event is set or it is fenced:
 
