@@ -13,7 +13,9 @@ AddPartitionsToTxn checks the partitions first, as Kafka's ``KafkaApis`` does: w
 does not exist in the metadata, those answer UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED, and the coordinator is not asked; otherwise every partition
 answers the coordinator's error. AddOffsetsToTxn adds the group's ``__consumer_offsets``
-partition to the transaction.
+partition to the transaction. Either, arriving while the previous transaction of its id
+still writes its markers, waits for them instead of being answered
+CONCURRENT_TRANSACTIONS (``TransactionRuntime.call_after_completion``).
 
 Owner: the broker's loop thread.
 """
@@ -48,9 +50,12 @@ class TransactionHandler:
             ApiKey.END_TXN: self.end_txn,
         }
 
-    def _call(self, channel, header, operation, answer):
+    def _call(self, channel, header, operation, answer, opens=None):
         """Park ``channel``, run ``operation()``'s Result and answer with
-        ``answer(Answer with its client error code)``'s response."""
+        ``answer(Answer with its client error code)``'s response. ``opens``: the
+        transactional id of a call that may open its transaction (AddPartitionsToTxn,
+        AddOffsetsToTxn): it waits for the id's previous transaction to complete
+        (``TransactionRuntime.call_after_completion``)."""
         self._runtime.topic()
         api_key, version = header.request_api_key, header.request_api_version
 
@@ -59,7 +64,10 @@ class TransactionHandler:
             parked.send(encoder(header, answer(code, result)))
 
         parked = DelayedResponse(channel)
-        self._runtime.run(operation(), respond)
+        if opens:
+            self._runtime.call_after_completion(opens, operation, respond)
+        else:
+            self._runtime.run(operation(), respond)
 
     def init_producer_id(self, channel, header, request):
         classes = module(ApiKey.INIT_PRODUCER_ID, header.request_api_version)
@@ -97,7 +105,8 @@ class TransactionHandler:
         self._call(channel, header, lambda: self._coordinator.add_partitions(
             request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
             request.v3_and_below_producer_epoch, partitions),
-            lambda code, result: answer(lambda *tp: code))
+            lambda code, result: answer(lambda *tp: code),
+            opens=request.v3_and_below_transactional_id)
 
     def _exists(self, topic, partition):
         info = self._metadata.image.topics.get(topic)
@@ -109,7 +118,8 @@ class TransactionHandler:
             request.transactional_id, request.producer_id, request.producer_epoch,
             request.group_id),
             lambda code, result: build(classes.AddOffsetsToTxnResponse,
-                                       throttle_time=NO_THROTTLE, error_code=error(code)))
+                                       throttle_time=NO_THROTTLE, error_code=error(code)),
+            opens=request.transactional_id)
 
     def end_txn(self, channel, header, request):
         classes = module(ApiKey.END_TXN, header.request_api_version)

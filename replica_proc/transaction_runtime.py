@@ -22,11 +22,18 @@ goes to ``respond(Answer)`` (None: nobody asked), each write is stored and its o
 given to ``write_done`` (whose Result is run in turn, with the same ``respond``), the
 markers go to the ``TxnMarkerSender`` and their codes to ``markers_done``.
 
-**Timers.** ``expire(now)`` answers writes whose time ran out, reads the markers' answers
-and runs the coordinator's ``poll`` (timed-out transactions, expired ids, retries);
-``next_deadline()`` is the earliest of the writes' and, while this broker leads a
-``__transaction_state`` partition, the coordinator's (its wall-clock milliseconds turned
-into the loop's monotonic seconds).
+**Waiting for a completion.** ``call_after_completion(transactional_id, operation,
+respond)`` (AddPartitionsToTxn, AddOffsetsToTxn) runs ``operation`` as ``run`` does,
+unless it is refused only because the id's previous transaction is still writing its
+markers and Complete* record: then it waits for that, at most ``RETRY_BACKOFF_MS``
+(``transaction_coordinator.completion_waits``, woken by each write of the id).
+
+**Timers.** ``expire(now)`` answers writes whose time ran out and calls that waited their
+longest for a completion, reads the markers' answers and runs the coordinator's ``poll``
+(timed-out transactions, expired ids, retries); ``next_deadline()`` is the earliest of
+the writes', the waiting calls' and, while this broker leads a ``__transaction_state``
+partition, the coordinator's (its wall-clock milliseconds turned into the loop's
+monotonic seconds).
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -37,7 +44,11 @@ import time
 from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from replica_proc.coordinator_log import CoordinatorLog
 from replica_proc.coordinator_topic import CoordinatorTopic
-from replica_proc.transaction_coordinator.coordinator import TransactionCoordinator
+from replica_proc.transaction_coordinator.completion_waits import CompletionWaits
+from replica_proc.transaction_coordinator.coordinator import (
+    RETRY_BACKOFF_MS,
+    TransactionCoordinator,
+)
 from replica_proc.txn_marker_sender import TxnMarkerSender
 
 #: How long a ``__transaction_state`` write waits for its replication (Kafka's coordinator
@@ -73,6 +84,8 @@ class TransactionRuntime:
         self.coordinator = TransactionCoordinator(
             config, producer_ids.generate_producer_id, clock_ms)
         self.sender = TxnMarkerSender(cluster_id, broker_id, metadata, markers, clock=clock)
+        self._waits = CompletionWaits(self.coordinator, self.run, clock,
+                                      RETRY_BACKOFF_MS / 1000)
         self._led = set()  # the __transaction_state partitions loaded here
 
     # -- the topic --------------------------------------------------------------------------
@@ -108,6 +121,7 @@ class TransactionRuntime:
     def _unload(self, index):
         self._led.discard(index)
         self.coordinator.unload(index)
+        self._waits.unloaded(index)
 
     # -- driving the coordinator -------------------------------------------------------------
 
@@ -117,10 +131,18 @@ class TransactionRuntime:
             respond(result.response)
         for write in result.writes:
             self.log.store(write.partition, [(write.key, write.value)],
-                           lambda code, write=write: self.run(
-                               self.coordinator.write_done(write, code), respond))
+                           lambda code, write=write: self._write_done(write, code, respond))
         if result.markers:
             self.sender.send(result.markers, self._markers_done)
+
+    def call_after_completion(self, transactional_id, operation, respond):
+        """Run ``operation()``'s Result for ``respond``, after the completion of the id's
+        previous transaction if that is what refuses it (module doc)."""
+        self._waits.call(transactional_id, operation, respond)
+
+    def _write_done(self, write, code, respond):
+        self.run(self.coordinator.write_done(write, code), respond)
+        self._waits.written(write.transactional_id)
 
     def _markers_done(self, marker, codes, gone):
         self.run(self.coordinator.markers_done(marker, codes, gone=gone))
@@ -132,9 +154,10 @@ class TransactionRuntime:
         self.log.on_high_watermark(key)
 
     def expire(self, now):
-        """Answer the writes whose time ran out; read the markers' answers; run the
-        coordinator's due timers."""
+        """Answer the writes whose time ran out and the calls that waited their longest;
+        read the markers' answers; run the coordinator's due timers."""
         self.log.expire(now)
+        self._waits.expire(now)
         self.sender.poll()
         if self._led:  # a broker that coordinates nothing has no timers
             self.run(self.coordinator.poll())
@@ -148,6 +171,8 @@ class TransactionRuntime:
             due_ms = self.coordinator.next_deadline()
             deadlines.append(self._clock() + max(0, due_ms - self._clock_ms()) / 1000)
         if (deadline := self.log.next_deadline()) is not None:
+            deadlines.append(deadline)
+        if (deadline := self._waits.next_deadline()) is not None:
             deadlines.append(deadline)
         return min(deadlines) if deadlines else None
 

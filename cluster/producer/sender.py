@@ -403,7 +403,7 @@ class Sender(threading.Thread):
                     txn_requests.FIND_COORDINATOR:
                 self._forget_coordinator(call.key, call.key_type)
             self._txn_retry_at = now + txn_requests.retry_backoff(
-                call.kind, error, not txn.partitions_in_txn, self._retry_backoff)
+                call.kind, error, not txn.transaction_started, self._retry_backoff)
 
     def _forget_coordinator(self, key, key_type):
         if key_type == txn_requests.GROUP_KEY:

@@ -13,9 +13,9 @@ carries the consumer's generation, member id and group instance id, KIP-447) and
 - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a lost connection: ``REDISCOVER`` (find
   the coordinator again, then retry);
 - COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS and other retriable errors:
-  ``RETRY`` after ``retry_backoff_ms`` (``retry_backoff``: the first AddPartitionsToTxn of
-  a transaction refused with CONCURRENT_TRANSACTIONS — the previous transaction is still
-  writing its markers — after at most 20 ms, as Java's producer);
+  ``RETRY`` after ``retry_backoff_ms`` (``retry_backoff``: a transaction's first
+  AddPartitionsToTxn or AddOffsetsToTxn refused with CONCURRENT_TRANSACTIONS — the
+  previous transaction is still writing its markers — after at most 20 ms);
 - PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (as ProducerFencedError),
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE: ``FATAL``;
 - a TxnOffsetCommit's ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID (KIP-447: the consumer
@@ -150,18 +150,25 @@ def response_error(kind, response):
     return found
 
 
-#: Seconds before the first AddPartitionsToTxn of a transaction is sent again after
-#: CONCURRENT_TRANSACTIONS, if ``retry_backoff_ms`` is longer (Java's
+#: Seconds before the first AddPartitionsToTxn or AddOffsetsToTxn of a transaction is sent
+#: again after CONCURRENT_TRANSACTIONS, if ``retry_backoff_ms`` is longer (Java's
 #: ``ADD_PARTITIONS_RETRY_BACKOFF_MS``): the previous transaction completes soon.
 ADD_PARTITIONS_RETRY_BACKOFF = 0.02
 
 
-def retry_backoff(kind, error, first_add, backoff):
+def retry_backoff(kind, error, first_call, backoff):
     """Seconds before a request of ``kind`` refused with the retriable ``error`` is sent
     again: ``backoff`` (``retry_backoff_ms``), or at most ADD_PARTITIONS_RETRY_BACKOFF for
-    the transaction's first AddPartitionsToTxn (``first_add``) refused with
-    CONCURRENT_TRANSACTIONS."""
-    if kind == ADD_PARTITIONS and first_add and isinstance(error, ConcurrentTransactionsError):
+    the transaction's first call (``first_call``: nothing added to it yet) refused with
+    CONCURRENT_TRANSACTIONS, AddPartitionsToTxn or AddOffsetsToTxn.
+
+    Java's producer shortens only AddPartitionsToTxn's, but notes a partition at
+    ``send()``, so its AddPartitionsToTxn comes first and AddOffsetsToTxn finds the
+    previous transaction complete; this one notes partitions as it drains their first
+    batch (``may_drain``), so AddOffsetsToTxn often opens the transaction and meets the
+    previous one's markers — 100 ms per transaction (``perf.txn_bench``)."""
+    if kind in (ADD_PARTITIONS, ADD_OFFSETS) and first_call and isinstance(
+            error, ConcurrentTransactionsError):
         return min(backoff, ADD_PARTITIONS_RETRY_BACKOFF)
     return backoff
 

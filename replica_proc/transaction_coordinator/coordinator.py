@@ -279,6 +279,14 @@ class TransactionCoordinator:
         log.info("%s-%d unloaded (%d transactional id(s))", TRANSACTION_STATE_TOPIC,
                  partition, len(loaded.ids))
 
+    def completing(self, transactional_id):
+        """Whether ``transactional_id``'s transaction is completing here: its markers or
+        its CompleteCommit / CompleteAbort record are being written (its calls are
+        answered CONCURRENT_TRANSACTIONS meanwhile)."""
+        metadata = self.metadata(transactional_id)
+        return metadata is not None and metadata.pending in (_S.COMPLETE_COMMIT,
+                                                             _S.COMPLETE_ABORT)
+
     def _current(self, partition, coordinator_epoch):
         """The loaded partition if it is still loaded at ``coordinator_epoch``, else None."""
         loaded = self._partitions.get(partition)

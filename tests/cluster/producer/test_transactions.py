@@ -8,9 +8,9 @@ moved or went away looked up again, fencing fatal for good, a failed batch makin
 fail and abort work (with a new epoch after), an abort failing what was not sent, close
 failing a call still waiting, close aborting an open transaction (after sending what is
 queued; retried when refused; a commit under way finished instead; not with timeout 0,
-nor past close's timeout), partitions new to a transaction added without an idle wait, the
-first AddPartitionsToTxn refused as CONCURRENT_TRANSACTIONS retried after 20 ms, and API
-misuse refused as kafka-python does."""
+nor past close's timeout), partitions new to a transaction added without an idle wait, a
+transaction's first AddPartitionsToTxn or AddOffsetsToTxn refused as
+CONCURRENT_TRANSACTIONS retried after 20 ms, and API misuse refused as kafka-python does."""
 from __future__ import annotations
 
 import threading
@@ -550,11 +550,35 @@ def test_the_first_add_refused_as_concurrent_is_retried_soon_whatever_the_backof
     producer.commit_transaction()
 
 
-def test_the_short_retry_is_for_the_first_add_refused_as_concurrent_only():
+def test_a_transaction_opened_by_its_offsets_refused_as_concurrent_is_retried_soon(
+        fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("in")
+    cluster.create_topic("out")
+    producer = producer_of(cluster, retry_backoff_ms=60_000, linger_ms=0)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("out", b"v").get(timeout=IN_PROCESS_BOUND)
+    producer.commit_transaction()
+    # a copy job's next transaction: its offsets go before its first batch is drained,
+    # while the previous transaction still writes its markers
+    cluster.fail_next("tx", None, ErrorCode.concurrent_transactions, times=2,
+                      api="ADD_OFFSETS_TO_TXN")
+    producer.begin_transaction()
+    since = len(cluster.requests)
+    producer.send_offsets_to_transaction({TopicPartition("in", 0): OffsetAndMetadata(
+        5, "", -1)}, "g", timeout_ms=IN_PROCESS_BOUND * 1000)
+    assert names(cluster, since) == ["ADD_OFFSETS_TO_TXN"] * 3 + ["FIND_COORDINATOR",
+                                                                  "TXN_OFFSET_COMMIT"]
+    producer.commit_transaction()
+    assert cluster.txn_committed == {"g": {("in", 0): 5}}
+
+
+def test_the_short_retry_is_for_the_first_call_refused_as_concurrent_only():
     concurrent = ConcurrentTransactionsError("busy")
-    assert tr.retry_backoff(tr.ADD_PARTITIONS, concurrent, True, 0.1) == 0.02
-    assert tr.retry_backoff(tr.ADD_PARTITIONS, concurrent, True, 0.005) == 0.005
-    assert tr.retry_backoff(tr.ADD_PARTITIONS, concurrent, False, 0.1) == 0.1
-    assert tr.retry_backoff(tr.ADD_PARTITIONS, CoordinatorLoadInProgressError("x"), True,
-                            0.1) == 0.1
+    for kind in (tr.ADD_PARTITIONS, tm.ADD_OFFSETS):
+        assert tr.retry_backoff(kind, concurrent, True, 0.1) == 0.02
+        assert tr.retry_backoff(kind, concurrent, True, 0.005) == 0.005
+        assert tr.retry_backoff(kind, concurrent, False, 0.1) == 0.1
+        assert tr.retry_backoff(kind, CoordinatorLoadInProgressError("x"), True, 0.1) == 0.1
     assert tr.retry_backoff(tm.END_TXN, concurrent, True, 0.1) == 0.1
