@@ -12,7 +12,9 @@ client (``HeartbeatThread``): KafkaClients are single-owner.
 FindCoordinator (retried after ``retry_backoff_ms`` on COORDINATOR_NOT_AVAILABLE,
 NOT_COORDINATOR and connection errors: the offsets topic may be being created), then
 JoinGroup with one protocol per assignor of ``partition_assignment_strategy`` (metadata:
-the subscription, the partitions owned, the generation). MEMBER_ID_REQUIRED → join again
+the subscription, the partitions owned, the generation, and the user data of an assignor
+with ``subscription_user_data(owned, generation)``, given what SyncGroup last assigned and
+its generation: the eager sticky assignor's previous assignment). MEMBER_ID_REQUIRED → join again
 with the id given. The leader runs the assignor the coordinator's vote chose over every
 member's subscription and the partition counts in its metadata, and sends the result in
 SyncGroup; the others send none. The assignment applies when SyncGroup answers.
@@ -197,6 +199,8 @@ class ConsumerCoordinator:
         self._next_find = 0.0
         self._next_join = 0.0
         self._joined_topics = None   # the topics of the last JoinGroup's subscription
+        # (generation, sorted (topic, partition) pairs) of the last SyncGroup's assignment
+        self._last_assignment = (NO_GENERATION, ())
         # (topics, {topic: partition count}) the leader assigned from: it rejoins when the
         # metadata says otherwise (a topic created, partitions added)
         self._leader_snapshot = None
@@ -403,7 +407,10 @@ class ConsumerCoordinator:
             member_id, generation = self.m.member_id, self.m.generation
             self.m.rejoin_needed = False
             self.m.state = JOINING
-        metadata = encode_subscription(topics, owned=owned, generation=generation)
+        last_generation, last_assigned = self._last_assignment
+        metadata = {a.name: encode_subscription(
+            topics, owned=owned, generation=generation,
+            user_data=_user_data(a, last_assigned, last_generation)) for a in self._assignors}
         module = _module(ApiKey.JOIN_GROUP)
         request = build(
             module.JoinGroupRequest, group_id=self.group_id,
@@ -411,7 +418,7 @@ class ConsumerCoordinator:
             rebalance_timeout=datetime.timedelta(milliseconds=self._rebalance_timeout),
             member_id=member_id, group_instance_id=self._instance_id,
             protocol_type=CONSUMER_PROTOCOL_TYPE, protocols=tuple(
-                module.JoinGroupRequestProtocol(name=a.name, metadata=metadata)
+                module.JoinGroupRequestProtocol(name=a.name, metadata=metadata[a.name])
                 for a in self._assignors))
         self._joined_topics = topics
         log.debug("group %s: JoinGroup as %r (generation %d), subscribing to %s",
@@ -501,13 +508,13 @@ class ConsumerCoordinator:
         members = {}
         for j in joined:
             try:
-                topics, owned, generation, _ = decode_subscription(j.metadata)
+                topics, owned, generation, user_data = decode_subscription(j.metadata)
             except ValueError as exc:
                 log.warning("group %s: member %s's subscription ignored: %s", self.group_id,
                             j.member_id, exc)
-                topics, owned, generation = (), (), NO_GENERATION
+                topics, owned, generation, user_data = (), (), NO_GENERATION, None
             members[j.member_id] = Member(j.member_id, tuple(topics), j.group_instance_id,
-                                          tuple(owned), generation)
+                                          tuple(owned), generation, user_data)
         topics = {t for m in members.values() for t in m.topics}
         cluster = self._client.cluster
         cluster.add_topics(topics)
@@ -544,6 +551,8 @@ class ConsumerCoordinator:
                 return None  # reset by the heartbeat thread meanwhile: rejoin
             self.m.state = STABLE
             self.m.joined = (self.m.generation, self.m.member_id)
+            self._last_assignment = (self.m.generation,
+                                     tuple(sorted((tp.topic, tp.partition) for tp in assigned)))
         owned = self._subscription.assigned_partitions()
         revoked = owned - assigned
         added = assigned - owned
@@ -1052,6 +1061,12 @@ class HeartbeatThread:
             elif code in _COORDINATOR_ERRORS:
                 m.coordinator = None
             return self._retry_backoff
+
+
+def _user_data(assignor, owned, generation):
+    """The subscription user data ``assignor`` asks for (None if it has no such hook)."""
+    hook = getattr(assignor, "subscription_user_data", None)
+    return hook(owned, generation) if hook is not None else None
 
 
 def _protocol(assignor):

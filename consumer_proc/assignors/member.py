@@ -2,7 +2,8 @@
 
 ``member_id`` and ``group_instance_id`` (None for a dynamic member) come from the group
 coordinator; ``topics``, ``owned`` (the ``(topic, partition)`` pairs the member held in
-``generation``, KIP-429) from the member's ConsumerProtocolSubscription.
+``generation``, KIP-429) and ``user_data`` (the assignor's own bytes, None when absent)
+from the member's ConsumerProtocolSubscription.
 
 Kafka's member order (``AbstractPartitionAssignor.MemberInfo``): static members first, by
 instance id, then dynamic members by member id; ``sort_key`` gives it.
@@ -23,6 +24,7 @@ class Member:
     group_instance_id: str | None = None
     owned: tuple = ()
     generation: int = NO_GENERATION
+    user_data: bytes | None = None
 
     def sort_key(self):
         if self.group_instance_id is not None:

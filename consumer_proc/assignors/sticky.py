@@ -2,11 +2,16 @@
 
 Sticky: as balanced as round robin — with equal subscriptions the members' partition
 counts differ by at most one — while keeping as many partitions as possible where they
-were. What a member owned comes from its subscription (``Member.owned`` and
-``generation``): only the members of the highest generation reported count (a member of
-an older generation lost its partitions when it fell out of the group), and a partition
-two members of that generation both claim belongs to neither (Kafka logs the conflict and
-reassigns it).
+were. What a member owned and in which generation: for the eager ``sticky``, from its
+subscription's user data (``StickyAssignorUserData``, ``sticky_user_data_descriptor``),
+because an eager member revokes everything before it rejoins; the consumer asks
+``subscription_user_data(owned, generation)`` for those bytes with what it was given at
+its last SyncGroup. For ``cooperative-sticky``, from the subscription's own
+``owned_partitions`` and ``generation`` (``Member.owned``, ``Member.generation``). Either
+way only the members of the highest generation reported count (a member of an older
+generation lost its partitions when it fell out of the group, so a partition two members
+claim goes to the one of the higher generation), and a partition two members of that
+generation both claim belongs to neither (Kafka logs the conflict and reassigns it).
 
 With equal subscriptions (the usual case) this is Kafka's constrained algorithm
 (``AbstractStickyAssignor.ConstrainedAssignmentBuilder``): with P partitions and C
@@ -31,6 +36,7 @@ Pure code: any thread.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from consumer_proc.assignors.member import (
@@ -39,6 +45,10 @@ from consumer_proc.assignors.member import (
     empty_assignment,
     ordered,
     sorted_assignment,
+)
+from consumer_proc.assignors.sticky_user_data_descriptor import (
+    decode_user_data,
+    encode_user_data,
 )
 
 log = logging.getLogger(__name__)
@@ -76,11 +86,35 @@ class StickyAssignor:
     rebalance_protocol = "EAGER"
 
     @classmethod
+    def subscription_user_data(cls, owned, generation):
+        """The user data of a member's subscription: what it was assigned (``(topic,
+        partition)`` pairs) at its last SyncGroup, of ``generation`` (NO_GENERATION and
+        nothing before its first)."""
+        return encode_user_data(owned, generation)
+
+    @classmethod
+    def claims(cls, members):
+        """``members`` with ``owned`` and ``generation`` taken from their user data (an
+        eager member reports them nowhere else); a member whose user data is absent or
+        does not parse claims nothing."""
+        out = {}
+        for member_id, member in members.items():
+            owned, generation = (), NO_GENERATION
+            if member.user_data:
+                try:
+                    owned, generation = decode_user_data(member.user_data)
+                except ValueError as exc:
+                    log.warning("member %s's sticky user data ignored: %s", member_id, exc)
+            out[member_id] = dataclasses.replace(member, owned=owned, generation=generation)
+        return out
+
+    @classmethod
     def assign(cls, partitions_per_topic, members):
         """``{member_id: {topic: [partitions]}}`` (see the module doc)."""
         assignment = empty_assignment(members)
         if not members:
             return assignment
+        members = cls.claims(members)
         everything = _all_partitions(partitions_per_topic, members)
         owners = previous_owners(members, set(everything))
         subscriptions = {frozenset(m.topics).intersection(partitions_per_topic)
@@ -98,6 +132,16 @@ class StickyAssignor:
 class CooperativeStickyAssignor(StickyAssignor):
     name = "cooperative-sticky"
     rebalance_protocol = "COOPERATIVE"
+
+    @classmethod
+    def subscription_user_data(cls, owned, generation):
+        """None: a cooperative member reports what it owns in the subscription itself."""
+        return None
+
+    @classmethod
+    def claims(cls, members):
+        """``members`` as they are: ``owned`` and ``generation`` came with them."""
+        return members
 
     @classmethod
     def assign(cls, partitions_per_topic, members):
