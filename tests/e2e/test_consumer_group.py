@@ -84,3 +84,35 @@ def test_members_share_the_partitions_and_take_over_from_committed_offsets(e2e):
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
         committed = admin.list_consumer_group_offsets(GROUP)
     assert sum(om.offset for om in committed.values()) >= len(first)
+
+
+def test_sticky_members_keep_their_partitions_when_one_leaves(e2e):
+    """Eager ``sticky``: each member's JoinGroup carries what it owned (StickyAssignorUserData),
+    so after a member leaves the survivors keep theirs and only the leaver's move."""
+    cluster = e2e.cluster(brokers=1, offsets_topic_num_partitions=1,
+                          group_initial_rebalance_delay_ms=0)
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
+    consumers = [KafkaConsumer(TOPIC, bootstrap_servers=cluster.bootstrap_servers,
+                               group_id="sticky-readers", client_id=f"s{n}",
+                               partition_assignment_strategy=["sticky"],
+                               enable_auto_commit=False, session_timeout_ms=10_000,
+                               heartbeat_interval_ms=500, max_poll_interval_ms=60_000)
+                 for n in range(3)]
+    try:
+        def shared(members):
+            owned = [c.assignment() for c in members]
+            return all(len(o) == PARTITIONS // len(members) for o in owned) \
+                and len(set().union(*owned)) == PARTITIONS
+        poll_until(consumers, lambda read: shared(consumers))
+        before = [set(c.assignment()) for c in consumers]
+        leaving = consumers.pop()
+        leaving.close()
+        poll_until(consumers, lambda read: shared(consumers))
+        for consumer, owned in zip(consumers, before):
+            assert owned < consumer.assignment(), (owned, consumer.assignment())
+        assert set().union(*(c.assignment() for c in consumers)) - set().union(*before[:2]) \
+            == before[2]
+    finally:
+        for consumer in consumers:
+            consumer.close()
