@@ -76,14 +76,15 @@ class OffsetReader:
         queries) or some of them (streaming: the others are picked up later as new
         partitions, from their earliest offset); with JSON timestamps, exactly
         ``partitions`` either way — Spark's rules; InvalidOptionError naming ``option``
-        otherwise."""
+        (a ByTimestamp's own option) otherwise."""
         if spec == "earliest":
             return self.earliest(partitions)
         if spec == "latest":
             return self.latest(partitions)
         if isinstance(spec, ByTimestamp):
             if isinstance(spec.timestamps, dict):
-                _check_named(spec.timestamps, partitions, option, exact=True, hint="")
+                _check_named(spec.timestamps, partitions, spec.option or option,
+                             exact=True, hint="")
             return self.by_timestamp(spec, partitions)
         _check_named(spec, partitions, option, exact)
         earliest = self.earliest(tp for tp, o in spec.items() if o == EARLIEST)

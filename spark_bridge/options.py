@@ -390,9 +390,10 @@ def _limit(options, names, default, strategy, on_no_match):
     first one given wins, as in Spark; ``default`` when none is."""
     timestamp, by_timestamp, offsets = names
     if _get(options, timestamp) is not None:
-        return ByTimestamp(_timestamp(options, timestamp), on_no_match)
+        return ByTimestamp(_timestamp(options, timestamp), on_no_match, timestamp)
     if _get(options, by_timestamp) is not None:
-        return ByTimestamp(_partition_timestamps(options, by_timestamp, strategy), on_no_match)
+        return ByTimestamp(_partition_timestamps(options, by_timestamp, strategy), on_no_match,
+                           by_timestamp)
     return _offsets(options, offsets, default)
 
 

@@ -32,10 +32,12 @@ class NoMatchingOffsetError(ValueError):
 class ByTimestamp:
     """Offsets by record timestamp (module doc). ``timestamps``: an int for every
     partition, or ``{TopicPartition: int}``; ``on_no_match``: ERROR or LATEST (a starting
-    offset's strategy; an ending offset always takes LATEST)."""
+    offset's strategy; an ending offset always takes LATEST); ``option``: the option it
+    came from (None: unknown), for messages."""
 
     timestamps: object
     on_no_match: str = ERROR
+    option: str = dataclasses.field(default=None, compare=False)
 
     def for_partitions(self, partitions):
         """``{TopicPartition: timestamp}`` over ``partitions``."""

@@ -384,6 +384,10 @@ def test_under_strategy_latest_or_when_ending_no_match_is_the_latest_offset():
 
 def test_timestamp_options_parsed_then_resolved_by_precedence():
     options = parse_batch_options({
+        "bootstrap.servers": "/d", "subscribe": "a", "startingOffsetsByTimestamp": '{"a":{"0":1}}'})
+    with pytest.raises(InvalidOptionError, match="'startingOffsetsByTimestamp' names"):
+        time_reader(options)[0].resolve(options.starting, [A0, A1], "startingOffsets", True)
+    options = parse_batch_options({
         "bootstrap.servers": "/d", "subscribe": "a", "startingOffsets": '{"a":{"0":0,"1":0}}',
         "startingOffsetsByTimestamp": '{"a":{"0":250,"1":250}}', "endingTimestamp": "350",
         "endingOffsetsByTimestamp": '{"a":{"0":100,"1":100}}'})
