@@ -330,6 +330,9 @@ class FakeTimeConsumer:
     def end_offsets(self, partitions):
         return {tp: len(self.stamps[tp]) for tp in partitions}
 
+    def partitions_for_topic(self, topic):
+        return {tp.partition for tp in self.stamps if tp.topic == topic}
+
     def beginning_offsets(self, partitions):
         return {tp: 0 for tp in partitions}
 
@@ -398,3 +401,14 @@ def test_timestamp_options_parsed_then_resolved_by_precedence():
     assert (start, end) == ({A0: 2, A1: 1}, {A0: 3, A1: 2})
     assert consumer.asked == [{A0: 250, A1: 250}, {A0: 350, A1: 350}] and consumer.closed
 
+
+
+def test_a_stream_starts_at_the_offsets_of_its_starting_timestamp():
+    options = parse_stream_options({"bootstrap.servers": "/d", "subscribe": "a",
+                                    "startingTimestamp": "260",
+                                    "startingOffsetsByTimestampStrategy": "latest"})
+    consumer = FakeTimeConsumer(STAMPS)
+    stream = RinglogStreamReader(options, ringlog_schema(False),
+                                 offsets=OffsetReader(options, consumer))
+    assert stream.initialOffset() == {"a": {"0": 2, "1": 2}}  # a-1: none, so latest
+    assert consumer.asked == [{A0: 260, A1: 260}]
