@@ -68,12 +68,11 @@ Timestamps are looked up with ListOffsets (``timestamp_offsets``); "latest" is t
 watermark, or the last stable offset under read_committed, whichever option asks for it.
 
 Not supported (rejected with a message rather than silently ignored), as in Spark: the
-Kafka consumer settings
-``kafka.auto.offset.reset``, ``kafka.key.deserializer``, ``kafka.value.deserializer``,
-``kafka.enable.auto.commit``, ``kafka.interceptor.classes``. Any other option is unknown:
-it is logged once per read (a WARNING naming it: a misspelt option does not pass
-unnoticed), except ``kafka.*`` settings, which Spark's Kafka source hands to its Kafka
-consumer and ringlog has no use for (one DEBUG line lists them).
+Kafka consumer settings ``kafka.auto.offset.reset``, ``kafka.key.deserializer``,
+``kafka.value.deserializer``, ``kafka.enable.auto.commit``, ``kafka.interceptor.classes``.
+Any other option is unknown: it is logged once per read (a WARNING naming it: a misspelt
+option does not pass unnoticed), except ``kafka.*`` settings, which Spark's Kafka source
+hands to its Kafka consumer and ringlog has no use for (one DEBUG line lists them).
 
 ``parse_batch_options`` / ``parse_stream_options`` return a ``SourceOptions``, an immutable
 value the readers carry to Spark's Python workers (pickled).
