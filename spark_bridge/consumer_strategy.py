@@ -24,6 +24,10 @@ class Subscribe:
         return sorted(TopicPartition(topic, p) for topic in self.topics
                       for p in consumer.partitions_for_topic(topic))
 
+    def reads_topic(self, topic):
+        """Whether ``topic``'s partitions are read (before looking at the cluster)."""
+        return topic in self.topics
+
     def __str__(self):
         return f"Subscribe[{','.join(self.topics)}]"
 
@@ -43,6 +47,10 @@ class SubscribePattern:
         return sorted(TopicPartition(topic, p) for topic in topics
                       for p in consumer.partitions_for_topic(topic))
 
+    def reads_topic(self, topic):
+        """Whether ``topic``'s partitions are read (before looking at the cluster)."""
+        return re.fullmatch(self.pattern, topic) is not None
+
     def __str__(self):
         return f"SubscribePattern[{self.pattern}]"
 
@@ -60,6 +68,10 @@ class Assign:
             if tp.topic not in existing:
                 existing[tp.topic] = consumer.partitions_for_topic(tp.topic)
         return [tp for tp in self.partitions_ if tp.partition in existing[tp.topic]]
+
+    def reads_topic(self, topic):
+        """Whether ``topic``'s partitions are read (before looking at the cluster)."""
+        return any(tp.topic == topic for tp in self.partitions_)
 
     def __str__(self):
         return "Assign[" + ", ".join(f"{tp.topic}-{tp.partition}" for tp in self.partitions_) + "]"

@@ -3,8 +3,9 @@ and end (Spark's ``KafkaOffsetReader``).
 
 One ``KafkaConsumer`` without a group answers the metadata and ListOffsets questions:
 ``partitions()`` from the query's ConsumerStrategy, ``earliest`` (log start offsets) and
-``latest`` (high watermarks: only committed records are ever read), and the resolution of
-``startingOffsets`` / ``endingOffsets`` to real offsets. It never fetches records.
+``latest`` (high watermarks: only committed records are ever read; last stable offsets
+under read_committed), and the resolution of ``startingOffsets`` / ``endingOffsets`` and
+the timestamp options (``timestamp_offsets``) to real offsets. It never fetches records.
 
 Owner: the reader that made it (Spark calls a data source reader from one thread); the
 consumer is opened on first use and closed by ``close()`` (safe twice) — a ``with`` block
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from spark_bridge.offsets import EARLIEST, LATEST
 from spark_bridge.options import InvalidOptionError
+from spark_bridge.timestamp_offsets import ByTimestamp, offsets_found
 
 #: Where the consumer's ListOffsets and metadata calls give up (ms).
 API_TIMEOUT_MS = 60_000
@@ -37,11 +39,12 @@ def open_consumer(bootstrap_servers, **config):
 
 
 class OffsetReader:
-    """Partitions and offsets of ``options`` (a SourceOptions) for planning (module doc)."""
+    """Partitions and offsets of ``options`` (a SourceOptions) for planning (module doc).
+    ``consumer``: one to use instead of opening one (tests); ``close()`` closes it too."""
 
-    def __init__(self, options):
+    def __init__(self, options, consumer=None):
         self._options = options
-        self._consumer = None
+        self._consumer = consumer
 
     @property
     def consumer(self):
@@ -67,25 +70,39 @@ class OffsetReader:
         return dict(self.consumer.end_offsets(partitions)) if partitions else {}
 
     def resolve(self, spec, partitions, option, exact):
-        """``spec`` (``"earliest"``, ``"latest"`` or ``{TopicPartition: offset}`` with -2 /
-        -1) as ``{TopicPartition: offset}`` over ``partitions``. With JSON offsets, the
-        partitions named must be exactly ``partitions`` (``exact``, batch queries) or some
-        of them (streaming: the others are picked up later as new partitions, from their
-        earliest offset) — Spark's rule; InvalidOptionError naming ``option`` otherwise."""
+        """``spec`` (``"earliest"``, ``"latest"``, ``{TopicPartition: offset}`` with -2 /
+        -1, or a ByTimestamp) as ``{TopicPartition: offset}`` over ``partitions``. With JSON
+        offsets, the partitions named must be exactly ``partitions`` (``exact``, batch
+        queries) or some of them (streaming: the others are picked up later as new
+        partitions, from their earliest offset); with JSON timestamps, exactly
+        ``partitions`` either way — Spark's rules; InvalidOptionError naming ``option``
+        (a ByTimestamp's own option) otherwise."""
         if spec == "earliest":
             return self.earliest(partitions)
         if spec == "latest":
             return self.latest(partitions)
-        named, known = set(spec), set(partitions)
-        if (named != known) if exact else not named <= known:
-            raise InvalidOptionError(
-                f"option '{option}' names partitions {_names(named)} but the query reads "
-                f"{_names(known)}: {'name every partition' if exact else 'name only those'} "
-                f"(use -2 for earliest, -1 for latest)")
+        if isinstance(spec, ByTimestamp):
+            if isinstance(spec.timestamps, dict):
+                _check_named(spec.timestamps, partitions, spec.option or option,
+                             exact=True, hint="")
+            return self.by_timestamp(spec, partitions)
+        _check_named(spec, partitions, option, exact)
         earliest = self.earliest(tp for tp, o in spec.items() if o == EARLIEST)
         latest = self.latest(tp for tp, o in spec.items() if o == LATEST)
         return {tp: earliest[tp] if o == EARLIEST else latest[tp] if o == LATEST else o
                 for tp, o in sorted(spec.items())}
+
+    def by_timestamp(self, spec, partitions):
+        """``{TopicPartition: offset}`` of ByTimestamp ``spec`` over ``partitions``: one
+        ListOffsets by timestamp, and the latest offsets of the partitions without a
+        match (``timestamp_offsets.offsets_found`` decides what those get)."""
+        timestamps = spec.for_partitions(partitions)
+        if not timestamps:
+            return {}
+        found = self.consumer.offsets_for_times(timestamps)
+        return offsets_found(timestamps, found,
+                             self.latest(tp for tp in timestamps if found.get(tp) is None),
+                             spec.on_no_match)
 
     def close(self):
         if self._consumer is not None:
@@ -103,6 +120,18 @@ class OffsetReader:
 
     def __repr__(self):
         return f"OffsetReader({self._options.strategy}, {self._options.bootstrap_servers!r})"
+
+
+def _check_named(named, partitions, option, exact,
+                 hint=" (use -2 for earliest, -1 for latest)"):
+    """InvalidOptionError naming ``option`` unless ``named`` (TopicPartitions) are exactly
+    ``partitions`` (``exact``) or some of them."""
+    named, known = set(named), set(partitions)
+    if (named != known) if exact else not named <= known:
+        raise InvalidOptionError(
+            f"option '{option}' names partitions {_names(named)} but the query reads "
+            f"{_names(known)}: {'name every partition' if exact else 'name only those'}"
+            f"{hint}")
 
 
 def _names(partitions):

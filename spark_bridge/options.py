@@ -20,6 +20,19 @@ startingOffsets              batch: earliest;       earliest, latest, or JSON
                                                     latest
 endingOffsets                latest (batch only)    latest or JSON (-1 latest), at most
                                                     the high watermark; not earliest
+startingTimestamp            none                   a timestamp (ms) for every partition:
+                                                    start at the first record at or after
+                                                    it; before startingOffsetsByTimestamp
+                                                    and startingOffsets
+startingOffsetsByTimestamp   none                   JSON ``{"t":{"0":1700000000000}}``
+                                                    naming every partition read; before
+                                                    startingOffsets
+startingOffsetsByTimestamp-  error                  no record at or after a starting
+Strategy                                            timestamp: fail (error) or start at
+                                                    the latest offset (latest)
+endingTimestamp,             none (batch only)      as the starting ones, for the ending
+endingOffsetsByTimestamp                            offsets; no record at or after the
+                                                    timestamp: the latest offset
 maxOffsetsPerTrigger         none                   streaming: at most this many records
                                                     per micro-batch, spread over the
                                                     partitions
@@ -51,14 +64,15 @@ Spark does. Under ``Trigger.AvailableNow`` a micro-batch does not wait for
 ``minOffsetsPerTrigger`` (Spark's would wait up to ``maxTriggerDelay`` before reading the
 last records there are; the query would only end later).
 
-Not supported (rejected with a message rather than silently ignored): the timestamp
-options (``startingTimestamp``, ``startingOffsetsByTimestamp``, ``endingTimestamp``,
-``endingOffsetsByTimestamp``) and, as in Spark, the Kafka consumer settings
-``kafka.auto.offset.reset``, ``kafka.key.deserializer``, ``kafka.value.deserializer``,
-``kafka.enable.auto.commit``, ``kafka.interceptor.classes``. Any other option is unknown:
-it is logged once per read (a WARNING naming it: a misspelt option does not pass
-unnoticed), except ``kafka.*`` settings, which Spark's Kafka source hands to its Kafka
-consumer and ringlog has no use for (one DEBUG line lists them).
+Timestamps are looked up with ListOffsets (``timestamp_offsets``); "latest" is the high
+watermark, or the last stable offset under read_committed, whichever option asks for it.
+
+Not supported (rejected with a message rather than silently ignored), as in Spark: the
+Kafka consumer settings ``kafka.auto.offset.reset``, ``kafka.key.deserializer``,
+``kafka.value.deserializer``, ``kafka.enable.auto.commit``, ``kafka.interceptor.classes``.
+Any other option is unknown: it is logged once per read (a WARNING naming it: a misspelt
+option does not pass unnoticed), except ``kafka.*`` settings, which Spark's Kafka source
+hands to its Kafka consumer and ringlog has no use for (one DEBUG line lists them).
 
 ``parse_batch_options`` / ``parse_stream_options`` return a ``SourceOptions``, an immutable
 value the readers carry to Spark's Python workers (pickled).
@@ -76,6 +90,12 @@ from spark_bridge.offsets import (
     OffsetsFormatError,
     parse_partition_offsets,
     parse_partitions,
+)
+from spark_bridge.timestamp_offsets import (
+    ERROR as ON_NO_MATCH_ERROR,
+    LATEST as ON_NO_MATCH_LATEST,
+    STRATEGIES,
+    ByTimestamp,
 )
 
 log = logging.getLogger(__name__)
@@ -99,8 +119,15 @@ ISOLATION_LEVEL = "kafka.isolation.level"
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 STRATEGY_OPTIONS = (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN)
-TIMESTAMP_OPTIONS = ("startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp",
-                     "endingOffsetsByTimestamp")
+STARTING_TIMESTAMP = "startingTimestamp"
+STARTING_OFFSETS_BY_TIMESTAMP = "startingOffsetsByTimestamp"
+ENDING_TIMESTAMP = "endingTimestamp"
+ENDING_OFFSETS_BY_TIMESTAMP = "endingOffsetsByTimestamp"
+STARTING_TIMESTAMP_STRATEGY = "startingOffsetsByTimestampStrategy"
+#: Where a read starts, then ends: the options by precedence (Spark's).
+STARTING_OPTIONS = (STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS)
+ENDING_OPTIONS = (ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS)
+_TIMESTAMPS_EXAMPLE = '{"topicA":{"0":1700000000000,"1":1700000000000}}'
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default: spark.network.timeout, 120 s
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # Spark's DEFAULT_MAX_TRIGGER_DELAY, 15m
 #: Options only a streaming read uses: a batch read logs that it ignores them.
@@ -127,9 +154,9 @@ UNSUPPORTED_KAFKA_OPTIONS = {
 _TRUE_FALSE = {"true": True, "false": False}
 #: Every option the source reads or refuses, lower-cased: anything else is unknown.
 KNOWN_OPTIONS = frozenset(name.lower() for name in (
-    BOOTSTRAP_SERVERS, KAFKA_BOOTSTRAP_SERVERS, *STRATEGY_OPTIONS, STARTING_OFFSETS,
-    ENDING_OFFSETS, *TRIGGER_OPTIONS, FAIL_ON_DATA_LOSS, MIN_PARTITIONS,
-    MAX_RECORDS_PER_PARTITION, INCLUDE_HEADERS, POLL_TIMEOUT_MS, *TIMESTAMP_OPTIONS,
+    BOOTSTRAP_SERVERS, KAFKA_BOOTSTRAP_SERVERS, *STRATEGY_OPTIONS, *STARTING_OPTIONS,
+    *ENDING_OPTIONS, STARTING_TIMESTAMP_STRATEGY, *TRIGGER_OPTIONS, FAIL_ON_DATA_LOSS,
+    MIN_PARTITIONS, MAX_RECORDS_PER_PARTITION, INCLUDE_HEADERS, POLL_TIMEOUT_MS,
     *UNSUPPORTED_KAFKA_OPTIONS, ISOLATION_LEVEL))
 
 
@@ -141,8 +168,8 @@ class InvalidOptionError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class SourceOptions:
     """Validated options of one ``ringlog`` read (module doc). ``starting`` / ``ending``:
-    ``"earliest"``, ``"latest"``, or a ``{TopicPartition: offset}`` dict (-2 earliest,
-    -1 latest); ``ending`` is None for streaming."""
+    ``"earliest"``, ``"latest"``, a ``{TopicPartition: offset}`` dict (-2 earliest,
+    -1 latest), or a ByTimestamp; ``ending`` is None for streaming."""
 
     bootstrap_servers: str
     strategy: object
@@ -312,13 +339,73 @@ def _offsets(options, name, default):
     return offsets
 
 
+def _timestamp(options, name):
+    """Option ``name``: one timestamp in ms, >= 0."""
+    raw = _get(options, name)
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidOptionError(f"option '{name}' must be a timestamp in milliseconds (a "
+                                 f"whole number >= 0), found {raw!r}")
+    return value
+
+
+def _partition_timestamps(options, name, strategy):
+    """Option ``name``: ``{TopicPartition: ms}`` of partitions ``strategy`` reads."""
+    raw = _get(options, name)
+    try:
+        timestamps = parse_partition_offsets(raw.strip())
+    except OffsetsFormatError:
+        raise InvalidOptionError(f"option '{name}': Expected e.g. {_TIMESTAMPS_EXAMPLE}, "
+                                 f"got {raw}") from None
+    if not timestamps:
+        raise InvalidOptionError(f"option '{name}' names no partition: {raw!r}")
+    for tp, timestamp in sorted(timestamps.items()):
+        if timestamp < 0:
+            raise InvalidOptionError(f"option '{name}': timestamp {timestamp} of "
+                                     f"{_describe_tp(tp)} must be >= 0 (milliseconds)")
+        if not strategy.reads_topic(tp.topic):
+            raise InvalidOptionError(f"option '{name}' names topic {tp.topic!r}, which the "
+                                     f"query does not read ({strategy})")
+    return timestamps
+
+
+def _on_no_match(options):
+    """``startingOffsetsByTimestampStrategy``: error (default) or latest."""
+    raw = _get(options, STARTING_TIMESTAMP_STRATEGY)
+    if raw is None:
+        return ON_NO_MATCH_ERROR
+    value = raw.strip().lower()
+    if value not in STRATEGIES:
+        raise InvalidOptionError(f"option '{STARTING_TIMESTAMP_STRATEGY}' must be one of "
+                                 f"{', '.join(STRATEGIES)}, found {raw!r}")
+    return value
+
+
+def _limit(options, names, default, strategy, on_no_match):
+    """Where a read starts or ends from ``names`` (STARTING_OPTIONS or ENDING_OPTIONS): the
+    first one given wins, as in Spark; ``default`` when none is."""
+    timestamp, by_timestamp, offsets = names
+    if _get(options, timestamp) is not None:
+        return ByTimestamp(_timestamp(options, timestamp), on_no_match, timestamp)
+    if _get(options, by_timestamp) is not None:
+        return ByTimestamp(_partition_timestamps(options, by_timestamp, strategy), on_no_match,
+                           by_timestamp)
+    return _offsets(options, offsets, default)
+
+
+def _starting(options, strategy, default):
+    return _limit(options, STARTING_OPTIONS, default, strategy, _on_no_match(options))
+
+
+def _ending(options, strategy, default):
+    return _limit(options, ENDING_OPTIONS, default, strategy, ON_NO_MATCH_LATEST)
+
+
 def _general(options):
     """Checks shared by batch and streaming reads (Spark's validateGeneralOptions)."""
-    for name in TIMESTAMP_OPTIONS:
-        if _get(options, name) is not None:
-            raise InvalidOptionError(f"option '{name}' is not supported by the ringlog "
-                                     f"source; use '{STARTING_OFFSETS}' / '{ENDING_OFFSETS}' "
-                                     f"with offsets")
     for name, why in UNSUPPORTED_KAFKA_OPTIONS.items():
         if name in options:
             raise InvalidOptionError(f"Kafka option '{name}' is not supported. {why}")
@@ -368,7 +455,8 @@ def parse_batch_options(options):
     option (Spark's validateBatchOptions and checkOffsetLimitValidity). Spark calls it once
     per query (``reader()``), so unknown options are logged once per query."""
     given, options = options, _lower(options)
-    starting = _offsets(options, STARTING_OFFSETS, "earliest")
+    general = _general(options)
+    starting = _starting(options, general["strategy"], "earliest")
     if starting == "latest":
         raise InvalidOptionError(f"option '{STARTING_OFFSETS}': starting offset can't be "
                                  f"latest for batch queries")
@@ -378,7 +466,7 @@ def parse_batch_options(options):
                 raise InvalidOptionError(f"option '{STARTING_OFFSETS}' for "
                                          f"{_describe_tp(tp)} can't be latest (-1) for "
                                          f"batch queries")
-    ending = _offsets(options, ENDING_OFFSETS, "latest")
+    ending = _ending(options, general["strategy"], "latest")
     if ending == "earliest":
         raise InvalidOptionError(f"option '{ENDING_OFFSETS}': ending offset can't be "
                                  f"earliest for batch queries")
@@ -399,7 +487,6 @@ def parse_batch_options(options):
                 raise InvalidOptionError(
                     f"option '{STARTING_OFFSETS}' {start} of {_describe_tp(tp)} is after "
                     f"its '{ENDING_OFFSETS}' {end}")
-    general = _general(options)
     for name in TRIGGER_OPTIONS:
         if _get(options, name) is not None:
             log.warning("%s option ignored in batch queries", name)
@@ -412,11 +499,11 @@ def parse_stream_options(options):
     the option (Spark's validateStreamOptions). Spark calls it once per query
     (``streamReader()``), so unknown options are logged once per query."""
     given, options = options, _lower(options)
-    if _get(options, ENDING_OFFSETS) is not None:
-        raise InvalidOptionError(f"option '{ENDING_OFFSETS}' is not valid in streaming "
-                                 f"queries")
-    starting = _offsets(options, STARTING_OFFSETS, "latest")
+    for name in ENDING_OPTIONS:
+        if _get(options, name) is not None:
+            raise InvalidOptionError(f"option '{name}' is not valid in streaming queries")
     general = _general(options)
+    starting = _starting(options, general["strategy"], "latest")
     _warn_unknown(given)
     return SourceOptions(starting=starting, **general)
 
@@ -425,6 +512,6 @@ def validate_common(options):
     """The checks both kinds of read share, and the offsets' syntax; ``schema()`` runs them
     so that a bad option fails at ``load()``, as with Spark's Kafka source."""
     options = _lower(options)
-    _general(options)
-    _offsets(options, STARTING_OFFSETS, None)
-    _offsets(options, ENDING_OFFSETS, None)
+    strategy = _general(options)["strategy"]
+    _starting(options, strategy, None)
+    _ending(options, strategy, None)

@@ -1,8 +1,9 @@
 """spark.read.format("ringlog") against a real two-broker cluster: the rows are exactly the
 records produced (keys, values, offsets, CreateTime and LogAppendTime timestamps, headers),
-offset range options, subscribePattern and assign, minPartitions, the same range read twice
-gives the same rows, records deleted by retention (failOnDataLoss both ways), and bad
-options failing at load() with a message naming the option."""
+offset range options, the timestamp options, subscribePattern and assign, minPartitions,
+the same range read twice gives the same rows, records deleted by retention
+(failOnDataLoss both ways), and bad options failing at load() with a message naming the
+option."""
 from __future__ import annotations
 
 import json
@@ -72,6 +73,28 @@ def test_starting_and_ending_offsets_json(spark, cluster, logs):
     expected = {(p, o): r for (p, o), r in logs.items()
                 if (p == 0 and 10 <= o < 20) or p == 1}
     assert rows_of(df) == without_headers(expected)
+
+
+def test_a_batch_between_two_timestamps(spark, cluster, logs):
+    # Each partition from its first record at or after T0 + 100 to (not including) its
+    # first at or after T0 + 400: the records with those timestamps, over 3 partitions.
+    df = reader(spark, cluster, subscribe="logs", startingTimestamp=str(T0 + 100),
+                endingTimestamp=str(T0 + 400), startingOffsets="earliest").load()
+    want = {k: v for k, v in without_headers(logs).items() if T0 + 100 <= v[2] < T0 + 400}
+    assert len({p for p, _ in want}) == 3 and rows_of(df) == want
+
+
+def test_timestamps_by_partition_with_strategy_latest(spark, cluster, logs):
+    # logs-0 has no record at or after T0 + 10**6: under strategy latest it starts at its
+    # latest offset (no rows); the others from T0 + 500 to their first at T0 + 550.
+    starting = {"logs": {"0": T0 + 10**6, "1": T0 + 500, "2": T0 + 500}}
+    ending = {"logs": {"0": T0 + 10**6, "1": T0 + 550, "2": T0 + 550}}
+    df = reader(spark, cluster, subscribe="logs", includeHeaders="true",
+                startingOffsetsByTimestamp=json.dumps(starting),
+                endingOffsetsByTimestamp=json.dumps(ending),
+                startingOffsetsByTimestampStrategy="latest").load()
+    want = {k: v for k, v in logs.items() if k[0] != 0 and T0 + 500 <= v[2] < T0 + 550}
+    assert want and rows_of(df) == want
 
 
 def test_earliest_and_latest_words(spark, cluster, logs):
@@ -171,6 +194,10 @@ def test_without_fail_on_data_loss_the_read_skips_to_the_log_start(spark, cluste
     ({"subscribe": "logs", "startingOffsets": '{"logs":{"0":1}}'}, "startingOffsets"),
     ({"subscribe": "logs", "endingOffsets": '{"logs":{"0":100000,"1":-1,"2":-1}}'},
      "endingOffsets': offset 100000 of logs-0 is past its last committed record"),
+    ({"subscribe": "logs", "startingTimestamp": str(T0 + 10**6)},
+     f"No offset matched from request of topic-partition logs-0 and timestamp {T0 + 10**6}"),
+    ({"subscribe": "logs", "startingOffsetsByTimestamp": '{"logs":{"0":5}}'},
+     "startingOffsetsByTimestamp' names partitions \\[logs-0\\] but the query reads"),
 ])
 def test_bad_options_fail_before_reading_naming_the_option(spark, cluster, logs, options,
                                                            named):

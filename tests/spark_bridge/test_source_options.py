@@ -21,6 +21,7 @@ from spark_bridge.options import (
     parse_stream_options,
     validate_common,
 )
+from spark_bridge.timestamp_offsets import ByTimestamp
 
 BASE = {"bootstrap.servers": "/data", "subscribe": "t"}
 
@@ -127,8 +128,21 @@ INVALID = [
     ({**BASE, "startingOffsets": '{"t":{"0":"5"}}'}, "startingOffsets"),
     ({**BASE, "startingOffsets": '{"t":{"x":5}}'}, "startingOffsets"),
     ({**BASE, "startingOffsets": '{"t":{"0":-3}}'}, "startingOffsets"),
-    ({**BASE, "startingTimestamp": "1700000000000"}, "startingTimestamp"),
-    ({**BASE, "startingOffsetsByTimestamp": '{"t":{"0":1}}'}, "startingOffsetsByTimestamp"),
+    ({**BASE, "startingTimestamp": "yesterday"}, "startingTimestamp.*'yesterday'"),
+    ({**BASE, "startingTimestamp": "-1"}, "startingTimestamp.*'-1'"),
+    ({**BASE, "startingTimestamp": "1.5"}, "startingTimestamp.*'1.5'"),
+    ({**BASE, "startingOffsetsByTimestamp": '{"t":{"0":1}'},
+     "startingOffsetsByTimestamp.*Expected e.g."),
+    ({**BASE, "startingOffsetsByTimestamp": '{"t":{"0":"1"}}'}, "startingOffsetsByTimestamp"),
+    ({**BASE, "startingOffsetsByTimestamp": '{"t":{"0":-5}}'},
+     "startingOffsetsByTimestamp.*-5 of t-0"),
+    ({**BASE, "startingOffsetsByTimestamp": '{}'}, "startingOffsetsByTimestamp"),
+    ({**BASE, "startingOffsetsByTimestamp": '{"t":{"0":1},"u":{"0":1}}'},
+     "startingOffsetsByTimestamp' names topic 'u'"),
+    ({"bootstrap.servers": "/d", "subscribePattern": "log-.*",
+      "startingOffsetsByTimestamp": '{"logs":{"0":1}}'}, "names topic 'logs'"),
+    ({**BASE, "startingTimestamp": "5", "startingOffsetsByTimestampStrategy": "skip"},
+     "startingOffsetsByTimestampStrategy.*'skip'"),
     ({**BASE, "kafka.auto.offset.reset": "earliest"}, "auto.offset.reset"),
     ({**BASE, "kafka.value.deserializer": "x"}, "value.deserializer"),
     ({**BASE, "kafka.enable.auto.commit": "true"}, "enable.auto.commit"),
@@ -159,6 +173,9 @@ BATCH_ONLY = [
     ({"endingOffsets": '{"t":{"0":-2}}'}, "endingOffsets"),
     ({"startingOffsets": '{"t":{"0":5}}', "endingOffsets": '{"t":{"1":9}}'}, "endingOffsets"),
     ({"startingOffsets": '{"t":{"0":9}}', "endingOffsets": '{"t":{"0":5}}'}, "startingOffsets"),
+    ({"endingTimestamp": "soon"}, "endingTimestamp.*'soon'"),
+    ({"endingOffsetsByTimestamp": '{"u":{"0":5}}'}, "endingOffsetsByTimestamp.*'u'"),
+    ({"endingOffsetsByTimestamp": "[5]"}, "endingOffsetsByTimestamp.*Expected e.g."),
 ]
 
 
@@ -175,6 +192,8 @@ def test_batch_allows_earliest_and_latest_markers_where_spark_does():
 
 @pytest.mark.parametrize("extra, named", [
     ({"endingOffsets": "latest"}, "endingOffsets"),
+    ({"endingTimestamp": "5"}, "endingTimestamp' is not valid in streaming"),
+    ({"endingOffsetsByTimestamp": '{"t":{"0":5}}'}, "endingOffsetsByTimestamp' is not valid"),
     ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
     ({"maxOffsetsPerTrigger": "ten"}, "maxOffsetsPerTrigger"),
 ])
@@ -185,6 +204,53 @@ def test_stream_rules(extra, named):
 
 def test_stream_allows_latest_start():
     assert stream(startingOffsets="latest").starting == "latest"
+
+
+# -- timestamp options -------------------------------------------------------------------------
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def test_timestamp_options_parsed():
+    b = batch(startingTimestamp=" 1700000000000", endingOffsetsByTimestamp='{"t":{"0":5,"1":0}}')
+    assert b.starting == ByTimestamp(1_700_000_000_000, "error")
+    assert b.ending == ByTimestamp({T0: 5, T1: 0}, "latest")
+    s = stream(STARTINGOFFSETSBYTIMESTAMP='{"t":{"1":7}}',
+               startingOffsetsByTimestampStrategy="LATEST")
+    assert s.starting == ByTimestamp({T1: 7}, "latest")
+    assert stream(startingTimestamp="0").starting == ByTimestamp(0, "error")
+
+
+def test_the_strategy_applies_to_starting_offsets_only():
+    b = batch(startingTimestamp="5", endingTimestamp="9",
+              startingOffsetsByTimestampStrategy="error")
+    assert (b.starting.on_no_match, b.ending.on_no_match) == ("error", "latest")
+
+
+def test_timestamp_options_take_precedence_as_in_spark():
+    # startingTimestamp > startingOffsetsByTimestamp > startingOffsets; the same for ending.
+    b = batch(startingTimestamp="5", startingOffsetsByTimestamp='{"t":{"0":6}}',
+              startingOffsets="earliest", endingTimestamp="9",
+              endingOffsetsByTimestamp='{"t":{"0":8}}', endingOffsets="latest")
+    assert (b.starting, b.ending) == (ByTimestamp(5), ByTimestamp(9, "latest"))
+    b = batch(startingOffsetsByTimestamp='{"t":{"0":6}}', startingOffsets='{"t":{"0":1}}',
+              endingOffsetsByTimestamp='{"t":{"0":8}}', endingOffsets='{"t":{"0":2}}')
+    assert (b.starting, b.ending) == (ByTimestamp({T0: 6}), ByTimestamp({T0: 8}, "latest"))
+    # ... so batch's rules on the offsets a timestamp option overrides do not apply
+    b = batch(startingTimestamp="5", startingOffsets="latest", endingTimestamp="9",
+              endingOffsets="earliest")
+    assert (b.starting, b.ending) == (ByTimestamp(5), ByTimestamp(9, "latest"))
+    s = stream(startingTimestamp="5", startingOffsets="latest")
+    assert s.starting == ByTimestamp(5)
+
+
+def test_timestamps_of_an_assigned_or_matching_topic_are_accepted():
+    options = {"bootstrap.servers": "/d", "assign": '{"t":[0,1]}',
+               "startingOffsetsByTimestamp": '{"t":{"0":1,"1":2}}'}
+    assert parse_stream_options(options).starting == ByTimestamp({T0: 1, T1: 2})
+    options = {"bootstrap.servers": "/d", "subscribePattern": "t|u",
+               "startingOffsetsByTimestamp": '{"t":{"0":1}}'}
+    assert parse_batch_options(options).starting == ByTimestamp({T0: 1})
 
 
 # -- unknown options ----------------------------------------------------------------------------
@@ -215,7 +281,9 @@ def test_known_options_are_not_warned_about(caplog):
     options = {**BASE, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "9",
                "minOffsetsPerTrigger": "3", "maxTriggerDelay": "1m", "failOnDataLoss": "false",
                "minPartitions": "2", "maxRecordsPerPartition": "10", "includeHeaders": "true",
-               "kafkaConsumer.pollTimeoutMs": "100"}
+               "kafkaConsumer.pollTimeoutMs": "100", "startingTimestamp": "1",
+               "startingOffsetsByTimestamp": '{"t":{"0":1}}',
+               "startingOffsetsByTimestampStrategy": "latest"}
     assert {name.lower() for name in options} <= KNOWN_OPTIONS
     assert warnings_of(caplog, parse_stream_options, options) == []
 

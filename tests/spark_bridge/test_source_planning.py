@@ -3,8 +3,9 @@
 maxOffsetsPerTrigger rate limiting with Spark's arithmetic (offset_ranges; expected values
 from Spark's KafkaOffsetRangeCalculatorSuite and KafkaMicroBatchStream.rateLimit),
 minOffsetsPerTrigger with maxTriggerDelay (trigger_delay, and the stream reader's
-latestOffset over a fake offset reader and a fake clock), and RecordColumns turned into
-Arrow batches (arrow_rows) for every key/value shape."""
+latestOffset over a fake offset reader and a fake clock), RecordColumns turned into
+Arrow batches (arrow_rows) for every key/value shape, and the timestamp options resolved
+(offset_reader with timestamp_offsets, over a fake consumer's ListOffsets answers)."""
 from __future__ import annotations
 
 import json
@@ -15,10 +16,11 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from cluster.structs import TopicPartition
+from cluster.structs import OffsetAndTimestamp, TopicPartition
 from consumer_proc.record_columns import RecordColumns
 from spark_bridge.arrow_rows import arrow_schema, binary_from_positions, record_batch
 from spark_bridge.offset_ranges import OffsetRange, rate_limit, split_ranges
+from spark_bridge.offset_reader import OffsetReader
 from spark_bridge.offsets import (
     OffsetsFormatError,
     from_json_dict,
@@ -26,9 +28,10 @@ from spark_bridge.offsets import (
     parse_partitions,
     to_json_dict,
 )
-from spark_bridge.options import parse_stream_options
+from spark_bridge.options import InvalidOptionError, parse_batch_options, parse_stream_options
 from spark_bridge.source import ringlog_schema
 from spark_bridge.stream_reader import RinglogStreamReader
+from spark_bridge.timestamp_offsets import ByTimestamp, NoMatchingOffsetError
 from spark_bridge.trigger_delay import TriggerDelay
 from tests.support.clock import T0, FakeClock
 
@@ -301,3 +304,111 @@ def test_record_batch_from_decoded_records_with_headers():
     assert rows["timestampType"] == [1, 1]
     assert rows["headers"] == [[{"key": "a", "value": b"1"}, {"key": "b", "value": None}],
                                None]
+
+
+# -- offsets by timestamp (offset_reader with timestamp_offsets) -------------------------------
+
+class FakeTimeConsumer:
+    """A KafkaConsumer's ListOffsets answers: each partition's records' timestamps
+    (``stamps``: {TopicPartition: [ms by offset]}) and high watermarks = len(stamps); the
+    ListOffsets asked for by timestamp recorded in ``asked``."""
+
+    def __init__(self, stamps):
+        self.stamps = stamps
+        self.asked = []
+        self.closed = False
+
+    def offsets_for_times(self, timestamps):
+        self.asked.append(dict(timestamps))
+        found = {}
+        for tp, ts in timestamps.items():
+            offset = next((o for o, stamp in enumerate(self.stamps[tp]) if stamp >= ts), None)
+            found[tp] = None if offset is None else OffsetAndTimestamp(
+                offset, self.stamps[tp][offset], -1)
+        return found
+
+    def end_offsets(self, partitions):
+        return {tp: len(self.stamps[tp]) for tp in partitions}
+
+    def partitions_for_topic(self, topic):
+        return {tp.partition for tp in self.stamps if tp.topic == topic}
+
+    def beginning_offsets(self, partitions):
+        return {tp: 0 for tp in partitions}
+
+    def close(self):
+        self.closed = True
+
+
+STAMPS = {A0: [100, 200, 300, 400], A1: [150, 250]}
+
+
+def time_reader(options=None):
+    options = options or parse_batch_options({"bootstrap.servers": "/d", "subscribe": "a"})
+    consumer = FakeTimeConsumer(STAMPS)
+    return OffsetReader(options, consumer), consumer
+
+
+def test_one_timestamp_is_looked_up_for_every_partition():
+    offsets, consumer = time_reader()
+    assert offsets.resolve(ByTimestamp(200), [A0, A1], "startingTimestamp", exact=True) == \
+        {A0: 1, A1: 1}
+    assert consumer.asked == [{A0: 200, A1: 200}]
+    assert offsets.resolve(ByTimestamp(0), [A0, A1], "startingTimestamp", exact=False) == \
+        {A0: 0, A1: 0}
+
+
+def test_timestamps_by_partition_must_name_every_partition_read():
+    offsets, _ = time_reader()
+    assert offsets.resolve(ByTimestamp({A0: 301, A1: 1}), [A0, A1],
+                           "startingOffsetsByTimestamp", exact=False) == {A0: 3, A1: 0}
+    for named in ({A0: 1}, {A0: 1, A1: 1, B0: 1}):
+        with pytest.raises(InvalidOptionError,
+                           match=r"'startingOffsetsByTimestamp' names partitions .* name every"):
+            offsets.resolve(ByTimestamp(named), [A0, A1], "startingOffsetsByTimestamp",
+                            exact=False)
+
+
+def test_no_record_at_or_after_a_starting_timestamp_fails_naming_it_by_default():
+    offsets, _ = time_reader()
+    with pytest.raises(NoMatchingOffsetError,
+                       match="No offset matched from request of topic-partition a-1 and "
+                             "timestamp 300"):
+        offsets.resolve(ByTimestamp(300), [A0, A1], "startingTimestamp", exact=True)
+
+
+def test_under_strategy_latest_or_when_ending_no_match_is_the_latest_offset():
+    offsets, _ = time_reader()
+    for spec in (ByTimestamp(300, "latest"), ByTimestamp({A0: 300, A1: 300}, "latest")):
+        assert offsets.resolve(spec, [A0, A1], "x", exact=True) == {A0: 2, A1: 2}
+    assert offsets.resolve(ByTimestamp(500, "latest"), [A0, A1], "x", exact=True) == \
+        {A0: 4, A1: 2}
+
+
+def test_timestamp_options_parsed_then_resolved_by_precedence():
+    options = parse_batch_options({
+        "bootstrap.servers": "/d", "subscribe": "a", "startingOffsetsByTimestamp": '{"a":{"0":1}}'})
+    with pytest.raises(InvalidOptionError, match="'startingOffsetsByTimestamp' names"):
+        time_reader(options)[0].resolve(options.starting, [A0, A1], "startingOffsets", True)
+    options = parse_batch_options({
+        "bootstrap.servers": "/d", "subscribe": "a", "startingOffsets": '{"a":{"0":0,"1":0}}',
+        "startingOffsetsByTimestamp": '{"a":{"0":250,"1":250}}', "endingTimestamp": "350",
+        "endingOffsetsByTimestamp": '{"a":{"0":100,"1":100}}'})
+    offsets, consumer = time_reader(options)
+    with offsets:
+        start = offsets.resolve(options.starting, [A0, A1], "startingOffsets", exact=True)
+        end = offsets.resolve(options.ending, [A0, A1], "endingOffsets", exact=True)
+    assert (start, end) == ({A0: 2, A1: 1}, {A0: 3, A1: 2})
+    assert consumer.asked == [{A0: 250, A1: 250}, {A0: 350, A1: 350}] and consumer.closed
+
+
+
+def test_a_stream_starts_at_the_offsets_of_its_starting_timestamp():
+    options = parse_stream_options({"bootstrap.servers": "/d", "subscribe": "a",
+                                    "startingTimestamp": "260",
+                                    "startingOffsetsByTimestampStrategy": "latest"})
+    consumer = FakeTimeConsumer(STAMPS)
+    stream = RinglogStreamReader(options, ringlog_schema(False),
+                                 offsets=OffsetReader(options, consumer))
+    assert stream.initialOffset() == {"a": {"0": 2, "1": 2}}  # a-1: none, so latest
+    assert consumer.asked == [{A0: 260, A1: 260}]
