@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 
+import psutil
 import pytest
 
 from cluster import Cluster, KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic
@@ -141,9 +142,21 @@ def client_rings(cluster):
     while True:
         names = [n for n in list_objects(cluster.cluster_id)
                  if ".c" in n and not any(b in n for b in brokers)]
-        if not names or time.monotonic() >= deadline:
+        if not names:
             return names
+        if time.monotonic() >= deadline:  # name who holds them, for the failure message
+            return [f"{n} ({_owner(n)})" for n in names]
         time.sleep(0.1)
+
+
+def _owner(name):
+    """The process whose pid a connection object's name carries: its command line, or
+    that it is gone."""
+    pid = int(name.split(".c", 1)[1].split("-", 1)[0])
+    try:
+        return f"pid {pid}: {' '.join(psutil.Process(pid).cmdline())[:200]}"
+    except psutil.Error:
+        return f"pid {pid}: gone"
 
 
 def log_start_offsets(cluster, partitions):
