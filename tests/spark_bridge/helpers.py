@@ -14,6 +14,7 @@ left in /dev/shm (clients inside Spark's Python workers included).
 """
 from __future__ import annotations
 
+import re
 import time
 
 import psutil
@@ -152,7 +153,7 @@ def client_rings(cluster):
 def _owner(name):
     """The process whose pid a connection object's name carries: its command line, or
     that it is gone."""
-    pid = int(name.split(".c", 1)[1].split("-", 1)[0])
+    pid = int(re.search(r"\.c([0-9]+)-", name).group(1))
     try:
         return f"pid {pid}: {' '.join(psutil.Process(pid).cmdline())[:200]}"
     except psutil.Error:
