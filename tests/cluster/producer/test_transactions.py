@@ -94,14 +94,20 @@ def test_a_commit_finds_the_coordinator_adds_each_partition_once_and_ends_last(
                            for h in headers)
 
 
-def test_an_abort_ends_the_transaction_uncommitted_and_the_next_one_works(
-        fake_cluster, producer_of):
+def open_transaction(fake_cluster, producer_of):
+    """A fake broker and a producer whose transaction holds one record, acknowledged."""
     cluster = fake_cluster(brokers=1)
     cluster.create_topic("t")
     producer = producer_of(cluster)
     producer.init_transactions()
     producer.begin_transaction()
-    producer.send("t", b"gone").get(timeout=IN_PROCESS_BOUND)
+    producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
+    return cluster, producer
+
+
+def test_an_abort_ends_the_transaction_uncommitted_and_the_next_one_works(
+        fake_cluster, producer_of):
+    cluster, producer = open_transaction(fake_cluster, producer_of)
     since = len(cluster.requests)
     producer.abort_transaction()
     end = calls(cluster, since)
@@ -228,12 +234,7 @@ def test_retriable_coordinator_errors_are_retried(fake_cluster, producer_of, api
 
 
 def test_a_newer_producer_fences_the_older_one_for_good(fake_cluster, producer_of):
-    cluster = fake_cluster(brokers=1)
-    cluster.create_topic("t")
-    zombie = producer_of(cluster)
-    zombie.init_transactions()
-    zombie.begin_transaction()
-    zombie.send("t", b"zombie").get(timeout=IN_PROCESS_BOUND)
+    cluster, zombie = open_transaction(fake_cluster, producer_of)
     newer = producer_of(cluster)
     newer.init_transactions()  # aborts the zombie's transaction, bumps the epoch
     with pytest.raises(ProducerFencedError):
@@ -416,17 +417,6 @@ def test_init_transactions_after_a_timeout_resumes(fake_cluster, producer_of):
     producer.begin_transaction()
     producer.send("t", b"v")
     producer.commit_transaction()
-
-
-def open_transaction(fake_cluster, producer_of):
-    """A fake broker and a producer whose transaction holds one record, acknowledged."""
-    cluster = fake_cluster(brokers=1)
-    cluster.create_topic("t")
-    producer = producer_of(cluster)
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
-    return cluster, producer
 
 
 def test_close_aborts_the_open_transaction(fake_cluster, producer_of):
