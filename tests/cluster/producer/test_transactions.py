@@ -94,10 +94,17 @@ def test_a_commit_finds_the_coordinator_adds_each_partition_once_and_ends_last(
                            for h in headers)
 
 
-def open_transaction(fake_cluster, producer_of):
-    """A fake broker and a producer whose transaction holds one record, acknowledged."""
-    cluster = fake_cluster(brokers=1)
-    cluster.create_topic("t")
+def open_transaction(fake_cluster, producer_of, coordinator=None):
+    """A fake broker and a producer whose transaction holds one record, acknowledged. With
+    ``coordinator`` (1): two brokers, "t" led by broker 0, the transaction coordinator on
+    broker ``coordinator``."""
+    if coordinator is None:
+        cluster = fake_cluster(brokers=1)
+        cluster.create_topic("t")
+    else:
+        cluster = fake_cluster(brokers=2)
+        cluster.create_topic("t", leaders=[0])
+        cluster.txn_coordinator = coordinator
     producer = producer_of(cluster)
     producer.init_transactions()
     producer.begin_transaction()
@@ -388,13 +395,7 @@ def test_close_fails_a_call_still_waiting(fake_cluster, producer_of):
 
 
 def test_a_coordinator_that_went_away_is_looked_up_again(fake_cluster, producer_of):
-    cluster = fake_cluster(brokers=2)
-    cluster.create_topic("t", leaders=[0])
-    cluster.txn_coordinator = 1
-    producer = producer_of(cluster)
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send("t", b"v").get(timeout=IN_PROCESS_BOUND)
+    cluster, producer = open_transaction(fake_cluster, producer_of, coordinator=1)
     cluster.txn_coordinator = 0
     cluster.stop_broker(1)
     since = len(cluster.requests)
@@ -493,13 +494,7 @@ def test_close_with_timeout_0_leaves_the_transaction_to_the_coordinator(
 
 
 def test_close_gives_up_the_abort_at_its_timeout(fake_cluster, producer_of):
-    cluster = fake_cluster(brokers=2)
-    cluster.create_topic("t", leaders=[0])
-    cluster.txn_coordinator = 1
-    producer = producer_of(cluster)
-    producer.init_transactions()
-    producer.begin_transaction()
-    producer.send("t", b"sent").get(timeout=IN_PROCESS_BOUND)
+    cluster, producer = open_transaction(fake_cluster, producer_of, coordinator=1)
     cluster.stop_broker(1)  # the coordinator: nobody can end the transaction now
     cluster.txn_coordinator = 7
     producer.close(timeout=0.2)
