@@ -1,6 +1,6 @@
 """Parse fetched RecordBatch v2 batches into ``RecordColumns``, vectorised where it can be.
 
-Decoding records one at a time in Python (``segments.records``) is too slow for a consumer
+Decoding records one at a time in Python (``segments.record.records``) is too slow for a consumer
 meant to take millions per second (its cost per record: perf/README.md, "Consumer record
 parsing"). But most batches are *uniform*: every record has the same key length (or a null
 key), the same value length, no headers, offset delta = its index, and a timestamp within
@@ -21,7 +21,7 @@ check decodes exactly as a record-by-record walk would (by induction over its re
 each one starts where the previous ended and reads as predicted), so the guess is only a
 shortcut, never an approximation. A batch failing any check — compacted (gaps in the
 offset deltas), headers, keys or values of varying sizes, spread timestamps — goes the
-per-record way (``segments.records.RecordBatch``), and so does anything corrupt, which
+per-record way (``segments.record.records.RecordBatch``), and so does anything corrupt, which
 then raises CorruptRecordError there with the record named.
 
 Small runs: the vectorised parse costs about a hundred numpy calls whatever the number of
@@ -43,11 +43,11 @@ from __future__ import annotations
 import numpy as np
 
 from consumer_proc.record_columns import RecordColumns
-from segments import batch_descriptor as d
-from segments.compression import decompress, records_size_limit
 from segments.errors import CorruptRecordError
-from segments.records import RecordBatch
-from segments.varint import decode_varint
+from segments.record import batch_descriptor as d
+from segments.record.compression import decompress, records_size_limit
+from segments.record.records import RecordBatch
+from segments.record.varint import decode_varint
 
 #: A zigzag varint takes k + 1 bytes for unsigned values below LIMITS[k]; the offset delta
 #: i (zigzag 2i) and a length n (zigzag 2n) cross those at half.

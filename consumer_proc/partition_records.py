@@ -43,10 +43,10 @@ import numpy as np
 from consumer_proc.columns_parser import VECTOR_MIN_RECORDS, parse_batches
 from consumer_proc.consumer_record import make_record
 from consumer_proc.record_columns import NO_HEADERS
-from segments.batch_header import iter_batches
-from segments.control_record import is_abort_marker
 from segments.errors import CorruptRecordError
-from segments.records import RecordBatch
+from segments.record.batch_header import iter_batches
+from segments.record.control_record import is_abort_marker
+from segments.record.records import RecordBatch
 
 #: Fewest bytes of batches parsed per group (unless the data ends first).
 PARSE_GROUP_BYTES = 256 * 1024

@@ -65,7 +65,7 @@ class RecordColumns:
 
     @classmethod
     def from_records(cls, leader_epoch, timestamp_type, records):
-        """Columns of decoded ``segments.records.Record`` tuples (offset, timestamp,
+        """Columns of decoded ``segments.record.records.Record`` tuples (offset, timestamp,
         timestamp_type, key, value, headers), all of one batch."""
         if not records:
             return cls(leader_epoch, timestamp_type, _EMPTY, _EMPTY, _EMPTY, _EMPTY,

@@ -44,8 +44,8 @@ from cluster.metadata.page import MetadataPage
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.responses import build
-from segments.bulk import build_batches
 from segments.log import PartitionLog
+from segments.record.bulk import build_batches
 from shm_ring import Listener, cleanup_stale, connect
 
 MB = 1e6

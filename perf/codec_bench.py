@@ -26,9 +26,9 @@ import time
 import numpy as np
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from segments.bulk import build_batches
-from segments.compression import codec_id
-from segments.records import RecordBatch, RecordBatchBuilder
+from segments.record.bulk import build_batches
+from segments.record.compression import codec_id
+from segments.record.records import RecordBatch, RecordBatchBuilder
 
 VALUE_SIZE = 100
 BATCH_SIZE = 16384

@@ -14,7 +14,7 @@ The topic is filled once by the bulk send in ``--batch-size`` batches (Kafka's d
 * ``iter``          ``for record in consumer``, the loop most applications write.
 
 Peers, measured in the same run on the same bytes (the whole partition read once from the
-segment files): ``segments.records.iter_records``, the per-record decoder of the storage
+segment files): ``segments.record.records.iter_records``, the per-record decoder of the storage
 layer (what a plain Python consumer would pay per record) and ``columns_parser`` alone
 (the vectorised parse without any transport, a fetch's worth of batches at a time: the
 ceiling for ``poll_batches``).
@@ -41,8 +41,8 @@ from cluster.structs import TopicPartition
 from cluster.supervisor.cluster import Cluster
 from consumer_proc.columns_parser import parse_batches
 from consumer_proc.consumer import KafkaConsumer
-from segments.batch_header import iter_batches
-from segments.records import iter_records
+from segments.record.batch_header import iter_batches
+from segments.record.records import iter_records
 
 TOPIC = "consumer-bench"
 VALUE_BYTES = 100

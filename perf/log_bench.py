@@ -29,11 +29,11 @@ import statistics
 import tempfile
 import time
 
-from segments import batch_descriptor as d
 from segments.checkpoint import OffsetCheckpoint
 from segments.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, PartitionLog
 from segments.log_config import LogConfig
-from segments.records import RecordBatchBuilder
+from segments.record import batch_descriptor as d
+from segments.record.records import RecordBatchBuilder
 
 BATCH_SIZE = 16 * 1024
 VALUE = b"x" * 100

@@ -20,7 +20,7 @@ Two brokers in their own process:
 
 Peers in the same run, for scale: ``builder``, RecordBatchBuilder.append + build alone —
 the floor under send()'s per-record work, as the accumulator must use it; ``bulk encode``,
-segments.bulk.build_batches alone — the floor under send_batch. Prints the median
+segments.record.bulk.build_batches alone — the floor under send_batch. Prints the median
 records/s over repeats and the ratios; for latency the median over repeats of each run's
 p50 and p99.
 """
@@ -46,9 +46,9 @@ from cluster.producer.kafka_producer import KafkaProducer
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from cluster.supervisor.cluster import Cluster
-from segments.batch_header import BatchHeader
-from segments.bulk import build_batches
-from segments.records import RecordBatchBuilder
+from segments.record.batch_header import BatchHeader
+from segments.record.bulk import build_batches
+from segments.record.records import RecordBatchBuilder
 from shm_ring import Listener
 from shm_ring.naming import cleanup_stale
 

@@ -49,8 +49,8 @@ from cluster.protocol.produce_response import PartitionResult, produce_response_
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_produce import DelayedProduce, PendingPartition
 from replica_proc.responses import code_of
-from segments.batch_header import BatchHeader
 from segments.log import DuplicateAppend
+from segments.record.batch_header import BatchHeader
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from the broker's ``ProducerIdManager``, epoch 0 — any broker answers it, as i
 While the broker waits for a block from the controller the answer is
 COORDINATOR_LOAD_IN_PROGRESS (retriable: the producer asks again after its backoff).
 With a ``transactional_id`` the request goes to the transaction coordinator
-(``transaction_handler.TransactionHandler.init_producer_id``).
+(``transaction_coordinator.handler.TransactionHandler.init_producer_id``).
 
 AllocateProducerIds is answered by the active controller only (NOT_CONTROLLER
 elsewhere, the asking broker then sends it again to the controller the metadata names):

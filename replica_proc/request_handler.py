@@ -3,9 +3,9 @@
 ``handle(channel, frame)`` decodes the frame with ``cluster.protocol.frames`` and dispatches on the
 API key:
 
-========================  ================================  ================================
+========================  ================================  ======================================
 API                       versions                          handler
-========================  ================================  ================================
+========================  ================================  ======================================
 Produce                   3-8                               produce_handler
 Fetch                     4-11                              fetch_handler
 ListOffsets               1-5                               list_offsets_handler
@@ -21,28 +21,28 @@ ElectLeaders              0-1                               admin_handler
 AlterPartition            2-3 (flexible)                    alter_partition_handler
 AllocateProducerIds       0 (flexible)                      producer_id_handler
 InitProducerId            0-1                               producer_id_handler,
-                                                            transaction_handler
-AddPartitionsToTxn        0-2                               transaction_handler
-AddOffsetsToTxn           0-2                               transaction_handler
-EndTxn                    0-2                               transaction_handler
+                                                            transaction_coordinator.handler
+AddPartitionsToTxn        0-2                               transaction_coordinator.handler
+AddOffsetsToTxn           0-2                               transaction_coordinator.handler
+EndTxn                    0-2                               transaction_coordinator.handler
 OffsetsForLeaderEpoch     2-3                               offsets_for_leader_epoch_handler
 WriteTxnMarkers           1 (flexible)                      txn_markers_handler
-ListTransactions          0-1 (flexible)                    transaction_admin_handler
-DescribeTransactions      0 (flexible)                      transaction_admin_handler
+ListTransactions          0-1 (flexible)                    transaction_coordinator.admin_handler
+DescribeTransactions      0 (flexible)                      transaction_coordinator.admin_handler
 DescribeProducers         0 (flexible)                      describe_producers_handler
-FindCoordinator           0-2                               group_handler
-JoinGroup                 2-5                               group_handler
-SyncGroup                 1-3                               group_handler
-Heartbeat                 1-3                               group_handler
-LeaveGroup                1-3                               group_handler
-DescribeGroups            0-4                               group_handler
-ListGroups                0-2                               group_handler
-DeleteGroups              0-1                               group_handler
-OffsetCommit              2-7                               offset_handler
-TxnOffsetCommit           0-3 (v3 flexible)                 offset_handler
-OffsetFetch               1-7 (v6+ flexible)                offset_handler
-OffsetDelete              0                                 offset_handler
-========================  ================================  ================================
+FindCoordinator           0-2                               group_coordinator.handler
+JoinGroup                 2-5                               group_coordinator.handler
+SyncGroup                 1-3                               group_coordinator.handler
+Heartbeat                 1-3                               group_coordinator.handler
+LeaveGroup                1-3                               group_coordinator.handler
+DescribeGroups            0-4                               group_coordinator.handler
+ListGroups                0-2                               group_coordinator.handler
+DeleteGroups              0-1                               group_coordinator.handler
+OffsetCommit              2-7                               group_coordinator.offset_handler
+TxnOffsetCommit           0-3 (v3 flexible)                 group_coordinator.offset_handler
+OffsetFetch               1-7 (v6+ flexible)                group_coordinator.offset_handler
+OffsetDelete              0                                 group_coordinator.offset_handler
+========================  ================================  ======================================
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
 
@@ -58,7 +58,7 @@ ApiVersions advertises exactly these. Bad input never stops the broker:
 their ISR changes to it, and the loop polls it. ``producer_ids`` is its
 ``ProducerIdManager`` (the loop polls it too): InitProducerId takes ids from it, and so
 does the transaction coordinator (``transactions``, a
-``transaction_runtime.TransactionRuntime``: FindCoordinator of a transactional id,
+``transaction_coordinator.runtime.TransactionRuntime``: FindCoordinator of a transactional id,
 InitProducerId with one, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; ListTransactions
 and DescribeTransactions read it; its markers go
 out through its ``sender``, whose ``connector`` the broker sets once its Listener exists).
@@ -66,7 +66,7 @@ out through its ``sender``, whose ``connector`` the broker sets once its Listene
 ``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
 something) applies a new image to the ReplicaManager and answers parked fetches and
 delayed produces of the partitions that changed, and lets the group coordinator
-(``groups``, a ``group_runtime.GroupRuntime``) and the transaction coordinator load or
+(``groups``, a ``group_coordinator.runtime.GroupRuntime``) and the transaction coordinator load or
 unload the ``__consumer_offsets`` and ``__transaction_state`` partitions whose leadership
 changed.
 
@@ -99,19 +99,19 @@ from replica_proc.delayed_response import DelayedResponse
 from replica_proc.describe_configs_handler import DescribeConfigsHandler
 from replica_proc.describe_producers_handler import DescribeProducersHandler
 from replica_proc.fetch_handler import FetchHandler
-from replica_proc.group_handler import GroupHandler
-from replica_proc.group_runtime import GroupRuntime
+from replica_proc.group_coordinator.handler import GroupHandler
+from replica_proc.group_coordinator.offset_handler import OffsetHandler
+from replica_proc.group_coordinator.runtime import GroupRuntime
 from replica_proc.list_offsets_handler import ListOffsetsHandler
 from replica_proc.metadata_handler import MetadataHandler
-from replica_proc.offset_handler import OffsetHandler
 from replica_proc.offsets_for_leader_epoch_handler import OffsetsForLeaderEpochHandler
 from replica_proc.produce_handler import ProduceHandler
 from replica_proc.producer_id_handler import AllocateProducerIdsHandler, InitProducerIdHandler
 from replica_proc.producer_id_manager import ProducerIdManager
 from replica_proc.responses import NO_THROTTLE, build, error, module
-from replica_proc.transaction_admin_handler import TransactionAdminHandler
-from replica_proc.transaction_handler import TransactionHandler
-from replica_proc.transaction_runtime import TransactionRuntime
+from replica_proc.transaction_coordinator.admin_handler import TransactionAdminHandler
+from replica_proc.transaction_coordinator.handler import TransactionHandler
+from replica_proc.transaction_coordinator.runtime import TransactionRuntime
 from replica_proc.txn_markers_handler import WriteTxnMarkersHandler
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ coordinator's epoch, the partitions) and each of its partitions, in request orde
 - the partition must exist here (UNKNOWN_TOPIC_OR_PARTITION) and be led by this broker
   (NOT_LEADER_OR_FOLLOWER); its ISR must hold min.insync.replicas members
   (NOT_ENOUGH_REPLICAS): markers are appended with acks=all;
-- the marker's control batch (``segments.control_record``) is appended through the
+- the marker's control batch (``segments.record.control_record``) is appended through the
   partition's leader append as the coordinator's (``ORIGIN_COORDINATOR``): the producer
   state checks it — an epoch older than the producer's is INVALID_PRODUCER_EPOCH, a
   coordinator epoch older than the last one seen TRANSACTION_COORDINATOR_FENCED —
@@ -42,8 +42,8 @@ from cluster.protocol.frames import ApiKey
 from replica_proc.delayed_produce import DelayedProduce, PendingPartition, ProducePurgatory
 from replica_proc.delayed_response import DelayedResponse
 from replica_proc.responses import build, code_of, error, module
-from segments.control_record import ABORT, COMMIT, build_end_txn_marker
 from segments.producer_state import ORIGIN_COORDINATOR
+from segments.record.control_record import ABORT, COMMIT, build_end_txn_marker
 
 log = logging.getLogger(__name__)
 

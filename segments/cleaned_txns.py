@@ -29,7 +29,7 @@ one instance per pass, on the cleaner's thread.
 """
 from __future__ import annotations
 
-from segments.control_record import ABORT, COMMIT, read_control_record
+from segments.record.control_record import ABORT, COMMIT, read_control_record
 
 
 class CleanedTransactions:

@@ -67,15 +67,16 @@ import os
 
 from crc32c import crc32c
 
-from segments import batch_descriptor as bd, index_descriptor as xd
-from segments.batch_header import BatchHeader
+from segments import index_descriptor as xd
 from segments.checkpoint import OffsetCheckpoint
 from segments.cleaned_txns import CleanedTransactions
-from segments.compression import compress, decompress, records_size_limit
 from segments.errors import CorruptRecordError, KafkaStorageError
 from segments.log_config import INT_MAX
+from segments.record import batch_descriptor as bd
+from segments.record.batch_header import BatchHeader
+from segments.record.compression import compress, decompress, records_size_limit
+from segments.record.varint import decode_varint, encode_varint
 from segments.segment import CLEANED_SUFFIX, Segment, iter_file_batches, segment_paths
-from segments.varint import decode_varint, encode_varint
 
 log = logging.getLogger(__name__)
 

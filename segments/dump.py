@@ -37,17 +37,14 @@ from __future__ import annotations
 import os
 import sys
 
-from segments import (
-    batch_descriptor as bd,
-    control_record_descriptor as cd,
-    producer_snapshot_descriptor as sd,
-)
-from segments.batch_header import BatchHeader
-from segments.compression import CODEC_NAMES
+from segments import producer_snapshot_descriptor as sd
 from segments.errors import CorruptRecordError, StorageError
 from segments.index import CorruptIndexError, OffsetIndex, TimeIndex
 from segments.producer_state import decrement_sequence
-from segments.records import RecordBatch
+from segments.record import batch_descriptor as bd, control_record_descriptor as cd
+from segments.record.batch_header import BatchHeader
+from segments.record.compression import CODEC_NAMES
+from segments.record.records import RecordBatch
 from segments.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,

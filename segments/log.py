@@ -120,8 +120,7 @@ import threading
 import time
 from collections import namedtuple
 
-from segments import batch_descriptor as bd, index_descriptor as xd
-from segments.batch_header import BatchHeader
+from segments import index_descriptor as xd
 from segments.checkpoint import OffsetCheckpoint, fsync_directory
 from segments.errors import (
     CorruptSegmentError,
@@ -136,7 +135,9 @@ from segments.index import CorruptIndexError
 from segments.leader_epoch import LeaderEpochFileCache
 from segments.log_config import LogConfig
 from segments.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION, ProducerStateManager
-from segments.records import RecordBatch
+from segments.record import batch_descriptor as bd
+from segments.record.batch_header import BatchHeader
+from segments.record.records import RecordBatch
 from segments.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,

@@ -84,11 +84,7 @@ import logging
 import os
 from collections import namedtuple
 
-from segments import (
-    batch_descriptor as bd,
-    control_record_descriptor as cd,
-    producer_snapshot_descriptor as sd,
-)
+from segments import producer_snapshot_descriptor as sd
 from segments.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -96,7 +92,8 @@ from segments.errors import (
     OutOfOrderSequenceNumberError,
     TransactionCoordinatorFencedError,
 )
-from segments.records import RecordBatch
+from segments.record import batch_descriptor as bd, control_record_descriptor as cd
+from segments.record.records import RecordBatch
 
 log = logging.getLogger(__name__)
 

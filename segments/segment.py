@@ -43,8 +43,7 @@ import logging
 import os
 from collections import namedtuple
 
-from segments import batch_descriptor as bd, index_descriptor as xd
-from segments.batch_header import BatchHeader
+from segments import index_descriptor as xd
 from segments.errors import (
     CorruptRecordError,
     CorruptSegmentError,
@@ -60,6 +59,8 @@ from segments.index import (
     TimeIndex,
     fsync_file,
 )
+from segments.record import batch_descriptor as bd
+from segments.record.batch_header import BatchHeader
 from segments.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)

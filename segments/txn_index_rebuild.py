@@ -26,8 +26,8 @@ Owner: the ``PartitionLog``'s thread, while it opens the log.
 """
 from __future__ import annotations
 
-from segments.batch_header import BatchHeader
-from segments.control_record import ABORT, read_control_record
+from segments.record.batch_header import BatchHeader
+from segments.record.control_record import ABORT, read_control_record
 from segments.segment import iter_file_batches
 from segments.txn_index import AbortedTxn
 

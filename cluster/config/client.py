@@ -61,8 +61,8 @@ from cluster.config.keys import (
     wait_policy,
 )
 from cluster.errors import KafkaConfigurationError
-from segments.compression import CODEC_NAMES
 from segments.log_config import INT_MAX, LONG_MAX
+from segments.record.compression import CODEC_NAMES
 
 log = logging.getLogger(__name__)
 

@@ -56,8 +56,8 @@ from collections import deque
 from cluster.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
 from cluster.producer.batch import ProducerBatch
 from cluster.producer.buffer_pool import BufferExhaustedError, BufferPool, BufferPoolClosedError
-from segments.compression import codec_id
-from segments.records import RecordBatchBuilder, as_bytes
+from segments.record.compression import codec_id
+from segments.record.records import RecordBatchBuilder, as_bytes
 
 #: Longest the sender sleeps before looking again at a retried batch whose metadata refresh
 #: has not been answered yet, in seconds; the answer itself ends its poll earlier.

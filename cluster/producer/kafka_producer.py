@@ -30,11 +30,12 @@ at it. A sticky partition changes only when a batch is opened, so asking the par
 once per batch instead of once per record puts every record where it would have gone.
 
 ``send_batch(topic, values, keys=None, partition=None)`` is ringlog's bulk send: records
-are encoded many at a time by ``segments.bulk.build_batches`` (vectorised with numpy; fixed-size
-values take its fastest path) into batches of up to ``bulk_batch_size`` bytes, each queued
-behind the partition's open batch, one ``FutureBatchMetadata`` per batch. numpy and
-``segments.bulk`` are imported by the bulk send on its first call, not with the producer: a
-process that only calls ``send()`` does not carry them (perf/README.md, "Client RSS and GC").
+are encoded many at a time by ``segments.record.bulk.build_batches`` (vectorised with
+numpy; fixed-size values take its fastest path) into batches of up to ``bulk_batch_size``
+bytes, each queued behind the partition's open batch, one ``FutureBatchMetadata`` per
+batch. numpy and ``segments.record.bulk`` are imported by the bulk send on its first call,
+not with the producer: a process that only calls ``send()`` does not carry them
+(perf/README.md, "Client RSS and GC").
 
 A batch holds at most ``batch_size`` bytes, and never more than one request may carry
 (``max_request_size`` less the request's own overhead), so a request always fits the ring.
@@ -102,7 +103,7 @@ from cluster.producer.transaction_manager import TransactionManager
 from cluster.protocol.consumer_protocol import NO_GENERATION
 from cluster.stats.publisher import process_stats
 from cluster.structs import ConsumerGroupMetadata
-from segments.batch_header import BatchHeader
+from segments.record.batch_header import BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +362,7 @@ class KafkaProducer:
         ``choose(previous partition)``."""
         import numpy as np
 
-        from segments.bulk import build_batches
+        from segments.record.bulk import build_batches
         total = len(values) if indices is None else len(indices)
         append_built = self._accumulator.append_built
         codec = self.config["compression_type"] or "none"

@@ -90,8 +90,8 @@ from cluster.errors import (
     ProducerFencedError,
     UnknownProducerIdError,
 )
-from segments.batch_header import BatchHeader
 from segments.log_config import INT_MAX
+from segments.record.batch_header import BatchHeader
 
 log = logging.getLogger(__name__)
 

@@ -57,11 +57,11 @@ import re
 from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 from replica_proc.controller import producer_ids
-from segments.batch_header import iter_batches
 from segments.errors import CorruptRecordError, KafkaStorageError
 from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog
 from segments.log_config import INT_MAX, LogConfig
-from segments.records import RecordBatch, RecordBatchBuilder
+from segments.record.batch_header import iter_batches
+from segments.record.records import RecordBatch, RecordBatchBuilder
 from segments.segment import LOG_SUFFIX, base_offset_from_name, segment_paths
 
 CONTROLLER = "controller"

@@ -116,7 +116,7 @@ from cluster.errors import (
     UnstableOffsetCommitError,
     for_code,
 )
-from replica_proc.coordinator_partitioning import partition_for
+from replica_proc.coordinator_common.partitioning import partition_for
 from replica_proc.group_coordinator import records
 from replica_proc.group_coordinator.group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -137,7 +137,7 @@ from replica_proc.group_coordinator.results import (
     SyncResult,
 )
 from replica_proc.group_coordinator.timers import Timers
-from segments.control_record import ABORT, COMMIT
+from segments.record.control_record import ABORT, COMMIT
 
 log = logging.getLogger(__name__)
 

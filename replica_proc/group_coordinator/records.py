@@ -3,8 +3,8 @@
 Every record's key starts with an int16 *type* (Kafka's key version: 0 or 1 = an offset
 commit, 2 = group metadata) and its value with an int16 *version*; a null value is a
 tombstone (the offset or the group is deleted; compaction removes both in time). Fields are
-encoded as ``replica_proc.record_fields`` says (non-flexible: int16-length strings, -1 =
-null where nullable; int32-length bytes; int32-count arrays; big-endian integers).
+encoded as ``replica_proc.coordinator_common.record_fields`` says (non-flexible: int16-length
+strings, -1 = null where nullable; int32-length bytes; int32-count arrays; big-endian integers).
 Written as Kafka 3.x writes them; read at every non-flexible version, so ``ringlog dump-log
 --offsets-decoder`` prints what Kafka's ``kafka-dump-log --offsets-decoder`` prints for the
 same bytes.
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from replica_proc.record_fields import FieldReader, FieldWriter
+from replica_proc.coordinator_common.record_fields import FieldReader, FieldWriter
 
 OFFSET_COMMIT_KEY_TYPES = (0, 1)
 GROUP_METADATA_KEY_TYPE = 2

@@ -10,9 +10,14 @@
   state machine without I/O whose operations return results (``results``: answers,
   records to write, markers to send);
 - marker_requests: the WriteTxnMarkers requests that carry the markers to the partition
-  leaders, and the codes of their responses.
+  leaders, and the codes of their responses; marker_sender: sends them (Kafka's
+  ``TransactionMarkerChannelManager``);
+- runtime: the coordinator in the broker (``TransactionRuntime``): loads and unloads the
+  ``__transaction_state`` partitions this broker leads, stores transitions, sends markers;
+- handler: InitProducerId (with a transactional id), AddPartitionsToTxn, AddOffsetsToTxn,
+  EndTxn, decoded and answered; admin_handler: ListTransactions, DescribeTransactions.
 
 Which ``__transaction_state`` partition, and so which broker, coordinates a transactional
-id is ``replica_proc.coordinator_partitioning`` (shared with the group coordinator); the
-topic itself is ``replica_proc.coordinator_topic.CoordinatorTopic.transaction_log``.
+id is ``replica_proc.coordinator_common.partitioning`` (shared with the group coordinator); the
+topic itself is ``replica_proc.coordinator_common.topic.CoordinatorTopic.transaction_log``.
 """

@@ -94,7 +94,7 @@ from cluster.errors import (
     error_code,
 )
 from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
-from replica_proc.coordinator_partitioning import partition_for
+from replica_proc.coordinator_common.partitioning import partition_for
 from replica_proc.transaction_coordinator import records
 from replica_proc.transaction_coordinator.metadata import (
     EPOCH_EXHAUSTED,

@@ -4,7 +4,7 @@
 One record per transactional id and change (the topic is compacted: the last record of an
 id is its state); a null value is a tombstone (the id expired). Key and value start with
 an int16 version (``MessageUtil.toVersionPrefixedBytes``); fields are encoded as
-``replica_proc.record_fields`` says.
+``replica_proc.coordinator_common.record_fields`` says.
 
 =====================  ===========================================================  =======
 record                 fields in order                                              written
@@ -44,7 +44,7 @@ import dataclasses
 import itertools
 import struct
 
-from replica_proc.record_fields import FieldReader, FieldWriter
+from replica_proc.coordinator_common.record_fields import FieldReader, FieldWriter
 from replica_proc.transaction_coordinator.states import TransactionState
 
 KEY_VERSION = 0

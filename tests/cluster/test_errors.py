@@ -152,7 +152,7 @@ def test_storage_errors_are_the_classes_for_their_codes(storage_cls, code):
 
 
 def test_except_cluster_class_catches_what_segments_raises():
-    from segments.batch_header import BatchHeader
+    from segments.record.batch_header import BatchHeader
     with pytest.raises(errors.CorruptRecordError, match="needs 61 bytes, found 10"):
         BatchHeader(bytes(10))
     try:

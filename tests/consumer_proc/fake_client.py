@@ -16,8 +16,8 @@ from cluster.client.metadata import ClusterMetadata, PartitionMetadata, TopicMet
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from cluster.structs import TopicPartition
-from segments.batch_header import BatchHeader
-from segments.records import RecordBatchBuilder
+from segments.record.batch_header import BatchHeader
+from segments.record.records import RecordBatchBuilder
 from tests.support.clock import T0, FakeClock
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)

@@ -19,9 +19,9 @@ from cluster.errors import (
 from consumer_proc.fetch_metrics import GROUP, FetchMetrics
 from consumer_proc.fetcher import MAX_BUFFERED_RESPONSES, Fetcher
 from consumer_proc.subscription_state import EARLIEST, SubscriptionState
-from segments import batch_descriptor as d
-from segments.batch_header import BatchHeader
 from segments.errors import CorruptRecordError
+from segments.record import batch_descriptor as d
+from segments.record.batch_header import BatchHeader
 from tests.consumer_proc.fake_client import (
     A0,
     A1,

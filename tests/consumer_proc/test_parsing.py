@@ -1,6 +1,6 @@
 """The consumer's record parsing: columns_parser (vectorised and per-record paths),
 RecordColumns, PartitionRecords. Everything is checked against the storage layer's own
-per-record decoder (segments.records.iter_records) on the same bytes."""
+per-record decoder (segments.record.records.iter_records) on the same bytes."""
 from __future__ import annotations
 
 import random
@@ -13,13 +13,13 @@ from consumer_proc import columns_parser
 from consumer_proc.columns_parser import parse_batches
 from consumer_proc.partition_records import PartitionRecords
 from consumer_proc.record_columns import RecordColumns
-from segments import batch_descriptor as d, compression
-from segments.batch_header import BatchHeader, iter_batches
-from segments.bulk import build_batches
-from segments.compression import CODEC_NAMES
 from segments.errors import CorruptRecordError
-from segments.records import RecordBatchBuilder, iter_records, pack_batch
-from segments.varint import encode_varint
+from segments.record import batch_descriptor as d, compression
+from segments.record.batch_header import BatchHeader, iter_batches
+from segments.record.bulk import build_batches
+from segments.record.compression import CODEC_NAMES
+from segments.record.records import RecordBatchBuilder, iter_records, pack_batch
+from segments.record.varint import encode_varint
 from tests.support.zip_bomb import INFLATED, bomb_batch, peak_memory
 
 T0 = 1_700_000_000_000

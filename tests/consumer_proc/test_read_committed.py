@@ -12,7 +12,7 @@ import pytest
 
 from cluster.structs import TopicPartition
 from consumer_proc.partition_records import PartitionRecords
-from segments.control_record import ABORT, COMMIT
+from segments.record.control_record import ABORT, COMMIT
 from tests.segments.helpers import end_txn, open_log, simple_batch, txn_batch
 
 TP = TopicPartition("t", 0)

@@ -13,7 +13,7 @@ import signal
 import struct
 
 from cluster import KafkaAdminClient, NewTopic
-from segments import batch_descriptor as bd
+from segments.record import batch_descriptor as bd
 from tests.support.bounds import BOUND
 
 

@@ -42,7 +42,7 @@ import pytest
 from cluster import Cluster, KafkaProducer
 from cluster.errors import InconsistentClusterIdError, KafkaStorageError
 from cluster.supervisor.supervisor import ClusterStartError
-from segments.records import iter_records
+from segments.record.records import iter_records
 from shm_ring.naming import list_objects
 from tests.e2e.helpers import record_key, record_value
 from tests.support.bounds import BOUND

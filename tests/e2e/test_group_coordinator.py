@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from cluster import KafkaAdminClient, NewTopic
 from cluster.metadata.model import GROUP_METADATA_TOPIC
-from replica_proc.coordinator_partitioning import partition_for
+from replica_proc.coordinator_common.partitioning import partition_for
 from tests.support.bounds import BOUND
 from tests.support.broker import Client
 from tests.support.groups import (

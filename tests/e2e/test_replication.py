@@ -18,7 +18,7 @@ import time
 import pytest
 
 from cluster import KafkaAdminClient, KafkaProducer, NewTopic
-from segments import batch_descriptor as bd
+from segments.record import batch_descriptor as bd
 from tests.e2e.helpers import record_key, record_value
 from tests.support.bounds import BOUND
 

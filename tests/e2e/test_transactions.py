@@ -38,9 +38,9 @@ from cluster.errors import (
 from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-from replica_proc.coordinator_partitioning import partition_for
+from replica_proc.coordinator_common.partitioning import partition_for
 from replica_proc.responses import build
-from segments.records import RecordBatchBuilder
+from segments.record.records import RecordBatchBuilder
 from tests.support.bounds import BOUND
 from tests.support.broker import Client, produce_to_leader
 from tests.support.groups import find_coordinator_request

@@ -24,8 +24,8 @@ from cluster.errors import (
 )
 from cluster.metadata.model import TRANSACTION_STATE_TOPIC
 from cluster.tools.cli import main as ringlog
-from replica_proc.coordinator_partitioning import partition_for
-from segments.records import RecordBatchBuilder
+from replica_proc.coordinator_common.partitioning import partition_for
+from segments.record.records import RecordBatchBuilder
 from tests.support.bounds import BOUND
 from tests.support.broker import produce_to_leader
 

@@ -22,8 +22,8 @@ from cluster.metadata import data_dir as dd
 from replica_proc.controller import metadata_log as mr
 from replica_proc.controller.controller_lock import Holder, read_holder
 from replica_proc.controller.metadata_log import MetadataLog
-from segments.batch_header import iter_batches
-from segments.records import RecordBatch
+from segments.record.batch_header import iter_batches
+from segments.record.records import RecordBatch
 from shm_ring import list_objects
 from tests.support.broker import Client, create_topics_request, wait_for
 from tests.support.trio import Trio

@@ -21,11 +21,11 @@ from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.broker_metadata import BrokerMetadata
 from replica_proc.channel import Channel
-from replica_proc.coordinator_partitioning import partition_for
+from replica_proc.coordinator_common.partitioning import partition_for
 from replica_proc.group_coordinator import records
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
-from segments.records import RecordBatchBuilder, iter_records
+from segments.record.records import RecordBatchBuilder, iter_records
 from shm_ring.naming import listener_name
 from tests.replica_proc.test_replication_requests import ConnStub, FakeAlterPartition
 from tests.support.broker import api_versions_request, batch, fetch_request, produce_request

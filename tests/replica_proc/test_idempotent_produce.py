@@ -17,7 +17,7 @@ from replica_proc.delayed_produce import ProducePurgatory
 from replica_proc.partition import Partition
 from replica_proc.produce_handler import ProduceHandler
 from segments.log import PartitionLog
-from segments.records import RecordBatchBuilder
+from segments.record.records import RecordBatchBuilder
 from tests.support.broker import produce_request
 from tests.support.clock import T0, FakeClock
 

@@ -21,7 +21,7 @@ from replica_proc.controller_channel import ControllerChannel
 from replica_proc.high_watermark_checkpoint import HighWatermarkCheckpoint
 from segments.leader_epoch import LeaderEpochFileCache
 from segments.log import CLEAN_SHUTDOWN_MARKER
-from segments.records import iter_records
+from segments.record.records import iter_records
 from shm_ring import PeerClosedError, PeerDiedError, cleanup_stale, list_objects
 from tests.support.bounds import BOUND
 from tests.support.broker import (

@@ -26,11 +26,11 @@ from replica_proc.delayed_fetch import FOLLOWER, STABLE, DelayedFetch, FetchPurg
 from replica_proc.log_manager import CLEANER_BACKOFF_MS, RECOVERY_CHECKPOINT_INTERVAL_MS, LogManager
 from replica_proc.partition import PARTITION_METADATA, read_topic_id, write_topic_id
 from replica_proc.replica_manager import ReplicaManager
-from segments.batch_header import iter_batches
-from segments.control_record import COMMIT, build_end_txn_marker
 from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog, stage_empty_log
 from segments.producer_state import ORIGIN_COORDINATOR
-from segments.records import RecordBatchBuilder
+from segments.record.batch_header import iter_batches
+from segments.record.control_record import COMMIT, build_end_txn_marker
+from segments.record.records import RecordBatchBuilder
 from tests.support.broker import batch, make_image
 from tests.support.clock import T0, FakeClock
 from tests.support.disk_faults import DiskFaults

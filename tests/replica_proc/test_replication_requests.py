@@ -17,7 +17,7 @@ from replica_proc.broker_metadata import BrokerMetadata
 from replica_proc.channel import Channel
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
-from segments.records import iter_records
+from segments.record.records import iter_records
 from tests.support.broker import batch, fetch_request, produce_request
 from tests.support.clock import T0, FakeClock
 

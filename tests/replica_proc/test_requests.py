@@ -18,8 +18,8 @@ from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
 from cluster.protocol import frame_descriptor as protocol_descriptor, frames as protocol
 from cluster.protocol.frames import ApiKey
-from segments import batch_descriptor as d
-from segments.records import RecordBatchBuilder, iter_records
+from segments.record import batch_descriptor as d
+from segments.record.records import RecordBatchBuilder, iter_records
 from shm_ring import PeerClosedError, cleanup_stale, list_objects
 from tests.support.bounds import BOUND
 from tests.support.broker import (

@@ -1,4 +1,4 @@
-"""ListTransactions, DescribeTransactions (replica_proc.transaction_admin_handler) and
+"""ListTransactions, DescribeTransactions (replica_proc.transaction_coordinator.admin_handler) and
 DescribeProducers (replica_proc.describe_producers_handler) with real frames: each request
 is encoded, decoded as the broker decodes it, served by the handler — over a
 TransactionCoordinator on a fake clock, or a ReplicaManager holding real partition logs —
@@ -25,8 +25,8 @@ from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.describe_producers_handler import DescribeProducersHandler
 from replica_proc.replica_manager import ReplicaManager
-from replica_proc.transaction_admin_handler import TransactionAdminHandler
-from segments.records import RecordBatchBuilder
+from replica_proc.transaction_coordinator.admin_handler import TransactionAdminHandler
+from segments.record.records import RecordBatchBuilder
 from tests.replica_proc.transaction_coordinator.env import TIMEOUT_MS, Env
 from tests.support.broker import make_image
 from tests.support.clock import T0, FakeClock

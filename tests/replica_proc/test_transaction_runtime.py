@@ -15,7 +15,7 @@ import pytest
 
 from cluster.config.broker import BrokerConfig
 from cluster.errors import ConcurrentTransactionsError, NotCoordinatorError
-from replica_proc import transaction_runtime
+from replica_proc.transaction_coordinator import runtime as transaction_runtime
 from replica_proc.transaction_coordinator.coordinator import RETRY_BACKOFF_MS
 from replica_proc.transaction_coordinator.results import Answer
 from tests.support.clock import T0, FakeClock

@@ -13,9 +13,9 @@ from replica_proc.truncation import (
     after_out_of_range,
     first_step,
 )
-from segments.batch_header import BatchHeader
 from segments.leader_epoch import LeaderEpochFileCache
 from segments.log import PartitionLog
+from segments.record.batch_header import BatchHeader
 from tests.support.broker import batch
 
 

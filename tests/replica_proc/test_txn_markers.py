@@ -20,9 +20,9 @@ from cluster.metadata.page import MetadataPage
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.responses import build
-from segments.batch_header import iter_batches
-from segments.control_record import ABORT, COMMIT, read_control_record
-from segments.records import RecordBatchBuilder, iter_records
+from segments.record.batch_header import iter_batches
+from segments.record.control_record import ABORT, COMMIT, read_control_record
+from segments.record.records import RecordBatchBuilder, iter_records
 from shm_ring import cleanup_stale, list_objects
 from tests.support.broker import (
     BrokerProcess,

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 
-from segments import batch_descriptor as d
-from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint
-from segments.control_record import ABORT, COMMIT, build_end_txn_marker
 from segments.log import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT, PartitionLog
 from segments.log_config import LogConfig
 from segments.producer_state import ORIGIN_COORDINATOR
-from segments.records import (
+from segments.record import batch_descriptor as d
+from segments.record.batch_header import BatchHeader
+from segments.record.control_record import ABORT, COMMIT, build_end_txn_marker
+from segments.record.records import (
     RecordBatchBuilder,
     iter_records,
 )

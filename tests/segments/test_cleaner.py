@@ -7,14 +7,14 @@ import random
 import pytest
 from crc32c import crc32c
 
-from segments import batch_descriptor as d
-from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint, fsync_directory
 from segments.cleaner import CLEANER_OFFSET_CHECKPOINT, clean
-from segments.compression import CODEC_NAMES
 from segments.errors import CorruptRecordError
 from segments.log import PartitionLog
-from segments.records import iter_records
+from segments.record import batch_descriptor as d
+from segments.record.batch_header import BatchHeader
+from segments.record.compression import CODEC_NAMES
+from segments.record.records import iter_records
 from segments.segment import SWAP_SUFFIX
 from tests.segments.helpers import all_records, batches_of, crash, make_batch, open_log
 from tests.support.clock import T0, FakeClock

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from segments import batch_descriptor as d
 from segments.cleaner import clean
-from segments.control_record import ABORT, COMMIT, is_abort_marker
 from segments.log import PartitionLog
-from segments.records import RecordBatchBuilder, iter_records
+from segments.record import batch_descriptor as d
+from segments.record.control_record import ABORT, COMMIT, is_abort_marker
+from segments.record.records import RecordBatchBuilder, iter_records
 from segments.segment import SWAP_SUFFIX
 from segments.txn_index import AbortedTxn
 from segments.txn_index_rebuild import rebuild_txn_indexes

@@ -12,9 +12,9 @@ import random
 
 import pytest
 
-from segments import batch_descriptor as d
 from segments.errors import CorruptSegmentError, KafkaStorageError
 from segments.log import CLEAN_SHUTDOWN_MARKER
+from segments.record import batch_descriptor as d
 from tests.segments.helpers import (
     all_records,
     crash,

@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from segments.batch_header import BatchHeader
 from segments.checkpoint import CheckpointFile
 from segments.errors import InvalidRecordError, KafkaStorageError
 from segments.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochFileCache
+from segments.record.batch_header import BatchHeader
 from tests.segments.helpers import crash, open_log, simple_batch
 
 

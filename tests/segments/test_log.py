@@ -7,10 +7,7 @@ import random
 import pytest
 from crc32c import crc32c
 
-from segments import batch_descriptor as d
-from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint
-from segments.compression import CODEC_NAMES
 from segments.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -25,6 +22,9 @@ from segments.log import (
     _flush_executor,
 )
 from segments.log_config import InvalidLogConfigError, LogConfig
+from segments.record import batch_descriptor as d
+from segments.record.batch_header import BatchHeader
+from segments.record.compression import CODEC_NAMES
 from tests.segments.helpers import (
     all_records,
     batches_of,

@@ -22,7 +22,7 @@ from segments.log import (
     PartitionLog,
     _flush_executor,
 )
-from segments.records import iter_records
+from segments.record.records import iter_records
 from segments.segment import Segment
 from tests.segments.helpers import all_records, make_batch, open_log
 from tests.support.clock import T0

@@ -4,10 +4,11 @@ from __future__ import annotations
 import argparse
 import io
 
-from segments import batch_descriptor as d, dump
+from segments import dump
 from segments.cleaner import clean
-from segments.control_record import ABORT, COMMIT
 from segments.producer_state import ORIGIN_COORDINATOR
+from segments.record import batch_descriptor as d
+from segments.record.control_record import ABORT, COMMIT
 from tests.segments.helpers import end_txn, idempotent, make_batch, marker, open_log, txn_batch
 from tests.support.clock import T0, FakeClock
 
@@ -123,7 +124,7 @@ def test_index_sanity_check_and_unknown_files(tmp_path):
 
 
 def test_sequences_follow_the_batch(tmp_path):
-    from segments.records import RecordBatchBuilder
+    from segments.record.records import RecordBatchBuilder
     builder = RecordBatchBuilder(0, 1 << 20, producer_id=42, producer_epoch=1,
                                  base_sequence=10)
     builder.append(T0, b"a", b"1")

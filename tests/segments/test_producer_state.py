@@ -11,9 +11,8 @@ import pytest
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch
 
-from segments import batch_descriptor as d, producer_snapshot_descriptor as sd
+from segments import producer_snapshot_descriptor as sd
 from segments.cleaner import clean
-from segments.control_record_descriptor import COMMIT
 from segments.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -30,7 +29,9 @@ from segments.producer_state import (
     decrement_sequence,
     increment_sequence,
 )
-from segments.records import (
+from segments.record import batch_descriptor as d
+from segments.record.control_record_descriptor import COMMIT
+from segments.record.records import (
     RecordBatchBuilder,
 )
 from tests.segments.helpers import all_records, batches_of, crash, idempotent, marker, open_log

@@ -8,7 +8,6 @@ import random
 import pytest
 from crc32c import crc32c
 
-from segments import batch_descriptor as d
 from segments.checkpoint import CheckpointFile, OffsetCheckpoint
 from segments.errors import KafkaStorageError
 from segments.log import (
@@ -16,6 +15,7 @@ from segments.log import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
 )
+from segments.record import batch_descriptor as d
 from tests.segments.helpers import (
     all_records,
     crash,

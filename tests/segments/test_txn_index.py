@@ -9,8 +9,8 @@ import os
 import pytest
 
 from segments import txn_index_descriptor as d
-from segments.control_record import ABORT, COMMIT
 from segments.index import CorruptIndexError
+from segments.record.control_record import ABORT, COMMIT
 from segments.txn_index import AbortedTxn, TransactionIndex, encode_entry, parse_entries
 from segments.txn_index_rebuild import rebuild_txn_indexes
 from tests.segments.helpers import all_records, crash, end_txn, open_log, txn_batch

@@ -24,7 +24,7 @@ from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, To
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.responses import build
-from segments.records import RecordBatchBuilder
+from segments.record.records import RecordBatchBuilder
 from shm_ring import connect
 from tests.support.bounds import BOUND
 from tests.support.clock import T0

@@ -86,8 +86,8 @@ from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, To
 from cluster.metadata.page import MetadataPage
 from cluster.protocol import consumer_protocol, frames as protocol
 from cluster.protocol.frames import ApiKey
-from segments.batch_header import BatchHeader
-from segments.records import RecordBatch, RecordBatchBuilder
+from segments.record.batch_header import BatchHeader
+from segments.record.records import RecordBatch, RecordBatchBuilder
 from shm_ring import Listener
 from shm_ring.naming import cleanup_stale, list_objects
 from shm_ring.wakeup import WaitPolicy

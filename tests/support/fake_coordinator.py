@@ -34,7 +34,7 @@ from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.group_coordinator.coordinator import GroupCoordinator
 from replica_proc.group_coordinator.results import JoinResult, SyncResult
-from segments.control_record import ABORT, COMMIT
+from segments.record.control_record import ABORT, COMMIT
 
 NO_TIME = datetime.timedelta(0)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-from segments.records import RecordBatchBuilder
+from segments.record.records import RecordBatchBuilder
 from tests.support.broker import Client, produce_request
 
 #: What ``write_interleaved`` writes, in offset order: (value, producer id or None for a

@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 import tracemalloc
 
-from segments.compression import compress
-from segments.records import pack_batch
+from segments.record.compression import compress
+from segments.record.records import pack_batch
 from tests.support.clock import T0
 
 #: Bytes a bomb inflates to: far past the 1 MiB limits the tests set.

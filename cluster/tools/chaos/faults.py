@@ -29,10 +29,10 @@ import time
 from cluster import ConfigResource, ConfigResourceType, KafkaAdminClient, KafkaProducer
 from cluster.metadata import data_dir as dd
 from cluster.tools.chaos.schedule import choose
-from segments.batch_descriptor import HEADER_SIZE
-from segments.batch_header import BatchHeader
 from segments.checkpoint import OffsetCheckpoint
 from segments.log import RECOVERY_POINT_CHECKPOINT
+from segments.record.batch_descriptor import HEADER_SIZE
+from segments.record.batch_header import BatchHeader
 from segments.segment import (
     LOG_SUFFIX,
     base_offset_from_name,

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 
 from cluster.metadata import data_dir as dd
-from segments.batch_descriptor import HEADER_SIZE
-from segments.batch_header import BatchHeader
+from segments.record.batch_descriptor import HEADER_SIZE
+from segments.record.batch_header import BatchHeader
 from segments.segment import LOG_SUFFIX, base_offset_from_name, iter_file_batches
 
 

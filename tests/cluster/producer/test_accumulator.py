@@ -10,7 +10,7 @@ import pytest
 from cluster.client.metadata import PartitionMetadata, TopicMetadata
 from cluster.errors import IllegalStateError, KafkaTimeoutError, MessageSizeTooLargeError
 from cluster.producer.accumulator import METADATA_WAIT, RecordAccumulator
-from segments.records import RecordBatch
+from segments.record.records import RecordBatch
 from tests.support.clock import FakeClock
 
 VALUE = b"v" * 100

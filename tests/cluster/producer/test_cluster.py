@@ -22,7 +22,7 @@ from cluster.producer.kafka_producer import KafkaProducer
 from cluster.producer.partitioner import partition_for_key
 from cluster.supervisor.cluster import Cluster
 from segments.log import PartitionLog
-from segments.records import iter_records
+from segments.record.records import iter_records
 from shm_ring.naming import list_objects
 from tests.support.bounds import BOUND
 

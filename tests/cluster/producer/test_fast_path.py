@@ -15,8 +15,8 @@ from cluster.client.metadata import PartitionMetadata, TopicMetadata
 from cluster.errors import IllegalStateError
 from cluster.producer.accumulator import RecordAccumulator
 from cluster.producer.partitioner import DefaultPartitioner
-from segments.batch_header import BatchHeader
-from segments.records import RecordBatch, RecordBatchBuilder
+from segments.record.batch_header import BatchHeader
+from segments.record.records import RecordBatch, RecordBatchBuilder
 from tests.support.bounds import IN_PROCESS_BOUND
 from tests.support.clock import FakeClock
 

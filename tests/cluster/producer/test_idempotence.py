@@ -20,9 +20,9 @@ from cluster.producer.transaction_manager import (
     TransactionManager,
     increment_sequence,
 )
-from segments.batch_header import BatchHeader
 from segments.log_config import INT_MAX
-from segments.records import RecordBatchBuilder
+from segments.record.batch_header import BatchHeader
+from segments.record.records import RecordBatchBuilder
 from tests.support.bounds import IN_PROCESS_BOUND
 
 #: What ``producer_of`` (conftest.py) sets here on top of its common settings.

@@ -26,7 +26,7 @@ from cluster.metadata import data_dir as dd
 from cluster.producer.batch import RecordMetadata
 from cluster.producer.kafka_producer import KafkaProducer
 from cluster.producer.partitioner import partition_for_key
-from segments.batch_header import BatchHeader
+from segments.record.batch_header import BatchHeader
 from tests.support.bounds import IN_PROCESS_BOUND
 from tests.support.paths import ROOT
 

@@ -33,7 +33,7 @@ from cluster.errors import (
 )
 from cluster.producer import sender, transaction_manager as tm, txn_requests as tr
 from cluster.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
-from segments.batch_header import BatchHeader
+from segments.record.batch_header import BatchHeader
 from tests.support.bounds import IN_PROCESS_BOUND
 
 #: What ``producer_of`` (conftest.py) sets here on top of its common settings.

@@ -25,8 +25,8 @@ from cluster.errors import (
 )
 from cluster.protocol import frame_descriptor as d, frames as protocol
 from cluster.protocol.frames import ApiKey
-from segments import batch_descriptor as bd
-from segments.batch_header import BatchHeader
+from segments.record import batch_descriptor as bd
+from segments.record.batch_header import BatchHeader
 
 
 def record_batch(record_count=3, payload=100, base_offset=0):

@@ -10,7 +10,7 @@ from cluster.errors import KafkaConfigurationError, UnknownTopicOrPartitionError
 from cluster.tools.cli import main
 from cluster.tools.support import FAILED, ToolError, fail
 from segments.log import PartitionLog
-from segments.records import RecordBatchBuilder
+from segments.record.records import RecordBatchBuilder
 
 
 def write_log(path, batches=3, per_batch=4):

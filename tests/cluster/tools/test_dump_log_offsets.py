@@ -6,7 +6,7 @@ from cluster.protocol.consumer_protocol import encode_assignment, encode_subscri
 from cluster.tools.cli import main
 from replica_proc.group_coordinator import records
 from segments.log import PartitionLog
-from segments.records import RecordBatchBuilder
+from segments.record.records import RecordBatchBuilder
 
 T = 1_700_000_000_000
 

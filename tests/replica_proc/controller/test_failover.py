@@ -21,9 +21,9 @@ from cluster.metadata.model import BrokerInfo
 from replica_proc.controller import metadata_log as mr
 from replica_proc.controller.controller_lock import ControllerLock, Holder, read_holder
 from replica_proc.controller.metadata_log import MetadataLog
-from segments.batch_header import iter_batches
 from segments.log import CLEAN_SHUTDOWN_MARKER
-from segments.records import RecordBatch
+from segments.record.batch_header import iter_batches
+from segments.record.records import RecordBatch
 
 SECOND_NS = 1_000_000_000
 TIMEOUT_MS = 2500

@@ -40,7 +40,7 @@ class FakeStore:
             callback(error)
 
     def marker(self, partition, producer_id, control_type):
-        """A COMMIT or ABORT (``segments.control_record``) marker of ``producer_id``."""
+        """A COMMIT or ABORT (``segments.record.control_record``) marker of ``producer_id``."""
         self.entries.append((partition, (None, control_type, producer_id)))
 
     def log(self, partition):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cluster import errors as e
 from replica_proc.group_coordinator.results import CommittedOffset
-from segments.control_record import ABORT, COMMIT
+from segments.record.control_record import ABORT, COMMIT
 
 T0P0 = ("t0", 0)
 T0P1 = ("t0", 1)

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from replica_proc.coordinator_partitioning import java_string_hash, partition_for
+from replica_proc.coordinator_common.partitioning import java_string_hash, partition_for
 from replica_proc.transaction_coordinator import records as r
 from replica_proc.transaction_coordinator.states import TransactionState as S
 

@@ -23,7 +23,7 @@ from cluster.errors import (
     UnsupportedForMessageFormatError,
 )
 from cluster.metadata.model import GROUP_METADATA_TOPIC
-from replica_proc.coordinator_partitioning import partition_for
+from replica_proc.coordinator_common.partitioning import partition_for
 from replica_proc.transaction_coordinator.coordinator import RETRY_BACKOFF_MS
 from replica_proc.transaction_coordinator.results import Answer, TxnMarker, route
 from replica_proc.transaction_coordinator.states import TransactionState as S

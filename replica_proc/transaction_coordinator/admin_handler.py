@@ -1,6 +1,6 @@
 """ListTransactions v0-1 and DescribeTransactions v0 (KIP-664, what ``kafka-transactions.sh
 list`` / ``describe`` ask): the transaction coordinator's view of its transactional ids,
-answered at once from the broker's ``TransactionCoordinator`` (``transaction_runtime``).
+answered at once from the broker's ``TransactionCoordinator`` (``transaction_coordinator.runtime``).
 
 ListTransactions lists the ids of every ``__transaction_state`` partition this broker
 leads (an admin client asks every broker); COORDINATOR_LOAD_IN_PROGRESS while one of them

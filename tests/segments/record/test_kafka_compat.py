@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from segments.batch_header import BatchHeader
-from segments.bulk import build_batches
-from segments.compression import CODEC_NAMES
-from segments.records import RecordBatch, RecordBatchBuilder, iter_records
+from segments.record.batch_header import BatchHeader
+from segments.record.bulk import build_batches
+from segments.record.compression import CODEC_NAMES
+from segments.record.records import RecordBatch, RecordBatchBuilder, iter_records
 
 CODECS = sorted(CODEC_NAMES)
 BASE_TS = 1_700_000_000_000

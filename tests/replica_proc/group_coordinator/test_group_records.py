@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from replica_proc.coordinator_partitioning import (
+from replica_proc.coordinator_common.partitioning import (
     java_string_hash,
     kafka_abs,
     partition_for,

@@ -39,11 +39,11 @@ from time import time_ns
 
 from crc32c import crc32c
 
-from segments import batch_descriptor as d
-from segments.batch_header import BatchHeader, iter_batches
-from segments.compression import codec_id, compress, decompress, records_size_limit
 from segments.errors import CorruptRecordError
-from segments.varint import (
+from segments.record import batch_descriptor as d
+from segments.record.batch_header import BatchHeader, iter_batches
+from segments.record.compression import codec_id, compress, decompress, records_size_limit
+from segments.record.varint import (
     SIGNED_VARINT,
     SIGNED_VARINT_SIZE,
     SIZED,

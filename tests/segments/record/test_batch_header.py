@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from segments import batch_descriptor as d
-from segments.batch_header import BatchHeader, iter_batches
 from segments.errors import CorruptRecordError
+from segments.record import batch_descriptor as d
+from segments.record.batch_header import BatchHeader, iter_batches
 
 
 def kafka_python_batch(count=3, base_ts=1_700_000_000_000):

@@ -18,8 +18,8 @@ the partition stays unloaded until its leadership changes: the broker's loop goe
 With ``transactional`` (the group coordinator's offsets of TxnOffsetCommit) each record
 read is ``(key, value, producer id)`` — the producer id of a transactional batch, -1
 otherwise — and each COMMIT or ABORT marker ``(None, control type, producer id)``
-(``segments.control_record``'s COMMIT / ABORT / UNKNOWN), in offset order; without it a record is
-``(key, value)`` and markers are skipped.
+(``segments.record.control_record``'s COMMIT / ABORT / UNKNOWN), in offset order; without
+it a record is ``(key, value)`` and markers are skipped.
 
 **The store.** ``store(partition, [(key, value)], callback)`` builds one batch of those
 records (``RecordBatchBuilder``, no compression, the log clock's time), appends it as
@@ -48,10 +48,10 @@ import logging
 from cluster.protocol.produce_response import PartitionResult
 from replica_proc.delayed_produce import DelayedProduce, PendingPartition, ProducePurgatory
 from replica_proc.responses import code_of
-from segments.batch_header import iter_batches
-from segments.control_record import parse_control_key
 from segments.producer_state import ORIGIN_CLIENT, ORIGIN_COORDINATOR
-from segments.records import RecordBatch, RecordBatchBuilder
+from segments.record.batch_header import iter_batches
+from segments.record.control_record import parse_control_key
+from segments.record.records import RecordBatch, RecordBatchBuilder
 
 log = logging.getLogger(__name__)
 

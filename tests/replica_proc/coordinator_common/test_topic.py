@@ -16,8 +16,8 @@ from cluster.metadata.model import (
     PartitionState,
     TopicInfo,
 )
-from replica_proc.coordinator_partitioning import partition_for
-from replica_proc.coordinator_topic import CoordinatorTopic
+from replica_proc.coordinator_common.partitioning import partition_for
+from replica_proc.coordinator_common.topic import CoordinatorTopic
 
 UNAVAILABLE = CoordinatorNotAvailableError.errno
 

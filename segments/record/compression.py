@@ -45,8 +45,8 @@ import struct
 import threading
 import zlib
 
-from segments import batch_descriptor as d
 from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from segments.record import batch_descriptor as d
 
 #: Kafka's codec names (``compression.type``), by attribute id.
 CODEC_NAMES = {

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from crc32c import crc32c
 
-from segments import batch_descriptor as d
 from segments.errors import CorruptRecordError
+from segments.record import batch_descriptor as d
 
 
 class BatchHeader:

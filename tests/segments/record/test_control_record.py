@@ -8,9 +8,10 @@ import struct
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from segments import batch_descriptor as bd
-from segments.batch_header import BatchHeader
-from segments.control_record import (
+from segments.errors import CorruptRecordError
+from segments.record import batch_descriptor as bd
+from segments.record.batch_header import BatchHeader
+from segments.record.control_record import (
     ABORT,
     COMMIT,
     UNKNOWN,
@@ -20,9 +21,8 @@ from segments.control_record import (
     parse_end_txn_marker,
     read_control_record,
 )
-from segments.errors import CorruptRecordError
-from segments.records import RecordBatchBuilder, pack_batch
-from segments.varint import encode_varint
+from segments.record.records import RecordBatchBuilder, pack_batch
+from segments.record.varint import encode_varint
 
 TS = 1_700_000_000_123
 

@@ -1,14 +1,14 @@
 """FindCoordinator v0-2, JoinGroup v2-5, SyncGroup v1-3, Heartbeat v1-3, LeaveGroup v1-3,
 DescribeGroups v0-4, ListGroups v0-2, DeleteGroups v0-1: group membership and
 administration, decoded here and decided by the broker's ``GroupCoordinator``
-(``group_runtime``).
+(``group_coordinator.runtime``).
 
 - FindCoordinator: ``key_type`` 0 (a group) names the leader of the group's
   ``__consumer_offsets`` partition, described as Metadata describes brokers (``host`` the
   broker's listener name, ``port`` its id); the first one creates the topic
   (COORDINATOR_NOT_AVAILABLE until it has a leader). ``key_type`` 1 (a transactional id)
   names the leader of the id's ``__transaction_state`` partition the same way
-  (``transaction_runtime``). Errors answer node -1, host "", port -1 (Kafka's
+  (``transaction_coordinator.runtime``). Errors answer node -1, host "", port -1 (Kafka's
   ``Node.noNode()``).
 - JoinGroup and SyncGroup park their channel (``delayed_response``) until the
   coordinator's ``respond``; JoinGroup v4+ requires a known member id (KIP-394). A member's

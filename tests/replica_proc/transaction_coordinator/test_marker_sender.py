@@ -12,8 +12,8 @@ import random
 from cluster.errors import NotLeaderForPartitionError
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 from cluster.protocol import frames as protocol
+from replica_proc.transaction_coordinator.marker_sender import TxnMarkerSender
 from replica_proc.transaction_coordinator.results import TxnMarker
-from replica_proc.txn_marker_sender import TxnMarkerSender
 from replica_proc.txn_markers_handler import MarkerResult, response
 from shm_ring import PeerDiedError
 from tests.support.clock import FakeClock

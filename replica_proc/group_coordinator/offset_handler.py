@@ -1,5 +1,6 @@
 """OffsetCommit v2-7, TxnOffsetCommit v0-3, OffsetFetch v1-7, OffsetDelete v0: committed
-offsets, decoded here and decided by the broker's ``GroupCoordinator`` (``group_runtime``).
+offsets, decoded here and decided by the broker's ``GroupCoordinator``
+(``group_coordinator.runtime``).
 
 - OffsetCommit parks its channel (``delayed_response``) until the commit is stored with
   acks=all (G7) or failed. A partition of a topic the metadata does not know (or beyond its

@@ -11,10 +11,11 @@ import zstandard
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from segments import batch_descriptor as d
-from segments.batch_header import BatchHeader
-from segments.bulk import build_batches
-from segments.compression import (
+from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from segments.record import batch_descriptor as d
+from segments.record.batch_header import BatchHeader
+from segments.record.bulk import build_batches
+from segments.record.compression import (
     CODEC_NAMES,
     MAX_RECORDS_BYTES as LIMIT,
     XERIAL_HEADER,
@@ -23,9 +24,8 @@ from segments.compression import (
     decompress,
     records_size_limit,
 )
-from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
-from segments.records import RecordBatch, RecordBatchBuilder, iter_records
-from segments.varint import (
+from segments.record.records import RecordBatch, RecordBatchBuilder, iter_records
+from segments.record.varint import (
     SIGNED_TABLE_SIZE,
     SIGNED_VARINT,
     SIGNED_VARINT_SIZE,

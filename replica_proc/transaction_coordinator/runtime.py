@@ -5,10 +5,10 @@ whose module doc is the contract this module fulfils).
 **The topic.** ``coordinator_node(transactional_id)`` is FindCoordinator's answer: the
 leader of ``__transaction_state`` partition ``partition_for(transactional_id)``; the first
 request that finds no such topic creates it through the controller
-(``coordinator_topic.CoordinatorTopic.transaction_log``); COORDINATOR_NOT_AVAILABLE until
+(``coordinator_common.topic.CoordinatorTopic.transaction_log``); COORDINATOR_NOT_AVAILABLE until
 it exists and the id's partition has a leader.
 
-**Leadership and the store** are ``coordinator_log.CoordinatorLog``'s, as for the group
+**Leadership and the store** are ``coordinator_common.log.CoordinatorLog``'s, as for the group
 coordinator: a ``__transaction_state`` partition this broker comes to lead is read to its
 LEO and loaded (``begin_load`` then ``load`` at the partition's leader epoch, the
 coordinator epoch); the transactions it finds half-finished (PrepareCommit /
@@ -42,14 +42,14 @@ from __future__ import annotations
 import time
 
 from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
-from replica_proc.coordinator_log import CoordinatorLog
-from replica_proc.coordinator_topic import CoordinatorTopic
+from replica_proc.coordinator_common.log import CoordinatorLog
+from replica_proc.coordinator_common.topic import CoordinatorTopic
 from replica_proc.transaction_coordinator.completion_waits import CompletionWaits
 from replica_proc.transaction_coordinator.coordinator import (
     RETRY_BACKOFF_MS,
     TransactionCoordinator,
 )
-from replica_proc.txn_marker_sender import TxnMarkerSender
+from replica_proc.transaction_coordinator.marker_sender import TxnMarkerSender
 
 #: How long a ``__transaction_state`` write waits for its replication (Kafka's coordinator
 #: uses ``request.timeout.ms``, 30 s by default).

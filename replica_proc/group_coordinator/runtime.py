@@ -5,10 +5,10 @@ is the contract this module fulfils).
 **The topic.** ``coordinator_node(group_id)`` is FindCoordinator's answer: the leader of
 ``__consumer_offsets`` partition ``partition_for(group_id)`` (G1). The first group request
 that finds no such topic creates it through the controller as auto-created topics are
-(``coordinator_topic.CoordinatorTopic.offsets``, which says how);
+(``coordinator_common.topic.CoordinatorTopic.offsets``, which says how);
 COORDINATOR_NOT_AVAILABLE until it exists and the group's partition has a leader.
 
-**Leadership and the store** are ``coordinator_log.CoordinatorLog``'s (its module doc):
+**Leadership and the store** are ``coordinator_common.log.CoordinatorLog``'s (its module doc):
 a ``__consumer_offsets`` partition this broker comes to lead is read up to its LEO and
 ``load``ed (``begin_load`` first), synchronously, so COORDINATOR_LOAD_IN_PROGRESS is
 never answered here; one it no longer leads is ``unload``ed (its parked requests get
@@ -31,8 +31,8 @@ from __future__ import annotations
 import time
 
 from cluster.metadata.model import GROUP_METADATA_TOPIC
-from replica_proc.coordinator_log import CoordinatorLog
-from replica_proc.coordinator_topic import CoordinatorTopic
+from replica_proc.coordinator_common.log import CoordinatorLog
+from replica_proc.coordinator_common.topic import CoordinatorTopic
 from replica_proc.group_coordinator.coordinator import GroupCoordinator
 
 

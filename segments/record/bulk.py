@@ -31,9 +31,9 @@ from time import time_ns
 import numpy as np
 from crc32c import crc32c
 
-from segments import batch_descriptor as d
-from segments.compression import codec_id, compress
-from segments.records import (
+from segments.record import batch_descriptor as d
+from segments.record.compression import codec_id, compress
+from segments.record.records import (
     NO_HEADERS,
     NULL_LENGTH,
     RECORD_ATTRIBUTES,
@@ -43,7 +43,7 @@ from segments.records import (
     field_size,
     pack_batch,
 )
-from segments.varint import encode_varint, size_of_varint
+from segments.record.varint import encode_varint, size_of_varint
 
 #: A zigzag varint of n bytes holds values below 2 ** (7 * n); the thresholds as uint64.
 _VARINT_LIMITS = np.array([1 << (7 * n) for n in range(1, 10)], dtype=np.uint64)

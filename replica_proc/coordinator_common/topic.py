@@ -9,7 +9,7 @@ transactional id does) with ``partitions`` partitions, replication factor
 coordinators; Kafka refuses with COORDINATOR_NOT_AVAILABLE instead), and ``configs``; a
 ``min_isr`` (``transaction.state.log.min.isr``) becomes the topic's
 ``min.insync.replicas``, capped at that factor likewise. ``coordinator_node(key)`` is the
-leader of the key's partition (``coordinator_partitioning.partition_for``), or
+leader of the key's partition (``coordinator_common.partitioning.partition_for``), or
 COORDINATOR_NOT_AVAILABLE until the topic exists and that partition has a live leader.
 
 The offsets topic: ``offsets.topic.num.partitions``, ``offsets.topic.replication.factor``,
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from cluster.errors import CoordinatorNotAvailableError
 from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
-from replica_proc.coordinator_partitioning import partition_for
+from replica_proc.coordinator_common.partitioning import partition_for
 
 
 class CoordinatorTopic:

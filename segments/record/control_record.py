@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from segments import batch_descriptor as bd, control_record_descriptor as cd
 from segments.errors import CorruptRecordError
-from segments.records import RecordBatch, pack_batch
-from segments.varint import encode_varint
+from segments.record import batch_descriptor as bd, control_record_descriptor as cd
+from segments.record.records import RecordBatch, pack_batch
+from segments.record.varint import encode_varint
 
 ABORT = cd.ABORT
 COMMIT = cd.COMMIT

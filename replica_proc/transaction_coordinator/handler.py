@@ -1,7 +1,7 @@
 """InitProducerId v0-1 with a ``transactional_id``, AddPartitionsToTxn v0-2,
 AddOffsetsToTxn v0-2, EndTxn v0-2: the transactional producer's requests to its
 transaction coordinator, decoded here and decided by the broker's
-``TransactionCoordinator`` (``transaction_runtime``).
+``TransactionCoordinator`` (``transaction_coordinator.runtime``).
 
 Each request parks its channel (``delayed_response``) and is answered when the
 coordinator's Result carries the answer — at once, or once its ``__transaction_state``
