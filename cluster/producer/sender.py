@@ -37,9 +37,11 @@ request is unknown — the broker may have appended the batch before it died —
 idempotence (``enable_idempotence=False``) a retry may write a duplicate: at-least-once,
 as Kafka's producer with ``enable.idempotence=false``. A batch still failing when
 ``delivery_timeout_ms`` has passed since its creation fails with KafkaTimeoutError
-("Expiring N record(s) for T-P: X ms has passed since batch creation"), naming the error of
-its last attempt (its ``__cause__``). With acks=0 the broker sends no response: batches
-complete (offset -1) once their request is written. With
+("Expiring N record(s) for T-P: X ms has passed since batch creation"), saying why the
+partition has no leader when it has none ("partition t-1 has no leader: its only replica,
+broker 1, is stopped") and naming the error of its last attempt (its ``__cause__``). With
+acks=0 the broker sends no response: batches complete (offset -1) once their request is
+written. With
 ``max_in_flight_requests_per_connection=1`` a partition with a batch in flight is not
 drained again until it completes, and a retried batch goes back in front of the newer ones,
 so retries cannot reorder it (kafka-python's ``guarantee_message_order``); with more
@@ -497,11 +499,13 @@ class Sender(threading.Thread):
         """Kafka's TimeoutException for a batch past ``delivery_timeout_ms``, naming the
         error of its last attempt (also its ``__cause__``) when it was being retried."""
         last = batch.last_error
+        no_leader = self._client.cluster.why_no_leader(batch.topic, batch.partition)
         error = KafkaTimeoutError(
             f"Expiring {batch.record_count or batch.builder.record_count} record(s) for "
             f"{batch.topic}-{batch.partition}: {(now - batch.created) * 1000:.0f} ms has "
             f"passed since batch creation (delivery_timeout_ms "
             f"{self._delivery_timeout * 1000:.0f})"
+            + ("" if no_leader is None else f"; {no_leader}")
             + ("" if last is None else
                f"; last error after {batch.attempts} attempt(s): {type(last).__name__}: {last}"))
         error.__cause__ = last
