@@ -15,6 +15,8 @@ from cluster.producer.kafka_producer import KafkaProducer
 from cluster.structs import TopicPartition
 from cluster.tools import get_offsets
 from consumer_proc.consumer import KafkaConsumer
+from spark_bridge.offset_reader import OffsetReader, open_consumer
+from spark_bridge.options import parse_batch_options
 from tests.support.bounds import BOUND
 from tests.support.tools import run_tool, tool_cluster
 
@@ -82,3 +84,16 @@ def test_send_to_a_partition_the_topic_lacks_raises_at_once(cluster, offline):
             producer.send("t", b"v", partition=7)
         with pytest.raises(ValueError, match="^Unrecognized partition 7 for topic t: "):
             producer.send_batch("t", [b"v"], partition=7)
+
+
+@pytest.mark.multiprocess
+def test_the_spark_sources_offset_lookup_names_the_partition_without_a_leader(
+        cluster, offline):
+    options = parse_batch_options({"bootstrap.servers": cluster.bootstrap_servers,
+                                   "subscribe": "t"})
+    consumer = open_consumer(cluster.bootstrap_servers, default_api_timeout_ms=1000)
+    with OffsetReader(options, consumer) as reader:
+        partitions = reader.partitions()
+        assert partitions == [TopicPartition("t", 0), TopicPartition("t", 1)]
+        with pytest.raises(KafkaTimeoutError, match=REASON):
+            reader.latest(partitions)
