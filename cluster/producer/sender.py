@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 import threading
 import time
 
@@ -122,6 +123,10 @@ class Sender(threading.Thread):
         self._retries = config["retries"]
         self._retry_backoff = config["retry_backoff_ms"] / 1000
         self._delivery_timeout = config["delivery_timeout_ms"] / 1000
+        # How the retry WARNING counts: "attempt 2 of 4", or until the delivery timeout.
+        self._attempts_of = (f" of {self._retries + 1}" if self._retries != math.inf else
+                             f", until delivery_timeout_ms {config['delivery_timeout_ms']}")
+        self._retry_logged = {}  # TopicPartition -> (attempts, clock) of the last retry logged
         self._request_timeout = datetime.timedelta(milliseconds=config["request_timeout_ms"])
         self._max_request_size = config["max_request_size"]
         self._max_in_flight = config["max_in_flight_requests_per_connection"]
@@ -582,8 +587,12 @@ class Sender(threading.Thread):
         metrics = self.metrics
         metrics.record_retry_total += batch.record_count
         metrics.record_retry.record(batch.record_count)
-        log.warning("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition,
-                    batch.attempts + 1, error)
+        logged = self._retry_logged.get(batch.topic_partition)
+        if logged is None or logged[0] != batch.attempts or now - logged[1] >= 1.0:
+            # one line per event: the batches in flight to a partition fail together
+            self._retry_logged[batch.topic_partition] = (batch.attempts, now)
+            log.warning("retrying produce to %s-%d (attempt %d%s): %s", batch.topic,
+                        batch.partition, batch.attempts + 1, self._attempts_of, error)
         self._accumulator.reenqueue(batch, now + self._retry_backoff, ticket)
 
     def _complete(self, batch, base_offset, log_append_time):
