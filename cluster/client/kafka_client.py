@@ -27,7 +27,9 @@
   soon as it is written.
 * **Failures.** A broker that died or closed (``PeerDiedError`` / ``PeerClosedError`` from the
   rings) fails every request in flight on that connection with ``KafkaConnectionError``
-  (retriable, invalid metadata), drops the connection and asks for a metadata refresh — as
+  (retriable, invalid metadata; one WARNING in Kafka's words, "Connection to node 0 was lost:
+  broker 0 (pid 123) died", the rings' names at DEBUG), drops the connection and asks for a
+  metadata refresh — as
   does every failed connection attempt (Kafka's NetworkClient), so a client whose cache
   still names a dead leader keeps asking until the controller has elected another.
 * **Metadata.** ``poll()`` sends a Metadata request (to the least loaded broker) when an
@@ -219,6 +221,19 @@ class _Node:
         self.in_flight = collections.deque()
         self.last_error = None   # why the last attempt or connection failed
 
+
+
+def _connection_lost(node_id, exc):
+    """The KafkaConnectionError of a connection whose broker went away (``exc``: PeerDiedError
+    or PeerClosedError), in Kafka's words, logged once as a WARNING: "Connection to node 0 was
+    lost: broker 0 (pid 123) died". The rings and shared-memory names are internals: logged at
+    DEBUG only."""
+    log.debug("connection to broker %d ended: %s", node_id, exc)
+    how = (f"broker {node_id} (pid {exc.pid}) died" if isinstance(exc, PeerDiedError) else
+           f"broker {node_id} closed it (it is stopping)")
+    error = KafkaConnectionError(f"Connection to node {node_id} was lost: {how}")
+    log.warning("%s", error)
+    return error
 
 class KafkaClient:
     """Connections to the brokers of one cluster, with the metadata cache (module doc).
@@ -448,7 +463,7 @@ class KafkaClient:
         except MessageSizeTooLargeError as exc:
             return future.failure(exc)
         except (PeerDiedError, PeerClosedError) as exc:
-            error = KafkaConnectionError(f"broker {node_id}: {exc}")
+            error = _connection_lost(node_id, exc)
             self._connection_failed(node, error)
             return future.failure(error)
         if not written:
@@ -613,8 +628,7 @@ class KafkaClient:
                 frame = connection.recv(0.0) if in_flight else None
             connection.release()
         except (PeerDiedError, PeerClosedError) as exc:
-            failed = self._connection_failed(
-                node, KafkaConnectionError(f"broker {node.node_id}: {exc}"))
+            failed = self._connection_failed(node, _connection_lost(node.node_id, exc))
         except KafkaProtocolError as exc:
             log.error("closing the connection to broker %d: %s", node.node_id, exc)
             failed = self._connection_failed(node, exc)

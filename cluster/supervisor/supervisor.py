@@ -48,7 +48,7 @@ exited}}}`` (``broker_states``: what the supervisor last did or saw of each brok
 ``stop_cluster(data_dir)`` and ``cluster_status(data_dir)`` are those commands' logic: they
 work from the files and the locks alone, whether the supervisor is alive or not.
 
-Run as ``python -m cluster.supervisor.supervisor --data-dir D --brokers N [--override k=v ...]
+Run as ``python -m cluster.supervisor.supervisor --data-dir D [--brokers N] [--override k=v ...]
 [--broker-command CMD] [--restart-on-failure]`` it is the detached supervisor of ``ringlog
 cluster start --detach``: it takes the supervisor lock, and only then moves its output to
 ``D/supervisor.log`` (so the one line of a start that lost the lock goes to the command's
@@ -128,6 +128,30 @@ class ClusterStartError(RuntimeError):
 class DataDirInUseError(ClusterStartError):
     """Another supervisor holds the data directory's supervisor lock (one line: the
     directory, who holds the lock, and the commands that report and stop it)."""
+
+
+class BrokerCountError(ValueError):
+    """A start asked for a number of brokers other than the data directory's cluster has
+    (one line naming both numbers)."""
+
+
+def brokers_to_start(data_dir, brokers=None):
+    """The broker ids a start of ``data_dir`` runs. The data directory knows its brokers
+    (its ``broker-<id>`` directories): a cluster that ran before starts with all of them;
+    ``brokers`` (a count) must then match, or BrokerCountError names both numbers (adding
+    brokers to a cluster, or leaving some out, is not what a restart does: ``ringlog broker
+    start|stop`` starts or stops one). A new data directory starts ``brokers`` brokers (ids
+    0..brokers-1, one if None)."""
+    known = dd.broker_ids(data_dir)
+    if not known:
+        return list(range(1 if brokers is None else brokers))
+    if brokers is None or brokers == len(known):
+        return known
+    raise BrokerCountError(
+        f"the cluster in {data_dir} has {len(known)} broker{'s' if len(known) > 1 else ''} "
+        f"(ids {', '.join(map(str, known))}), not the {brokers} asked for: leave the broker "
+        f"count out to start all {len(known)}, or use a new data directory for a cluster of "
+        f"{brokers}; a restart neither adds nor drops brokers")
 
 
 def lock_data_dir(data_dir):
@@ -743,14 +767,21 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m cluster.supervisor.supervisor",
                                      description="the detached supervisor of a cluster")
     parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--brokers", type=int, required=True)
+    parser.add_argument("--brokers", type=int, default=None,
+                        help="broker count of a new data directory (default: every broker "
+                             "the data directory knows, or 1)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--start-timeout", type=float, default=START_TIMEOUT)
     parser.add_argument("--broker-command", default=shlex.join(BROKER_COMMAND))
     parser.add_argument("--restart-on-failure", action="store_true")
     args = parser.parse_args(argv)
     dd.set_private_umask()
-    supervisor = Supervisor(args.data_dir, range(args.brokers),
+    try:
+        broker_ids = brokers_to_start(args.data_dir, args.brokers)
+    except BrokerCountError as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return 1
+    supervisor = Supervisor(args.data_dir, broker_ids,
                             parse_overrides(args.override), kind="detached",
                             broker_command=shlex.split(args.broker_command),
                             start_timeout=args.start_timeout,

@@ -3,6 +3,7 @@ timeouts, broker failures and reconnection, the metadata cache — against fake 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import threading
 import time
@@ -279,7 +280,8 @@ def test_garbage_response_is_a_protocol_error(fake_cluster, client_of):
 
 # -- broker failures ------------------------------------------------------------------------------
 
-def test_broker_going_away_fails_requests_in_flight_then_reconnects(fake_cluster, client_of):
+def test_broker_going_away_fails_requests_in_flight_then_reconnects(fake_cluster, client_of,
+                                                                     caplog):
     cluster = fake_cluster(brokers=2)
     client = client_of(cluster)
     client.wait_for_metadata(IN_PROCESS_BOUND)
@@ -290,8 +292,12 @@ def test_broker_going_away_fails_requests_in_flight_then_reconnects(fake_cluster
     stopper.start()
     client.poll_until(future, IN_PROCESS_BOUND)
     stopper.join(IN_PROCESS_BOUND)
-    with pytest.raises(KafkaConnectionError, match="broker 0"):
+    with pytest.raises(KafkaConnectionError, match="Connection to node 0 was lost: broker 0 "
+                                                   "closed it"):
         future.get(0)
+    # one WARNING in Kafka's words; the rings' and shared memory's names only at DEBUG
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "Connection to node 0 was lost: broker 0 closed it (it is stopping)"]
     assert future.retriable()
     assert not client.connected(0)
     # While the page says it is down, it is not even tried; another broker answers.
