@@ -228,14 +228,21 @@ class Connection:
     @property
     def ring_occupancy(self) -> int:
         """Bytes written and not yet released in the request and response rings (0 once
-        closed). Unlike the other methods, any thread may read it (the broker's stats
-        publisher): it is four aligned 8-byte loads, each atomic, so the sum may mix
-        moments but never a torn position."""
+        closed). Unlike the other methods, any thread may read it (``ring_usage``)."""
+        return sum(occupied for occupied, _ in self.ring_usage)
+
+    @property
+    def ring_usage(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """``(bytes written and not yet released, capacity)`` of the request ring and of
+        the response ring (no bytes once closed). Unlike the other methods, any thread may
+        read it (the broker's stats publisher): it is four aligned 8-byte loads, each
+        atomic, so the figures may mix moments but never a torn position."""
+        req, rsp = self._req, self._rsp
         try:
-            return (self._req.tail_position - self._req.head_position
-                    + self._rsp.tail_position - self._rsp.head_position)
+            return ((req.tail_position - req.head_position, req.capacity),
+                    (rsp.tail_position - rsp.head_position, rsp.capacity))
         except ValueError:  # the views were released: the connection closed
-            return 0
+            return (0, req.capacity), (0, rsp.capacity)
 
     @property
     def max_response_frame(self) -> int:

@@ -144,7 +144,7 @@ class Bridge:
             self.query.stop()
             exception = self.query.exception()
             if exception is not None:
-                failure = _error_text(exception)  # while the JVM, which formats it, runs
+                failure = jvm.error_text(exception)  # while the JVM, which formats it, runs
         except Exception as exc:  # Spark's error, e.g. a source option it refused
             failure = self._failure_of(exc)
         finally:
@@ -168,7 +168,7 @@ class Bridge:
         shutdown hook stopped Spark under the bridge's feet."""
         if self._stop.is_set() and self.spark is not None and jvm.exits(jvm.EXIT_TIMEOUT):
             return None
-        return _error_text(exc)
+        return jvm.error_text(exc)
 
     # -- the query ------------------------------------------------------------------------------
 
@@ -267,14 +267,6 @@ def _parse_offsets(raw):
 
 def _offsets_text(offsets):
     return "none" if offsets is None else json.dumps(offsets, separators=(",", ":"))
-
-
-def _error_text(exc, limit=40):
-    """Spark's error message without its Java stack frames (a Python traceback from a
-    worker stays: it says where the source or the transform failed)."""
-    lines = [line for line in str(exc).strip().splitlines()
-             if not line.lstrip().startswith(("at ", "... ")) and line.strip() != "JVM stacktrace:"]
-    return "\n".join(lines[:limit])
 
 
 def _bridge_stats(bootstrap_servers):

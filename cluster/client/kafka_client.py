@@ -717,13 +717,17 @@ class KafkaClient:
         """NoBrokersAvailable when no broker can be asked for metadata: if no broker process
         of the data directory runs (none holds its lock), the cluster is stopped and the
         message says how to start it; otherwise it gives each broker's last error."""
-        if not any(broker_is_alive(self.data_dir, b) for b in dd.broker_ids(self.data_dir)):
+        if not self._cluster_running():
             return NoBrokersAvailable(not_running_message(self.data_dir, self.cluster_id))
         reasons = "; ".join(f"broker {n.node_id}: {n.last_error}"
                             for n in self._nodes.values() if n.last_error is not None)
         return NoBrokersAvailable(
             f"no broker of cluster {self.cluster_id} ({self.data_dir}) can be reached: "
             + (reasons or "none is live on the metadata page"))
+
+    def _cluster_running(self):
+        """Whether a broker process of the data directory runs (holds its lock)."""
+        return any(broker_is_alive(self.data_dir, b) for b in dd.broker_ids(self.data_dir))
 
     def _metadata_failed(self, sent_for, exception):
         self._metadata_in_flight = False
@@ -751,20 +755,35 @@ class KafkaClient:
                   self.cluster.version, sorted(brokers), response.controller_id, topics)
 
     def wait_for_metadata(self, timeout, all_topics=False):
-        """Refresh the metadata now and wait for the answer (the owning thread); raises the
-        refresh's error, or KafkaTimeoutError."""
-        ticket = self.cluster.request_update(all_topics)
-        self._metadata_next_attempt = 0.0
+        """Refresh the metadata now and wait for the answer (the owning thread). A failed
+        attempt with a retriable error (no broker accepted a connection in time on a loaded
+        machine, a request timed out) is tried again, after ``retry_backoff_ms``, until
+        ``timeout`` seconds have passed, as Kafka's clients wait for metadata; then
+        KafkaTimeoutError naming the last failure. A cluster none of whose brokers runs
+        (NoBrokersAvailable saying how to start it) and errors that are not retriable are
+        raised at once."""
         deadline = self._clock() + timeout
-        while self.cluster.answered < ticket:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise KafkaTimeoutError(
-                    f"metadata of cluster {self.cluster_id} not updated within {timeout} s"
-                    + (f": {self.cluster.last_error}" if self.cluster.last_error else ""))
-            self.poll(remaining)
-        if self.cluster.last_error is not None:
-            raise self.cluster.last_error
+        self._metadata_next_attempt = 0.0
+        while True:
+            ticket = self.cluster.request_update(all_topics)
+            while self.cluster.answered < ticket:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    raise self._metadata_timeout(timeout)
+                self.poll(remaining)
+            error = self.cluster.last_error
+            if error is None:
+                return
+            if not getattr(error, "retriable", False) or not self._cluster_running():
+                raise error
+            if deadline - self._clock() <= 0:
+                raise self._metadata_timeout(timeout)
+            log.debug("metadata refresh failed, retrying: %s", error)
+
+    def _metadata_timeout(self, timeout):
+        return KafkaTimeoutError(
+            f"metadata of cluster {self.cluster_id} not updated within {timeout} s"
+            + (f": {self.cluster.last_error}" if self.cluster.last_error else ""))
 
     # -- lifecycle ------------------------------------------------------------------------------
 
