@@ -70,7 +70,7 @@ def read_all(cluster_id: str) -> list[ProcessSnapshot]:
     for name in list_pages(cluster_id):
         try:
             snapshot = read_page(name, now)
-        except (FileNotFoundError, ValueError, TornPageError):
+        except (FileNotFoundError, PermissionError, ValueError, TornPageError):
             continue  # unlinked meanwhile, not ours, or rewritten all along
         if snapshot is not None:
             snapshots.append(snapshot)
@@ -84,15 +84,15 @@ def reap_dead(cluster_id: str) -> list[str]:
         try:
             with StatsPage.open(name) as page:
                 header = page.header
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, PermissionError):
+            continue  # gone, or another user's (shm_ring.naming.SquattedNameError)
         except ValueError:  # not a page of this layout: no pid to trust, leave it
             continue
         if is_alive(header.pid, header.start_ticks):
             continue
         try:
             posix_ipc.unlink_shared_memory(name)
-        except posix_ipc.ExistentialError:
-            continue  # removed meanwhile
+        except (posix_ipc.ExistentialError, posix_ipc.PermissionsError):
+            continue  # removed meanwhile (or replaced by another user's)
         removed.append(name)
     return removed
