@@ -74,15 +74,13 @@ import subprocess
 import sys
 import time
 
-import posix_ipc
-
 from cluster.config.properties import parse_overrides
 from cluster.errors import KafkaError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
 from cluster.metadata.instance import Instance, running_elsewhere
 from cluster.metadata.lock_holders import describe_holders
-from cluster.metadata.page import MetadataPage, metadata_page_name
+from cluster.metadata.page import MetadataPage
 from cluster.stats.reader import reap_dead
 from cluster.supervisor.requests import clear_request, read_request
 from shm_ring.liveness import is_alive, process_start_time
@@ -640,11 +638,7 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
         alive = [(pid, start) for pid, start in alive if is_alive(pid, start)]
     for pid, _start in alive:
         _signal(pid, signal.SIGKILL)
-    if namespace is not None:
-        try:
-            posix_ipc.unlink_shared_memory(metadata_page_name(namespace))
-        except (posix_ipc.ExistentialError, posix_ipc.PermissionsError):
-            pass  # the supervisor unlinked it (or another user made the name)
+    if namespace is not None:  # the page, the listeners, ...: this user's objects only
         cleanup_stale(namespace)
         reap_dead(namespace)
         dd.remove_shm_token(data_dir)
