@@ -170,7 +170,8 @@ class Broker:
                                      forwarder, self._clock)
             handler.refresh_metadata()
             listener = Listener(namespace, self.broker_id,
-                                      policy=self.config.wait_policy(self._clock),
+                                instance=dd.instance_of(self.data_dir),
+                                policy=self.config.wait_policy(self._clock),
                                 liveness_interval=self._liveness_interval)
             stack.callback(listener.close)
             # the coordinator's markers: answers from other brokers ring this doorbell

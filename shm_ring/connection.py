@@ -76,6 +76,7 @@ import fcntl
 import logging
 import secrets
 import time
+from array import array
 from collections.abc import Callable
 
 import posix_ipc
@@ -115,6 +116,10 @@ DEFAULT_CAPACITY = 1 << 20
 """Data bytes of each ring of a connection (the largest frame is about half of it)."""
 
 _MAGIC_WORD = ld.MAGIC_OFFSET // rd.WORD_LENGTH
+_INSTANCE = slice(ld.INSTANCE_OFFSET // rd.WORD_LENGTH,
+                  ld.INSTANCE_OFFSET // rd.WORD_LENGTH + ld.INSTANCE_WORDS)
+NO_INSTANCE = (0, 0)
+"""The instance of a listener made without one."""
 _BROKER_PID_WORD = ld.BROKER_PID_OFFSET // rd.WORD_LENGTH
 _BROKER_START_WORD = ld.BROKER_START_TIME_OFFSET // rd.WORD_LENGTH
 _BROKER_CLOSED_WORD = ld.BROKER_CLOSED_OFFSET // rd.WORD_LENGTH
@@ -365,9 +370,13 @@ class Listener:
     """
 
     def __init__(self, cluster_id: str, broker_id: int, *, policy: WaitPolicy = DEFAULT_POLICY,
-                 liveness_interval: float = 0.5, orphan_interval: float = 5.0) -> None:
+                 liveness_interval: float = 0.5, orphan_interval: float = 5.0,
+                 instance: tuple[int, int] = NO_INSTANCE) -> None:
         self.cluster_id = cluster_id
         self.broker_id = broker_id
+        self.instance = tuple(instance)  # listener_descriptor.INSTANCE_OFFSET
+        if len(self.instance) != ld.INSTANCE_WORDS:
+            raise ValueError(f"instance must be {ld.INSTANCE_WORDS} ints, found {instance!r}")
         self.name = listener_name(cluster_id, broker_id)
         self._policy = policy
         self._liveness_interval = liveness_interval
@@ -411,6 +420,7 @@ class Listener:
         words = self._words
         pid, start_time = self._me
         words[_BROKER_CLOSED_WORD] = 0
+        words[_INSTANCE] = memoryview(array("q", self.instance))
         words[_MAGIC_WORD] = ld.MAGIC
         words[_BROKER_START_WORD] = start_time
         words[_BROKER_PID_WORD] = pid  # last: the listener is ready
@@ -420,10 +430,11 @@ class Listener:
         words, ring = self._words, self._accept.header_words
         pid, start_time = self._me
         if (words[_MAGIC_WORD], words[_BROKER_PID_WORD], words[_BROKER_START_WORD],
-                words[_BROKER_CLOSED_WORD]) != (ld.MAGIC, pid, start_time, 0):
+                words[_BROKER_CLOSED_WORD]) != (ld.MAGIC, pid, start_time, 0) or tuple(
+                words[_INSTANCE]) != self.instance:
             return (f"identity words (magic {words[_MAGIC_WORD]:#x}, pid "
                     f"{words[_BROKER_PID_WORD]}, start time {words[_BROKER_START_WORD]}, closed"
-                    f" {words[_BROKER_CLOSED_WORD]})")
+                    f" {words[_BROKER_CLOSED_WORD]}, instance {tuple(words[_INSTANCE])})")
         if ring[_RING_MAGIC_WORD] != rd.MAGIC or ring[_RING_CAPACITY_WORD] != ld.ACCEPT_CAPACITY:
             return (f"accept ring header (magic {ring[_RING_MAGIC_WORD]:#x}, capacity "
                     f"{ring[_RING_CAPACITY_WORD]})")
@@ -882,8 +893,10 @@ class ClientConnection:
 
 
 def _open_listener(cluster_id: str, broker_id: int, deadline: float | None,
-                   policy: WaitPolicy) -> tuple[SharedRegion, memoryview]:
-    """Map the broker's listener once it exists and its broker is alive (until deadline)."""
+                   policy: WaitPolicy, instance: tuple[int, int] | None = None,
+                   ) -> tuple[SharedRegion, memoryview]:
+    """Map the broker's listener once it exists, its broker is alive and (if given) serves
+    ``instance`` (until deadline)."""
     name = listener_name(cluster_id, broker_id)
     reason = "it does not exist"
     while True:
@@ -894,11 +907,16 @@ def _open_listener(cluster_id: str, broker_id: int, deadline: float | None,
         else:
             words = region.buf[: ld.ACCEPT_RING_OFFSET].cast("q")
             pid = words[_BROKER_PID_WORD]
+            serves = tuple(words[_INSTANCE])
             if (words[_MAGIC_WORD] == ld.MAGIC and pid and not words[_BROKER_CLOSED_WORD]
                     and is_alive(pid, words[_BROKER_START_WORD])):
-                return region, words
-            reason = f"it was left by pid {pid}, which is gone or closed it" if pid else \
-                "it is not ready"
+                if instance is None or serves == tuple(instance):
+                    return region, words
+                reason = (f"its broker (pid {pid}) serves instance {serves}, not "
+                          f"{tuple(instance)} (a copy of the data directory?)")
+            else:
+                reason = f"it was left by pid {pid}, which is gone or closed it" if pid else \
+                    "it is not ready"
             words.release()
             region.close()
         if deadline is not None and policy.clock() >= deadline:
@@ -949,13 +967,17 @@ def _announce(listener: SharedRegion, part: str, deadline: float | None, policy:
 
 def connect(cluster_id: str, broker_id: int, timeout: float | None = 5.0, *,
             capacity: int = DEFAULT_CAPACITY, policy: WaitPolicy = DEFAULT_POLICY,
-            waker: Listener | None = None) -> ClientConnection:
+            waker: Listener | None = None,
+            instance: tuple[int, int] | None = None) -> ClientConnection:
     """Open a connection to a running broker and wait until it is accepted.
 
     capacity is the data size of each of the two rings (a power of two). Raises
     ConnectionRefusedError if no live broker listens within timeout seconds, TimeoutError if
     it does not accept in time, PeerDiedError / PeerClosedError if it goes away meanwhile; in
     every case the connection's objects are unlinked.
+
+    instance: refuse (ConnectionRefusedError, once timeout passes) a broker whose Listener
+    serves another instance (listener_descriptor.INSTANCE_OFFSET).
 
     waker: this process's own Listener, for a broker's outbound connection (module doc:
     responses ring its doorbell; connect returns once the connection is announced, without
@@ -966,7 +988,7 @@ def connect(cluster_id: str, broker_id: int, timeout: float | None = 5.0, *,
         raise ValueError(f"waker listens for cluster {waker.cluster_id}, not {cluster_id}")
     deadline = policy.deadline(timeout)
     describe = _describe_broker(cluster_id, broker_id)
-    listener, words = _open_listener(cluster_id, broker_id, deadline, policy)
+    listener, words = _open_listener(cluster_id, broker_id, deadline, policy, instance)
     doorbell = objects = None
     try:
         doorbell = Doorbell.open(cluster_id, broker_id, words, _DOORBELL_WORD)

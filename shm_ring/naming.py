@@ -19,7 +19,8 @@ Ownership: the process that creates an object unlinks it. close() drops this pro
 safe to call twice. A create that fails halfway undoes what it did. After crashes,
 cleanup_stale(cluster_id) removes whatever a cluster's dead processes left behind.
 
-Names used by the transport (``b<id>`` = broker id, ``c<pid>-<token>`` = one client connection)::
+Names used by the transport (``<cluster>`` = the namespace, ``b<id>`` = broker id,
+``c<pid>-<token>`` = one client connection)::
 
     /ringlog.<cluster>.b<id>.listener       listener: broker identity, doorbell flag, accept ring
     /ringlog.<cluster>.b<id>.doorbell       semaphore the broker waits on

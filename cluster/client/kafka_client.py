@@ -240,6 +240,7 @@ class KafkaClient:
         #: the shared-memory namespace of the cluster's current start (shm_ring.naming):
         #: read from D, again whenever the page is mapped afresh (a restart makes a new one)
         self.namespace = dd.read_shm_namespace(self.data_dir, self.cluster_id)
+        self._instance = dd.instance_of(self.data_dir)  # D's brokers only (connect checks)
         self.cluster = ClusterMetadata(self.cluster_id)
         self._clock = clock
         self._policy = config.wait_policy(clock) if policy is None else policy
@@ -341,7 +342,7 @@ class KafkaClient:
                 f"{self.cluster_id}"))
             return False
         try:
-            connection = connect(self.namespace, node.node_id,
+            connection = connect(self.namespace, node.node_id, instance=self._instance,
                                  timeout=min(CONNECT_TIMEOUT, self._request_timeout),
                                  capacity=self._ring_capacity, policy=self._policy)
         except (ConnectionError, TimeoutError) as exc:  # refused, died, closed, not accepted

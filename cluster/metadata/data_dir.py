@@ -396,6 +396,14 @@ def read_shm_namespace(data_dir, cluster_id=None):
     return namespace(cluster_id, text.strip())
 
 
+def instance_of(data_dir):
+    """``(st_dev, st_ino)`` of D: which directory it is, whatever path names it. A copy is
+    another instance; brokers put it in their listeners and clients check it on connect
+    (``shm_ring.connect(instance=...)``)."""
+    st = os.stat(data_dir)
+    return st.st_dev, st.st_ino
+
+
 def ensure_broker_meta(data_dir, broker_id, cluster_id):
     """Check (or write, the first time) ``D/broker-<id>/meta.properties``.
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import struct
 
+from cluster.metadata.data_dir import instance_of
 from shm_ring.liveness import current_process, is_alive
 from shm_ring.naming import SharedRegion, cluster_of, foreign_owner, list_objects, object_name
 
@@ -55,13 +56,13 @@ class Instance:
     @classmethod
     def create(cls, namespace: str, data_dir: str) -> Instance:
         path = os.fsencode(data_dir)[:MAX_PATH]
-        st = os.stat(data_dir)
+        device, inode = instance_of(data_dir)
         region = SharedRegion.create(instance_name(namespace), _HEADER.size + MAX_PATH)
         try:
             pid, start_time = current_process()
             region.buf[_HEADER.size:_HEADER.size + len(path)] = path
-            _HEADER.pack_into(region.buf, 0, INSTANCE_MAGIC, 0, start_time, st.st_dev,
-                              st.st_ino, len(path))
+            _HEADER.pack_into(region.buf, 0, INSTANCE_MAGIC, 0, start_time, device, inode,
+                              len(path))
             struct.pack_into("<q", region.buf, _PID_OFFSET, pid)  # last: ready
         except BaseException:
             region.unlink()
@@ -78,7 +79,7 @@ class Instance:
 def running_elsewhere(cluster_id: str, data_dir: str) -> list[tuple[str, int]]:
     """``(directory, supervisor pid)`` of every live instance of ``cluster_id`` (a bare id)
     this user runs from a directory other than ``data_dir``."""
-    st = os.stat(data_dir)
+    here = instance_of(data_dir)
     found = []
     suffix = "." + INSTANCE_PART
     for name in list_objects(cluster_of(cluster_id)):
@@ -92,7 +93,7 @@ def running_elsewhere(cluster_id: str, data_dir: str) -> list[tuple[str, int]]:
             if region.size < _HEADER.size:
                 continue
             magic, pid, start_time, device, inode, length = _HEADER.unpack_from(region.buf)
-            if (magic != INSTANCE_MAGIC or not pid or (device, inode) == (st.st_dev, st.st_ino)
+            if (magic != INSTANCE_MAGIC or not pid or (device, inode) == here
                     or not 0 <= length <= region.size - _HEADER.size
                     or not is_alive(pid, start_time)):
                 continue

@@ -468,3 +468,18 @@ def test_a_connection_announced_before_the_damage_is_accepted_by_the_rebuild(clu
     dropped = serve_until(listener, lambda dropped: len(dropped) == 1)
     assert expect(parent) == "done"
     assert len(dropped) == 1 and listener.rebuilds == 1
+
+
+def test_a_client_refuses_a_broker_serving_another_instance(cluster_id):
+    broker = Listener(cluster_id, 2, policy=FAST, instance=(7, 42))
+    try:
+        with pytest.raises(ConnectionRefusedError, match=r"broker 2 of cluster .* is not "
+                                                         r"listening at .*: its broker \(pid "
+                                                         r"\d+\) serves instance \(7, 42\), "
+                                                         r"not \(7, 43\)"):
+            connect(cluster_id, 2, timeout=0.1, policy=FAST, instance=(7, 43))
+        scribble(broker, ld.INSTANCE_OFFSET, 8)  # damage to the instance words is repaired
+        assert broker.accept_pending() == [] and broker.rebuilds == 1
+        assert tuple(broker._words[1:3]) == (7, 42)
+    finally:
+        broker.close()

@@ -93,6 +93,20 @@ def test_the_clients_of_a_data_directory_never_reach_the_brokers_of_its_copy(dir
         producer.close()
 
 
+@pytest.mark.multiprocess
+def test_a_copy_made_while_its_original_runs_does_not_lead_its_clients_to_the_original(dirs):
+    original = dirs("d")
+    with Cluster(original, brokers=1):
+        copy = copy_of(original, dirs("d2"))  # its shm.token names the original's objects
+        assert dd.read_shm_namespace(copy) == dd.read_shm_namespace(original)
+        with pytest.raises(NoBrokersAvailable, match=f"in {copy} is not running"):
+            KafkaProducer(bootstrap_servers=str(copy), max_block_ms=1500).send(
+                "t", b"meant for d2").get(timeout=BOUND)
+        producer = KafkaProducer(bootstrap_servers=str(original))
+        producer.send("t", b"in d").get(timeout=BOUND)
+        producer.close()
+
+
 def _squat_the_old_names(cluster_id):
     """Another user pre-creates the names a cluster had before they carried a token."""
     for name in (naming.doorbell_name(cluster_id, 0),):
