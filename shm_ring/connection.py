@@ -76,7 +76,6 @@ import fcntl
 import logging
 import secrets
 import time
-from array import array
 from collections.abc import Callable
 
 import posix_ipc
@@ -388,7 +387,6 @@ class Listener:
         self._watched_rings: list[Ring] = []
         self._closed = False
         self._accept_head = 0  # the accept ring's head: only this listener moves it
-        self._adopted: list[Connection] = []  # accepted by the last rebuild
         self._take_over_stale()
         region = SharedRegion.create(self.name, ld.LISTENER_LENGTH, keep_fd=True)
         words = region.buf[: ld.ACCEPT_RING_OFFSET].cast("q")
@@ -420,7 +418,8 @@ class Listener:
         words = self._words
         pid, start_time = self._me
         words[_BROKER_CLOSED_WORD] = 0
-        words[_INSTANCE] = memoryview(array("q", self.instance))
+        for at, value in zip(range(_INSTANCE.start, _INSTANCE.stop), self.instance):
+            words[at] = value
         words[_MAGIC_WORD] = ld.MAGIC
         words[_BROKER_START_WORD] = start_time
         words[_BROKER_PID_WORD] = pid  # last: the listener is ready
@@ -443,9 +442,10 @@ class Listener:
             return f"accept ring positions (head {head}, tail {tail})"
         return None
 
-    def _rebuild(self, damage: str) -> None:
+    def _rebuild(self, damage: str) -> list[Connection]:
         """Rewrite the listener and format its accept ring afresh (module doc), then accept
-        the connections still waiting: their announcements may be gone with the damage."""
+        the connections still waiting (their announcements may be gone with the damage);
+        return those."""
         fd = self._region.fd
         deadline = time.monotonic() + _REBUILD_LOCK_WAIT
         locked = False
@@ -481,7 +481,7 @@ class Listener:
         log.warning("%s: damaged %s%s; rebuilt it and accepted the %d connection(s) waiting",
                     self.name, damage, "" if locked else " (accept lock not free)",
                     len(adopted))
-        self._adopted = adopted
+        return adopted
 
     def _take_over_stale(self) -> None:
         """Remove a listener and doorbell of this broker id left by a dead process."""
@@ -537,9 +537,7 @@ class Listener:
                 self._connections.append(connection)
                 accepted.append(connection)
         if damage is not None:
-            self._rebuild(damage)
-            accepted += self._adopted
-            self._adopted = []
+            accepted += self._rebuild(damage)
         return accepted
 
     def _accept_one(self, part: str, waiting_only: bool = False) -> Connection | None:
@@ -910,7 +908,7 @@ def _open_listener(cluster_id: str, broker_id: int, deadline: float | None,
             serves = tuple(words[_INSTANCE])
             if (words[_MAGIC_WORD] == ld.MAGIC and pid and not words[_BROKER_CLOSED_WORD]
                     and is_alive(pid, words[_BROKER_START_WORD])):
-                if instance is None or serves == tuple(instance):
+                if instance is None or serves in (NO_INSTANCE, tuple(instance)):
                     return region, words
                 reason = (f"its broker (pid {pid}) serves instance {serves}, not "
                           f"{tuple(instance)} (a copy of the data directory?)")
@@ -977,7 +975,8 @@ def connect(cluster_id: str, broker_id: int, timeout: float | None = 5.0, *,
     every case the connection's objects are unlinked.
 
     instance: refuse (ConnectionRefusedError, once timeout passes) a broker whose Listener
-    serves another instance (listener_descriptor.INSTANCE_OFFSET).
+    serves another instance (listener_descriptor.INSTANCE_OFFSET; one made without an
+    instance serves any).
 
     waker: this process's own Listener, for a broker's outbound connection (module doc:
     responses ring its doorbell; connect returns once the connection is announced, without

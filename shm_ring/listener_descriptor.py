@@ -45,7 +45,8 @@ MAGIC_OFFSET = _offset
 INSTANCE_OFFSET = MAGIC_OFFSET + rd.WORD_LENGTH
 """The instance the broker serves: two i64 its owner chooses (ringlog's brokers: the device
 and inode of their data directory, so a copy of the directory is another instance).
-connect(instance=...) refuses a listener of another instance."""
+connect(instance=...) refuses a listener of another instance (0, 0: a listener made
+without one, which serves any)."""
 
 INSTANCE_WORDS = 2
 """i64 words of the instance."""
