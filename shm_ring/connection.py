@@ -94,6 +94,7 @@ from shm_ring.naming import (
     doorbell_name,
     listener_name,
     object_name,
+    refuse_squatted,
     unlink_orphan_connections,
 )
 from shm_ring.ring import READER_END, WRITER_END, Ring, format_ring
@@ -501,8 +502,10 @@ class Listener:
                     f" at {self.name} (pid {pid})")
             log.warning("%s: taking over the listener left by pid %d", self.name, pid)
             old.unlink()
+        doorbell = doorbell_name(self.cluster_id, self.broker_id)
+        refuse_squatted(doorbell, True)  # never remove another user's semaphore
         try:  # a doorbell without a listener: its broker died while starting
-            posix_ipc.unlink_semaphore(doorbell_name(self.cluster_id, self.broker_id))
+            posix_ipc.unlink_semaphore(doorbell)
         except posix_ipc.ExistentialError:
             pass
 

@@ -114,8 +114,9 @@ def foreign_owner(name: str, is_semaphore: bool) -> int | None:
     return None if owner == os.geteuid() else owner
 
 
-def _squatted(name: str, is_semaphore: bool) -> None:
-    """Raise SquattedNameError if ``name`` exists and another user owns it."""
+def refuse_squatted(name: str, is_semaphore: bool) -> None:
+    """Raise SquattedNameError if ``name`` exists and another user owns it (before using,
+    or removing, a name this user expects to be its own)."""
     owner = foreign_owner(name, is_semaphore)
     if owner is not None:
         raise SquattedNameError(name, owner)
@@ -314,7 +315,7 @@ class SharedRegion:
         try:
             shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=MODE, size=size)
         except posix_ipc.ExistentialError as exc:
-            _squatted(name, False)
+            refuse_squatted(name, False)
             raise FileExistsError(f"shared memory {name} already exists") from exc
         except BaseException:  # created but not sized (e.g. ENOSPC): do not leave it behind
             try:
@@ -332,13 +333,13 @@ class SharedRegion:
     def open(cls, name: str, keep_fd: bool = False) -> SharedRegion:
         """Map an existing name (FileNotFoundError if there is none, or if its creator has not
         sized it yet; SquattedNameError if another user made it)."""
-        _squatted(name, False)
+        refuse_squatted(name, False)
         try:
             shm = posix_ipc.SharedMemory(name)
         except posix_ipc.ExistentialError as exc:
             raise FileNotFoundError(f"shared memory {name} does not exist") from exc
         except posix_ipc.PermissionsError:
-            _squatted(name, False)  # made by another user since the check above
+            refuse_squatted(name, False)  # made by another user since the check above
             raise
         if shm.size == 0:
             shm.close_fd()
@@ -413,20 +414,20 @@ class NamedSemaphore:
             return cls(name, posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=MODE,
                                                  initial_value=0))
         except posix_ipc.ExistentialError as exc:
-            _squatted(name, True)
+            refuse_squatted(name, True)
             raise FileExistsError(f"semaphore {name} already exists") from exc
 
     @classmethod
     def open(cls, name: str) -> NamedSemaphore:
         """Open an existing name (FileNotFoundError if there is none; SquattedNameError if
         another user made it)."""
-        _squatted(name, True)
+        refuse_squatted(name, True)
         try:
             return cls(name, posix_ipc.Semaphore(name))
         except posix_ipc.ExistentialError as exc:
             raise FileNotFoundError(f"semaphore {name} does not exist") from exc
         except posix_ipc.PermissionsError:
-            _squatted(name, True)
+            refuse_squatted(name, True)
             raise
 
     def close(self) -> None:

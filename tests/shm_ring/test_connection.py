@@ -10,6 +10,7 @@ import signal
 import struct
 import time
 
+import posix_ipc
 import pytest
 
 from shm_ring import (
@@ -20,9 +21,16 @@ from shm_ring import (
     listener_descriptor as ld,
     ring_descriptor as rd,
 )
-from shm_ring.naming import SharedRegion, cleanup_stale, list_objects
+from shm_ring.naming import (
+    SharedRegion,
+    SquattedNameError,
+    cleanup_stale,
+    doorbell_name,
+    list_objects,
+)
 from shm_ring.wakeup import WaitPolicy
 from tests.support.bounds import BOUND
+from tests.support.other_user import OTHER_UID, as_other_user, needs_root
 from tests.support.processes import CTX
 
 FAST = WaitPolicy(spin=20, poll_interval=0.02)
@@ -483,3 +491,20 @@ def test_a_client_refuses_a_broker_serving_another_instance(cluster_id):
         assert tuple(broker._words[1:3]) == (7, 42)
     finally:
         broker.close()
+
+
+def _make_doorbell(name):
+    posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=0o666).close()
+
+
+@needs_root
+def test_a_broker_refuses_a_doorbell_another_user_made_and_leaves_it(cluster_id):
+    name = doorbell_name(cluster_id, 4)
+    assert as_other_user(_make_doorbell, name) == 0
+    try:
+        with pytest.raises(SquattedNameError, match=f"sem.{name[1:]} belongs to uid "
+                                                    f"{OTHER_UID}"):
+            Listener(cluster_id, 4, policy=FAST)
+        assert list_objects(cluster_id) == [name]
+    finally:
+        posix_ipc.unlink_semaphore(name)
