@@ -498,6 +498,7 @@ def _make_doorbell(name):
 
 
 @needs_root
+@pytest.mark.multiprocess
 def test_a_broker_refuses_a_doorbell_another_user_made_and_leaves_it(cluster_id):
     name = doorbell_name(cluster_id, 4)
     assert as_other_user(_make_doorbell, name) == 0

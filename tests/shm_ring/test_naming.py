@@ -200,6 +200,7 @@ def _squat(shm_name: str, sem_name: str) -> None:
 
 
 @needs_root
+@pytest.mark.multiprocess
 def test_a_name_another_user_made_first_is_refused_in_one_line_and_never_removed(cluster_id):
     shm_name = naming.listener_name(cluster_id, 0)
     sem_name = naming.doorbell_name(cluster_id, 0)
