@@ -275,12 +275,14 @@ def _bridge_stats(bootstrap_servers):
     says why)."""
     from cluster.client.kafka_client import locate_cluster
     from cluster.errors import NoBrokersAvailable
+    from cluster.metadata import data_dir as dd
     from cluster.stats.publisher import StatsRegistration, process_stats, set_process_role
 
     set_process_role("bridge", f"bridge-{os.getpid()}")
     servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
     try:
-        _data_dir, cluster_id = locate_cluster(servers)
+        data_dir, cluster_id = locate_cluster(servers)
     except NoBrokersAvailable:
         return StatsRegistration(None)
-    return process_stats(cluster_id, "bridge", f"bridge-{os.getpid()}")
+    return process_stats(dd.read_shm_namespace(data_dir, cluster_id), "bridge",
+                         f"bridge-{os.getpid()}")

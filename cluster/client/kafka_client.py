@@ -252,6 +252,10 @@ class KafkaClient:
         self.config = config
         self.client_id = config["client_id"] if client_id is None else client_id
         self.data_dir, self.cluster_id = locate_cluster(config["bootstrap_servers"])
+        #: the shared-memory namespace of the cluster's current start (shm_ring.naming):
+        #: read from D, again whenever the page is mapped afresh (a restart makes a new one)
+        self.namespace = dd.read_shm_namespace(self.data_dir, self.cluster_id)
+        self._instance = dd.instance_of(self.data_dir)  # D's brokers only (connect checks)
         self.cluster = ClusterMetadata(self.cluster_id)
         self._clock = clock
         self._policy = config.wait_policy(clock) if policy is None else policy
@@ -282,8 +286,9 @@ class KafkaClient:
             self._page.close()
             self._page = self._page_image = None
         if self._page is None:
+            self.namespace = dd.read_shm_namespace(self.data_dir, self.cluster_id)
             try:
-                self._page = MetadataPage.open(self.cluster_id)
+                self._page = MetadataPage.open(self.namespace)
             except FileNotFoundError:
                 return None
         try:
@@ -352,7 +357,7 @@ class KafkaClient:
                 f"{self.cluster_id}"))
             return False
         try:
-            connection = connect(self.cluster_id, node.node_id,
+            connection = connect(self.namespace, node.node_id, instance=self._instance,
                                  timeout=min(CONNECT_TIMEOUT, self._request_timeout),
                                  capacity=self._ring_capacity, policy=self._policy)
         except (ConnectionError, TimeoutError) as exc:  # refused, died, closed, not accepted

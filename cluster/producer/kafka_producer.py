@@ -203,7 +203,7 @@ class KafkaProducer:
                               transaction_manager=self._transaction_manager)
         self._accumulator.wakeup = self._sender.wakeup
         self._sender.start()
-        self._stats = process_stats(self._client.cluster_id, "producer", self.client_id)
+        self._stats = process_stats(self._client.namespace, "producer", self.client_id)
         self._stats.add_source(ProducerStatsSource(self._sender, self._accumulator.pool))
         self._at_exit = _close_at_exit(self)
         atexit.register(self._at_exit)

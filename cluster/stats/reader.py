@@ -80,7 +80,7 @@ def read_all(cluster_id: str) -> list[ProcessSnapshot]:
     for name in list_pages(cluster_id):
         try:
             contents = _read_contents(name)
-        except (FileNotFoundError, ValueError, TornPageError):
+        except (FileNotFoundError, PermissionError, ValueError, TornPageError):
             continue  # unlinked meanwhile, not ours, or rewritten all along
         header = contents.header
         if not is_alive(header.pid, header.start_ticks):
@@ -99,8 +99,8 @@ def reap_dead(cluster_id: str) -> list[str]:
         try:
             with StatsPage.open(name) as page:
                 header = page.header
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, PermissionError):
+            continue  # gone, or another user's (shm_ring.naming.SquattedNameError)
         except ValueError:  # not a page of this layout: no pid to trust, leave it
             continue
         if not is_alive(header.pid, header.start_ticks) and _unlink(name):
@@ -114,6 +114,6 @@ def _unlink(name: str) -> bool:
     start, find the name taken and replace the page, between the check and here.)"""
     try:
         posix_ipc.unlink_shared_memory(name)
-    except posix_ipc.ExistentialError:
-        return False
+    except (posix_ipc.ExistentialError, posix_ipc.PermissionsError):
+        return False  # removed meanwhile (or replaced by another user's)
     return True

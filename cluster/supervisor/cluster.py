@@ -129,6 +129,12 @@ class Cluster:
         return self._supervisor.cluster_id
 
     @property
+    def namespace(self):
+        """The shared-memory namespace of this start (``<cluster id>.<token>``; None while
+        stopped): every object of the running cluster is ``/ringlog.<namespace>.*``."""
+        return self._supervisor.namespace
+
+    @property
     def broker_ids(self):
         return list(self._supervisor.broker_ids)
 

@@ -10,9 +10,13 @@ start`` run on. ``start()``:
    then refuses if a broker of D still runs (an orphan of a killed supervisor: its broker
    lock is held);
 2. reads the cluster id from ``D/meta.properties``, or writes a new one the first time;
-3. removes shared-memory objects of this cluster id left by dead processes
+   refuses (ClusterStartError naming the other directory) if this user runs the same
+   cluster id from another directory (a copy of D: ``cluster.metadata.instance``);
+3. removes this user's shared-memory objects of this cluster id left by dead processes
    (``shm_ring.cleanup_stale``; a stats page only if its process is gone,
-   ``cluster.stats.reader.reap_dead``) and creates the metadata page;
+   ``cluster.stats.reader.reap_dead``), makes this start's namespace (a fresh random token
+   in ``D/shm.token``: every object is ``/ringlog.<cluster-id>.<token>.*``), records the
+   instance and creates the metadata page;
 4. starts one process per broker, ``python -m replica_proc --data-dir D --broker-id i
    [--override key=value ...]``, in its own session (Ctrl-C on a terminal reaches the
    supervisor, which stops the brokers in order), output to ``D/broker-<i>/broker.log``;
@@ -32,8 +36,8 @@ program starts and kills brokers itself.
 
 ``stop()`` sends SIGTERM to every broker (graceful: logs flushed and closed, listeners
 unlinked), SIGKILLs any still running after ``stop_timeout``, unlinks the metadata page and
-sweeps the cluster's shared-memory objects, and lets go of the supervisor lock. Safe to call
-twice.
+the instance record, sweeps the namespace's shared-memory objects, removes ``D/shm.token``
+and lets go of the supervisor lock. Safe to call twice.
 
 Files and directories the supervisor creates are private (0600 / 0700): it creates them
 inside ``dd.private_umask()``, and starts brokers inside it too, so they inherit the umask
@@ -70,18 +74,17 @@ import subprocess
 import sys
 import time
 
-import posix_ipc
-
 from cluster.config.properties import parse_overrides
 from cluster.errors import KafkaError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
+from cluster.metadata.instance import Instance, running_elsewhere
 from cluster.metadata.lock_holders import describe_holders
-from cluster.metadata.page import MetadataPage, metadata_page_name
+from cluster.metadata.page import MetadataPage
 from cluster.stats.reader import reap_dead
 from cluster.supervisor.requests import clear_request, read_request
 from shm_ring.liveness import is_alive, process_start_time
-from shm_ring.naming import cleanup_stale
+from shm_ring.naming import SquattedNameError, cleanup_stale
 
 log = logging.getLogger("cluster.supervisor.supervisor")  # also when run as __main__
 
@@ -289,7 +292,9 @@ class Supervisor:
         self.restart_on_failure = restart_on_failure
         self.clock = clock
         self.cluster_id = None
+        self.namespace = None  # of this start: <cluster id>.<token> (shm_ring.naming)
         self.page = None
+        self._instance = None
         self.state = "stopped"
         self._processes = {}  # broker id -> BrokerProcess
         self._broker_states = {}  # broker id -> {"state", "since" (epoch s), "pid", "exit"}
@@ -319,12 +324,17 @@ class Supervisor:
                     f"(id: pid) hold their locks; `ringlog cluster stop --data-dir "
                     f"{self.data_dir}` first")
             self.cluster_id = dd.ensure_cluster_id(self.data_dir)
+            self._refuse_a_copy_running()
             removed = cleanup_stale(self.cluster_id) + reap_dead(self.cluster_id)
             if removed:
                 log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
                          self.cluster_id)
-            self.page = MetadataPage.create(self.cluster_id)
+            self.namespace = dd.new_shm_namespace(self.data_dir, self.cluster_id)
+            self._instance = Instance.create(self.namespace, self.data_dir)
+            self._refuse_a_copy_running()  # one that started meanwhile: both may refuse
+            self.page = MetadataPage.create(self.namespace)
         except BaseException:
+            self._close_instance()
             self._unlock()
             raise
         self.state = "starting"
@@ -368,12 +378,33 @@ class Supervisor:
             self.page.unlink()
             self.page.close()
             self.page = None
-        cleanup_stale(self.cluster_id)
-        reap_dead(self.cluster_id)
+        self._close_instance()
         self.state = "stopped"
         self._write_record()
         self._unlock()
 
+    def _refuse_a_copy_running(self):
+        """ClusterStartError if this user runs this cluster id from another directory."""
+        others = running_elsewhere(self.cluster_id, self.data_dir)
+        if others:
+            where, pid = others[0]
+            raise ClusterStartError(
+                f"cluster {self.cluster_id} is already running from {where} (supervisor pid "
+                f"{pid}); {self.data_dir} holds the same cluster id (a copy of that "
+                f"directory?) and cannot run beside it: `ringlog cluster stop --data-dir "
+                f"{where}` first")
+
+    def _close_instance(self):
+        """Unlink this start's instance record and its namespace's objects, remove
+        D/shm.token (stop, or a start that failed)."""
+        if self._instance is not None:
+            self._instance.close()
+            self._instance = None
+        if self.namespace is not None:
+            cleanup_stale(self.namespace)
+            reap_dead(self.namespace)
+            dd.remove_shm_token(self.data_dir)
+            self.namespace = None
     # -- single brokers -----------------------------------------------------------------------
 
     def start_broker(self, broker_id):
@@ -601,6 +632,7 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
     """
     data_dir = os.path.abspath(os.fspath(data_dir))
     dd.check_data_dir(data_dir)
+    namespace = dd.read_shm_namespace(data_dir)  # before a stopping supervisor removes it
     record = read_record(data_dir)
     before = running_brokers(data_dir)
     # A broker releases its lock a moment before its process exits: "stopped" means gone.
@@ -630,14 +662,10 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
         alive = [(pid, start) for pid, start in alive if is_alive(pid, start)]
     for pid, _start in alive:
         _signal(pid, signal.SIGKILL)
-    cluster_id = dd.read_cluster_id(data_dir)
-    if cluster_id is not None:
-        try:
-            posix_ipc.unlink_shared_memory(metadata_page_name(cluster_id))
-        except posix_ipc.ExistentialError:
-            pass  # the supervisor unlinked it
-        cleanup_stale(cluster_id)
-        reap_dead(cluster_id)
+    if namespace is not None:  # the page, the listeners, ...: this user's objects only
+        cleanup_stale(namespace)
+        reap_dead(namespace)
+        dd.remove_shm_token(data_dir)
     record = read_record(data_dir)  # a supervisor that stopped wrote its last record
     if record and record.get("state") != "stopped":
         record.update(state="stopped", pids={})
@@ -673,9 +701,10 @@ def cluster_status(data_dir):
         seen = record.get("broker_states", {}).get(str(broker_id), {})
         status["brokers"][broker_id] = broker_status(data_dir, broker_id, broker_id in alive,
                                                      seen, watched)
-    if status["cluster_id"] is not None:
+    namespace = dd.read_shm_namespace(data_dir, status["cluster_id"])
+    if namespace is not None:
         try:
-            page = MetadataPage.open(status["cluster_id"])
+            page = MetadataPage.open(namespace)
         except FileNotFoundError:
             page = None
         if page is not None:
@@ -747,7 +776,7 @@ def serve_until_signalled(supervisor, on_started=None, poll=WATCH_INTERVAL):
     try:
         try:
             supervisor.start()
-        except (ClusterStartError, KafkaError) as exc:
+        except (ClusterStartError, KafkaError, SquattedNameError) as exc:
             log.error("%s", exc)
             return 1
         if on_started is not None:

@@ -126,7 +126,7 @@ class Chaos:
         if self.args.replication_factor > len(self.brokers.broker_ids):
             raise ToolError(f"--replication-factor {self.args.replication_factor} is more "
                             f"than the {len(self.brokers.broker_ids)} brokers")
-        self.page = MetadataPage.open(dd.read_cluster_id(self.data_dir))
+        self.page = MetadataPage.open(dd.read_shm_namespace(self.data_dir))
 
     def topics(self):
         """The topics the run creates and checks."""
