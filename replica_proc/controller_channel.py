@@ -81,7 +81,7 @@ class ControllerChannel:
         conn = self._connection(controller_id)
         if conn is None:
             return False
-        self._correlation_id = self._correlation_id % 0x7FFFFFFF + 1
+        self._correlation_id = protocol.next_correlation_id(self._correlation_id)
         frame = protocol.encode_request(request, self._correlation_id,
                                         f"broker-{self.broker_id}")
         try:

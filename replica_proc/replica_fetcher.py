@@ -284,7 +284,7 @@ class ReplicaFetcher:
         conn = self._connection(now)
         if conn is None:
             return
-        self._correlation_id += 1
+        self._correlation_id = protocol.next_correlation_id(self._correlation_id)
         frame = protocol.encode_request(request, self._correlation_id, self._client_id)
         try:
             if not conn.send(frame, timeout=0):

@@ -116,7 +116,7 @@ class Env:
         return Channel(ConnStub(name))
 
     def send(self, channel, request):
-        self._correlation_id += 1
+        self._correlation_id = protocol.next_correlation_id(self._correlation_id)
         self.handler.handle(channel, protocol.encode_request(request, self._correlation_id,
                                                              "client-1"))
         return request

@@ -114,7 +114,7 @@ class Env:
         return Channel(ConnStub(name))
 
     def send(self, channel, request):
-        self._correlation_id += 1
+        self._correlation_id = protocol.next_correlation_id(self._correlation_id)
         frame = protocol.encode_request(request, self._correlation_id, "test")
         self.handler.handle(channel, frame)
         return request

@@ -162,7 +162,7 @@ class Client:
         self._pending = {}  # correlation id -> request
 
     def send(self, request):
-        self._correlation_id += 1
+        self._correlation_id = protocol.next_correlation_id(self._correlation_id)
         frame = protocol.encode_request(request, self._correlation_id, "broker-test")
         assert self.conn.send(frame, timeout=BOUND), "request ring stayed full"
         self._pending[self._correlation_id] = request
