@@ -340,7 +340,7 @@ def test_the_correlation_id_wraps_and_replication_goes_on_past_int32(cluster):
     node.poll()
     correlation_id, _ = request_of(leader)
     fetcher = node.fetchers.fetcher_of((TOPIC, 0))
-    fetcher._correlation_id = MAX_CORRELATION_ID - 1  # two fetches before the wrap
+    fetcher.channel._correlation_id = MAX_CORRELATION_ID - 1  # two fetches before the wrap
     leader.answer(correlation_id, data(hw=0))
     node.poll()
     seen = []
