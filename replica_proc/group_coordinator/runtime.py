@@ -28,16 +28,11 @@ Owner: the broker's loop thread, the only caller.
 """
 from __future__ import annotations
 
-import time
-
 from cluster.metadata.model import GROUP_METADATA_TOPIC
 from replica_proc.coordinator_common.log import CoordinatorLog
 from replica_proc.coordinator_common.topic import CoordinatorTopic
 from replica_proc.group_coordinator.coordinator import GroupCoordinator
-
-
-def _system_clock_ms():
-    return int(time.time() * 1000)
+from segments.clock import wall_clock_ms
 
 
 class GroupRuntime:
@@ -54,7 +49,7 @@ class GroupRuntime:
         self._metadata = metadata
         self._topic = CoordinatorTopic.offsets(config, metadata, create_topic)
         self._clock = clock
-        clock_ms = replicas.clock or _system_clock_ms
+        clock_ms = replicas.clock or wall_clock_ms
         self.log = CoordinatorLog(
             GROUP_METADATA_TOPIC, replicas, clock, clock_ms, on_append, on_high_watermark,
             config["offsets.load.buffer.size"], config["offsets.commit.timeout.ms"],

@@ -12,9 +12,9 @@ part, when its leader answered:
 - a part for another broker goes as one WriteTxnMarkers v1 request per destination broker
   per ``send``, through a connection of its own to each destination
   (an ``inter_broker_channel.InterBrokerChannel``, made with ``connector``: the broker gives
-  ``shm_ring.connect(waker=listener)`` so that answers ring its doorbell, once its
-  Listener exists — until then, None, such parts fail as below; one attempt, never
-  waiting for a broker that does not listen); a request that
+  ``shm_ring.connect(waker=listener)`` so that answers ring its doorbell; None, in tests
+  without one, fails such parts as below; one attempt, never waiting for a broker that
+  does not listen); a request that
   cannot be sent, or whose connection is lost before the answer, reports every partition
   NOT_LEADER_OR_FOLLOWER (the coordinator sends it again after its backoff);
 - after a failed connection attempt to a broker, no other is made before its reconnect
@@ -57,7 +57,7 @@ class TxnMarkerSender:
         self._broker_id = broker_id
         self._metadata = metadata
         self._local = local
-        self.connector = connector
+        self._connector = connector
         self._channels = {}  # destination broker id -> InterBrokerChannel
         self.reconnect = ReconnectBackoff(RECONNECT_BACKOFF, RECONNECT_BACKOFF_MAX, clock, rng)
 
@@ -94,7 +94,7 @@ class TxnMarkerSender:
             if leader == self._broker_id:
                 self._local.write(request, lambda answers, done=answered:
                                   done(response(answers)))
-            elif (self.connector is None or not self._may_send(leader)
+            elif (self._connector is None or not self._may_send(leader)
                   or not self._channel(leader).send(leader, request, answered)):
                 answered(None)
 
@@ -117,7 +117,7 @@ class TxnMarkerSender:
         stall on a dead leader the metadata still names; the marker is retried after the
         coordinator's backoff, the connection after the reconnect back-off."""
         try:
-            conn = self.connector(cluster_id, broker_id, timeout=timeout, capacity=capacity)
+            conn = self._connector(cluster_id, broker_id, timeout=timeout, capacity=capacity)
         except (ConnectionError, TimeoutError) as exc:
             wait = self.reconnect.failed(broker_id)
             raise ConnectionError(f"{exc}; next attempt in {wait * 1000:.0f} ms") from exc

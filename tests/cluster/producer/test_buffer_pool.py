@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from cluster.errors import KafkaTimeoutError
 from cluster.producer.buffer_pool import (
     BufferExhaustedError,
     BufferPool,
@@ -236,7 +237,8 @@ def test_timeout_raises_buffer_exhausted_with_the_sizes():
     with pytest.raises(BufferExhaustedError) as e:
         pool.allocate(BATCH, 20)
     err = e.value
-    assert isinstance(err, BufferPoolError)
+    # Kafka's BufferExhaustedException is a TimeoutException: one error tree
+    assert isinstance(err, BufferPoolError) and isinstance(err, KafkaTimeoutError)
     assert (err.errno, err.message, err.retriable) == (7, "REQUEST_TIMED_OUT", True)
     assert (err.requested, err.max_block_ms, err.total, err.available, err.used) == (
         BATCH, 20, 2 * BATCH, 0, 2 * BATCH)
