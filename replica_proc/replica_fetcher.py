@@ -16,7 +16,7 @@ Per partition, Kafka's fetch states: a partition added (or whose leader or leade
 changed) starts **Truncating**: before fetching from a new leader the follower drops what
 the leader may not have. Two ways:
 
-- the epoch-based rule (KIP-101/KIP-279, R9), when the manager was given an
+- the epoch-based rule (KIP-101/KIP-279), when the manager was given an
   ``EpochTruncation`` (``truncation``: the decision over the partition's leader-epoch
   cache; the broker always gives one): the epoch it
   names (the latest this replica has) goes to the leader in one OffsetsForLeaderEpoch v3
@@ -39,9 +39,10 @@ The answer, per partition (Kafka's AbstractFetcherThread.processFetchRequest):
 
 - records: ``Partition.append_as_follower`` (validated, the leader's offsets and epochs
   kept; the log's flush policy applied), then the follower's high watermark =
-  min(the leader's, its own log end offset) (R2), never moving back, then its log start
+  min(the leader's, its own log end offset), never moving back, then its log start
   offset up to the leader's (not past its high watermark);
-- OFFSET_OUT_OF_RANGE (R10): behind the leader's log start, the log restarts empty there;
+- OFFSET_OUT_OF_RANGE (Kafka's fetchOffsetAndTruncate): behind the leader's log start, the
+  log restarts empty there;
   otherwise the follower is ahead of the leader's log end, and truncates to the leader's
   high watermark (the answer does not carry the leader's log end offset; its high
   watermark is at most that, and what is dropped in between is fetched again);
@@ -379,7 +380,7 @@ class ReplicaFetcher:
             self._storage_failed(fetch, exc, now)
 
     def _out_of_range(self, fetch, data):
-        """R10 (module doc)."""
+        """OFFSET_OUT_OF_RANGE (module doc)."""
         partition = fetch.partition
         end = partition.log.log_end_offset
         if end < data.log_start_offset:
@@ -433,7 +434,7 @@ class ReplicaFetcherManager:
     watermark), an object with ``epoch_to_ask(partition)`` (the epoch to send in
     OffsetsForLeaderEpoch, the latest of the partition's leader-epoch cache; None when it
     has none: the high watermark rule applies) and ``decide(partition, leader_epoch,
-    end_offset)`` -> ``(offset to truncate to, epoch to ask about next or None)`` (R9).
+    end_offset)`` -> ``(offset to truncate to, epoch to ask about next or None)`` (KIP-279).
     """
 
     def __init__(self, cluster_id, broker_id, replicas, config, waker, clock,

@@ -458,7 +458,7 @@ class Controller:
     @staticmethod
     def _new_partitions(image, name, replica_lists, first_partition):
         """Partition records for new partitions: the first live replica leads, epoch 0, and
-        the ISR is every live replica, in replica order (Kafka's rule, R11: all of them
+        the ISR is every live replica, in replica order (Kafka's rule: all of them
         have the same, empty, log)."""
         live = set(image.live_brokers())
         records = []

@@ -3,10 +3,11 @@
 is the contract this module fulfils).
 
 **The topic.** ``coordinator_node(group_id)`` is FindCoordinator's answer: the leader of
-``__consumer_offsets`` partition ``partition_for(group_id)`` (G1). The first group request
-that finds no such topic creates it through the controller as auto-created topics are
-(``coordinator_common.topic.CoordinatorTopic.offsets``, which says how);
-COORDINATOR_NOT_AVAILABLE until it exists and the group's partition has a leader.
+``__consumer_offsets`` partition ``partition_for(group_id)`` (Kafka's
+GroupMetadataManager.partitionFor). The first group request that finds no such topic creates it
+through the controller as auto-created topics are
+(``coordinator_common.topic.CoordinatorTopic.offsets``, which says how); COORDINATOR_NOT_AVAILABLE
+until it exists and the group's partition has a leader.
 
 **Leadership and the store** are ``coordinator_common.log.CoordinatorLog``'s (its module doc):
 a ``__consumer_offsets`` partition this broker comes to lead is read up to its LEO and

@@ -2,16 +2,17 @@
 across a restart, in a real 3-broker cluster (brokers SIGSTOPped, SIGKILLed and started
 again), checked through the public API, the metadata page and the replicas' files.
 
-- S4, divergence: offsets 0-99 are on every replica; with the followers stopped, the
+- Divergence: offsets 0-99 are on every replica; with the followers stopped, the
   leader takes 50 acks=1 records and is killed; a follower leads in the next epoch and
-  takes 50 records; the old leader, started again, truncates its 50 (R9) and ends with
+  takes 50 records; the old leader, started again, truncates its 50 (KIP-279) and ends with
   the new leader's batches byte for byte, its leader-epoch-checkpoint ``[(0, 0), (1,
-  100)]`` (R7); no consumer ever read one of its dropped records (they were above the HW).
-- S5, unclean election: a replica that fell out of the ISR while its leader took records;
+  100)]`` (LeaderEpochFileCache); no consumer ever read one of its dropped records (they were above
+  the HW).
+- Unclean election: a replica that fell out of the ISR while its leader took records;
   the leader killed: with unclean.leader.election.enable off the partition stays offline
   and, once its leader returns, has lost nothing; with it on the out-of-sync replica leads
-  (R11) and the old leader, started again, truncates to it.
-- The high watermark survives a restart (replication-offset-checkpoint, R13): a leader
+  and the old leader, started again, truncates to it.
+- The high watermark survives a restart (replication-offset-checkpoint): a leader
   whose followers are stopped (HW frozen below min.insync.replicas while its log grows),
   killed and started again, serves consumers exactly up to its old HW — not its log end,
   not nothing.

@@ -218,7 +218,7 @@ def test_clients_of_a_dead_last_broker_keep_their_timeouts(e2e):
 
 
 def test_a_new_partition_has_every_live_replica_in_its_isr_and_fails_over_to_one(e2e):
-    """R11: a new partition's ISR is all its live replicas; when its leader dies, the
+    """A new partition's ISR is all its live replicas; when its leader dies, the
     follower in the ISR leads in the next epoch, and the dead broker leaves the ISR."""
     from cluster import KafkaAdminClient, NewTopic
     cluster = e2e.cluster(brokers=2)

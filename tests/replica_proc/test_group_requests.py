@@ -1,6 +1,7 @@
 """The group coordinator in the broker, through the request handler in one process: real
 ``__consumer_offsets`` logs, encoded request frames, a fake connection, fake clocks, and a
-fake controller that records the topic creation asked of it (G1, G3-G5, G7)."""
+fake controller that records the topic creation asked of it (FindCoordinator, JoinGroup, SyncGroup,
+Heartbeat, OffsetCommit)."""
 from __future__ import annotations
 
 import uuid
@@ -187,7 +188,7 @@ def stored_records(env):
     return decoded
 
 
-# -- FindCoordinator and the topic (G1) -------------------------------------------------------
+# -- FindCoordinator and the topic ------------------------------------------------------------
 
 def test_the_first_find_coordinator_creates_the_offsets_topic(env):
     env.publish("t", [(0, (0,))])
@@ -242,7 +243,7 @@ def test_api_versions_advertises_the_group_apis(env):
         assert served[key] == protocol.SUPPORTED_VERSIONS[key]
 
 
-# -- membership (G3-G5) ------------------------------------------------------------------------
+# -- membership --------------------------------------------------------------------------------
 
 def test_join_sync_heartbeat_and_leave(env):
     env.publish_offsets()
@@ -336,7 +337,7 @@ def test_a_parked_join_of_a_client_that_went_away_is_dropped(env):
     assert channel.conn.responses == [] and channel.parked is None
 
 
-# -- replication of the group's records (G4, G7) -----------------------------------------------
+# -- replication of the group's records --------------------------------------------------------
 
 def test_sync_and_commit_wait_for_the_isr_then_answer(env):
     env.publish("t", [(0, (0,))])
@@ -409,7 +410,7 @@ def test_a_new_leader_loads_the_groups_and_offsets_from_its_log(env):
         ErrorCode.none
 
 
-# -- offsets (G7) and administration -----------------------------------------------------------
+# -- offsets and administration ----------------------------------------------------------------
 
 @pytest.mark.parametrize("version", [2, 5, 7])
 def test_offset_commit_and_fetch_across_versions(env, version):

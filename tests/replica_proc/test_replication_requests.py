@@ -1,6 +1,6 @@
 """The leader side of replication through the request handler, in one process: Fetch
 requests from followers (``replica_id`` >= 0), acks=all Produce requests that wait for
-them (R6), and the wake-ups of parked fetches. Real logs, encoded request frames and a
+them (DelayedProduce), and the wake-ups of parked fetches. Real logs, encoded request frames and a
 fake connection; a fake clock and a fake AlterPartition channel."""
 from __future__ import annotations
 

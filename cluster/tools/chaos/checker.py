@@ -22,8 +22,8 @@ appended whose acknowledgement the producer never got is sent again and appended
 as ``Verdict.duplicates`` and the count ``duplicates``; records lost to an unclean election
 and offsets read with two values whose first read came before an unclean election of
 their partition (``Verdict.unclean_losses``: the new leader's log replaced them, which
-Kafka allows, R11); unavailability windows: per partition, the spans with no
-leader on the metadata page, and the spans from a failed or unknown send until the next
+Kafka allows with unclean.leader.election.enable); unavailability windows: per partition, the spans
+with no leader on the metadata page, and the spans from a failed or unknown send until the next
 acknowledged one on that partition; overlapping spans are merged, each with its length and
 sources. Owner: whoever calls it; it keeps no state.
 """
