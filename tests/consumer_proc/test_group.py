@@ -27,6 +27,7 @@ from consumer_proc.assignors.member import Member
 from consumer_proc.consumer import KafkaConsumer
 from consumer_proc.coordinator import without_moves
 from tests.support.bounds import IN_PROCESS_BOUND
+from tests.support.waits import wait_for
 
 TOPIC = "events"
 PARTITIONS = 6
@@ -81,13 +82,6 @@ def group(fake_cluster):
     yield cluster, make
     for consumer in made:
         consumer.close()
-
-
-def wait_for(predicate, what):
-    deadline = time.monotonic() + IN_PROCESS_BOUND
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def poll_until(consumer, predicate, what):

@@ -42,6 +42,7 @@ from tests.e2e.replicas import (
     wait_for_isr,
 )
 from tests.support.bounds import BOUND
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.multiprocess
 
@@ -75,13 +76,6 @@ def send(p, topic, values):
     return [f.get(BOUND).offset for f in futures]
 
 
-def wait_until(condition, what):
-    deadline = time.monotonic() + BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {BOUND} s: {what}"
-        time.sleep(0.05)
-
-
 def values(prefix, count):
     return [b"%s-%d" % (prefix, i) for i in range(count)]
 
@@ -110,7 +104,7 @@ def test_a_diverged_leader_returns_with_the_new_leaders_batches(e2e):
         cluster.start_broker(old)
         wait_for_isr(cluster, "s4", {old, *followers})
         new = log_bytes(cluster, state.leader, "s4")
-        wait_until(lambda: log_bytes(cluster, old, "s4") == new,
+        wait_for(lambda: log_bytes(cluster, old, "s4") == new,
                    "the old leader holds the new leader's batches")
         assert {(first >= 100, epoch) for first, _, epoch, _ in batches(new)} == \
             {(False, 0), (True, 1)}  # stamped by the new leader in its epoch
@@ -152,7 +146,7 @@ def test_unclean_election_off_keeps_the_partition_offline_on_elects_an_out_of_sy
             assert [v for _, v in read_from_start(consumer, "clean", 30)] == \
                 values(b"both", 10) + values(b"leader only", 20)
         new = log_bytes(cluster, lagging, "unclean")
-        wait_until(lambda: log_bytes(cluster, leader, "unclean") == new,
+        wait_for(lambda: log_bytes(cluster, leader, "unclean") == new,
                    "the old leader truncated to the unclean leader's batches")
         with consumer_of(cluster, "unclean") as consumer:
             assert [v for _, v in read_from_start(consumer, "unclean", 15)] == \
@@ -174,7 +168,7 @@ def test_the_high_watermark_survives_a_restart_and_bounds_what_consumers_read(e2
         with paused(cluster, *followers):
             assert send(p_one, "hw", values(b"above", 20)) == list(range(100, 120))
             wait_for_isr(cluster, "hw", {leader})  # the HW froze at 100
-            wait_until(lambda: ("hw", "0", "100") in (checkpoint_entries(checkpoint) or ()),
+            wait_for(lambda: ("hw", "0", "100") in (checkpoint_entries(checkpoint) or ()),
                        "the leader checkpoints HW 100")
             cluster.kill_broker(leader)
             cluster.start_broker(leader)
