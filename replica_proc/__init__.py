@@ -15,6 +15,12 @@ supervisor (``cluster.supervisor``).
   CreateTopics, AlterPartition, AllocateProducerIds); alter_partition_manager: a leader's
   ISR changes sent to it, alter_partition_handler: the controller's answer;
 - replica_fetcher: the follower fetching from its leaders, one channel per leader;
+  truncation: where a follower truncates before fetching from a new leader;
+- group_coordinator/ and transaction_coordinator/: the two coordinators, each a state
+  machine without I/O, its runtime in the broker and its request handlers (the
+  transaction coordinator's marker sender goes through inter-broker channels);
+  coordinator_common/: what both stand on (their internal topic, its partitioning, its
+  log, the record field encodings).
 
 Single-threaded: the request loop owns every log and replica. It builds on ``segments``,
 ``shm_ring`` and ``cluster``'s lower rooms (protocol, config, metadata, errors), never on
