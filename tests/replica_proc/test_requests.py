@@ -75,7 +75,9 @@ def end_offset(client, topic, partition=0):
 
 def test_a_serving_broker_has_frozen_its_start_up_objects(env):
     """ringlog.gc.freeze (default true): gc.freeze() before serving, counted in the log."""
-    [line] = [line for line in env.broker.log().splitlines() if " serving: " in line]
+    # broker.json says serving a moment before the line is logged: wait for the line
+    line = wait_for(lambda: next((line for line in env.broker.log().splitlines()
+                                  if " serving: " in line), None), "the broker's serving line")
     frozen = int(line.rsplit(", ", 1)[1].split()[0])
     assert frozen > 10_000  # every module, class and function imported, at least
 
