@@ -62,7 +62,8 @@ unsubscribe send no LeaveGroup (the member keeps its partitions across a restart
 the session timeout).
 
 Threads: the consumer's thread calls everything but ``HeartbeatThread``; the two share
-``_Membership`` (guarded by its lock). Listener callbacks run in the consumer's thread.
+``member``, a ``_Member`` (guarded by its lock). Listener callbacks run in the consumer's
+thread.
 """
 from __future__ import annotations
 
@@ -134,8 +135,10 @@ def _build_request(api_key, name, **fields):
     return build(getattr(module, name), **fields), module
 
 
-class _Membership:
-    """What the consumer's thread and the heartbeat thread share (guarded by ``lock``)."""
+class _Member:
+    """This consumer as a member of its group — its coordinator, member id, generation and
+    join state — which the consumer's thread and the heartbeat thread share (guarded by
+    ``lock``); ``ConsumerCoordinator.member``."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -184,8 +187,8 @@ class ConsumerCoordinator:
         self._api_timeout = config["default_api_timeout_ms"] / 1000
         self._exclude_internal = config["exclude_internal_topics"]
         self.listener = None
-        self.m = _Membership()
-        self.m.last_poll = clock()
+        self.member = _Member()
+        self.member.last_poll = clock()
         self.metrics = CoordinatorMetrics(config["metrics_num_samples"],
                                           config["metrics_sample_window_ms"] / 1000, clock)
         join_timeout = max(config["request_timeout_ms"],
@@ -221,26 +224,26 @@ class ConsumerCoordinator:
     # -- state ---------------------------------------------------------------------------------
 
     def _raise_fatal(self):
-        if self.m.fatal is not None:
-            raise self.m.fatal
+        if self.member.fatal is not None:
+            raise self.member.fatal
 
     def coordinator_dead(self, why):
-        with self.m.lock:
-            if self.m.coordinator is not None:
+        with self.member.lock:
+            if self.member.coordinator is not None:
                 log.info("group %s: coordinator %d marked unknown: %s", self.group_id,
-                         self.m.coordinator, why)
-            self.m.coordinator = None
+                         self.member.coordinator, why)
+            self.member.coordinator = None
 
     def request_rejoin(self):
-        with self.m.lock:
-            self.m.rejoin_needed = True
+        with self.member.lock:
+            self.member.rejoin_needed = True
 
     def cooperative(self):
         """True when this member rebalances cooperatively (module doc)."""
         if all(_protocol(a) == COOPERATIVE for a in self._assignors):
             return True
         first = self._assignors[0]
-        return _protocol(first) == COOPERATIVE and self.m.protocol == first.name
+        return _protocol(first) == COOPERATIVE and self.member.protocol == first.name
 
     def _await(self, future, deadline):
         """Wait until ``future`` (of the group client) is done or ``deadline`` passes,
@@ -252,7 +255,7 @@ class ConsumerCoordinator:
             if remaining > 0:
                 self._group.poll(min(remaining, WAIT_SLICE))
             self._client.poll(0)
-            self.m.last_poll = self._clock()  # still inside the user's poll
+            self.member.last_poll = self._clock()  # still inside the user's poll
         return future.is_done
 
     # -- the coordinator -----------------------------------------------------------------------
@@ -260,7 +263,7 @@ class ConsumerCoordinator:
     def ensure_coordinator(self, deadline):
         """Find the coordinator; False if it is still unknown at ``deadline`` (the
         FindCoordinator out then stays out for the next call)."""
-        while self.m.coordinator is None:
+        while self.member.coordinator is None:
             self._raise_fatal()
             if self._find is None:
                 node = self._group.least_loaded_node()
@@ -296,9 +299,9 @@ class ConsumerCoordinator:
                 raise error(f"FindCoordinator for group {self.group_id!r}")
             log.debug("FindCoordinator for group %s: %s", self.group_id, error.message)
             return False
-        with self.m.lock:
-            self.m.coordinator = int(future.value.node_id)
-        log.info("group %s: coordinator is broker %d", self.group_id, self.m.coordinator)
+        with self.member.lock:
+            self.member.coordinator = int(future.value.node_id)
+        log.info("group %s: coordinator is broker %d", self.group_id, self.member.coordinator)
         self.heartbeat.wake()
         return True
 
@@ -316,7 +319,7 @@ class ConsumerCoordinator:
         return set(subscription.subscription or ())
 
     def _need_rejoin(self):
-        if self.m.rejoin_needed or self.m.state != STABLE:
+        if self.member.rejoin_needed or self.member.state != STABLE:
             return True
         cluster = self._client.cluster
         if self._subscription.subscription_type == AUTO_PATTERN and (
@@ -375,9 +378,9 @@ class ConsumerCoordinator:
 
     def _on_join_prepare(self):
         owned = self._subscription.assigned_partitions()
-        if self.m.lost:
-            with self.m.lock:
-                self.m.lost = False
+        if self.member.lost:
+            with self.member.lock:
+                self.member.lost = False
             if owned:
                 log.info("group %s: partitions %s lost", self.group_id, sorted(owned))
                 self._subscription.assign_from_group([])
@@ -388,7 +391,7 @@ class ConsumerCoordinator:
             if gone:
                 self._revoke(gone, owned - gone)
             return
-        if self.m.state == STABLE or owned:
+        if self.member.state == STABLE or owned:
             self._revoke(owned, set())
 
     def _revoke(self, revoked, kept):
@@ -403,10 +406,10 @@ class ConsumerCoordinator:
         topics = self._subscribed_topics()
         self._client.cluster.add_topics(topics)
         owned = sorted(self._subscription.assigned_partitions())
-        with self.m.lock:
-            member_id, generation = self.m.member_id, self.m.generation
-            self.m.rejoin_needed = False
-            self.m.state = JOINING
+        with self.member.lock:
+            member_id, generation = self.member.member_id, self.member.generation
+            self.member.rejoin_needed = False
+            self.member.state = JOINING
         last_generation, last_assigned = self._last_assignment
         metadata = {a.name: encode_subscription(
             topics, owned=owned, generation=generation,
@@ -424,7 +427,7 @@ class ConsumerCoordinator:
         log.debug("group %s: JoinGroup as %r (generation %d), subscribing to %s",
                   self.group_id, member_id, generation, sorted(topics))
         self._in_flight = ("join", self.metrics.timed(
-            self._group.send(self.m.coordinator, request), self.metrics.join_time))
+            self._group.send(self.member.coordinator, request), self.metrics.join_time))
 
     def _failed(self, future, what):
         """A JoinGroup / SyncGroup that failed to get an answer."""
@@ -432,26 +435,26 @@ class ConsumerCoordinator:
         if isinstance(future.exception, KafkaError) and not future.exception.retriable:
             raise future.exception
         self.coordinator_dead(str(future.exception))
-        with self.m.lock:
-            self.m.state = UNJOINED
-            self.m.rejoin_needed = True
+        with self.member.lock:
+            self.member.state = UNJOINED
+            self.member.rejoin_needed = True
 
     def _group_error(self, code, what):
         """The common handling of a JoinGroup / SyncGroup error code."""
         error = for_code(code)
         log.info("group %s: %s answered %s", self.group_id, what, error.message)
-        with self.m.lock:
+        with self.member.lock:
             if code == UnknownMemberIdError.errno:
-                self.m.reset(member_id_too=True)
+                self.member.reset(member_id_too=True)
             elif code == IllegalGenerationError.errno:
-                self.m.reset(member_id_too=False)
+                self.member.reset(member_id_too=False)
             elif code == FencedInstanceIdError.errno:
-                self.m.fatal = error(f"group {self.group_id!r}: group_instance_id "
+                self.member.fatal = error(f"group {self.group_id!r}: group_instance_id "
                                      f"{self._instance_id!r} was taken by another consumer")
-                self.m.state = UNJOINED
+                self.member.state = UNJOINED
             else:
-                self.m.state = UNJOINED
-                self.m.rejoin_needed = True
+                self.member.state = UNJOINED
+                self.member.rejoin_needed = True
         if code in _COORDINATOR_ERRORS:
             self.coordinator_dead(error.message)
         elif code in _RETRY_ERRORS:
@@ -467,17 +470,17 @@ class ConsumerCoordinator:
         response = future.value
         code = int(response.error_code)
         if code == MemberIdRequiredError.errno:
-            with self.m.lock:
-                self.m.member_id = response.member_id
-                self.m.state = UNJOINED
+            with self.member.lock:
+                self.member.member_id = response.member_id
+                self.member.state = UNJOINED
             return None
         if code:
             return self._group_error(code, "JoinGroup")
-        with self.m.lock:
-            self.m.member_id = response.member_id
-            self.m.generation = int(response.generation_id)
-            self.m.protocol = response.protocol_name
-            self.m.state = SYNCING
+        with self.member.lock:
+            self.member.member_id = response.member_id
+            self.member.generation = int(response.generation_id)
+            self.member.protocol = response.protocol_name
+            self.member.state = SYNCING
         self.heartbeat.wake()
         self._leader_snapshot = None
         log.info("group %s: joined generation %d as %s (leader %s, protocol %s)",
@@ -495,7 +498,7 @@ class ConsumerCoordinator:
                 module.SyncGroupRequestAssignment(member_id=m, assignment=a)
                 for m, a in assignments.items()))
         self._in_flight = ("sync", self.metrics.timed(
-            self._group.send(self.m.coordinator, request), self.metrics.sync_time))
+            self._group.send(self.member.coordinator, request), self.metrics.sync_time))
         return None
 
     def _perform_assignment(self, protocol_name, joined):
@@ -529,7 +532,7 @@ class ConsumerCoordinator:
             assignment = without_moves(assignment, members, counts)
         self._leader_snapshot = (topics, counts)
         log.info("group %s: %s assignment of generation %d: %s", self.group_id, assignor.name,
-                 self.m.generation, assignment)
+                 self.member.generation, assignment)
         return {member_id: encode_assignment(parts)
                 for member_id, parts in assignment.items()}
 
@@ -546,17 +549,17 @@ class ConsumerCoordinator:
             log.warning("group %s: assigned partitions of topics not subscribed to, ignored: "
                         "%s", self.group_id, sorted(unsubscribed))
             assigned -= unsubscribed
-        with self.m.lock:
-            if self.m.state != SYNCING:
+        with self.member.lock:
+            if self.member.state != SYNCING:
                 return None  # reset by the heartbeat thread meanwhile: rejoin
-            self.m.state = STABLE
-            self.m.joined = (self.m.generation, self.m.member_id)
-            self._last_assignment = (self.m.generation,
+            self.member.state = STABLE
+            self.member.joined = (self.member.generation, self.member.member_id)
+            self._last_assignment = (self.member.generation,
                                      tuple(sorted((tp.topic, tp.partition) for tp in assigned)))
         owned = self._subscription.assigned_partitions()
         revoked = owned - assigned
         added = assigned - owned
-        log.info("group %s: generation %d assignment %s", self.group_id, self.m.generation,
+        log.info("group %s: generation %d assignment %s", self.group_id, self.member.generation,
                  sorted(assigned))
         if revoked:
             self._revoke(revoked, owned - revoked)
@@ -582,7 +585,7 @@ class ConsumerCoordinator:
         """The consumer's poll: note the poll (max_poll_interval_ms), join or rejoin if
         needed, fetch committed offsets of new partitions, auto-commit when due."""
         self._raise_fatal()
-        self.m.last_poll = self._clock()
+        self.member.last_poll = self._clock()
         subscription = self._subscription
         if subscription.partitions_auto_assigned() and not self.ensure_active_group(deadline):
             return
@@ -599,8 +602,8 @@ class ConsumerCoordinator:
         NO_GENERATION and "" before the first), as Java's ``groupMetadata()``: kept when
         the member leaves or loses its generation, so a zombie's producer sends its stale
         generation and member id and the coordinator fences it (KIP-447)."""
-        with self.m.lock:
-            return self.m.joined
+        with self.member.lock:
+            return self.member.joined
 
     def all_consumed(self):
         """``{tp: OffsetAndMetadata}`` of every assigned partition with a position."""
@@ -612,15 +615,15 @@ class ConsumerCoordinator:
         """(generation, member id) a commit carries; CommitFailedError during a rebalance."""
         if not self._subscription.partitions_auto_assigned():
             return NO_GENERATION, ""
-        with self.m.lock:
-            if self.m.state != STABLE or self.m.generation == NO_GENERATION:
-                if self.m.state in (JOINING, SYNCING):
+        with self.member.lock:
+            if self.member.state != STABLE or self.member.generation == NO_GENERATION:
+                if self.member.state in (JOINING, SYNCING):
                     raise CommitFailedError(
                         f"group {self.group_id!r} is rebalancing: commit cannot complete "
                         f"(the partitions may move); poll() to finish the rebalance")
                 raise CommitFailedError(f"group {self.group_id!r}: this consumer is not in "
                                         f"a generation of the group (it left or was removed)")
-            return self.m.generation, self.m.member_id
+            return self.member.generation, self.member.member_id
 
     def _send_commit(self, offsets, generation, member_id):
         module = _module(ApiKey.OFFSET_COMMIT)
@@ -637,7 +640,7 @@ class ConsumerCoordinator:
                         generation_id_or_member_epoch=generation, generation_id=generation,
                         member_id=member_id, group_instance_id=self._instance_id,
                         retention_time=-1, topics=topics)
-        return self.metrics.timed(self._group.send(self.m.coordinator, request),
+        return self.metrics.timed(self._group.send(self.member.coordinator, request),
                                   self.metrics.commit_latency)
 
     def _commit_error(self, response):
@@ -655,17 +658,17 @@ class ConsumerCoordinator:
                     self.coordinator_dead(error.message)
                     return error(where)
                 if code == FencedInstanceIdError.errno:
-                    with self.m.lock:
-                        self.m.fatal = error(where)
-                    return self.m.fatal
+                    with self.member.lock:
+                        self.member.fatal = error(where)
+                    return self.member.fatal
                 if code in _COMMIT_FAILED:
-                    with self.m.lock:
+                    with self.member.lock:
                         if code == UnknownMemberIdError.errno:
-                            self.m.reset(member_id_too=True)
+                            self.member.reset(member_id_too=True)
                         elif code == IllegalGenerationError.errno:
-                            self.m.reset(member_id_too=False)
+                            self.member.reset(member_id_too=False)
                         else:
-                            self.m.rejoin_needed = True
+                            self.member.rejoin_needed = True
                     return CommitFailedError(
                         f"{where}: {error.message}; the group has rebalanced, the partitions "
                         f"may belong to another member (poll() to rejoin)")
@@ -715,7 +718,7 @@ class ConsumerCoordinator:
             result.add_errback(lambda exc: callback(offsets, exc))
         try:
             self._raise_fatal()
-            if self.m.coordinator is None:
+            if self.member.coordinator is None:
                 raise CoordinatorNotAvailableError(f"group {self.group_id!r}: coordinator "
                                                    f"unknown")
             generation, member_id = self._commit_generation()
@@ -743,9 +746,9 @@ class ConsumerCoordinator:
     def _auto_commit_async(self):
         offsets = self.all_consumed()
         if not offsets or (self._subscription.partitions_auto_assigned()
-                           and self.m.state != STABLE):
+                           and self.member.state != STABLE):
             return
-        if self.m.coordinator is None and not self.ensure_coordinator(self._clock()):
+        if self.member.coordinator is None and not self.ensure_coordinator(self._clock()):
             return
         self.commit_async(offsets, callback=self._auto_commit_done)
 
@@ -774,7 +777,7 @@ class ConsumerCoordinator:
                 module.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(
                     sorted(tp.partition for tp in partitions if tp.topic == t)))
                 for t in topics))
-        return self._group.send(self.m.coordinator, request)
+        return self._group.send(self.member.coordinator, request)
 
     def _parse_offset_fetch(self, response):
         """``{tp: OffsetAndMetadata or None}``; raises a group-level error."""
@@ -837,7 +840,7 @@ class ConsumerCoordinator:
             waiting = [tp for tp, s in assignment.items() if s.awaiting_committed]
             if not waiting or self._clock() < self._next_committed_fetch:
                 return
-            if self.m.coordinator is None and not self.ensure_coordinator(deadline):
+            if self.member.coordinator is None and not self.ensure_coordinator(deadline):
                 return
             self._committed_fetch = (self._send_offset_fetch(waiting), waiting)
         future, partitions = self._committed_fetch
@@ -870,11 +873,11 @@ class ConsumerCoordinator:
     # -- leaving -------------------------------------------------------------------------------
 
     def _leave_group(self, client, reason):
-        """LeaveGroup (dynamic members only), best effort; resets the membership."""
-        with self.m.lock:
-            member_id, coordinator = self.m.member_id, self.m.coordinator
-            self.m.reset(member_id_too=True)
-            self.m.lost = False
+        """LeaveGroup (dynamic members only), best effort; resets the member."""
+        with self.member.lock:
+            member_id, coordinator = self.member.member_id, self.member.coordinator
+            self.member.reset(member_id_too=True)
+            self.member.lost = False
         if self._instance_id is not None or not member_id or coordinator is None:
             return
         log.info("group %s: member %s leaves the group: %s", self.group_id, member_id, reason)
@@ -893,7 +896,7 @@ class ConsumerCoordinator:
         owned = self._subscription.assigned_partitions()
         if self._subscription.partitions_auto_assigned() and owned:
             self._invoke("on_partitions_revoked", owned)
-        if self.m.state != UNJOINED or self.m.member_id:
+        if self.member.state != UNJOINED or self.member.member_id:
             self._leave_group(self._group, "unsubscribe")
         self._in_flight = None
         self._committed_fetch = None
@@ -906,18 +909,18 @@ class ConsumerCoordinator:
             return
         self._closed = True
         try:
-            if autocommit and self._auto_commit and self.m.fatal is None and (
+            if autocommit and self._auto_commit and self.member.fatal is None and (
                     not self._subscription.partitions_auto_assigned()
-                    or self.m.state == STABLE):
+                    or self.member.state == STABLE):
                 self._commit_quietly(self.all_consumed(), timeout)
             if self._subscription.partitions_auto_assigned():
                 owned = self._subscription.assigned_partitions()
-                if owned and self.m.state == STABLE:
+                if owned and self.member.state == STABLE:
                     self._invoke("on_partitions_revoked", owned)
         finally:
             stopped = self.heartbeat.stop()
             try:
-                if self._subscription.partitions_auto_assigned() and self.m.member_id:
+                if self._subscription.partitions_auto_assigned() and self.member.member_id:
                     # On the heartbeat thread's connection once it is stopped: the group
                     # client's may hold a JoinGroup the coordinator parked.
                     self._leave_group(self.heartbeat.client if stopped else self._group,
@@ -950,7 +953,7 @@ class HeartbeatThread:
 
     def __init__(self, coordinator, config, clock):
         self._coordinator = coordinator
-        self._m = coordinator.m
+        self._member = coordinator.member
         self._config = config
         self._clock = clock
         self._interval = config["heartbeat_interval_ms"] / 1000
@@ -988,11 +991,11 @@ class HeartbeatThread:
         next_heartbeat = 0.0
         try:
             while not self._stop.is_set():
-                m = self._m
-                with m.lock:
-                    coordinator, generation = m.coordinator, m.generation
-                    member_id, active = m.member_id, m.state in (SYNCING, STABLE)
-                    last_poll = m.last_poll
+                member = self._member
+                with member.lock:
+                    coordinator, generation = member.coordinator, member.generation
+                    member_id, active = member.member_id, member.state in (SYNCING, STABLE)
+                    last_poll = member.last_poll
                 now = self._clock()
                 if not active or generation == NO_GENERATION:
                     self._sleep(self._interval)
@@ -1016,8 +1019,8 @@ class HeartbeatThread:
                     "leaving the group; the next poll rejoins", self._config["group_id"],
                     idle, self._config["max_poll_interval_ms"])
         self._coordinator._leave_group(self.client, "poll timeout expired")
-        with self._m.lock:
-            self._m.lost = True
+        with self._member.lock:
+            self._member.lost = True
 
     def _heartbeat(self, coordinator, generation, member_id):
         """One Heartbeat; seconds until the next one."""
@@ -1040,26 +1043,26 @@ class HeartbeatThread:
         if not code:
             return self._interval
         error = for_code(code)
-        m = self._m
-        with m.lock:
-            if m.generation != generation or m.member_id != member_id:
+        member = self._member
+        with member.lock:
+            if member.generation != generation or member.member_id != member_id:
                 return 0.0  # answered for a generation gone meanwhile
             log.info("group %s: heartbeat answered %s", self._config["group_id"],
                      error.message)
             if code == RebalanceInProgressError.errno:
-                m.rejoin_needed = True
+                member.rejoin_needed = True
                 return self._interval
             if code == UnknownMemberIdError.errno:
-                m.reset(member_id_too=True)
+                member.reset(member_id_too=True)
             elif code == IllegalGenerationError.errno:
-                m.reset(member_id_too=False)
+                member.reset(member_id_too=False)
             elif code == FencedInstanceIdError.errno:
-                m.fatal = error(f"group {self._config['group_id']!r}: group_instance_id "
+                member.fatal = error(f"group {self._config['group_id']!r}: group_instance_id "
                                 f"{self._config['group_instance_id']!r} was taken by "
                                 f"another consumer")
-                m.state = UNJOINED
+                member.state = UNJOINED
             elif code in _COORDINATOR_ERRORS:
-                m.coordinator = None
+                member.coordinator = None
             return self._retry_backoff
 
 

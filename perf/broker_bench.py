@@ -74,7 +74,7 @@ class BenchClient:
         self.fetch = protocol.request_module(ApiKey.FETCH, 11)
 
     def send(self, request):
-        self.correlation_id += 1
+        self.correlation_id = protocol.next_correlation_id(self.correlation_id)
         frame = protocol.encode_request(request, self.correlation_id, "bench")
         if not self.conn.send(frame, timeout=TIMEOUT):
             raise TimeoutError("request ring full for too long")

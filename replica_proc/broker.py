@@ -165,19 +165,18 @@ class Broker:
                 controller = self._make_controller(cluster_id, source)
                 stack.callback(controller.close)
                 controller.poll(self._clock())
-            handler = RequestHandler(self.broker_id, self.config, replicas,
-                                     BrokerMetadata(source, cluster_id, namespace), controller,
-                                     forwarder, self._clock)
-            handler.refresh_metadata()
             listener = Listener(namespace, self.broker_id,
                                 instance=dd.instance_of(self.data_dir),
                                 policy=self.config.wait_policy(self._clock),
                                 liveness_interval=self._liveness_interval)
             stack.callback(listener.close)
             # the coordinator's markers: answers from other brokers ring this doorbell
-            handler.transactions.sender.connector = functools.partial(connect,
-                                                                      waker=listener)
+            handler = RequestHandler(self.broker_id, self.config, replicas,
+                                     BrokerMetadata(source, cluster_id, namespace), controller,
+                                     forwarder, self._clock,
+                                     connector=functools.partial(connect, waker=listener))
             stack.callback(handler.transactions.close)  # before the listener
+            handler.refresh_metadata()
             fetchers = ReplicaFetcherManager(namespace, self.broker_id, replicas,
                                              self.config, listener, self._clock,
                                              epoch_truncation=EpochTruncation())

@@ -2,8 +2,8 @@
 DelayedProduce).
 
 An acks=all (-1) Produce whose appends succeeded is answered once the high watermark (HW)
-of every partition it appended to has passed its last appended offset (R6). If the HW of
-one of them is still below it after the appends, the request is parked here — its channel
+of every partition it appended to has passed its last appended offset (Kafka's DelayedProduce). If
+the HW of one of them is still below it after the appends, the request is parked here — its channel
 muted, so responses keep leaving in request order — and answered when, for each of those
 partitions, one of these happens (Kafka's checkEnoughReplicasReachOffset):
 

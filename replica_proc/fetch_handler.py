@@ -29,7 +29,7 @@ its partition answers MESSAGE_TOO_LARGE (the client's ring is smaller than
 A Fetch from a follower (``replica_id`` = a broker id) is refused per partition with
 NOT_LEADER_OR_FOLLOWER unless that broker is one of the partition's replicas (Kafka's
 followerReplicaOrThrow); after the read, its ``fetch_offset`` is recorded as the
-follower's position (``Partition.update_follower``: R1, ISR expansion, the high
+follower's position (``Partition.update_follower``: the caught-up time, ISR expansion, the high
 watermark), and its answer carries the high watermark as it is after that.
 
 Long poll: with no error, fewer than ``min_bytes`` found and ``max_wait`` > 0, the fetch is

@@ -13,8 +13,8 @@ leader change to detect a truncated log (KIP-320). Per partition, in Kafka's ord
   asks: a follower (v3 ``replica_id`` >= 0), a consumer (-1) or a v2 client (no
   ``replica_id``), as Kafka answers with fetchOnlyFromLeader always true;
 - otherwise ``(leader_epoch, end_offset)`` from the log's leader-epoch cache
-  (KAFKA-BEHAVIOURS R8): the latest epoch ends at the log end offset, an older one where
-  the next epoch starts (for an epoch the cache lacks: the largest epoch below it), an
+  (Kafka's LeaderEpochFileCache.endOffsetFor): the latest epoch ends at the log end offset, an older
+  one where the next epoch starts (for an epoch the cache lacks: the largest epoch below it), an
   epoch below every entry at the first entry's start, and an undefined or too-new epoch
   (or an empty cache) gives (-1, -1).
 

@@ -6,7 +6,7 @@ for ListOffsets. Its state comes from the controller's ``PartitionState`` (``upd
 leader or follower, leader epoch, replicas, ISR.
 
 High watermark (HW): a field of its own, not the log end offset (LEO). On the leader
-(Kafka's Partition.maybeIncrementLeaderHW, R2) it is the smallest LEO of this broker and of
+(Kafka's Partition.maybeIncrementLeaderHW) it is the smallest LEO of this broker and of
 every follower that is in the maximal ISR (the ISR plus an expansion in flight) or is
 caught up and alive (``ReplicaState.is_caught_up``), it never decreases, and it stays
 where it is while the ISR is smaller than min(min.insync.replicas, replication factor)
@@ -20,10 +20,11 @@ the produce handler reports an append's itself. Consumers read below the HW; fol
 
 Followers, on the leader: one ``ReplicaState`` per other replica (``followers``), reset
 when this broker starts a new leader epoch (Kafka's makeLeader), updated by each of the
-follower's Fetches. ISR changes (R3-R5) are proposed through ``alter_partition``, an object
-with ``submit(topic, index, leader_epoch, partition_epoch, new_isr, callback)`` that sends
-the controller an AlterPartition and later calls ``callback(error_code, new_state)``
-(``new_state`` a PartitionState, or None on an error) — on the broker's loop thread, as
+follower's Fetches. ISR changes (Kafka's maybeShrinkIsr / maybeExpandIsr, AlterPartition of KIP-497)
+are proposed through ``alter_partition``, an object with ``submit(topic, index, leader_epoch,
+partition_epoch, new_isr, callback)`` that sends the controller an AlterPartition and later calls
+``callback(error_code, new_state)`` (``new_state`` a PartitionState, or None on an error) — on the
+broker's loop thread, as
 everything here:
 
 - expansion (``update_follower``): a follower outside the ISR whose LEO is >= the HW and
@@ -37,8 +38,7 @@ One change at a time (Kafka's pending ISR state): while a proposal is in flight
 (``maximal_isr``); a shrink counts only once committed. The answer, or a new
 PartitionState from the metadata, settles it: an error drops the proposal (the next fetch
 or check proposes again); a state of another leader epoch, or an older partition epoch,
-is not applied. The partition epoch is read with
-``getattr(state, "partition_epoch", 0)`` until PartitionState carries it.
+is not applied.
 
 The partition directory carries ``partition.metadata`` (Kafka's PartitionMetadataFile:
 exactly the two lines ``version: 0`` and ``topic_id: <id>``) so that a topic deleted and
@@ -197,7 +197,7 @@ class Partition:
         ignored."""
         if live_brokers is not None:
             self.live_brokers = frozenset(live_brokers)
-        partition_epoch = getattr(state, "partition_epoch", 0)
+        partition_epoch = state.partition_epoch
         replicas = tuple(state.replicas)
         isr = tuple(state.isr)
         changed = (state.leader != self.leader_id or state.leader_epoch != self.leader_epoch
@@ -226,7 +226,8 @@ class Partition:
             now = self.clock()
             leo = self.log.log_end_offset
             self.leader_epoch_start_offset = leo
-            # Leader epochs (R7): a new leader records where its epoch starts, its LEO.
+            # Leader epochs (Kafka's LeaderEpochFileCache): a new leader records where its epoch
+            # starts, its LEO.
             if self.leader_epoch > self.log.leader_epoch_cache.latest_epoch \
                     and self.log.offline is None:
                 self.log.leader_epoch_cache.assign(self.leader_epoch, leo)
@@ -260,7 +261,7 @@ class Partition:
     # -- high watermark -------------------------------------------------------------------
 
     def _increment_high_watermark(self):
-        """Move the HW per R2 (see the module doc); True if it moved."""
+        """Move the HW as Kafka's maybeIncrementLeaderHW (see the module doc); True if it moved."""
         if len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
             return False
         leo = self.log.log_end_offset
@@ -319,7 +320,8 @@ class Partition:
 
     def update_follower(self, replica_id, fetch_offset, leader_leo):
         """Record follower ``replica_id``'s Fetch at ``fetch_offset``, served when this log
-        ended at ``leader_leo`` (R1); propose it for the ISR if it qualifies (R4); move
+        ended at ``leader_leo`` (Kafka's updateFollowerFetchState); propose it for the ISR if it
+        qualifies (maybeExpandIsr); move
         the HW if its LEO moved."""
         replica = self.followers[replica_id]
         before = replica.log_end_offset
@@ -340,8 +342,8 @@ class Partition:
             self._propose(self.isr + (broker,))
 
     def maybe_shrink_isr(self):
-        """Propose the ISR without the followers that fell out of sync (R3); True if a
-        change was proposed."""
+        """Propose the ISR without the followers that fell out of sync (Kafka's maybeShrinkIsr);
+        True if a change was proposed."""
         if not self.is_leader or self.pending_isr is not None or self.alter_partition is None:
             return False
         leo = self.log.log_end_offset
@@ -383,10 +385,10 @@ class Partition:
             return
         if (state is None or not self.is_leader or epoch != self.leader_epoch
                 or state.leader_epoch != self.leader_epoch
-                or getattr(state, "partition_epoch", 0) < self.partition_epoch):
+                or state.partition_epoch < self.partition_epoch):
             return
         self.isr = tuple(state.isr)
-        self.partition_epoch = getattr(state, "partition_epoch", 0)
+        self.partition_epoch = state.partition_epoch
         old = self.high_watermark
         if self._increment_high_watermark():
             self._report(old)
@@ -494,8 +496,8 @@ class Partition:
         return appended
 
     def update_follower_high_watermark(self, leader_high_watermark):
-        """R2: the follower's high watermark = min(the leader's, its own log end offset),
-        never moving back (Kafka's maybeUpdateHighWatermark); return it."""
+        """The follower's high watermark = min(the leader's, its own log end offset), never
+        moving back (Kafka's maybeUpdateHighWatermark); return it."""
         log = self.log
         new = max(min(leader_high_watermark, log.log_end_offset), log.log_start_offset)
         if new > self.high_watermark:
@@ -525,8 +527,8 @@ class Partition:
         return self.truncate_to(self.high_watermark)
 
     def truncate_fully_and_start_at(self, offset):
-        """Restart the log empty at ``offset`` (R10: behind the leader's log start); return
-        the bytes dropped."""
+        """Restart the log empty at ``offset`` (Kafka's fetchOffsetAndTruncate: behind the leader's
+        log start); return the bytes dropped."""
         dropped = self.log.truncate_fully_and_start_at(offset)
         self.high_watermark = offset
         return dropped

@@ -9,9 +9,9 @@ partition must exist (UNKNOWN_TOPIC_OR_PARTITION) and be led by this broker
 size against max.message.bytes (MESSAGE_TOO_LARGE) — before anything is written, so a bad
 batch appends nothing, stamps offsets and the leader epoch and appends. The batches are
 never decoded. acks=-1 (all) with fewer ISR members than min.insync.replicas fails with
-NOT_ENOUGH_REPLICAS before appending (R6); otherwise the answer waits until the high
-watermark of every partition appended to has passed its batches: at once when it already
-has (the ISR is the leader alone: replication factor 1 costs nothing more), else in the
+NOT_ENOUGH_REPLICAS before appending (Kafka's Partition.appendRecordsToLeader); otherwise the answer
+waits until the high watermark of every partition appended to has passed its batches: at once when
+it already has (the ISR is the leader alone: replication factor 1 costs nothing more), else in the
 produce purgatory (``delayed_produce``; the channel muted meanwhile) until followers
 fetch, leadership is lost or the request's ``timeout_ms`` runs out. A full or failing
 disk answers KAFKA_STORAGE_ERROR (retriable, with a metadata refresh) for that partition

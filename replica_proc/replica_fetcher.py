@@ -5,18 +5,18 @@ log, so ``ReplicaFetcherManager.poll(now)`` runs once per turn of the loop and n
 
 Who fetches what. The manager follows the ReplicaManager's image: every open partition
 whose leader is another broker the image counts alive is fetched by the ``ReplicaFetcher``
-of that leader — one per leader broker, one outbound connection each
-(``shm_ring.connect(waker=listener)``: a response rings this broker's own doorbell, so the
-loop wakes as soon as it arrives, with no polling floor), many partitions per Fetch
-request. A partition this broker now leads, no longer hosts, whose leader is gone, or whose
-log went offline is removed from its fetcher; a fetcher left without partitions closes its
-connection (unlinking its rings).
+of that leader — one per leader broker, one ``InterBrokerChannel`` each (an outbound
+connection made with ``shm_ring.connect(waker=listener)``: a response rings this broker's
+own doorbell, so the loop wakes as soon as it arrives, with no polling floor), many
+partitions per Fetch request. A partition this broker now leads, no longer hosts, whose
+leader is gone, or whose log went offline is removed from its fetcher; a fetcher left
+without partitions closes its connection (unlinking its rings).
 
 Per partition, Kafka's fetch states: a partition added (or whose leader or leader epoch
 changed) starts **Truncating**: before fetching from a new leader the follower drops what
 the leader may not have. Two ways:
 
-- the epoch-based rule (KIP-101/KIP-279, R9), when the manager was given an
+- the epoch-based rule (KIP-101/KIP-279), when the manager was given an
   ``EpochTruncation`` (``truncation``: the decision over the partition's leader-epoch
   cache; the broker always gives one): the epoch it
   names (the latest this replica has) goes to the leader in one OffsetsForLeaderEpoch v3
@@ -39,9 +39,10 @@ The answer, per partition (Kafka's AbstractFetcherThread.processFetchRequest):
 
 - records: ``Partition.append_as_follower`` (validated, the leader's offsets and epochs
   kept; the log's flush policy applied), then the follower's high watermark =
-  min(the leader's, its own log end offset) (R2), never moving back, then its log start
+  min(the leader's, its own log end offset), never moving back, then its log start
   offset up to the leader's (not past its high watermark);
-- OFFSET_OUT_OF_RANGE (R10): behind the leader's log start, the log restarts empty there;
+- OFFSET_OUT_OF_RANGE (Kafka's fetchOffsetAndTruncate): behind the leader's log start, the
+  log restarts empty there;
   otherwise the follower is ahead of the leader's log end, and truncates to the leader's
   high watermark (the answer does not carry the leader's log end offset; its high
   watermark is at most that, and what is dropped in between is fetched again);
@@ -67,18 +68,15 @@ from __future__ import annotations
 
 import datetime
 import enum
+import functools
 import logging
 
-from cluster.errors import (
-    FencedLeaderEpochError,
-    KafkaProtocolError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-)
+from cluster.errors import FencedLeaderEpochError, KafkaStorageError, OffsetOutOfRangeError
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
+from replica_proc.inter_broker_channel import InterBrokerChannel
 from segments.errors import StorageError
-from shm_ring import PeerClosedError, PeerDiedError, connect
+from shm_ring import connect
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +132,9 @@ class ReplicaFetcher:
     """The fetches of broker ``broker_id`` from leader broker ``leader_id`` (module doc).
 
     ``connector(cluster_id, broker_id, timeout=..., capacity=..., policy=..., waker=...)``
-    opens the outbound connection (``shm_ring.connect``); ``settings`` is the manager's
-    ``FetchSettings``; ``epoch_truncation`` the manager's (see ``ReplicaFetcherManager``).
+    opens the outbound connection of its ``channel`` (``shm_ring.connect``); ``settings``
+    is the manager's ``FetchSettings``; ``epoch_truncation`` the manager's (see
+    ``ReplicaFetcherManager``).
     """
 
     def __init__(self, cluster_id, broker_id, leader_id, settings, connector, waker,
@@ -144,16 +143,18 @@ class ReplicaFetcher:
         self.broker_id = broker_id
         self.leader_id = leader_id
         self._settings = settings
-        self._connect = connector
-        self._waker = waker
+        self.channel = InterBrokerChannel(
+            cluster_id, broker_id, peer="leader",
+            connector=functools.partial(connector, policy=settings.policy, waker=waker),
+            client_id=f"broker-{broker_id}-replica-fetcher-{leader_id}",
+            capacity=settings.ring_bytes, connect_timeout=0,
+            unreachable_level=logging.INFO)
         self.partitions = {}  # (topic, index) -> PartitionFetch
-        self._conn = None
-        self._not_before = 0.0  # no connect before this (after a refused one)
-        self._correlation_id = 0
+        self._not_before = 0.0  # no connect before this (after a refused or lost one)
+        self._now = 0.0  # the time of the turn (poll or restart) under way
         self._epoch_truncation = epoch_truncation
-        # (api key, correlation id, {key: (PartitionFetch, fetch offset or asked epoch)})
+        # {key: (PartitionFetch, fetch offset or asked epoch)} of the request in flight
         self._in_flight = None
-        self._client_id = f"broker-{broker_id}-replica-fetcher-{leader_id}"
         self._module = protocol.request_module(ApiKey.FETCH, FETCH_VERSION)
 
     def __repr__(self):
@@ -162,7 +163,7 @@ class ReplicaFetcher:
 
     @property
     def connected(self):
-        return self._conn is not None
+        return self.channel.connected
 
     # -- membership ---------------------------------------------------------------------------
 
@@ -179,12 +180,8 @@ class ReplicaFetcher:
 
     def poll(self, now):
         """Handle an answer that arrived, truncate what must be, send the next request."""
-        if self._conn is not None:
-            try:
-                self._conn.check()
-                self._receive(now)
-            except (PeerDiedError, PeerClosedError, KafkaProtocolError) as exc:
-                self._drop(now, exc)
+        self._now = now
+        self.channel.poll()  # the answer, or a lost connection, goes to _answered
         for fetch in list(self.partitions.values()):
             if fetch.state is FetchState.TRUNCATING:
                 self._truncate(fetch, now)
@@ -204,9 +201,7 @@ class ReplicaFetcher:
     def close(self):
         """Close the connection (unlinking its rings); safe to call twice."""
         self._in_flight = None
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        self.channel.close()
 
     # -- truncation ---------------------------------------------------------------------------
 
@@ -263,7 +258,7 @@ class ReplicaFetcher:
             topics=tuple(module.FetchTopic(topic=name, partitions=tuple(parts))
                          for name, parts in topics.items()),
             forgotten_topics_data=(), rack_id="")
-        self._request(ApiKey.FETCH, request, sent, now)
+        self._request(request, sent, now)
 
     def _send_offsets_for_leader_epoch(self, asking, now):
         module = protocol.request_module(OFFSETS_FOR_LEADER_EPOCH, EPOCH_VERSION)
@@ -276,75 +271,41 @@ class ReplicaFetcher:
             replica_id=self.broker_id,
             topics=tuple(module.OffsetForLeaderTopic(topic=name, partitions=tuple(parts))
                          for name, parts in topics.items()))
-        self._request(OFFSETS_FOR_LEADER_EPOCH, request,
+        self._request(request,
                       {key: (fetch, fetch.ask_epoch) for key, fetch in asking.items()}, now)
 
-    def _request(self, api_key, request, sent, now):
-        """Send ``request`` (connecting first if need be) and remember it as in flight."""
-        conn = self._connection(now)
-        if conn is None:
-            return
-        self._correlation_id += 1
-        frame = protocol.encode_request(request, self._correlation_id, self._client_id)
-        try:
-            if not conn.send(frame, timeout=0):
-                return  # the request ring is full: the next turn tries again
-        except (PeerDiedError, PeerClosedError) as exc:
-            self._drop(now, exc)
-            return
-        self._in_flight = (api_key, self._correlation_id, sent)
-
-    def _connection(self, now):
-        if self._conn is None:
-            settings = self._settings
-            try:
-                self._conn = self._connect(self.cluster_id, self.leader_id, timeout=0,
-                                           capacity=settings.ring_bytes,
-                                           policy=settings.policy, waker=self._waker)
-            except (ConnectionError, TimeoutError) as exc:
-                self._not_before = now + settings.backoff
-                log.info("broker %d cannot reach leader %d yet: %s", self.broker_id,
-                         self.leader_id, exc)
-                return None
-            log.info("broker %d fetching from leader %d over %s", self.broker_id,
-                     self.leader_id, self._conn.name)
-        return self._conn
+    def _request(self, request, sent, now):
+        """Send ``request`` (the channel connecting first if need be) and remember it as in
+        flight; a leader that cannot be reached, or whose connection is lost, is tried
+        again after the back-off; a full request ring on the next turn."""
+        if self.channel.send(self.leader_id, request,
+                             functools.partial(self._answered, request.__api_key__, sent)):
+            self._in_flight = sent
+        elif not self.channel.connected:
+            self._not_before = now + self._settings.backoff
 
     def restart(self, now, reason):
         """After an unexpected failure: drop the connection, and truncate every partition
         again before fetching (after the back-off)."""
-        self._drop(now, reason)
+        self._now = now
+        self.channel.drop(reason)
+        self._in_flight = None
+        self._not_before = now + self._settings.backoff
         for fetch in self.partitions.values():
             if fetch.state is FetchState.FETCHING:
                 fetch.state = FetchState.TRUNCATING
             fetch.ask_epoch = None
 
-    def _drop(self, now, reason):
-        log.info("broker %d dropping its connection to leader %d: %s", self.broker_id,
-                 self.leader_id, reason)
-        self.close()
-        self._not_before = now + self._settings.backoff
-
     # -- receiving ----------------------------------------------------------------------------
 
-    def _receive(self, now):
-        if self._in_flight is None:
-            return
-        conn = self._conn
-        frame = conn.recv(timeout=0)
-        if frame is None:
-            return
-        api_key, expected, sent = self._in_flight
-        version = FETCH_VERSION if api_key == ApiKey.FETCH else EPOCH_VERSION
-        try:
-            correlation_id, response = protocol.decode_response(frame, api_key, version)
-        finally:
-            del frame
-            conn.release()
-        if correlation_id != expected:
-            raise KafkaProtocolError(f"leader {self.leader_id} answered correlation id "
-                                     f"{correlation_id}, expected {expected}")
+    def _answered(self, api_key, sent, response):
+        """The channel's ``on_answer`` of the request in flight: None when the connection
+        was lost (the partitions stay as they are; the next request after the back-off)."""
+        now = self._now
         self._in_flight = None
+        if response is None:
+            self._not_before = now + self._settings.backoff
+            return
         if api_key != ApiKey.FETCH:
             self._receive_epoch_end_offsets(response, sent, now)
             return
@@ -419,7 +380,7 @@ class ReplicaFetcher:
             self._storage_failed(fetch, exc, now)
 
     def _out_of_range(self, fetch, data):
-        """R10 (module doc)."""
+        """OFFSET_OUT_OF_RANGE (module doc)."""
         partition = fetch.partition
         end = partition.log.log_end_offset
         if end < data.log_start_offset:
@@ -473,7 +434,7 @@ class ReplicaFetcherManager:
     watermark), an object with ``epoch_to_ask(partition)`` (the epoch to send in
     OffsetsForLeaderEpoch, the latest of the partition's leader-epoch cache; None when it
     has none: the high watermark rule applies) and ``decide(partition, leader_epoch,
-    end_offset)`` -> ``(offset to truncate to, epoch to ask about next or None)`` (R9).
+    end_offset)`` -> ``(offset to truncate to, epoch to ask about next or None)`` (KIP-279).
     """
 
     def __init__(self, cluster_id, broker_id, replicas, config, waker, clock,

@@ -418,7 +418,8 @@ class ReplicaManager:
     # -- ISR ------------------------------------------------------------------------------
 
     def maybe_shrink_isr(self):
-        """Run the ISR-shrink check (R3) of every partition this broker leads."""
+        """Run the ISR-shrink check (Kafka's maybeShrinkIsr) of every partition this broker
+        leads."""
         for partition in self.partitions():
             if partition.is_leader and partition.followers:
                 partition.maybe_shrink_isr()

@@ -8,14 +8,15 @@ the follower's Fetch requests (``replica_id`` = the follower's broker id):
   until it fetched from this leader;
 - ``last_fetch_time`` and ``last_fetch_leader_leo``: when that Fetch was served and the
   leader's LEO at the time;
-- ``last_caught_up_time`` (R1): the fetch time if ``fetch_offset`` >= the leader's LEO now,
+- ``last_caught_up_time`` (Kafka's Replica.lastCaughtUpTimeMs): the fetch time if
+  ``fetch_offset`` >= the leader's LEO now,
   else the previous fetch's time if ``fetch_offset`` >= the leader's LEO at the previous
   fetch (the follower had everything the leader had then), else unchanged. It never
   moves back.
 
 A follower is *caught up* (``is_caught_up``) when its LEO equals the leader's, or it was
-caught up less than ``replica.lag.time.max.ms`` ago: the ISR-shrink test (R3) and, for
-followers outside the ISR, whether the high watermark waits for them (R2).
+caught up less than ``replica.lag.time.max.ms`` ago: the ISR-shrink test (maybeShrinkIsr) and, for
+followers outside the ISR, whether the high watermark waits for them (maybeIncrementLeaderHW).
 
 ``reset`` is Kafka's resetReplicaState, called when this broker starts a new leader epoch:
 a new leader forgets everything but whether the follower is in the ISR (its caught-up time
@@ -54,7 +55,7 @@ class ReplicaState:
 
     def on_fetch(self, fetch_offset, leader_leo, now):
         """Record a Fetch at ``fetch_offset`` served at ``now`` when the leader's LEO was
-        ``leader_leo`` (R1)."""
+        ``leader_leo`` (Kafka's Replica.updateFetchState)."""
         if fetch_offset >= leader_leo:
             self.last_caught_up_time = max(self.last_caught_up_time, now)
         elif fetch_offset >= self.last_fetch_leader_leo >= 0:

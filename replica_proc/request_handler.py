@@ -61,7 +61,7 @@ does the transaction coordinator (``transactions``, a
 ``transaction_coordinator.runtime.TransactionRuntime``: FindCoordinator of a transactional id,
 InitProducerId with one, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn; ListTransactions
 and DescribeTransactions read it; its markers go
-out through its ``sender``, whose ``connector`` the broker sets once its Listener exists).
+out through its ``sender``, made with the ``connector`` the broker passes in).
 
 ``refresh_metadata()`` (every loop iteration, and after this broker's controller changed
 something) applies a new image to the ReplicaManager and answers parked fetches and
@@ -120,9 +120,13 @@ log = logging.getLogger(__name__)
 class RequestHandler:
     """Every API this broker serves, over ``replicas`` (ReplicaManager), ``metadata``
     (BrokerMetadata), ``controller`` (this broker's Controller, or None) and ``forwarder``
-    (ControllerChannel). ``clock``: the loop's monotonic seconds."""
+    (ControllerChannel). ``clock``: the loop's monotonic seconds; ``connector``: how the
+    transaction coordinator's marker sender connects to other brokers (the broker's
+    ``shm_ring.connect`` with its Listener as waker; None: markers for other brokers'
+    partitions fail, as with no leader to reach: tests)."""
 
-    def __init__(self, broker_id, config, replicas, metadata, controller, forwarder, clock):
+    def __init__(self, broker_id, config, replicas, metadata, controller, forwarder, clock,
+                 connector=None):
         self.replicas = replicas
         self.metadata = metadata
         self.requests = RequestStats()  # per API, for the stats page (broker_stats)
@@ -150,7 +154,7 @@ class RequestHandler:
         self.transactions = TransactionRuntime(
             broker_id, metadata.namespace, config, replicas, metadata,
             self.admin.create_topic, self.producer_ids, self.txn_markers, clock,
-            self.fetch.on_append, self.on_high_watermark)
+            self.fetch.on_append, self.on_high_watermark, connector)
         transactions = TransactionHandler(self.transactions, metadata)
         self._handlers = {
             ApiKey.PRODUCE: self.produce,

@@ -3,7 +3,7 @@
 Without Fetch v12's diverging-epoch field a follower finds where its log departs from the
 leader's with OffsetsForLeaderEpoch (KIP-101, KIP-279): it asks for the end offset of its
 own latest epoch and compares the answer with its own leader-epoch cache. The rules
-(KAFKA-BEHAVIOURS R9, as Kafka's AbstractFetcherThread.getOffsetTruncationState):
+(KIP-101/KIP-279, as Kafka's AbstractFetcherThread.getOffsetTruncationState):
 
 - the leader answers (-1, -1) (it knows no such epoch, or has no cache): truncate to the
   high watermark;
@@ -16,8 +16,8 @@ own latest epoch and compares the answer with its own leader-epoch cache. The ru
 
 Every truncation offset is also capped by the follower's log end offset (LEO).
 
-A Fetch answered OFFSET_OUT_OF_RANGE (R10, Kafka's fetchOffsetAndTruncate): when the
-leader's LEO is below the follower's, truncate to it; when the follower's LEO is below the
+A Fetch answered OFFSET_OUT_OF_RANGE (Kafka's AbstractFetcherThread.fetchOffsetAndTruncate): when
+the leader's LEO is below the follower's, truncate to it; when the follower's LEO is below the
 leader's log start offset, restart the log empty at that start
 (``truncate_fully_and_start_at``); otherwise fetch on from the follower's LEO.
 

@@ -10,7 +10,8 @@
 - leader_epoch: the leader-epoch cache; producer_state, producer_snapshot_descriptor: the
   broker's half of idempotence and transactions, and its snapshot files;
 - cleaner, cleaned_txns: log compaction; checkpoint: the checkpoint files;
-- errors: the roots of ringlog's error tree and the storage errors;
+- errors: the roots of ringlog's error tree and the storage errors; clock: the wall clock
+  in milliseconds, the default of the log, the coordinators and the controller;
 - dump: ``ringlog dump-log``.
 
 Imports nothing of ours outside ``segments``. A partition's ``Log`` (``log.PartitionLog``)

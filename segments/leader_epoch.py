@@ -5,8 +5,9 @@ Kafka's LeaderEpochFileCache. An entry ``(epoch, start_offset)`` says that the l
 strictly increasing. A leader records ``(its epoch, its log end offset)`` when it first
 appends in a new epoch; a follower records ``(partitionLeaderEpoch, baseOffset)`` of each
 replicated batch whose epoch is newer than the latest entry. OffsetsForLeaderEpoch
-answers from it (``end_offset_for``, KAFKA-BEHAVIOURS R8) and a follower compares its own
-with the leader's answer to find where the two logs diverge (``replica_proc.truncation``).
+answers from it (``end_offset_for``, Kafka's LeaderEpochFileCache.endOffsetFor) and a follower
+compares its own with the leader's answer to find where the two logs diverge
+(``replica_proc.truncation``).
 
 Persistence: ``<partition dir>/leader-epoch-checkpoint``, Kafka's layout version 0 (a
 version line, a count line, one ``epoch start_offset`` line per entry) plus ringlog's CRC
@@ -201,7 +202,8 @@ class LeaderEpochFileCache:
     # -- queries ------------------------------------------------------------------------
 
     def end_offset_for(self, requested_epoch, log_end_offset):
-        """OffsetsForLeaderEpoch (KAFKA-BEHAVIOURS R8): ``(epoch, end_offset)``.
+        """OffsetsForLeaderEpoch (KIP-101, Kafka's LeaderEpochFileCache.endOffsetFor):
+        ``(epoch, end_offset)``.
 
         - ``requested_epoch`` is the latest epoch: ``(it, log_end_offset)``;
         - an older epoch: ``(the largest epoch <= it, the start offset of the first epoch

@@ -119,11 +119,11 @@ import logging
 import os
 import shutil
 import threading
-import time
 from collections import namedtuple
 
 from segments import index_descriptor as xd
 from segments.checkpoint import OffsetCheckpoint, fsync_directory
+from segments.clock import wall_clock_ms
 from segments.disk_full import DiskFullWatch
 from segments.errors import (
     CorruptSegmentError,
@@ -260,10 +260,6 @@ class LogSlice:
                 f"first_offset={self.first_offset})")
 
 
-def _system_clock_ms():
-    return int(time.time() * 1000)
-
-
 class PartitionLog:
     """The segments of one partition directory (see the module doc for the rules).
 
@@ -276,7 +272,7 @@ class PartitionLog:
         self.name = os.path.basename(os.path.normpath(self.path))
         self._disk = DiskFullWatch(self.name, self.path)  # logs a full disk and its end
         self.config = config if config is not None else LogConfig()
-        self.clock = clock or _system_clock_ms
+        self.clock = clock or wall_clock_ms
         self.segments = []  # sorted by base offset; the last one is active
         self._bases = []
         self._closed = False
@@ -465,7 +461,7 @@ class PartitionLog:
                 segment.seal()
         if not self.active_segment.offset_index.mutable:
             self.active_segment.make_active()
-        elif self.active_segment._next_offset is None:
+        elif not self.active_segment.tail_state_loaded:
             self.active_segment.load_tail_state()
 
     def _load_txn_indexes(self, result):

@@ -36,6 +36,8 @@ import struct
 
 from crc32c import crc32c
 
+from segments.errors import StorageError
+
 VERSION = 1
 
 VERSION_OFFSET = 0
@@ -54,9 +56,11 @@ assert HEADER.size == ENTRIES_OFFSET and ENTRY.size == 46
 SUFFIX = ".snapshot"
 
 
-class CorruptSnapshotError(ValueError):
+class CorruptSnapshotError(StorageError):
     """A snapshot file that fails its strict parse or its CRC (Kafka:
-    CorruptSnapshotException); the message says what was expected and what was found."""
+    CorruptSnapshotException); the message says what was expected and what was found. A
+    storage error, as ``CorruptIndexError``: the producer state is rebuilt from an older
+    snapshot or the log."""
 
 
 def encode(entries):

@@ -332,6 +332,12 @@ class Segment:
         return self._next_offset
 
     @property
+    def tail_state_loaded(self):
+        """Whether the next offset, largest timestamp and indexing state are known: a
+        segment opened without them learns them on first use (``load_tail_state``)."""
+        return self._next_offset is not None
+
+    @property
     def largest_timestamp(self):
         """The largest batch timestamp in the segment (-1 when it has none)."""
         if self.offset_index.mutable:

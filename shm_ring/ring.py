@@ -14,6 +14,20 @@ _DATA_HEADER = rd.header_word(rd.FRAME_HEADER_LENGTH, rd.DATA_TYPE)
 _TAIL_WORD = rd.TAIL_POSITION_OFFSET // rd.WORD_LENGTH
 _HEAD_WORD = rd.HEAD_POSITION_OFFSET // rd.WORD_LENGTH
 
+# The hot paths (try_write, commit, read, release) spell the layout's small numbers as
+# literals, because CPython folds a literal into the bytecode and looks a name up on every
+# use (a module global, or rd.X, per record). Each literal is tied here to ring_descriptor,
+# so a change of the layout fails at import instead of writing frames the other end
+# misreads:
+assert rd.FRAME_HEADER_LENGTH == 8  # "+ 8": a frame's payload starts after its header
+assert rd.FRAME_ALIGNMENT == 8  # "& -8", "+ 7": rd.align(n) == (n + 7) & -8
+assert rd.FRAME_HEADER_LENGTH + rd.FRAME_ALIGNMENT - 1 == 15  # "(length + 15) & -8" is
+#   rd.align(rd.FRAME_HEADER_LENGTH + length): the header plus the payload, aligned
+assert rd.WORD_LENGTH == 1 << 3  # ">> 3": a byte index to an index into the data's words
+assert rd.DATA_TYPE == 1  # "frame_type != 1": only data frames take try_write's fast path
+assert rd.FRAME_TYPE_OFFSET == 4 and rd.header_word(0, 1) == 1 << 32  # ">> 32": the type
+#   is the header word's high half (its length the low half, _LOW_HALF)
+
 WRITER_END = rd.WRITER_END_OFFSET
 """Selects the writer end in the end accessors."""
 

@@ -4,7 +4,10 @@ brokers served by threads of the test process for the clients' tests (``fake_clu
 the producer, the client, the admin client, the consumer and the Spark source's readers).
 
 Folder-specific fixtures are in each folder's conftest.py; helpers that are not fixtures
-(bounds, the fake clock, fakes, process context) are in tests/support."""
+are in tests/support: the one ``wait_for`` (waits) and its bounds, the fake clock, the
+two environments of broker tests (``broker.BrokerEnv``: a broker process;
+``handlers.HandlerEnv``: a request handler in the test process), fakes, the property
+tests' example counts, the process context."""
 from __future__ import annotations
 
 import os

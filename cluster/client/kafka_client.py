@@ -97,8 +97,6 @@ MULTI_WAIT_SLICE = 0.001
 #: long a hung broker (stopped, swapped out) delays batches bound for the other brokers.
 PARKED_WAIT_SLICE = 0.01
 
-_MAX_CORRELATION_ID = 2**31 - 1
-
 
 def ring_capacity_for(frame_length):
     """The smallest ring capacity (a power of two, at least shm_ring's default) whose largest
@@ -431,7 +429,7 @@ class KafkaClient:
     # -- requests -------------------------------------------------------------------------------
 
     def _next_correlation_id(self):
-        self._correlation_id = (self._correlation_id + 1) & _MAX_CORRELATION_ID
+        self._correlation_id = protocol.next_correlation_id(self._correlation_id)
         return self._correlation_id
 
     def send(self, node_id, request, expect_response=True):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import operator
 
 from cluster.client.future import Future
 from cluster.errors import KafkaTimeoutError, RetriableError
@@ -140,38 +141,42 @@ class FailedSend:
 
 
 class _BatchView(tuple):
-    """Shared behaviour of the per-record and per-batch futures: ``self[0]`` is the batch
-    (or a FailedSend); subclasses define ``_metadata(result)``."""
+    """Shared behaviour of the per-record and per-batch futures: a tuple (built by
+    ``send()`` with one C call, no ``__init__``) whose first field is ``batch``, the
+    ProducerBatch (or a FailedSend); subclasses name their other fields and define
+    ``_metadata(result)``."""
 
     __slots__ = ()
 
+    batch = property(operator.itemgetter(0), doc="The ProducerBatch, or a FailedSend.")
+
     @property
     def is_done(self):
-        return self[0].done.is_done
+        return self.batch.done.is_done
 
     @property
     def exception(self):
-        return self[0].done.exception
+        return self.batch.done.exception
 
     @property
     def value(self):
-        done = self[0].done
+        done = self.batch.done
         return self._metadata(done.value) if done.is_done and done.exception is None else None
 
     def succeeded(self):
-        return self[0].done.succeeded()
+        return self.batch.done.succeeded()
 
     def failed(self):
-        return self[0].done.failed()
+        return self.batch.done.failed()
 
     def retriable(self):
-        done = self[0].done
+        done = self.batch.done
         return done.is_done and isinstance(done.exception, RetriableError)
 
     def get(self, timeout=None):
         """The metadata once the broker acknowledged; waits up to ``timeout`` seconds (None:
         no limit). Raises the batch's error, or KafkaTimeoutError if not done in time."""
-        done = self[0].done
+        done = self.batch.done
         if not done.is_done and not done.wait(timeout):
             raise KafkaTimeoutError(
                 f"no acknowledgement for {self._describe()} after waiting {timeout} s")
@@ -183,12 +188,12 @@ class _BatchView(tuple):
         """Call ``f(*args, metadata, **kwargs)`` once acknowledged; returns self."""
         if args or kwargs:
             f = functools.partial(f, *args, **kwargs)
-        self[0].done.add_callback(lambda result: f(self._metadata(result)))
+        self.batch.done.add_callback(lambda result: f(self._metadata(result)))
         return self
 
     def add_errback(self, f, *args, **kwargs):
         """Call ``f(*args, exception, **kwargs)`` if the send fails; returns self."""
-        self[0].done.add_errback(f, *args, **kwargs)
+        self.batch.done.add_errback(f, *args, **kwargs)
         return self
 
     def add_both(self, f, *args, **kwargs):
@@ -207,6 +212,8 @@ class FutureRecordMetadata(_BatchView):
 
     __slots__ = ()
 
+    index = property(operator.itemgetter(1), doc="The record's place in its batch.")
+
     def _metadata(self, result):
         batch, index, timestamp, key_size, value_size, header_size = self
         base_offset, log_append_time = result
@@ -217,10 +224,11 @@ class FutureRecordMetadata(_BatchView):
             key_size, value_size, header_size)
 
     def _describe(self):
-        return f"record {self[1]} of a batch for {self[0].topic}-{self[0].partition}"
+        batch = self.batch
+        return f"record {self.index} of a batch for {batch.topic}-{batch.partition}"
 
     def __repr__(self):
-        return f"FutureRecordMetadata({self[0]!r}, index={self[1]})"
+        return f"FutureRecordMetadata({self.batch!r}, index={self.index})"
 
 
 class FutureBatchMetadata(_BatchView):
@@ -231,16 +239,16 @@ class FutureBatchMetadata(_BatchView):
 
     @property
     def record_indices(self):
-        return self[0].record_indices
+        return self.batch.record_indices
 
     def _metadata(self, result):
-        batch = self[0]
+        batch = self.batch
         base_offset, log_append_time = result
         return BatchMetadata(batch.topic, batch.partition, batch.topic_partition, base_offset,
                              batch.record_count, log_append_time)
 
     def _describe(self):
-        return f"a bulk batch for {self[0].topic}-{self[0].partition}"
+        return f"a bulk batch for {self.batch.topic}-{self.batch.partition}"
 
     def __repr__(self):
-        return f"FutureBatchMetadata({self[0]!r})"
+        return f"FutureBatchMetadata({self.batch!r})"

@@ -33,8 +33,10 @@ caller must not ``release()`` a buffer it got from the pool, and must give each 
 exactly once; ``deallocate`` raises on a buffer it did not lend.
 
 Kafka's producer reports a timed-out allocation as a ``BufferExhaustedException`` (a
-``TimeoutException``); here it is ``BufferExhaustedError``, retriable, with the errno of
-REQUEST_TIMED_OUT. This module imports nothing of ours.
+``TimeoutException``); here it is ``BufferExhaustedError``, a ``KafkaTimeoutError``
+(retriable) with the errno of REQUEST_TIMED_OUT. The pool's errors are in the one error
+tree (``cluster.errors``); its only other import of ours is the wait-time metric's
+``SampledStat``.
 """
 from __future__ import annotations
 
@@ -43,19 +45,18 @@ import time
 from collections import deque
 
 from cluster.client.sampled_stat import SampledStat
+from cluster.errors import KafkaError, KafkaTimeoutError
 
 
-class BufferPoolError(Exception):
-    """Base class of the pool's errors; Kafka error code in ``errno``, retry hint in
-    ``retriable``."""
+class BufferPoolError(KafkaError):
+    """Base class of the pool's errors (Kafka raises a plain KafkaException, without a
+    code, for a pool closed under a waiter)."""
 
-    errno = -1  # UNKNOWN_SERVER_ERROR: Kafka raises a plain KafkaException, without a code
+    errno = -1
     message = "UNKNOWN_SERVER_ERROR"
-    retriable = False
-    invalid_metadata = False
 
 
-class BufferExhaustedError(BufferPoolError):
+class BufferExhaustedError(BufferPoolError, KafkaTimeoutError):
     """No memory for a request within ``max_block_ms`` (Kafka: BufferExhaustedException).
 
     Attributes name the request and the pool at the time of the failure: ``requested``,
@@ -64,7 +65,6 @@ class BufferExhaustedError(BufferPoolError):
 
     errno = 7
     message = "REQUEST_TIMED_OUT"
-    retriable = True
 
     def __init__(self, requested, max_block_ms, total, available):
         self.requested = requested

@@ -161,10 +161,9 @@ class KafkaProducer:
                              or self._value_serializer is not None)
         self._partitioner = resolve_partitioner(config["partitioner"])
         self._sticky = isinstance(self._partitioner, DefaultPartitioner)
-        # topic -> (metadata version, the open ProducerBatch of its sticky partition, that
-        # batch's builder.append_value): where send()'s fast path appends records without a
-        # key; module doc. Only with the built-in sticky choice (a subclass may choose
-        # otherwise per record).
+        # topic -> _Lane: where send()'s fast path appends records without a key; module
+        # doc. Only with the built-in sticky choice (a subclass may choose otherwise per
+        # record).
         self._lanes = {}
         self._laned = self._sticky and all(
             getattr(type(self._partitioner), name) is getattr(DefaultPartitioner, name)
@@ -241,14 +240,14 @@ class KafkaProducer:
             # The fast path (module doc): the open batch of the topic's sticky partition,
             # from an earlier send under the same metadata, if it still takes records.
             lane = self._lanes.get(topic)
-            if lane is not None and lane[0] == self._cluster.version:
+            if lane is not None and lane.version == self._cluster.version:
                 if timestamp_ms is None:
                     timestamp_ms = time_ns() // 1_000_000
                 if timestamp_ms.__class__ is int:
-                    index = lane[2](timestamp_ms, value, self._append_lock)
+                    index = lane.append_value(timestamp_ms, value, self._append_lock)
                     if index is not None:
                         return FutureRecordMetadata(
-                            (lane[1], index, timestamp_ms, -1, len(value), -1))
+                            (lane.batch, index, timestamp_ms, -1, len(value), -1))
         return self._send(topic, value, key, headers, partition, timestamp_ms)
 
     def _send(self, topic, value, key, headers, partition, timestamp_ms):
@@ -281,8 +280,8 @@ class KafkaProducer:
                     builder = batch.builder  # None if already sent and done
                     lane = self._lanes.get(topic)
                     if self._laned and builder is not None and (
-                            lane is None or lane[1] is not batch or lane[0] != version):
-                        self._lanes[topic] = (version, batch, builder.append_value)
+                            lane is None or lane.batch is not batch or lane.version != version):
+                        self._lanes[topic] = _Lane(version, batch, builder.append_value)
                 else:
                     appended = self._append(topic, partition, timestamp_ms, key, value, headers)
             else:
@@ -575,6 +574,19 @@ class KafkaProducer:
 
     def __repr__(self):
         return f"<KafkaProducer client_id={self.client_id} cluster={self._client.cluster_id}>"
+
+
+class _Lane:
+    """A topic's lane for ``send()``'s fast path (module doc): the open ProducerBatch of
+    its sticky partition, the metadata ``version`` it was chosen under, and that batch's
+    ``builder.append_value``. Made once per batch by the general path; read per record."""
+
+    __slots__ = ("version", "batch", "append_value")
+
+    def __init__(self, version, batch, append_value):
+        self.version = version
+        self.batch = batch
+        self.append_value = append_value
 
 
 def _close_at_exit(producer):

@@ -379,6 +379,18 @@ def encode_request_into(buf, position, request, correlation_id, client_id):
     return end
 
 
+MAX_CORRELATION_ID = 2**31 - 1
+"""The largest correlation id: the request header's field is an int32."""
+
+
+def next_correlation_id(previous):
+    """The correlation id after ``previous``: one more, wrapping to 0 after
+    MAX_CORRELATION_ID (as kafka-python's ``(id + 1) % 2**31``), so a long-lived client
+    never builds a header its int32 cannot hold. Every request client's counter steps
+    through this."""
+    return (previous + 1) & MAX_CORRELATION_ID
+
+
 def encode_request(request, correlation_id, client_id):
     """The frame of ``request`` (a kio request object) as a ``bytearray``."""
     codec = _codec_of("request", request)

@@ -191,7 +191,7 @@ def _send_bulk(producer, topic, payloads, stats, throttle, per_call):
         futures = producer.send_batch(topic, values)
         view[lo:hi] = t
         for future in futures:
-            batch = future[0]
+            batch = future.batch
             stats.new_run(lo + int(batch.record_indices[0]), batch)
         stats.collect(hi)
         throttle.pace(hi)

@@ -2,7 +2,7 @@
 
 For each topic, the members subscribed to it in Kafka's member order (static members by
 instance id first, then dynamic ones by member id); with n partitions and m members, each
-gets n // m consecutive partitions and the first n % m one more (KAFKA-BEHAVIOURS G8).
+gets n // m consecutive partitions and the first n % m one more (Kafka's RangeAssignor).
 Topics are split independently, so with several topics the first members get more.
 
 Pure code: any thread.

@@ -70,7 +70,6 @@ import dataclasses
 import functools
 import logging
 import os
-import time
 from typing import NamedTuple
 
 from cluster.config import dynamic
@@ -113,6 +112,7 @@ from replica_proc.controller.placement import (
     elect_preferred,
     imbalanced_partitions,
 )
+from segments.clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +133,6 @@ class IsrChange(NamedTuple):
     new_isr: tuple
 
 
-def _wall_clock_ms():
-    return time.time_ns() // 1_000_000
-
-
 class Controller:
     """This broker's part in controller election, and the controller when it is active.
 
@@ -153,7 +149,7 @@ class Controller:
         self.broker_id = broker_id
         self.broker_config = broker_config
         self.page = page
-        self.clock = clock or _wall_clock_ms
+        self.clock = clock or wall_clock_ms
         self.poll_interval = poll_interval
         #: The controller epoch (0 until this broker first becomes active).
         self.epoch = 0
@@ -462,7 +458,7 @@ class Controller:
     @staticmethod
     def _new_partitions(image, name, replica_lists, first_partition):
         """Partition records for new partitions: the first live replica leads, epoch 0, and
-        the ISR is every live replica, in replica order (Kafka's rule, R11: all of them
+        the ISR is every live replica, in replica order (Kafka's rule: all of them
         have the same, empty, log)."""
         live = set(image.live_brokers())
         records = []

@@ -1,4 +1,4 @@
-"""Kafka's classic group coordinator as a state machine without I/O (KAFKA-BEHAVIOURS G3-G7).
+"""Kafka's classic group coordinator (its GroupCoordinator) as a state machine without I/O.
 
 It keeps the groups and committed offsets of the ``__consumer_offsets`` partitions this
 broker leads, answers JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
@@ -26,23 +26,23 @@ the others return their answer. A ``respond`` must not call back into the coordi
 (the broker queues the response). Every parked request is answered exactly once: when a
 partition is unloaded its parked JoinGroups, SyncGroups and writes get NOT_COORDINATOR.
 
-Rebalance (G4): a join or a departure moves the group to PreparingRebalance. An Empty
-group waits ``group.initial.rebalance.delay.ms`` first, extended by that much again while
-new members keep joining, up to the rebalance timeout (Kafka's InitialDelayedJoin); any
-other group completes as soon as every member has rejoined, or when the longest rebalance
-timeout of its members runs out. Then dynamic members that did not rejoin are removed,
-static ones are kept, the generation rises by one, the protocol is voted, the leader stays
+Rebalance (Kafka's GroupCoordinator.prepareRebalance): a join or a departure moves the group to
+PreparingRebalance. An Empty group waits ``group.initial.rebalance.delay.ms`` first, extended by
+that much again while new members keep joining, up to the rebalance timeout (Kafka's
+InitialDelayedJoin); any other group completes as soon as every member has rejoined, or when the
+longest rebalance timeout of its members runs out. Then dynamic members that did not rejoin are
+removed, static ones are kept, the generation rises by one, the protocol is voted, the leader stays
 if it rejoined (else the first member that did), and every parked JoinGroup is answered
 (the leader's with every member's metadata). Members that send no SyncGroup within the
 rebalance timeout are removed and the group rebalances (Kafka 3.x's pending-sync rule).
 
-Sessions (G5): a member is removed (and the group rebalances) when no heartbeat, commit,
-join or sync refreshed it for its session timeout, unless it is parked in a JoinGroup or
-SyncGroup (a new member, whose id the client does not know yet, gets 5 minutes instead).
-An id handed out with MEMBER_ID_REQUIRED is pending until its JoinGroup comes back, for at
+Sessions (Kafka's heartbeat purgatory): a member is removed (and the group rebalances) when no
+heartbeat, commit, join or sync refreshed it for its session timeout, unless it is parked in a
+JoinGroup or SyncGroup (a new member, whose id the client does not know yet, gets 5 minutes
+instead). An id handed out with MEMBER_ID_REQUIRED is pending until its JoinGroup comes back, for at
 most the session timeout.
 
-Committed offsets (G7) are visible to OffsetFetch once stored; a commit being stored is
+Committed offsets are visible to OffsetFetch once stored; a commit being stored is
 not, and with ``require_stable`` its partition answers UNSTABLE_OFFSET_COMMIT (Kafka's
 KIP-447 semantics). Offsets expire after ``offsets.retention.minutes`` (of an Empty group:
 counted from when it became Empty; of a group without group management: from the commit;
@@ -422,9 +422,10 @@ class GroupCoordinator:
     def join_group(self, now, group_id, member_id, group_instance_id, client_id, client_host,
                    session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
                    require_known_member_id, respond):
-        """JoinGroup (G3, G4, G6): ``respond(JoinResult)``, now or when the rebalance
-        completes. ``protocols`` = [(name, metadata bytes)] in preference order;
-        ``require_known_member_id`` is true from JoinGroup v4 on."""
+        """JoinGroup (Kafka's GroupCoordinator.handleJoinGroup; static members, KIP-345):
+        ``respond(JoinResult)``, now or when the rebalance completes. ``protocols`` = [(name,
+        metadata bytes)] in preference order; ``require_known_member_id`` is true from JoinGroup v4
+        on."""
         self._now = now
         error = self._group_error(group_id)
         if error is None and not self._min_session_ms <= session_timeout_ms <= \
@@ -545,7 +546,7 @@ class GroupCoordinator:
 
     def _replace_static_member(self, now, group, old_id, new_id, protocols, rebalance_ms,
                                session_ms, respond):
-        """A static member came back without its id (G6): ``new_id`` replaces ``old_id``
+        """A static member came back without its id (KIP-345): ``new_id`` replaces ``old_id``
         (fenced from now on). In Stable, when the group's protocol would stay the same, the
         new id is stored and the member gets the current generation without a rebalance
         (and the old leader id, so that it does not run an assignment nobody would use)."""
@@ -686,7 +687,7 @@ class GroupCoordinator:
                    protocol_type, protocol_name, assignments, respond):
         """SyncGroup: ``respond(SyncResult)``. The leader's ``assignments`` ({member id:
         bytes}; members it left out get none) are stored first; only then does every
-        member get its assignment and the group become Stable (G4)."""
+        member get its assignment and the group become Stable."""
         self._now = now
         error = self._group_error(group_id)
         if error == CoordinatorLoadInProgressError.errno:
@@ -751,8 +752,8 @@ class GroupCoordinator:
     # -- Heartbeat and LeaveGroup ---------------------------------------------------------
 
     def heartbeat(self, now, group_id, generation, member_id, group_instance_id):
-        """Heartbeat (G5): the error code (0 = fine; REBALANCE_IN_PROGRESS = rejoin). While
-        the group loads the answer is 0, as Kafka answers."""
+        """Heartbeat (Kafka's GroupCoordinator.handleHeartbeat): the error code (0 = fine;
+        REBALANCE_IN_PROGRESS = rejoin). While the group loads the answer is 0, as Kafka answers."""
         self._now = now
         error = self._group_error(group_id)
         if error == CoordinatorLoadInProgressError.errno:
@@ -857,11 +858,12 @@ class GroupCoordinator:
 
     def commit_offsets(self, now, group_id, generation, member_id, group_instance_id, offsets,
                        respond):
-        """OffsetCommit (G7): ``offsets`` = {(topic, partition): (offset, leader epoch,
-        metadata or None)}; ``respond({(topic, partition): error})`` once stored. Generation
-        -1 commits for a group without group management: accepted while the group is Empty
-        (or does not exist: it is created Empty); to an active group only its members commit
-        (UNKNOWN_MEMBER_ID, as Kafka 3.7+ answers; older brokers said ILLEGAL_GENERATION)."""
+        """OffsetCommit (Kafka's GroupCoordinator.handleCommitOffsets): ``offsets`` = {(topic,
+        partition): (offset, leader epoch, metadata or None)}; ``respond({(topic, partition):
+        error})`` once stored. Generation -1 commits for a group without group management: accepted
+        while the group is Empty (or does not exist: it is created Empty); to an active group only
+        its members commit (UNKNOWN_MEMBER_ID, as Kafka 3.7+ answers; older brokers said
+        ILLEGAL_GENERATION)."""
         self._now = now
 
         def answer(error):

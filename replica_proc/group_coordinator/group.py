@@ -1,6 +1,6 @@
 """One consumer group as its coordinator keeps it (Kafka's classic ``GroupMetadata``).
 
-States (KAFKA-BEHAVIOURS G4): **Empty** (no members; offsets may still be committed with
+States (Kafka's GroupState): **Empty** (no members; offsets may still be committed with
 generation -1) → **PreparingRebalance** (a join or a departure started a rebalance; members
 must rejoin) → **CompletingRebalance** (the generation is formed, the leader computes the
 assignment) → **Stable** (assignment stored and sent); **Dead** once deleted or unloaded.

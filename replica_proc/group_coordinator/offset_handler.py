@@ -3,7 +3,7 @@ offsets, decoded here and decided by the broker's ``GroupCoordinator``
 (``group_coordinator.runtime``).
 
 - OffsetCommit parks its channel (``delayed_response``) until the commit is stored with
-  acks=all (G7) or failed. A partition of a topic the metadata does not know (or beyond its
+  acks=all or failed. A partition of a topic the metadata does not know (or beyond its
   partition count) answers UNKNOWN_TOPIC_OR_PARTITION and is not committed, as Kafka
   checks before the coordinator. v2-4's ``retention_time_ms`` is ignored (Kafka turns one
   other than -1 into the offset's expire timestamp; the field is gone from v5): offsets

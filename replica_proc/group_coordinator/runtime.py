@@ -3,10 +3,11 @@
 is the contract this module fulfils).
 
 **The topic.** ``coordinator_node(group_id)`` is FindCoordinator's answer: the leader of
-``__consumer_offsets`` partition ``partition_for(group_id)`` (G1). The first group request
-that finds no such topic creates it through the controller as auto-created topics are
-(``coordinator_common.topic.CoordinatorTopic.offsets``, which says how);
-COORDINATOR_NOT_AVAILABLE until it exists and the group's partition has a leader.
+``__consumer_offsets`` partition ``partition_for(group_id)`` (Kafka's
+GroupMetadataManager.partitionFor). The first group request that finds no such topic creates it
+through the controller as auto-created topics are
+(``coordinator_common.topic.CoordinatorTopic.offsets``, which says how); COORDINATOR_NOT_AVAILABLE
+until it exists and the group's partition has a leader.
 
 **Leadership and the store** are ``coordinator_common.log.CoordinatorLog``'s (its module doc):
 a ``__consumer_offsets`` partition this broker comes to lead is read up to its LEO and
@@ -28,16 +29,11 @@ Owner: the broker's loop thread, the only caller.
 """
 from __future__ import annotations
 
-import time
-
 from cluster.metadata.model import GROUP_METADATA_TOPIC
 from replica_proc.coordinator_common.log import CoordinatorLog
 from replica_proc.coordinator_common.topic import CoordinatorTopic
 from replica_proc.group_coordinator.coordinator import GroupCoordinator
-
-
-def _system_clock_ms():
-    return int(time.time() * 1000)
+from segments.clock import wall_clock_ms
 
 
 class GroupRuntime:
@@ -54,7 +50,7 @@ class GroupRuntime:
         self._metadata = metadata
         self._topic = CoordinatorTopic.offsets(config, metadata, create_topic)
         self._clock = clock
-        clock_ms = replicas.clock or _system_clock_ms
+        clock_ms = replicas.clock or wall_clock_ms
         self.log = CoordinatorLog(
             GROUP_METADATA_TOPIC, replicas, clock, clock_ms, on_append, on_high_watermark,
             config["offsets.load.buffer.size"], config["offsets.commit.timeout.ms"],

@@ -11,10 +11,10 @@ part, when its leader answered:
   once replicated;
 - a part for another broker goes as one WriteTxnMarkers v1 request per destination broker
   per ``send``, through a connection of its own to each destination
-  (``controller_channel.ControllerChannel``, made with ``connector``: the broker gives
-  ``shm_ring.connect(waker=listener)`` so that answers ring its doorbell, once its
-  Listener exists — until then, None, such parts fail as below; one attempt, never
-  waiting for a broker that does not listen); a request that
+  (an ``inter_broker_channel.InterBrokerChannel``, made with ``connector``: the broker gives
+  ``shm_ring.connect(waker=listener)`` so that answers ring its doorbell; None, in tests
+  without one, fails such parts as below; one attempt, never waiting for a broker that
+  does not listen); a request that
   cannot be sent, or whose connection is lost before the answer, reports every partition
   NOT_LEADER_OR_FOLLOWER (the coordinator sends it again after its backoff);
 - after a failed connection attempt to a broker, no other is made before its reconnect
@@ -36,7 +36,7 @@ import time
 
 from cluster.client.reconnect_backoff import ReconnectBackoff
 from cluster.errors import NotLeaderForPartitionError
-from replica_proc.controller_channel import ControllerChannel
+from replica_proc.inter_broker_channel import InterBrokerChannel
 from replica_proc.transaction_coordinator import marker_requests
 from replica_proc.transaction_coordinator.results import route
 from replica_proc.txn_markers_handler import response
@@ -57,8 +57,8 @@ class TxnMarkerSender:
         self._broker_id = broker_id
         self._metadata = metadata
         self._local = local
-        self.connector = connector
-        self._channels = {}  # destination broker id -> ControllerChannel
+        self._connector = connector
+        self._channels = {}  # destination broker id -> InterBrokerChannel
         self.reconnect = ReconnectBackoff(RECONNECT_BACKOFF, RECONNECT_BACKOFF_MAX, clock, rng)
 
     def leader_of(self, topic, partition):
@@ -94,30 +94,30 @@ class TxnMarkerSender:
             if leader == self._broker_id:
                 self._local.write(request, lambda answers, done=answered:
                                   done(response(answers)))
-            elif (self.connector is None or not self._may_send(leader)
+            elif (self._connector is None or not self._may_send(leader)
                   or not self._channel(leader).send(leader, request, answered)):
                 answered(None)
 
     def _may_send(self, broker_id):
         """Connected to ``broker_id``, or out of its reconnect back-off."""
         channel = self._channels.get(broker_id)
-        return (channel is not None and channel.controller_id == broker_id) or \
+        return (channel is not None and channel.connected) or \
             self.reconnect.ready(broker_id)
 
     def _channel(self, broker_id):
         channel = self._channels.get(broker_id)
         if channel is None:
-            channel = self._channels[broker_id] = ControllerChannel(
+            channel = self._channels[broker_id] = InterBrokerChannel(
                 self._cluster_id, self._broker_id, connector=self._connect_now,
-                peer="partition leader")
+                peer="partition leader", connect_timeout=0)
         return channel
 
     def _connect_now(self, cluster_id, broker_id, timeout, capacity):
-        """One attempt, never waiting (timeout 0): the loop must not stall on a dead
-        leader the metadata still names; the marker is retried after the coordinator's
-        backoff, the connection after the reconnect back-off."""
+        """One attempt, never waiting (the channel's timeout is 0): the loop must not
+        stall on a dead leader the metadata still names; the marker is retried after the
+        coordinator's backoff, the connection after the reconnect back-off."""
         try:
-            conn = self.connector(cluster_id, broker_id, timeout=0, capacity=capacity)
+            conn = self._connector(cluster_id, broker_id, timeout=timeout, capacity=capacity)
         except (ConnectionError, TimeoutError) as exc:
             wait = self.reconnect.failed(broker_id)
             raise ConnectionError(f"{exc}; next attempt in {wait * 1000:.0f} ms") from exc

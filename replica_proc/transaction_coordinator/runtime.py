@@ -39,8 +39,6 @@ Owner: the broker's loop thread, the only caller.
 """
 from __future__ import annotations
 
-import time
-
 from cluster.metadata.model import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from replica_proc.coordinator_common.log import CoordinatorLog
 from replica_proc.coordinator_common.topic import CoordinatorTopic
@@ -50,14 +48,11 @@ from replica_proc.transaction_coordinator.coordinator import (
     TransactionCoordinator,
 )
 from replica_proc.transaction_coordinator.marker_sender import TxnMarkerSender
+from segments.clock import wall_clock_ms
 
 #: How long a ``__transaction_state`` write waits for its replication (Kafka's coordinator
 #: uses ``request.timeout.ms``, 30 s by default).
 REPLICATION_TIMEOUT_MS = 30_000
-
-
-def _system_clock_ms():
-    return int(time.time() * 1000)
 
 
 class TransactionRuntime:
@@ -68,22 +63,24 @@ class TransactionRuntime:
     BrokerMetadata; ``create_topic``: ``AdminHandler.create_topic``; ``producer_ids``:
     the ProducerIdManager; ``markers``: this broker's WriteTxnMarkersHandler; ``clock``:
     the loop's monotonic seconds; ``on_append`` / ``on_high_watermark``: the request
-    handler's hooks an append must call, as a Produce's does.
+    handler's hooks an append must call, as a Produce's does; ``connector``: the marker
+    sender's (``TxnMarkerSender``).
     """
 
     def __init__(self, broker_id, cluster_id, config, replicas, metadata, create_topic,
-                 producer_ids, markers, clock, on_append, on_high_watermark):
+                 producer_ids, markers, clock, on_append, on_high_watermark, connector=None):
         self._metadata = metadata
         self._topic = CoordinatorTopic.transaction_log(config, metadata, create_topic)
         self._clock = clock
-        self._clock_ms = clock_ms = replicas.clock or _system_clock_ms
+        self._clock_ms = clock_ms = replicas.clock or wall_clock_ms
         self.log = CoordinatorLog(
             TRANSACTION_STATE_TOPIC, replicas, clock, clock_ms, on_append,
             on_high_watermark, config["transaction.state.log.load.buffer.size"],
             REPLICATION_TIMEOUT_MS, self._load, self._unload)
         self.coordinator = TransactionCoordinator(
             config, producer_ids.generate_producer_id, clock_ms)
-        self.sender = TxnMarkerSender(cluster_id, broker_id, metadata, markers, clock=clock)
+        self.sender = TxnMarkerSender(cluster_id, broker_id, metadata, markers, connector,
+                                      clock=clock)
         self._waits = CompletionWaits(self.coordinator, self.run, clock,
                                       RETRY_BACKOFF_MS / 1000)
         self._led = set()  # the __transaction_state partitions loaded here

@@ -24,6 +24,7 @@ from consumer_proc.assignors.sticky_user_data_descriptor import (
     decode_user_data,
     encode_user_data,
 )
+from tests.support.properties import examples
 
 
 def members(*specs):
@@ -150,7 +151,7 @@ def check_complete(topics, group, got):
         assert all(t in member.topics for t, _ in flat(got, member_id))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(groups())
 @pytest.mark.parametrize("assignor", [RangeAssignor, RoundRobinAssignor, StickyAssignor])
 def test_every_partition_once_to_a_subscriber(assignor, group):
@@ -159,7 +160,7 @@ def test_every_partition_once_to_a_subscriber(assignor, group):
     check_complete(topics, group, assignor.assign(topics, eager(group)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(groups(equal=False))
 def test_unequal_subscriptions_every_partition_once(group):
     topics, group = group
@@ -168,7 +169,7 @@ def test_unequal_subscriptions_every_partition_once(group):
     check_complete(topics, group, StickyAssignor.assign(topics, eager(group)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(groups())
 def test_sticky_is_balanced_and_keeps_what_it_can(group):
     topics, group = group
@@ -182,7 +183,7 @@ def test_sticky_is_balanced_and_keeps_what_it_can(group):
             assert set(member.owned) <= set(flat(got, member_id))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(groups())
 def test_cooperative_never_gives_a_live_owners_partition_to_another(group):
     topics, group = group
@@ -285,7 +286,7 @@ def minimal_moves(previous, alive, partition_count):
     return excess - min(over, sum(1 for k in kept if k > low))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(1, 12), st.lists(st.tuples(st.booleans(), st.integers(0, 50)),
                                     min_size=1, max_size=8))
 def test_sticky_over_rebalances_moves_the_fewest_partitions_and_stays_balanced(count, steps):

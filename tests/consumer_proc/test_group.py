@@ -27,6 +27,7 @@ from consumer_proc.assignors.member import Member
 from consumer_proc.consumer import KafkaConsumer
 from consumer_proc.coordinator import without_moves
 from tests.support.bounds import IN_PROCESS_BOUND
+from tests.support.waits import wait_for
 
 TOPIC = "events"
 PARTITIONS = 6
@@ -81,13 +82,6 @@ def group(fake_cluster):
     yield cluster, make
     for consumer in made:
         consumer.close()
-
-
-def wait_for(predicate, what):
-    deadline = time.monotonic() + IN_PROCESS_BOUND
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def poll_until(consumer, predicate, what):
@@ -300,7 +294,7 @@ def test_a_sync_commit_refused_by_the_group_raises_commit_failed(group, code):
         consumer.commit()
     # back in the group, and (nothing was committed) its records read again from the start
     poll_until(consumer, lambda r: consumer.assignment() == ALL and
-               consumer._coordinator.m.state == "STABLE" and
+               consumer._coordinator.member.state == "STABLE" and
                consumer.position(TopicPartition(TOPIC, 0)) == 2, "the member back in the group")
     consumer.commit()
     assert consumer.committed(TopicPartition(TOPIC, 0)) == 2
@@ -456,7 +450,7 @@ def test_the_leader_runs_the_assignor_the_members_voted_for(group):
     wait_for(lambda: shares([first, second]), "two members sharing everything")
     first.stop(close=False)
     second.stop(close=False)
-    assert first.consumer._coordinator.m.protocol == "range"
+    assert first.consumer._coordinator.member.protocol == "range"
     # range: consecutive halves, in member id order
     halves = sorted(sorted(tp.partition for tp in m.snapshot()) for m in (first, second))
     assert halves == [[0, 1, 2], [3, 4, 5]]
@@ -529,7 +523,7 @@ def test_the_heartbeat_thread_keeps_a_member_that_does_not_poll_in_the_group(gro
              "heartbeats over several session timeouts")
     assert consumer.poll(50) == {}
     assert len(requests(cluster, "JOIN_GROUP")) == joins
-    assert consumer._coordinator.m.state == "STABLE"
+    assert consumer._coordinator.member.state == "STABLE"
 
 
 def test_unsubscribe_revokes_and_leaves_the_group(group):

@@ -2,16 +2,17 @@
 across a restart, in a real 3-broker cluster (brokers SIGSTOPped, SIGKILLed and started
 again), checked through the public API, the metadata page and the replicas' files.
 
-- S4, divergence: offsets 0-99 are on every replica; with the followers stopped, the
+- Divergence: offsets 0-99 are on every replica; with the followers stopped, the
   leader takes 50 acks=1 records and is killed; a follower leads in the next epoch and
-  takes 50 records; the old leader, started again, truncates its 50 (R9) and ends with
+  takes 50 records; the old leader, started again, truncates its 50 (KIP-279) and ends with
   the new leader's batches byte for byte, its leader-epoch-checkpoint ``[(0, 0), (1,
-  100)]`` (R7); no consumer ever read one of its dropped records (they were above the HW).
-- S5, unclean election: a replica that fell out of the ISR while its leader took records;
+  100)]`` (LeaderEpochFileCache); no consumer ever read one of its dropped records (they were above
+  the HW).
+- Unclean election: a replica that fell out of the ISR while its leader took records;
   the leader killed: with unclean.leader.election.enable off the partition stays offline
   and, once its leader returns, has lost nothing; with it on the out-of-sync replica leads
-  (R11) and the old leader, started again, truncates to it.
-- The high watermark survives a restart (replication-offset-checkpoint, R13): a leader
+  and the old leader, started again, truncates to it.
+- The high watermark survives a restart (replication-offset-checkpoint): a leader
   whose followers are stopped (HW frozen below min.insync.replicas while its log grows),
   killed and started again, serves consumers exactly up to its old HW — not its log end,
   not nothing.
@@ -41,6 +42,7 @@ from tests.e2e.replicas import (
     wait_for_isr,
 )
 from tests.support.bounds import BOUND
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.multiprocess
 
@@ -74,13 +76,6 @@ def send(p, topic, values):
     return [f.get(BOUND).offset for f in futures]
 
 
-def wait_until(condition, what):
-    deadline = time.monotonic() + BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {BOUND} s: {what}"
-        time.sleep(0.05)
-
-
 def values(prefix, count):
     return [b"%s-%d" % (prefix, i) for i in range(count)]
 
@@ -109,7 +104,7 @@ def test_a_diverged_leader_returns_with_the_new_leaders_batches(e2e):
         cluster.start_broker(old)
         wait_for_isr(cluster, "s4", {old, *followers})
         new = log_bytes(cluster, state.leader, "s4")
-        wait_until(lambda: log_bytes(cluster, old, "s4") == new,
+        wait_for(lambda: log_bytes(cluster, old, "s4") == new,
                    "the old leader holds the new leader's batches")
         assert {(first >= 100, epoch) for first, _, epoch, _ in batches(new)} == \
             {(False, 0), (True, 1)}  # stamped by the new leader in its epoch
@@ -151,7 +146,7 @@ def test_unclean_election_off_keeps_the_partition_offline_on_elects_an_out_of_sy
             assert [v for _, v in read_from_start(consumer, "clean", 30)] == \
                 values(b"both", 10) + values(b"leader only", 20)
         new = log_bytes(cluster, lagging, "unclean")
-        wait_until(lambda: log_bytes(cluster, leader, "unclean") == new,
+        wait_for(lambda: log_bytes(cluster, leader, "unclean") == new,
                    "the old leader truncated to the unclean leader's batches")
         with consumer_of(cluster, "unclean") as consumer:
             assert [v for _, v in read_from_start(consumer, "unclean", 15)] == \
@@ -173,7 +168,7 @@ def test_the_high_watermark_survives_a_restart_and_bounds_what_consumers_read(e2
         with paused(cluster, *followers):
             assert send(p_one, "hw", values(b"above", 20)) == list(range(100, 120))
             wait_for_isr(cluster, "hw", {leader})  # the HW froze at 100
-            wait_until(lambda: ("hw", "0", "100") in (checkpoint_entries(checkpoint) or ()),
+            wait_for(lambda: ("hw", "0", "100") in (checkpoint_entries(checkpoint) or ()),
                        "the leader checkpoints HW 100")
             cluster.kill_broker(leader)
             cluster.start_broker(leader)

@@ -1,4 +1,4 @@
-"""Group churn on real brokers (issue 13, KAFKA-BEHAVIOURS S6 in short): consumer
+"""Group churn on real brokers (issue 13, Kafka's consumer_test in short): consumer
 *processes* of one group share a 6-partition RF-3 topic of a 3-broker cluster while a
 producer process trickles records in; a 4th member joins, then one member stops — by
 SIGKILL, or cleanly. Each member (tests/e2e/group_members.py) writes to its own file what

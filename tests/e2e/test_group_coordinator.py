@@ -1,10 +1,10 @@
-"""The group coordinator on a real 3-broker cluster, driven by a raw protocol client (G1,
-G3-G5, G7): FindCoordinator creates ``__consumer_offsets`` and names the leader of the
-group's partition; a member joins (MEMBER_ID_REQUIRED, then joined), syncs, heartbeats,
-commits and fetches an offset. Then the coordinator broker is SIGKILLed: FindCoordinator
-names the new leader of that partition, which loaded the group from its replica of the
-log: the committed offset (acknowledged only once replicated) and the group's member and
-generation are there.
+"""The group coordinator on a real 3-broker cluster, driven by a raw protocol client
+(FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit): FindCoordinator creates
+``__consumer_offsets`` and names the leader of the group's partition; a member joins
+(MEMBER_ID_REQUIRED, then joined), syncs, heartbeats, commits and fetches an offset. Then the
+coordinator broker is SIGKILLed: FindCoordinator names the new leader of that partition, which
+loaded the group from its replica of the log: the committed offset (acknowledged only once
+replicated) and the group's member and generation are there.
 
 The ``e2e`` fixture stops the cluster and fails the test if any process it started still
 runs or any shared-memory object of its cluster is left."""

@@ -1,5 +1,5 @@
 """Group membership over time on real brokers, with member processes
-(tests/e2e/group_members.py): a static member (``group_instance_id``, KIP-345, G6) closed
+(tests/e2e/group_members.py): a static member (``group_instance_id``, KIP-345) closed
 and restarted within the session timeout gets its partitions back in the same generation
 and nobody rebalances; a member that stops polling for ``max_poll_interval_ms`` leaves the
 group (its partitions go to the others) and rejoins when it polls again.

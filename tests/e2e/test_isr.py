@@ -6,16 +6,16 @@ One partition (RF 3, min.insync.replicas 2) led by the controller, so that its t
 followers — the brokers a test may stop, since a stopped controller does not fail over —
 are stopped and continued while the leader keeps serving; replica.lag.time.max.ms is 1 s.
 
-- A stopped follower leaves the ISR (R3: it stops fetching, and after the lag time the
+- A stopped follower leaves the ISR (maybeShrinkIsr: it stops fetching, and after the lag time the
   leader's shrink check drops it) and ``topics --describe --under-replicated-partitions``
   lists the partition; an acks=all produce in flight when it was stopped is answered once
-  the ISR without it is committed (R6: the HW passes it with two replicas in the ISR), and
-  every record acknowledged with acks=all is then in the segment files of at least two
-  replicas. Continued, it rejoins the ISR (R4) — also after it was stopped long enough to
-  be fenced by the controller (its heartbeats unfence it first).
+  the ISR without it is committed (DelayedProduce: the HW passes it with two replicas in the ISR),
+  and every record acknowledged with acks=all is then in the segment files of at least two
+  replicas. Continued, it rejoins the ISR (maybeExpandIsr) — also after it was stopped long enough
+  to be fenced by the controller (its heartbeats unfence it first).
 - With both followers stopped, the ISR shrinks to the leader: an acks=all produce in flight
-  is never acknowledged (the HW freezes below min.insync.replicas, R2: it times out), new
-  ones get NOT_ENOUGH_REPLICAS (R6, nothing appended), acks=1 records are appended but
+  is never acknowledged (the HW freezes below min.insync.replicas: it times out), new
+  ones get NOT_ENOUGH_REPLICAS (nothing appended), acks=1 records are appended but
   consumers read only up to the frozen HW. Continued, both rejoin and the HW moves on.
 
 The ``e2e`` fixture stops the cluster and fails the test if any process it started still
@@ -149,7 +149,7 @@ def test_with_both_followers_stopped_acks_all_is_refused_and_the_hw_freezes(e2e)
 def test_a_follower_stopped_past_its_session_timeout_is_fenced_and_rejoins_after_sigcont(e2e):
     """Stopped longer than broker.session.timeout.ms, the follower is also fenced (not
     alive on the metadata page); continued, its heartbeats unfence it and it rejoins the
-    ISR (R4: only a live broker may)."""
+    ISR (maybeExpandIsr: only a live broker may)."""
     cluster = e2e.cluster(brokers=3, replica_lag_time_max_ms=LAG_MS,
                           broker_session_timeout_ms=1000, broker_heartbeat_interval_ms=100)
     leader = cluster.metadata().controller_id

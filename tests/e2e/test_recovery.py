@@ -32,6 +32,7 @@ from tests.e2e.helpers import (
 )
 from tests.support.bounds import BOUND
 from tests.support.topics import create_topic
+from tests.support.waits import wait_for
 
 # Every test runs a real cluster (broker processes) and client processes.
 pytestmark = pytest.mark.multiprocess
@@ -117,13 +118,6 @@ class Writer(threading.Thread):
         return {seq: v for seq, v in items if where[seq % KEYS_PER_PRODUCER] in partitions}
 
 
-def wait_until(condition, what):
-    deadline = time.monotonic() + BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {BOUND} s: {what}"
-        time.sleep(0.01)
-
-
 def test_a_broker_killed_mid_production_loses_no_acknowledged_record(e2e):
     cluster = e2e.cluster(brokers=2)
     leaders = create_topic(cluster, "crash", PARTITIONS)
@@ -139,11 +133,11 @@ def test_a_broker_killed_mid_production_loses_no_acknowledged_record(e2e):
     try:
         for writer in writers:
             writer.start()
-        wait_until(lambda: all(len(w.on(lost, w.acked)) >= 300 for w in writers),
+        wait_for(lambda: all(len(w.on(lost, w.acked)) >= 300 for w in writers),
                    "records acknowledged by the victim before the crash")
         cluster.kill_broker(victim)
         killed_at = {w.number: w.sent for w in writers}
-        wait_until(lambda: all(w.on(lost, w.failed) for w in writers),
+        wait_for(lambda: all(w.on(lost, w.failed) for w in writers),
                    "the victim's records failing")
         for writer in writers:
             for exception in writer.on(lost, writer.failed).values():
@@ -155,7 +149,7 @@ def test_a_broker_killed_mid_production_loses_no_acknowledged_record(e2e):
             assert max(writer.on(kept, writer.acked)) >= killed_at[writer.number]
         cluster.start_broker(victim)
         restarted_at = {w.number: w.sent for w in writers}
-        wait_until(lambda: all(max(w.on(lost, w.acked), default=-1) >= restarted_at[w.number]
+        wait_for(lambda: all(max(w.on(lost, w.acked), default=-1) >= restarted_at[w.number]
                                for w in writers), "the victim's records acknowledged again")
     finally:
         for writer in writers:
@@ -218,7 +212,7 @@ def test_clients_of_a_dead_last_broker_keep_their_timeouts(e2e):
 
 
 def test_a_new_partition_has_every_live_replica_in_its_isr_and_fails_over_to_one(e2e):
-    """R11: a new partition's ISR is all its live replicas; when its leader dies, the
+    """A new partition's ISR is all its live replicas; when its leader dies, the
     follower in the ISR leads in the next epoch, and the dead broker leaves the ISR."""
     from cluster import KafkaAdminClient, NewTopic
     cluster = e2e.cluster(brokers=2)

@@ -25,8 +25,9 @@ from replica_proc.controller.metadata_log import MetadataLog
 from segments.record.batch_header import iter_batches
 from segments.record.records import RecordBatch
 from shm_ring import list_objects
-from tests.support.broker import Client, create_topics_request, wait_for
+from tests.support.broker import Client, create_topics_request
 from tests.support.trio import Trio
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.multiprocess
 

@@ -1,35 +1,25 @@
 """The group coordinator in the broker, through the request handler in one process: real
 ``__consumer_offsets`` logs, encoded request frames, a fake connection, fake clocks, and a
-fake controller that records the topic creation asked of it (G1, G3-G5, G7)."""
+fake controller that records the topic creation asked of it (FindCoordinator, JoinGroup, SyncGroup,
+Heartbeat, OffsetCommit)."""
 from __future__ import annotations
-
-import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster.config import BrokerConfig
 from cluster.metadata.model import (
     GROUP_METADATA_TOPIC,
     TRANSACTION_STATE_TOPIC,
     BrokerInfo,
-    MetadataImage,
-    PartitionState,
-    TopicInfo,
 )
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-from replica_proc.broker_metadata import BrokerMetadata
-from replica_proc.channel import Channel
 from replica_proc.coordinator_common.partitioning import partition_for
 from replica_proc.group_coordinator import records
-from replica_proc.replica_manager import ReplicaManager
-from replica_proc.request_handler import RequestHandler
 from segments.record.records import RecordBatchBuilder, iter_records
 from shm_ring.naming import listener_name
-from tests.replica_proc.test_replication_requests import ConnStub, FakeAlterPartition
 from tests.support.broker import api_versions_request, batch, fetch_request, produce_request
-from tests.support.clock import T0, FakeClock
+from tests.support.clock import T0
 from tests.support.groups import (
     commit_errors,
     committed,
@@ -46,6 +36,7 @@ from tests.support.groups import (
     sync_group_request,
     txn_offset_commit_request,
 )
+from tests.support.handlers import HandlerEnv
 
 CLUSTER = "group-cluster"
 PARTITIONS = 3
@@ -70,68 +61,24 @@ class FakeController:
         pass
 
 
-class Env:
+class Env(HandlerEnv):
     """A broker's request handler over real logs; ``publish`` sets the image."""
 
     def __init__(self, tmp_path):
-        self.clock = FakeClock(1000.0)
-        self.wall = FakeClock(T0)
-        self.config = BrokerConfig({
-            "broker.id": 0, "offsets.topic.num.partitions": PARTITIONS,
-            "group.initial.rebalance.delay.ms": DELAY_MS,
-            "offsets.commit.timeout.ms": COMMIT_TIMEOUT_MS}, data_dir=tmp_path)
-        self.replicas = ReplicaManager(0, self.config["log.dirs"], self.config, self.wall,
-                                       loop_clock=self.clock,
-                                       alter_partition=FakeAlterPartition())
-        self.image = MetadataImage.empty(CLUSTER)
         self.controller = FakeController()
-        self.handler = RequestHandler(0, self.config, self.replicas,
-                                      BrokerMetadata(self, CLUSTER), self.controller, None,
-                                      self.clock)
-        self.topics = {}
-        self._correlation_id = 0
-
-    # the metadata source
-    @property
-    def version(self):
-        return self.image.version
-
-    def read(self):
-        return self.image
+        super().__init__(tmp_path, CLUSTER, {
+            "offsets.topic.num.partitions": PARTITIONS,
+            "group.initial.rebalance.delay.ms": DELAY_MS,
+            "offsets.commit.timeout.ms": COMMIT_TIMEOUT_MS}, controller=self.controller)
 
     def publish(self, name, partitions, epoch=0, brokers=(0, 1, 2)):
         """Publish ``name`` with ``partitions`` = [(leader, replicas)]."""
-        self.topics[name] = TopicInfo(name, str(uuid.uuid5(uuid.NAMESPACE_DNS, name)), tuple(
-            PartitionState(name, i, leader, epoch, tuple(replicas), tuple(replicas))
-            for i, (leader, replicas) in enumerate(partitions)), {})
-        self.image = MetadataImage(
-            self.image.version + 1, CLUSTER, 0,
-            {b: BrokerInfo(b, 0, b in brokers) for b in (0, 1, 2)}, dict(self.topics))
-        assert self.handler.refresh_metadata()
+        self.publish_topic(name, [self.state(name, i, leader, epoch, replicas)
+                                  for i, (leader, replicas) in enumerate(partitions)],
+                           alive=brokers, controller_id=0)
 
     def publish_offsets(self, replicas=(0,), leader=0, epoch=0):
         self.publish(GROUP_METADATA_TOPIC, [(leader, replicas)] * PARTITIONS, epoch)
-
-    def channel(self, name="client"):
-        return Channel(ConnStub(name))
-
-    def send(self, channel, request):
-        self._correlation_id += 1
-        self.handler.handle(channel, protocol.encode_request(request, self._correlation_id,
-                                                             "client-1"))
-        return request
-
-    def answer(self, channel, request):
-        [frame] = channel.conn.responses
-        channel.conn.responses.clear()
-        return protocol.decode_response(frame, request.__api_key__, request.__version__)[1]
-
-    def call(self, request, channel=None):
-        """Send ``request`` and return its answer, which must come at once."""
-        channel = channel or self.channel()
-        self.send(channel, request)
-        assert channel.parked is None
-        return self.answer(channel, request)
 
     def advance(self, seconds):
         self.clock.now += seconds
@@ -161,8 +108,6 @@ class Env:
         self.send(channel, fetch_request([(GROUP_METADATA_TOPIC, partition, offset)],
                                          replica_id=replica))
 
-    def close(self):
-        self.replicas.close()
 
 
 @pytest.fixture
@@ -187,7 +132,7 @@ def stored_records(env):
     return decoded
 
 
-# -- FindCoordinator and the topic (G1) -------------------------------------------------------
+# -- FindCoordinator and the topic ------------------------------------------------------------
 
 def test_the_first_find_coordinator_creates_the_offsets_topic(env):
     env.publish("t", [(0, (0,))])
@@ -242,7 +187,7 @@ def test_api_versions_advertises_the_group_apis(env):
         assert served[key] == protocol.SUPPORTED_VERSIONS[key]
 
 
-# -- membership (G3-G5) ------------------------------------------------------------------------
+# -- membership --------------------------------------------------------------------------------
 
 def test_join_sync_heartbeat_and_leave(env):
     env.publish_offsets()
@@ -336,7 +281,7 @@ def test_a_parked_join_of_a_client_that_went_away_is_dropped(env):
     assert channel.conn.responses == [] and channel.parked is None
 
 
-# -- replication of the group's records (G4, G7) -----------------------------------------------
+# -- replication of the group's records --------------------------------------------------------
 
 def test_sync_and_commit_wait_for_the_isr_then_answer(env):
     env.publish("t", [(0, (0,))])
@@ -409,7 +354,7 @@ def test_a_new_leader_loads_the_groups_and_offsets_from_its_log(env):
         ErrorCode.none
 
 
-# -- offsets (G7) and administration -----------------------------------------------------------
+# -- offsets and administration ----------------------------------------------------------------
 
 @pytest.mark.parametrize("version", [2, 5, 7])
 def test_offset_commit_and_fetch_across_versions(env, version):

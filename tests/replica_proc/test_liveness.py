@@ -18,8 +18,9 @@ from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
 from cluster.metadata.page import MetadataPage
 from shm_ring import cleanup_stale, list_objects
-from tests.support.broker import BrokerProcess, Client, create_topics_request, wait_for
+from tests.support.broker import BrokerProcess, Client, create_topics_request
 from tests.support.trio import Trio
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.multiprocess
 

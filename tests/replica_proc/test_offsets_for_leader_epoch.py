@@ -1,8 +1,9 @@
 """OffsetsForLeaderEpoch (replica_proc.offsets_for_leader_epoch_handler) with real frames: each
 request is encoded, decoded as the broker decodes it, served by the handler over a
-ReplicaManager on a fake clock, and its response frame decoded as a client would. Checks R8's
-answers from the leader's epoch cache and the per-partition errors (unknown partition, not
-leader, fenced / unknown current epoch), for v2 and v3. One test asks a broker process."""
+ReplicaManager on a fake clock, and its response frame decoded as a client would. Checks
+LeaderEpochFileCache.endOffsetFor's answers from the leader's epoch cache and the per-partition
+errors (unknown partition, not leader, fenced / unknown current epoch), for v2 and v3. One test asks
+a broker process."""
 from __future__ import annotations
 
 import dataclasses

@@ -36,8 +36,8 @@ from tests.support.broker import (
     make_image,
     metadata_request,
     produce_request,
-    wait_for,
 )
+from tests.support.waits import wait_for
 
 # Every test runs broker processes.
 pytestmark = pytest.mark.multiprocess

@@ -38,6 +38,7 @@ from tests.support.clock import T0, FakeClock
 from tests.support.disk_faults import DiskFaults
 
 TOPIC = "t"
+MAX_CORRELATION_ID = 2**31 - 1
 TOPIC_ID = str(uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC))
 LEADER, FOLLOWER = 1, 2
 CONFIG = {"replica.fetch.wait.max.ms": "250", "replica.fetch.min.bytes": "7",
@@ -327,6 +328,33 @@ def test_a_leader_that_closes_is_reconnected_after_the_back_off(cluster_id, clus
     node.poll()
     assert fetcher.connected
     request_of(leader)
+
+
+def test_the_correlation_id_wraps_and_replication_goes_on_past_int32(cluster):
+    """A correlation id is an int32: after 2^31 - 1 requests to a leader (days of fetches)
+    the next one wraps to 0 instead of failing to encode, which once stopped replication
+    from that leader for good (the fetcher restarted with the same counter)."""
+    leader, node, _ = cluster
+    leader.append(2)
+    node.apply(image(1))
+    node.poll()
+    correlation_id, _ = request_of(leader)
+    fetcher = node.fetchers.fetcher_of((TOPIC, 0))
+    fetcher.channel._correlation_id = MAX_CORRELATION_ID - 1  # two fetches before the wrap
+    leader.answer(correlation_id, data(hw=0))
+    node.poll()
+    seen = []
+    for _ in range(2):
+        correlation_id, _ = request_of(leader)
+        seen.append(correlation_id)
+        leader.answer(correlation_id, data(hw=0))
+        node.poll()
+    correlation_id, request = request_of(leader)
+    seen.append(correlation_id)
+    assert seen == [MAX_CORRELATION_ID, 0, 1]
+    leader.answer(correlation_id, data(hw=2, records=leader.bytes_from(0)))
+    node.poll()
+    assert node.partition().log.log_end_offset == 2
 
 
 def test_one_request_carries_every_partition_of_the_leader(cluster):

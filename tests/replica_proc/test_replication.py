@@ -1,6 +1,7 @@
 """The leader side of replication without processes (fake clock, fake AlterPartition):
-follower states (R1), the high watermark (R2), ISR shrink and expansion (R3-R5) and the
-produce purgatory's answers (R6)."""
+follower states (Kafka's Replica.updateFetchState), the high watermark
+(maybeIncrementLeaderHW), ISR shrink and expansion (maybeShrinkIsr, maybeExpandIsr, AlterPartition)
+and the produce purgatory's answers (DelayedProduce)."""
 from __future__ import annotations
 
 import dataclasses
@@ -105,7 +106,7 @@ def fetch(partition, replica, offset):
     partition.update_follower(replica, offset, partition.log.log_end_offset)
 
 
-# -- R1: follower state ---------------------------------------------------------------------
+# -- follower state (Replica.updateFetchState) ----------------------------------------------
 
 def test_a_fetch_at_the_leaders_end_is_caught_up_at_the_fetch_time():
     state = ReplicaState(1)
@@ -169,7 +170,7 @@ def test_a_fetch_from_a_broker_outside_the_replicas_is_not_leader_or_follower(ma
         partition.check_follower(0)  # itself
 
 
-# -- R2: the high watermark -----------------------------------------------------------------
+# -- the high watermark (maybeIncrementLeaderHW) --------------------------------------------
 
 def test_the_hw_is_the_smallest_leo_of_the_isr_and_never_decreases(make):
     partition = make()
@@ -214,7 +215,7 @@ def test_a_caught_up_live_follower_outside_the_isr_holds_the_hw(make):
     assert dead.high_watermark == 2  # a dead broker is not waited for
 
 
-# -- R4, R5: ISR expansion ------------------------------------------------------------------
+# -- ISR expansion (maybeExpandIsr, AlterPartition) -----------------------------------------
 
 def test_a_follower_joins_the_isr_once_at_the_hw_and_the_epoch_start(make, alter, clock):
     partition = make(replicas=(0, 1, 2), isr=(0, 1))
@@ -267,7 +268,7 @@ def test_a_new_state_settles_a_pending_change_and_a_stale_one_is_ignored(make, a
     assert partition.isr == (0, 1)
 
 
-# -- R3, R5: ISR shrink ---------------------------------------------------------------------
+# -- ISR shrink (maybeShrinkIsr, AlterPartition) --------------------------------------------
 
 def test_a_follower_not_caught_up_for_the_lag_time_leaves_the_isr(make, alter, clock):
     partition = make()
@@ -312,7 +313,7 @@ def test_without_an_alter_partition_channel_the_isr_never_changes(make, clock):
     assert not partition.maybe_shrink_isr()
 
 
-# -- R6: the produce purgatory --------------------------------------------------------------
+# -- the produce purgatory (DelayedProduce) -------------------------------------------------
 
 def delayed(partitions, deadline=50.0):
     """A DelayedProduce waiting for each partition's current log end; its results."""

@@ -1,132 +1,31 @@
 """The leader side of replication through the request handler, in one process: Fetch
 requests from followers (``replica_id`` >= 0), acks=all Produce requests that wait for
-them (R6), and the wake-ups of parked fetches. Real logs, encoded request frames and a
+them (DelayedProduce), and the wake-ups of parked fetches. Real logs, encoded request frames and a
 fake connection; a fake clock and a fake AlterPartition channel."""
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster.config import BrokerConfig
-from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
-from cluster.protocol import frames as protocol
-from replica_proc.broker_metadata import BrokerMetadata
-from replica_proc.channel import Channel
-from replica_proc.replica_manager import ReplicaManager
-from replica_proc.request_handler import RequestHandler
 from segments.record.records import iter_records
 from tests.support.broker import batch, fetch_request, produce_request
-from tests.support.clock import T0, FakeClock
+from tests.support.handlers import HandlerEnv
 
 CLUSTER = "replication-cluster"
 LAG_MS = 10_000
 
 
-class ConnStub:
-    """The broker side of one connection: responses written are kept, decoded on demand."""
-
-    def __init__(self, name):
-        self.name = name
-        self.max_response_frame = 1 << 22
-        self.client_pid = 0
-        self.responses = []
-        self._claimed = None
-
-    def recv(self):
-        return None
-
-    def release(self):
-        pass
-
-    def try_send(self, frame):
-        self.responses.append(bytes(frame))
-        return True
-
-    def claim(self, size):
-        self._claimed = bytearray(size)
-        return memoryview(self._claimed)
-
-    def commit(self):
-        self.responses.append(bytes(self._claimed))
-
-    def abort(self):
-        self._claimed = None
-
-
-class FakeAlterPartition:
-    def __init__(self):
-        self.proposals = []
-
-    def submit(self, topic, index, leader_epoch, partition_epoch, new_isr, callback):
-        self.proposals.append(((topic, index, leader_epoch, partition_epoch, list(new_isr)),
-                               callback))
-        return True  # taken (AlterPartitionManager.submit's answer)
-
-
-class FakeSource:
-    """The metadata page as the broker reads it: a version and the image."""
-
-    def __init__(self):
-        self.image = MetadataImage.empty(CLUSTER)
-
-    @property
-    def version(self):
-        return self.image.version
-
-    def read(self):
-        return self.image
-
-
-class Env:
+class Env(HandlerEnv):
     """A broker's request handler over real logs, leading partitions of ``topics``."""
 
     def __init__(self, tmp_path):
-        self.clock = FakeClock(1000.0)
-        self.alter = FakeAlterPartition()
-        self.config = BrokerConfig({"broker.id": 0, "replica.lag.time.max.ms": LAG_MS},
-                                   data_dir=tmp_path)
-        self.replicas = ReplicaManager(0, self.config["log.dirs"], self.config,
-                                       FakeClock(T0), loop_clock=self.clock,
-                                       alter_partition=self.alter)
-        self.source = FakeSource()
-        self.handler = RequestHandler(0, self.config, self.replicas,
-                                      BrokerMetadata(self.source, CLUSTER), None, None,
-                                      self.clock)
-        self.topics = {}
-        self._correlation_id = 0
+        super().__init__(tmp_path, CLUSTER, {"replica.lag.time.max.ms": LAG_MS})
 
     def publish(self, name, replicas=(0, 1, 2), isr=None, leader=0, epoch=0, configs=None):
         """Publish ``name`` (one partition) with this state and let the broker apply it."""
-        state = PartitionState(name, 0, leader, epoch, tuple(replicas),
-                               tuple(replicas if isr is None else isr))
-        self.topics[name] = TopicInfo(name, str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
-                                      (state,), dict(configs or {}))
-        image = self.source.image
-        self.source.image = MetadataImage(
-            image.version + 1, CLUSTER, -1, {b: BrokerInfo(b, 0, True) for b in (0, 1, 2)},
-            dict(self.topics))
-        assert self.handler.refresh_metadata()
-
-    def channel(self, name="client"):
-        return Channel(ConnStub(name))
-
-    def send(self, channel, request):
-        self._correlation_id += 1
-        frame = protocol.encode_request(request, self._correlation_id, "test")
-        self.handler.handle(channel, frame)
-        return request
-
-    def answer(self, channel, request):
-        """The one response ``channel`` got (to ``request``), decoded."""
-        [frame] = channel.conn.responses
-        channel.conn.responses.clear()
-        return protocol.decode_response(frame, request.__api_key__, request.__version__)[1]
-
-    def close(self):
-        self.replicas.close()
+        self.publish_topic(name, [self.state(name, 0, leader, epoch, replicas, isr)], configs)
 
 
 @pytest.fixture

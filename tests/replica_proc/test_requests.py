@@ -14,16 +14,14 @@ import signal
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster.metadata import data_dir as dd
-from cluster.metadata.page import MetadataPage
 from cluster.protocol import frame_descriptor as protocol_descriptor, frames as protocol
 from cluster.protocol.frames import ApiKey
 from segments.record import batch_descriptor as d
 from segments.record.records import RecordBatchBuilder, iter_records
-from shm_ring import PeerClosedError, cleanup_stale, list_objects
+from shm_ring import PeerClosedError, list_objects
 from tests.support.bounds import BOUND
 from tests.support.broker import (
-    BrokerProcess,
+    BrokerEnv,
     Client,
     api_versions_request,
     batch,
@@ -32,74 +30,22 @@ from tests.support.broker import (
     delete_topics_request,
     fetch_request,
     list_offsets_request,
-    make_image,
     metadata_request,
     offsets_for_leader_epoch_request,
     produce_request,
-    wait_for,
 )
 from tests.support.clock import T0
 from tests.support.processes import CTX
+from tests.support.waits import wait_for
 
 # Every test talks to the module's broker process.
 pytestmark = pytest.mark.multiprocess
 
 
-class Env:
-    """The module's broker, its cluster id, and the topics published so far."""
-
-    def __init__(self, data_dir):
-        self.data_dir = data_dir
-        self.cluster_id = dd.ensure_cluster_id(data_dir)
-        self.page = MetadataPage.create(self.cluster_id)
-        self.topics = {}
-        self.version = 0
-        self.broker = BrokerProcess(data_dir, overrides=["auto.create.topics.enable=false"])
-        self.clients = []
-
-    def client(self, **kwargs):
-        client = Client(self.cluster_id, **kwargs)
-        self.clients.append(client)
-        return client
-
-    def publish(self, **topics):
-        """Add (or with None remove) topics: name=(partitions, configs[, leader]); wait until
-        the broker answers Metadata with exactly the new set."""
-        for name, spec in topics.items():
-            if spec is None:
-                self.topics.pop(name, None)
-            else:
-                self.topics[name] = spec
-        self.version += 1
-        self.page.publish(make_image(self.cluster_id, self.version, self.topics))
-        probe = self.client()
-        wait_for(lambda: {t.name for t in probe.call(metadata_request(None)).topics}
-                 == set(self.topics), "the broker to apply the new image")
-        probe.close()
-        self.clients.remove(probe)
-
-    def close(self):
-        for client in self.clients:
-            client.close()
-        try:
-            if self.broker.popen is not None and self.broker.popen.poll() is None:
-                assert self.broker.stop() == 0, self.broker.log()
-        finally:
-            self.broker.kill()
-            self.page.unlink()
-            self.page.close()
-            cleanup_stale(self.cluster_id)
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    env = Env(tmp_path_factory.mktemp("broker"))
-    try:
-        env.broker.start()
+    with BrokerEnv.started(tmp_path_factory.mktemp("broker")) as env:
         yield env
-    finally:
-        env.close()
-    assert list_objects(env.cluster_id) == []
 
 
 def still_serving(env):
@@ -129,7 +75,9 @@ def end_offset(client, topic, partition=0):
 
 def test_a_serving_broker_has_frozen_its_start_up_objects(env):
     """ringlog.gc.freeze (default true): gc.freeze() before serving, counted in the log."""
-    [line] = [line for line in env.broker.log().splitlines() if " serving: " in line]
+    # broker.json says serving a moment before the line is logged: wait for the line
+    line = wait_for(lambda: next((line for line in env.broker.log().splitlines()
+                                  if " serving: " in line), None), "the broker's serving line")
     frozen = int(line.rsplit(", ", 1)[1].split()[0])
     assert frozen > 10_000  # every module, class and function imported, at least
 

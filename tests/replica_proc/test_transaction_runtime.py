@@ -55,7 +55,7 @@ class HeldSender:
 
     last = None
 
-    def __init__(self, cluster_id, broker_id, metadata, local, clock):
+    def __init__(self, cluster_id, broker_id, metadata, local, connector, clock):
         self.held = []
         HeldSender.last = self
 

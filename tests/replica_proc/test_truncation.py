@@ -1,5 +1,6 @@
-"""The follower's truncation decisions (replica_proc.truncation): KAFKA-BEHAVIOURS R9 and R10 as
-tables, the KIP-279 rounds, and scenario S4 (divergence) played on two real logs whose epoch
+"""The follower's truncation decisions (replica_proc.truncation): the epoch rule (KIP-101/KIP-279)
+and OFFSET_OUT_OF_RANGE (fetchOffsetAndTruncate) as tables, the KIP-279 rounds, and the
+divergence scenario played on two real logs whose epoch
 caches answer for leader and follower."""
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def cache_of(tmp_path, *entries):
     return cache
 
 
-# -- R9 ----------------------------------------------------------------------------------------
+# -- by epochs (KIP-101/KIP-279) ---------------------------------------------------------------
 
 FOLLOWER = ((0, 0), (2, 100), (4, 200))  # follower's cache; its LEO 250, HW 90
 
@@ -86,7 +87,7 @@ def test_kip_279_rounds_converge_on_the_common_prefix(tmp_path):
     assert rounds == [AskAgain(150, 2), AskAgain(100, 0), Truncate(80)]
 
 
-# -- R10 ---------------------------------------------------------------------------------------
+# -- OFFSET_OUT_OF_RANGE (fetchOffsetAndTruncate) ----------------------------------------------
 
 @pytest.mark.parametrize("follower_leo, leader_leo, leader_start, expected", [
     (150, 120, 0, Truncate(120)),  # the leader's log is shorter: truncate to its end
@@ -99,7 +100,7 @@ def test_after_out_of_range(follower_leo, leader_leo, leader_start, expected):
     assert after_out_of_range(follower_leo, leader_leo, leader_start) == expected
 
 
-# -- S4 ----------------------------------------------------------------------------------------
+# -- divergence --------------------------------------------------------------------------------
 
 def copy(source, target, start):
     """Replicate ``source``'s batches from ``start`` into ``target`` as a follower."""

@@ -15,24 +15,17 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from cluster.metadata import data_dir as dd
-from cluster.metadata.page import MetadataPage
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.responses import build
 from segments.record.batch_header import iter_batches
 from segments.record.control_record import ABORT, COMMIT, read_control_record
 from segments.record.records import RecordBatchBuilder, iter_records
-from shm_ring import cleanup_stale, list_objects
 from tests.support.broker import (
-    BrokerProcess,
-    Client,
+    BrokerEnv,
     batch,
     fetch_request,
-    make_image,
-    metadata_request,
     produce_request,
-    wait_for,
 )
 
 pytestmark = pytest.mark.multiprocess
@@ -40,52 +33,10 @@ pytestmark = pytest.mark.multiprocess
 TOPIC = "txn"
 
 
-class Env:
-    """One broker process serving the module, and its cluster's metadata page."""
-
-    def __init__(self, data_dir):
-        self.cluster_id = dd.ensure_cluster_id(data_dir)
-        self.page = MetadataPage.create(self.cluster_id)
-        self.broker = BrokerProcess(data_dir, overrides=["auto.create.topics.enable=false"])
-        self.clients = []
-        self.topics = {}
-        self.version = 0
-
-    def client(self):
-        client = Client(self.cluster_id)
-        self.clients.append(client)
-        return client
-
-    def publish(self, **topics):
-        self.topics.update(topics)
-        self.version += 1
-        self.page.publish(make_image(self.cluster_id, self.version, self.topics))
-        probe = self.client()
-        wait_for(lambda: {t.name for t in probe.call(metadata_request(None)).topics}
-                 == set(self.topics), "the broker to apply the new image")
-
-    def close(self):
-        for client in self.clients:
-            client.close()
-        try:
-            if self.broker.popen is not None and self.broker.popen.poll() is None:
-                assert self.broker.stop() == 0, self.broker.log()
-        finally:
-            self.broker.kill()
-            self.page.unlink()
-            self.page.close()
-            cleanup_stale(self.cluster_id)
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    env = Env(tmp_path_factory.mktemp("broker"))
-    try:
-        env.broker.start()
+    with BrokerEnv.started(tmp_path_factory.mktemp("broker")) as env:
         yield env
-    finally:
-        env.close()
-    assert list_objects(env.cluster_id) == []
 
 
 def txn_records(producer_id, values, epoch=0, sequence=0):

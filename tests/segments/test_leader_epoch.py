@@ -1,6 +1,6 @@
 """The leader-epoch cache (segments.leader_epoch): Kafka's assign rules, OffsetsForLeaderEpoch's
-answers (KAFKA-BEHAVIOURS R8), trimming, the checkpoint file, its rebuild from the log when it
-does not parse, and how PartitionLog keeps it in step with appends, truncation, log start
+answers (LeaderEpochFileCache.endOffsetFor), trimming, the checkpoint file, its rebuild from the log
+when it does not parse, and how PartitionLog keeps it in step with appends, truncation, log start
 moves and recovery."""
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def file_lines(path):
         return f.read().splitlines()
 
 
-# -- R8: end_offset_for ------------------------------------------------------------------------
+# -- end_offset_for (Kafka's endOffsetFor) -----------------------------------------------------
 
 ENTRIES = ((1, 0), (3, 100), (5, 250))
 LEO = 300

@@ -18,6 +18,7 @@ from segments.errors import (
     InvalidRecordError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    StorageError,
     TransactionCoordinatorFencedError,
 )
 from segments.log import DuplicateAppend
@@ -317,8 +318,9 @@ def test_truncated_or_foreign_snapshot_bytes_fail_the_strict_parse():
     good = sd.encode([(PID, 0, 1, 5, 1, T0, -1, -1)])
     assert sd.decode(good) == [(PID, 0, 1, 5, 1, T0, -1, -1)]
     for bad in (good[:-1], good + b"\0", b"\x00\x02" + good[2:], b"\x00"):
-        with pytest.raises(sd.CorruptSnapshotError):
+        with pytest.raises(sd.CorruptSnapshotError) as e:
             sd.decode(bad)
+        assert isinstance(e.value, StorageError)  # one storage tree, as CorruptIndexError
 
 
 def test_an_unclean_stop_rebuilds_the_state_from_the_log(tmp_path):

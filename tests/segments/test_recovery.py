@@ -385,6 +385,7 @@ def test_checkpoint_format_is_kafkas_plus_a_crc_line(tmp_path):
     assert checkpoint.read() == {"t-0": 4242, "t-1": 17}
 
 
+@pytest.mark.slow  # exhaustive: every byte of the file, every one of its 255 flips
 def test_every_single_byte_flip_in_a_checkpoint_is_caught(tmp_path):
     """Without the CRC line, a digit flipped into another digit read as another offset (a
     log start offset moved up hides acknowledged records)."""

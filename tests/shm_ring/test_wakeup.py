@@ -20,6 +20,7 @@ from shm_ring.wakeup import READER_PARKED_WORD, WRITER_PARKED_WORD, WaitPolicy
 from tests.support.bounds import BOUND
 from tests.support.clock import FakeClock
 from tests.support.processes import CTX
+from tests.support.waits import wait_for
 
 
 @pytest.fixture
@@ -35,13 +36,6 @@ def owned_ring(cluster_id):
     for ring in rings:
         ring.close()
         ring.unlink()
-
-
-def wait_for(predicate, what: str) -> None:
-    deadline = time.monotonic() + BOUND
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.001)
 
 
 # --------------------------------------------------------------------------- stress

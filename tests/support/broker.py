@@ -1,7 +1,8 @@
 """Real broker processes, a protocol client and metadata images, for the broker tests
 (tests/replica_proc) and the end-to-end bad-input tests (tests/e2e/test_bad_input.py).
 
-A broker runs as a real process over real rings. With ``controller=False`` it runs
+A broker runs as a real process over real rings; ``BrokerEnv`` is one with its metadata
+page, for a module of tests against one broker. With ``controller=False`` it runs
 ``tests/support/broker_runner.py`` (no controller) and the test publishes the metadata
 images itself on the cluster's metadata page; with ``controller=True`` it is
 ``python -m replica_proc``, whose own Controller publishes. Every wait is bounded by BOUND
@@ -10,35 +11,29 @@ objects.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import resource
 import signal
 import subprocess
 import sys
-import time
 import uuid
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from cluster.metadata.page import MetadataPage
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.responses import build
 from segments.record.records import RecordBatchBuilder
-from shm_ring import connect
+from shm_ring import cleanup_stale, connect, list_objects
 from tests.support.bounds import BOUND
 from tests.support.clock import T0
 from tests.support.paths import SUPPORT
+from tests.support.waits import wait_for
 
 RUNNER = os.path.join(SUPPORT, "broker_runner.py")
-
-
-def wait_for(condition, what, timeout=BOUND, step=0.01):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(step)
 
 
 # -- metadata images -------------------------------------------------------------------------
@@ -162,7 +157,7 @@ class Client:
         self._pending = {}  # correlation id -> request
 
     def send(self, request):
-        self._correlation_id += 1
+        self._correlation_id = protocol.next_correlation_id(self._correlation_id)
         frame = protocol.encode_request(request, self._correlation_id, "broker-test")
         assert self.conn.send(frame, timeout=BOUND), "request ring stayed full"
         self._pending[self._correlation_id] = request
@@ -274,3 +269,65 @@ class BrokerProcess:
         if self.popen is not None and self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait(BOUND)
+
+
+# -- one broker process and its metadata page ----------------------------------------------------
+
+class BrokerEnv:
+    """One broker process (no controller, ``auto.create.topics.enable=false``) serving a
+    test module, the cluster's metadata page the test publishes to, and the clients it
+    opened. ``started(data_dir)`` runs one for a module's fixture: closed, its processes
+    stopped and its shared memory swept on the way out, then checked gone."""
+
+    def __init__(self, data_dir):
+        self.data_dir = data_dir
+        self.cluster_id = dd.ensure_cluster_id(data_dir)
+        self.page = MetadataPage.create(self.cluster_id)
+        self.topics = {}
+        self.version = 0
+        self.broker = BrokerProcess(data_dir, overrides=["auto.create.topics.enable=false"])
+        self.clients = []
+
+    @classmethod
+    @contextlib.contextmanager
+    def started(cls, data_dir):
+        env = cls(data_dir)
+        try:
+            env.broker.start()
+            yield env
+        finally:
+            env.close()
+        assert list_objects(env.cluster_id) == []
+
+    def client(self, **kwargs):
+        client = Client(self.cluster_id, **kwargs)
+        self.clients.append(client)
+        return client
+
+    def publish(self, **topics):
+        """Add (or with None remove) topics: name=(partitions, configs[, leader]); wait until
+        the broker answers Metadata with exactly the new set."""
+        for name, spec in topics.items():
+            if spec is None:
+                self.topics.pop(name, None)
+            else:
+                self.topics[name] = spec
+        self.version += 1
+        self.page.publish(make_image(self.cluster_id, self.version, self.topics))
+        probe = self.client()
+        wait_for(lambda: {t.name for t in probe.call(metadata_request(None)).topics}
+                 == set(self.topics), "the broker to apply the new image")
+        probe.close()
+        self.clients.remove(probe)
+
+    def close(self):
+        for client in self.clients:
+            client.close()
+        try:
+            if self.broker.popen is not None and self.broker.popen.poll() is None:
+                assert self.broker.stop() == 0, self.broker.log()
+        finally:
+            self.broker.kill()
+            self.page.unlink()
+            self.page.close()
+            cleanup_stale(self.cluster_id)

@@ -2,8 +2,8 @@
 coordinator, served on Kafka's wire protocol, for the consumer's group tests.
 
 The rules are not re-implemented here: ``FakeGroupCoordinator`` drives the broker's own
-I/O-free state machine (``replica_proc.group_coordinator.GroupCoordinator``, KAFKA-BEHAVIOURS
-G3-G7) and only translates requests (FindCoordinator 0-2, JoinGroup 2-5, SyncGroup 1-3,
+I/O-free state machine (``replica_proc.group_coordinator.GroupCoordinator``, Kafka's
+GroupCoordinator) and only translates requests (FindCoordinator 0-2, JoinGroup 2-5, SyncGroup 1-3,
 Heartbeat 1-3, LeaveGroup 1-3, OffsetCommit 2-7, OffsetFetch 1-7) into its calls and its
 answers into responses. Its ``__consumer_offsets`` store keeps the records in memory and
 acknowledges them at once (every write "replicated"), so ``move(...)`` can hand the groups to

@@ -17,7 +17,8 @@ from replica_proc.alter_partition_manager import AlterPartitionManager
 from replica_proc.broker_metadata import BrokerMetadata
 from replica_proc.controller_channel import ControllerChannel
 from shm_ring import cleanup_stale
-from tests.support.broker import BrokerProcess, Client, wait_for
+from tests.support.broker import BrokerProcess, Client
+from tests.support.waits import wait_for
 
 OVERRIDES = ["broker.session.timeout.ms=1500", "broker.heartbeat.interval.ms=100"]
 """A session timeout short enough for a test, still fifteen heartbeats long."""

@@ -22,10 +22,10 @@ appended whose acknowledgement the producer never got is sent again and appended
 as ``Verdict.duplicates`` and the count ``duplicates``; records lost to an unclean election
 and offsets read with two values whose first read came before an unclean election of
 their partition (``Verdict.unclean_losses``: the new leader's log replaced them, which
-Kafka allows, R11); unavailability windows, per partition, from four sources: "no
-leader", the spans with no leader on the metadata page; "leader down", from a fault that
-took down the broker leading the partition (kill, SIGTERM, SIGSTOP) until the first
-acknowledged send after the partition was led again (a new leader on the page, or the
+Kafka allows with unclean.leader.election.enable); unavailability windows, per partition,
+from four sources: "no leader", the spans with no leader on the metadata page; "leader
+down", from a fault that took down the broker leading the partition (kill, SIGTERM, SIGSTOP) until
+the first acknowledged send after the partition was led again (a new leader on the page, or the
 broker back) — the controller elects a successor within tens of milliseconds, faster than
 the monitor samples the page, so "no leader" alone almost never shows a leader's death;
 "produce errors", from a failed or unknown send until the next acknowledged one on that

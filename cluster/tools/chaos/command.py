@@ -28,7 +28,7 @@ that nothing acknowledged was lost (the Jepsen idea, built in).
    (``report``); the summary is printed. Exit status 0 without anomalies, 1 with any, 2
    when the tool itself could not run (its reason on stderr).
 
-``--workload transactional-copy`` is KAFKA-BEHAVIOURS' S8 (Kafka's transactions_test):
+``--workload transactional-copy`` is Kafka's transactions_test:
 idempotent producers write ``--records`` records to ``<topic>-input``; one transactional
 copier per partition copies them to ``<topic>-output`` (read_committed consumer, offsets
 sent to the transaction), while besides the scenario's broker faults (the scenarios that

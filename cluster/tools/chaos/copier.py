@@ -1,4 +1,4 @@
-"""The copier process of the transactional-copy workload (KAFKA-BEHAVIOURS S8), as Kafka's
+"""The copier process of the transactional-copy workload, as Kafka's
 ``TransactionalMessageCopier`` runs in ``transactions_test`` without group metadata:
 copier ``n`` copies partition ``n`` of the input topic to partition ``n`` of the output
 topic with a transactional producer whose ``transactional_id`` belongs to that partition

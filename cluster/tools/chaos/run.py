@@ -41,7 +41,7 @@ from shm_ring.naming import list_objects
 CTX = multiprocessing.get_context("spawn")
 #: Exit status of a run that found anomalies.
 ANOMALIES = 1
-#: Broker config of a cluster the tool starts (KAFKA-BEHAVIOURS' test settings).
+#: Broker config of a cluster the tool starts (a replica.lag.time.max.ms short enough for a test).
 CLUSTER_CONFIG = {"replica.lag.time.max.ms": 2000}
 #: Seconds a client process has to stop after its stop event before it is killed.
 CLIENT_STOP = workload.DELIVERY_TIMEOUT_MS / 1000 + workload.OUTCOME_SLACK + 5.0

@@ -1,4 +1,4 @@
-"""``ringlog chaos --workload transactional-copy``: KAFKA-BEHAVIOURS' scenario S8, as Kafka's
+"""``ringlog chaos --workload transactional-copy``: as Kafka's
 transactions_test and Jepsen run it, under the broker faults of ``--scenario`` and the
 copier faults of ``schedule.COPIER_FAULTS``.
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import pytest
 
@@ -24,6 +23,7 @@ from cluster.errors import (
     UnknownTopicOrPartitionError,
 )
 from tests.support.bounds import IN_PROCESS_BOUND
+from tests.support.waits import wait_for
 
 #: What ``producer_of`` (conftest.py) sets here on top of its common settings.
 PRODUCER_SETTINGS = {"linger_ms": 0, "reconnect_backoff_ms": 5, "reconnect_backoff_max_ms": 50}
@@ -35,13 +35,6 @@ RETRIABLE = [NotLeaderForPartitionError, LeaderNotAvailableError, NotEnoughRepli
 
 def produce_requests(cluster, since=0):
     return [broker for broker, name, _ in cluster.requests[since:] if name == "PRODUCE"]
-
-
-def wait_until(condition, what):
-    deadline = time.monotonic() + IN_PROCESS_BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {IN_PROCESS_BOUND} s: {what}"
-        time.sleep(0.005)
 
 
 @pytest.mark.parametrize("error", RETRIABLE, ids=lambda e: e.message)
@@ -122,7 +115,7 @@ def test_a_leader_that_dies_with_a_request_in_flight_retries_it_at_the_new_one(f
     assert producer.send("t", b"first").get(IN_PROCESS_BOUND).offset == 0
     cluster.brokers[0].paused.set()
     future = producer.send("t", b"second")
-    wait_until(lambda: producer._sender._in_flight, "the request in flight")
+    wait_for(lambda: producer._sender._in_flight, "the request in flight")
     cluster.move_leader("t", 0, 1)
     cluster.stop_broker(0)
     assert future.get(IN_PROCESS_BOUND).offset == 1
@@ -141,7 +134,7 @@ def test_a_leader_elected_after_its_predecessor_died_is_found(fake_cluster, prod
     before = len(cluster.requests)
     cluster.stop_broker(0)
     future = producer.send("t", b"second")
-    wait_until(lambda: "METADATA" in [name for _, name, _ in cluster.requests[before:]],
+    wait_for(lambda: "METADATA" in [name for _, name, _ in cluster.requests[before:]],
                "a metadata refresh after the death (it still names broker 0)")
     cluster.move_leader("t", 0, 1)
     assert future.get(IN_PROCESS_BOUND).offset == 1
@@ -158,7 +151,7 @@ def test_a_leader_that_appended_then_died_before_answering_gives_a_duplicate(fak
     assert producer.send("t", b"first").get(IN_PROCESS_BOUND).offset == 0
     cluster.brokers[0].tamper = lambda frame: None  # from now on: appends, never answers
     future = producer.send("t", b"once?")
-    wait_until(lambda: len(cluster.records("t", 0)) == 2, "the append on broker 0")
+    wait_for(lambda: len(cluster.records("t", 0)) == 2, "the append on broker 0")
     cluster.move_leader("t", 0, 1)
     cluster.stop_broker(0)
     assert future.get(IN_PROCESS_BOUND).offset == 2
@@ -172,7 +165,7 @@ def test_a_hung_leader_is_given_up_after_the_request_timeout(fake_cluster, produ
     assert producer.send("t", b"first").get(IN_PROCESS_BOUND).offset == 0
     cluster.brokers[0].paused.set()  # alive, reads nothing: never answers
     future = producer.send("t", b"second")
-    wait_until(lambda: producer._sender._in_flight, "the request in flight")
+    wait_for(lambda: producer._sender._in_flight, "the request in flight")
     cluster.move_leader("t", 0, 1)
     try:
         assert future.get(IN_PROCESS_BOUND).offset == 1

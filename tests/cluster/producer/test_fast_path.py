@@ -19,9 +19,10 @@ from segments.record.batch_header import BatchHeader
 from segments.record.records import RecordBatch, RecordBatchBuilder
 from tests.support.bounds import IN_PROCESS_BOUND
 from tests.support.clock import FakeClock
+from tests.support.properties import examples
 
 BASE_TS = 1_700_000_000_000
-SETTINGS = settings(max_examples=60, deadline=None,
+SETTINGS = settings(max_examples=examples(60), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

@@ -6,8 +6,6 @@ in flight, the epoch bumped on UNKNOWN_PRODUCER_ID and on a real sequence gap, d
 as successes, INVALID_PRODUCER_EPOCH fatal, and nothing of it without idempotence."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from kio.schema.errors import ErrorCode
@@ -24,6 +22,7 @@ from segments.log_config import INT_MAX
 from segments.record.batch_header import BatchHeader
 from segments.record.records import RecordBatchBuilder
 from tests.support.bounds import IN_PROCESS_BOUND
+from tests.support.waits import wait_for
 
 #: What ``producer_of`` (conftest.py) sets here on top of its common settings.
 PRODUCER_SETTINGS = {"enable_idempotence": True, "acks": "all", "linger_ms": 0,
@@ -42,13 +41,6 @@ def stamps(cluster, topic, partition):
 
 def names(cluster, since=0):
     return [name for _, name, _ in cluster.requests[since:]]
-
-
-def wait_until(condition, what):
-    deadline = time.monotonic() + IN_PROCESS_BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {IN_PROCESS_BOUND} s: {what}"
-        time.sleep(0.005)
 
 
 def test_the_producer_id_comes_first_and_each_partition_counts_its_own_sequences(
@@ -127,7 +119,7 @@ def test_a_broker_that_dies_after_writing_does_not_duplicate(fake_cluster, produ
     cluster.fail_next("t", 0, ErrorCode.not_leader_or_follower, api="PRODUCE_AFTER_APPEND")
     cluster.brokers[0].tamper = lambda frame: None
     future = producer.send("t", b"second")
-    wait_until(lambda: len(cluster.records("t", 0)) == 2, "the write at broker 0")
+    wait_for(lambda: len(cluster.records("t", 0)) == 2, "the write at broker 0")
     cluster.move_leader("t", 0, 1)
     cluster.stop_broker(0)
     assert future.get(IN_PROCESS_BOUND).offset == 1
@@ -145,7 +137,7 @@ def test_retries_keep_the_sequence_order_with_five_requests_in_flight(fake_clust
     values = np.arange(40, dtype=np.uint8).reshape(40, 1)
     futures = producer.send_batch("t", values, partition=0, batch_size=90)
     assert len(futures) >= 6
-    wait_until(lambda: producer._client.in_flight_count() == 5, "five requests in flight")
+    wait_for(lambda: producer._client.in_flight_count() == 5, "five requests in flight")
     cluster.fail_next("t", 0, ErrorCode.not_enough_replicas)  # the first of them fails
     broker.paused.clear()
     for future in futures:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.bounds import IN_PROCESS_BOUND
 from tests.support.paths import ROOT
 
 HEAVY = ("numpy", "hypothesis", "cramjam", "lz4", "zstandard")
+
+pytestmark = pytest.mark.multiprocess  # each test starts a fresh interpreter
 
 
 def loaded_after(script):

@@ -246,6 +246,17 @@ def test_request_header_layout():
     assert header.client_id == "prod\u00fccer" and header.correlation_id == -1
 
 
+def test_next_correlation_id_wraps_to_zero_within_the_int32():
+    request = sample(protocol.request_class(ApiKey.HEARTBEAT, 3))
+    ids = [protocol.next_correlation_id(n)
+           for n in (0, protocol.MAX_CORRELATION_ID - 1, protocol.MAX_CORRELATION_ID)]
+    assert ids == [1, protocol.MAX_CORRELATION_ID, 0]
+    for correlation_id in ids:
+        header, _ = protocol.decode_request(
+            protocol.encode_request(request, correlation_id, "c"))
+        assert header.correlation_id == correlation_id
+
+
 def test_flexible_frames_carry_request_header_v2_and_response_header_v1():
     """AlterPartition has only flexible versions: its headers are kio's v2 / v1 headers,
     byte for byte, and the decoded request header is the same v1 header as any other."""

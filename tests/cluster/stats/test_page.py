@@ -17,6 +17,7 @@ from shm_ring.liveness import current_process
 from shm_ring.naming import SharedRegion, stats_page_name
 from tests.support.bounds import BOUND
 from tests.support.processes import CTX
+from tests.support.waits import wait_for
 
 
 @pytest.fixture
@@ -143,13 +144,6 @@ def fast_writer(cluster_id, ready):
     while True:
         page.write(make_figures(n, counters=1 + n % 100, histograms=n % 40))
         n += 1
-
-
-def wait_for(condition, what):
-    deadline = time.monotonic() + BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
 
 
 @pytest.mark.multiprocess

@@ -412,7 +412,7 @@ def test_leaders_come_from_the_live_isr_and_unclean_election_is_per_topic(three)
          "configs": {"unclean.leader.election.enable": "true"}}])
     env.start_broker(1)
     image = env.poll(controller)
-    for name in ("clean", "dirty"):  # the ISR of a new partition: its live replicas (R11)
+    for name in ("clean", "dirty"):  # the ISR of a new partition: its live replicas
         p = image.partition(name, 0)
         assert (p.leader, p.leader_epoch, p.replicas, p.isr) == (0, 0, (0, 1), (0,))
     env.stop_broker(0)

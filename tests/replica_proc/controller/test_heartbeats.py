@@ -9,7 +9,7 @@ from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import HEARTBEAT, HeartbeatReader
 from replica_proc.controller.controller import IsrChange
 from replica_proc.heartbeat import HeartbeatThread
-from tests.support.broker import wait_for
+from tests.support.waits import wait_for
 
 SECOND_NS = 1_000_000_000
 

@@ -1,5 +1,5 @@
-"""JoinGroup and rebalances (KAFKA-BEHAVIOURS G3, G4, G6): every error, the initial delay,
-the rebalance timeout, leader election, the protocol vote, static members."""
+"""JoinGroup and rebalances (Kafka's GroupCoordinator.handleJoinGroup, KIP-345): every error, the
+initial delay, the rebalance timeout, leader election, the protocol vote, static members."""
 from __future__ import annotations
 
 import re
@@ -209,7 +209,7 @@ def test_pending_member_with_an_instance_id_is_refused(env):
     assert env.join(member_id=member_id, instance=("i"))[0].error == e.UnknownError.errno
 
 
-# -- static members (G6) ----------------------------------------------------------------
+# -- static members (KIP-345) -----------------------------------------------------------
 
 def static_group(env, instances=("i1", "i2"), session_ms=10_000, protocols=RANGE):
     joined = [env.join(instance=i, client_id=i, session_ms=session_ms, protocols=protocols)

@@ -1,4 +1,4 @@
-"""Partition ownership: replaying ``__consumer_offsets`` rebuilds groups and offsets (G7:
+"""Partition ownership: replaying ``__consumer_offsets`` rebuilds groups and offsets (
 committed offsets survive a coordinator failover), unloading answers every parked request
 NOT_COORDINATOR; DescribeGroups and ListGroups."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""SyncGroup, Heartbeat, LeaveGroup and sessions (KAFKA-BEHAVIOURS G4, G5): every error
-in Kafka's order, the assignment answered only once stored, session and pending expiry."""
+"""SyncGroup, Heartbeat, LeaveGroup and sessions (Kafka's handleSyncGroup, handleHeartbeat): every
+error in Kafka's order, the assignment answered only once stored, session and pending expiry."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""OffsetCommit and OffsetFetch (KAFKA-BEHAVIOURS G7), OffsetDelete, DeleteGroups and the
+"""OffsetCommit and OffsetFetch (Kafka's handleCommitOffsets), OffsetDelete, DeleteGroups and the
 offsets retention: every error, commits visible only once stored, tombstones written."""
 from __future__ import annotations
 

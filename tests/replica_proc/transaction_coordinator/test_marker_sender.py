@@ -11,12 +11,12 @@ import random
 
 from cluster.errors import NotLeaderForPartitionError
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
-from cluster.protocol import frames as protocol
 from replica_proc.transaction_coordinator.marker_sender import TxnMarkerSender
 from replica_proc.transaction_coordinator.results import TxnMarker
 from replica_proc.txn_markers_handler import MarkerResult, response
 from shm_ring import PeerDiedError
 from tests.support.clock import FakeClock
+from tests.support.fake_connection import FakeConnection
 
 CLUSTER = "c" * 22
 ME = 0
@@ -47,37 +47,13 @@ class Local:
         return True
 
 
-class Leader:
+class Leader(FakeConnection):
     """A connection to another leader that answers each marker partition with ``code``."""
 
     def __init__(self, code):
-        self.code = code
-        self.requests = []
-        self.answers = []
-        self.closed = False
-        self.died = False  # the leader's process is gone (what ``check`` looks at)
-
-    def check(self):
-        if self.died:
-            raise PeerDiedError("broker 1 died")
-
-    def send(self, frame, timeout=None):
-        header, request = protocol.decode_request(frame)
-        self.requests.append(request)
-        answer = response([(m.producer_id, [(t.name, [MarkerResult(i, self.code, None)
-                                                      for i in t.partition_indexes])
-                                            for t in m.topics]) for m in request.markers])
-        self.answers.append(protocol.encode_response(answer, header.correlation_id))
-        return True
-
-    def recv(self, timeout=None):
-        return self.answers.pop(0) if self.answers else None
-
-    def release(self):
-        pass
-
-    def close(self):
-        self.closed = True
+        super().__init__(lambda request: response([
+            (m.producer_id, [(t.name, [MarkerResult(i, code, None) for i in t.partition_indexes])
+                             for t in m.topics]) for m in request.markers]))
 
 
 def marker(*topics, producer_id=7):
@@ -107,7 +83,7 @@ def test_markers_go_to_their_leaders_and_their_codes_come_back():
         ((("here", 0),), {("here", 0): 0}, ()),  # appended here
     ])
     assert connected == [(1, 0)]  # one attempt, never waiting
-    [request] = leader.requests
+    [(_, request)] = leader.requests
     assert [(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result,
              [(t.name, t.partition_indexes) for t in m.topics]) for m in request.markers] == [
         (7, 3, 5, True, [("there", (0,))])]

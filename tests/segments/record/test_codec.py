@@ -37,10 +37,11 @@ from segments.record.varint import (
     encode_varint,
     size_of_varint,
 )
+from tests.support.properties import examples
 
 CODECS = sorted(CODEC_NAMES)
 BASE_TS = 1_700_000_000_000
-SETTINGS = settings(max_examples=60, deadline=None,
+SETTINGS = settings(max_examples=examples(60), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 headers_st = st.lists(

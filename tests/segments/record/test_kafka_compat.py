@@ -23,10 +23,11 @@ from segments.record.batch_header import BatchHeader
 from segments.record.bulk import build_batches
 from segments.record.compression import CODEC_NAMES
 from segments.record.records import RecordBatch, RecordBatchBuilder, iter_records
+from tests.support.properties import examples
 
 CODECS = sorted(CODEC_NAMES)
 BASE_TS = 1_700_000_000_000
-SETTINGS = settings(max_examples=50, deadline=None,
+SETTINGS = settings(max_examples=examples(50), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 record_st = st.tuples(

@@ -1,4 +1,4 @@
-"""``ringlog chaos --workload transactional-copy`` in a short form (KAFKA-BEHAVIOURS S8 on
+"""``ringlog chaos --workload transactional-copy`` in a short form (Kafka's transactions_test on
 a replicating cluster: 3 brokers, RF 3, min.insync.replicas 2): leader kills, copier
 kills and a zombie, and the tool finds the output equal to the input exactly once, no
 aborted read, the zombie fenced; the same history with a copied record taken away, or

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cluster.tools.observe import report, rows
 from cluster.tools.observe.sampler import Sample, Sampler
 from tests.support.snapshots import generation, latency, snapshot
@@ -76,6 +78,7 @@ def test_json_holds_every_sample_and_field(tmp_path):
     assert broker["histograms"]["request-latency-ms:Produce"]["counts"] == [0, 10, 0, 0, 0]
 
 
+@pytest.mark.slow  # matplotlib draws every figure
 def test_pngs_are_drawn(tmp_path):
     paths = report.write_pngs(tmp_path, run_of_two_processes())
     assert sorted(p.rsplit("/", 1)[1] for p in paths) == sorted(report.PNGS)
@@ -83,6 +86,7 @@ def test_pngs_are_drawn(tmp_path):
         assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # matplotlib draws every figure
 def test_pngs_without_samples(tmp_path):
     for path in report.write_pngs(tmp_path, []):
         assert open(path, "rb").read(4) == b"\x89PNG"
