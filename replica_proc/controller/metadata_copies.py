@@ -58,6 +58,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import re
@@ -68,6 +69,7 @@ from segments.checkpoint import fsync_directory
 from segments.errors import CorruptRecordError, KafkaStorageError
 from segments.log import CLEAN_SHUTDOWN_MARKER
 from segments.record.batch_header import iter_batches
+from segments.record.records import RecordBatch
 from segments.segment import LOG_SUFFIX, base_offset_from_name
 
 log = logging.getLogger(__name__)
@@ -170,6 +172,36 @@ def scan(path):
                 os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_MARKER)))
 
 
+def epochs_match_records(copy):
+    """Whether each batch of ``copy``'s valid prefix whose controller epoch (its
+    partitionLeaderEpoch, outside the CRC) differs from the batch before it, and is
+    positive, starts with the ``controller`` record of that epoch: a controller's first
+    batch does (``controller._become_active``), and it is the only one that changes the
+    epoch. Settles two copies that differ in an epoch the batch checks cannot see."""
+    epoch = None
+    for data in copy.prefix.values():
+        for header in iter_batches(data):
+            if header.partition_leader_epoch != epoch and header.partition_leader_epoch > 0:
+                first = next(iter(RecordBatch(data, header.position)), None)
+                try:
+                    record = json.loads(first.value) if first is not None else {}
+                except ValueError:
+                    return False
+                if not isinstance(record, dict) or record.get("type") != "controller" or (
+                        record.get("epoch") != header.partition_leader_epoch):
+                    return False
+            epoch = header.partition_leader_epoch
+    return True
+
+
+def first_difference(copy, other):
+    """The file of ``copy`` where it first differs from ``other`` (its directory if none)."""
+    for name, data in copy.prefix.items():
+        if other.prefix.get(name) != data:
+            return os.path.join(copy.path, name)
+    return copy.path
+
+
 def copy_paths(data_dir):
     """The copy directory of every broker directory in ``data_dir``."""
     return [os.path.join(dd.broker_dir(data_dir, broker_id), COPY_DIR)
@@ -205,11 +237,20 @@ class MetadataCopies:
                     f"whole copy {authority.path} (end offset {authority.end}): not "
                     f"repairing it (that would forget the changes after the damage), not "
                     f"starting")
-        for other in scans:
-            if other is not authority:
-                self._repair(other, authority, log_scan)
         held = {name: len(data) for name, data in authority.prefix.items()}
         self._held = {path: dict(held) for path in copy_paths(self.data_dir)}
+        for other in scans:
+            if other is authority:
+                continue
+            if other is log_scan:  # the log must be whole to open: a failure raises
+                self._repair(other, authority, log_scan)
+                continue
+            try:
+                self._repair(other, authority, log_scan)
+            except OSError as exc:  # a copy is not worth refusing the start for
+                self._held[other.path] = None
+                log.error("metadata log copy %s: repair failed (%s); it is rewritten at "
+                          "the next write", other.path, exc)
 
     def _authority(self, scans, candidates):
         if not candidates:
@@ -220,12 +261,15 @@ class MetadataCopies:
         for s in longest:
             groups[s.digest()].append(s)
         ranked = sorted(groups.values(), key=len, reverse=True)
-        if len(ranked) > 1 and len(ranked[0]) == len(ranked[1]):
+        tied = [group for group in ranked if len(group) == len(ranked[0])]
+        if len(tied) > 1:  # as many copies hold each: the epochs must match the records
+            tied = [group for group in tied if epochs_match_records(group[0])]
+        if len(tied) != 1:
+            files = ", ".join(first_difference(group[0], ranked[0][0]) for group in ranked)
             raise KafkaStorageError(
-                f"metadata log copies {', '.join(s.path for s in longest)} all end at "
-                f"offset {end} but hold different bytes, as many copies each: cannot tell "
-                f"which is damaged; not starting")
-        return ranked[0][0]
+                f"metadata log copies {files} all end at offset {end} but hold different "
+                f"bytes, as many copies each: cannot tell which is damaged; not starting")
+        return tied[0][0]
 
     def _refusal(self, scans):
         damaged = "; ".join(f"metadata log {s.damage}" if s.path == self.log_path

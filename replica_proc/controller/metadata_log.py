@@ -43,6 +43,12 @@ and 0 there, which never go down.
 
 The log is kept whole (retention off); compaction and snapshots are for later.
 
+Copies (``metadata_copies``): every append is written to a copy of the log's segments in
+every broker's directory before it returns (so before the image it makes is published),
+and opening the log first checks every copy and the log, and repairs the damaged or
+missing ones from the longest whole copy: one damaged copy, the log's own included, no
+longer stops the cluster.
+
 ``MetadataLog`` belongs to the active controller (the broker loop thread), which is its only
 writer and reader; ``apply`` is a pure function.
 """
@@ -254,10 +260,10 @@ class MetadataLog:
 
         Every batch's CRC is checked, and the offsets must run on without a gap (the log is
         never compacted; baseOffset is outside the CRC). A damaged batch, a gap, or a record
-        that is not JSON raises KafkaStorageError naming the segment file and the offset:
-        the log is the only copy of the cluster's metadata, and cutting it at the damage (a
-        partition log's repair) would make the controller forget topics and the brokers
-        delete their logs.
+        that is not JSON raises KafkaStorageError naming the segment file and the offset
+        (the open repaired what a copy could repair: this is damage in every copy, or
+        written after the open), and cutting it at the damage (a partition log's repair)
+        would make the controller forget topics and the brokers delete their logs.
         """
         records = []
         offset = self._log.log_start_offset

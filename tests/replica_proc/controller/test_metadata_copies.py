@@ -12,6 +12,7 @@ import pytest
 
 from cluster.errors import KafkaStorageError
 from cluster.metadata import data_dir as dd
+from replica_proc.controller import metadata_copies, metadata_log as mr
 from replica_proc.controller.metadata_copies import COPY_DIR, DAMAGED_SUFFIX
 from replica_proc.controller.metadata_log import MetadataLog
 
@@ -172,3 +173,47 @@ def test_a_lost_log_is_rebuilt_from_the_copies(stopped, caplog):
         assert replayed(env) == image
     assert read(log_dir(env)) == intact
     assert any(log_dir(env) in r.message for r in caplog.records)
+
+
+def test_with_one_copy_besides_the_log_an_unseen_epoch_flip_is_settled_by_the_records(env):
+    """One broker: the log and one copy, so no majority; the copy whose changed epoch no
+    ``controller`` record of that epoch starts is the damaged one."""
+    env.start_broker(0)
+    controller = env.controller(0)
+    env.poll(controller)
+    controller.create_topics([{"name": "a", "num_partitions": 2}])
+    image = env.page.read()
+    controller.close()
+    intact = read(log_dir(env))
+    last = batch_positions(intact)[-1]
+    flip(os.path.join(log_dir(env), SEGMENT), last + 14, mask=0x01)  # epoch 1 -> 257
+    assert replayed(env) == image
+    assert len(glob.glob(f"{log_dir(env)}.*{DAMAGED_SUFFIX}")) == 1
+    assert read(log_dir(env)) == intact
+
+
+def test_a_copy_that_cannot_be_written_is_rewritten_once_it_can(stopped, monkeypatch, caplog):
+    env, _ = stopped
+    failing = copy_dir(env, 1)
+    real = metadata_copies._write_file
+
+    def write_file(path, *args, **kwargs):
+        if path.startswith(failing):
+            raise OSError(28, "No space left on device", path)
+        return real(path, *args, **kwargs)
+    metadata_log = MetadataLog(env.data_dir)
+    try:
+        monkeypatch.setattr(metadata_copies, "_write_file", write_file)
+        with caplog.at_level(logging.ERROR, logger="replica_proc.controller.metadata_copies"):
+            for n in range(3):  # the commits succeed; the copy falls behind, logged once
+                metadata_log.append([mr.topic_record(f"t{n}", f"id{n}", {})], 1)
+        assert [r.message for r in caplog.records if failing in r.message] == [
+            f"metadata log copy {failing}: write failed ([Errno 28] No space left on device: "
+            f"'{failing}/{SEGMENT}'); it is behind until a later write succeeds or the next "
+            f"controller repairs it"]
+        assert read(failing) != read(log_dir(env))
+        monkeypatch.undo()
+        metadata_log.append([mr.topic_record("t3", "id3", {})], 1)
+        assert read(failing) == read(log_dir(env)) == read(copy_dir(env, 0))
+    finally:
+        metadata_log.close()
