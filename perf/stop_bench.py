@@ -6,13 +6,14 @@
 A cluster of ``--brokers`` brokers starts in a fresh data directory under /tmp, one topic of
 ``--partitions`` partitions is created with one CreateTopics (the creation path makes all of
 a broker's new logs with one syncfs: the fastest honest set-up), one record is produced to
-every partition (so every log has data to flush at the stop), then ``Cluster.stop`` is
-timed: SIGTERM to every broker, each closing every log cleanly (recovery point checkpoint,
-producer snapshot, clean-shutdown marker), until all have exited. The supervisor SIGKILLs a
-broker that takes longer than its stop timeout (30 s); that is reported as a failure.
-The cluster is started again and stopped once more for each repeat; printed: each stop's
-time, the median, and how many logs the last stop left without their clean-shutdown marker
-(a SIGKILLed broker's: its next start recovers them).
+every partition (so every log has data to flush at the stop, and the brokers are past
+their start-up work), then ``Cluster.stop`` is timed: SIGTERM to every broker, each closing
+every log cleanly (recovery point checkpoint, producer snapshot, clean-shutdown marker),
+until all have exited. The supervisor SIGKILLs a broker that takes longer than its stop
+timeout (30 s): the stop then takes 30 s, and the logs are left without their marker.
+Each repeat starts the cluster again, produces and stops; printed: each stop's time, the
+median, and how many logs the last stop left without their clean-shutdown marker (a
+SIGKILLed broker's: its next start recovers them).
 The data directory is deleted at the end.
 """
 from __future__ import annotations
@@ -26,13 +27,27 @@ import tempfile
 import time
 
 from cluster import Cluster, KafkaAdminClient, KafkaProducer, NewTopic
+from cluster.errors import NoBrokersAvailable
 from segments.log import CLEAN_SHUTDOWN_MARKER
 
 TOPIC = "wide"
 
 
+def _producer(data_dir):
+    """A producer, once a broker accepts it: just after a start a broker with 10,000
+    partitions may be too busy to accept a connection within the client's wait."""
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            return KafkaProducer(bootstrap_servers=data_dir, linger_ms=50, acks=1)
+        except NoBrokersAvailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def _produce_everywhere(data_dir, partitions):
-    with KafkaProducer(bootstrap_servers=data_dir, linger_ms=50, acks=1) as producer:
+    with _producer(data_dir) as producer:
         futures = [producer.send(TOPIC, value=b"x", partition=p) for p in range(partitions)]
         producer.flush()
         for future in futures:
@@ -74,14 +89,16 @@ def main(argv=None):
             and len(image.topics[TOPIC].partitions) == args.partitions, timeout=300)
         print(f"created {args.partitions} partitions (RF {args.replication_factor}, "
               f"{args.brokers} brokers) in {time.perf_counter() - start:.1f} s")
-        start = time.perf_counter()
-        _produce_everywhere(data_dir, args.partitions)
-        print(f"one record to each partition in {time.perf_counter() - start:.1f} s")
         for repeat in range(args.repeats):
+            if repeat:
+                start = time.perf_counter()
+                cluster.start()
+                print(f"start: {time.perf_counter() - start:.1f} s")
+            start = time.perf_counter()
+            _produce_everywhere(data_dir, args.partitions)
+            print(f"one record to each partition in {time.perf_counter() - start:.1f} s")
             stops.append(_stop(cluster))
             print(f"stop {repeat + 1}: {stops[-1]:.2f} s")
-            if repeat + 1 < args.repeats:
-                cluster.start()
         median = statistics.median(stops)
         print(f"clean stop of {args.partitions} partitions: median {median:.2f} s "
               f"over {len(stops)} stops; logs left without a clean-shutdown marker: "

@@ -58,7 +58,6 @@ import bisect
 import dataclasses
 import json
 import os
-import re
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
@@ -89,7 +88,6 @@ LOG_CONFIG = LogConfig.from_dict({
     "segment.bytes": 64 * 1024 * 1024, "cleanup.policy": "delete"})
 
 _READ_BYTES = 1024 * 1024
-_SEGMENT_NAME = re.compile(r"[0-9]{20}" + re.escape(LOG_SUFFIX))
 
 
 # -- records ------------------------------------------------------------------------------------
