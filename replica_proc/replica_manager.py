@@ -512,6 +512,7 @@ class ReplicaManager:
                     log.error("closing %s-%d failed: %s", key[0], key[1], exc)
             return
         names = {id(partition.log): key for key, partition in partitions}
+        started = time.monotonic()
         try:
             failed = close_together([partition.log for _, partition in partitions],
                                     self.log_dir)
@@ -522,3 +523,5 @@ class ReplicaManager:
         for partition_log, exc in failed:
             key = names[id(partition_log)]
             log.error("closing %s-%d failed: %s", key[0], key[1], exc)
+        log.info("closed %d logs together in %.1f s", len(partitions) - len(failed),
+                 time.monotonic() - started)

@@ -11,7 +11,8 @@ by offset or by timestamp, rolling, truncation, retention and flushing. Its file
     <path>/recovery-point-offset-checkpoint everything below this offset is fsynced
     <path>/log-start-offset-checkpoint      the first offset a reader may ask for
     <path>/leader-epoch-checkpoint          where each leader epoch starts (leader_epoch)
-    <path>/.clean-shutdown                  written by close(), removed by the next open
+    <path>/.clean-shutdown                  written by close(), renamed by the next open to
+    <path>/.clean-shutdown.spent            (which the next close renames back)
 
 Offsets: ``log_start_offset`` <= readable offsets < ``log_end_offset`` (LEO, the offset
 the next append gets). The *recovery point* is the offset below which everything has
@@ -158,6 +159,10 @@ log = logging.getLogger(__name__)
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
+#: The marker after an open: renamed, not deleted, so that the next clean close renames it
+#: back instead of creating a file (on ext4 a rename costs a tenth of a creation, and
+#: closing 10,000 logs together, ``close_together``, is mostly these).
+SPENT_MARKER = ".clean-shutdown.spent"
 
 #: ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -396,7 +401,7 @@ class PartitionLog:
             self.log_start_offset, self.log_end_offset if result.clean_shutdown
             else min(recovery_point or 0, self.log_end_offset)))
         if os.path.exists(marker):
-            os.unlink(marker)
+            os.replace(marker, os.path.join(self.path, SPENT_MARKER))
             if self._durable_open:
                 fsync_directory(self.path)
         result.log_end_offset = self.log_end_offset
@@ -1272,12 +1277,15 @@ class PartitionLog:
 
     def _mark_clean(self, durable):
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            os.rename(os.path.join(self.path, SPENT_MARKER), marker)
+        except FileNotFoundError:  # a new log, or one the last process did not close
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
         if durable:
             fsync_directory(self.path)
 
