@@ -156,7 +156,7 @@ class KafkaConsumer:
         self._assigned_version = None  # metadata version the automatic assignment follows
         self._iterator = None
         self._consumer_timeout = math.inf
-        self._stats = process_stats(self._client.cluster_id, "consumer",
+        self._stats = process_stats(self._client.namespace, "consumer",
                                     config["client_id"] or f"consumer-{os.getpid()}")
         self._stats.add_source(ConsumerStatsSource(self._metrics))
         try:

@@ -259,8 +259,8 @@ class Fetcher:
         self._metrics.fetch_failed()
         if node not in self._failed_nodes:
             self._failed_nodes.add(node)
-            log.warning("fetch from broker %d failed (%s); fetching %s again once the "
-                        "metadata names their leaders", node, exception, sorted(offsets))
+            log.info("fetch from broker %d failed (%s); fetching %s again once the "
+                     "metadata names their leaders", node, exception, sorted(offsets))
         if isinstance(exception, KafkaError) and exception.invalid_metadata:
             self._client.cluster.request_update()
 

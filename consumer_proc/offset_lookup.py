@@ -11,8 +11,12 @@ broker):
   leader is unknown or answers a retriable error (metadata refreshed), after
   ``request_timeout_ms`` while an answer is pending.
 * **Lookups**, blocking: ``offsets_by_times`` / ``beginning_offsets`` / ``end_offsets``
-  send, poll until every partition has an answer, retry what failed retriably, and raise
-  KafkaTimeoutError naming the partitions still unanswered after ``timeout`` seconds.
+  send, poll until every partition has an answer, retry what failed retriably (a partition
+  without a leader, LEADER_NOT_AVAILABLE in the metadata, or whose leader answered
+  NOT_LEADER_OR_FOLLOWER, is asked again after a metadata refresh, as Kafka's consumer does),
+  and raise KafkaTimeoutError naming the partitions still unanswered after ``timeout``
+  seconds, and for each that had no leader why ("partition t-1 has no leader: its only
+  replica, broker 1, is stopped").
 
 A non-retriable error (e.g. an unsupported request) is raised: by the lookup, or — for a
 reset — by the next ``reset_offsets_if_needed``.
@@ -82,10 +86,11 @@ class OffsetLookup:
         return self._client.send(node, request)
 
     def _parse(self, partitions, response):
-        """``(found {tp: (offset, timestamp, leader_epoch)}, retry [tp], error or None)``
-        from a ListOffsets response to a request for ``partitions``."""
+        """``(found {tp: (offset, timestamp, leader_epoch)}, retry {tp: retriable error
+        class or None}, error or None)`` from a ListOffsets response to a request for
+        ``partitions``."""
         found = {}
-        retry = []
+        retry = {}
         error = None
         for topic in response.topics:
             for p in topic.partitions:
@@ -99,14 +104,14 @@ class OffsetLookup:
                 cls = for_code(code)
                 if cls.retriable:
                     log.debug("ListOffsets of %s: %s; retrying", tp, cls.message)
-                    retry.append(tp)
+                    retry[tp] = cls
                     if cls.invalid_metadata:
                         self._client.cluster.request_update()
                 elif error is None:
                     error = cls(f"ListOffsets of {tp.topic}-{tp.partition} at timestamp "
                                 f"{partitions[tp][0]}")
-        retry += [tp for tp in partitions if tp not in found and tp not in retry
-                  and error is None]
+        retry.update((tp, None) for tp in partitions if tp not in found and tp not in retry
+                     and error is None)
         return found, retry, error
 
     # -- resets (asynchronous) ----------------------------------------------------------------
@@ -168,7 +173,7 @@ class OffsetLookup:
             remaining = deadline - self._clock()
             if remaining <= 0:
                 raise KafkaTimeoutError(f"no position for {sorted(pending)} within "
-                                        f"{timeout} s")
+                                        f"{timeout} s" + self._why(pending, {}))
             self._client.poll(min(remaining, self._retry_backoff))
 
     # -- lookups (blocking) -------------------------------------------------------------------
@@ -190,6 +195,7 @@ class OffsetLookup:
     def _offsets_by_times(self, timestamps, timeout):
         results = {}
         remaining = dict(timestamps)
+        answered = {}  # tp -> the retriable error its leader last answered
         deadline = self._clock() + timeout
         while remaining:
             by_node, _ = self._group(remaining)
@@ -203,9 +209,10 @@ class OffsetLookup:
             for future, partitions in sent:
                 if not future.is_done or future.failed():
                     continue
-                found, _, error = self._parse(partitions, future.value)
+                found, retry, error = self._parse(partitions, future.value)
                 if error is not None:
                     raise error
+                answered.update((tp, cls) for tp, cls in retry.items() if cls is not None)
                 for tp, (offset, stamp, epoch) in found.items():
                     results[tp] = None if offset < 0 else (offset, stamp, epoch)
                     del remaining[tp]
@@ -215,9 +222,23 @@ class OffsetLookup:
             if left <= 0:
                 raise KafkaTimeoutError(
                     f"ListOffsets for {sorted(remaining)} not answered within {timeout} s"
-                    + self._client_errors(sent))
+                    + self._why(remaining, answered) + self._client_errors(sent))
             self._client.poll(min(left, self._retry_backoff))
         return results
+
+    def _why(self, partitions, answered):
+        """``: <why>; <why>`` for the ``partitions`` (sorted) that have no leader in the
+        metadata cache (``ClusterMetadata.why_no_leader``) or whose leader last answered a
+        retriable error (``answered``: {tp: error class}); "" when none did."""
+        cluster = self._client.cluster
+        reasons = []
+        for tp in sorted(partitions):
+            reason = cluster.why_no_leader(tp.topic, tp.partition)
+            if reason is None and tp in answered:
+                reason = f"{tp.topic}-{tp.partition}: its leader answered {answered[tp].message}"
+            if reason is not None:
+                reasons.append(reason)
+        return f": {'; '.join(reasons)}" if reasons else ""
 
     @staticmethod
     def _client_errors(sent):

@@ -26,6 +26,7 @@ from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
 from replica_proc.broker import Broker
 from replica_proc.controller.controller import Controller
+from shm_ring.naming import SquattedNameError
 
 log = logging.getLogger("replica_proc")
 
@@ -33,16 +34,17 @@ PAGE_WAIT = 10.0
 """Seconds to wait for the supervisor's metadata page to appear."""
 
 
-def open_page(cluster_id, timeout=PAGE_WAIT):
-    """The cluster's metadata page, waiting up to ``timeout`` seconds for it to exist."""
+def open_page(namespace, timeout=PAGE_WAIT):
+    """The cluster's metadata page (in its shared-memory ``namespace``), waiting up to
+    ``timeout`` seconds for it to exist."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return MetadataPage.open(cluster_id)
+            return MetadataPage.open(namespace)
         except FileNotFoundError:
             if time.monotonic() >= deadline:
                 raise FileNotFoundError(
-                    f"the metadata page of cluster {cluster_id} does not exist after "
+                    f"the metadata page of cluster {namespace} does not exist after "
                     f"{timeout} s; brokers are started by the supervisor (`ringlog cluster "
                     f"start`), which creates it") from None
             time.sleep(0.05)
@@ -87,7 +89,8 @@ def main(argv=None):
     signal.signal(signal.SIGINT, request_stop)
     try:
         broker.run()
-    except (KafkaStorageError, InconsistentClusterIdError) as exc:  # the message names the file
+    except (KafkaStorageError, InconsistentClusterIdError, SquattedNameError) as exc:
+        # the message names the file, or the object another user made
         log.error("broker %d cannot run: %s", args.broker_id, exc)
         return 1
     except Exception:

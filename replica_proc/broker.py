@@ -4,12 +4,13 @@
 broker (``python -m replica_proc`` builds one; tests build one with a fake metadata
 source and controller). Start-up, in order:
 
-1. the cluster id from ``D/meta.properties`` (written by the first start);
+1. the cluster id from ``D/meta.properties`` (written by the first start) and the
+   shared-memory namespace of this start (``D/shm.token``, ``dd.read_shm_namespace``);
 2. ``D/broker-<id>/broker.lock`` taken (another process running this broker id refuses
    the start), meta.properties checked, broker.json ``starting`` (``cluster.metadata.broker_lock``),
    the heartbeat thread started (``heartbeat``: the controller fences a broker whose
    heartbeat is older than ``broker.session.timeout.ms``);
-3. the metadata source (``open_metadata(cluster_id)``: the metadata page), the process's
+3. the metadata source (``open_metadata(namespace)``: the metadata page), the process's
    segment file cache sized (``ringlog.max.open.segment.files``), the ReplicaManager,
    this broker's Controller (``make_controller(cluster_id, source)``) and its first poll —
    a broker that wins the election replays the metadata log and publishes before it serves;
@@ -103,7 +104,7 @@ class Broker:
     """One broker (see the module doc).
 
     ``config``: its ``BrokerConfig`` (``broker.id`` and ``data_dir`` set).
-    ``open_metadata(cluster_id)`` returns the metadata source (``version``, ``read()``,
+    ``open_metadata(namespace)`` returns the metadata source (``version``, ``read()``,
     ``close()``); ``make_controller(cluster_id, source)`` this broker's controller
     (``poll(now)``, ``active``, ``create_topics``, ``delete_topics``,
     ``create_partitions``, ``close()``), or pass None for a broker that never is one.
@@ -138,6 +139,8 @@ class Broker:
     def run(self):
         """Start, serve until ``stop()``, shut down (see the module doc)."""
         self.cluster_id = cluster_id = dd.ensure_cluster_id(self.data_dir)
+        # the shared-memory namespace of this start of the cluster (shm_ring.naming)
+        self.namespace = namespace = dd.read_shm_namespace(self.data_dir, cluster_id)
         with contextlib.ExitStack() as stack:  # closes in the reverse order of opening
             registration = register_broker(self.data_dir, self.broker_id, cluster_id)
             stack.callback(registration.close)
@@ -146,13 +149,13 @@ class Broker:
             stack.callback(heartbeat.start().close)
             log.info("broker %d of cluster %s starting (pid registered in %s)",
                      self.broker_id, cluster_id, registration.path)
-            source = self._open_metadata(cluster_id)
+            source = self._open_metadata(namespace)
             stack.callback(source.close)
             bound, why = self.config.max_open_segment_files()
             FILES.max_open_files = bound
             log.info("broker %d keeps at most %d segment files open "
                      "(ringlog.max.open.segment.files, %s)", self.broker_id, bound, why)
-            forwarder = ControllerChannel(cluster_id, self.broker_id)
+            forwarder = ControllerChannel(namespace, self.broker_id)
             stack.callback(forwarder.close)
             replicas = ReplicaManager(self.broker_id, self.config["log.dirs"], self.config,
                                       self._log_clock, loop_clock=self._clock)
@@ -163,23 +166,24 @@ class Broker:
                 stack.callback(controller.close)
                 controller.poll(self._clock())
             handler = RequestHandler(self.broker_id, self.config, replicas,
-                                     BrokerMetadata(source, cluster_id), controller,
+                                     BrokerMetadata(source, cluster_id, namespace), controller,
                                      forwarder, self._clock)
             handler.refresh_metadata()
-            listener = Listener(cluster_id, self.broker_id,
-                                      policy=self.config.wait_policy(self._clock),
+            listener = Listener(namespace, self.broker_id,
+                                instance=dd.instance_of(self.data_dir),
+                                policy=self.config.wait_policy(self._clock),
                                 liveness_interval=self._liveness_interval)
             stack.callback(listener.close)
             # the coordinator's markers: answers from other brokers ring this doorbell
             handler.transactions.sender.connector = functools.partial(connect,
                                                                       waker=listener)
             stack.callback(handler.transactions.close)  # before the listener
-            fetchers = ReplicaFetcherManager(cluster_id, self.broker_id, replicas,
+            fetchers = ReplicaFetcherManager(namespace, self.broker_id, replicas,
                                              self.config, listener, self._clock,
                                              epoch_truncation=EpochTruncation())
             stack.callback(fetchers.close)  # before the listener: it watches their rings
             log_manager = LogManager(replicas, self.config, self._clock() * 1000)
-            stats = process_stats(cluster_id, "broker", f"broker-{self.broker_id}")
+            stats = process_stats(namespace, "broker", f"broker-{self.broker_id}")
             stack.callback(stats.close)
             stats.add_source(BrokerStatsSource(handler, listener))
             frozen = ""

@@ -13,11 +13,14 @@ from cluster.metadata.model import MetadataImage
 
 
 class BrokerMetadata:
-    """The newest MetadataImage of ``source`` as of the last ``refresh()``."""
+    """The newest MetadataImage of ``source`` as of the last ``refresh()``. ``namespace``:
+    the cluster's shared-memory namespace (``shm_ring.naming``; the bare cluster id if not
+    given), which this broker's own connections to other brokers use."""
 
-    def __init__(self, source, cluster_id):
+    def __init__(self, source, cluster_id, namespace=None):
         self.source = source
         self.image = MetadataImage.empty(cluster_id)
+        self.namespace = cluster_id if namespace is None else namespace
         self._seen = None
 
     def refresh(self):

@@ -14,7 +14,11 @@ consumer fetch responses), ``replication-bytes-out-total`` (of follower fetch re
 ``request-total:<Api>``, histogram ``request-latency-ms:<Api>`` (time handling the
 request in the loop, in ms, of one request in ``TIMED_EVERY``; a fetch or produce parked
 in a purgatory is timed until it parks), ``partition-count``, ``leader-count``,
-``under-replicated-partitions``, ``offline-partitions``, ``ring-occupancy-bytes``.
+``under-replicated-partitions``, ``offline-partitions``, and the rings of the client
+connections: ``ring-occupancy-bytes`` (written, not yet read, over all of them),
+``ring-capacity-bytes`` (their capacities added), ``ring-count`` and
+``ring-occupancy-percent-max`` (the fullest one's occupancy in % of its capacity: at 100
+its writer waits).
 ``<Api>`` is Kafka's request name (``Produce``, ``Fetch``, ``ListOffsets`` ...).
 
 Threads: ``RequestStats.record`` and the handlers' counters belong to the loop thread;
@@ -65,7 +69,8 @@ class BrokerStatsSource:
         self._listener = listener
         self._gauges = {"partition-count": 0, "leader-count": 0,
                         "under-replicated-partitions": 0, "offline-partitions": 0}
-        self._occupancy = 0
+        self._rings = {"ring-occupancy-bytes": 0, "ring-capacity-bytes": 0, "ring-count": 0,
+                       "ring-occupancy-percent-max": 0.0}
 
     def __call__(self):
         handler = self._handler
@@ -84,7 +89,7 @@ class BrokerStatsSource:
         for api_key, histogram in list(requests.by_api.items()):
             histograms[f"request-latency-ms:{api_name(api_key)}"] = histogram
         counters.update(self._partition_gauges())
-        counters["ring-occupancy-bytes"] = self._ring_occupancy()
+        counters.update(self._ring_gauges())
         return counters, histograms
 
     def _partition_gauges(self):
@@ -103,9 +108,16 @@ class BrokerStatsSource:
             pass
         return self._gauges
 
-    def _ring_occupancy(self):
+    def _ring_gauges(self):
         try:
-            self._occupancy = sum(c.ring_occupancy for c in self._listener.connections)
-        except RuntimeError:
-            pass
-        return self._occupancy
+            rings = [ring for c in self._listener.connections for ring in c.ring_usage]
+        except RuntimeError:  # the loop changed the connections while they were copied
+            return self._rings
+        self._rings = {
+            "ring-occupancy-bytes": sum(occupied for occupied, _ in rings),
+            "ring-capacity-bytes": sum(capacity for _, capacity in rings),
+            "ring-count": len(rings),
+            "ring-occupancy-percent-max": max((100.0 * occupied / capacity
+                                               for occupied, capacity in rings), default=0.0),
+        }
+        return self._rings

@@ -84,7 +84,7 @@ class MetadataHandler:
             self._auto_create(to_create)
         brokers = tuple(
             build(classes.MetadataResponseBroker, node_id=b,
-                  host=listener_name(image.cluster_id, b), port=b, rack=None)
+                  host=listener_name(self._metadata.namespace, b), port=b, rack=None)
             for b in live)
         response = build(classes.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers,
                          cluster_id=image.cluster_id, controller_id=image.controller_id,

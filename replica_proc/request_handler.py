@@ -148,7 +148,7 @@ class RequestHandler:
                                    self.fetch.on_append, self.on_high_watermark)
         self.txn_markers.on_marker = self.groups.on_marker
         self.transactions = TransactionRuntime(
-            broker_id, metadata.image.cluster_id, config, replicas, metadata,
+            broker_id, metadata.namespace, config, replicas, metadata,
             self.admin.create_topic, self.producer_ids, self.txn_markers, clock,
             self.fetch.on_append, self.on_high_watermark)
         transactions = TransactionHandler(self.transactions, metadata)

@@ -54,7 +54,9 @@ range, and rebuilds it from the batch headers when its checkpoint does not parse
 missing while the log holds batches: a log written before the cache existed). A new log
 writes an empty checkpoint, so that only such an old log is ever rescanned.
 
-Failed writes (a full disk, EIO): every write of an append — the .log write, a roll's new
+Failed writes (a full disk, EIO; a full disk is also logged, once when it starts failing
+the partition's writes and once when an append goes through again: ``disk_full``): every
+write of an append — the .log write, a roll's new
 files and index write-out, the recovery-point checkpoint — either completes or leaves the
 log as it was, in memory and in its files: a partial .log write is truncated away, a roll
 that fails halfway removes the new segment and leaves the old one active, a checkpoint
@@ -123,6 +125,7 @@ from collections import namedtuple
 
 from segments import index_descriptor as xd
 from segments.checkpoint import OffsetCheckpoint, fsync_directory, sync_filesystem
+from segments.disk_full import DiskFullWatch
 from segments.errors import (
     CorruptSegmentError,
     InvalidRecordError,
@@ -276,6 +279,7 @@ class PartitionLog:
     def __init__(self, path, config=None, clock=None, on_offline=None, durable_open=True):
         self.path = os.fspath(path)
         self.name = os.path.basename(os.path.normpath(self.path))
+        self._disk = DiskFullWatch(self.name, self.path)  # logs a full disk and its end
         self.config = config if config is not None else LogConfig()
         self.clock = clock or _system_clock_ms
         self.segments = []  # sorted by base offset; the last one is active
@@ -743,6 +747,8 @@ class PartitionLog:
             raise self._storage_error(
                 f"append of offsets {first_offset}..{last_offset}", e) from e
         self.log_end_offset = last_offset + 1
+        if self._disk.full:
+            self._disk.succeeded()
         if (self.log_end_offset - self.recovery_point >= self.config.flush_messages
                 or now - self._last_flush_ms >= self.config.flush_ms):
             try:
@@ -794,7 +800,9 @@ class PartitionLog:
     def _storage_error(self, what, error):
         """The KafkaStorageError to raise for the failed disk operation ``what``:
         ``error`` is an OSError (the operation undid itself; the log is as before it) or
-        a LogDirFailureError (it could not: the log goes offline first)."""
+        a LogDirFailureError (it could not: the log goes offline first). A full disk is
+        logged once per episode (``disk_full``)."""
+        self._disk.failed(what, error, offline=isinstance(error, LogDirFailureError))
         if isinstance(error, LogDirFailureError):
             self._go_offline(f"{what} failed: {error.args[0]}", needs_recovery=True)
             return KafkaStorageError(f"partition {self.name} is offline: {self.offline}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from shm_ring.connection import ClientConnection, Connection, Listener, connect
 from shm_ring.errors import PeerClosedError, PeerDiedError
-from shm_ring.naming import cleanup_stale, list_objects
+from shm_ring.naming import SquattedNameError, cleanup_stale, list_objects
 from shm_ring.ring import Ring, format_ring
 from shm_ring.ring_descriptor import DATA_TYPE, max_frame_length
 from shm_ring.shared_ring import SharedRing
@@ -19,6 +19,7 @@ from shm_ring.wakeup import RingReader, RingWriter, WaitPolicy
 
 __all__ = [
     "ClientConnection", "Connection", "DATA_TYPE", "Listener", "PeerClosedError",
-    "PeerDiedError", "Ring", "RingReader", "RingWriter", "SharedRing", "WaitPolicy",
+    "PeerDiedError", "Ring", "RingReader", "RingWriter", "SharedRing", "SquattedNameError",
+    "WaitPolicy",
     "cleanup_stale", "connect", "format_ring", "list_objects", "max_frame_length",
 ]

@@ -50,6 +50,16 @@ a response arriving on such a connection must ring that doorbell, not the connec
   (``send(..., timeout=0)``, ``recv(timeout=0)``, ``check()``); it must be closed before its
   waker Listener.
 
+A damaged listener (another process of the same user wrote over it) damages only the
+connections it carried: the broker checks its listener on every accept_pending() — its own
+words (magic, pid, start time, closed flag), the accept ring's header (magic, capacity, a
+head it alone moves, a tail within one capacity of it) and every announcement it reads (a
+data frame of 1..MAX_ANNOUNCEMENT bytes) — and on a mismatch rebuilds it in place under the
+accept lock: its words rewritten, the accept ring formatted empty, and every connection
+still waiting to be accepted found by its names (an announcement the damage erased is not
+lost) and accepted. A client that finds the accept ring unreadable meanwhile retries until
+its timeout, then gets ConnectionRefusedError (retriable) naming the damage.
+
 Ownership of names: the client creates and unlinks its connection's four objects; the broker
 creates and unlinks the listener and the doorbell. When a client dies, the broker's reap()
 notices it (pid and start time) and unlinks the client's objects; when the broker dies, the
@@ -80,9 +90,11 @@ from shm_ring.naming import (
     broker_part,
     check_connection_part,
     connection_part,
+    connection_parts,
     doorbell_name,
     listener_name,
     object_name,
+    refuse_squatted,
     unlink_orphan_connections,
 )
 from shm_ring.ring import READER_END, WRITER_END, Ring, format_ring
@@ -104,12 +116,22 @@ DEFAULT_CAPACITY = 1 << 20
 """Data bytes of each ring of a connection (the largest frame is about half of it)."""
 
 _MAGIC_WORD = ld.MAGIC_OFFSET // rd.WORD_LENGTH
+_INSTANCE = slice(ld.INSTANCE_OFFSET // rd.WORD_LENGTH,
+                  ld.INSTANCE_OFFSET // rd.WORD_LENGTH + ld.INSTANCE_WORDS)
+NO_INSTANCE = (0, 0)
+"""The instance of a listener made without one."""
 _BROKER_PID_WORD = ld.BROKER_PID_OFFSET // rd.WORD_LENGTH
 _BROKER_START_WORD = ld.BROKER_START_TIME_OFFSET // rd.WORD_LENGTH
 _BROKER_CLOSED_WORD = ld.BROKER_CLOSED_OFFSET // rd.WORD_LENGTH
 _DOORBELL_WORD = ld.DOORBELL_PARKED_OFFSET // rd.WORD_LENGTH
 _LOCK_RETRY = 0.0005
 """Seconds between attempts at the accept lock or at a listener that is not there yet."""
+
+_REBUILD_LOCK_WAIT = 0.1
+"""Seconds a broker waits for the accept lock before rebuilding its listener without it (a
+process holding the lock that long is not a client taking its turn)."""
+_RING_MAGIC_WORD = rd.MAGIC_OFFSET // rd.WORD_LENGTH
+_RING_CAPACITY_WORD = rd.CAPACITY_OFFSET // rd.WORD_LENGTH
 
 
 def _describe_broker(cluster_id: str, broker_id: int) -> str:
@@ -228,14 +250,21 @@ class Connection:
     @property
     def ring_occupancy(self) -> int:
         """Bytes written and not yet released in the request and response rings (0 once
-        closed). Unlike the other methods, any thread may read it (the broker's stats
-        publisher): it is four aligned 8-byte loads, each atomic, so the sum may mix
-        moments but never a torn position."""
+        closed). Unlike the other methods, any thread may read it (``ring_usage``)."""
+        return sum(occupied for occupied, _ in self.ring_usage)
+
+    @property
+    def ring_usage(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """``(bytes written and not yet released, capacity)`` of the request ring and of
+        the response ring (no bytes once closed). Unlike the other methods, any thread may
+        read it (the broker's stats publisher): it is four aligned 8-byte loads, each
+        atomic, so the figures may mix moments but never a torn position."""
+        req, rsp = self._req, self._rsp
         try:
-            return (self._req.tail_position - self._req.head_position
-                    + self._rsp.tail_position - self._rsp.head_position)
+            return ((req.tail_position - req.head_position, req.capacity),
+                    (rsp.tail_position - rsp.head_position, rsp.capacity))
         except ValueError:  # the views were released: the connection closed
-            return 0
+            return (0, req.capacity), (0, rsp.capacity)
 
     @property
     def max_response_frame(self) -> int:
@@ -348,9 +377,13 @@ class Listener:
     """
 
     def __init__(self, cluster_id: str, broker_id: int, *, policy: WaitPolicy = DEFAULT_POLICY,
-                 liveness_interval: float = 0.5, orphan_interval: float = 5.0) -> None:
+                 liveness_interval: float = 0.5, orphan_interval: float = 5.0,
+                 instance: tuple[int, int] = NO_INSTANCE) -> None:
         self.cluster_id = cluster_id
         self.broker_id = broker_id
+        self.instance = tuple(instance)  # listener_descriptor.INSTANCE_OFFSET
+        if len(self.instance) != ld.INSTANCE_WORDS:
+            raise ValueError(f"instance must be {ld.INSTANCE_WORDS} ints, found {instance!r}")
         self.name = listener_name(cluster_id, broker_id)
         self._policy = policy
         self._liveness_interval = liveness_interval
@@ -361,8 +394,9 @@ class Listener:
         self._watched: list[ClientConnection] = []  # outbound connections (module doc)
         self._watched_rings: list[Ring] = []
         self._closed = False
+        self._accept_head = 0  # the accept ring's head: only this listener moves it
         self._take_over_stale()
-        region = SharedRegion.create(self.name, ld.LISTENER_LENGTH)
+        region = SharedRegion.create(self.name, ld.LISTENER_LENGTH, keep_fd=True)
         words = region.buf[: ld.ACCEPT_RING_OFFSET].cast("q")
         try:
             doorbell = Doorbell.create(cluster_id, broker_id, words, _DOORBELL_WORD)
@@ -383,10 +417,79 @@ class Listener:
         self._region = region
         self._words = words
         self.doorbell = doorbell
-        pid, start_time = current_process()
+        self._me = current_process()
+        self.rebuilds = 0
+        """How many times the listener was found damaged and rebuilt."""
+        self._write_identity()
+
+    def _write_identity(self) -> None:
+        words = self._words
+        pid, start_time = self._me
+        words[_BROKER_CLOSED_WORD] = 0
+        for at, value in zip(range(_INSTANCE.start, _INSTANCE.stop), self.instance):
+            words[at] = value
         words[_MAGIC_WORD] = ld.MAGIC
         words[_BROKER_START_WORD] = start_time
         words[_BROKER_PID_WORD] = pid  # last: the listener is ready
+
+    def _damage(self) -> str | None:
+        """What is wrong with the listener's words or its accept ring's header, or None."""
+        words, ring = self._words, self._accept.header_words
+        pid, start_time = self._me
+        if (words[_MAGIC_WORD], words[_BROKER_PID_WORD], words[_BROKER_START_WORD],
+                words[_BROKER_CLOSED_WORD]) != (ld.MAGIC, pid, start_time, 0) or tuple(
+                words[_INSTANCE]) != self.instance:
+            return (f"identity words (magic {words[_MAGIC_WORD]:#x}, pid "
+                    f"{words[_BROKER_PID_WORD]}, start time {words[_BROKER_START_WORD]}, closed"
+                    f" {words[_BROKER_CLOSED_WORD]}, instance {tuple(words[_INSTANCE])})")
+        if ring[_RING_MAGIC_WORD] != rd.MAGIC or ring[_RING_CAPACITY_WORD] != ld.ACCEPT_CAPACITY:
+            return (f"accept ring header (magic {ring[_RING_MAGIC_WORD]:#x}, capacity "
+                    f"{ring[_RING_CAPACITY_WORD]})")
+        head, tail = self._accept.head_position, self._accept.tail_position
+        if head != self._accept_head or not 0 <= tail - head <= ld.ACCEPT_CAPACITY or tail & 7:
+            return f"accept ring positions (head {head}, tail {tail})"
+        return None
+
+    def _rebuild(self, damage: str) -> list[Connection]:
+        """Rewrite the listener and format its accept ring afresh (module doc), then accept
+        the connections still waiting (their announcements may be gone with the damage);
+        return those."""
+        fd = self._region.fd
+        deadline = time.monotonic() + _REBUILD_LOCK_WAIT
+        locked = False
+        while not locked:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(_LOCK_RETRY)
+        try:
+            self._write_identity()
+            self._accept.release_views()
+            area = self._region.buf[ld.ACCEPT_RING_OFFSET:]
+            format_ring(area, ld.ACCEPT_CAPACITY)
+            self._accept = Ring(area, self.name + " accept ring")
+            area.release()
+            self._accept_head = 0
+        finally:
+            if locked:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        self.rebuilds += 1
+        held = {connection.name for connection in self._connections}
+        stem = object_name(self.cluster_id, broker_part(self.broker_id)) + "."
+        adopted = []
+        for part in connection_parts(self.cluster_id, self.broker_id):
+            if stem + part not in held:
+                connection = self._accept_one(part, waiting_only=True)
+                if connection is not None:
+                    self._connections.append(connection)
+                    adopted.append(connection)
+        log.warning("%s: damaged %s%s; rebuilt it and accepted the %d connection(s) waiting",
+                    self.name, damage, "" if locked else " (accept lock not free)",
+                    len(adopted))
+        return adopted
 
     def _take_over_stale(self) -> None:
         """Remove a listener and doorbell of this broker id left by a dead process."""
@@ -406,8 +509,10 @@ class Listener:
                     f" at {self.name} (pid {pid})")
             log.warning("%s: taking over the listener left by pid %d", self.name, pid)
             old.unlink()
+        doorbell = doorbell_name(self.cluster_id, self.broker_id)
+        refuse_squatted(doorbell, True)  # never remove another user's semaphore
         try:  # a doorbell without a listener: its broker died while starting
-            posix_ipc.unlink_semaphore(doorbell_name(self.cluster_id, self.broker_id))
+            posix_ipc.unlink_semaphore(doorbell)
         except posix_ipc.ExistentialError:
             pass
 
@@ -417,33 +522,59 @@ class Listener:
         return list(self._connections)
 
     def accept_pending(self) -> list[Connection]:
-        """Accept every connection announced since the last call; return the new ones."""
+        """Accept every connection announced since the last call; return the new ones.
+
+        Checks the listener first, and each announcement: a damaged one is rebuilt (module
+        doc), and the connections that were waiting are among those returned."""
         accepted = []
+        damage = self._damage()
         accept = self._accept
-        while (view := accept.read()) is not None:
+        while damage is None and (view := accept.read()) is not None:
+            if not 0 < len(view) <= ld.MAX_ANNOUNCEMENT or accept.frame_type != rd.DATA_TYPE:
+                damage = f"announcement (type {accept.frame_type}, {len(view)} bytes)"
+                del view
+                break
             part = bytes(view).decode("ascii", "replace")
             del view
             accept.release()
+            self._accept_head = accept.head_position
+            if self._accept_head > accept.tail_position:
+                damage = (f"accept ring frames (read to {self._accept_head}, past the tail "
+                          f"{accept.tail_position})")
+                break
             connection = self._accept_one(part)
             if connection is not None:
                 self._connections.append(connection)
                 accepted.append(connection)
+        if damage is not None:
+            accepted += self._rebuild(damage)
         return accepted
 
-    def _accept_one(self, part: str) -> Connection | None:
+    def _accept_one(self, part: str, waiting_only: bool = False) -> Connection | None:
+        """Open and accept the connection ``part``; None if it cannot be (logged why).
+        ``waiting_only``: leave it alone unless its client waits for an accept (a rebuild's
+        search by names; an announcement of it may still come, and is then ignored)."""
         try:
             check_connection_part(part)
         except ValueError as exc:
             log.warning("%s: ignoring an announcement: %s", self.name, exc)
             return None
         base = object_name(self.cluster_id, broker_part(self.broker_id), part)
+        if any(connection.name == base for connection in self._connections):
+            log.info("%s: connection %s announced again; already accepted", self.name, base)
+            return None
         try:
             objects = _ConnectionObjects.open(base)
         except FileNotFoundError:
-            log.info("%s: client of %s gave up before it was accepted", self.name, base)
+            if not waiting_only:
+                log.info("%s: client of %s gave up before it was accepted", self.name, base)
             return None
         except ValueError as exc:  # not rings laid out by connect(): refuse, keep serving
             log.warning("%s: ignoring connection %s: %s", self.name, base, exc)
+            return None
+        if waiting_only and (objects.rsp.end_process(WRITER_END)[0]
+                             or not objects.rsp.end_process(READER_END)[0]):
+            objects.close()  # accepted before (by a dead incarnation), or not ready yet
             return None
         wake = objects.rsp.end_doorbell(READER_END)
         wake_doorbell = None
@@ -770,8 +901,10 @@ class ClientConnection:
 
 
 def _open_listener(cluster_id: str, broker_id: int, deadline: float | None,
-                   policy: WaitPolicy) -> tuple[SharedRegion, memoryview]:
-    """Map the broker's listener once it exists and its broker is alive (until deadline)."""
+                   policy: WaitPolicy, instance: tuple[int, int] | None = None,
+                   ) -> tuple[SharedRegion, memoryview]:
+    """Map the broker's listener once it exists, its broker is alive and (if given) serves
+    ``instance`` (until deadline)."""
     name = listener_name(cluster_id, broker_id)
     reason = "it does not exist"
     while True:
@@ -782,11 +915,16 @@ def _open_listener(cluster_id: str, broker_id: int, deadline: float | None,
         else:
             words = region.buf[: ld.ACCEPT_RING_OFFSET].cast("q")
             pid = words[_BROKER_PID_WORD]
+            serves = tuple(words[_INSTANCE])
             if (words[_MAGIC_WORD] == ld.MAGIC and pid and not words[_BROKER_CLOSED_WORD]
                     and is_alive(pid, words[_BROKER_START_WORD])):
-                return region, words
-            reason = f"it was left by pid {pid}, which is gone or closed it" if pid else \
-                "it is not ready"
+                if instance is None or serves in (NO_INSTANCE, tuple(instance)):
+                    return region, words
+                reason = (f"its broker (pid {pid}) serves instance {serves}, not "
+                          f"{tuple(instance)} (a copy of the data directory?)")
+            else:
+                reason = f"it was left by pid {pid}, which is gone or closed it" if pid else \
+                    "it is not ready"
             words.release()
             region.close()
         if deadline is not None and policy.clock() >= deadline:
@@ -798,8 +936,12 @@ def _open_listener(cluster_id: str, broker_id: int, deadline: float | None,
 
 def _announce(listener: SharedRegion, part: str, deadline: float | None, policy: WaitPolicy,
               describe: str) -> None:
-    """Write part into the listener's accept ring, taking turns with other clients by flock."""
+    """Write part into the listener's accept ring, taking turns with other clients by flock.
+
+    An accept ring whose header does not read as one (damaged: its broker rebuilds it) is
+    tried again until deadline, then ConnectionRefusedError names the damage."""
     frame = part.encode("ascii")
+    damage = None
     while True:
         try:
             fcntl.flock(listener.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -809,15 +951,23 @@ def _announce(listener: SharedRegion, part: str, deadline: float | None, policy:
         else:
             try:
                 area = listener.buf[ld.ACCEPT_RING_OFFSET:]
-                ring = Ring(area, listener.name + " accept ring")
+                try:
+                    ring = Ring(area, listener.name + " accept ring")
+                except ValueError as exc:
+                    damage, written = exc, False
+                else:
+                    damage, written = None, ring.try_write(frame)
+                    ring.release_views()
                 area.release()
-                written = ring.try_write(frame)
-                ring.release_views()
             finally:
                 fcntl.flock(listener.fd, fcntl.LOCK_UN)
             if written:
                 return
         if deadline is not None and policy.clock() >= deadline:
+            if damage is not None:
+                raise ConnectionRefusedError(
+                    f"{describe} cannot take connection {part}: its accept ring is damaged"
+                    f" ({damage}); the broker rebuilds it, try again")
             raise TimeoutError(f"{describe} did not take connection {part} into its accept"
                                f" ring {listener.name} in time (locked or full)")
         time.sleep(_LOCK_RETRY)
@@ -825,13 +975,18 @@ def _announce(listener: SharedRegion, part: str, deadline: float | None, policy:
 
 def connect(cluster_id: str, broker_id: int, timeout: float | None = 5.0, *,
             capacity: int = DEFAULT_CAPACITY, policy: WaitPolicy = DEFAULT_POLICY,
-            waker: Listener | None = None) -> ClientConnection:
+            waker: Listener | None = None,
+            instance: tuple[int, int] | None = None) -> ClientConnection:
     """Open a connection to a running broker and wait until it is accepted.
 
     capacity is the data size of each of the two rings (a power of two). Raises
     ConnectionRefusedError if no live broker listens within timeout seconds, TimeoutError if
     it does not accept in time, PeerDiedError / PeerClosedError if it goes away meanwhile; in
     every case the connection's objects are unlinked.
+
+    instance: refuse (ConnectionRefusedError, once timeout passes) a broker whose Listener
+    serves another instance (listener_descriptor.INSTANCE_OFFSET; one made without an
+    instance serves any).
 
     waker: this process's own Listener, for a broker's outbound connection (module doc:
     responses ring its doorbell; connect returns once the connection is announced, without
@@ -842,7 +997,7 @@ def connect(cluster_id: str, broker_id: int, timeout: float | None = 5.0, *,
         raise ValueError(f"waker listens for cluster {waker.cluster_id}, not {cluster_id}")
     deadline = policy.deadline(timeout)
     describe = _describe_broker(cluster_id, broker_id)
-    listener, words = _open_listener(cluster_id, broker_id, deadline, policy)
+    listener, words = _open_listener(cluster_id, broker_id, deadline, policy, instance)
     doorbell = objects = None
     try:
         doorbell = Doorbell.open(cluster_id, broker_id, words, _DOORBELL_WORD)

@@ -1,6 +1,6 @@
 """Binary layout of a broker's listener: the shared memory clients open to connect.
 
-Well-known name: naming.listener_name(cluster, broker) = ``/ringlog.<cluster>.b<id>.listener``.
+Name: naming.listener_name(namespace, broker) = ``/ringlog.<namespace>.b<id>.listener``.
 The broker creates it; clients map it for as long as they are connected, because the broker's
 doorbell flag lives here.
 
@@ -10,6 +10,8 @@ doorbell flag lives here.
       0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
      +---------------------------------------------------------------+
    0 |                     Magic and version (i64)                   |
+     +---------------------------------------------------------------+
+   8 |          Instance served: two i64 (0, 0: none given)          |
      +---------------------------------------------------------------+
      |                     ... to byte 128 ...                       |
      +---------------------------------------------------------------+
@@ -25,7 +27,9 @@ The broker writes its pid last: a zero pid means "not ready yet". The accept rin
 writers (every connecting client); they take turns under an exclusive flock(2) on the
 listener's descriptor, which the kernel drops if the holder dies. Each turn maps a fresh Ring
 over the area, so it starts from the published tail: a writer killed in its turn leaves
-nothing committed past that tail.
+nothing committed past that tail. The broker, which holds the descriptor too, checks these
+words and the accept ring's header every turn of its loop and, finding them damaged,
+rewrites them under the same flock (connection.Listener).
 """
 from __future__ import annotations
 
@@ -37,6 +41,15 @@ MAGIC = 0x524C_4F47_4C53_4E01
 _offset = 0
 MAGIC_OFFSET = _offset
 """Magic and layout version (i64)."""
+
+INSTANCE_OFFSET = MAGIC_OFFSET + rd.WORD_LENGTH
+"""The instance the broker serves: two i64 its owner chooses (ringlog's brokers: the device
+and inode of their data directory, so a copy of the directory is another instance).
+connect(instance=...) refuses a listener of another instance (0, 0: a listener made
+without one, which serves any)."""
+
+INSTANCE_WORDS = 2
+"""i64 words of the instance."""
 
 _offset = rd.CACHE_LINE_LENGTH * 2
 BROKER_OFFSET = _offset

@@ -1,15 +1,26 @@
 """Names and lifecycle of ringlog's named POSIX objects.
 
-Every object of a cluster is named ``/ringlog.<cluster-id>.<...>``: shared memory shows in
-/dev/shm as ``ringlog.<cluster-id>.<...>``, a semaphore as ``sem.ringlog.<cluster-id>.<...>``.
-Objects are created with mode 0600 (only the user that runs the cluster can map them).
+Every object of a cluster is named ``/ringlog.<namespace>.<...>``: shared memory shows in
+/dev/shm as ``ringlog.<namespace>.<...>``, a semaphore as ``sem.ringlog.<namespace>.<...>``.
+The namespace of a running cluster is ``<cluster-id>.<token>``: the token is random, made
+afresh by each cluster start and kept in the 0600 data directory, where its clients read it
+(``cluster.metadata.data_dir``). Other users cannot guess the names of a cluster before it
+starts (so cannot create them first), and a copy of a data directory, which has the same
+cluster id, gets names of its own. A bare ``<cluster-id>`` namespace is what a broker made
+without a supervisor (tests, benchmarks) uses.
+
+Objects are created with mode 0600 (only the user that runs the cluster can map them). A
+name that another user created first (squatted) cannot be used: creating or opening it
+raises SquattedNameError, one line naming the object and its owner's uid; cleanup leaves
+such objects alone (it deletes only what this user could have created).
 
 Ownership: the process that creates an object unlinks it. close() drops this process's access
 (mapping, descriptor, handle) and unlink() removes the name; they are distinct, and each is
 safe to call twice. A create that fails halfway undoes what it did. After crashes,
 cleanup_stale(cluster_id) removes whatever a cluster's dead processes left behind.
 
-Names used by the transport (``b<id>`` = broker id, ``c<pid>-<token>`` = one client connection)::
+Names used by the transport (``<cluster>`` = the namespace, ``b<id>`` = broker id,
+``c<pid>-<token>`` = one client connection)::
 
     /ringlog.<cluster>.b<id>.listener       listener: broker identity, doorbell flag, accept ring
     /ringlog.<cluster>.b<id>.doorbell       semaphore the broker waits on
@@ -45,17 +56,70 @@ SEMAPHORE_FILE_PREFIX = "sem."
 MODE = 0o600
 """Permissions of every object: owner read/write only."""
 
-_CLUSTER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_CLUSTER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[0-9a-f]{32})?")
+TOKEN_HEX = 32
+"""Hex digits of a start token (128 random bits)."""
 _PART = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 _NAME_MAX = 255 - len(SEMAPHORE_FILE_PREFIX)  # NAME_MAX, minus room for "sem."
 
 
 def check_cluster_id(cluster_id: str) -> str:
-    """Return cluster_id if it is 1-64 letters, digits, '_' or '-'; else raise ValueError."""
+    """Return cluster_id (a namespace) if it is 1-64 letters, digits, '_' or '-', optionally
+    followed by ``.`` and a token of TOKEN_HEX hex digits; else raise ValueError."""
     if not isinstance(cluster_id, str) or not _CLUSTER_ID.fullmatch(cluster_id):
-        raise ValueError(f"cluster id must be 1-64 characters of [A-Za-z0-9_-], found"
+        raise ValueError(f"cluster id must be 1-64 characters of [A-Za-z0-9_-] (then"
+                         f" optionally '.' and a {TOKEN_HEX}-hex-digit token), found"
                          f" {cluster_id!r}")
     return cluster_id
+
+
+def namespace(cluster_id: str, token: str) -> str:
+    """The namespace ``<cluster_id>.<token>`` of one start of a cluster."""
+    return check_cluster_id(f"{cluster_id}.{token}")
+
+
+def cluster_of(namespace: str) -> str:
+    """The cluster id of a namespace (the namespace itself when it has no token)."""
+    return check_cluster_id(namespace).split(".", 1)[0]
+
+
+class SquattedNameError(PermissionError):
+    """A name of ours exists but belongs to another user (who created it first, to block or
+    spy on the cluster). The message is one line: the object, its owner's uid and ours."""
+
+    def __init__(self, name: str, owner: int) -> None:
+        super().__init__(
+            f"{_path_of(name)} belongs to uid {owner}, not to this user (uid {os.geteuid()}):"
+            f" another user created it; ringlog will not use it (its owner or root can"
+            f" remove it)")
+        self.name = name
+        self.owner = owner
+
+
+def _path_of(name: str, is_semaphore: bool | None = None) -> str:
+    """Where the object ``name`` shows in SHM_DIRECTORY (the existing one if unknown)."""
+    shm = os.path.join(SHM_DIRECTORY, name.lstrip("/"))
+    sem = os.path.join(SHM_DIRECTORY, SEMAPHORE_FILE_PREFIX + name.lstrip("/"))
+    if is_semaphore is None:
+        return sem if os.path.lexists(sem) and not os.path.lexists(shm) else shm
+    return sem if is_semaphore else shm
+
+
+def foreign_owner(name: str, is_semaphore: bool) -> int | None:
+    """The uid owning the object ``name`` if it exists and is not this user's, else None."""
+    try:
+        owner = os.lstat(_path_of(name, is_semaphore)).st_uid
+    except FileNotFoundError:
+        return None
+    return None if owner == os.geteuid() else owner
+
+
+def refuse_squatted(name: str, is_semaphore: bool) -> None:
+    """Raise SquattedNameError if ``name`` exists and another user owns it (before using,
+    or removing, a name this user expects to be its own)."""
+    owner = foreign_owner(name, is_semaphore)
+    if owner is not None:
+        raise SquattedNameError(name, owner)
 
 
 def object_name(cluster_id: str, *parts: str) -> str:
@@ -115,27 +179,48 @@ def stats_page_name(cluster_id: str, pid: int) -> str:
 
 
 def stats_page_pid(cluster_id: str, name: str) -> int | None:
-    """The pid in ``name`` if it is a stats page name of cluster_id, else None."""
-    stem = f"/{PREFIX}.{check_cluster_id(cluster_id)}.{STATS_PART}."
-    if name.startswith(stem) and name[len(stem):].isdigit():
-        return int(name[len(stem):])
-    return None
+    """The pid in ``name`` if it is a stats page name under the namespace cluster_id (for a
+    bare cluster id, of any start of it), else None."""
+    stem = f"/{PREFIX}.{check_cluster_id(cluster_id)}."
+    if not name.startswith(stem):
+        return None
+    rest = name[len(stem):]
+    if "." not in cluster_id and _TOKEN_PART.match(rest):
+        rest = rest[TOKEN_HEX + 1:]
+    kind, _, pid = rest.partition(".")
+    return int(pid) if kind == STATS_PART and pid.isdigit() else None
+
+
+_TOKEN_PART = re.compile(rf"[0-9a-f]{{{TOKEN_HEX}}}\.")
 
 
 def list_objects(cluster_id: str) -> list[str]:
-    """Names (``/ringlog.<cluster>...``) of every shared memory and semaphore of a cluster."""
-    return sorted(name for name, _ in _scan(cluster_id))
+    """Names (``/ringlog.<namespace>...``) of every shared memory and semaphore under a
+    namespace (for a bare cluster id: of every start of the cluster), this user's or not."""
+    return sorted(name for name, _ in _scan(cluster_id, mine=False))
 
 
-def _scan(cluster_id: str) -> list[tuple[str, bool]]:
-    """(object name, is semaphore) for every object of the cluster in SHM_DIRECTORY."""
+def _scan(cluster_id: str, mine: bool = True) -> list[tuple[str, bool]]:
+    """(object name, is semaphore) for every object under the namespace in SHM_DIRECTORY;
+    with ``mine``, only this user's (the only ones it may have made, and may remove)."""
     stem = f"{PREFIX}.{check_cluster_id(cluster_id)}."
+    me = os.geteuid()
     found = []
-    for entry in os.listdir(SHM_DIRECTORY):
-        if entry.startswith(stem):
-            found.append(("/" + entry, False))
-        elif entry.startswith(SEMAPHORE_FILE_PREFIX + stem):
-            found.append(("/" + entry[len(SEMAPHORE_FILE_PREFIX):], True))
+    with os.scandir(SHM_DIRECTORY) as entries:
+        for entry in entries:
+            if entry.name.startswith(stem):
+                found_one = ("/" + entry.name, False)
+            elif entry.name.startswith(SEMAPHORE_FILE_PREFIX + stem):
+                found_one = ("/" + entry.name[len(SEMAPHORE_FILE_PREFIX):], True)
+            else:
+                continue
+            if mine:
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid != me:
+                        continue
+                except FileNotFoundError:
+                    continue  # removed meanwhile
+            found.append(found_one)
     return found
 
 
@@ -145,7 +230,8 @@ def cleanup_stale(cluster_id: str) -> list[str]:
     Meant for a cluster start after a crash: it does not check whether a live process still
     uses an object (a mapped object keeps working after its name is removed, but nobody new can
     open it) — except a stats page, which stays while a process with its pid runs (the exact
-    check, pid and start time, is ``cluster.stats.reader.reap_dead``).
+    check, pid and start time, is ``cluster.stats.reader.reap_dead``). Objects of other users
+    are left alone. A bare cluster id covers every start's namespace of the cluster.
     """
     removed = []
     for name, is_semaphore in _scan(cluster_id):
@@ -164,9 +250,22 @@ def _unlink(name: str, is_semaphore: bool) -> bool:
             posix_ipc.unlink_semaphore(name)
         else:
             posix_ipc.unlink_shared_memory(name)
-    except posix_ipc.ExistentialError:
-        return False
+    except (posix_ipc.ExistentialError, posix_ipc.PermissionsError):
+        return False  # gone, or (replaced by) another user's: not ours to remove
     return True
+
+
+def connection_parts(cluster_id: str, broker_id: int) -> list[str]:
+    """The ``c<pid>-<token>`` parts of this user's connections to broker_id that have a
+    request ring (``/ringlog.<c>.b<id>.c<pid>-<token>.req``), in order."""
+    stem = object_name(cluster_id, broker_part(broker_id)) + "."
+    parts = set()
+    for name, is_semaphore in _scan(cluster_id):
+        if not is_semaphore and name.startswith(stem) and name.endswith(".req"):
+            part = name[len(stem):-len(".req")]
+            if _CONNECTION_PART.fullmatch(part):
+                parts.add(part)
+    return sorted(parts)
 
 
 def unlink_orphan_connections(cluster_id: str, broker_id: int,
@@ -216,6 +315,7 @@ class SharedRegion:
         try:
             shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=MODE, size=size)
         except posix_ipc.ExistentialError as exc:
+            refuse_squatted(name, False)
             raise FileExistsError(f"shared memory {name} already exists") from exc
         except BaseException:  # created but not sized (e.g. ENOSPC): do not leave it behind
             try:
@@ -232,11 +332,15 @@ class SharedRegion:
     @classmethod
     def open(cls, name: str, keep_fd: bool = False) -> SharedRegion:
         """Map an existing name (FileNotFoundError if there is none, or if its creator has not
-        sized it yet)."""
+        sized it yet; SquattedNameError if another user made it)."""
+        refuse_squatted(name, False)
         try:
             shm = posix_ipc.SharedMemory(name)
         except posix_ipc.ExistentialError as exc:
             raise FileNotFoundError(f"shared memory {name} does not exist") from exc
+        except posix_ipc.PermissionsError:
+            refuse_squatted(name, False)  # made by another user since the check above
+            raise
         if shm.size == 0:
             shm.close_fd()
             raise FileNotFoundError(f"shared memory {name} exists but is not sized yet")
@@ -304,20 +408,27 @@ class NamedSemaphore:
 
     @classmethod
     def create(cls, name: str) -> NamedSemaphore:
-        """Create name with value 0 (FileExistsError if it exists)."""
+        """Create name with value 0 (FileExistsError if it exists; SquattedNameError if
+        another user made it)."""
         try:
             return cls(name, posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=MODE,
                                                  initial_value=0))
         except posix_ipc.ExistentialError as exc:
+            refuse_squatted(name, True)
             raise FileExistsError(f"semaphore {name} already exists") from exc
 
     @classmethod
     def open(cls, name: str) -> NamedSemaphore:
-        """Open an existing name (FileNotFoundError if there is none)."""
+        """Open an existing name (FileNotFoundError if there is none; SquattedNameError if
+        another user made it)."""
+        refuse_squatted(name, True)
         try:
             return cls(name, posix_ipc.Semaphore(name))
         except posix_ipc.ExistentialError as exc:
             raise FileNotFoundError(f"semaphore {name} does not exist") from exc
+        except posix_ipc.PermissionsError:
+            refuse_squatted(name, True)
+            raise
 
     def close(self) -> None:
         """Drop this process's handle; safe to call twice."""

@@ -144,7 +144,7 @@ class Bridge:
             self.query.stop()
             exception = self.query.exception()
             if exception is not None:
-                failure = _error_text(exception)  # while the JVM, which formats it, runs
+                failure = jvm.error_text(exception)  # while the JVM, which formats it, runs
         except Exception as exc:  # Spark's error, e.g. a source option it refused
             failure = self._failure_of(exc)
         finally:
@@ -168,7 +168,7 @@ class Bridge:
         shutdown hook stopped Spark under the bridge's feet."""
         if self._stop.is_set() and self.spark is not None and jvm.exits(jvm.EXIT_TIMEOUT):
             return None
-        return _error_text(exc)
+        return jvm.error_text(exc)
 
     # -- the query ------------------------------------------------------------------------------
 
@@ -269,26 +269,20 @@ def _offsets_text(offsets):
     return "none" if offsets is None else json.dumps(offsets, separators=(",", ":"))
 
 
-def _error_text(exc, limit=40):
-    """Spark's error message without its Java stack frames (a Python traceback from a
-    worker stays: it says where the source or the transform failed)."""
-    lines = [line for line in str(exc).strip().splitlines()
-             if not line.lstrip().startswith(("at ", "... ")) and line.strip() != "JVM stacktrace:"]
-    return "\n".join(lines[:limit])
-
-
 def _bridge_stats(bootstrap_servers):
     """This process's stats page, role "bridge" (``cluster.stats``), held for the run; a
     registration that does nothing when the servers name no cluster (the query fails and
     says why)."""
     from cluster.client.kafka_client import locate_cluster
     from cluster.errors import NoBrokersAvailable
+    from cluster.metadata import data_dir as dd
     from cluster.stats.publisher import StatsRegistration, process_stats, set_process_role
 
     set_process_role("bridge", f"bridge-{os.getpid()}")
     servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
     try:
-        _data_dir, cluster_id = locate_cluster(servers)
+        data_dir, cluster_id = locate_cluster(servers)
     except NoBrokersAvailable:
         return StatsRegistration(None)
-    return process_stats(cluster_id, "bridge", f"bridge-{os.getpid()}")
+    return process_stats(dd.read_shm_namespace(data_dir, cluster_id), "bridge",
+                         f"bridge-{os.getpid()}")

@@ -50,7 +50,7 @@ from cluster.metadata import data_dir as dd
 from cluster.supervisor.supervisor import read_record, running_brokers, supervisor_alive
 from cluster.tools.observe import pages, report
 from cluster.tools.observe.sampler import Sampler
-from cluster.tools.support import describe
+from cluster.tools.support import ToolError, describe
 from shm_ring import list_objects
 from spark_bridge import jvm
 from spark_bridge.session import get_spark
@@ -121,23 +121,40 @@ def expected_counts(producers, count):
             for producer in range(producers) for k in range(min(count, KEYS_PER_PRODUCER))}
 
 
+class SparkStageFailed(ToolError):
+    """The Spark stage failed; the message is Spark's reason, in one line (plain text: it
+    outlives the JVM, unlike Spark's own exception)."""
+
+
 def spark_counts(bootstrap):
     """Spark's answer: {key: records} over the whole topic, from a batch read through the
     ringlog source; the seconds Spark took to start and to count; the JVM and its Python
-    workers (stopped on return)."""
+    workers (stopped on return). SparkStageFailed if Spark's read or count fails (Spark's
+    error printed to stderr first, while the JVM that formats it runs)."""
     started = time.perf_counter()
     spark = get_spark("ringlog-demo")
     try:
         ready = time.perf_counter()
-        records = (spark.read.format("ringlog").option("bootstrap.servers", bootstrap)
-                   .option("subscribe", TOPIC).load())
-        counts = {bytes(row["key"]): row["count"]
-                  for row in records.groupBy("key").count().collect()}
+        counts = count_by_key(spark, bootstrap)
         counted = time.perf_counter()
         processes = jvm.spark_processes()
     finally:
         jvm.stop_spark(spark)
     return counts, ready - started, counted - ready, processes
+
+
+def count_by_key(spark, bootstrap):
+    """{key: records} of the demo topic, counted by ``spark``; SparkStageFailed naming
+    Spark's reason if that fails."""
+    try:
+        records = (spark.read.format("ringlog").option("bootstrap.servers", bootstrap)
+                   .option("subscribe", TOPIC).load())
+        return {bytes(row["key"]): row["count"]
+                for row in records.groupBy("key").count().collect()}
+    except Exception as exc:  # Spark's exception formats itself through the JVM: now or never
+        text = jvm.error_text(exc)
+        print(text, file=sys.stderr, flush=True)
+        raise SparkStageFailed(f"the Spark stage failed: {jvm.error_reason(text)}") from None
 
 
 def java_missing():
@@ -195,11 +212,21 @@ def main(argv=None):
         problems = run(args)
     except Exception as exc:  # whatever it was, the last line says the demo failed and why
         sys.stdout.flush()
-        traceback.print_exc()
+        if not isinstance(exc, SparkStageFailed):  # Spark's error is printed already
+            traceback.print_exc()
         sys.stderr.flush()
-        problems = [describe(exc).splitlines()[0]]
+        problems = [reason(exc)]
     print("demo passed" if not problems else "demo FAILED: " + "; ".join(problems), flush=True)
     return 1 if problems else 0
+
+
+def reason(exc):
+    """The first line of what ``exc`` says (``describe``), or its class when it cannot say
+    (an exception whose ``str()`` raises: the verdict line is printed all the same)."""
+    try:
+        return describe(exc).splitlines()[0]
+    except Exception:
+        return f"{type(exc).__name__} (its message could not be formatted)"
 
 
 def run(args):

@@ -23,11 +23,16 @@ beside the first. The bridge therefore records its JVM in the checkpoint directo
 (``wait_for_recorded``). A process is identified by pid and start time, so a recycled pid
 is not mistaken for it.
 
+Spark's errors (PySpark's ``CapturedException`` and Py4J's) format themselves through the
+JVM: ``str()`` of one raises once the JVM is gone. ``error_text`` and ``error_reason`` turn
+one into plain text; call them before ``stop_spark``.
+
 Functions for the driver's main thread.
 """
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 
@@ -41,6 +46,10 @@ EXIT_TIMEOUT = 30.0
 
 #: The start of the line the JVM's module system prints for Spark's incubator module.
 INCUBATOR_NOTICE = b"WARNING: Using incubator modules:"
+
+#: A Python exception's last traceback line, as a worker's traceback in Spark's error ends:
+#: ``cluster.errors.NoBrokersAvailable: cluster ... is not running ...``.
+_PYTHON_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*): (\S.*)")
 
 
 def start_jvm(settings):
@@ -157,3 +166,25 @@ def exits(timeout):
     except subprocess.TimeoutExpired:
         return False
     return True
+
+
+def error_text(exc, limit=40):
+    """Spark's error message of ``exc`` without its Java stack frames (a Python traceback
+    from a worker stays: it says where the source or the transform failed), at most
+    ``limit`` lines. Call it while the JVM runs (module doc)."""
+    lines = [line for line in str(exc).strip().splitlines()
+             if not line.lstrip().startswith(("at ", "... "))
+             and line.strip() != "JVM stacktrace:"]
+    return "\n".join(lines[:limit])
+
+
+def error_reason(text):
+    """One line of ``error_text``'s ``text`` that says why: the exception a Python worker
+    raised (its last traceback line, ``NoBrokersAvailable: ...``), else the first line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        match = _PYTHON_EXCEPTION_LINE.fullmatch(line)
+        if match and match.group(1) != "SQLSTATE" and not line.startswith(
+                ("org.", "java.", "scala.")):
+            return f"{match.group(1)}: {match.group(2)}"
+    return lines[0] if lines else "(no message)"

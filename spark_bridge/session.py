@@ -10,14 +10,18 @@ off, keeps shuffle partitions small for a 2-core host, and registers the ``ringl
 source (an installed ringlog is found by PySpark itself, through ``pyspark_ringlog``, when
 the workers' Python has it; registering replaces that with this process's class, so the
 source works from a bare checkout too). It is idempotent: the second call returns the same
-session (Spark itself allows one active SparkContext per process).
+session (Spark itself allows one active SparkContext per process). A SIGINT handler the
+caller installed before the first call stays installed (PySpark's SparkContext would
+replace it: ``_keeping_sigint_handler``), so Ctrl-C stops the bridge as SIGTERM does.
 
 Thread safety: call it from one thread (the driver's main thread); the returned session is
 Spark's and follows Spark's rules.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import threading
 
@@ -54,6 +58,24 @@ def _point_workers_at_this_interpreter():
         os.environ["PYTHONPATH"] = os.pathsep.join([root] + paths)
 
 
+@contextlib.contextmanager
+def _keeping_sigint_handler():
+    """While inside, a SIGINT handler the caller installed survives: PySpark's SparkContext
+    replaces the main thread's with one that cancels every job and raises
+    KeyboardInterrupt, and that one breaks a process that stops on Ctrl-C by itself (the
+    bridge: no summary, exit 130, Java errors when Spark is still starting). Python's
+    default handler is left to PySpark, as a plain PySpark program has it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        if previous is not signal.default_int_handler and previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def get_spark(app_name="ringlog", master="local[2]", conf=None):
     """Return this process's SparkSession, creating it on the first call.
 
@@ -75,7 +97,8 @@ def get_spark(app_name="ringlog", master="local[2]", conf=None):
         builder = SparkSession.builder
         for key, value in settings.items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        with _keeping_sigint_handler():
+            spark = builder.getOrCreate()
         context_id = spark.sparkContext.applicationId
         if context_id not in _registered:
             spark.sparkContext.setLogLevel("ERROR")

@@ -59,7 +59,15 @@ def ringlog_schema(include_headers):
 
 
 class RinglogDataSource(DataSource):
-    """Registered as ``ringlog``; options are Spark's Kafka source options."""
+    """Registered as ``ringlog``; options are Spark's Kafka source options. Spark builds it
+    in a Python worker at ``load()``: that worker's interpreter is checked there
+    (``worker_python``), before a query would crash the workers that run it."""
+
+    def __init__(self, options):
+        from spark_bridge import worker_python
+
+        worker_python.check()
+        super().__init__(options)
 
     @classmethod
     def name(cls):

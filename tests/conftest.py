@@ -60,3 +60,15 @@ def fake_cluster(tmp_path):
     yield make
     leftovers = [name for cluster in made for name in cluster.close()]
     assert leftovers == [], f"clients left {leftovers}"
+
+
+@pytest.fixture(autouse=True)
+def _process_role_restored():
+    """A test that declares this process's stats role (``set_process_role``: the Spark
+    source's ``open_consumer`` declares "spark-reader") would otherwise leave it to every
+    later test of the session, and to the processes they fork."""
+    from cluster.stats.publisher import process_role, set_process_role
+
+    declared = process_role()
+    yield
+    set_process_role(*(declared or (None,)))

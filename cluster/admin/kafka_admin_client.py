@@ -59,6 +59,7 @@ Thread safety: one thread at a time (it owns a KafkaClient).
 from __future__ import annotations
 
 import datetime
+import logging
 import time
 
 from cluster.client.kafka_client import API_VERSIONS, KafkaClient
@@ -69,6 +70,7 @@ from cluster.errors import (
     CoordinatorNotAvailableError,
     IllegalArgumentError,
     KafkaConnectionError,
+    KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
@@ -94,6 +96,11 @@ from cluster.structs import (
     TransactionDescription,
     TransactionListing,
 )
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two looks of ``wait_for_topics`` (kafka-python's).
+_TOPIC_POLL = 0.1
 
 
 class NewTopic:
@@ -202,12 +209,19 @@ class KafkaAdminClient:
 
     # -- topics ----------------------------------------------------------------------------------
 
-    def create_topics(self, new_topics, timeout_ms=None, validate_only=False, raise_errors=True):
+    def create_topics(self, new_topics, timeout_ms=None, validate_only=False, raise_errors=True,
+                      wait_for_metadata=False):
         """Create topics: a list of NewTopic (or of names, broker defaults), or a dict
         ``{name: {num_partitions, replication_factor, assignments, configs}}``.
 
+        With ``wait_for_metadata`` (kafka-python 3's), return only once every topic created
+        is in the metadata with a leader for each partition (``wait_for_topics``, its 10 s
+        bound); not with ``validate_only`` (ValueError, as kafka-python).
+
         Returns ``{"topics": [{"name", "error_code", "error_message"}, ...]}``.
         """
+        if validate_only and wait_for_metadata:
+            raise ValueError("validate_only and wait_for_metadata are mutually exclusive")
         version = API_VERSIONS[ApiKey.CREATE_TOPICS]
         m = protocol.request_module(ApiKey.CREATE_TOPICS, version)
         topics = []
@@ -230,7 +244,33 @@ class KafkaAdminClient:
             _raise_first(results)
         if not validate_only:
             self._client.cluster.request_update()
+        if wait_for_metadata:  # the ones created (raise_errors=False may leave failures)
+            self.wait_for_topics([r["name"] for r in results if not r["error_code"]])
         return {"topics": results}
+
+    def wait_for_topics(self, topic_names, timeout_ms=10000):
+        """Block until each topic of ``topic_names`` is ready to use, as kafka-python 3's:
+        described without error, with a leader for every partition (CreateTopics answers
+        once the controller has the topic; the leaders may come a moment later). Polls
+        ``describe_topics`` every 0.1 s; KafkaTimeoutError after ``timeout_ms`` naming what
+        each topic still lacks (``{'t': 'p1=no leader'}``)."""
+        names = list(topic_names)
+        if not names:
+            return
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            try:
+                described = {t["name"]: t for t in self.describe_topics(names)}
+            except KafkaError as exc:  # not there yet
+                log.debug("describe_topics while waiting for %s: %s", names, exc)
+                described = {}
+            pending = {name: reason for name in names
+                       if (reason := _not_ready(described.get(name))) is not None}
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"Topics not ready after {timeout_ms}ms: {pending}")
+            time.sleep(_TOPIC_POLL)
 
     def delete_topics(self, topics, timeout_ms=None, raise_errors=True):
         """Delete the named topics. Returns ``{"topics": [{"name", "error_code"}, ...]}``."""
@@ -909,16 +949,33 @@ def _config_value(value):
     return config_string(value)
 
 
+def _not_ready(topic):
+    """Why a described topic (a ``describe_topics`` dict, None if missing) is not ready to
+    use, in kafka-python's words; None when it is."""
+    if topic is None:
+        return "missing from metadata response"
+    if topic["error_code"]:
+        return for_code(topic["error_code"]).__name__
+    if not topic["partitions"]:
+        return "no partitions reported"
+    bad = [f"p{p['partition_index']}=" + (for_code(p["error_code"]).__name__
+                                          if p["error_code"] else "no leader")
+           for p in topic["partitions"] if p["error_code"] or p["leader_id"] < 0]
+    return ",".join(bad) or None
+
+
 def _raise_first(results, label=None):
     """Raise the error of the first failed topic, or resource (``label(result)`` names
-    one), naming it and the other failures."""
+    one), naming it (once: the broker's message may name it already) and the other
+    failures."""
     failed = [r for r in results if r["error_code"]]
     if not failed:
         return
     first = failed[0]
     error = for_code(first["error_code"])
     name = f"topic {first['name']!r}" if label is None else label(first)
-    message = f"{name}: {first.get('error_message') or error.description}"
+    detail = first.get("error_message") or error.description
+    message = detail if name.lower() in detail.lower() else f"{name}: {detail}"  # named once
     if len(failed) > 1:
         message += "; also failed: " + ", ".join(
             f"{repr(r['name']) if label is None else label(r)} "

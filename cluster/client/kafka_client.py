@@ -27,7 +27,9 @@
   soon as it is written.
 * **Failures.** A broker that died or closed (``PeerDiedError`` / ``PeerClosedError`` from the
   rings) fails every request in flight on that connection with ``KafkaConnectionError``
-  (retriable, invalid metadata), drops the connection and asks for a metadata refresh — as
+  (retriable, invalid metadata; one WARNING in Kafka's words, "Connection to node 0 was lost:
+  broker 0 (pid 123) died", the rings' names at DEBUG), drops the connection and asks for a
+  metadata refresh — as
   does every failed connection attempt (Kafka's NetworkClient), so a client whose cache
   still names a dead leader keeps asking until the controller has elected another.
 * **Metadata.** ``poll()`` sends a Metadata request (to the least loaded broker) when an
@@ -220,6 +222,19 @@ class _Node:
         self.last_error = None   # why the last attempt or connection failed
 
 
+
+def _connection_lost(node_id, exc):
+    """The KafkaConnectionError of a connection whose broker went away (``exc``: PeerDiedError
+    or PeerClosedError), in Kafka's words, logged once as a WARNING: "Connection to node 0 was
+    lost: broker 0 (pid 123) died". The rings and shared-memory names are internals: logged at
+    DEBUG only."""
+    log.debug("connection to broker %d ended: %s", node_id, exc)
+    how = (f"broker {node_id} (pid {exc.pid}) died" if isinstance(exc, PeerDiedError) else
+           f"broker {node_id} closed it (it is stopping)")
+    error = KafkaConnectionError(f"Connection to node {node_id} was lost: {how}")
+    log.warning("%s", error)
+    return error
+
 class KafkaClient:
     """Connections to the brokers of one cluster, with the metadata cache (module doc).
 
@@ -237,6 +252,10 @@ class KafkaClient:
         self.config = config
         self.client_id = config["client_id"] if client_id is None else client_id
         self.data_dir, self.cluster_id = locate_cluster(config["bootstrap_servers"])
+        #: the shared-memory namespace of the cluster's current start (shm_ring.naming):
+        #: read from D, again whenever the page is mapped afresh (a restart makes a new one)
+        self.namespace = dd.read_shm_namespace(self.data_dir, self.cluster_id)
+        self._instance = dd.instance_of(self.data_dir)  # D's brokers only (connect checks)
         self.cluster = ClusterMetadata(self.cluster_id)
         self._clock = clock
         self._policy = config.wait_policy(clock) if policy is None else policy
@@ -267,8 +286,9 @@ class KafkaClient:
             self._page.close()
             self._page = self._page_image = None
         if self._page is None:
+            self.namespace = dd.read_shm_namespace(self.data_dir, self.cluster_id)
             try:
-                self._page = MetadataPage.open(self.cluster_id)
+                self._page = MetadataPage.open(self.namespace)
             except FileNotFoundError:
                 return None
         try:
@@ -337,7 +357,7 @@ class KafkaClient:
                 f"{self.cluster_id}"))
             return False
         try:
-            connection = connect(self.cluster_id, node.node_id,
+            connection = connect(self.namespace, node.node_id, instance=self._instance,
                                  timeout=min(CONNECT_TIMEOUT, self._request_timeout),
                                  capacity=self._ring_capacity, policy=self._policy)
         except (ConnectionError, TimeoutError) as exc:  # refused, died, closed, not accepted
@@ -448,7 +468,7 @@ class KafkaClient:
         except MessageSizeTooLargeError as exc:
             return future.failure(exc)
         except (PeerDiedError, PeerClosedError) as exc:
-            error = KafkaConnectionError(f"broker {node_id}: {exc}")
+            error = _connection_lost(node_id, exc)
             self._connection_failed(node, error)
             return future.failure(error)
         if not written:
@@ -613,8 +633,7 @@ class KafkaClient:
                 frame = connection.recv(0.0) if in_flight else None
             connection.release()
         except (PeerDiedError, PeerClosedError) as exc:
-            failed = self._connection_failed(
-                node, KafkaConnectionError(f"broker {node.node_id}: {exc}"))
+            failed = self._connection_failed(node, _connection_lost(node.node_id, exc))
         except KafkaProtocolError as exc:
             log.error("closing the connection to broker %d: %s", node.node_id, exc)
             failed = self._connection_failed(node, exc)
@@ -703,13 +722,17 @@ class KafkaClient:
         """NoBrokersAvailable when no broker can be asked for metadata: if no broker process
         of the data directory runs (none holds its lock), the cluster is stopped and the
         message says how to start it; otherwise it gives each broker's last error."""
-        if not any(broker_is_alive(self.data_dir, b) for b in dd.broker_ids(self.data_dir)):
+        if not self._cluster_running():
             return NoBrokersAvailable(not_running_message(self.data_dir, self.cluster_id))
         reasons = "; ".join(f"broker {n.node_id}: {n.last_error}"
                             for n in self._nodes.values() if n.last_error is not None)
         return NoBrokersAvailable(
             f"no broker of cluster {self.cluster_id} ({self.data_dir}) can be reached: "
             + (reasons or "none is live on the metadata page"))
+
+    def _cluster_running(self):
+        """Whether a broker process of the data directory runs (holds its lock)."""
+        return any(broker_is_alive(self.data_dir, b) for b in dd.broker_ids(self.data_dir))
 
     def _metadata_failed(self, sent_for, exception):
         self._metadata_in_flight = False
@@ -737,20 +760,35 @@ class KafkaClient:
                   self.cluster.version, sorted(brokers), response.controller_id, topics)
 
     def wait_for_metadata(self, timeout, all_topics=False):
-        """Refresh the metadata now and wait for the answer (the owning thread); raises the
-        refresh's error, or KafkaTimeoutError."""
-        ticket = self.cluster.request_update(all_topics)
-        self._metadata_next_attempt = 0.0
+        """Refresh the metadata now and wait for the answer (the owning thread). A failed
+        attempt with a retriable error (no broker accepted a connection in time on a loaded
+        machine, a request timed out) is tried again, after ``retry_backoff_ms``, until
+        ``timeout`` seconds have passed, as Kafka's clients wait for metadata; then
+        KafkaTimeoutError naming the last failure. A cluster none of whose brokers runs
+        (NoBrokersAvailable saying how to start it) and errors that are not retriable are
+        raised at once."""
         deadline = self._clock() + timeout
-        while self.cluster.answered < ticket:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise KafkaTimeoutError(
-                    f"metadata of cluster {self.cluster_id} not updated within {timeout} s"
-                    + (f": {self.cluster.last_error}" if self.cluster.last_error else ""))
-            self.poll(remaining)
-        if self.cluster.last_error is not None:
-            raise self.cluster.last_error
+        self._metadata_next_attempt = 0.0
+        while True:
+            ticket = self.cluster.request_update(all_topics)
+            while self.cluster.answered < ticket:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    raise self._metadata_timeout(timeout)
+                self.poll(remaining)
+            error = self.cluster.last_error
+            if error is None:
+                return
+            if not getattr(error, "retriable", False) or not self._cluster_running():
+                raise error
+            if deadline - self._clock() <= 0:
+                raise self._metadata_timeout(timeout)
+            log.debug("metadata refresh failed, retrying: %s", error)
+
+    def _metadata_timeout(self, timeout):
+        return KafkaTimeoutError(
+            f"metadata of cluster {self.cluster_id} not updated within {timeout} s"
+            + (f": {self.cluster.last_error}" if self.cluster.last_error else ""))
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -42,6 +42,31 @@ class PartitionMetadata(NamedTuple):
     error_code: int
 
 
+def no_leader_reason(topic, partition, replicas, isr, offline_replicas, live_brokers):
+    """One line on why partition ``topic-partition`` has no leader, naming its replicas'
+    brokers and what each is: "partition t-1 has no leader: its only replica, broker 1, is
+    stopped". A replica is *stopped* when its broker is not among ``live_brokers`` (or the
+    partition lists it offline), *out of the ISR* when its broker runs but may not lead (no
+    unclean election), and otherwise waits for the controller to elect it."""
+    def state(broker):
+        if broker not in live_brokers or broker in offline_replicas:
+            return "stopped"
+        if broker not in isr:
+            return "running but out of the ISR"
+        return "running (a leader is being elected)"
+    head = f"partition {topic}-{partition} has no leader"
+    if not replicas:
+        return f"{head}: it has no replicas"
+    states = [state(b) for b in replicas]
+    if len(replicas) == 1:
+        return f"{head}: its only replica, broker {replicas[0]}, is {states[0]}"
+    if len(set(states)) == 1:
+        brokers = ", ".join(map(str, replicas[:-1])) + f" and {replicas[-1]}"
+        return f"{head}: its replicas, brokers {brokers}, are all {states[0]}"
+    return f"{head}: of its replicas, " + ", ".join(
+        f"broker {b} is {s}" for b, s in zip(replicas, states))
+
+
 class TopicMetadata:
     """One topic as last reported: its error (0 if none), partitions and which have a leader.
 
@@ -142,6 +167,16 @@ class ClusterMetadata:
         """The leader of a partition, -1 if unknown or offline."""
         info = self.topics.get(topic)
         return -1 if info is None else info.leaders.get(partition, -1)
+
+    def why_no_leader(self, topic, partition):
+        """``no_leader_reason`` of a partition the cache knows without a leader; None when it
+        has one, or the cache does not know it."""
+        info = self.topics.get(topic)
+        if info is None or info.leaders.get(partition, 0) >= 0:
+            return None
+        p = info.partitions[info.partition_ids.index(partition)]
+        return no_leader_reason(topic, partition, p.replicas, p.isr, p.offline_replicas,
+                                self.brokers)
 
     def partitions_for_topic(self, topic):
         """The set of partition ids of ``topic``, or None if unknown or in error."""

@@ -276,7 +276,10 @@ class ClientConfig(FrozenConfig):
     def _unrecognized(self, unknown):
         hints = []
         for spelling in sorted(unknown):
-            close = difflib.get_close_matches(spelling, self.KEYS, n=1)
+            # a hint in the spelling given: Kafka's dotted names for a dotted one
+            dotted = "." in spelling
+            names = [n.replace("_", ".") for n in self.KEYS] if dotted else self.KEYS
+            close = difflib.get_close_matches(spelling, names, n=1)
             hints.append(f"{spelling!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         return KafkaConfigurationError(f"Unrecognized {self.KIND} configs: {', '.join(hints)}")
 

@@ -7,6 +7,11 @@
     D/supervisor.lock           flock(LOCK_EX) held by the one supervisor of D (supervisor.py)
     D/cluster.json              the supervisor's record (see supervisor.py); replaced atomically
     D/supervisor.log            output of a detached supervisor
+    D/shm.token                 the running start's token (TOKEN_HEX random hex digits):
+                                its shared-memory objects are named
+                                /ringlog.<cluster.id>.<token>.* (shm_ring.naming), so
+                                only who can read D can find them; a new one per start,
+                                removed at stop; written by the supervisor
     D/controller.lock           flock(LOCK_EX) held by the active controller; each controller
                                 renames a fresh generation of it into place, naming itself
                                 and its epoch (replica_proc.controller.controller_lock)
@@ -40,7 +45,9 @@ broker processes run under ``PRIVATE_UMASK`` (``set_private_umask``), which cove
 ``segments`` creates with its own modes; a program embedding ``Cluster`` keeps its umask,
 and the supervisor creates files inside ``private_umask()`` only. ``make_data_dir`` creates
 D 0700; ``check_data_dir`` turns a D that is a file, or not this user's to use, into one
-KafkaStorageError line.
+KafkaStorageError line. As ssh does with keys, a D owned by another user, or writable by
+group or others, is refused (naming its path, owner and mode): whoever may write D may swap
+its brokers' directories, or the token its clients trust.
 
 Pure functions over paths: any thread may call them; each file has one writer (named above).
 """
@@ -52,12 +59,14 @@ import json
 import logging
 import os
 import re
+import secrets
 import stat
 import threading
 import uuid
 
 from cluster.errors import InconsistentClusterIdError, KafkaStorageError
 from segments.checkpoint import write_atomically
+from shm_ring.naming import TOKEN_HEX, namespace
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +74,7 @@ META_PROPERTIES = "meta.properties"
 SUPERVISOR_LOCK = "supervisor.lock"
 CLUSTER_JSON = "cluster.json"
 SUPERVISOR_LOG = "supervisor.log"
+SHM_TOKEN = "shm.token"
 CONTROLLER_LOCK = "controller.lock"
 CONTROLLER_LOCK_NEXT = "controller.lock.next"
 CONTROLLER_TAKEOVER_LOCK = "controller.takeover.lock"
@@ -129,7 +139,8 @@ def private_umask():
 
 def check_data_dir(data_dir, writable=True):
     """Raise KafkaStorageError (one line naming D and what is wrong) unless ``data_dir`` is a
-    directory this user may read (and, with ``writable``, write), or does not exist yet."""
+    directory this user owns, that group and others cannot write, and that this user may
+    read (and, with ``writable``, write), or does not exist yet."""
     try:
         st = os.stat(data_dir)
     except FileNotFoundError:
@@ -141,11 +152,32 @@ def check_data_dir(data_dir, writable=True):
         raise KafkaStorageError(f"data directory {data_dir} is not a directory (it is a "
                                 f"{_file_kind(st.st_mode)}); give a directory, or a path "
                                 f"that does not exist yet")
+    check_private(data_dir, st)
     need = os.R_OK | os.X_OK | (os.W_OK if writable else 0)
     if not os.access(data_dir, need):
         raise KafkaStorageError(
             f"data directory {data_dir} is not {'writable' if writable else 'readable'} by "
             f"uid {os.getuid()} (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o})")
+
+
+def check_private(data_dir, st=None):
+    """KafkaStorageError (naming D, its owner and mode, as ssh names a key file) unless the
+    existing directory ``data_dir`` is this user's and not writable by group or others."""
+    st = os.stat(data_dir) if st is None else st
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.geteuid():
+        raise KafkaStorageError(
+            f"data directory {data_dir} is owned by uid {st.st_uid}, not by this user (uid "
+            f"{os.geteuid()}; mode {mode:04o}): another user could swap its brokers; use a "
+            f"directory of your own")
+    if mode & 0o022:
+        raise KafkaStorageError(
+            f"data directory {data_dir} (owner uid {st.st_uid}) is mode {mode:04o}: "
+            f"writable by {_WRITERS[mode & 0o022]}, who could swap its brokers; `chmod 700 "
+            f"{data_dir}` to use it")
+
+
+_WRITERS = {0o022: "group and others", 0o020: "group", 0o002: "others"}
 
 
 def _file_kind(mode):
@@ -319,6 +351,59 @@ def ensure_cluster_id(data_dir):
                          {"cluster.id": cluster_id, "version": CLUSTER_META_VERSION},
                          "ringlog cluster metadata: written once, by the first start")
     return cluster_id
+
+
+# -- the start token: the shared-memory namespace of a running cluster ------------------------
+
+_TOKEN = re.compile(rf"[0-9a-f]{{{TOKEN_HEX}}}\n?")
+
+
+def new_shm_namespace(data_dir, cluster_id):
+    """Make a fresh random token for this start of the cluster, write ``D/shm.token``
+    (0600, atomically) and return the namespace ``<cluster_id>.<token>`` (the supervisor,
+    at start, holding the supervisor lock)."""
+    token = secrets.token_hex(TOKEN_HEX // 2)
+    with private_umask():
+        write_atomically(os.path.join(os.fspath(data_dir), SHM_TOKEN), (token + "\n").encode())
+    return namespace(cluster_id, token)
+
+
+def remove_shm_token(data_dir):
+    """Remove ``D/shm.token`` (the cluster stopped); nothing if there is none."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(os.fspath(data_dir), SHM_TOKEN))
+
+
+def read_shm_namespace(data_dir, cluster_id=None):
+    """The shared-memory namespace of the cluster in D: ``<cluster.id>.<token>`` while a
+    supervisor's start runs, the bare cluster id without a token (a broker started on its
+    own), None before the first start. Checks D first (``check_data_dir``: a D another user
+    may write could hand out another token); KafkaStorageError naming ``D/shm.token`` if it
+    is not one token."""
+    check_data_dir(data_dir, writable=False)
+    cluster_id = read_cluster_id(data_dir) if cluster_id is None else cluster_id
+    if cluster_id is None:
+        return None
+    path = os.path.join(os.fspath(data_dir), SHM_TOKEN)
+    try:
+        with open(path, "rb") as file:
+            data = file.read(TOKEN_HEX + 2)
+    except FileNotFoundError:
+        return cluster_id
+    text = data.decode("ascii", "replace")
+    if not _TOKEN.fullmatch(text):
+        raise KafkaStorageError(f"{path}: {text!r} is not one token of {TOKEN_HEX} hex "
+                                f"digits; the file is damaged (a cluster start writes a new "
+                                f"one)")
+    return namespace(cluster_id, text.strip())
+
+
+def instance_of(data_dir):
+    """``(st_dev, st_ino)`` of D: which directory it is, whatever path names it. A copy is
+    another instance; brokers put it in their listeners and clients check it on connect
+    (``shm_ring.connect(instance=...)``)."""
+    st = os.stat(data_dir)
+    return st.st_dev, st.st_ino
 
 
 def ensure_broker_meta(data_dir, broker_id, cluster_id):

@@ -1,7 +1,7 @@
 """The metadata page: the newest MetadataImage, in shared memory, for every process to read.
 
-``MetadataPage.create(cluster_id)`` makes ``/ringlog.<cluster>.metadata`` (the supervisor
-does, at cluster start; it unlinks it at stop); ``MetadataPage.open(cluster_id)`` maps it
+``MetadataPage.create(namespace)`` makes ``/ringlog.<namespace>.metadata`` (the supervisor
+does, at cluster start; it unlinks it at stop); ``MetadataPage.open(namespace)`` maps it
 (brokers and clients). The active controller ``publish()``-es every new image; readers
 check ``version`` — one 8-byte load — and call ``read()`` when it moved. Layout and the
 seqlock protocol: ``page_descriptor``.
@@ -16,7 +16,7 @@ import time
 
 from cluster.metadata import page_descriptor as md
 from cluster.metadata.model import MetadataImage
-from shm_ring.naming import SharedRegion, object_name
+from shm_ring.naming import SharedRegion, cluster_of, object_name
 from shm_ring.ring_descriptor import require_store_order
 
 _SEQUENCE = md.word_index(md.SEQUENCE_OFFSET)
@@ -187,7 +187,7 @@ class MetadataPage:
                 os.sched_yield()
             sequence = words[_SEQUENCE]
         if sequence == 0:
-            image = MetadataImage.empty(self.cluster_id)
+            image = MetadataImage.empty(cluster_of(self.cluster_id))
         else:
             image = MetadataImage.from_json(data)
         self._seen, self._image = sequence, image

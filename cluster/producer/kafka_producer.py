@@ -203,7 +203,7 @@ class KafkaProducer:
                               transaction_manager=self._transaction_manager)
         self._accumulator.wakeup = self._sender.wakeup
         self._sender.start()
-        self._stats = process_stats(self._client.cluster_id, "producer", self.client_id)
+        self._stats = process_stats(self._client.namespace, "producer", self.client_id)
         self._stats.add_source(ProducerStatsSource(self._sender, self._accumulator.pool))
         self._at_exit = _close_at_exit(self)
         atexit.register(self._at_exit)
@@ -219,7 +219,8 @@ class KafkaProducer:
         ``timestamp_ms``: the record's CreateTime (default: now).
 
         Raises KafkaTimeoutError when the topic's metadata or buffer memory is not available
-        within ``max_block_ms``; TypeError / ValueError for bad arguments; IllegalStateError
+        within ``max_block_ms``; ValueError at once for a ``partition`` the topic does not
+        have (naming its partitions), TypeError / ValueError for bad arguments; IllegalStateError
         after close(). A record too large for ``max_request_size`` or ``buffer_memory``
         gives a failed future (MessageSizeTooLargeError), as in kafka-python.
         """
@@ -390,23 +391,36 @@ class KafkaProducer:
 
     def _wait_on_metadata(self, topic, partition=None):
         """The topic's metadata once it lists the topic (and ``partition``), waiting up to
-        ``max_block_ms`` (KafkaTimeoutError); a non-retriable topic error is raised."""
+        ``max_block_ms`` (KafkaTimeoutError); a non-retriable topic error is raised.
+
+        A ``partition`` the topic does not have raises ValueError at once, naming the
+        topic's partitions, as kafka-python's ``send()`` does ("Unrecognized partition 7
+        for topic t"): once metadata fetched after this call began still lacks it (so a
+        partition just added by ``create_partitions`` is found, not refused)."""
         cluster = self._cluster
         cluster.add_topics((topic,))
         deadline = self._clock() + self._max_block
+        refreshed = False
         while True:
             info = cluster.topics.get(topic)
             if info is not None and info.error_code and not info.error.retriable:
                 raise info.error(f"topic {topic!r}: {info.error.description}")
-            if info is not None and not info.error_code and info.partition_ids and (
-                    partition is None or partition in info.leaders):
-                return info
+            if info is not None and not info.error_code and info.partition_ids:
+                if partition is None or partition in info.leaders:
+                    return info
+                if refreshed:
+                    ids = info.partition_ids
+                    raise ValueError(
+                        f"Unrecognized partition {partition} for topic {topic}: it has "
+                        f"{len(ids)} partition{'s' if len(ids) > 1 else ''}, "
+                        + (f"{ids[0]}" if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"))
             remaining = deadline - self._clock()
             if remaining <= 0:
                 raise KafkaTimeoutError(self._metadata_timeout_message(topic, partition, info))
             attempts = cluster.request_update()
             self._sender.wakeup()
-            cluster.wait_for_update(attempts, remaining)
+            refreshed = (cluster.wait_for_update(attempts, remaining)
+                         and cluster.last_error is None)
 
     def _metadata_timeout_message(self, topic, partition, info):
         wait = f"after {self._max_block * 1000:.0f} ms (max_block_ms)"

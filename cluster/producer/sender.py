@@ -37,9 +37,11 @@ request is unknown — the broker may have appended the batch before it died —
 idempotence (``enable_idempotence=False``) a retry may write a duplicate: at-least-once,
 as Kafka's producer with ``enable.idempotence=false``. A batch still failing when
 ``delivery_timeout_ms`` has passed since its creation fails with KafkaTimeoutError
-("Expiring N record(s) for T-P: X ms has passed since batch creation"), naming the error of
-its last attempt (its ``__cause__``). With acks=0 the broker sends no response: batches
-complete (offset -1) once their request is written. With
+("Expiring N record(s) for T-P: X ms has passed since batch creation"), saying why the
+partition has no leader when it has none ("partition t-1 has no leader: its only replica,
+broker 1, is stopped") and naming the error of its last attempt (its ``__cause__``). With
+acks=0 the broker sends no response: batches complete (offset -1) once their request is
+written. With
 ``max_in_flight_requests_per_connection=1`` a partition with a batch in flight is not
 drained again until it completes, and a retried batch goes back in front of the newer ones,
 so retries cannot reorder it (kafka-python's ``guarantee_message_order``); with more
@@ -82,6 +84,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 import threading
 import time
 
@@ -120,6 +123,10 @@ class Sender(threading.Thread):
         self._retries = config["retries"]
         self._retry_backoff = config["retry_backoff_ms"] / 1000
         self._delivery_timeout = config["delivery_timeout_ms"] / 1000
+        # How the retry WARNING counts: "attempt 2 of 4", or until the delivery timeout.
+        self._attempts_of = (f" of {self._retries + 1}" if self._retries != math.inf else
+                             f", until delivery_timeout_ms {config['delivery_timeout_ms']}")
+        self._retry_logged = {}  # TopicPartition -> (attempts, clock) of the last retry logged
         self._request_timeout = datetime.timedelta(milliseconds=config["request_timeout_ms"])
         self._max_request_size = config["max_request_size"]
         self._max_in_flight = config["max_in_flight_requests_per_connection"]
@@ -497,11 +504,13 @@ class Sender(threading.Thread):
         """Kafka's TimeoutException for a batch past ``delivery_timeout_ms``, naming the
         error of its last attempt (also its ``__cause__``) when it was being retried."""
         last = batch.last_error
+        no_leader = self._client.cluster.why_no_leader(batch.topic, batch.partition)
         error = KafkaTimeoutError(
             f"Expiring {batch.record_count or batch.builder.record_count} record(s) for "
             f"{batch.topic}-{batch.partition}: {(now - batch.created) * 1000:.0f} ms has "
             f"passed since batch creation (delivery_timeout_ms "
             f"{self._delivery_timeout * 1000:.0f})"
+            + ("" if no_leader is None else f"; {no_leader}")
             + ("" if last is None else
                f"; last error after {batch.attempts} attempt(s): {type(last).__name__}: {last}"))
         error.__cause__ = last
@@ -578,8 +587,12 @@ class Sender(threading.Thread):
         metrics = self.metrics
         metrics.record_retry_total += batch.record_count
         metrics.record_retry.record(batch.record_count)
-        log.warning("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition,
-                    batch.attempts + 1, error)
+        logged = self._retry_logged.get(batch.topic_partition)
+        if logged is None or logged[0] != batch.attempts or now - logged[1] >= 1.0:
+            # one line per event: the batches in flight to a partition fail together
+            self._retry_logged[batch.topic_partition] = (batch.attempts, now)
+            log.warning("retrying produce to %s-%d (attempt %d%s): %s", batch.topic,
+                        batch.partition, batch.attempts + 1, self._attempts_of, error)
         self._accumulator.reenqueue(batch, now + self._retry_backoff, ticket)
 
     def _complete(self, batch, base_offset, log_append_time):

@@ -2,14 +2,17 @@
 
 - ``list_pages(cluster_id)``: the names of the cluster's stats pages in /dev/shm
   (``/ringlog.<cluster>.stats.<pid>``), sorted by pid.
-- ``read_all(cluster_id)``: one ``ProcessSnapshot`` per page that has been published at
-  least once, sorted by (role, name, pid). ``alive``: a process with the page's pid runs
-  and has its start time (a reused pid is not taken for the page's process); ``stale``:
-  alive, but the page was not updated for ``STALE_INTERVALS`` publishing intervals (hung,
-  SIGSTOPped). A page that vanishes or is torn while being read is skipped.
-- ``reap_dead(cluster_id)``: unlink the pages whose process is gone (SIGKILLed, crashed
-  before its atexit) and return their names; never the page of a live process. The
-  supervisor calls it at cluster start and stop, beside ``shm_ring.cleanup_stale``.
+- ``read_all(cluster_id)``: one ``ProcessSnapshot`` per page of a running process that
+  has been published at least once, sorted by (role, name, pid). A page whose process is
+  gone — no process with its pid and start time (a reused pid is not taken for the page's
+  process): SIGKILLed, crashed before its atexit, a Spark worker ended with ``os._exit`` —
+  is unlinked and left out, at every read, so dead processes never pile up in ``ringlog
+  top`` / ``metrics`` / ``profile``. ``stale``: alive, but the page was not updated for
+  ``STALE_INTERVALS`` publishing intervals (hung, SIGSTOPped). A page that vanishes or is
+  torn while being read is skipped.
+- ``reap_dead(cluster_id)``: unlink the pages whose process is gone and return their names;
+  never the page of a live process. The supervisor calls it at cluster start and stop,
+  beside ``shm_ring.cleanup_stale``.
 
 Reading costs the processes nothing: each page is mapped, copied and unmapped by the
 caller. Any thread; no state kept between calls.
@@ -45,14 +48,20 @@ def list_pages(cluster_id: str) -> list[str]:
 def read_page(name: str, now: float | None = None) -> ProcessSnapshot | None:
     """The snapshot of one page; None if it has not been published yet. FileNotFoundError
     if it is gone; ValueError if it is not a stats page; TornPageError."""
+    return _snapshot(_read_contents(name), time.time() if now is None else now)
+
+
+def _read_contents(name):
     with StatsPage.open(name) as page:
-        contents = page.read()
+        return page.read()
+
+
+def _snapshot(contents, now):
     figures = contents.figures
     if figures is None:
         return None
     header = contents.header
     alive = is_alive(header.pid, header.start_ticks)
-    now = time.time() if now is None else now
     stale = alive and now - figures.updated > STALE_INTERVALS * header.interval
     return ProcessSnapshot(
         role=header.role, name=header.name, pid=header.pid, start_time=header.start_time,
@@ -64,14 +73,20 @@ def read_page(name: str, now: float | None = None) -> ProcessSnapshot | None:
 
 
 def read_all(cluster_id: str) -> list[ProcessSnapshot]:
-    """A snapshot of every published page of the cluster (see the module doc)."""
+    """A snapshot of every published page of a running process of the cluster; the pages
+    of processes that are gone are unlinked (see the module doc)."""
     now = time.time()
     snapshots = []
     for name in list_pages(cluster_id):
         try:
-            snapshot = read_page(name, now)
-        except (FileNotFoundError, ValueError, TornPageError):
+            contents = _read_contents(name)
+        except (FileNotFoundError, PermissionError, ValueError, TornPageError):
             continue  # unlinked meanwhile, not ours, or rewritten all along
+        header = contents.header
+        if not is_alive(header.pid, header.start_ticks):
+            _unlink(name)
+            continue
+        snapshot = _snapshot(contents, now)
         if snapshot is not None:
             snapshots.append(snapshot)
     return sorted(snapshots, key=lambda s: (s.role, s.name, s.pid))
@@ -84,15 +99,21 @@ def reap_dead(cluster_id: str) -> list[str]:
         try:
             with StatsPage.open(name) as page:
                 header = page.header
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, PermissionError):
+            continue  # gone, or another user's (shm_ring.naming.SquattedNameError)
         except ValueError:  # not a page of this layout: no pid to trust, leave it
             continue
-        if is_alive(header.pid, header.start_ticks):
-            continue
-        try:
-            posix_ipc.unlink_shared_memory(name)
-        except posix_ipc.ExistentialError:
-            continue  # removed meanwhile
-        removed.append(name)
+        if not is_alive(header.pid, header.start_ticks) and _unlink(name):
+            removed.append(name)
     return removed
+
+
+def _unlink(name: str) -> bool:
+    """Unlink the page of a process found dead; False if it was removed meanwhile. (A page
+    is named by its process's pid: another process with that pid would first have to
+    start, find the name taken and replace the page, between the check and here.)"""
+    try:
+        posix_ipc.unlink_shared_memory(name)
+    except (posix_ipc.ExistentialError, posix_ipc.PermissionsError):
+        return False  # removed meanwhile (or replaced by another user's)
+    return True

@@ -17,7 +17,8 @@ checked before any process starts (InvalidConfigurationError).
 
 The brokers are this process's children (``supervisor.Supervisor``); the data directory
 is the bootstrap address (``bootstrap_servers``). Starting again on the same directory
-keeps the cluster id and recovers every topic and record. One supervisor per directory:
+keeps the cluster id and recovers every topic and record, with every broker the directory
+knows (``Cluster(d)`` after ``Cluster(d, brokers=3)`` runs 3). One supervisor per directory:
 ``start()`` on a directory another supervisor (another Cluster, ``ringlog cluster start``)
 holds raises DataDirInUseError naming it; a ``data_dir`` that is a file, or not this user's
 to use, raises KafkaStorageError from the constructor. The directory is made 0700 and every
@@ -33,7 +34,13 @@ import time
 
 from cluster.config.broker import BROKER_KEYS, BrokerConfig
 from cluster.metadata import data_dir as dd
-from cluster.supervisor.supervisor import BROKER_COMMAND, START_TIMEOUT, STOP_TIMEOUT, Supervisor
+from cluster.supervisor.supervisor import (
+    BROKER_COMMAND,
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    Supervisor,
+    brokers_to_start,
+)
 
 _WAIT_STEP = 0.01
 
@@ -56,20 +63,25 @@ def broker_config_from_kwargs(config=None, **kwargs):
 class Cluster:
     """N broker processes sharing the data directory ``data_dir`` (see the module doc).
 
-    ``brokers``: how many (ids 0..brokers-1); ``start_timeout`` / ``stop_timeout``: seconds
+    ``brokers``: how many (ids 0..brokers-1) in a new data directory, one if None; a data
+    directory whose cluster ran before starts with all its brokers (``broker-<id>``
+    directories), and ``brokers``, if given, must match their number (BrokerCountError, a
+    ValueError naming both numbers, otherwise); ``start_timeout`` / ``stop_timeout``: seconds
     a broker may take to start serving / to stop after SIGTERM; ``broker_command``: the
     argv prefix that runs a broker (``python -m replica_proc``).
     """
 
-    def __init__(self, data_dir, brokers=1, *, config=None, broker_command=BROKER_COMMAND,
+    def __init__(self, data_dir, brokers=None, *, config=None, broker_command=BROKER_COMMAND,
                  start_timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, **kwargs):
-        if not isinstance(brokers, int) or isinstance(brokers, bool) or brokers < 1:
+        if brokers is not None and (not isinstance(brokers, int) or isinstance(brokers, bool)
+                                    or brokers < 1):
             raise ValueError(f"brokers must be an int >= 1, found {brokers!r}")
         self.data_dir = os.path.abspath(os.fspath(data_dir))
         dd.check_data_dir(self.data_dir)  # a file, or not ours: KafkaStorageError, one line
         self.config = broker_config_from_kwargs(config, **kwargs)
         BrokerConfig(self.config, data_dir=self.data_dir)  # bad values raise here
-        self._supervisor = Supervisor(self.data_dir, range(brokers), self.config,
+        self._supervisor = Supervisor(self.data_dir, brokers_to_start(self.data_dir, brokers),
+                                      self.config,
                                       broker_command=broker_command,
                                       start_timeout=start_timeout, stop_timeout=stop_timeout)
 
@@ -115,6 +127,12 @@ class Cluster:
     def cluster_id(self):
         """The cluster id (from D/meta.properties; None before the first start)."""
         return self._supervisor.cluster_id
+
+    @property
+    def namespace(self):
+        """The shared-memory namespace of this start (``<cluster id>.<token>``; None while
+        stopped): every object of the running cluster is ``/ringlog.<namespace>.*``."""
+        return self._supervisor.namespace
 
     @property
     def broker_ids(self):

@@ -10,9 +10,13 @@ start`` run on. ``start()``:
    then refuses if a broker of D still runs (an orphan of a killed supervisor: its broker
    lock is held);
 2. reads the cluster id from ``D/meta.properties``, or writes a new one the first time;
-3. removes shared-memory objects of this cluster id left by dead processes
+   refuses (ClusterStartError naming the other directory) if this user runs the same
+   cluster id from another directory (a copy of D: ``cluster.metadata.instance``);
+3. removes this user's shared-memory objects of this cluster id left by dead processes
    (``shm_ring.cleanup_stale``; a stats page only if its process is gone,
-   ``cluster.stats.reader.reap_dead``) and creates the metadata page;
+   ``cluster.stats.reader.reap_dead``), makes this start's namespace (a fresh random token
+   in ``D/shm.token``: every object is ``/ringlog.<cluster-id>.<token>.*``), records the
+   instance and creates the metadata page;
 4. starts one process per broker, ``python -m replica_proc --data-dir D --broker-id i
    [--override key=value ...]``, in its own session (Ctrl-C on a terminal reaches the
    supervisor, which stops the brokers in order), output to ``D/broker-<i>/broker.log``;
@@ -32,8 +36,8 @@ program starts and kills brokers itself.
 
 ``stop()`` sends SIGTERM to every broker (graceful: logs flushed and closed, listeners
 unlinked), SIGKILLs any still running after ``stop_timeout``, unlinks the metadata page and
-sweeps the cluster's shared-memory objects, and lets go of the supervisor lock. Safe to call
-twice.
+the instance record, sweeps the namespace's shared-memory objects, removes ``D/shm.token``
+and lets go of the supervisor lock. Safe to call twice.
 
 Files and directories the supervisor creates are private (0600 / 0700): it creates them
 inside ``dd.private_umask()``, and starts brokers inside it too, so they inherit the umask
@@ -48,7 +52,7 @@ exited}}}`` (``broker_states``: what the supervisor last did or saw of each brok
 ``stop_cluster(data_dir)`` and ``cluster_status(data_dir)`` are those commands' logic: they
 work from the files and the locks alone, whether the supervisor is alive or not.
 
-Run as ``python -m cluster.supervisor.supervisor --data-dir D --brokers N [--override k=v ...]
+Run as ``python -m cluster.supervisor.supervisor --data-dir D [--brokers N] [--override k=v ...]
 [--broker-command CMD] [--restart-on-failure]`` it is the detached supervisor of ``ringlog
 cluster start --detach``: it takes the supervisor lock, and only then moves its output to
 ``D/supervisor.log`` (so the one line of a start that lost the lock goes to the command's
@@ -70,18 +74,17 @@ import subprocess
 import sys
 import time
 
-import posix_ipc
-
 from cluster.config.properties import parse_overrides
 from cluster.errors import KafkaError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
+from cluster.metadata.instance import Instance, running_elsewhere
 from cluster.metadata.lock_holders import describe_holders
-from cluster.metadata.page import MetadataPage, metadata_page_name
+from cluster.metadata.page import MetadataPage
 from cluster.stats.reader import reap_dead
 from cluster.supervisor.requests import clear_request, read_request
 from shm_ring.liveness import is_alive, process_start_time
-from shm_ring.naming import cleanup_stale
+from shm_ring.naming import SquattedNameError, cleanup_stale
 
 log = logging.getLogger("cluster.supervisor.supervisor")  # also when run as __main__
 
@@ -128,6 +131,30 @@ class ClusterStartError(RuntimeError):
 class DataDirInUseError(ClusterStartError):
     """Another supervisor holds the data directory's supervisor lock (one line: the
     directory, who holds the lock, and the commands that report and stop it)."""
+
+
+class BrokerCountError(ValueError):
+    """A start asked for a number of brokers other than the data directory's cluster has
+    (one line naming both numbers)."""
+
+
+def brokers_to_start(data_dir, brokers=None):
+    """The broker ids a start of ``data_dir`` runs. The data directory knows its brokers
+    (its ``broker-<id>`` directories): a cluster that ran before starts with all of them;
+    ``brokers`` (a count) must then match, or BrokerCountError names both numbers (adding
+    brokers to a cluster, or leaving some out, is not what a restart does: ``ringlog broker
+    start|stop`` starts or stops one). A new data directory starts ``brokers`` brokers (ids
+    0..brokers-1, one if None)."""
+    known = dd.broker_ids(data_dir)
+    if not known:
+        return list(range(1 if brokers is None else brokers))
+    if brokers is None or brokers == len(known):
+        return known
+    raise BrokerCountError(
+        f"the cluster in {data_dir} has {len(known)} broker{'s' if len(known) > 1 else ''} "
+        f"(ids {', '.join(map(str, known))}), not the {brokers} asked for: leave the broker "
+        f"count out to start all {len(known)}, or use a new data directory for a cluster of "
+        f"{brokers}; a restart neither adds nor drops brokers")
 
 
 def lock_data_dir(data_dir):
@@ -265,7 +292,9 @@ class Supervisor:
         self.restart_on_failure = restart_on_failure
         self.clock = clock
         self.cluster_id = None
+        self.namespace = None  # of this start: <cluster id>.<token> (shm_ring.naming)
         self.page = None
+        self._instance = None
         self.state = "stopped"
         self._processes = {}  # broker id -> BrokerProcess
         self._broker_states = {}  # broker id -> {"state", "since" (epoch s), "pid", "exit"}
@@ -295,12 +324,17 @@ class Supervisor:
                     f"(id: pid) hold their locks; `ringlog cluster stop --data-dir "
                     f"{self.data_dir}` first")
             self.cluster_id = dd.ensure_cluster_id(self.data_dir)
+            self._refuse_a_copy_running()
             removed = cleanup_stale(self.cluster_id) + reap_dead(self.cluster_id)
             if removed:
                 log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
                          self.cluster_id)
-            self.page = MetadataPage.create(self.cluster_id)
+            self.namespace = dd.new_shm_namespace(self.data_dir, self.cluster_id)
+            self._instance = Instance.create(self.namespace, self.data_dir)
+            self._refuse_a_copy_running()  # one that started meanwhile: both may refuse
+            self.page = MetadataPage.create(self.namespace)
         except BaseException:
+            self._close_instance()
             self._unlock()
             raise
         self.state = "starting"
@@ -344,12 +378,33 @@ class Supervisor:
             self.page.unlink()
             self.page.close()
             self.page = None
-        cleanup_stale(self.cluster_id)
-        reap_dead(self.cluster_id)
+        self._close_instance()
         self.state = "stopped"
         self._write_record()
         self._unlock()
 
+    def _refuse_a_copy_running(self):
+        """ClusterStartError if this user runs this cluster id from another directory."""
+        others = running_elsewhere(self.cluster_id, self.data_dir)
+        if others:
+            where, pid = others[0]
+            raise ClusterStartError(
+                f"cluster {self.cluster_id} is already running from {where} (supervisor pid "
+                f"{pid}); {self.data_dir} holds the same cluster id (a copy of that "
+                f"directory?) and cannot run beside it: `ringlog cluster stop --data-dir "
+                f"{where}` first")
+
+    def _close_instance(self):
+        """Unlink this start's instance record and its namespace's objects, remove
+        D/shm.token (stop, or a start that failed)."""
+        if self._instance is not None:
+            self._instance.close()
+            self._instance = None
+        if self.namespace is not None:
+            cleanup_stale(self.namespace)
+            reap_dead(self.namespace)
+            dd.remove_shm_token(self.data_dir)
+            self.namespace = None
     # -- single brokers -----------------------------------------------------------------------
 
     def start_broker(self, broker_id):
@@ -577,6 +632,7 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
     """
     data_dir = os.path.abspath(os.fspath(data_dir))
     dd.check_data_dir(data_dir)
+    namespace = dd.read_shm_namespace(data_dir)  # before a stopping supervisor removes it
     record = read_record(data_dir)
     before = running_brokers(data_dir)
     # A broker releases its lock a moment before its process exits: "stopped" means gone.
@@ -606,14 +662,10 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
         alive = [(pid, start) for pid, start in alive if is_alive(pid, start)]
     for pid, _start in alive:
         _signal(pid, signal.SIGKILL)
-    cluster_id = dd.read_cluster_id(data_dir)
-    if cluster_id is not None:
-        try:
-            posix_ipc.unlink_shared_memory(metadata_page_name(cluster_id))
-        except posix_ipc.ExistentialError:
-            pass  # the supervisor unlinked it
-        cleanup_stale(cluster_id)
-        reap_dead(cluster_id)
+    if namespace is not None:  # the page, the listeners, ...: this user's objects only
+        cleanup_stale(namespace)
+        reap_dead(namespace)
+        dd.remove_shm_token(data_dir)
     record = read_record(data_dir)  # a supervisor that stopped wrote its last record
     if record and record.get("state") != "stopped":
         record.update(state="stopped", pids={})
@@ -649,9 +701,10 @@ def cluster_status(data_dir):
         seen = record.get("broker_states", {}).get(str(broker_id), {})
         status["brokers"][broker_id] = broker_status(data_dir, broker_id, broker_id in alive,
                                                      seen, watched)
-    if status["cluster_id"] is not None:
+    namespace = dd.read_shm_namespace(data_dir, status["cluster_id"])
+    if namespace is not None:
         try:
-            page = MetadataPage.open(status["cluster_id"])
+            page = MetadataPage.open(namespace)
         except FileNotFoundError:
             page = None
         if page is not None:
@@ -723,7 +776,7 @@ def serve_until_signalled(supervisor, on_started=None, poll=WATCH_INTERVAL):
     try:
         try:
             supervisor.start()
-        except (ClusterStartError, KafkaError) as exc:
+        except (ClusterStartError, KafkaError, SquattedNameError) as exc:
             log.error("%s", exc)
             return 1
         if on_started is not None:
@@ -743,14 +796,21 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m cluster.supervisor.supervisor",
                                      description="the detached supervisor of a cluster")
     parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--brokers", type=int, required=True)
+    parser.add_argument("--brokers", type=int, default=None,
+                        help="broker count of a new data directory (default: every broker "
+                             "the data directory knows, or 1)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--start-timeout", type=float, default=START_TIMEOUT)
     parser.add_argument("--broker-command", default=shlex.join(BROKER_COMMAND))
     parser.add_argument("--restart-on-failure", action="store_true")
     args = parser.parse_args(argv)
     dd.set_private_umask()
-    supervisor = Supervisor(args.data_dir, range(args.brokers),
+    try:
+        broker_ids = brokers_to_start(args.data_dir, args.brokers)
+    except BrokerCountError as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return 1
+    supervisor = Supervisor(args.data_dir, broker_ids,
                             parse_overrides(args.override), kind="detached",
                             broker_command=shlex.split(args.broker_command),
                             start_timeout=args.start_timeout,

@@ -2,13 +2,17 @@
 
 Each subcommand lives in the module that owns its subject and exposes
 ``add_arguments(parser)`` and ``run(args) -> exit code``; this module only routes to it,
-so adding a tool is one line in ``COMMANDS``.
+so adding a tool is one line in ``COMMANDS``. A shared-memory name of the cluster that
+another user created first (``shm_ring.SquattedNameError``) ends any tool with that one
+line and exit code 1, not a traceback.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+
+from shm_ring.naming import SquattedNameError
 
 #: subcommand -> (module, one-line help). Kafka's tool in brackets.
 COMMANDS = {
@@ -80,6 +84,9 @@ def main(argv=None):
         return args._run(args)
     except KeyboardInterrupt:
         return 130
+    except SquattedNameError as exc:
+        print(f"ringlog {args.command}: {exc}", file=sys.stderr, flush=True)
+        return 1
     except BrokenPipeError:  # `ringlog dump-log ... | head`
         sys.stderr.close()
         return 0

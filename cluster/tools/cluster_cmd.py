@@ -2,14 +2,18 @@
 
 ::
 
-    ringlog cluster start --data-dir D --brokers N [--config server.properties]
+    ringlog cluster start --data-dir D [--brokers N] [--config server.properties]
                           [--override key=value ...] [--detach] [--restart-on-failure]
     ringlog cluster stop --data-dir D
     ringlog cluster status --data-dir D
 
-``start`` starts N brokers (ids 0..N-1) on data directory D, waits until they serve and
-prints the cluster id, the brokers and their pids. Without ``--detach`` it stays in the
-foreground until Ctrl-C or SIGTERM, then stops the cluster; with ``--detach`` a supervisor
+``start`` starts the brokers of data directory D, waits until they serve and prints the
+cluster id, the brokers and their pids. A new D gets N brokers (ids 0..N-1, ``--brokers``,
+default 1); a D whose cluster ran before starts with every broker it knows (its
+``broker-<id>`` directories), and ``--brokers`` must then match their number or the start
+is refused with one line naming both numbers (exit 2): a restart neither adds nor drops
+brokers (``ringlog broker start|stop`` starts or stops one). Without ``--detach`` it stays
+in the foreground until Ctrl-C or SIGTERM, then stops the cluster; with ``--detach`` a supervisor
 process keeps the cluster in the background (its log: D/supervisor.log) and the command
 returns. Either supervisor watches its brokers: a broker that exits on purpose (SIGTERM,
 ``ringlog broker stop|kill``) is ``stopped``, any other exit is logged as ``crashed``; with
@@ -53,7 +57,9 @@ from cluster.supervisor.supervisor import (
     START_TIMEOUT,
     STOP_TIMEOUT,
     WATCHING_KINDS,
+    BrokerCountError,
     Supervisor,
+    brokers_to_start,
     cluster_status,
     lock_or_explain,
     log_tail,
@@ -76,7 +82,10 @@ def add_arguments(parser):
                                      required=True)
     start = commands.add_parser("start", help="start N brokers on a data directory")
     start.add_argument("--data-dir", required=True, help="the cluster's data directory")
-    start.add_argument("--brokers", type=int, default=1, help="number of brokers (default 1)")
+    start.add_argument("--brokers", type=int, default=None,
+                       help="number of brokers of a new data directory (default 1); a "
+                            "cluster that ran before starts with all its brokers, and "
+                            "--brokers must then match their number")
     start.add_argument("--config", help="broker properties file (server.properties)")
     start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="broker property overriding the file (repeatable)")
@@ -108,20 +117,20 @@ def run(args):
 
 def _start(args):
     data_dir = os.path.abspath(args.data_dir)
-    if args.brokers < 1:
+    if args.brokers is not None and args.brokers < 1:
         print(f"--brokers must be at least 1, found {args.brokers}", file=sys.stderr)
         return 2
     try:
         config = load_properties(args.config) if args.config else {}
         if "broker.id" in config:  # Kafka's stock server.properties sets one
             print(f"ignoring broker.id={config.pop('broker.id')} from {args.config}: each "
-                  f"broker gets its id (0..{args.brokers - 1}) from the supervisor",
+                  f"broker gets its id from the supervisor",
                   file=sys.stderr)
         config.update(parse_overrides(args.override))
         if "broker.id" in config:
             raise InvalidConfigurationError(
                 f"--override broker.id={config['broker.id']}: each broker gets its id "
-                f"(0..{args.brokers - 1}) from the supervisor")
+                f"from the supervisor")
         BrokerConfig(config, data_dir=data_dir)
     except (OSError, InvalidConfigurationError) as exc:
         fail(exc, "bad broker configuration: ")
@@ -130,13 +139,18 @@ def _start(args):
         dd.check_data_dir(data_dir)
     except KafkaStorageError as exc:
         return fail(exc)
+    try:
+        broker_ids = brokers_to_start(data_dir, args.brokers)
+    except BrokerCountError as exc:
+        print(f"--brokers {args.brokers}: {exc}", file=sys.stderr)
+        return 2
     dd.set_private_umask()  # this process is the supervisor, or starts it
-    missing = _missing_brokers(data_dir, args.brokers)
+    missing = _missing_brokers(data_dir, broker_ids)
     if missing:
         return _start_missing(args, data_dir, missing)
     if args.detach:
         return _start_detached(args, data_dir, config)
-    supervisor = Supervisor(data_dir, range(args.brokers), config, kind="foreground",
+    supervisor = Supervisor(data_dir, broker_ids, config, kind="foreground",
                             broker_command=shlex.split(args.broker_command),
                             start_timeout=args.start_timeout,
                             restart_on_failure=args.restart_on_failure)
@@ -146,19 +160,19 @@ def _start(args):
     if code == 0:  # a signal stopped it: say where it stopped and how to go on
         print(f"stopped cluster {dd.read_cluster_id(data_dir)} in {data_dir} on a signal; its "
               f"data is kept; start it again with: ringlog cluster start --data-dir "
-              f"{data_dir} --brokers {args.brokers}", flush=True)
+              f"{data_dir}", flush=True)
     return code
 
 
-def _missing_brokers(data_dir, brokers):
-    """The brokers (of the record and ids 0..brokers-1) that are down while a watching
+def _missing_brokers(data_dir, broker_ids):
+    """The brokers (of the record and ``broker_ids``) that are down while a watching
     supervisor serves ``data_dir``; [] otherwise: a start then goes the usual way (and with
     a supervisor still starting the cluster, or every broker up, gets DataDirInUseError)."""
     record = read_record(data_dir)
     if (record.get("supervisor") not in WATCHING_KINDS or not supervising(record)
             or record.get("state") != "serving"):
         return []
-    ids = sorted(set(record.get("brokers", [])) | set(range(brokers)))
+    ids = sorted(set(record.get("brokers", [])) | set(broker_ids))
     return [b for b in ids if not broker_is_alive(data_dir, b)]
 
 
@@ -189,8 +203,9 @@ def _start_detached(args, data_dir, config):
     lock its stderr is a pipe to this process (a loser's one line arrives here); then it
     moves its output to D/supervisor.log, which ends the pipe."""
     argv = [sys.executable, "-m", "cluster.supervisor.supervisor", "--data-dir", data_dir,
-            "--brokers", str(args.brokers), "--start-timeout", str(args.start_timeout),
-            "--broker-command", args.broker_command]
+            "--start-timeout", str(args.start_timeout), "--broker-command", args.broker_command]
+    if args.brokers is not None:
+        argv += ["--brokers", str(args.brokers)]
     if args.restart_on_failure:
         argv.append("--restart-on-failure")
     argv += override_args(config)

@@ -37,7 +37,9 @@ Kafka's ConsumerGroupCommand, its tables, messages and exit codes:
   offsets of topics its members do not consume, printing ``TOPIC PARTITION STATUS``.
 
 Usage errors go to stderr with exit code 1; what goes wrong while the command runs is
-printed to stdout as ``Error: ...`` with exit code 0, as Kafka's tool does. Offsets of logs
+printed to stdout as ``Error: ...``, as Kafka's tool prints it, and the tool exits 1 (a
+group that does not exist, a refused or partly failed reset, deletion or offset deletion),
+so scripts can tell. Offsets of logs
 come from ListOffsets (a KafkaConsumer without a group), groups from the KafkaAdminClient.
 
 Called from the main thread of the ``ringlog`` process; one admin client per call.
@@ -86,7 +88,7 @@ _DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d
 
 class CommandFailed(Exception):
     """The command went wrong while running: printed as Kafka's ``Error: Executing consumer
-    group command failed due to ...`` (stdout, exit code 0)."""
+    group command failed due to ...`` (stdout, exit code 1)."""
 
 
 def add_arguments(parser):
@@ -158,7 +160,8 @@ def run(args):
         return FAILED
     except (CommandFailed, KafkaError, ValueError) as exc:
         print_error(_FAILED_PREFIX + str(exc))
-    return 0
+        return FAILED
+    return FAILED if command.failed else 0
 
 
 def print_error(message):
@@ -250,6 +253,12 @@ class _Command:
         self.args = args
         self.bootstrap_servers = bootstrap_servers
         self._consumer = None
+        self.failed = False  # an error was printed: the tool exits 1
+
+    def _error(self, message):
+        """Kafka's printError, and the run fails (exit code 1)."""
+        self.failed = True
+        print_error(message)
 
     def close(self):
         if self._consumer is not None:
@@ -296,7 +305,7 @@ class _Command:
 
     def _print_offsets(self, group):
         rows = self._offset_rows(group)
-        if not _should_print(group.group, group.state, len(rows)):
+        if not _should_print(self._error, group.group, group.state, len(rows)):
             return
         verbose = self.args.verbose
         widths = [max([15] + [len(row[i]) for row in rows]) for i in (0, 1, 7, 8)]
@@ -340,7 +349,7 @@ class _Command:
 
     def _print_members(self, group):
         members = group.members
-        printed = _should_print(group.group, group.state, len(members))
+        printed = _should_print(self._error, group.group, group.state, len(members))
         instance = any(m.group_instance_id for m in members) if printed else False
         assignments = [_assignment_string(_partitions_of(m)) for m in members]
         widths = {"group": 15, "consumer": 15, "instance": 17, "host": 15, "client": 15,
@@ -380,7 +389,7 @@ class _Command:
             print(row)
 
     def _print_state(self, group):
-        if not _should_print(group.group, group.state, 1):
+        if not _should_print(self._error, group.group, group.state, 1):
             return
         node = self.admin.find_coordinator(group.group)
         coordinator = f"{node['host']}:{node['port']}  ({node['node_id']})"
@@ -409,7 +418,7 @@ class _Command:
             print("Deletion of requested consumer groups ("
                   + ", ".join(f"'{g}'" for g in deleted) + ") was successful.")
             return
-        print_error("Deletion of some consumer groups failed:")
+        self._error("Deletion of some consumer groups failed:")
         for group_id, error in failed:
             print(f"* Group '{group_id}' could not be deleted due to: "
                   f"{error.__name__}: {error.description}")
@@ -452,13 +461,13 @@ class _Command:
             print(f"Request succeeded for deleting offsets from group {group_id}.")
         elif type(top).__name__ in ("InvalidGroupIdError", "GroupIdNotFoundError",
                                     "GroupAuthorizationFailedError", "NonEmptyGroupError"):
-            print_error(type(top).description)
+            self._error(type(top).description)
         elif type(top).__name__ in ("GroupSubscribedToTopicError",
                                     "TopicAuthorizationFailedError",
                                     "UnknownTopicOrPartitionError"):
-            print_error("Encountered some partition-level error, see the follow-up details.")
+            self._error("Encountered some partition-level error, see the follow-up details.")
         else:
-            print_error(f"Encountered some unknown error: {type(top).__name__}")
+            self._error(f"Encountered some unknown error: {type(top).__name__}")
         width = max([15] + [len(tp.topic) for tp in results])
         out = [f"\n{'TOPIC':<{width}} {'PARTITION':<10} {'STATUS':<15}"]
         for tp in sorted(results, key=lambda tp: tp.topic + str(tp.partition)):
@@ -476,7 +485,7 @@ class _Command:
             if group.state in ("Empty", "Dead"):
                 plans[group.group] = self._reset_inactive(group.group)
             else:
-                print_error(f"Assignments can only be reset if the group '{group.group}' is "
+                self._error(f"Assignments can only be reset if the group '{group.group}' is "
                             f"inactive, but the current state is {group.state}.")
                 plans[group.group] = {}
         if self.args.export:
@@ -504,7 +513,7 @@ class _Command:
         if args.from_file is not None:
             plan = _read_plan(args.from_file, args.group).get(group_id)
             if plan is None:
-                print_error(f"No reset plan for group {group_id} found.")
+                self._error(f"No reset plan for group {group_id} found.")
                 return {}
             partitions = list(plan)
         elif args.all_topics:
@@ -639,10 +648,11 @@ class _Command:
 
 # -- helpers -----------------------------------------------------------------------------------
 
-def _should_print(group_id, state, rows):
-    """Kafka's shouldPrintMemberState: say why a group prints nothing (or little)."""
+def _should_print(error, group_id, state, rows):
+    """Kafka's shouldPrintMemberState: say why a group prints nothing (or little); a group
+    that does not exist is an ``error``."""
     if state == "Dead":
-        print_error(f"Consumer group '{group_id}' does not exist.")
+        error(f"Consumer group '{group_id}' does not exist.")
     elif state == "Empty":
         print(f"\nConsumer group '{group_id}' has no active members.", file=sys.stderr)
     elif state in REBALANCING:

@@ -17,6 +17,12 @@ partition with no such record prints no line, as Kafka's tool does.
 ``max-timestamp`` (-3) and the tiered-storage specs (-4, -5, -6) need ListOffsets v7 or
 later, which ringlog does not serve: they are refused by name.
 
+A partition without a leader (its replicas' brokers stopped, say) is named at once on stderr,
+Kafka's line with why: ``Skip getting offsets for topic-partition t:1 due to error: partition
+t-1 has no leader: its only replica, broker 1, is stopped``; the other partitions' offsets are
+printed as usual, and the tool exits 1 (a script sees the answer is partial; Kafka's tool
+exits 0 there).
+
 Errors go to stderr as ``Error occurred: ...`` with exit code 1. Topics and partitions come
 from Metadata (the admin client, which ``--command-config`` configures); the offsets from
 ListOffsets through ``KafkaConsumer.beginning_offsets`` / ``end_offsets`` /
@@ -25,11 +31,14 @@ ListOffsets through ``KafkaConsumer.beginning_offsets`` / ``end_offsets`` /
 from __future__ import annotations
 
 import re
+import sys
 
 from cluster.admin.kafka_admin_client import KafkaAdminClient
+from cluster.client.metadata import no_leader_reason
 from cluster.errors import KafkaError
 from cluster.structs import TopicPartition
 from cluster.tools.support import (
+    FAILED,
     ToolError,
     add_bootstrap_argument,
     client_properties,
@@ -83,15 +92,24 @@ def run(args):
         props = client_properties(args.bootstrap_server, args.command_config)
         props["client.id"] = CLIENT_ID
         with KafkaAdminClient(**props) as admin:
-            partitions = _partitions(admin, allowed, args.exclude_internal_topics)
-        if not partitions:
+            partitions, leaderless = _partitions(admin, allowed, args.exclude_internal_topics)
+        if not partitions and not leaderless:
             raise ToolError("Could not match any topic-partitions with the specified filters")
-        offsets = _offsets(props["bootstrap.servers"], partitions, timestamp)
+        for tp in sorted(leaderless, key=_sort_key):
+            reason = leaderless[tp]
+            print(f"Skip getting offsets for topic-partition {tp.topic}:{tp.partition} due to "
+                  f"error: {reason}", file=sys.stderr, flush=True)
+        offsets = _offsets(props["bootstrap.servers"], partitions, timestamp) if partitions else {}
     except (ToolError, KafkaError) as exc:
         return fail(exc, _PREFIX)
-    for tp in sorted(offsets, key=lambda tp: f"{tp.topic}-{tp.partition}"):
+    for tp in sorted(offsets, key=_sort_key):
         print(f"{tp.topic}:{tp.partition}:{offsets[tp]}")
-    return 0
+    return FAILED if leaderless else 0
+
+
+def _sort_key(tp):
+    """Kafka's order of the tool's lines: ``topic-partition`` as a string."""
+    return f"{tp.topic}-{tp.partition}"
 
 
 def parse_time(raw):
@@ -143,13 +161,21 @@ def _topic_and_partitions(topic, partitions):
 
 
 def _partitions(admin, rules, exclude_internal):
-    """The TopicPartitions that some rule ``(topic regex, partition ids)`` allows."""
+    """``([TopicPartition with a leader], {TopicPartition without one: why})`` of the
+    partitions that some rule ``(topic regex, partition ids)`` allows."""
     topics = [t for t in admin.describe_topics()
               if not (exclude_internal and t["is_internal"])]
-    return [TopicPartition(t["name"], p["partition_index"])
-            for t in topics for p in t["partitions"]
-            if any(pattern.fullmatch(t["name"]) and p["partition_index"] in ids
-                   for pattern, ids in rules)]
+    chosen = [(t["name"], p) for t in topics for p in t["partitions"]
+              if any(pattern.fullmatch(t["name"]) and p["partition_index"] in ids
+                     for pattern, ids in rules)]
+    led = [TopicPartition(name, p["partition_index"]) for name, p in chosen
+           if p["leader_id"] >= 0]
+    if len(led) == len(chosen):
+        return led, {}
+    live = {b["node_id"] for b in admin.describe_cluster()["brokers"]}
+    return led, {TopicPartition(name, p["partition_index"]): no_leader_reason(
+        name, p["partition_index"], p["replica_nodes"], p["isr_nodes"], p["offline_replicas"],
+        live) for name, p in chosen if p["leader_id"] < 0}
 
 
 def _offsets(bootstrap_servers, partitions, timestamp):

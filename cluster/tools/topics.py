@@ -46,8 +46,10 @@ from cluster.admin.kafka_admin_client import (
     NewPartitions,
     NewTopic,
 )
+from cluster.client.kafka_client import locate_cluster
 from cluster.config.dynamic import ConfigResourceType, ConfigSource
 from cluster.errors import KafkaError, TopicAlreadyExistsError
+from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
 from cluster.tools.support import (
     ToolError,
@@ -299,10 +301,10 @@ def _topic_line(name, partitions, image, configs):
 def _metadata_image(admin):
     """The newest MetadataImage from the cluster's metadata page, or None if it cannot be
     read (the describe then leaves out topic ids)."""
-    cluster_id = admin.describe_cluster()["cluster_id"]
     try:
-        page = MetadataPage.open(cluster_id)
-    except (OSError, ValueError):
+        data_dir, cluster_id = locate_cluster(admin.config["bootstrap_servers"])
+        page = MetadataPage.open(dd.read_shm_namespace(data_dir, cluster_id))
+    except (OSError, ValueError, KafkaError):
         return None
     try:
         return page.read()

@@ -84,11 +84,10 @@ class GroupHandler:
             code, message, node = self._transactions.coordinator_node(request.key)
         else:
             code, message = InvalidRequestError.errno, f"unknown key type {key_type}"
-        image = self._metadata.image
         self._send(channel, header, build(
             classes.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error(code),
             error_message=message, node_id=node,
-            host=listener_name(image.cluster_id, node) if node >= 0 else "",
+            host=listener_name(self._metadata.namespace, node) if node >= 0 else "",
             port=node if node >= 0 else -1))
 
     # -- membership -------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def written(tmp_path_factory):
             admin.create_topics([NewTopic(TOPIC, 1, 1)])
         cluster.wait_for_metadata(lambda image: TOPIC in image.topics)
         broker = cluster.broker_ids[0]
-        offsets = write_interleaved(cluster.cluster_id, broker, TOPIC)
+        offsets = write_interleaved(cluster.namespace, broker, TOPIC)
         yield cluster, offsets
     finally:
         cluster.stop()

@@ -277,7 +277,7 @@ def rogue(cluster_id, go):
 
 def test_garbage_in_a_request_ring_closes_only_that_connection(cluster, bystander, e2e):
     go = CTX.Event()
-    intruder = e2e.start("rogue", rogue, cluster.cluster_id, go)
+    intruder = e2e.start("rogue", rogue, cluster.namespace, go)
     watcher = bystander()
     broker = cluster.pids()
     go.set()

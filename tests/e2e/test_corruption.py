@@ -219,7 +219,7 @@ class Rounds:
                 f.seek(seen)
                 return f.read().splitlines()
         try:
-            client = Client(cluster.cluster_id, 0)
+            client = Client(cluster.namespace, 0)
             try:
                 self._judge(client, flipped, broker_log)
             except ConnectionError as exc:  # the broker dropped the connection, or died

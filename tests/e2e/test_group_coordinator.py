@@ -43,7 +43,7 @@ SESSION_MS = 60_000
 def find_coordinator(cluster, broker_id, excluded=()):
     """Ask broker ``broker_id`` for the group's coordinator until it names one not in
     ``excluded`` (within BOUND); its node id."""
-    client = Client(cluster.cluster_id, broker_id)
+    client = Client(cluster.namespace, broker_id)
     try:
         deadline = time.monotonic() + BOUND
         while True:
@@ -71,7 +71,7 @@ def test_a_group_and_its_offsets_survive_the_coordinators_death(e2e):
     assert node == offsets.partitions[index].leader
     assert len(offsets.partitions[index].replicas) == 3
 
-    coordinator = Client(cluster.cluster_id, node)
+    coordinator = Client(cluster.namespace, node)
     try:
         required = coordinator.call(join_group_request(GROUP, session_ms=SESSION_MS))
         assert required.error_code == ErrorCode.member_id_required
@@ -95,7 +95,7 @@ def test_a_group_and_its_offsets_survive_the_coordinators_death(e2e):
         lambda i: i.topics[GROUP_METADATA_TOPIC].partitions[index].leader not in (node, -1))
     survivor = min(set(cluster.broker_ids) - {node})
     new_node = find_coordinator(cluster, survivor, excluded=(node,))
-    coordinator = Client(cluster.cluster_id, new_node)
+    coordinator = Client(cluster.namespace, new_node)
     try:
         fetched = coordinator.call(offset_fetch_request(GROUP, [(TOPIC, 0)]))
         assert committed(fetched) == {(TOPIC, 0): (42, ErrorCode.none)}
@@ -116,7 +116,7 @@ def test_a_one_broker_cluster_gets_its_coordinator(e2e):
     assert find_coordinator(cluster, 0) == 0
     image = cluster.wait_for_metadata(lambda i: GROUP_METADATA_TOPIC in i.topics)
     assert {len(p.replicas) for p in image.topics[GROUP_METADATA_TOPIC].partitions} == {1}
-    client = Client(cluster.cluster_id, 0)
+    client = Client(cluster.namespace, 0)
     try:
         answer = client.call(offset_commit_request(GROUP, {(TOPIC, 0): 7}))
         assert commit_errors(answer) == {(TOPIC, 0): ErrorCode.none}

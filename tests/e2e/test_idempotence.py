@@ -27,7 +27,7 @@ def producer_id_from(cluster, broker_id):
     id), asking again while it waits for its block."""
     request = protocol.request_class(ApiKey.INIT_PRODUCER_ID, 1)(
         transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
-    client = Client(cluster.cluster_id, broker_id)
+    client = Client(cluster.namespace, broker_id)
     try:
         deadline = time.monotonic() + BOUND
         while True:

@@ -83,7 +83,7 @@ class Producer:
     def find_coordinator(self, excluded=()):
         """Ask until a live broker not in ``excluded`` is named; connect to it."""
         asked = next(b for b in self.cluster.broker_ids if b not in excluded)
-        client = Client(self.cluster.cluster_id, asked)
+        client = Client(self.cluster.namespace, asked)
         try:
             deadline = time.monotonic() + BOUND
             while True:
@@ -98,7 +98,7 @@ class Producer:
             client.close()
         self.close()
         self.coordinator = answer.node_id
-        self.client = Client(self.cluster.cluster_id, self.coordinator)
+        self.client = Client(self.cluster.namespace, self.coordinator)
         return self.coordinator
 
     def init(self):
@@ -173,7 +173,7 @@ def stable_offsets(cluster, topic=TOPIC):
     m = protocol.request_module(ApiKey.LIST_OFFSETS, 5)
     offsets = {}
     for state in cluster.metadata().topics[topic].partitions:
-        client = Client(cluster.cluster_id, state.leader)
+        client = Client(cluster.namespace, state.leader)
         try:
             pair = []
             for isolation in (1, 0):
@@ -224,7 +224,7 @@ def read_committed(cluster, ends, topic=TOPIC):
 def find_group_coordinator(cluster):
     """Ask for ``GROUP``'s coordinator until one is named (``__consumer_offsets`` is
     created on first use)."""
-    client = Client(cluster.cluster_id, cluster.broker_ids[0])
+    client = Client(cluster.namespace, cluster.broker_ids[0])
     try:
         deadline = time.monotonic() + BOUND
         while client.call(find_coordinator_request(GROUP)).error_code != ErrorCode.none:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import shutil
 
 import pytest
@@ -273,4 +274,40 @@ def test_after_a_failed_roll_a_smaller_append_that_needs_none_is_not_lost(tmp_pa
     assert log.append(small) == (4, 4)
     assert log.segment_base_offsets() == [0]
     assert served(log) == expected_values([big, small])
+    log.close()
+
+
+def full_disk_lines(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "segments.disk_full"]
+
+
+def test_a_full_disk_is_logged_once_with_partition_path_and_free_bytes_and_so_is_its_end(
+        tmp_path, monkeypatch, caplog):
+    path = tmp_path / "t-0"
+    disk = DiskFaults(monkeypatch, path)
+    log = open_log(path, **{"flush.messages": 1})
+    log.append(two_batches(0))
+    disk.arm(0, errno.ENOSPC)
+    with caplog.at_level(logging.WARNING, logger="segments.disk_full"):
+        for tag in (1, 2, 3):  # a producer retrying against the full disk
+            with pytest.raises(KafkaStorageError, match="ENOSPC"):
+                log.append(two_batches(tag))
+        [full] = full_disk_lines(caplog)
+        assert re.fullmatch(
+            rf"partition t-0: disk full under {re.escape(str(path))} \(\d+ bytes free\): "
+            rf"append of offsets 4\.\.7 failed; appends fail with KAFKA_STORAGE_ERROR until "
+            rf"there is space", full), full
+        disk.clear()
+        assert log.append(two_batches(4)) == (4, 7)
+        assert log.append(two_batches(5)) == (8, 11)
+        assert re.fullmatch(rf"partition t-0: disk has space again under "
+                            rf"{re.escape(str(path))} \(\d+ bytes free\); appends go through",
+                            full_disk_lines(caplog)[-1])
+        assert len(full_disk_lines(caplog)) == 2
+        disk.arm(0, errno.ENOSPC, kinds=("sync",))  # an fsync cannot be undone: offline
+        log.append(two_batches(6))
+    assert log.offline is not None
+    assert full_disk_lines(caplog)[-1].endswith("failed; the log goes offline until the "
+                                                "broker restarts")
+    assert "partition t-0: disk full under" in full_disk_lines(caplog)[-1]
     log.close()

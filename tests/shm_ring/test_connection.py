@@ -7,14 +7,30 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import time
 
+import posix_ipc
 import pytest
 
-from shm_ring import Listener, PeerClosedError, PeerDiedError, connect
-from shm_ring.naming import cleanup_stale, list_objects
+from shm_ring import (
+    Listener,
+    PeerClosedError,
+    PeerDiedError,
+    connect,
+    listener_descriptor as ld,
+    ring_descriptor as rd,
+)
+from shm_ring.naming import (
+    SharedRegion,
+    SquattedNameError,
+    cleanup_stale,
+    doorbell_name,
+    list_objects,
+)
 from shm_ring.wakeup import WaitPolicy
 from tests.support.bounds import BOUND
+from tests.support.other_user import OTHER_UID, as_other_user, needs_root
 from tests.support.processes import CTX
 
 FAST = WaitPolicy(spin=20, poll_interval=0.02)
@@ -393,3 +409,103 @@ def test_a_connection_whose_client_and_broker_both_died_is_unlinked_by_the_next_
         assert successor.reap() == []
         assert not set(names_of(orphan)) & set(list_objects(cluster_id))
     assert list_objects(cluster_id) == []
+
+
+# -- a damaged listener damages only the connections it carried -------------------------------
+
+DAMAGES = {
+    # the accept ring's capacity word overwritten: clients could not even map the ring
+    "ring header": (ld.ACCEPT_RING_OFFSET + rd.CAPACITY_OFFSET, 41939771529891840),
+    # a tail far past the head: the ring looks full to every client
+    "ring positions": (ld.ACCEPT_RING_OFFSET + rd.TAIL_POSITION_OFFSET, 1 << 40),
+    # the broker's pid wiped: clients take the listener for not ready
+    "identity": (ld.BROKER_PID_OFFSET, 0),
+}
+
+
+def scribble(listener: Listener, offset: int, value: int) -> None:
+    """What a rogue process of the same user does: map the listener, write one word."""
+    region = SharedRegion.open(listener.name)
+    try:
+        struct.pack_into("<q", region.buf, offset, value)
+    finally:
+        region.close()
+
+
+def test_a_client_meeting_a_damaged_accept_ring_gets_a_retriable_refusal(cluster_id,
+                                                                           listener):
+    scribble(listener, *DAMAGES["ring header"])
+    with pytest.raises(ConnectionRefusedError, match=r"broker 1 of cluster .* cannot take "
+                                                     r"connection c\d+-[0-9a-f]+: its accept "
+                                                     r"ring is damaged \(ring .* header says "
+                                                     r"capacity 41939771529891840"):
+        connect(cluster_id, 1, timeout=0.2, capacity=1 << 14, policy=FAST)
+    assert list_objects(cluster_id) == sorted([listener.name, listener.doorbell.name])
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_the_broker_rebuilds_a_damaged_listener_and_clients_connect_again(cluster_id, spawn,
+                                                                          listener, damage):
+    pipes = []
+    parent, child = CTX.Pipe()
+    spawn(_client, cluster_id, 3, 0.0, child)  # before the damage: served as usual
+    pipes.append(parent)
+    serve_until(listener, lambda dropped: len(dropped) == 1)
+    scribble(listener, *DAMAGES[damage])
+    for number in range(3):  # after it: all served, by the rebuilt listener
+        parent, child = CTX.Pipe()
+        spawn(_client, cluster_id, 5 + number, 0.05 * number, child)
+        pipes.append(parent)
+    dropped = serve_until(listener, lambda dropped: len(dropped) == 3)
+    assert [expect(pipe) for pipe in pipes] == ["done"] * 4
+    assert len(set(dropped)) == 3
+    assert listener.rebuilds == 1
+
+
+@pytest.mark.multiprocess
+def test_a_connection_announced_before_the_damage_is_accepted_by_the_rebuild(cluster_id,
+                                                                             spawn, listener):
+    parent, child = CTX.Pipe()
+    spawn(_client, cluster_id, 4, 0.0, child)
+    deadline = time.monotonic() + BOUND
+    while not listener._accept.readable():  # announced, not yet accepted
+        assert time.monotonic() < deadline, "the client never announced itself"
+        time.sleep(0.005)
+    scribble(listener, ld.ACCEPT_RING_OFFSET + rd.HEAD_POSITION_OFFSET, 1 << 33)
+    dropped = serve_until(listener, lambda dropped: len(dropped) == 1)
+    assert expect(parent) == "done"
+    assert len(dropped) == 1 and listener.rebuilds == 1
+
+
+def test_a_client_refuses_a_broker_serving_another_instance(cluster_id):
+    broker = Listener(cluster_id, 2, policy=FAST, instance=(7, 42))
+    try:
+        with pytest.raises(ConnectionRefusedError, match=r"broker 2 of cluster .* is not "
+                                                         r"listening at .*: its broker \(pid "
+                                                         r"\d+\) serves instance \(7, 42\), "
+                                                         r"not \(7, 43\)"):
+            connect(cluster_id, 2, timeout=0.1, policy=FAST, instance=(7, 43))
+        scribble(broker, ld.INSTANCE_OFFSET, 8)  # damage to the instance words is repaired
+        assert broker.accept_pending() == [] and broker.rebuilds == 1
+        assert tuple(broker._words[1:3]) == (7, 42)
+    finally:
+        broker.close()
+
+
+def _make_doorbell(name):
+    posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=0o666).close()
+
+
+@needs_root
+@pytest.mark.multiprocess
+def test_a_broker_refuses_a_doorbell_another_user_made_and_leaves_it(cluster_id):
+    name = doorbell_name(cluster_id, 4)
+    assert as_other_user(_make_doorbell, name) == 0
+    try:
+        with pytest.raises(SquattedNameError, match=f"sem.{name[1:]} belongs to uid "
+                                                    f"{OTHER_UID}"):
+            Listener(cluster_id, 4, policy=FAST)
+        assert list_objects(cluster_id) == [name]
+    finally:
+        posix_ipc.unlink_semaphore(name)

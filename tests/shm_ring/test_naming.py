@@ -12,6 +12,7 @@ from shm_ring import naming
 from shm_ring.liveness import current_process, is_alive, process_start_time
 from shm_ring.naming import NamedSemaphore, SharedRegion, cleanup_stale, list_objects
 from shm_ring.shared_ring import SharedRing
+from tests.support.other_user import OTHER_UID, as_other_user, needs_root
 from tests.support.processes import CTX
 
 
@@ -188,3 +189,62 @@ def test_orphan_connections_of_dead_clients_are_unlinked_and_others_kept(cluster
         for made_object in made:
             made_object.unlink()
             made_object.close()
+
+
+# -- other users: squatted names, namespaces ------------------------------------------------
+
+def _squat(shm_name: str, sem_name: str) -> None:
+    """What another user does: create a cluster's names first, open to all (0666)."""
+    posix_ipc.SharedMemory(shm_name, posix_ipc.O_CREX, mode=0o666, size=4096).close_fd()
+    posix_ipc.Semaphore(sem_name, posix_ipc.O_CREX, mode=0o666).close()
+
+
+@needs_root
+@pytest.mark.multiprocess
+def test_a_name_another_user_made_first_is_refused_in_one_line_and_never_removed(cluster_id):
+    shm_name = naming.listener_name(cluster_id, 0)
+    sem_name = naming.doorbell_name(cluster_id, 0)
+    assert as_other_user(_squat, shm_name, sem_name) == 0
+    try:
+        for attempt in (lambda: SharedRegion.create(shm_name, 4096),
+                        lambda: SharedRegion.open(shm_name),
+                        lambda: NamedSemaphore.create(sem_name),
+                        lambda: NamedSemaphore.open(sem_name)):
+            with pytest.raises(naming.SquattedNameError) as failure:
+                attempt()
+            path = shm_file(shm_name) if "listener" in failure.value.name else \
+                shm_file(sem_name, semaphore=True)
+            assert str(failure.value) == (
+                f"{path} belongs to uid {OTHER_UID}, not to this user (uid {os.geteuid()}): "
+                f"another user created it; ringlog will not use it (its owner or root can "
+                f"remove it)")
+            assert isinstance(failure.value, PermissionError)
+        assert cleanup_stale(cluster_id) == []  # not ours: left alone
+        assert list_objects(cluster_id) == sorted([shm_name, sem_name])
+    finally:
+        posix_ipc.unlink_shared_memory(shm_name)
+        posix_ipc.unlink_semaphore(sem_name)
+
+
+def test_a_namespace_is_the_cluster_id_and_a_token_and_a_bare_id_covers_every_start(
+        cluster_id):
+    token = uuid.uuid4().hex
+    space = naming.namespace(cluster_id, token)
+    assert space == f"{cluster_id}.{token}" and naming.cluster_of(space) == cluster_id
+    assert naming.listener_name(space, 3) == f"/ringlog.{cluster_id}.{token}.b3.listener"
+    with pytest.raises(ValueError, match="32-hex-digit token"):
+        naming.namespace(cluster_id, "not-a-token")
+    page = SharedRegion.create(naming.stats_page_name(space, os.getpid()), 4096)
+    other = SharedRegion.create(naming.object_name(space, "metadata"), 4096)
+    try:
+        assert naming.stats_page_pid(cluster_id, page.name) == os.getpid()
+        assert naming.stats_page_pid(space, page.name) == os.getpid()
+        assert naming.stats_page_pid(space, other.name) is None
+        assert list_objects(cluster_id) == sorted([page.name, other.name])
+        assert list_objects(naming.namespace(cluster_id, "0" * 32)) == []
+        # a live process's stats page stays, under any start of the cluster
+        assert cleanup_stale(cluster_id) == [other.name]
+    finally:
+        for region in (page, other):
+            region.unlink()
+            region.close()

@@ -5,10 +5,11 @@ runs it; the test reads the parquet sink as Spark does, through the sink's metad
 (``spark_bridge.sink_log``), so files of an interrupted attempt are not counted. Spark
 starts in several seconds, so the file starts five bridges in all: one
 ``--available-now`` run; one bridge killed with SIGKILL while records are produced,
-restarted at once, then stopped with SIGTERM; and the same with ``--isolation-level
-read_committed`` while a transactional producer commits some transactions and aborts
-others (the sink ends with exactly the committed records, each once). The bridge process
-and Spark's Python workers that read publish stats pages as "bridge" and "spark-reader".
+restarted at once, then stopped with Ctrl-C (SIGINT to its process group, as a terminal
+sends it); and the same, stopped with SIGTERM, with ``--isolation-level read_committed``
+while a transactional producer commits some transactions and aborts others (the sink ends
+with exactly the committed records, each once). The bridge process and Spark's Python
+workers that read publish stats pages as "bridge" and "spark-reader".
 
 Every process a bridge starts (its JVM, Spark's Python workers) is recorded with psutil
 while it runs; after a kill or a stop none may survive, and the shared-memory connections
@@ -74,9 +75,14 @@ class BridgeProcess:
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", "cluster.tools.cli", "spark-bridge", *map(str, argv)],
-                cwd=ROOT, env=env, stdout=out, stderr=err)
+                cwd=ROOT, env=env, stdout=out, stderr=err, start_new_session=True)
         self.process = psutil.Process(self.popen.pid)
         self.seen = {}  # pid -> psutil.Process
+
+    def interrupt(self):
+        """Ctrl-C as a terminal sends it: SIGINT to the bridge's whole process group (its
+        own session: the JVM and Spark's Python workers in it get the signal too)."""
+        os.killpg(self.popen.pid, signal.SIGINT)
 
     def note_children(self):
         try:
@@ -263,7 +269,7 @@ def test_available_now_writes_every_committed_record_through_the_transform(
 @pytest.mark.multiprocess
 @pytest.mark.spark
 @pytest.mark.slow
-def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_sigterm_stops(
+def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_ctrl_c_stops(
         cluster, bridges, tmp_path):
     create_topic(cluster, "bridge-kill", 3)
     # No --starting-offsets: the bridge starts at the latest offsets (Spark's default),
@@ -307,8 +313,9 @@ def test_sigkill_mid_stream_then_restart_leaves_every_record_once_and_sigterm_st
     ends = {str(p): max(o for q, o in acknowledged if q == p) + 1 for p in range(3)}
     second.wait_until(lambda: second.batches()[-1][2] == {"bridge-kill": ends},
                       f"the end offsets {ends}")
-    second.process.send_signal(signal.SIGTERM)
+    second.interrupt()  # Ctrl-C: stops as SIGTERM does (the read_committed test sends that)
     assert second.wait_exit() == 0, second.err_path.read_text()[-3000:]
+    assert "Exception" not in second.err_path.read_text()  # no Java trace either
     lines = second.out.splitlines()
     assert "Processed a total of" in lines[-2]
     # The last line: where it stopped (the last batch committed, at the end offsets) and

@@ -23,7 +23,7 @@ cluster = module_cluster("spark-read-committed", brokers=1)
 @pytest.fixture(scope="module")
 def offsets(cluster):
     create_topic(cluster, "txn", 1)
-    return write_interleaved(cluster.cluster_id, cluster.broker_ids[0], "txn")
+    return write_interleaved(cluster.namespace, cluster.broker_ids[0], "txn")
 
 
 def values_by_offset(rows):

@@ -201,7 +201,7 @@ def produce_to_leader(cluster, topic, partition, records):
     ``partition`` in a running ``cluster`` (a Cluster), over a connection of its own; the
     partition's answer, checked to carry no error."""
     leader = cluster.metadata().topics[topic].partitions[partition].leader
-    client = Client(cluster.cluster_id, leader)
+    client = Client(cluster.namespace, leader)
     try:
         response = client.call(produce_request(topic, partition, records, acks=-1))
     finally:

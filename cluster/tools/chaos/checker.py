@@ -22,13 +22,21 @@ appended whose acknowledgement the producer never got is sent again and appended
 as ``Verdict.duplicates`` and the count ``duplicates``; records lost to an unclean election
 and offsets read with two values whose first read came before an unclean election of
 their partition (``Verdict.unclean_losses``: the new leader's log replaced them, which
-Kafka allows, R11); unavailability windows: per partition, the spans with no
-leader on the metadata page, and the spans from a failed or unknown send until the next
-acknowledged one on that partition; overlapping spans are merged, each with its length and
-sources. Owner: whoever calls it; it keeps no state.
+Kafka allows, R11); unavailability windows, per partition, from four sources: "no
+leader", the spans with no leader on the metadata page; "leader down", from a fault that
+took down the broker leading the partition (kill, SIGTERM, SIGSTOP) until the first
+acknowledged send after the partition was led again (a new leader on the page, or the
+broker back) — the controller elects a successor within tens of milliseconds, faster than
+the monitor samples the page, so "no leader" alone almost never shows a leader's death;
+"produce errors", from a failed or unknown send until the next acknowledged one on that
+partition; "acks stalled", a send of the run (not one before its start: the clients'
+first sends) acknowledged more than ``STALLED`` seconds after it was sent (a paused
+follower holding acks=all back). Overlapping spans are merged, each with
+its length and sources. Owner: whoever calls it; it keeps no state.
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 
@@ -36,6 +44,11 @@ from cluster.tools.chaos.workload import parse_value
 
 #: Fault log events that are faults (the others restart, resume, skip or heal).
 FAULTS = ("kill", "terminate", "pause", "truncate", "divergent-writes")
+#: Faults after which a broker answers nothing until it is back (``BACK``).
+DOWN = ("kill", "terminate", "pause")
+BACK = ("start", "resume")
+#: Seconds a send may wait for its acknowledgement before the wait counts as unavailability.
+STALLED = 1.0
 
 
 @dataclasses.dataclass
@@ -237,6 +250,13 @@ def unavailability(history):
             failing.setdefault(partition, invoked.get((op["p"], op["seq"]), op["t"]))
     for partition, start in failing.items():
         spans[partition].append((start, end_of_run, "produce errors"))
+    began = history.run.get("start") or 0.0  # a client's first send also sets it up
+    for op in history.ops:
+        sent = invoked.get((op["p"], op["seq"]))
+        if op["op"] == "ok" and sent is not None and sent >= began and op["t"] - sent > STALLED:
+            spans[op["partition"]].append((sent, op["t"], "acks stalled"))
+    for partition, start, end in leader_down(history, end_of_run):
+        spans[partition].append((start, end, "leader down"))
     windows = []
     for partition, found in spans.items():
         merged = []
@@ -252,3 +272,43 @@ def unavailability(history):
     for window in windows:
         window["seconds"] = round(window["end"] - window["start"], 3)
     return sorted(windows, key=lambda w: (w["start"], w["partition"]))
+
+
+def leader_down(history, end_of_run):
+    """``(partition, start, end)`` for each fault that took down a partition's leader (the
+    leader the leadership log showed last before the fault): until the first acknowledged
+    send on the partition once it is led again — a leader other than the broker on the
+    page, or the broker started or resumed — else until then, else the end of the run."""
+    changes = sorted(history.leadership, key=lambda c: c["t"])
+    acks = collections.defaultdict(list)
+    for op in history.ops:
+        if op["op"] == "ok":
+            acks[op["partition"]].append(op["t"])
+    for times in acks.values():
+        times.sort()
+    found = []
+    for fault in sorted(history.faults, key=lambda f: f["t"]):
+        broker = fault.get("broker")
+        if fault["fault"] not in DOWN or broker is None:
+            continue
+        at = fault["t"]
+        leaders = {}
+        for change in changes:
+            if change["t"] > at:
+                break
+            leaders[change["partition"]] = change["leader"]
+        back = min((f["t"] for f in history.faults if f["fault"] in BACK
+                    and f.get("broker") == broker and f["t"] > at), default=None)
+        for partition, leader in sorted(leaders.items()):
+            if leader != broker:
+                continue
+            led = min((c["t"] for c in changes if c["partition"] == partition and c["t"] > at
+                       and c["leader"] >= 0 and c["leader"] != broker), default=None)
+            again = min((t for t in (led, back) if t is not None), default=None)
+            if again is None:
+                found.append((partition, at, end_of_run))
+                continue
+            acked = acks.get(partition, [])
+            index = bisect.bisect_left(acked, again)
+            found.append((partition, at, acked[index] if index < len(acked) else again))
+    return found

@@ -1,7 +1,12 @@
 """What a chaos run leaves in its output folder and prints: ``history.json`` (the whole
-history, the schedule and the verdict), ``timeline.png`` (acknowledged records per second,
-faults as dashed markers, restarts and SIGCONTs as green dotted ones, unavailability windows
-per partition) and a summary.
+history, the schedule and the verdict), ``timeline.png`` and a summary.
+
+``timeline.png``: acknowledged records per second, broker faults as dashed markers,
+restarts and SIGCONTs as green dotted ones; below, the unavailability windows per partition
+(``checker.unavailability``: each bar at least ``MIN_BAR`` of the run wide so that a
+window of tens of milliseconds shows, its length written beside it); with the
+transactional-copy workload, a panel of the copiers' events by copier (``copier_events``:
+restarts, kills, zombies started, fencings, exits on an error).
 
 matplotlib draws off-screen (the Agg backend), imported only when the PNG is drawn.
 Owner: the command's main thread.
@@ -11,6 +16,8 @@ from __future__ import annotations
 import collections
 import json
 import os
+
+from cluster.tools.chaos.checker import STALLED
 
 HISTORY_JSON = "history.json"
 TIMELINE_PNG = "timeline.png"
@@ -22,6 +29,30 @@ _FAULT_COLOURS = {"kill": "red", "terminate": "orange", "pause": "purple",
                   "truncate": "brown", "divergent-writes": "magenta"}
 #: Fault log events drawn as green dotted lines: a broker back.
 _RECOVERIES = ("start", "resume")
+#: The narrowest unavailability bar, as a share of the run's length.
+MIN_BAR = 0.004
+#: Copier events of the timeline: kind -> (marker, colour, legend).
+COPIER_MARKERS = {
+    "copier-start": ("^", "green", "copier restarted (a new incarnation)"),
+    "copier-kill": ("X", "red", "copier SIGKILLed"),
+    "zombie": ("D", "purple", "new incarnation beside a live one (zombie)"),
+    "fenced": ("|", "black", "incarnation fenced (ProducerFencedError)"),
+    "copier-exit": ("o", "grey", "incarnation exited on an error (not killed)"),
+}
+
+
+def copier_events(history):
+    """``[(kind, t, copier)]`` of the copiers' lives (COPIER_MARKERS' kinds), by time:
+    from the fault log (restarts — the first incarnations' starts are the set-up —, kills,
+    zombies, exits with a code other than 0 or a SIGKILL's) and the copiers' own logs
+    (fencings)."""
+    events = [(f["fault"], f["t"], f["c"]) for f in history.faults
+              if f["fault"] in COPIER_MARKERS and f.get("c") is not None
+              and (f["fault"] != "copier-start" or f.get("i"))
+              and (f["fault"] != "copier-exit" or f.get("exitcode") not in (0, -9, None))]
+    events += [("fenced", op["t"], op["c"]) for op in history.copier_ops
+               if op.get("op") == "fenced" and "t" in op]
+    return sorted(events, key=lambda e: e[1])
 
 
 def write_history(folder, history, verdict, schedule):
@@ -47,8 +78,13 @@ def write_timeline(folder, history, verdict):
                                  if o["op"] in ("fail", "info"))
     last = max(list(acks) + list(errors) + [1])
     xs = [b * BUCKET for b in range(last + 1)]
-    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 6),
-                                         height_ratios=(2, 1))
+    copiers = copier_events(history)
+    if copiers:
+        figure, (top, bottom, lives) = plt.subplots(3, 1, sharex=True, figsize=(11, 8),
+                                                    height_ratios=(2, 1, 1))
+    else:
+        figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 6),
+                                             height_ratios=(2, 1))
     top.plot(xs, [acks[b] / BUCKET for b in range(last + 1)], label="acknowledged/s")
     top.plot(xs, [errors[b] / BUCKET for b in range(last + 1)], label="failed or unknown/s",
              color="grey")
@@ -67,18 +103,43 @@ def write_timeline(folder, history, verdict):
     top.legend(loc="lower left", fontsize=8)
     top.set_title(f"ringlog chaos: {history.run.get('scenario')} seed {history.run.get('seed')}"
                   f" — {'no anomalies' if verdict.ok else verdict.by_kind()}", fontsize=9)
+    narrowest = MIN_BAR * last * BUCKET
     for window in verdict.windows:
-        bottom.broken_barh([(window["start"] - start, window["seconds"] or BUCKET / 10)],
+        at = window["start"] - start
+        bottom.broken_barh([(at, max(window["seconds"], narrowest))],
                            (window["partition"] - 0.4, 0.8), color="tab:red", alpha=0.6)
+        seconds = window["seconds"]
+        bottom.annotate(f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s",
+                        (at + max(seconds, narrowest), window["partition"]), fontsize=7,
+                        xytext=(2, 0), textcoords="offset points", va="center")
     bottom.set_ylim(-0.5, partitions - 0.5)
     bottom.set_yticks(range(partitions))
-    bottom.set_ylabel("partition unavailable")
-    bottom.set_xlabel("seconds since the workload started")
+    bottom.set_ylabel("partition")
+    bottom.set_title("partition unavailable (no leader, leader down until the next "
+                     "acknowledged send, produce errors, acks stalled > "
+                     f"{STALLED:g} s)" if verdict.windows else
+                     "partition unavailable: never, for the producers and the metadata",
+                     fontsize=8)
+    if copiers:
+        _draw_copiers(lives, copiers, start, history.run.get("partitions") or 1)
+    (lives if copiers else bottom).set_xlabel("seconds since the workload started")
     figure.tight_layout()
     path = os.path.join(folder, TIMELINE_PNG)
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def _draw_copiers(axis, events, start, copiers):
+    for kind, (marker, colour, legend) in COPIER_MARKERS.items():
+        points = [(t - start, copier) for k, t, copier in events if k == kind]
+        if points:
+            axis.scatter(*zip(*points), marker=marker, color=colour, label=legend, s=30)
+    axis.set_ylim(-0.5, copiers + 0.7)  # a band above the copiers for the legend
+    axis.set_yticks(range(copiers))
+    axis.set_ylabel("copier")
+    axis.set_title("copiers (transactional copy): their incarnations' lives", fontsize=8)
+    axis.legend(loc="upper left", fontsize=7, ncol=3)
 
 
 def summary(verdict):

@@ -23,6 +23,7 @@ from cluster.stats.reader import reap_dead
 from cluster.supervisor.broker_control import check_watching_supervisor
 from cluster.supervisor.supervisor import (
     START_TIMEOUT,
+    BrokerCountError,
     read_record,
     running_brokers,
     supervising,
@@ -113,8 +114,11 @@ class Chaos:
             self.brokers = SupervisedBrokers(self.data_dir, ids)
             print(f"chaos: using the running cluster in {self.data_dir}, brokers {ids}")
         else:
-            self.cluster = Cluster(self.data_dir, brokers=self.args.brokers,
-                                   config=CLUSTER_CONFIG)
+            try:
+                self.cluster = Cluster(self.data_dir, brokers=self.args.brokers,
+                                       config=CLUSTER_CONFIG)
+            except BrokerCountError as exc:  # a stopped cluster of another size
+                raise ToolError(f"--brokers {self.args.brokers}: {exc}") from None
             self.cluster.start()
             self.brokers = OwnedBrokers(self.cluster)
             print(f"chaos: started a cluster of {self.args.brokers} brokers in {self.data_dir}"
@@ -122,7 +126,7 @@ class Chaos:
         if self.args.replication_factor > len(self.brokers.broker_ids):
             raise ToolError(f"--replication-factor {self.args.replication_factor} is more "
                             f"than the {len(self.brokers.broker_ids)} brokers")
-        self.page = MetadataPage.open(dd.read_cluster_id(self.data_dir))
+        self.page = MetadataPage.open(dd.read_shm_namespace(self.data_dir))
 
     def topics(self):
         """The topics the run creates and checks."""

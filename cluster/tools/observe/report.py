@@ -4,9 +4,17 @@ ends with.
 - ``samples.json``: ``{"run": {...}, "samples": [{"t", "processes": [snapshot fields]}]}``.
 - ``rss.png``: RSS of every process over time.
 - ``gc_latency.png``: GC pause time per second of every process, above the request latency
-  p99 of each interval (a bucket's upper bound) (from the difference of the latency histograms).
+  p99 of each interval (a bucket's upper bound, from the difference of the latency
+  histograms): producers' produce requests and brokers' request handling
+  (``rows.REQUEST_LATENCY``; a consumer's fetch, which waits for records by design, is not
+  latency).
 - ``throughput.png``: records/s in (solid) and out (dashed) per process.
-- ``rings.png``: ring occupancy per process (the role counters named ``*occupancy*``).
+- ``rings.png``: per broker, the occupancy of the rings of its client connections in % of
+  their capacity (``ring_series``): the fullest ring and all of them together, under a
+  line at 100 % naming one ring's capacity (there its writer waits).
+
+Processes are labelled ``role name (pid)``, the role as ``rows.role`` shows it (a process
+with a producer and a consumer is both).
 - ``summary.txt`` (``summary``): peak RSS per role, GC time share per process, the longest
   pause, what grew most.
 
@@ -28,6 +36,7 @@ from cluster.tools.observe.rows import (
     histogram_delta,
     key,
     request_latency,
+    role,
 )
 
 SAMPLES_JSON = "samples.json"
@@ -39,7 +48,7 @@ GREW_SHOWN = 3
 
 
 def label(snapshot):
-    return f"{snapshot.role} {snapshot.name} ({snapshot.pid})"
+    return f"{role(snapshot)} {snapshot.name} ({snapshot.pid})"
 
 
 def timelines(samples):
@@ -88,10 +97,10 @@ def summary(samples):
     by_role = collections.defaultdict(list)
     for line in lines.values():
         peak = max(line, key=lambda entry: entry[1].rss)[1]
-        by_role[peak.role].append(peak)
-    for role, peaks in sorted(by_role.items()):
+        by_role[role(peak)].append(peak)
+    for shown, peaks in sorted(by_role.items()):
         top = max(peaks, key=lambda s: s.rss)
-        out.append(f"  {role:<16} {top.rss / _MIB:8.1f} MiB  ({label(top)}; "
+        out.append(f"  {shown:<17} {top.rss / _MIB:8.1f} MiB  ({label(top)}; "
                    f"{len(peaks)} processes)")
     out += ["", "GC time share (pause time / wall time while sampled):"]
     for line in sorted(lines.values(), key=lambda ln: label(ln[-1][1])):
@@ -126,15 +135,15 @@ def process_table(samples):
     """One line per process seen: peak RSS, GC collections per generation, longest GC
     pause, CPU seconds (user + system), as ``make demo`` ends with."""
     lines = timelines(samples)
-    header = (f"{'ROLE':<16} {'NAME':<24} {'PID':>7} {'PEAK RSS MiB':>12} "
+    header = (f"{'ROLE':<17} {'NAME':<24} {'PID':>7} {'PEAK RSS MiB':>12} "
               f"{'GC COLLECTIONS 0/1/2':>22} {'LONGEST GC ms':>13} {'CPU s':>8}")
     rows = [header]
-    for line in sorted(lines.values(), key=lambda ln: (ln[-1][1].role, ln[-1][1].name,
+    for line in sorted(lines.values(), key=lambda ln: (role(ln[-1][1]), ln[-1][1].name,
                                                        ln[-1][1].pid)):
         final = line[-1][1]
         peak = max(s.rss for _, s in line)
         gcs = "/".join(str(g.collections) for g in final.gc)
-        rows.append(f"{final.role:<16} {final.name[:24]:<24} {final.pid:>7} "
+        rows.append(f"{role(final):<17} {final.name[:24]:<24} {final.pid:>7} "
                     f"{peak / _MIB:>12.1f} {gcs:>22} {gc_pauses(final).max * 1000:>13.2f} "
                     f"{final.cpu_user + final.cpu_system:>8.2f}")
     return "\n".join(rows)
@@ -171,7 +180,7 @@ def _rss(plt, lines, start):
     for line in lines.values():
         axis.plot([t - start for t, _ in line], [s.rss / _MIB for _, s in line],
                   label=label(line[-1][1]), marker=".")
-    axis.set(title="RSS per process", xlabel="seconds", ylabel="MiB")
+    axis.set(title="RSS per process", xlabel="seconds since the first sample", ylabel="MiB")
     _legend(axis, lines)
     return figure
 
@@ -195,13 +204,16 @@ def _gc_latency(plt, lines, start):
         if points:
             latency_drawn = True
             bottom.plot(*zip(*points), label=name, marker=".")
-    top.set(title="GC pause time per process", ylabel="ms paused per second")
-    bottom.set(title="request latency p99 per interval", xlabel="seconds", ylabel="ms")
+    top.set(title="GC pause time per process", ylabel="ms paused per second of wall time")
+    bottom.set(title="request latency p99 per interval: producers' produce requests, brokers' "
+                     "request handling\n(consumers' fetches are left out: they wait for "
+                     "records by design, up to fetch.max.wait.ms)",
+               xlabel="seconds since the first sample", ylabel="ms")
     _legend(top, lines)
     if latency_drawn:
         bottom.legend(fontsize="x-small", loc="upper left")
     else:
-        _empty(bottom, "no request answered while sampled")
+        _empty(bottom, "no produce request answered or request handled while sampled")
     return figure
 
 
@@ -210,6 +222,7 @@ def _throughput(plt, lines, start):
     drawn = False
     for line in lines.values():
         pairs = list(_pairs(line))
+        colour = None  # a process's in and out lines share a colour
         for names, style, way in ((RECORDS_IN, "-", "in"), (RECORDS_OUT, "--", "out")):
             points = []
             for b, a, dt in pairs:
@@ -218,10 +231,11 @@ def _throughput(plt, lines, start):
                     points.append((a.updated - start, (now - then) / dt))
             if points:
                 drawn = True
-                axis.plot(*zip(*points), style, marker=".",
-                          label=f"{label(line[-1][1])} {way}")
-    axis.set(title="throughput: records/s in (solid) and out (dashed)", xlabel="seconds",
-             ylabel="records/s")
+                colour = axis.plot(*zip(*points), style, marker=".", color=colour,
+                                   label=f"{label(line[-1][1])} {way}")[0].get_color()
+    axis.set(title="throughput: records/s in (solid: appended by a broker, consumed by a "
+                   "client) and out (dashed: sent by a client)",
+             xlabel="seconds since the first sample", ylabel="records/s")
     if drawn:
         axis.legend(fontsize="x-small", loc="upper left", ncol=2)
     else:
@@ -229,20 +243,64 @@ def _throughput(plt, lines, start):
     return figure
 
 
+#: The broker's ring figures (``replica_proc.broker_stats``).
+RING_FULLEST = "ring-occupancy-percent-max"
+RING_BYTES = "ring-occupancy-bytes"
+RING_CAPACITY = "ring-capacity-bytes"
+RING_COUNT = "ring-count"
+
+
+def ring_series(line, start):
+    """A process's ring occupancy for ``rings.png``: ``(fullest, together, ring sizes)``,
+    the first two lists of ``(seconds since start, % of capacity)`` — the fullest ring's,
+    and all rings' bytes over their capacities added — the last the set of the one-ring
+    capacities seen (bytes); None when the process publishes no ring figures."""
+    fullest, together, sizes = [], [], set()
+    for t, s in line:
+        counters = s.counters
+        if RING_FULLEST not in counters:
+            continue
+        fullest.append((t - start, counters[RING_FULLEST]))
+        capacity, count = counters.get(RING_CAPACITY, 0), counters.get(RING_COUNT, 0)
+        if capacity > 0 and count > 0:
+            together.append((t - start, 100.0 * counters.get(RING_BYTES, 0) / capacity))
+            sizes.add(capacity / count)
+    return (fullest, together, sizes) if fullest else None
+
+
+def _size(count):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:g} {unit}"
+    return f"{count:g} B"
+
+
 def _rings(plt, lines, start):
     figure, axis = plt.subplots(figsize=(11, 5))
-    drawn = False
+    sizes = set()
     for line in lines.values():
-        names = sorted({n for _, s in line for n in s.counters if "occupancy" in n})
-        for name in names:
-            points = [(t - start, s.counters[name]) for t, s in line if name in s.counters]
-            axis.plot(*zip(*points), marker=".", label=f"{label(line[-1][1])} {name}")
-            drawn = True
-    axis.set(title="ring occupancy", xlabel="seconds", ylabel="as published")
-    if drawn:
+        found = ring_series(line, start)
+        if found is None:
+            continue
+        fullest, together, seen = found
+        sizes |= seen
+        drawn = axis.plot(*zip(*fullest), marker=".",
+                          label=f"{label(line[-1][1])}: the fullest ring")
+        if together:
+            axis.plot(*zip(*together), linestyle="--", color=drawn[0].get_color(),
+                      label=f"{label(line[-1][1])}: all its rings together")
+    axis.set(title="ring occupancy of each broker's client connections: bytes written, "
+                   "not yet read, in % of capacity",
+             xlabel="seconds since the first sample", ylabel="% of ring capacity")
+    if sizes:
+        capacity = ", ".join(_size(size) for size in sorted(sizes))
+        axis.axhline(100, color="red", linewidth=1,
+                     label=f"capacity: {capacity} per ring (a full ring makes its writer "
+                           f"wait)")
+        axis.set_ylim(0, 110)
         axis.legend(fontsize="x-small", loc="upper left")
     else:
-        _empty(axis, "no ring occupancy published")
+        _empty(axis, "no broker published ring figures while sampled")
     return figure
 
 

@@ -20,14 +20,30 @@ from cluster.stats.snapshot import GC_PAUSE_BOUNDS, Histogram
 RECORDS_IN = ("records-in-total", "records-consumed-total")
 RECORDS_OUT = ("record-send-total",)
 LAG = "records-lag-max"
-#: The request latency histograms (ms): a broker's and a producer's per API
-#: ("request-latency-ms:Produce"), a consumer's fetches.
-REQUEST_LATENCY = ("request-latency-ms", "fetch-latency-ms")
+#: The request latency histograms (ms): a broker's handling time and a producer's request
+#: time, per API ("request-latency-ms:Produce"). Not a consumer's ``fetch-latency-ms``: a
+#: fetch waits for records by design (long poll, up to ``fetch.max.wait.ms``), so its time
+#: says how idle the topic was, not how slow the cluster.
+REQUEST_LATENCY = ("request-latency-ms",)
+#: The client roles a page's counters show, beside the role the page was created with: one
+#: process has one page, named after its first client, and a process that consumes and
+#: produces (consume-transform-produce) publishes both clients' counters there.
+CLIENT_ROLES = (("producer", RECORDS_OUT), ("consumer", ("records-consumed-total",)))
 
 
 def first_counter(counters, names):
     """The value of the first of ``names`` in ``counters``, or None."""
     return next((counters[name] for name in names if name in counters), None)
+
+
+def role(snapshot):
+    """What the process is: the page's role, or, for a client page, every client role its
+    counters show ("consumer+producer" for a process with both)."""
+    if snapshot.role not in dict(CLIENT_ROLES):
+        return snapshot.role
+    shown = [name for name, counters in CLIENT_ROLES
+             if name == snapshot.role or any(c in snapshot.counters for c in counters)]
+    return "+".join(sorted(shown))
 
 
 def key(snapshot):
@@ -120,7 +136,7 @@ def row(snapshot, before=None):
     pauses = gc_pauses(snapshot)
     counters = snapshot.counters
     fields = dict(
-        role=snapshot.role, name=snapshot.name, pid=snapshot.pid, state=state(snapshot),
+        role=role(snapshot), name=snapshot.name, pid=snapshot.pid, state=state(snapshot),
         start_time=snapshot.start_time, updated=snapshot.updated, rss=snapshot.rss,
         uss=snapshot.uss, pss=snapshot.pss, cpu_user=snapshot.cpu_user,
         cpu_system=snapshot.cpu_system, threads=snapshot.threads,

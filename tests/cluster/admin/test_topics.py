@@ -66,9 +66,10 @@ def test_errors_name_the_topic(fake_cluster, admin_of):
     cluster = fake_cluster(brokers=2)
     admin = admin_of(cluster)
     admin.create_topics([NewTopic("logs", 2, 1)])
-    with pytest.raises(TopicAlreadyExistsError, match="topic 'logs': Topic 'logs' already "
-                                                      "exists"):
+    with pytest.raises(TopicAlreadyExistsError) as exists:
         admin.create_topics([NewTopic("logs", 2, 1)])
+    assert str(exists.value).endswith(" Topic 'logs' already exists.")
+    assert "topic 'logs':" not in str(exists.value)  # the topic named once
     with pytest.raises(InvalidReplicationFactorError, match="topic 'wide': Replication factor: "
                                                             "3 larger than available brokers"):
         admin.create_topics([NewTopic("wide", 1, 3)])
@@ -86,7 +87,7 @@ def test_several_failures_are_named_together_and_others_still_happen(fake_cluste
     cluster = fake_cluster(brokers=1)
     admin = admin_of(cluster)
     admin.create_topics(["a"])
-    with pytest.raises(TopicAlreadyExistsError, match=r"topic 'a'.*also failed: 'b!' "
+    with pytest.raises(TopicAlreadyExistsError, match=r"Topic 'a'.*also failed: 'b!' "
                                                       r"\(INVALID_TOPIC_EXCEPTION\)"):
         admin.create_topics(["a", "b!", "c"])
     assert sorted(admin.list_topics()) == ["a", "c"]
@@ -144,3 +145,17 @@ def test_negative_timeout_is_refused(fake_cluster, admin_of):
     admin = admin_of(fake_cluster(brokers=1))
     with pytest.raises(IllegalArgumentError, match="timeout_ms must be >= 0, found -1"):
         admin.create_topics(["a"], timeout_ms=-1)
+
+
+def test_create_topics_waits_for_metadata_as_kafka_python_3(fake_cluster, admin_of):
+    cluster = fake_cluster(brokers=2)
+    admin = admin_of(cluster)
+    result = admin.create_topics([NewTopic("ready", 3, 1)], wait_for_metadata=True)
+    assert result["topics"] == [{"name": "ready", "error_code": 0, "error_message": None}]
+    partitions = admin.describe_topics(["ready"])[0]["partitions"]
+    assert [p["leader_id"] >= 0 for p in partitions] == [True] * 3
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        admin.create_topics([NewTopic("never", 1, 1)], validate_only=True,
+                            wait_for_metadata=True)
+    with pytest.raises(KafkaTimeoutError, match=r"Topics not ready after 200ms: \{'ghost': "):
+        admin.wait_for_topics(["ghost"], timeout_ms=200)

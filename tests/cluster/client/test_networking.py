@@ -3,6 +3,7 @@ timeouts, broker failures and reconnection, the metadata cache — against fake 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import threading
 import time
@@ -100,9 +101,10 @@ def test_a_stopped_cluster_says_how_to_start_it_at_once(tmp_path):
 def test_a_broker_that_holds_its_lock_is_not_called_stopped(tmp_path):
     cluster_id = stopped_data_dir(tmp_path, brokers=1)
     with register_broker(tmp_path, 0, cluster_id):  # running, but not on any metadata page
-        with pytest.raises(NoBrokersAvailable, match="can be reached") as raised:
+        # (starting, say): tried again until the wait's timeout
+        with pytest.raises(KafkaTimeoutError, match="can be reached") as raised:
             KafkaClient(AdminClientConfig(bootstrap_servers=str(tmp_path))
-                        ).wait_for_metadata(IN_PROCESS_BOUND)
+                        ).wait_for_metadata(0.3)
     assert "ringlog cluster start" not in str(raised.value)
 
 
@@ -279,7 +281,8 @@ def test_garbage_response_is_a_protocol_error(fake_cluster, client_of):
 
 # -- broker failures ------------------------------------------------------------------------------
 
-def test_broker_going_away_fails_requests_in_flight_then_reconnects(fake_cluster, client_of):
+def test_broker_going_away_fails_requests_in_flight_then_reconnects(fake_cluster, client_of,
+                                                                     caplog):
     cluster = fake_cluster(brokers=2)
     client = client_of(cluster)
     client.wait_for_metadata(IN_PROCESS_BOUND)
@@ -290,8 +293,12 @@ def test_broker_going_away_fails_requests_in_flight_then_reconnects(fake_cluster
     stopper.start()
     client.poll_until(future, IN_PROCESS_BOUND)
     stopper.join(IN_PROCESS_BOUND)
-    with pytest.raises(KafkaConnectionError, match="broker 0"):
+    with pytest.raises(KafkaConnectionError, match="Connection to node 0 was lost: broker 0 "
+                                                   "closed it"):
         future.get(0)
+    # one WARNING in Kafka's words; the rings' and shared memory's names only at DEBUG
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "Connection to node 0 was lost: broker 0 closed it (it is stopping)"]
     assert future.retriable()
     assert not client.connected(0)
     # While the page says it is down, it is not even tried; another broker answers.
@@ -458,3 +465,41 @@ def test_a_metadata_refresh_tries_every_broker_before_giving_up(fake_cluster, cl
     monkeypatch.setattr(client, "send", send)
     client.wait_for_metadata(IN_PROCESS_BOUND)
     assert asked == [0, 1, 2]
+
+
+def test_a_metadata_wait_retries_failed_attempts_within_its_timeout(fake_cluster, client_of,
+                                                                    monkeypatch):
+    """On a loaded machine no broker may accept a connection within CONNECT_TIMEOUT: that
+    attempt fails (NoBrokersAvailable, retriable) and the wait tries again until its own
+    timeout, instead of giving up at once (the Spark source's planner did: issue 22)."""
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("logs", 2)
+    client = client_of(cluster)
+    real_send = client.send
+    refused = []
+
+    def send(node_id, request, expect_response=True):
+        if len(refused) < 4:  # both brokers, twice: two whole attempts fail
+            refused.append(node_id)
+            return Future().failure(KafkaConnectionError(f"broker {node_id} did not accept "
+                                                         f"within 0.5 s"))
+        return real_send(node_id, request, expect_response)
+
+    monkeypatch.setattr(client, "send", send)
+    with register_broker(cluster.data_dir, 0, cluster.cluster_id):  # a broker process runs
+        client.wait_for_metadata(IN_PROCESS_BOUND, all_topics=True)
+    assert sorted(refused) == [0, 0, 1, 1]
+    assert client.cluster.partitions_for_topic("logs") == {0, 1}
+
+
+def test_a_metadata_wait_that_keeps_failing_times_out_naming_the_last_failure(
+        fake_cluster, client_of, monkeypatch):
+    cluster = fake_cluster(brokers=1)
+    client = client_of(cluster)
+    monkeypatch.setattr(client, "send", lambda node_id, request, expect_response=True:
+                        Future().failure(KafkaConnectionError(f"broker {node_id} did not "
+                                                              f"accept within 0.5 s")))
+    with register_broker(cluster.data_dir, 0, cluster.cluster_id):
+        with pytest.raises(KafkaTimeoutError, match="not updated within 0.3 s: no broker of "
+                                                    "cluster .* can be reached"):
+            client.wait_for_metadata(0.3)

@@ -681,6 +681,13 @@ def test_unknown_kwarg_raises_naming_it_with_a_hint():
         ProducerConfig(group_id="g")  # a consumer key
 
 
+def test_a_dotted_unknown_key_gets_a_dotted_hint():
+    # `--producer-property lingr.ms=5`: Kafka's spelling was used, so Kafka's is suggested
+    with pytest.raises(KafkaConfigurationError, match=r"'lingr\.ms' \(did you mean "
+                                                      r"'linger\.ms'\?\)"):
+        ProducerConfig(**{"lingr.ms": 5})
+
+
 BAD_CLIENT_VALUES = [
     (ProducerConfig, "acks", 2, "'all'"),
     (ProducerConfig, "acks", "2", "'all'"),

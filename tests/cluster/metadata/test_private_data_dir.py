@@ -1,5 +1,6 @@
 """The data directory is its owner's (0700 / 0600, under a scoped umask), and a data
-directory that is a file, or not this user's, is one KafkaStorageError line."""
+directory that is a file, not this user's, or writable by others, is one KafkaStorageError
+line; its shm.token names each start's shared-memory namespace."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ import pytest
 from cluster.errors import KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import register_broker
+from tests.support.other_user import OTHER_UID, needs_root
 
 
 def mode(path):
@@ -87,3 +89,55 @@ def test_a_directory_the_user_cannot_write_is_refused(tmp_path):
                                                 f"uid {os.getuid()} .*mode 0500"):
         dd.check_data_dir(str(path))
     dd.check_data_dir(str(path), writable=False)
+
+
+@pytest.mark.parametrize("open_mode, writers", [(0o777, "group and others"),
+                                                (0o770, "group"), (0o703, "others")])
+def test_a_data_directory_others_can_write_is_refused_naming_owner_and_mode(
+        tmp_path, open_mode, writers):
+    path = tmp_path / "open"
+    path.mkdir()
+    path.chmod(open_mode)
+    expected = (f"[Error 56] data directory {path} (owner uid {os.geteuid()}) is mode "
+                f"{open_mode:04o}: writable by {writers}, who could swap its brokers; "
+                f"`chmod 700 {path}` to use it")
+    for call in (dd.check_data_dir, dd.make_data_dir, dd.ensure_cluster_id,
+                 dd.read_shm_namespace):
+        with pytest.raises(KafkaStorageError) as failure:
+            call(str(path))
+        assert str(failure.value) == expected
+    assert mode(path) == open_mode and os.listdir(path) == []
+
+
+@needs_root
+def test_a_data_directory_of_another_user_is_refused(tmp_path):
+    path = tmp_path / "theirs"
+    path.mkdir(mode=0o700)
+    os.chown(path, OTHER_UID, OTHER_UID)
+    for call in (dd.check_data_dir, dd.ensure_cluster_id, dd.read_shm_namespace):
+        with pytest.raises(KafkaStorageError) as failure:
+            call(str(path))
+        assert str(failure.value) == (
+            f"[Error 56] data directory {path} is owned by uid {OTHER_UID}, not by this user "
+            f"(uid 0; mode 0700): another user could swap its brokers; use a directory of "
+            f"your own")
+
+
+def test_each_start_token_names_a_namespace_of_its_own_and_stop_removes_it(tmp_path):
+    data_dir = str(tmp_path / "d")
+    assert dd.read_shm_namespace(data_dir) is None  # no cluster yet
+    cluster_id = dd.ensure_cluster_id(data_dir)
+    assert dd.read_shm_namespace(data_dir) == cluster_id  # no start: the bare id
+    first = dd.new_shm_namespace(data_dir, cluster_id)
+    assert first.startswith(cluster_id + ".") and dd.read_shm_namespace(data_dir) == first
+    assert mode(os.path.join(data_dir, dd.SHM_TOKEN)) == 0o600
+    second = dd.new_shm_namespace(data_dir, cluster_id)
+    assert second != first and dd.read_shm_namespace(data_dir) == second
+    dd.remove_shm_token(data_dir)
+    assert dd.read_shm_namespace(data_dir) == cluster_id
+    token = os.path.join(data_dir, dd.SHM_TOKEN)
+    with open(token, "w") as file:
+        file.write("../../etc\n")
+    with pytest.raises(KafkaStorageError, match=f"{token}: '../../etc\\\\n' is not one token "
+                                                f"of 32 hex digits; the file is damaged"):
+        dd.read_shm_namespace(data_dir)

@@ -5,6 +5,7 @@ between two brokers, a broker that dies or hangs with a request in flight (retri
 least once), and the order of a partition kept with one request in flight."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -61,6 +62,18 @@ def test_a_retriable_partition_error_is_retried_until_delivered(fake_cluster, pr
         assert ("METADATA" in names[refused + 1:retry]) == error.invalid_metadata, names
     assert [r.value for r in cluster.records("t", 0)] == [b"first", b"second"]
     assert producer.metrics()["producer-metrics"]["record-retry-total"] == 2
+
+
+def test_a_retry_is_one_warning_in_kafkas_words(fake_cluster, producer_of, caplog):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("t")
+    producer = producer_of(cluster, retries=3)
+    assert producer.send("t", b"first").get(IN_PROCESS_BOUND).offset == 0
+    cluster.fail_next("t", 0, NotLeaderForPartitionError.errno, times=2)
+    with caplog.at_level(logging.WARNING, logger="cluster.producer.sender"):
+        assert producer.send("t", b"second").get(IN_PROCESS_BOUND).offset == 1
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "retrying produce to t-0 (attempt 2 of 4)", "retrying produce to t-0 (attempt 3 of 4)"]
 
 
 def test_errors_until_the_delivery_timeout_give_a_timeout_naming_the_last(fake_cluster,

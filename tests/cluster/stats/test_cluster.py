@@ -79,6 +79,13 @@ def test_broker_producer_and_consumer_processes_all_publish(tmp_path, publishing
         assert broker.counters["partition-count"] == broker.counters["leader-count"] >= 1
         assert broker.counters["under-replicated-partitions"] == 0
         assert broker.counters["offline-partitions"] == 0
+        # the rings of its client connections, two per connection, for rings.png
+        rings = broker.counters["ring-count"]
+        assert rings >= 4 and rings % 2 == 0
+        assert 0 <= broker.counters["ring-occupancy-bytes"] <= \
+            broker.counters["ring-capacity-bytes"]
+        assert broker.counters["ring-capacity-bytes"] >= rings * 4096
+        assert 0.0 <= broker.counters["ring-occupancy-percent-max"] <= 100.0
         assert broker.rss > 0 and broker.threads >= 2
         assert (by_role["producer"].name, by_role["producer"].pid) == \
             ("stats-producer", producer.pid)

@@ -1,5 +1,6 @@
-"""The reader across processes: a stopped process is stale, a killed one dead but still
-readable, and reap_dead removes the pages of dead processes only."""
+"""The reader across processes: a stopped process is stale, a killed one dead but its page
+still readable until a read of every page (read_all) or reap_dead removes it; only the pages
+of dead processes are removed."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from cluster.stats.publisher import process_stats
-from cluster.stats.reader import list_pages, read_all, reap_dead
+from cluster.stats.reader import list_pages, read_all, read_page, reap_dead
 from shm_ring.naming import cleanup_stale, stats_page_name
 from tests.support.bounds import BOUND
 from tests.support.processes import CTX
@@ -57,13 +58,38 @@ def test_stopped_is_stale_killed_is_dead_and_only_dead_pages_are_reaped(
         wait_for_snapshot(cluster_id, child.pid, lambda s: not s.stale, "fresh again")
         os.kill(child.pid, signal.SIGKILL)
         child.join(BOUND)
-        dead = wait_for_snapshot(cluster_id, child.pid, lambda s: not s.alive, "dead")
-        assert not dead.stale and dead.counters == {"records-out-total": 7}
-        assert list_pages(cluster_id) == [name]
+        assert list_pages(cluster_id) == [name]  # nobody unlinked it
+        dead = read_page(name)  # still readable, and known dead
+        assert (dead.alive, dead.stale, dead.counters) == \
+            (False, False, {"records-out-total": 7})
         assert reap_dead(cluster_id) == [name]
         assert list_pages(cluster_id) == []
     finally:
         if child.is_alive():
             os.kill(child.pid, signal.SIGKILL)
             child.join(BOUND)
+        reap_dead(cluster_id)
+
+
+@pytest.mark.multiprocess
+def test_every_read_leaves_out_and_unlinks_the_pages_of_dead_processes(
+        cluster_id, publishing, spawn):
+    """``ringlog top`` / ``metrics`` / ``profile`` read with read_all: a process gone
+    without unlinking its page (SIGKILL; a Spark worker's os._exit) is not shown beside
+    the live ones, and its page does not pile up until the cluster stops (issue 22)."""
+    ready = [CTX.Event(), CTX.Event()]
+    children = [spawn(publishing_child, cluster_id, event) for event in ready]
+    try:
+        assert all(event.wait(BOUND) for event in ready)
+        for child in children:
+            wait_for_snapshot(cluster_id, child.pid, lambda s: s.counters, "a publish")
+        os.kill(children[0].pid, signal.SIGKILL)
+        children[0].join(BOUND)
+        assert [s.pid for s in read_all(cluster_id)] == [children[1].pid]
+        assert list_pages(cluster_id) == [stats_page_name(cluster_id, children[1].pid)]
+    finally:
+        for child in children:
+            if child.is_alive():
+                os.kill(child.pid, signal.SIGKILL)
+                child.join(BOUND)
         reap_dead(cluster_id)

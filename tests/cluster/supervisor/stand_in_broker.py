@@ -48,7 +48,7 @@ def main():
     if args.exit_code is not None:
         print("failing on purpose", flush=True)
         return args.exit_code
-    page = MetadataPage.open(cluster_id)
+    page = MetadataPage.open(dd.read_shm_namespace(args.data_dir, cluster_id))
     controller = Controller(args.data_dir, cluster_id, args.broker_id, config, page,
                             poll_interval=0.01)
     if not args.never_serve:

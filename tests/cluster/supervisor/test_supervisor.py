@@ -23,6 +23,7 @@ from cluster.metadata.lock_holders import command_line
 from cluster.supervisor.cluster import Cluster
 from cluster.supervisor.supervisor import (
     BROKER_COMMAND,
+    BrokerCountError,
     ClusterStartError,
     DataDirInUseError,
     RestartBackoff,
@@ -30,6 +31,7 @@ from cluster.supervisor.supervisor import (
     cluster_status,
     read_record,
     stop_cluster,
+    supervising,
 )
 from shm_ring.liveness import process_start_time
 from shm_ring.naming import cleanup_stale, list_objects
@@ -148,6 +150,36 @@ def test_starting_again_keeps_the_cluster_id_and_the_metadata(data_dir, command)
     with Cluster(data_dir, brokers=1, broker_command=command) as again:
         assert again.cluster_id == cluster_id
         assert again.metadata().version > version  # the log was replayed, not restarted
+
+
+@pytest.mark.multiprocess
+def test_a_stopped_cluster_restarts_with_every_broker_it_knows(data_dir):
+    start_detached(data_dir, 3)
+    assert cli("stop", "--data-dir", str(data_dir)).returncode == 0
+
+    again = cli("start", "--data-dir", str(data_dir), "--detach", "--broker-command",
+                " ".join(FAKE))  # no --brokers: all three come back
+    try:
+        assert again.returncode == 0, again.stderr
+        assert "brokers: 3" in again.stdout
+        assert sorted(read_record(data_dir)["pids"]) == ["0", "1", "2"]
+        assert status_rows(data_dir)[0] == 0
+    finally:
+        assert cli("stop", "--data-dir", str(data_dir)).returncode == 0
+
+    fewer = cli("start", "--data-dir", str(data_dir), "--brokers", "1", "--detach",
+                "--broker-command", " ".join(FAKE))
+    assert fewer.returncode == 2, fewer.stdout
+    assert fewer.stderr.splitlines() == [
+        f"--brokers 1: the cluster in {data_dir} has 3 brokers (ids 0, 1, 2), not the 1 asked "
+        f"for: leave the broker count out to start all 3, or use a new data directory for a "
+        f"cluster of 1; a restart neither adds nor drops brokers"]
+    assert not supervising(read_record(data_dir))
+
+    assert Cluster(data_dir, broker_command=FAKE).broker_ids == [0, 1, 2]
+    assert Cluster(data_dir, brokers=3, broker_command=FAKE).broker_ids == [0, 1, 2]
+    with pytest.raises(BrokerCountError, match="has 3 brokers .*not the 2 asked for"):
+        Cluster(data_dir, brokers=2, broker_command=FAKE)
 
 
 @pytest.mark.multiprocess
@@ -314,7 +346,7 @@ def test_cli_foreground_start_stops_on_sigterm(data_dir):
         cluster_id = dd.read_cluster_id(data_dir)
         assert process.stdout.read().splitlines()[-1] == (
             f"stopped cluster {cluster_id} in {data_dir} on a signal; its data is kept; start "
-            f"it again with: ringlog cluster start --data-dir {data_dir} --brokers 1")
+            f"it again with: ringlog cluster start --data-dir {data_dir}")
         assert not running(broker)
         assert list_objects(cluster_id) == []
     finally:

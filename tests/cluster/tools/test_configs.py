@@ -123,7 +123,7 @@ def test_broker_defaults_apply_to_every_log(cluster, capsys):
      "'bad': unknown topic config 'nope' (value '2'); known: "),
     (["--topic", "missing", "--alter", "--add-config", "retention.ms=1"],
      "Error while executing config command : UnknownTopicOrPartitionError: [Error 3] topic "
-     "'missing': topic 'missing' does not exist"),
+     "'missing' does not exist\n"),  # the topic named once
     (["--broker", "0", "--alter", "--add-config", "num.partitions=3"],
      "Error while executing config command : InvalidConfigurationError: [Error 40] broker 0: "
      "cannot update broker config 'num.partitions' (value '3') dynamically: it is read-only"),

@@ -1,6 +1,6 @@
 """``ringlog consumer-groups`` against fake brokers serving the group APIs: every action and
 option, Kafka's tables byte for byte, its messages on stdout / stderr and its exit codes
-(usage errors 1; errors while running are printed as ``Error: ...`` with 0)."""
+(usage errors 1; errors while running are printed as ``Error: ...`` and exit 1 too)."""
 from __future__ import annotations
 
 import pytest
@@ -118,7 +118,7 @@ def test_describe_widens_columns_for_long_names(groups, cluster):
 
 def test_describe_a_group_that_does_not_exist(groups):
     assert groups("--describe", "--group", "ghost") == (
-        0, "\nError: Consumer group 'ghost' does not exist.\n", "")
+        1, "\nError: Consumer group 'ghost' does not exist.\n", "")
 
 
 def test_describe_a_rebalancing_group_warns(groups, cluster):
@@ -196,7 +196,7 @@ def test_delete(groups, cluster):
 
 
 def test_delete_reports_each_failure(groups):
-    assert groups("--delete", "--group", "idle", "--group", "g", "--group", "ghost") == (0, (
+    assert groups("--delete", "--group", "idle", "--group", "g", "--group", "ghost") == (1, (
         "\nError: Deletion of some consumer groups failed:\n"
         "* Group 'g' could not be deleted due to: NonEmptyGroupError: The group is not "
         "empty.\n"
@@ -207,7 +207,7 @@ def test_delete_reports_each_failure(groups):
 
 def test_delete_all_groups(groups):
     code, out, _ = groups("--delete", "--all-groups")
-    assert code == 0
+    assert code == 1
     assert "* Group 'g' could not be deleted" in out
     assert out.endswith("These consumer groups were deleted successfully: 'idle'\n")
 
@@ -225,7 +225,7 @@ def test_delete_offsets(groups, cluster):
 def test_delete_offsets_partition_errors(groups, cluster):
     code, out, err = groups("--delete-offsets", "--group", "g", "--topic", "orders:0",
                             "--topic", "nope")
-    assert (code, err) == (0, "")
+    assert (code, err) == (1, "")
     lines = out.split("\n")
     assert lines[:4] == ["", "Error: Encountered some partition-level error, see the "
                              "follow-up details.", "", "TOPIC           PARTITION  STATUS         "]
@@ -236,7 +236,7 @@ def test_delete_offsets_partition_errors(groups, cluster):
 
 def test_delete_offsets_of_an_unknown_group(groups):
     code, out, _ = groups("--delete-offsets", "--group", "ghost", "--topic", "audit")
-    assert code == 0
+    assert code == 1
     assert out.startswith("\nError: The group id does not exist.\n\nTOPIC")
     assert "audit           0          Error: GroupIdNotFoundError" in out
 
@@ -275,7 +275,7 @@ def test_reset_a_group_that_does_not_exist_creates_it(groups, cluster):
 
 def test_reset_refuses_an_active_group(groups, cluster):
     assert groups("--reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest",
-                  "--execute") == (0, (
+                  "--execute") == (1, (
         "\nError: Assignments can only be reset if the group 'g' is inactive, but the current "
         "state is Stable.\n" + table("GROUP           TOPIC           PARTITION  NEW-OFFSET")),
         "")
@@ -286,7 +286,7 @@ def test_reset_execute_reports_a_refused_commit(groups, cluster):
     # a member joined between the describe (Empty) and the commit
     cluster.add_group("joined", "Empty", [ALICE])
     assert groups("--reset-offsets", "--group", "joined", "--topic", "audit", "--to-latest",
-                  "--execute") == (0, (
+                  "--execute") == (1, (
         "\nError: Executing consumer group command failed due to [Error 25] group 'joined', "
         "partition audit-0: The coordinator is not aware of this member.\n"), "")
     assert cluster.committed("joined") == {}
@@ -354,14 +354,14 @@ def test_reset_export_and_from_file(groups, cluster, tmp_path):
     several = tmp_path / "plans.csv"
     several.write_text(both)
     assert groups("--reset-offsets", "--group", "idle", "--group", "third", "--from-file",
-                  str(several), "--dry-run") == (0, (
+                  str(several), "--dry-run") == (1, (
         "\nError: No reset plan for group third found.\n"
         + plan(("idle", "audit", 0, 4))), "")
 
 
 def test_reset_unknown_partitions_fail(groups):
     assert groups("--reset-offsets", "--group", "idle", "--topic", "orders:7", "--to-latest",
-                  "--dry-run") == (0, "\nError: Executing consumer group command failed due to "
+                  "--dry-run") == (1, "\nError: Executing consumer group command failed due to "
                                       "The partitions \"orders-7\" do not exist\n", "")
     assert groups("--reset-offsets", "--group", "idle", "--topic", "orders:x", "--to-latest",
                   "--dry-run") == (1, "", "Invalid partition 'x' specified in topic arg "

@@ -2,7 +2,7 @@
 (and only it), unavailability windows are measured and merged."""
 from __future__ import annotations
 
-from cluster.tools.chaos.checker import check
+from cluster.tools.chaos.checker import STALLED, check
 from cluster.tools.chaos.history import History, load
 
 
@@ -241,3 +241,29 @@ def test_load_reads_the_files_and_skips_a_line_cut_short(tmp_path):
     assert [op["op"] for op in history.ops] == ["invoke", "ok"]
     assert len(history.reads) == 1 and len(history.drain_reads) == 1
     assert check(history).ok
+
+
+def test_a_leader_killed_makes_its_partitions_unavailable_until_acks_resume():
+    """The controller elects a successor within tens of milliseconds, so the page never
+    shows the partition leaderless: the window runs from the kill of its leader to the
+    first acknowledged send once another broker leads it (issue 22)."""
+    history = clean_history()
+    history.leadership = [
+        {"t": 0.5, "partition": 0, "leader": 0, "epoch": 0, "isr": [0, 1]},
+        {"t": 0.5, "partition": 1, "leader": 1, "epoch": 0, "isr": [1, 0]},
+        {"t": 3.05, "partition": 0, "leader": 1, "epoch": 1, "isr": [1]}]
+    history.faults = [{"fault": "kill", "broker": 0, "partition": 0, "t": 3.0},
+                      {"fault": "start", "broker": 0, "partition": 0, "t": 4.0}]
+    history.ops += send(1, 1, 2.5, 0, 3) + send(1, 2, 3.1, 0, 4) + send(1, 3, 3.2, 1, 1)
+    verdict = check(history)
+    assert [(w["partition"], w["start"], w["end"], w["sources"]) for w in verdict.windows] == [
+        (0, 3.0, 3.11, ["leader down"])]  # partition 1, led by broker 1, stayed available
+
+
+def test_a_send_waiting_longer_than_stalled_counts_as_unavailable():
+    history = clean_history()
+    history.ops += [{"op": "invoke", "p": 1, "seq": 1, "t": 2.0},
+                    {"op": "ok", "p": 1, "seq": 1, "t": 2.0 + STALLED + 1, "partition": 1,
+                     "offset": 1}]
+    assert [(w["partition"], w["start"], w["sources"]) for w in check(history).windows] == [
+        (1, 2.0, ["acks stalled"])]

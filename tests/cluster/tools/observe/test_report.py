@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from cluster.tools.observe import report
+from cluster.tools.observe import report, rows
 from cluster.tools.observe.sampler import Sample, Sampler
 from tests.support.snapshots import generation, latency, snapshot
 
@@ -111,3 +111,37 @@ def test_the_sampler_thread_reads_until_stopped():
         pass
     # at least the first read and the last one stop() makes
     assert len(sampler.samples) >= 2
+
+
+# -- what the plots show (issue 22) ----------------------------------------------------------
+
+def test_rings_show_occupancy_in_percent_of_capacity_with_the_ring_size():
+    line = [(100.0 + n, snapshot(updated=100.0 + n, counters={
+        "ring-occupancy-bytes": 1024.0 * 1024 * n, "ring-capacity-bytes": 4.0 * 1024 * 1024,
+        "ring-count": 4.0, "ring-occupancy-percent-max": 50.0 * n})) for n in range(3)]
+    fullest, together, sizes = report.ring_series(line, 100.0)
+    assert fullest == [(0.0, 0.0), (1.0, 50.0), (2.0, 100.0)]
+    assert together == [(0.0, 0.0), (1.0, 25.0), (2.0, 50.0)]
+    assert sizes == {1024.0 * 1024}
+    assert report.ring_series([(100.0, snapshot(counters={}))], 100.0) is None
+
+
+def test_request_latency_leaves_out_a_consumers_fetch_wait():
+    consumer = snapshot(role="consumer", histograms={"fetch-latency-ms": latency([500.0])})
+    assert rows.request_latency(consumer) is None  # a long poll waits by design
+    producer = snapshot(role="producer", histograms={
+        "request-latency-ms:Produce": latency([2.0]), "fetch-latency-ms": latency([500.0])})
+    assert rows.request_latency(producer).max == 2.0
+
+
+def test_a_process_that_produces_and_consumes_shows_as_both():
+    both = snapshot(role="consumer", name="copier", pid=7, counters={
+        "records-consumed-total": 10.0, "record-send-total": 10.0})
+    assert rows.role(both) == "consumer+producer"
+    assert rows.row(both).role == "consumer+producer"  # ringlog top's ROLE
+    assert report.label(both) == "consumer+producer copier (7)"
+    assert rows.role(snapshot(role="producer", counters={"record-send-total": 1.0})) == \
+        "producer"
+    assert rows.role(snapshot(counters={"records-in-total": 1.0})) == "broker"
+    text = report.summary([Sample(1.0, (both,)), Sample(2.0, (both,))])
+    assert "consumer+producer" in text.splitlines()[3]  # peak RSS per role
