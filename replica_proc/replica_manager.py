@@ -50,6 +50,10 @@ and every log the first image opens (a broker start), open with ``durable_open=F
 reopening of one after a clean shutdown costs an fsync of its own (a new one cost six).
 A syncfs writes out whatever else is dirty on the file system too: hence the minimum,
 so that creating a few partitions on a busy broker does not flush every log.
+Likewise ``close`` (a clean shutdown) closes at least ``CREATE_TOGETHER_MIN`` logs
+together (``segments.log.close_together``): two syncfs instead of about ten fsyncs per log,
+so a broker with 10,000 partitions stops within seconds instead of outliving the
+supervisor's stop timeout.
 
 Offline replicas: one notion, whatever the cause — a log that failed to open (above), or
 an open log that went offline (``segments.log``: a failed fsync, a write that could not be
@@ -102,7 +106,7 @@ from replica_proc.partition import (
     write_topic_id,
 )
 from segments.checkpoint import fsync_directory, sync_filesystem
-from segments.log import PartitionLog, stage_empty_log
+from segments.log import PartitionLog, close_together, stage_empty_log
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +115,8 @@ STRAY_SUFFIX = "-stray"
 #: Prefix of the directory in which new partition directories are made (not a
 #: partition directory name: ``parse_directory_name`` refuses it).
 STAGING_PREFIX = ".creating-"
-#: The fewest new partitions of one image created together (see the module doc).
+#: The fewest new partitions of one image created together, and the fewest logs a
+#: shutdown closes together (see the module doc).
 CREATE_TOGETHER_MIN = 16
 
 
@@ -498,9 +503,26 @@ class ReplicaManager:
             self.checkpoint_high_watermarks()
         except OSError as exc:
             log.error("writing %s failed: %s", self._hw_checkpoint.path, exc)
-        for key, partition in list(self._partitions.items()):
-            try:
-                partition.close()
-            except (KafkaStorageError, OSError) as exc:
-                log.error("closing %s-%d failed: %s", key[0], key[1], exc)
+        partitions = list(self._partitions.items())
         self._partitions.clear()
+        if len(partitions) < CREATE_TOGETHER_MIN:
+            for key, partition in partitions:
+                try:
+                    partition.close()
+                except (KafkaStorageError, OSError) as exc:
+                    log.error("closing %s-%d failed: %s", key[0], key[1], exc)
+            return
+        names = {id(partition.log): key for key, partition in partitions}
+        started = time.monotonic()
+        try:
+            failed = close_together([partition.log for _, partition in partitions],
+                                    self.log_dir)
+        except OSError as exc:
+            log.error("syncing %s at shutdown failed: %s; every log is recovered at the "
+                      "next start", self.log_dir, exc)
+            return
+        for partition_log, exc in failed:
+            key = names[id(partition_log)]
+            log.error("closing %s-%d failed: %s", key[0], key[1], exc)
+        log.info("closed %d logs together in %.1f s", len(partitions) - len(failed),
+                 time.monotonic() - started)

@@ -60,9 +60,10 @@ class CheckpointFile:
         self.fields = fields
         self.key_fields = key_fields
 
-    def write(self, entries, durable=True):
+    def write(self, entries, durable=True, in_place=False):
         """Replace the file with ``entries`` (tuples of ``fields`` values without spaces);
-        ``durable=False``: see ``write_atomically``."""
+        ``durable=False``: see ``write_atomically``; ``in_place``: see ``write_in_place``
+        (``durable`` is then ignored)."""
         lines = [str(self.version), str(len(entries))]
         for entry in entries:
             texts = [str(field) for field in entry]
@@ -73,8 +74,11 @@ class CheckpointFile:
                     f"non-empty fields without spaces")
             lines.append(" ".join(texts))
         body = ("\n".join(lines) + "\n").encode()
-        write_atomically(self.path, body + f"{CRC_PREFIX}0x{crc32c(body):08x}\n".encode(),
-                         durable)
+        data = body + f"{CRC_PREFIX}0x{crc32c(body):08x}\n".encode()
+        if in_place:
+            write_in_place(self.path, data)
+        else:
+            write_atomically(self.path, data, durable)
 
     def read(self):
         """The entries as tuples of strings; ``[]`` if the file does not exist.
@@ -145,8 +149,8 @@ class OffsetCheckpoint:
     def path(self):
         return self.file.path
 
-    def write(self, offsets, durable=True):
-        self.file.write(sorted(offsets.items()), durable)
+    def write(self, offsets, durable=True, in_place=False):
+        self.file.write(sorted(offsets.items()), durable, in_place)
 
     def read(self):
         """``{name: offset}``; raises KafkaStorageError on a malformed file."""
@@ -181,6 +185,25 @@ def write_atomically(path, data, durable=True):
     os.replace(tmp, path)
     if durable:
         fsync_directory(os.path.dirname(path) or ".")
+
+
+def write_in_place(path, data):
+    """Write ``data`` over the file at ``path`` (created if missing) and cut it to that
+    length: no temp file, rename or fsync. Replacing a file by rename costs about a
+    millisecond on ext4 (``auto_da_alloc`` starts the new file's writeback), which makes
+    closing 10,000 logs take tens of seconds; this costs a hundredth of that. Only for a
+    checkpoint that nothing trusts before its writer syncs the file system
+    (``segments.log.close_together``: no clean-shutdown marker until then): a crash
+    can leave old and new bytes mixed, which the checkpoint's CRC line rejects."""
+    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        position = 0
+        while position < len(data):
+            position += os.pwrite(fd, view[position:], position)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def fsync_directory(path):

@@ -223,11 +223,16 @@ class LeaderEpochFileCache:
 
     # -- the file -------------------------------------------------------------------------
 
-    def flush(self):
+    def flush(self, durable=True):
         """Make the checkpoint durable: write it again (fsynced) if a write failed or was
-        not fsynced since the last change (raises OSError if that fails)."""
+        not fsynced since the last change (raises OSError if that fails). ``durable=False``
+        writes it in place without an fsync (``checkpoint.write_in_place``), for a caller
+        that syncs the file system after."""
         if self.stale or self.unsynced:
-            self.file.write(self.entries())
+            if durable:
+                self.file.write(self.entries())
+            else:
+                self.file.write(self.entries(), durable=False, in_place=True)
             self.stale = self.unsynced = False
 
     def persist(self):

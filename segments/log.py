@@ -11,7 +11,8 @@ by offset or by timestamp, rolling, truncation, retention and flushing. Its file
     <path>/recovery-point-offset-checkpoint everything below this offset is fsynced
     <path>/log-start-offset-checkpoint      the first offset a reader may ask for
     <path>/leader-epoch-checkpoint          where each leader epoch starts (leader_epoch)
-    <path>/.clean-shutdown                  written by close(), removed by the next open
+    <path>/.clean-shutdown                  written by close(), renamed by the next open to
+    <path>/.clean-shutdown.spent            (which the next close renames back)
 
 Offsets: ``log_start_offset`` <= readable offsets < ``log_end_offset`` (LEO, the offset
 the next append gets). The *recovery point* is the offset below which everything has
@@ -122,7 +123,7 @@ import threading
 from collections import namedtuple
 
 from segments import index_descriptor as xd
-from segments.checkpoint import OffsetCheckpoint, fsync_directory
+from segments.checkpoint import OffsetCheckpoint, fsync_directory, sync_filesystem
 from segments.clock import wall_clock_ms
 from segments.disk_full import DiskFullWatch
 from segments.errors import (
@@ -161,6 +162,10 @@ log = logging.getLogger(__name__)
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
+#: The marker after an open: renamed, not deleted, so that the next clean close renames it
+#: back instead of creating a file (on ext4 a rename costs a tenth of a creation, and
+#: closing 10,000 logs together, ``close_together``, is mostly these).
+SPENT_MARKER = ".clean-shutdown.spent"
 
 #: ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -339,6 +344,7 @@ class PartitionLog:
         clean = os.path.exists(marker)
         recovery_point = self._read_checkpoint(self._recovery_checkpoint, None)
         start_offset = self._read_checkpoint(self._start_checkpoint, None)
+        self._start_written = start_offset  # what the file says (None: unreadable)
         if recovery_point is None:
             clean = False  # no trustworthy recovery point: validate everything
         result = RecoveryResult(clean_shutdown=clean,
@@ -395,7 +401,7 @@ class PartitionLog:
             self.log_start_offset, self.log_end_offset if result.clean_shutdown
             else min(recovery_point or 0, self.log_end_offset)))
         if os.path.exists(marker):
-            os.unlink(marker)
+            os.replace(marker, os.path.join(self.path, SPENT_MARKER))
             if self._durable_open:
                 fsync_directory(self.path)
         result.log_end_offset = self.log_end_offset
@@ -914,23 +920,28 @@ class PartitionLog:
         self._check_open()
         self._flush_files()
 
-    def _flush_files(self):
+    def _flush_files(self, durable=True):
+        """``durable=False``: write the same files without an fsync (``close_together``
+        syncs them all at once)."""
         self._complete_pending_flushes(wait=True)
         for segment in self.segments:
             if segment.unflushed or segment.offset_index.mutable:
                 try:
-                    segment.flush()
+                    if durable:
+                        segment.flush()
+                    else:
+                        segment.write_indexes()
                 except (OSError, LogDirFailureError) as e:
                     raise self._storage_error(f"flush of segment {segment.log_path}",
                                               e) from e
         self._last_flush_ms = self.clock()
         try:  # before the recovery point moves past the batches whose epochs it records
-            self.leader_epoch_cache.flush()
+            self.leader_epoch_cache.flush(durable)
         except OSError as e:
             raise self._storage_error(
                 f"write of checkpoint {self.leader_epoch_cache.path}", e) from e
         if self.recovery_point != self.log_end_offset:
-            self._checkpoint_recovery_point(self.log_end_offset)
+            self._checkpoint_recovery_point(self.log_end_offset, durable)
 
     def flush_if_due(self):
         """Flush when flush.messages or flush.ms says so (for a periodic flusher)."""
@@ -943,20 +954,26 @@ class PartitionLog:
     def _write_recovery_checkpoint(self):
         self._recovery_checkpoint.write({self.name: self.recovery_point})
 
-    def _checkpoint_recovery_point(self, offset):
+    def _checkpoint_recovery_point(self, offset, durable=True):
         """Write ``offset`` to the recovery-point checkpoint, then make it the recovery
         point: if the write fails the old one stays (the file keeps it too), and the
         next flush tries again."""
         path = self._recovery_checkpoint.path
         try:
-            self._recovery_checkpoint.write({self.name: offset})
+            self._recovery_checkpoint.write({self.name: offset}, durable, in_place=not durable)
         except OSError as e:
             e.filename = e.filename or path
             raise self._storage_error(f"write of checkpoint {path}", e) from e
         self.recovery_point = offset
 
-    def _write_start_checkpoint(self):
-        self._start_checkpoint.write({self.name: self.log_start_offset})
+    def _write_start_checkpoint(self, durable=True):
+        """Write the log start offset; ``durable=False`` (``close_together``): in place,
+        without an fsync, and only if it changed since the open or the last write."""
+        if not durable and self._start_written == self.log_start_offset:
+            return
+        self._start_checkpoint.write({self.name: self.log_start_offset}, durable,
+                                     in_place=not durable)
+        self._start_written = self.log_start_offset
 
     # -- reading --------------------------------------------------------------------------
 
@@ -1236,30 +1253,45 @@ class PartitionLog:
     def close(self):
         """Flush, checkpoint, close the files and leave the clean-shutdown marker (so the
         next open skips validation). Safe to call twice."""
+        if self._close_files(durable=True):
+            self._mark_clean(durable=True)
+
+    def _close_files(self, durable):
+        """``close`` up to its clean-shutdown marker; return whether the marker is owed.
+        ``durable=False`` fsyncs nothing (``close_together``)."""
         if self._closed:
-            return
+            return False
         if self._needs_recovery:  # no flush and no marker: the next open recovers
             self._closed = True
             self._close_segments()
-            return
+            return False
         if self.offline is None:
-            self.flush()
+            self._check_open()
+            self._flush_files(durable)
             if self.log_end_offset > self.log_start_offset:  # else nothing to replay
-                self._take_producer_snapshot(self.log_end_offset, sync=True)
+                self._take_producer_snapshot(self.log_end_offset, sync=durable)
         else:  # corrupt bytes found: the files are as the log wrote them, so close
             # cleanly (recovery would cut the log at the damage); the next open finds
             # the damage again on its first read
-            self._flush_files()
-        self._write_start_checkpoint()
+            self._flush_files(durable)
+        self._write_start_checkpoint(durable)
         self._close_segments()
-        marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        fsync_directory(self.path)
         self._closed = True
+        return True
+
+    def _mark_clean(self, durable):
+        marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)
+        try:
+            os.rename(os.path.join(self.path, SPENT_MARKER), marker)
+        except FileNotFoundError:  # a new log, or one the last process did not close
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        if durable:
+            fsync_directory(self.path)
 
     def abandon(self):
         """Close the files without a flush, a checkpoint or the clean-shutdown marker:
@@ -1290,6 +1322,35 @@ class PartitionLog:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def close_together(logs, path):
+    """Close ``logs`` (all on the file system holding ``path``) as ``close`` does each, with
+    two syncfs in all instead of about ten fsyncs per log (a broker's clean shutdown): every
+    log's files are written without an fsync, one ``checkpoint.sync_filesystem`` makes them
+    durable, then every owed clean-shutdown marker is created and a second syncfs makes
+    the markers durable. A marker never reaches the disk before its log's files: a crash
+    (or a failed syncfs, which raises OSError) before the second sync leaves logs without
+    their marker, which the next open recovers, as after any crash.
+
+    Returns ``[(log, exception)]`` for the logs whose files could not be written
+    (KafkaStorageError, OSError): they are closed without a marker; the others are closed.
+    """
+    owed, failed = [], []
+    for partition_log in logs:
+        try:
+            if partition_log._close_files(durable=False):
+                owed.append(partition_log)
+        except (KafkaStorageError, OSError) as exc:
+            partition_log._close_segments()
+            partition_log._closed = True
+            failed.append((partition_log, exc))
+    if owed:
+        sync_filesystem(path)
+        for partition_log in owed:
+            partition_log._mark_clean(durable=False)
+        sync_filesystem(path)
+    return failed
 
 
 def stage_empty_log(path):

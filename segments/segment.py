@@ -641,6 +641,12 @@ class Segment:
         self.time_index.flush()
         self.txn_index.flush()
 
+    def write_indexes(self):
+        """Write both indexes' new entries to their files without an fsync (``flush``
+        without its fsyncs: the caller syncs the file system)."""
+        self.offset_index.write_tail()
+        self.time_index.write_tail()
+
     def seal(self, durable=True):
         """Stop being the active segment: record the largest timestamp in the time index
         and write the indexes out (Kafka's onBecomeInactiveSegment). ``durable`` fsyncs

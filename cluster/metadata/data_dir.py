@@ -29,6 +29,8 @@
         supervisor.request      a start/stop/kill asked of the supervisor by
                                 ``ringlog broker`` (cluster.supervisor.requests)
         <topic>-<partition>/    partition logs
+        __cluster_metadata-0.copy/  a copy of the metadata log's segments, written by the
+                                active controller (replica_proc.controller.metadata_copies)
 
 Files are written as Kafka writes its checkpoints: to ``<name>.tmp``, fsynced, renamed over
 ``<name>``, directory fsynced — a reader sees the old file or the new one, never a mix.

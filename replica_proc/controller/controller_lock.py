@@ -68,7 +68,7 @@ by the same heartbeat) and whose followers truncate as after any leader change.
   the end of the segment the successor sealed when it took over, never over the
   successor's records, which are in the next segment. The late batch is fenced by the
   controller epoch: every batch carries its writer's epoch in partitionLeaderEpoch, and
-  ``MetadataLog.replay`` (or ``check_whole`` after a clean shutdown) refuses a log whose
+  ``MetadataLog.replay`` (or ``metadata_copies.scan`` at the open) refuses a log whose
   batch epochs go down or whose offsets do not run on — the late batch's offsets are the
   successor's first ones — with a KafkaStorageError naming the segment: a loud stop that
   needs an operator (cut the sealed segment at its old end), never a silent mix. An

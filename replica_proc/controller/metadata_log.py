@@ -43,6 +43,12 @@ and 0 there, which never go down.
 
 The log is kept whole (retention off); compaction and snapshots are for later.
 
+Copies (``metadata_copies``): every append is written to a copy of the log's segments in
+every broker's directory before it returns (so before the image it makes is published),
+and opening the log first checks every copy and the log, and repairs the damaged or
+missing ones from the longest whole copy: one damaged copy, the log's own included, no
+longer stops the cluster.
+
 ``MetadataLog`` belongs to the active controller (the broker loop thread), which is its only
 writer and reader; ``apply`` is a pure function.
 """
@@ -52,17 +58,17 @@ import bisect
 import dataclasses
 import json
 import os
-import re
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.model import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 from replica_proc.controller import producer_ids
+from replica_proc.controller.metadata_copies import MetadataCopies
 from segments.errors import CorruptRecordError, KafkaStorageError
-from segments.log import CLEAN_SHUTDOWN_MARKER, PartitionLog
+from segments.log import PartitionLog
 from segments.log_config import INT_MAX, LogConfig
 from segments.record.batch_header import iter_batches
 from segments.record.records import RecordBatch, RecordBatchBuilder
-from segments.segment import LOG_SUFFIX, base_offset_from_name, segment_paths
+from segments.segment import LOG_SUFFIX, segment_paths
 
 CONTROLLER = "controller"
 BROKER = "broker"
@@ -82,7 +88,6 @@ LOG_CONFIG = LogConfig.from_dict({
     "segment.bytes": 64 * 1024 * 1024, "cleanup.policy": "delete"})
 
 _READ_BYTES = 1024 * 1024
-_SEGMENT_NAME = re.compile(r"[0-9]{20}" + re.escape(LOG_SUFFIX))
 
 
 # -- records ------------------------------------------------------------------------------------
@@ -226,40 +231,6 @@ def _merged(configs, changes):
 
 # -- the log ------------------------------------------------------------------------------------
 
-def check_whole(path):
-    """Raise KafkaStorageError naming the file unless the segments in ``path`` hold whole
-    batches only, each with a good CRC, their offsets running on without a gap.
-
-    Run before opening a log that was shut down cleanly: damage found then is not a torn
-    tail, and the partition log's repair (truncating at the first bad batch) would make
-    the controller forget every change after it, so the start stops instead.
-    """
-    expected = None
-    for name in sorted(n for n in os.listdir(path) if _SEGMENT_NAME.fullmatch(n)):
-        file = os.path.join(path, name)
-        with open(file, "rb") as f:
-            data = f.read()
-        position = 0
-        try:
-            for header in iter_batches(data):
-                header.validate()
-                if header.base_offset != (base_offset_from_name(name) if expected is None
-                                          else expected):
-                    raise CorruptRecordError(
-                        f"batch at position {position}: base offset {header.base_offset}, "
-                        f"expected {expected}")
-                expected = header.next_offset
-                position += header.size_in_bytes
-            if position != len(data):
-                raise CorruptRecordError(f"{len(data) - position} bytes at position "
-                                         f"{position} are no whole batch")
-        except CorruptRecordError as exc:
-            raise KafkaStorageError(
-                f"metadata log {file}: {exc} after a clean shutdown; not opening a damaged "
-                f"metadata log (cutting it would forget the changes after the damage)"
-            ) from None
-
-
 class MetadataLog:
     """The metadata log of a data directory, opened by the controller that became active.
 
@@ -269,9 +240,10 @@ class MetadataLog:
 
     def __init__(self, data_dir, clock=None):
         self.path = os.path.join(os.fspath(data_dir), dd.METADATA_LOG_DIR)
-        if os.path.exists(os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)):
-            check_whole(self.path)
+        self._copies = MetadataCopies(data_dir, self.path)
+        self._copies.reconcile()
         self._log = PartitionLog(self.path, LOG_CONFIG, clock=clock)
+        self._copies.sync(self._segments())  # writes nothing unless the open changed it
         self._clock = self._log.clock
         #: The first producer id no block has taken, as of the last ``replay``.
         self.next_producer_id = 0
@@ -286,10 +258,10 @@ class MetadataLog:
 
         Every batch's CRC is checked, and the offsets must run on without a gap (the log is
         never compacted; baseOffset is outside the CRC). A damaged batch, a gap, or a record
-        that is not JSON raises KafkaStorageError naming the segment file and the offset:
-        the log is the only copy of the cluster's metadata, and cutting it at the damage (a
-        partition log's repair) would make the controller forget topics and the brokers
-        delete their logs.
+        that is not JSON raises KafkaStorageError naming the segment file and the offset
+        (the open repaired what a copy could repair: this is damage in every copy, or
+        written after the open), and cutting it at the damage (a partition log's repair)
+        would make the controller forget topics and the brokers delete their logs.
         """
         records = []
         offset = self._log.log_start_offset
@@ -338,14 +310,19 @@ class MetadataLog:
         new end offset (the version of the image that includes them)."""
         self._log.append(encode_batch(records, self._clock()), leader_epoch=epoch)
         self._log.flush()
+        self._copies.sync(self._segments())
         return self._log.log_end_offset
+
+    def _segments(self):
+        return [(segment.log_path, segment.size) for segment in self._log.segments]
 
     def start_segment(self):
         """Seal the active segment and write on in a new one (a takeover from a stopped
         controller, ``controller_lock``): a late write of the deposed controller lands
         where it believes the log ends, past the end of the sealed segment — never over
-        this controller's records — where replay and ``check_whole`` find it."""
+        this controller's records — where replay and ``metadata_copies.scan`` find it."""
         self._log.roll()
+        self._copies.sync(self._segments())
 
     def written_elsewhere(self):
         """Whether the log's files are no longer as this writer left them: the active

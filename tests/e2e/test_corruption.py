@@ -6,8 +6,9 @@ acknowledged records, no record is ever served changed (nor a batch failing its 
 each damaged partition is either repaired (truncated at the first bad batch, indexes
 rebuilt: it serves a prefix of its records and the broker's log says what it dropped) or
 offline with a message naming the file (KAFKA_STORAGE_ERROR for it in Fetch and Metadata,
-the file's path in an ERROR line). A damaged meta.properties or metadata log may instead
-stop the start, with one ERROR line naming the file (``MAY_REFUSE``).
+the file's path in an ERROR line). A damaged meta.properties may instead stop the start,
+with one ERROR line naming the file (``MAY_REFUSE``); a damaged metadata log, or copy of it,
+is repaired from the other copy (``replica_proc.controller.metadata_copies``).
 
 The files, from the code (``segments.log``, ``replica_proc.partition``,
 ``cluster.metadata.data_dir``, ``replica_proc.controller.metadata_log``):
@@ -21,7 +22,8 @@ The files, from the code (``segments.log``, ``replica_proc.partition``,
   nobody reads);
 - per data directory: ``D/meta.properties``, and the metadata log the controller writes,
   ``D/__cluster_metadata-0/`` (a partition log: ``.log`` and both checkpoints; its
-  ``.index`` and ``.timeindex`` stay empty at this size).
+  ``.index`` and ``.timeindex`` stay empty at this size), and its copy in the broker's
+  directory, ``D/broker-0/__cluster_metadata-0.copy/`` (``.log`` files only).
 
 One test per kind, each starting fresh copies of one stopped cluster (``template``).
 Flips of one kind in different partitions share a broker start (one flip per partition,
@@ -73,15 +75,15 @@ BROKER_KINDS = {
     "broker.json": ("broker-0", "broker.json"),
     "replication-offset-checkpoint": ("broker-0", "replication-offset-checkpoint"),
     "metadata log .log": ("__cluster_metadata-0", ".log"),
+    "metadata log copy .log": ("broker-0/__cluster_metadata-0.copy", ".log"),
     "metadata log recovery-point-offset-checkpoint":
         ("__cluster_metadata-0", "recovery-point-offset-checkpoint"),
     "metadata log log-start-offset-checkpoint":
         ("__cluster_metadata-0", "log-start-offset-checkpoint"),
 }
 #: Kinds whose damage may stop the start instead (one ERROR line naming the file): a
-#: meta.properties (Kafka refuses such a start too), the metadata log (cutting it at the
-#: damage would forget topics: the brokers would delete their logs).
-MAY_REFUSE = ("meta.properties", "metadata log .log")
+#: meta.properties (Kafka refuses such a start too).
+MAY_REFUSE = ("meta.properties",)
 
 
 def flip(rng, directory, suffix):

@@ -135,6 +135,29 @@ def test_a_damaged_segment_takes_its_partition_offline_at_its_first_read(manager
         assert f.read(71)[70] == byte[0] ^ 0x10  # the damage is still there, nothing cut
 
 
+def test_a_clean_shutdown_closes_every_log_together_and_none_recovers(tmp_path, clock,
+                                                                      monkeypatch):
+    config = BrokerConfig({"broker.id": 0}, data_dir=tmp_path)
+    manager = ReplicaManager(0, config["log.dirs"], config, clock)
+    manager.apply(image(1, many=(20, {})))
+    for n in range(20):
+        for value in range(n % 4):
+            manager.leader("many", n).append_as_leader(batch([b"v%d" % value]), 1)
+    ends = {n: manager.leader("many", n).log.log_end_offset for n in range(20)}
+    disk = DiskFaults(monkeypatch, manager.log_dir)
+    disk.arm(None, kinds=("sync",))
+    manager.close()
+    assert len(disk.seen) < 5, disk.seen  # not ten per log: two syncfs cover them
+    monkeypatch.undo()
+    for n in range(20):
+        path = os.path.join(manager.log_dir, f"many-{n}")
+        assert os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_MARKER))
+        log = PartitionLog(path, manager.config.log_config(), clock=clock)
+        assert log.recovery.clean_shutdown and log.recovery.segments_recovered == 0
+        assert log.recovery_point == log.log_end_offset == ends[n]
+        log.close()
+
+
 def test_new_partitions_are_created_together_without_an_fsync_each(manager, monkeypatch):
     disk = DiskFaults(monkeypatch, manager.log_dir)
     disk.arm(None, kinds=("sync",))

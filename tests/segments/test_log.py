@@ -7,6 +7,7 @@ import random
 import pytest
 from crc32c import crc32c
 
+from segments import log as segments_log
 from segments.checkpoint import OffsetCheckpoint
 from segments.errors import (
     CorruptRecordError,
@@ -15,11 +16,13 @@ from segments.errors import (
     RecordTooLargeError,
 )
 from segments.log import (
+    CLEAN_SHUTDOWN_MARKER,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     _flush_executor,
+    close_together,
 )
 from segments.log_config import InvalidLogConfigError, LogConfig
 from segments.record import batch_descriptor as d
@@ -640,3 +643,54 @@ def test_a_zip_bomb_met_by_a_timestamp_lookup_is_not_inflated(tmp_path, codec):
     assert f"inflate past the limit of {log.config.max_message_bytes} bytes" in str(raised)
     assert peak < 8 * 1024 * 1024 < INFLATED
     log.close()
+
+
+# -- closing many logs together -----------------------------------------------------------------
+
+def _written_logs(tmp_path, count):
+    logs = []
+    for n in range(count):
+        log = open_log(tmp_path / f"t-{n}", **{"segment.bytes": 2000,
+                                               "index.interval.bytes": 150})
+        for _ in range(12):
+            log.append(simple_batch(3), leader_epoch=n % 3)
+        log._complete_pending_flushes(wait=True)  # the rolls' background fsyncs are done
+        logs.append(log)
+    return logs
+
+
+def test_close_together_leaves_every_log_clean_with_its_checkpoints(tmp_path, monkeypatch):
+    logs = _written_logs(tmp_path, 5)
+    expected = [(log.log_end_offset, all_records(log)) for log in logs]
+    syncs = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda fd, real=real: syncs.append(fd) or real(fd))
+    assert close_together(logs, tmp_path) == []
+    monkeypatch.undo()
+    assert syncs == []  # two syncfs stand for every fsync of the five closes
+    for log, (end, records) in zip(logs, expected):
+        assert (OffsetCheckpoint(os.path.join(log.path, RECOVERY_POINT_CHECKPOINT)).read()
+                == {os.path.basename(log.path): end})
+        again = open_log(log.path, **{"segment.bytes": 2000, "index.interval.bytes": 150})
+        assert again.recovery.clean_shutdown and again.recovery.segments_recovered == 0
+        assert again.log_end_offset == end and all_records(again) == records
+        assert again.leader_epoch_cache.latest_epoch == logs.index(log) % 3
+        again.close()
+
+
+def test_close_together_marks_nothing_when_the_sync_fails(tmp_path, monkeypatch):
+    logs = _written_logs(tmp_path, 3)
+    expected = [all_records(log) for log in logs]
+
+    def failing(path):
+        raise OSError(5, "syncfs: Input/output error", os.fspath(path))
+    monkeypatch.setattr(segments_log, "sync_filesystem", failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        close_together(logs, tmp_path)
+    for log, records in zip(logs, expected):
+        assert not os.path.exists(os.path.join(log.path, CLEAN_SHUTDOWN_MARKER))
+        again = open_log(log.path, **{"segment.bytes": 2000, "index.interval.bytes": 150})
+        assert not again.recovery.clean_shutdown  # recovered, as after a crash
+        assert all_records(again) == records
+        again.close()

@@ -23,6 +23,7 @@ from cluster.metadata.model import MetadataImage, PartitionState
 from cluster.metadata.page import MetadataPage
 from replica_proc.controller import metadata_log as mr
 from replica_proc.controller.controller import Controller
+from replica_proc.controller.metadata_copies import COPY_DIR
 from replica_proc.controller.metadata_log import MetadataLog
 from replica_proc.controller.placement import assign_replicas, elect
 from tests.replica_proc.controller.env import Env
@@ -119,13 +120,15 @@ def test_a_torn_tail_of_the_metadata_log_is_dropped_on_takeover(env):
     "batch length",  # the last batch's batchLength: the open's repair would cut the log
 ])
 def test_a_damaged_batch_in_the_metadata_log_is_named_not_replayed_or_cut(env, damaged):
-    """After a clean shutdown nothing validates the log on open; replay checks each batch's
-    CRC and offsets and refuses, naming the file, rather than forget what follows."""
+    """With no copy left to repair it from (``metadata_copies``), a damaged batch after a
+    clean shutdown is refused, naming the file, rather than cut (forgetting what follows)."""
     env.start_broker(0)
     controller = env.controller(0)
     env.poll(controller)
     controller.create_topics([{"name": "t", "num_partitions": 3}])
     controller.close()
+    copy = os.path.join(env.data_dir, "broker-0", COPY_DIR)
+    os.rename(copy, copy + ".elsewhere")  # the only copy is gone
     segment = os.path.join(env.data_dir, dd.METADATA_LOG_DIR, "0" * 20 + ".log")
     with open(segment, "r+b") as file:
         data = bytearray(file.read())
