@@ -40,7 +40,17 @@ strictly (``TransactionIndex.sanity_check``) and rebuilds the indexes from the b
 unclean shutdown recovered, when a recovered part holds a control batch or the segment
 has an index (its last entries may be missing or describe dropped batches), and from
 the first cleaned segment whose interrupted swap the open completed. An index is
-derived data: a bad one costs a rescan, never a record.
+derived data: a bad one costs a rescan, never a record. A flipped byte that keeps the
+strict parse's rules (another producer id, first offset or LSO) is caught at the
+index's first use in the process instead, as a segment's CRC is at its first read:
+``collect_aborted_transactions`` compares each index it has not verified with the ABORT
+markers of its segment (``txn_index_rebuild.verify_txn_index``) and rewrites it from
+them on a difference (a WARNING names the file and the entry). The transactions open at
+a segment's start come from the segments before it, so the first check scans the log's
+batch headers from its first segment up to that one, once; the state reached at the
+last sealed segment is kept (``_txn_scan``) for the next check, until truncation,
+retention or compaction changes the segments. Indexes this process wrote (new segments,
+rebuilt ones) count as verified.
 
 Leader epochs: ``leader_epoch_cache`` (``segments.leader_epoch``) records where each
 leader epoch starts. A leader append with a ``leader_epoch`` newer than the cache's latest
@@ -154,7 +164,7 @@ from segments.segment import (
     segment_paths,
 )
 from segments.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
-from segments.txn_index_rebuild import rebuild_txn_indexes
+from segments.txn_index_rebuild import rebuild_txn_indexes, scan_aborted, verify_txn_index
 
 log = logging.getLogger(__name__)
 
@@ -282,6 +292,10 @@ class PartitionLog:
         self._closed = False
         #: Index of the first segment the open's recovery validated (None: a clean open).
         self._first_recovered = None
+        #: ``(n, open transactions)``: the transactions open (``{producer id: first
+        #: offset}``) after the first ``n`` segments, all sealed, for the next check of a
+        #: transaction index (None: scan from the first segment).
+        self._txn_scan = None
         #: Base offsets of the cleaned segments whose swap the open completed (their
         #: transaction indexes are rebuilt: the crash may have left an old one).
         self._swapped = set()
@@ -567,7 +581,11 @@ class PartitionLog:
             log.warning("log %s: ignoring unreadable checkpoint: %s", self.path, e)
             return default
 
-    def _set_segments(self, segments):
+    def _set_segments(self, segments, appended=False):
+        """Install ``segments``; ``appended``: the same list with a new last one (a
+        roll), which keeps what the transaction-index check learned."""
+        if not appended:
+            self._txn_scan = None
         self.segments = segments
         self._bases = [segment.base_offset for segment in segments]
         for segment, following in zip(segments, self._bases[1:] + [None]):
@@ -851,7 +869,7 @@ class PartitionLog:
         except (OSError, LogDirFailureError) as e:
             raise self._storage_error(f"roll to a new segment at offset {base}", e) from e
         self._sync_rolled(old, base)
-        self._set_segments(self.segments + [segment])
+        self._set_segments(self.segments + [segment], appended=True)
         self.log_end_offset = base
         self._take_producer_snapshot(base, sync=False)
         log.debug("log %s: rolled to segment %d", self.path, base)
@@ -1005,15 +1023,42 @@ class PartitionLog:
         self._check_open()
         aborted = []
         n = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-        for segment in self.segments[n:]:
+        for k in range(n, len(self.segments)):
+            index = self.segments[k].txn_index
+            if not index.verified:
+                self._verify_txn_indexes(k)
             try:
-                found, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
-            except CorruptIndexError as e:  # changed on disk since the open checked it
+                found, complete = index.collect(start_offset, upper_bound_offset)
+            except CorruptIndexError as e:  # changed on disk since this process wrote it
                 raise self._corrupt(CorruptSegmentError(e.args[0])) from e
             aborted += found
             if complete:
                 break
         return aborted
+
+    def _verify_txn_indexes(self, n):
+        """Check the transaction indexes not yet verified of the segments up to ``n``
+        against their batches (module doc), rewriting those that differ."""
+        done, ongoing = self._txn_scan or (0, {})
+        if done > n:
+            done, ongoing = 0, {}
+        ongoing = dict(ongoing)
+        last = len(self.segments) - 1
+        for k in range(done, n + 1):
+            segment = self.segments[k]
+            if segment.txn_index.verified:
+                scan_aborted(segment, ongoing)
+                continue
+            try:
+                problem = verify_txn_index(segment, ongoing)
+            except OSError as e:
+                raise self._storage_error(
+                    f"rewrite of transaction index {segment.txn_index.path}", e) from e
+            if problem is not None:
+                log.warning("log %s: %s; rewritten from the segment's batches", self.path,
+                            problem)
+        if n < last:  # the active segment still grows: what follows it is not kept
+            self._txn_scan = (n + 1, ongoing)
 
     def fetch_upper_bound(self, log_slice, max_offset=None):
         """An offset past every record of ``log_slice`` (a ``read_slice`` answer), at

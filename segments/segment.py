@@ -170,7 +170,7 @@ class Segment:
         self.pins = 0
         self.offset_index = self.time_index = None
         self.txn_index = TransactionIndex(txn_index_path(directory, base_offset, suffix),
-                                          base_offset)
+                                          base_offset, verified=create)
         try:
             if create:
                 self._fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
