@@ -331,6 +331,12 @@ class PartitionLog:
         return self.segments[-1]
 
     @property
+    def offline_for_damage(self):
+        """Whether the log is offline for damaged bytes (not for a failed write or fsync):
+        ``segments.damaged.set_aside_damage`` can then heal it."""
+        return self.offline is not None and not self._needs_recovery
+
+    @property
     def size_in_bytes(self):
         return sum(segment.size for segment in self.segments)
 
@@ -352,7 +358,7 @@ class PartitionLog:
         self._remove_leftovers()
         self._complete_swaps(now)
         bases = sorted(base_offset_from_name(n) for n in os.listdir(self.path)
-                       if n.endswith(LOG_SUFFIX) and _is_segment_name(n, LOG_SUFFIX))
+                       if n.endswith(LOG_SUFFIX) and is_segment_name(n, LOG_SUFFIX))
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)
         clean = os.path.exists(marker)
         recovery_point = self._read_checkpoint(self._recovery_checkpoint, None)
@@ -517,7 +523,7 @@ class PartitionLog:
         for name in names:
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 for tail in ("", SWAP_SUFFIX):
-                    if name.endswith(suffix + tail) and _is_segment_name(name, suffix + tail):
+                    if name.endswith(suffix + tail) and is_segment_name(name, suffix + tail):
                         log_name = name[:-len(suffix + tail)] + LOG_SUFFIX + tail
                         if log_name not in names:
                             os.unlink(os.path.join(self.path, name))
@@ -537,7 +543,7 @@ class PartitionLog:
                 swap.recover()
                 next_offset = swap.next_offset
             for name in os.listdir(self.path):
-                if _is_segment_name(name, LOG_SUFFIX):
+                if is_segment_name(name, LOG_SUFFIX):
                     covered = base_offset_from_name(name)
                     if base < covered < next_offset:
                         Segment.open(self.path, covered, self.config, now).delete()
@@ -1378,7 +1384,7 @@ def _flush_executor():
     return _executor
 
 
-def _is_segment_name(name, suffix):
+def is_segment_name(name, suffix):
     stem = name[:-len(suffix)] if name.endswith(suffix) else None
     return stem is not None and len(stem) == 20 and stem.isdigit()
 

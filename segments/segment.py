@@ -413,9 +413,11 @@ class Segment:
                             f"last offset {header.last_offset} reaches the next segment's "
                             f"base offset {self.next_base_offset}")
                 except CorruptRecordError as e:
-                    raise CorruptSegmentError(
+                    error = CorruptSegmentError(
                         f"segment {self.log_path}: batch at position {position} (offset "
-                        f"{expected} expected next): {_without_position(e)}") from e
+                        f"{expected} expected next): {_without_position(e)}")
+                    error.position = position  # where the good batches end
+                    raise error from e
                 expected = header.next_offset
         self.unverified_end = 0
 
