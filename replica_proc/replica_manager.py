@@ -386,8 +386,9 @@ class ReplicaManager:
         if found is None:
             return
         del self._offline[key]
-        log.warning("partition %s-%d heals on broker %d: its log ends at offset %d, the "
-                    "rest comes from the leader", *key, self.broker_id, found[0])
+        log.warning("partition %s-%d heals on broker %d: its log is cut at the last good "
+                    "batch of segment %d, the rest comes from the leader", *key,
+                    self.broker_id, found[0])
 
     def _path(self, topic, index):
         return os.path.join(self.log_dir, directory_name(topic, index))
@@ -535,7 +536,8 @@ class ReplicaManager:
             reason = (f"the log ends at {end}, below the high watermark {checkpointed_hw} "
                       f"checkpointed before (lost writes)")
         if reason is not None:
-            before = max(end, recovery.recovery_point, checkpointed_hw or -1,
+            before = max(recovery.log_end_before, recovery.recovery_point,
+                         checkpointed_hw or -1,
                          known.log_end_before if known is not None else -1)
             log.warning("partition %s-%d lost records on broker %d: %s (log end %d, before "
                         "%d); it leads only if no intact replica can", *key,

@@ -210,6 +210,9 @@ class RecoveryResult:
     log_end_offset: int = 0
     #: Segments whose transaction indexes were rebuilt from their batches.
     txn_indexes_rebuilt: int = 0
+    #: Where the log ended before recovery dropped anything, as far as the batch headers
+    #: of what it dropped tell (unchecked); the log end offset when nothing was dropped.
+    log_end_before: int = 0
 
 
 class LogSlice:
@@ -296,6 +299,8 @@ class PartitionLog:
         #: offset}``) after the first ``n`` segments, all sealed, for the next check of a
         #: transaction index (None: scan from the first segment).
         self._txn_scan = None
+        #: Whether ``scrub`` found every segment checked.
+        self._scrubbed = False
         #: Base offsets of the cleaned segments whose swap the open completed (their
         #: transaction indexes are rebuilt: the crash may have left an old one).
         self._swapped = set()
@@ -423,6 +428,7 @@ class PartitionLog:
             if self._durable_open:
                 fsync_directory(self.path)
         result.log_end_offset = self.log_end_offset
+        result.log_end_before = max(result.log_end_before, self.log_end_offset)
         if result.bytes_dropped:
             log.warning("log %s: recovery dropped %d bytes; log end offset %d", self.path,
                         result.bytes_dropped, self.log_end_offset)
@@ -473,7 +479,12 @@ class PartitionLog:
             result.segments_recovered += 1
             if dropped:
                 result.bytes_dropped += dropped
+                result.log_end_before = segment.dropped_end_offset
                 for later in self.segments[n + 1:]:
+                    try:
+                        result.log_end_before = max(result.log_end_before, later.next_offset)
+                    except KafkaStorageError:
+                        result.log_end_before = max(result.log_end_before, later.base_offset)
                     log.warning("log %s: deleting %s after the invalid batch", self.path,
                                 later.log_path)
                     result.bytes_dropped += later.size
@@ -1018,6 +1029,24 @@ class PartitionLog:
                 first, size = found
                 return LogSlice(segment, first.position, size, first.base_offset)
         return LogSlice(None, 0, 0, offset)
+
+    def scrub(self):
+        """CRC-check the next segment this process has not checked yet, as its first read
+        would (``Segment.verify``), so that damage in a replica nobody reads (a
+        follower's) is found too; True if a segment was checked, False once all are.
+        Damage takes the log offline (KafkaStorageError), as a read finding it does."""
+        self._check_open()
+        if self._scrubbed:
+            return False
+        for segment in self.segments:
+            if segment.unverified_end:
+                try:
+                    segment.verify()
+                except CorruptSegmentError as e:
+                    raise self._corrupt(e) from e
+                return True
+        self._scrubbed = True  # new segments are checked as they are written
+        return False
 
     def collect_aborted_transactions(self, start_offset, upper_bound_offset):
         """The AbortedTxns overlapping [start_offset, upper_bound_offset): their ABORT

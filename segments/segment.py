@@ -785,7 +785,11 @@ class Segment:
             valid_end = batch_position + size
             expected_offset = header.next_offset
         dropped = self.size - valid_end
+        #: Where the batches dropped seemed to end (their headers, unchecked: a lower
+        #: bound on the log end before recovery), or the offset expected next.
+        self.dropped_end_offset = expected_offset
         if dropped:
+            self.dropped_end_offset = self._claimed_end(valid_end, expected_offset)
             log.warning("segment %s: truncated %d invalid bytes at position %d",
                         self.log_path, dropped, valid_end)
             os.ftruncate(self.fd, valid_end)
@@ -795,6 +799,23 @@ class Segment:
         self.recovered_control_batch = control
         self.load_tail_state()
         return dropped
+
+    def _claimed_end(self, position, expected_offset):
+        """The offset after the last batch from ``position`` on whose framing holds and
+        whose offsets follow the previous ones (headers only, no CRC: what the dropped
+        bytes claimed to hold)."""
+        end = expected_offset
+        try:
+            for _, view in iter_file_batches(self.fd, position, self.size):
+                if len(view) < bd.RECORDS_OFFSET:
+                    break
+                header = BatchHeader(view)
+                if header.base_offset < end or header.last_offset < header.base_offset:
+                    continue  # a damaged baseOffset: skip this batch
+                end = header.next_offset
+        except (CorruptRecordError, KafkaStorageError):
+            pass
+        return end
 
     def _resume_point(self, from_offset):
         """``(position, bytes_since_last_entry, next_expected_offset)`` to resume at."""
