@@ -195,6 +195,11 @@ class ReplicaManager:
         """How many partitions hosted here are offline (a storage error)."""
         return len(self._offline)
 
+    @property
+    def damaged_count(self):
+        """How many replicas hosted here are damaged: offline for damage, or healing."""
+        return len(self._damage)
+
     # -- lookups --------------------------------------------------------------------------
 
     def partition(self, topic, index):
