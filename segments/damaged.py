@@ -39,14 +39,12 @@ from segments.segment import (
     LOG_SUFFIX,
     Segment,
     base_offset_from_name,
+    free_damaged_name,
     segment_paths,
     txn_index_path,
 )
 
 log = logging.getLogger(__name__)
-
-#: Suffix of a segment file set aside (after ``.log``).
-DAMAGED_SUFFIX = ".damaged"
 
 _COPY_CHUNK = 1 << 20
 
@@ -73,7 +71,7 @@ def set_aside_damage(path):
     set_aside = []
     for base in bases[n:]:
         log_path = segment_paths(path, base)[0]
-        aside = _free_name(log_path + DAMAGED_SUFFIX)
+        aside = free_damaged_name(log_path)
         os.rename(log_path, aside)
         set_aside.append(aside)
         for derived in (*segment_paths(path, base)[1:], txn_index_path(path, base)):
@@ -94,14 +92,6 @@ def set_aside_damage(path):
                 "before the damage in segment %d", path, exc, ", ".join(set_aside),
                 position, base)
     return base, set_aside
-
-
-def _free_name(path):
-    candidate, n = path, 1
-    while os.path.lexists(candidate):
-        n += 1
-        candidate = f"{path}-{n}"
-    return candidate
 
 
 def _copy_prefix(source, target, size):

@@ -485,10 +485,14 @@ class PartitionLog:
                         result.log_end_before = max(result.log_end_before, later.next_offset)
                     except KafkaStorageError:
                         result.log_end_before = max(result.log_end_before, later.base_offset)
-                    log.warning("log %s: deleting %s after the invalid batch", self.path,
-                                later.log_path)
                     result.bytes_dropped += later.size
-                    later.delete()
+                    if segment.damaged:  # whole batches after damage: kept, never deleted
+                        log.warning("log %s: %s follows the damaged batch: kept as %s",
+                                    self.path, later.log_path, later.set_aside())
+                    else:
+                        log.warning("log %s: deleting %s after the invalid batch",
+                                    self.path, later.log_path)
+                        later.delete()
                 self._set_segments(self.segments[:n + 1])
                 break
         for segment in self.segments[:-1]:

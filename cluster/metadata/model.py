@@ -152,6 +152,8 @@ class MetadataImage:
         return dataclasses.replace(self, **changes)
 
     # -- serialisation (the metadata page carries compact JSON) ---------------------------
+    # A partition is [leader, leader epoch, replicas, isr, partition epoch], followed by
+    # [elr, damaged] only when either is not empty.
 
     def to_json(self):
         return json.dumps({
@@ -162,7 +164,9 @@ class MetadataImage:
             "topics": [
                 [t.name, t.topic_id, t.configs, t.internal,
                  [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr),
-                   p.partition_epoch, list(p.elr), list(p.damaged)] for p in t.partitions]]
+                   p.partition_epoch] + ([list(p.elr), list(p.damaged)]
+                                         if p.elr or p.damaged else [])
+                  for p in t.partitions]]
                 for t in self.topics.values()],
             "deleted_topic_ids": sorted(self.deleted_topic_ids),
             "broker_configs": self.broker_configs,
@@ -177,8 +181,8 @@ class MetadataImage:
             topics[name] = TopicInfo(
                 name, topic_id,
                 tuple(PartitionState(name, n, leader, epoch, tuple(replicas), tuple(isr),
-                                     partition_epoch, tuple(elr), tuple(damaged))
-                      for n, (leader, epoch, replicas, isr, partition_epoch, elr, damaged)
+                                     partition_epoch, *map(tuple, rest))
+                      for n, (leader, epoch, replicas, isr, partition_epoch, *rest)
                       in enumerate(partitions)),
                 configs, internal)
         return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics,
