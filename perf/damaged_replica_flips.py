@@ -106,6 +106,29 @@ def read_back(cluster, acked, timeout):
     return served
 
 
+def run_round(template, copy, acked, rng, read_timeout, heal_timeout):
+    """One round on a copy of ``template`` at ``copy`` (removed after): ``({partition:
+    acknowledged records not served as acknowledged}, partitions not healed)``."""
+    partitions = len(acked)
+    shutil.copytree(template, copy)
+    flip_one_replica_per_partition(copy, partitions, rng)
+    cluster = Cluster(copy, brokers=3, **CONFIG)
+    try:
+        cluster.start()
+        served = read_back(cluster, acked, read_timeout)
+        deadline = time.monotonic() + heal_timeout
+        while time.monotonic() < deadline and len(
+                healed(cluster.metadata(), partitions)) < partitions:
+            time.sleep(0.1)
+        ok = healed(cluster.metadata(), partitions)
+    finally:
+        cluster.stop()
+    shutil.rmtree(copy)
+    lost = {p: sum(1 for o, v in rows.items() if served[p].get(o) != v)
+            for p, rows in acked.items()}
+    return lost, partitions - len(ok)
+
+
 def healed(image, partitions):
     states = image.topics[TOPIC].partitions
     return [s.partition for s in states
@@ -131,28 +154,14 @@ def main(argv=None):
         acked = build_template(template, args.partitions, args.records, args.stop)
         while totals["flips"] < args.flips:
             copy = os.path.join(tmp, f"round-{totals['rounds']}")
-            shutil.copytree(template, copy)
-            flip_one_replica_per_partition(copy, args.partitions, rng)
-            cluster = Cluster(copy, brokers=3, **CONFIG)
-            try:
-                cluster.start()
-                served = read_back(cluster, acked, args.read_timeout)
-                deadline = time.monotonic() + args.heal_timeout
-                while time.monotonic() < deadline and len(
-                        healed(cluster.metadata(), args.partitions)) < args.partitions:
-                    time.sleep(0.1)
-                ok = healed(cluster.metadata(), args.partitions)
-            finally:
-                cluster.stop()
-            for partition, rows in acked.items():
-                lost = sum(1 for o, v in rows.items() if served[partition].get(o) != v)
-                totals["acknowledged"] += len(rows)
-                totals["lost"] += lost
-                totals["partitions_losing"] += bool(lost)
-            totals["not_healed"] += args.partitions - len(ok)
-            totals["flips"] += args.partitions
+            lost, not_healed = run_round(template, copy, acked, rng, args.read_timeout,
+                                         args.heal_timeout)
+            totals["acknowledged"] += sum(len(rows) for rows in acked.values())
+            totals["lost"] += sum(lost.values())
+            totals["partitions_losing"] += sum(1 for n in lost.values() if n)
+            totals["not_healed"] += not_healed
+            totals["flips"] += len(acked)
             totals["rounds"] += 1
-            shutil.rmtree(copy)
             print(json.dumps(totals), flush=True)
     totals["seconds"] = round(time.monotonic() - started)
     print(json.dumps(totals))
