@@ -14,8 +14,9 @@ consumer fetch responses), ``replication-bytes-out-total`` (of follower fetch re
 ``request-total:<Api>``, histogram ``request-latency-ms:<Api>`` (time handling the
 request in the loop, in ms, of one request in ``TIMED_EVERY``; a fetch or produce parked
 in a purgatory is timed until it parks), ``partition-count``, ``leader-count``,
-``under-replicated-partitions``, ``offline-partitions``, and the rings of the client
-connections: ``ring-occupancy-bytes`` (written, not yet read, over all of them),
+``under-replicated-partitions``, ``offline-partitions``, ``damaged-partitions`` (replicas
+here healing from a damaged log: ``replica_proc.damaged_replicas``), and the rings of the
+client connections: ``ring-occupancy-bytes`` (written, not yet read, over all of them),
 ``ring-capacity-bytes`` (their capacities added), ``ring-count`` and
 ``ring-occupancy-percent-max`` (the fullest one's occupancy in % of its capacity: at 100
 its writer waits).
@@ -68,7 +69,8 @@ class BrokerStatsSource:
         self._handler = handler
         self._listener = listener
         self._gauges = {"partition-count": 0, "leader-count": 0,
-                        "under-replicated-partitions": 0, "offline-partitions": 0}
+                        "under-replicated-partitions": 0, "offline-partitions": 0,
+                        "damaged-partitions": 0}
         self._rings = {"ring-occupancy-bytes": 0, "ring-capacity-bytes": 0, "ring-count": 0,
                        "ring-occupancy-percent-max": 0.0}
 
@@ -103,6 +105,7 @@ class BrokerStatsSource:
                 "under-replicated-partitions": sum(
                     1 for p in leaders if len(p.isr) < len(p.replicas)),
                 "offline-partitions": replicas.offline_count,
+                "damaged-partitions": replicas.damaged_count,
             }
         except RuntimeError:  # the loop changed the partitions while they were copied
             pass

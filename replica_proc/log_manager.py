@@ -16,6 +16,11 @@ how long it may wait and calls ``tick(now)`` every iteration, which runs what is
 - producer expiration, every producer.id.expiration.check.interval.ms: each log's
   ``producer_state.remove_expired_producers`` with producer.id.expiration.ms (the
   producers idle that long, without an open transaction, are forgotten, as Kafka's);
+- scrub, every ``SCRUB_INTERVAL_MS``: ``PartitionLog.scrub`` CRC-checks one segment not yet
+  checked in this process (of the first log that has one), as a first read would, so
+  that damage in a replica nobody reads (a follower's, after a clean restart) is found,
+  reported and healed (``replica_proc.damaged_replicas``) while an intact replica is
+  there to heal it from — one segment per pass, so the loop is never held for long;
 - high-watermark checkpoint, every replica.high.watermark.checkpoint.interval.ms:
   ``ReplicaManager.checkpoint_high_watermarks`` (one file for the broker, rewritten only
   when a high watermark moved).
@@ -41,6 +46,8 @@ log = logging.getLogger(__name__)
 RECOVERY_CHECKPOINT_INTERVAL_MS = 60_000
 #: Kafka's log.cleaner.backoff.ms default.
 CLEANER_BACKOFF_MS = 15_000
+#: Between two segments checked by the scrub.
+SCRUB_INTERVAL_MS = 200
 
 
 class LogManager:
@@ -56,6 +63,7 @@ class LogManager:
             _Task("compaction", CLEANER_BACKOFF_MS, self._compact),
             _Task("producer expiration", config["producer.id.expiration.check.interval.ms"],
                   self._expire_producers),
+            _Task("scrub", SCRUB_INTERVAL_MS, self._scrub),
             _Task("high-watermark checkpoint",
                   config["replica.high.watermark.checkpoint.interval.ms"],
                   self._checkpoint_high_watermarks),
@@ -127,6 +135,16 @@ class LogManager:
                               last_stable_offset=partition.last_stable_offset)
         self._each("compaction", partitions, apply)
 
+
+    @staticmethod
+    def _scrub(partitions):
+        for partition in partitions:
+            try:
+                if partition.log.scrub():
+                    return
+            except (StorageError, OSError) as exc:  # offline now: reported to the controller
+                log.error("scrub of %s-%d: %s", partition.topic, partition.index, exc)
+                return
 
     def _checkpoint_high_watermarks(self, partitions):
         try:

@@ -46,6 +46,9 @@ created again under the same name while this broker was down is recognised as a 
 topic. ``read_topic_id`` parses it strictly: anything else raises KafkaStorageError naming
 the file and what was wrong, and the ReplicaManager takes that partition offline.
 
+A follower never truncates below its own high watermark unless it is itself damaged
+(``may_truncate_to``; ``replica_proc.damaged_replicas``).
+
 Owner: the broker's loop thread (through the ReplicaManager); not thread-safe, like the
 PartitionLog it owns.
 """
@@ -143,7 +146,7 @@ class Partition:
                  "leader_epoch", "partition_epoch", "replicas", "isr", "high_watermark",
                  "min_insync_replicas", "followers", "pending_isr", "leader_epoch_start_offset",
                  "live_brokers", "clock", "replica_lag_max", "alter_partition",
-                 "on_high_watermark")
+                 "on_high_watermark", "unclean_leader_election", "damaged", "on_healed")
 
     def __init__(self, topic, index, topic_id, broker_id, log: PartitionLog,
                  min_insync_replicas=1, *, clock=time.monotonic,
@@ -169,6 +172,13 @@ class Partition:
         self.replica_lag_max = replica_lag_max
         self.alter_partition = alter_partition
         self.on_high_watermark = on_high_watermark
+        #: The topic's unclean.leader.election.enable (see ``may_truncate_to``).
+        self.unclean_leader_election = False
+        #: Whether this replica lost records (``replica_proc.damaged_replicas``) and has not
+        #: caught up with an intact leader since; then ``on_healed(self)`` is called by the
+        #: first fetch answer whose high watermark its log end reaches.
+        self.damaged = False
+        self.on_healed = None
 
     def __repr__(self):
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -502,7 +512,19 @@ class Partition:
         new = max(min(leader_high_watermark, log.log_end_offset), log.log_start_offset)
         if new > self.high_watermark:
             self.high_watermark = new
+        if self.damaged and log.log_end_offset >= leader_high_watermark \
+                and self.on_healed is not None:
+            self.on_healed(self)
         return self.high_watermark
+
+    def may_truncate_to(self, offset):
+        """Whether a follower may truncate to ``offset``: never below its own high
+        watermark while it holds every record it had (it is not ``damaged``) — a leader
+        that would make it (one that lost records) has fewer than were acknowledged, and
+        following it would lose them everywhere — unless the topic allows unclean
+        leader election (an out-of-sync leader's log is then the truth)."""
+        return (offset >= self.high_watermark or self.damaged
+                or self.unclean_leader_election)
 
     def update_follower_log_start(self, leader_log_start):
         """Follow the leader's log start offset up (its retention or DeleteRecords), never

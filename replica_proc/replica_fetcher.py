@@ -46,6 +46,11 @@ The answer, per partition (Kafka's AbstractFetcherThread.processFetchRequest):
   otherwise the follower is ahead of the leader's log end, and truncates to the leader's
   high watermark (the answer does not carry the leader's log end offset; its high
   watermark is at most that, and what is dropped in between is fetched again);
+
+Neither truncation goes below the follower's own high watermark unless
+``Partition.may_truncate_to`` allows it (a damaged replica, unclean leader election): a
+leader that would need that lost acknowledged records; the partition goes back to
+Truncating after the back-off instead, until the controller names an intact leader.
 - FENCED_LEADER_EPOCH: this broker's epoch is older than the leader's; the partition stops
   until the image gives it another leader or epoch (Kafka's onPartitionFenced);
 - NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_LEADER_EPOCH and every other
@@ -342,6 +347,9 @@ class ReplicaFetcher:
                     continue
                 offset, again = self._epoch_truncation.decide(
                     partition, result.leader_epoch, result.end_offset)
+                if not partition.may_truncate_to(offset):
+                    self._refuse(fetch, offset, now)
+                    continue
                 try:
                     dropped = partition.truncate_to(offset)
                 except StorageError as exc:
@@ -365,7 +373,7 @@ class ReplicaFetcher:
                 partition.update_follower_high_watermark(data.high_watermark)
                 partition.update_follower_log_start(data.log_start_offset)
             elif code == OffsetOutOfRangeError.errno:
-                self._out_of_range(fetch, data)
+                self._out_of_range(fetch, data, now)
             elif code in _FENCED:
                 log.info("%s-%d: leader %d answered %s for epoch %d; waiting for newer "
                          "metadata", partition.topic, partition.index, self.leader_id,
@@ -379,7 +387,7 @@ class ReplicaFetcher:
         except StorageError as exc:
             self._storage_failed(fetch, exc, now)
 
-    def _out_of_range(self, fetch, data):
+    def _out_of_range(self, fetch, data, now):
         """OFFSET_OUT_OF_RANGE (module doc)."""
         partition = fetch.partition
         end = partition.log.log_end_offset
@@ -390,10 +398,27 @@ class ReplicaFetcher:
                         self.leader_id, data.log_start_offset)
         else:
             target = max(data.high_watermark, partition.log.log_start_offset)
+            if not partition.may_truncate_to(target):
+                self._refuse(fetch, target, now)
+                return
             partition.truncate_to(target)
             log.warning("%s-%d: log end %d is past leader %d's log: truncated to its high "
                         "watermark %d", partition.topic, partition.index, end,
                         self.leader_id, target)
+
+    def _refuse(self, fetch, offset, now):
+        """The leader's log would make this intact replica truncate below its high
+        watermark (``Partition.may_truncate_to``): the leader lost acknowledged records.
+        Keep them, back off and truncate again (ask the leader again) afterwards: the
+        controller moves leadership to an intact replica (``damaged_replicas``)."""
+        partition = fetch.partition
+        log.warning("%s-%d: leader %d (epoch %d) would truncate this replica to %d, below "
+                    "its high watermark %d: it lacks acknowledged records; not truncating, "
+                    "asking again in %.3f s", partition.topic, partition.index,
+                    self.leader_id, fetch.leader_epoch, offset, partition.high_watermark,
+                    self._settings.backoff)
+        fetch.state, fetch.ask_epoch = FetchState.TRUNCATING, None
+        fetch.not_before = now + self._settings.backoff
 
     def _storage_failed(self, fetch, exc, now):
         partition = fetch.partition

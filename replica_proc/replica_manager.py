@@ -72,6 +72,20 @@ have and NOT_LEADER_OR_FOLLOWER for one placed on other brokers; ``leader(...)``
 refuses replicas this broker does not lead. ``offline(topic, index)`` is the error of an
 offline replica (None if it is not one), for Metadata responses.
 
+Damaged replicas (``damaged_replicas``): a log whose recovery dropped bytes or ended below
+the checkpointed high watermark, or that is offline for damaged bytes, is reported to the
+controller in ``damaged-replicas.json`` (rewritten when the list changes, at the end of
+``apply`` and when a log goes offline), so that it does not lead while an intact replica
+could. It heals once an image names a live leader that is not damaged itself: an offline
+one has its damage set aside (``segments.damaged``: the damaged segment and those after
+it renamed ``.damaged``, never deleted, the log cut at its last good batch) and is opened
+again; then, as a follower, it fetches, and the first fetch answer whose high watermark
+its log end reaches (``Partition.on_healed``: it holds every record the leader had
+acknowledged) takes it off the list; the leader's ISR expansion brings it back into the
+ISR. The list survives restarts (a replica still catching up stays on it). The follower
+side (``Partition.may_truncate_to``): an intact replica never truncates below its own
+high watermark (only a damaged one may, or any with ``unclean.leader.election.enable``).
+
 High watermarks survive restarts (``replica_proc.high_watermark_checkpoint``):
 ``checkpoint_high_watermarks()`` (the LogManager's timer, and ``close``) writes every open
 partition's high watermark to ``<log dir>/replication-offset-checkpoint``, and a partition
@@ -82,6 +96,7 @@ Owner: the broker's loop thread, the only caller.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -96,6 +111,7 @@ from cluster.errors import (
     NotLeaderForPartitionError,
     UnknownTopicOrPartitionError,
 )
+from replica_proc.damaged_replicas import DamagedReplica, read_reports, write_reports
 from replica_proc.high_watermark_checkpoint import HighWatermarkCheckpoint
 from replica_proc.partition import (
     PARTITION_METADATA,
@@ -106,6 +122,8 @@ from replica_proc.partition import (
     write_topic_id,
 )
 from segments.checkpoint import fsync_directory, sync_filesystem
+from segments.damaged import set_aside_damage
+from segments.errors import CorruptSegmentError
 from segments.log import PartitionLog, close_together, stage_empty_log
 
 log = logging.getLogger(__name__)
@@ -149,6 +167,15 @@ class ReplicaManager:
         self._deferred = None  # the moves reported while ``apply`` runs, or None
         os.makedirs(self.log_dir, exist_ok=True)
         self._hw_checkpoint = HighWatermarkCheckpoint(self.log_dir)
+        #: (topic, index) -> DamagedReplica of every damaged replica here (module doc)
+        self._damage = {}
+        #: offline replicas whose logs are offline for damaged bytes (they can heal)
+        self._healable = set()
+        try:
+            self._damage = {r.key: r for r in read_reports(self.log_dir)}
+        except ValueError as exc:
+            log.warning("%s; the damaged replicas are listed again from the logs", exc)
+        self._written_damage = dict(self._damage)
         #: (topic, index) -> high watermark read at start, for partitions not opened yet.
         self._checkpointed_hws = self._read_high_watermarks()
         self._written_hws = None  # what the file holds since our last write
@@ -172,6 +199,11 @@ class ReplicaManager:
     def offline_count(self):
         """How many partitions hosted here are offline (a storage error)."""
         return len(self._offline)
+
+    @property
+    def damaged_count(self):
+        """How many replicas hosted here are damaged: offline for damage, or healing."""
+        return len(self._damage)
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -213,10 +245,49 @@ class ReplicaManager:
         partition.check_leader(current_leader_epoch)
         return partition
 
-    def _take_offline(self, key, topic_id, reason):
-        """Record the replica ``key`` as offline for ``reason`` (see the module doc)."""
+    def _take_offline(self, key, topic_id, reason, damaged=False, log_end=-1):
+        """Record the replica ``key`` as offline for ``reason`` (see the module doc);
+        ``damaged``: for damaged bytes (it can heal), its log ending at ``log_end``."""
         self._offline[key] = (topic_id, KafkaStorageError(
             f"partition {key[0]}-{key[1]} is offline on broker {self.broker_id}: {reason}"))
+        if damaged:
+            self._healable.add(key)
+        known = self._damage.get(key)
+        before = max(log_end, self._checkpointed_hws.get(key, -1),
+                     known.log_end_before if known is not None else -1)
+        self._damage[key] = DamagedReplica(key[0], key[1], topic_id, before, -1, True, reason)
+        if self._deferred is None:  # a log that went offline while serving
+            self._write_damage()
+
+    def _on_log_offline(self, key, topic_id, reason):
+        partition = self._partitions.get(key)
+        offline_log = partition.log if partition is not None else None
+        self._take_offline(key, topic_id, reason,
+                           damaged=offline_log is not None and offline_log.offline_for_damage,
+                           log_end=offline_log.log_end_offset if offline_log else -1)
+
+    def _write_damage(self):
+        """Rewrite damaged-replicas.json if the list changed (a failed write is logged:
+        the next change writes again)."""
+        if self._damage == self._written_damage:
+            return
+        try:
+            write_reports(self.log_dir, self._damage.values())
+        except OSError as exc:
+            log.error("writing the damaged replicas of broker %d failed: %s",
+                      self.broker_id, exc)
+            return
+        self._written_damage = dict(self._damage)
+
+    def _healed(self, partition):
+        """``partition`` (a damaged follower) reached its leader's high watermark."""
+        key = (partition.topic, partition.index)
+        partition.damaged = False
+        if self._damage.pop(key, None) is not None:
+            log.warning("%s-%d healed on broker %d: its log holds every record leader %d "
+                        "acknowledged (log end %d); it may rejoin the ISR", *key,
+                        self.broker_id, partition.leader_id, partition.log.log_end_offset)
+            self._write_damage()
 
     # -- reconciliation -------------------------------------------------------------------
 
@@ -254,7 +325,12 @@ class ReplicaManager:
         for key, (topic_id, _) in list(self._offline.items()):
             if key not in hosted or image.topics[key[0]].topic_id != topic_id:
                 del self._offline[key]
+                self._healable.discard(key)
                 changed.add(key)
+        for key, damage in list(self._damage.items()):
+            info = image.topics.get(key[0])
+            if key not in hosted or info is None or info.topic_id != damage.topic_id:
+                del self._damage[key]
         if first:
             self._delete_strays(image, hosted)
         staged = self._create_directories(
@@ -263,7 +339,10 @@ class ReplicaManager:
         opened = []  # logs opened without an fsync of their own
         for key, state in hosted.items():
             info = image.topics[key[0]]
-            log_config, min_isr = self._settings(info)
+            log_config, min_isr, unclean = self._settings(info)
+            if key in self._healable and self._may_heal(state, live):
+                self._heal(key)
+                changed.add(key)
             partition = self._partitions.get(key)
             if partition is None:
                 if key in self._offline:
@@ -278,6 +357,7 @@ class ReplicaManager:
             elif partition.log.config != log_config:
                 partition.log.update_config(log_config)
             partition.min_insync_replicas = min_isr
+            partition.unclean_leader_election = unclean
             partition.replica_lag_max = lag
             if partition.update(state, live):
                 changed.add(key)
@@ -285,7 +365,40 @@ class ReplicaManager:
             del self._topic_settings[name]
         if opened:
             self._sync_opened(opened)  # what their opens wrote, before any append
+        self._write_damage()
         return changed
+
+    def _may_heal(self, state, live):
+        """Whether an image's ``state`` names a leader this offline replica can heal
+        from: another broker, alive, not damaged itself."""
+        leader = state.leader
+        return (leader >= 0 and leader != self.broker_id and leader in live
+                and leader not in state.damaged)
+
+    def _heal(self, key):
+        """Set the damage of the offline replica ``key`` aside and let it open again (the
+        caller opens it: it is no longer offline), or leave it offline if that fails."""
+        partition = self._partitions.pop(key, None)
+        if partition is not None:
+            partition.log.abandon()
+        path = self._path(*key)
+        try:
+            found = set_aside_damage(path)
+        except (OSError, KafkaStorageError) as exc:
+            log.error("partition %s-%d stays offline: setting its damage aside failed: %s",
+                      *key, exc)
+            found = None
+        else:
+            if found is None:
+                log.error("partition %s-%d stays offline: every batch of %s passes its "
+                          "checks, so nothing can be set aside", *key, path)
+        self._healable.discard(key)
+        if found is None:
+            return
+        del self._offline[key]
+        log.warning("partition %s-%d heals on broker %d: its log is cut at the last good "
+                    "batch of segment %d, the rest comes from the leader", *key,
+                    self.broker_id, found[0])
 
     def _path(self, topic, index):
         return os.path.join(self.log_dir, directory_name(topic, index))
@@ -348,10 +461,11 @@ class ReplicaManager:
         self._topic_settings.clear()
 
     def _settings(self, info):
-        """``(LogConfig, min.insync.replicas)`` of a topic, rebuilt when its configs change."""
+        """``(LogConfig, min.insync.replicas, unclean.leader.election.enable)`` of a topic,
+        rebuilt when its configs change."""
         cached = self._topic_settings.get(info.name)
         if cached is not None and cached[0] == info.configs:
-            return cached[1], cached[2]
+            return cached[1:]
         try:
             merged = self.config.topic_config(info.configs)
             log_config = self.config.log_config(info.configs)
@@ -359,9 +473,10 @@ class ReplicaManager:
             log.error("topic %s: %s; using the broker's defaults", info.name, exc)
             merged = self.config.topic_config()
             log_config = self.config.log_config()
-        settings = (dict(info.configs), log_config, merged["min.insync.replicas"])
+        settings = (dict(info.configs), log_config, merged["min.insync.replicas"],
+                    merged["unclean.leader.election.enable"])
         self._topic_settings[info.name] = settings
-        return settings[1], settings[2]
+        return settings[1:]
 
     def _open(self, info, index, log_config, min_isr, durable_open=True):
         """Open (recover) or create the log of ``info.name``-``index``; None if the
@@ -384,7 +499,7 @@ class ReplicaManager:
                             found_id, info.topic_id, info.name, aside)
             partition_log = PartitionLog(
                 path, log_config, clock=self.clock,
-                on_offline=lambda why: self._take_offline(key, info.topic_id, why),
+                on_offline=lambda why: self._on_log_offline(key, info.topic_id, why),
                 durable_open=durable_open)
             if found_id != info.topic_id:
                 write_topic_id(path, info.topic_id)
@@ -393,7 +508,8 @@ class ReplicaManager:
             reason = str(exc) if expected else repr(exc)
             log.error("partition %s-%d offline (its directory %s is left as it is): %s",
                       info.name, index, path, reason, exc_info=not expected)
-            self._take_offline(key, info.topic_id, reason)
+            self._take_offline(key, info.topic_id, reason,
+                               damaged=isinstance(exc, CorruptSegmentError))
             return None
         recovery = partition_log.recovery
         log.info("opened %s: offsets %d..%d%s", path, partition_log.log_start_offset,
@@ -409,8 +525,42 @@ class ReplicaManager:
         if checkpointed is not None:
             partition.high_watermark = min(max(checkpointed, partition_log.log_start_offset),
                                            partition_log.log_end_offset)
+        self._note_damage(partition, checkpointed)
         self._partitions[key] = partition
         return partition
+
+    def _note_damage(self, partition, checkpointed_hw):
+        """Put a log just opened on the damaged list if its recovery lost records, or
+        keep it there if it was on it (still healing, or healing starts: see the module
+        doc)."""
+        key = (partition.topic, partition.index)
+        recovery = partition.log.recovery
+        end = partition.log.log_end_offset
+        known = self._damage.get(key)
+        if known is not None and known.topic_id != partition.topic_id:
+            known = None
+        reason = None
+        if recovery.bytes_dropped:
+            reason = f"recovery dropped {recovery.bytes_dropped} bytes of damaged batches"
+        elif checkpointed_hw is not None and end < checkpointed_hw:
+            reason = (f"the log ends at {end}, below the high watermark {checkpointed_hw} "
+                      f"checkpointed before (lost writes)")
+        if reason is not None:
+            before = max(recovery.log_end_before, recovery.recovery_point,
+                         checkpointed_hw or -1,
+                         known.log_end_before if known is not None else -1)
+            log.warning("partition %s-%d lost records on broker %d: %s (log end %d, before "
+                        "%d); it leads only if no intact replica can", *key,
+                        self.broker_id, reason, end, before)
+            known = DamagedReplica(*key, partition.topic_id, before, end, False, reason)
+        elif known is not None and known.offline:
+            known = dataclasses.replace(known, offline=False, log_end_after=end)
+        if known is None:
+            self._damage.pop(key, None)
+            return
+        self._damage[key] = known
+        partition.damaged = True
+        partition.on_healed = self._healed
 
     def _report_high_watermark(self, partition, old_high_watermark):
         """Pass a Partition's HW move on — after ``apply`` when it happens during one, so
@@ -441,6 +591,7 @@ class ReplicaManager:
     def _remove(self, key, reason):
         partition = self._partitions.pop(key)
         self._offline.pop(key, None)
+        self._healable.discard(key)
         log.info("deleting %s-%d (%s)", key[0], key[1], reason)
         partition.delete()
 

@@ -41,7 +41,17 @@ strictly (``TransactionIndex.sanity_check``) and rebuilds the indexes from the b
 unclean shutdown recovered, when a recovered part holds a control batch or the segment
 has an index (its last entries may be missing or describe dropped batches), and from
 the first cleaned segment whose interrupted swap the open completed. An index is
-derived data: a bad one costs a rescan, never a record.
+derived data: a bad one costs a rescan, never a record. A flipped byte that keeps the
+strict parse's rules (another producer id, first offset or LSO) is caught at the
+index's first use in the process instead, as a segment's CRC is at its first read:
+``collect_aborted_transactions`` compares each index it has not verified with the ABORT
+markers of its segment (``txn_index_rebuild.verify_txn_index``) and rewrites it from
+them on a difference (a WARNING names the file and the entry). The transactions open at
+a segment's start come from the segments before it, so the first check scans the log's
+batch headers from its first segment up to that one, once; the state reached at the
+last sealed segment is kept (``_txn_scan``) for the next check, until truncation,
+retention or compaction changes the segments. Indexes this process wrote (new segments,
+rebuilt ones) count as verified.
 
 Leader epochs: ``leader_epoch_cache`` (``segments.leader_epoch``) records where each
 leader epoch starts. A leader append with a ``leader_epoch`` newer than the cache's latest
@@ -155,7 +165,7 @@ from segments.segment import (
     segment_paths,
 )
 from segments.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
-from segments.txn_index_rebuild import rebuild_txn_indexes
+from segments.txn_index_rebuild import rebuild_txn_indexes, scan_aborted, verify_txn_index
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +215,9 @@ class RecoveryResult:
     log_end_offset: int = 0
     #: Segments whose transaction indexes were rebuilt from their batches.
     txn_indexes_rebuilt: int = 0
+    #: Where the log ended before recovery dropped anything, as far as the batch headers
+    #: of what it dropped tell (unchecked); the log end offset when nothing was dropped.
+    log_end_before: int = 0
 
 
 class LogSlice:
@@ -283,6 +296,12 @@ class PartitionLog:
         self._closed = False
         #: Index of the first segment the open's recovery validated (None: a clean open).
         self._first_recovered = None
+        #: ``(n, open transactions)``: the transactions open (``{producer id: first
+        #: offset}``) after the first ``n`` segments, all sealed, for the next check of a
+        #: transaction index (None: scan from the first segment).
+        self._txn_scan = None
+        #: Whether ``scrub`` found every segment checked.
+        self._scrubbed = False
         #: Base offsets of the cleaned segments whose swap the open completed (their
         #: transaction indexes are rebuilt: the crash may have left an old one).
         self._swapped = set()
@@ -318,6 +337,12 @@ class PartitionLog:
         return self.segments[-1]
 
     @property
+    def offline_for_damage(self):
+        """Whether the log is offline for damaged bytes (not for a failed write or fsync):
+        ``segments.damaged.set_aside_damage`` can then heal it."""
+        return self.offline is not None and not self._needs_recovery
+
+    @property
     def size_in_bytes(self):
         return sum(segment.size for segment in self.segments)
 
@@ -339,7 +364,7 @@ class PartitionLog:
         self._remove_leftovers()
         self._complete_swaps(now)
         bases = sorted(base_offset_from_name(n) for n in os.listdir(self.path)
-                       if n.endswith(LOG_SUFFIX) and _is_segment_name(n, LOG_SUFFIX))
+                       if n.endswith(LOG_SUFFIX) and is_segment_name(n, LOG_SUFFIX))
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)
         clean = os.path.exists(marker)
         recovery_point = self._read_checkpoint(self._recovery_checkpoint, None)
@@ -405,6 +430,7 @@ class PartitionLog:
             if self._durable_open:
                 fsync_directory(self.path)
         result.log_end_offset = self.log_end_offset
+        result.log_end_before = max(result.log_end_before, self.log_end_offset)
         if result.bytes_dropped:
             log.warning("log %s: recovery dropped %d bytes; log end offset %d", self.path,
                         result.bytes_dropped, self.log_end_offset)
@@ -455,11 +481,20 @@ class PartitionLog:
             result.segments_recovered += 1
             if dropped:
                 result.bytes_dropped += dropped
+                result.log_end_before = segment.dropped_end_offset
                 for later in self.segments[n + 1:]:
-                    log.warning("log %s: deleting %s after the invalid batch", self.path,
-                                later.log_path)
+                    try:
+                        result.log_end_before = max(result.log_end_before, later.next_offset)
+                    except KafkaStorageError:
+                        result.log_end_before = max(result.log_end_before, later.base_offset)
                     result.bytes_dropped += later.size
-                    later.delete()
+                    if segment.damaged:  # whole batches after damage: kept, never deleted
+                        log.warning("log %s: %s follows the damaged batch: kept as %s",
+                                    self.path, later.log_path, later.set_aside())
+                    else:
+                        log.warning("log %s: deleting %s after the invalid batch",
+                                    self.path, later.log_path)
+                        later.delete()
                 self._set_segments(self.segments[:n + 1])
                 break
         for segment in self.segments[:-1]:
@@ -505,7 +540,7 @@ class PartitionLog:
         for name in names:
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 for tail in ("", SWAP_SUFFIX):
-                    if name.endswith(suffix + tail) and _is_segment_name(name, suffix + tail):
+                    if name.endswith(suffix + tail) and is_segment_name(name, suffix + tail):
                         log_name = name[:-len(suffix + tail)] + LOG_SUFFIX + tail
                         if log_name not in names:
                             os.unlink(os.path.join(self.path, name))
@@ -525,7 +560,7 @@ class PartitionLog:
                 swap.recover()
                 next_offset = swap.next_offset
             for name in os.listdir(self.path):
-                if _is_segment_name(name, LOG_SUFFIX):
+                if is_segment_name(name, LOG_SUFFIX):
                     covered = base_offset_from_name(name)
                     if base < covered < next_offset:
                         Segment.open(self.path, covered, self.config, now).delete()
@@ -569,7 +604,11 @@ class PartitionLog:
             log.warning("log %s: ignoring unreadable checkpoint: %s", self.path, e)
             return default
 
-    def _set_segments(self, segments):
+    def _set_segments(self, segments, appended=False):
+        """Install ``segments``; ``appended``: the same list with a new last one (a
+        roll), which keeps what the transaction-index check learned."""
+        if not appended:
+            self._txn_scan = None
         self.segments = segments
         self._bases = [segment.base_offset for segment in segments]
         for segment, following in zip(segments, self._bases[1:] + [None]):
@@ -853,7 +892,7 @@ class PartitionLog:
         except (OSError, LogDirFailureError) as e:
             raise self._storage_error(f"roll to a new segment at offset {base}", e) from e
         self._sync_rolled(old, base)
-        self._set_segments(self.segments + [segment])
+        self._set_segments(self.segments + [segment], appended=True)
         self.log_end_offset = base
         self._take_producer_snapshot(base, sync=False)
         log.debug("log %s: rolled to segment %d", self.path, base)
@@ -1008,6 +1047,24 @@ class PartitionLog:
                 return LogSlice(segment, first.position, size, first.base_offset)
         return LogSlice(None, 0, 0, offset)
 
+    def scrub(self):
+        """CRC-check the next segment this process has not checked yet, as its first read
+        would (``Segment.verify``), so that damage in a replica nobody reads (a
+        follower's) is found too; True if a segment was checked, False once all are.
+        Damage takes the log offline (KafkaStorageError), as a read finding it does."""
+        self._check_open()
+        if self._scrubbed:
+            return False
+        for segment in self.segments:
+            if segment.unverified_end:
+                try:
+                    segment.verify()
+                except CorruptSegmentError as e:
+                    raise self._corrupt(e) from e
+                return True
+        self._scrubbed = True  # new segments are checked as they are written
+        return False
+
     def collect_aborted_transactions(self, start_offset, upper_bound_offset):
         """The AbortedTxns overlapping [start_offset, upper_bound_offset): their ABORT
         marker at or after ``start_offset`` and their first offset before
@@ -1018,15 +1075,42 @@ class PartitionLog:
         self._check_open()
         aborted = []
         n = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-        for segment in self.segments[n:]:
+        for k in range(n, len(self.segments)):
+            index = self.segments[k].txn_index
+            if not index.verified:
+                self._verify_txn_indexes(k)
             try:
-                found, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
-            except CorruptIndexError as e:  # changed on disk since the open checked it
+                found, complete = index.collect(start_offset, upper_bound_offset)
+            except CorruptIndexError as e:  # changed on disk since this process wrote it
                 raise self._corrupt(CorruptSegmentError(e.args[0])) from e
             aborted += found
             if complete:
                 break
         return aborted
+
+    def _verify_txn_indexes(self, n):
+        """Check the transaction indexes not yet verified of the segments up to ``n``
+        against their batches (module doc), rewriting those that differ."""
+        done, ongoing = self._txn_scan or (0, {})
+        if done > n:
+            done, ongoing = 0, {}
+        ongoing = dict(ongoing)
+        last = len(self.segments) - 1
+        for k in range(done, n + 1):
+            segment = self.segments[k]
+            if segment.txn_index.verified:
+                scan_aborted(segment, ongoing)
+                continue
+            try:
+                problem = verify_txn_index(segment, ongoing)
+            except OSError as e:
+                raise self._storage_error(
+                    f"rewrite of transaction index {segment.txn_index.path}", e) from e
+            if problem is not None:
+                log.warning("log %s: %s; rewritten from the segment's batches", self.path,
+                            problem)
+        if n < last:  # the active segment still grows: what follows it is not kept
+            self._txn_scan = (n + 1, ongoing)
 
     def fetch_upper_bound(self, log_slice, max_offset=None):
         """An offset past every record of ``log_slice`` (a ``read_slice`` answer), at
@@ -1390,7 +1474,7 @@ def _flush_executor():
     return _executor
 
 
-def _is_segment_name(name, suffix):
+def is_segment_name(name, suffix):
     stem = name[:-len(suffix)] if name.endswith(suffix) else None
     return stem is not None and len(stem) == 20 and stem.isdigit()
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 from collections import namedtuple
 
 from segments import index_descriptor as xd
@@ -96,6 +97,21 @@ def base_offset_from_name(name):
     if len(stem) != FILE_NAME_DIGITS or not stem.isdigit():
         raise ValueError(f"{name!r} is not named by a {FILE_NAME_DIGITS}-digit base offset")
     return int(stem)
+
+
+#: Suffix of a segment file kept aside because it holds damaged batches, or batches after
+#: them (after ``.log``; ``-2``, ``-3`` ... when the name is taken): never deleted.
+DAMAGED_SUFFIX = ".damaged"
+
+
+def free_damaged_name(log_path):
+    """``log_path`` + DAMAGED_SUFFIX, or with ``-2``, ``-3`` ... if that name is taken."""
+    path = log_path + DAMAGED_SUFFIX
+    candidate, n = path, 1
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = f"{path}-{n}"
+    return candidate
 
 
 def segment_paths(directory, base_offset, suffix=""):
@@ -170,7 +186,7 @@ class Segment:
         self.pins = 0
         self.offset_index = self.time_index = None
         self.txn_index = TransactionIndex(txn_index_path(directory, base_offset, suffix),
-                                          base_offset)
+                                          base_offset, verified=create)
         try:
             if create:
                 self._fd = os.open(log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -207,6 +223,8 @@ class Segment:
         self.unflushed = False
         #: Whether a lookup met an index entry that lies (warned about once).
         self._warned_index = False
+        #: Whether the last ``recover`` cut the segment at damage (not a torn write).
+        self.damaged = False
         #: Whether the last ``recover`` validated a control batch (a transaction marker:
         #: the log then rebuilds the transaction indexes).
         self.recovered_control_batch = False
@@ -419,9 +437,11 @@ class Segment:
                             f"last offset {header.last_offset} reaches the next segment's "
                             f"base offset {self.next_base_offset}")
                 except CorruptRecordError as e:
-                    raise CorruptSegmentError(
+                    error = CorruptSegmentError(
                         f"segment {self.log_path}: batch at position {position} (offset "
-                        f"{expected} expected next): {_without_position(e)}") from e
+                        f"{expected} expected next): {_without_position(e)}")
+                    error.position = position  # where the good batches end
+                    raise error from e
                 expected = header.next_offset
         self.unverified_end = 0
 
@@ -740,9 +760,13 @@ class Segment:
         An invalid batch where a batch below ``flushed_offset`` (the log's recovery point)
         should be was written whole and fsynced: a byte changed on disk since, not a torn
         write. Then nothing is truncated: CorruptSegmentError (the log goes offline).
+        Above it, an invalid batch whose framing holds (its length fits the file) is
+        damage too, not a torn write: ``damaged`` is then set and the whole segment is
+        copied to ``<name>.log.damaged`` before the cut (never deleted).
         """
         self.offset_index.make_mutable()
         self.time_index.make_mutable()
+        self.damaged = False
         position, since, expected_offset = self._resume_point(from_offset)
         start = position
         if position == 0:
@@ -780,6 +804,9 @@ class Segment:
                         f"point {flushed_offset}): {_without_position(e)}") from e
                 log.warning("segment %s: invalid batch at position %d: %s", self.log_path,
                             batch_position, e)
+                # framed whole but failing its checks: damage, not a torn write
+                self.damaged = len(view) >= bd.LOG_OVERHEAD and len(view) == (
+                    bd.LOG_OVERHEAD + bd.INT32.unpack_from(view, bd.BATCH_LENGTH_OFFSET)[0])
                 break
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
@@ -795,7 +822,17 @@ class Segment:
             valid_end = batch_position + size
             expected_offset = header.next_offset
         dropped = self.size - valid_end
+        if dropped and self.damaged:
+            aside = free_damaged_name(self.log_path)
+            shutil.copyfile(self.log_path, aside)
+            log.warning("segment %s: damaged batches at position %d; the whole segment is "
+                        "kept in %s before the log is cut there", self.log_path, valid_end,
+                        aside)
+        #: Where the batches dropped seemed to end (their headers, unchecked: a lower
+        #: bound on the log end before recovery), or the offset expected next.
+        self.dropped_end_offset = expected_offset
         if dropped:
+            self.dropped_end_offset = self._claimed_end(valid_end, expected_offset)
             log.warning("segment %s: truncated %d invalid bytes at position %d",
                         self.log_path, dropped, valid_end)
             os.ftruncate(self.fd, valid_end)
@@ -805,6 +842,23 @@ class Segment:
         self.recovered_control_batch = control
         self.load_tail_state()
         return dropped
+
+    def _claimed_end(self, position, expected_offset):
+        """The offset after the last batch from ``position`` on whose framing holds and
+        whose offsets follow the previous ones (headers only, no CRC: what the dropped
+        bytes claimed to hold)."""
+        end = expected_offset
+        try:
+            for _, view in iter_file_batches(self.fd, position, self.size):
+                if len(view) < bd.RECORDS_OFFSET:
+                    break
+                header = BatchHeader(view)
+                if header.base_offset < end or header.last_offset < header.base_offset:
+                    continue  # a damaged baseOffset: skip this batch
+                end = header.next_offset
+        except (CorruptRecordError, KafkaStorageError):
+            pass
+        return end
 
     def _resume_point(self, from_offset):
         """``(position, bytes_since_last_entry, next_expected_offset)`` to resume at."""
@@ -879,6 +933,17 @@ class Segment:
             os.unlink(self.log_path)
         except FileNotFoundError:
             pass
+
+    def set_aside(self):
+        """Close the segment and rename its .log to a ``.damaged`` name (its indexes are
+        derived data and go); return the new path."""
+        self._end()
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.txn_index.delete()
+        aside = free_damaged_name(self.log_path)
+        os.rename(self.log_path, aside)
+        return aside
 
     def discard(self):
         """Undo ``create`` (the roll it was for failed): close and remove the files;

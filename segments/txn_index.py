@@ -13,7 +13,10 @@ is at or past the offset; the file is never checksummed. Unlike Kafka's, the par
 strict: ``sanity_check`` rejects a length that is not a whole number of entries, an
 unknown version, a negative producer id, offsets outside the segment or out of order,
 and the log then rebuilds the index from the batches (``txn_index_rebuild``) — it is
-derived data, so a bad one costs a rescan, never a record.
+derived data, so a bad one costs a rescan, never a record. A flipped byte that keeps
+every rule (another producer id, first offset or LSO) passes that parse: the log
+therefore compares each index it did not write with the segment's ABORT markers at its
+first use in a process (``verified``; ``txn_index_rebuild.verify_txn_index``).
 
 The entries are kept in memory once read (aborts are rare: a segment holds few) and
 the file is opened for each write (no descriptor held between them).
@@ -82,11 +85,14 @@ class TransactionIndex:
     """The aborted transactions of the segment based at ``base_offset``, kept in the file
     ``path`` (module doc)."""
 
-    def __init__(self, path, base_offset):
+    def __init__(self, path, base_offset, verified=False):
         self.path = os.fspath(path)
         self.base_offset = base_offset
         self._entries = None  # read from the file on first use
         self.unflushed = False
+        #: Whether the entries were checked against the segment's batches in this
+        #: process, or written by it (a new segment's): see the log's "Transaction index".
+        self.verified = verified
 
     @property
     def file_exists(self):

@@ -22,10 +22,19 @@ shutdown recovered, or from the first whose index fails its sanity check); the s
 always starts at the first segment, because a transaction can span segments. It reads
 every batch of every segment once, which is why the log does it only then.
 
+``verify_txn_index`` is the check at first use (``PartitionLog.
+collect_aborted_transactions``): a segment's entries against what its batches say,
+given the transactions open at its start (the log carries that state from one segment
+to the next), the index rewritten from the batches when they differ. A
+byte flipped in an index that keeps every rule of the strict parse (another producer
+id, first offset or last stable offset) would otherwise make a read_committed consumer
+drop committed records or keep aborted ones.
+
 Owner: the ``PartitionLog``'s thread, while it opens the log.
 """
 from __future__ import annotations
 
+from segments.index import CorruptIndexError
 from segments.record.batch_header import BatchHeader
 from segments.record.control_record import ABORT, read_control_record
 from segments.segment import iter_file_batches
@@ -68,5 +77,36 @@ def rebuild_txn_indexes(segments, first_rebuilt):
         for txn in aborted:
             segment.txn_index.append(txn)
         segment.txn_index.flush()
+        segment.txn_index.verified = True
         written += len(aborted)
     return written
+
+
+def verify_txn_index(segment, ongoing):
+    """Check ``segment``'s transaction index against its ABORT markers, given ``ongoing``
+    (as ``scan_aborted``, updated in place); on a difference rewrite the index from the
+    batches and return what differed (None: it matched). The index is ``verified``
+    after either. OSError if the rewrite fails."""
+    expected = scan_aborted(segment, ongoing)
+    index = segment.txn_index
+    try:
+        found = index.entries()
+    except CorruptIndexError as exc:  # changed on disk since the open parsed it
+        found, problem = None, str(exc)
+    else:
+        problem = None if found == expected else _difference(index.path, found, expected)
+    if problem is not None:
+        index.reset()
+        for txn in expected:
+            index.append(txn)
+        index.flush()
+    index.verified = True
+    return problem
+
+
+def _difference(path, found, expected):
+    for n, (have, want) in enumerate(zip(found, expected)):
+        if have != want:
+            return f"transaction index {path}: entry {n} is {have}, the batches say {want}"
+    return (f"transaction index {path}: {len(found)} entries, the batches' ABORT markers "
+            f"make {len(expected)}")

@@ -62,6 +62,13 @@ class PartitionState:
     ``partition_epoch`` is Kafka's partitionEpoch: 0 for a new partition, one more on every
     change of its leader, ISR or replicas; an AlterPartition naming an older one is stale
     (INVALID_UPDATE_VERSION), which fences ISR updates from a leader that missed a change.
+
+    ``elr``: Kafka's eligible leader replicas (KIP-966): replicas that left the ISR while
+    it was smaller than min.insync.replicas (the high watermark cannot move then, so they
+    hold every acknowledged record) and may still lead. ``damaged``: replicas whose broker
+    reported that its log of this partition lost records in recovery or is offline
+    (damaged bytes), until they have fetched back what they lost; they lead only when no
+    intact replica of the ISR or ELR is alive (``replica_proc.controller.placement``).
     """
 
     topic: str
@@ -71,6 +78,8 @@ class PartitionState:
     replicas: tuple
     isr: tuple
     partition_epoch: int = 0
+    elr: tuple = ()
+    damaged: tuple = ()
 
     @property
     def online(self):
@@ -143,6 +152,8 @@ class MetadataImage:
         return dataclasses.replace(self, **changes)
 
     # -- serialisation (the metadata page carries compact JSON) ---------------------------
+    # A partition is [leader, leader epoch, replicas, isr, partition epoch], followed by
+    # [elr, damaged] only when either is not empty.
 
     def to_json(self):
         return json.dumps({
@@ -153,7 +164,9 @@ class MetadataImage:
             "topics": [
                 [t.name, t.topic_id, t.configs, t.internal,
                  [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr),
-                   p.partition_epoch] for p in t.partitions]]
+                   p.partition_epoch] + ([list(p.elr), list(p.damaged)]
+                                         if p.elr or p.damaged else [])
+                  for p in t.partitions]]
                 for t in self.topics.values()],
             "deleted_topic_ids": sorted(self.deleted_topic_ids),
             "broker_configs": self.broker_configs,
@@ -168,8 +181,8 @@ class MetadataImage:
             topics[name] = TopicInfo(
                 name, topic_id,
                 tuple(PartitionState(name, n, leader, epoch, tuple(replicas), tuple(isr),
-                                     partition_epoch)
-                      for n, (leader, epoch, replicas, isr, partition_epoch)
+                                     partition_epoch, *map(tuple, rest))
+                      for n, (leader, epoch, replicas, isr, partition_epoch, *rest)
                       in enumerate(partitions)),
                 configs, internal)
         return cls(raw["version"], raw["cluster_id"], raw["controller_id"], brokers, topics,

@@ -15,15 +15,18 @@
 Kafka's output: ``Created topic T.``; ``--list`` prints the names, sorted; ``--describe``
 prints per topic ``Topic: T<TAB>TopicId: ..<TAB>PartitionCount: ..<TAB>ReplicationFactor:
 ..<TAB>Configs: k=v,..`` (the topic's own overrides) then one line per partition,
-``<TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2,3<TAB>Isr: 1,2`` (``Leader:
-none`` while offline) — Kafka 3.6's form, without the ``Elr`` and ``LastKnownElr`` of 3.7
-(KIP-966). A report option makes ``--describe`` print only the partitions it picks, without
-the topic lines, as kafka-topics does: ``--under-replicated-partitions`` (ISR smaller than
-the replicas), ``--unavailable-partitions`` (no leader, or a leader that is not alive),
+``<TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2,3<TAB>Isr: 1,2``
+(``Leader: none`` while offline) — Kafka 3.6's form, plus ``<TAB>Elr: 2,3`` (KIP-966's
+eligible leader replicas, as Kafka 3.7 prints them) and ``<TAB>Damaged: 1`` (replicas
+healing from a damaged log: not eligible to lead, out of the ISR, until they caught up)
+when the partition has any; no ``LastKnownElr``. A report option makes ``--describe``
+print only the partitions it picks, without the topic lines, as kafka-topics does:
+``--under-replicated-partitions`` (ISR smaller than the replicas),
+``--unavailable-partitions`` (no leader, or a leader that is not alive),
 ``--under-min-isr-partitions`` (no leader, or ISR smaller than the topic's
 ``min.insync.replicas``), ``--at-min-isr-partitions`` (ISR exactly that size); one at a
-time. ``--alter`` and ``--delete`` print nothing. Except with ``--create``,
-``--topic`` is Kafka's include list: a regular expression matched against whole names.
+time. ``--alter`` and ``--delete`` print nothing. Except with ``--create``, ``--topic`` is
+Kafka's include list: a regular expression matched against whole names.
 
 Errors go to stderr, with exit code 1: the broker's error for the topic (``Error while
 executing topic command : [Error 36] TopicAlreadyExistsError: topic 'T': ...``), or
@@ -218,7 +221,8 @@ def _describe(admin, args):
                 continue
             leader = p["leader_id"] if p["leader_id"] >= 0 else "none"
             out.append(f"\tTopic: {name}\tPartition: {p['partition_index']}\tLeader: {leader}"
-                       f"\tReplicas: {_ids(p['replica_nodes'])}\tIsr: {_ids(p['isr_nodes'])}")
+                       f"\tReplicas: {_ids(p['replica_nodes'])}\tIsr: {_ids(p['isr_nodes'])}"
+                       + _healing(image, name, p['partition_index']))
     if out:
         print("\n".join(out))
     return 0
@@ -296,6 +300,16 @@ def _topic_line(name, partitions, image, configs):
     factor = len(partitions[0]["replica_nodes"]) if partitions else 0
     return (f"Topic: {name}{topic_id}\tPartitionCount: {len(partitions)}"
             f"\tReplicationFactor: {factor}\tConfigs: {configs}")
+
+
+def _healing(image, name, index):
+    """``\tElr: ..`` (KIP-966's eligible leader replicas) and ``\tDamaged: ..`` (replicas
+    healing from a damaged log, ``replica_proc.damaged_replicas``) when there are any."""
+    state = image.partition(name, index) if image is not None else None
+    if state is None:
+        return ""
+    return ((f"\tElr: {_ids(state.elr)}" if state.elr else "")
+            + (f"\tDamaged: {_ids(state.damaged)}" if state.damaged else ""))
 
 
 def _metadata_image(admin):

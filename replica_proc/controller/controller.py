@@ -112,6 +112,7 @@ from replica_proc.controller.placement import (
     elect_preferred,
     imbalanced_partitions,
 )
+from replica_proc.damaged_replicas import read_reports, report_path
 from segments.clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -158,6 +159,8 @@ class Controller:
         self._broker_ids = []
         self._dir_stamp = None  # mtime of the data directory when _broker_ids was read
         self._states = {}  # broker id -> (stat of broker.json, its contents)
+        #: broker id -> (stat of damaged-replicas.json, {(topic, partition): topic id})
+        self._damage = {}
         self._heartbeats = HeartbeatReader(self.data_dir)
         self._session_timeout_ns = broker_config["broker.session.timeout.ms"] * 1_000_000
         self._lock = ControllerLock(self.data_dir, broker_id, self._heartbeats,
@@ -276,10 +279,49 @@ class Controller:
                 records.append(mr.broker_record(info))
                 log.info("broker %d is %s (pid %d)", broker_id,
                          "alive" if info.alive else f"not alive: {why}", info.pid)
-        if records or force:
+        damage_changed = self._read_damage(brokers)
+        if records or force or damage_changed:
             live = {b.id for b in brokers.values() if b.alive}
             records += self._election_records(live)
         return records
+
+    def _read_damage(self, brokers):
+        """Re-read the damaged-replicas reports that changed (``damaged_replicas``);
+        True if any did."""
+        changed = False
+        for broker_id in brokers:
+            path = report_path(dd.broker_dir(self.data_dir, broker_id))
+            try:
+                st = os.stat(path)
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            except FileNotFoundError:
+                stamp = None
+            cached = self._damage.get(broker_id)
+            if cached is not None and cached[0] == stamp:
+                continue
+            try:
+                reports = read_reports(os.path.dirname(path)) if stamp else []
+            except ValueError as exc:
+                log.warning("broker %d's damaged replicas cannot be read (%s): taken as "
+                            "none", broker_id, exc)
+                reports = []
+            damaged = {r.key: r.topic_id for r in reports}
+            if cached is None or cached[1] != damaged:
+                changed = True
+                if damaged:
+                    log.warning("broker %d reports damaged replicas: %s", broker_id,
+                                ", ".join(f"{r.topic}-{r.partition} ("
+                                          f"{'offline' if r.offline else 'lost records'}: "
+                                          f"log end {r.log_end_before} -> "
+                                          f"{r.log_end_after})" for r in reports))
+            self._damage[broker_id] = (stamp, damaged)
+        return changed
+
+    def _damaged(self, state, topic_id):
+        """The replicas of ``state`` whose brokers report them damaged."""
+        return tuple(b for b in state.replicas
+                     if self._damage.get(b, (None, {}))[1].get(
+                         (state.topic, state.partition)) == topic_id)
 
     def _scan_broker_ids(self):
         try:
@@ -334,11 +376,21 @@ class Controller:
         config = dynamic.effective_broker_config(self.broker_config,
                                                  self._image.broker_configs, self.broker_id)
         for topic in self._image.topics.values():
-            unclean = config.topic_config(topic.configs)["unclean.leader.election.enable"]
+            topic_config = config.topic_config(topic.configs)
+            unclean = topic_config["unclean.leader.election.enable"]
+            min_isr = topic_config["min.insync.replicas"]
             for state in topic.partitions:
-                new = elect(state, live, unclean)
+                damaged = self._damaged(state, topic.topic_id)
+                current = state if damaged == state.damaged else \
+                    dataclasses.replace(state, damaged=damaged)
+                new = elect(current, live, unclean, min_isr)
                 if new is not state:
                     records.append(mr.partition_record(new))
+                    if new.leader != state.leader and (state.leader in damaged
+                                                       or new.leader in damaged):
+                        log.warning("%s-%d: leader %d (epoch %d), damaged replicas %s",
+                                    state.topic, state.partition, new.leader,
+                                    new.leader_epoch, list(damaged))
         return records
 
     # -- CreateTopics ---------------------------------------------------------------------------
@@ -598,10 +650,12 @@ class Controller:
           an ISR change, by the controller or an earlier request);
         - a new ISR without the leader, with a broker that holds no replica of the
           partition, or adding a broker that is not alive (fenced, shutting down, never
-          registered): INELIGIBLE_REPLICA.
+          registered) or whose replica is damaged (``damaged_replicas``): INELIGIBLE_REPLICA.
 
-        An accepted change keeps the leader and its epoch, sets the ISR and bumps the
-        partition epoch; one equal to the current ISR changes nothing. Changes are checked
+        An accepted change keeps the leader and its epoch, sets the ISR (and the ELR,
+        KIP-966: the replicas that leave an ISR smaller than min.insync.replicas join it,
+        the ones that join leave it, it empties once the ISR is large enough) and bumps
+        the partition epoch; one equal to the current ISR changes nothing. Changes are checked
         in order against the state the earlier ones made (a second change of the same
         partition in one call names a stale partition epoch). Returns ``{(topic,
         partition): (error_code, state)}``: the partition's new state (or its unchanged
@@ -631,8 +685,7 @@ class Controller:
             self._commit(records)
         return results
 
-    @staticmethod
-    def _plan_isr(image, broker_id, change):
+    def _plan_isr(self, image, broker_id, change):
         """The new state of ``change``'s partition, or the error why not (see
         ``alter_partition``)."""
         where = f"{change.topic}-{change.partition}"
@@ -665,9 +718,22 @@ class Controller:
                 raise IneligibleReplicaError(
                     f"{where}: broker {broker} cannot join the ISR: it is not alive "
                     f"(fenced, shutting down or not registered)")
+            if broker not in state.isr and broker in state.damaged:
+                raise IneligibleReplicaError(
+                    f"{where}: broker {broker} cannot join the ISR: it reports its replica "
+                    f"damaged (it has not caught up with what it lost yet)")
         if new_isr == state.isr:
             return state
-        return dataclasses.replace(state, isr=new_isr,
+        topic = image.topics[change.topic]
+        config = dynamic.effective_broker_config(self.broker_config, image.broker_configs,
+                                                 self.broker_id)
+        min_isr = config.topic_config(topic.configs)["min.insync.replicas"]
+        if len(new_isr) >= min_isr:
+            elr = ()
+        else:  # KIP-966: who leaves an ISR below min.insync.replicas stays eligible
+            elr = tuple(b for b in state.replicas if b not in new_isr and (
+                b in state.elr or (b in state.isr and b not in state.damaged)))
+        return dataclasses.replace(state, isr=new_isr, elr=elr,
                                    partition_epoch=state.partition_epoch + 1)
 
     # -- AllocateProducerIds ---------------------------------------------------------------------

@@ -17,6 +17,8 @@ record's key names the entity it is about; its value is compact JSON with a ``ty
   (-1: offline), ``leader_epoch``, ``replicas``, ``isr``, ``partition_epoch`` — the whole
   state of a partition, new (``partition`` = the topic's partition count) or changed.
   Logs written before partition epochs existed lack ``partition_epoch``; it replays as 0.
+  ``elr`` and ``damaged`` (``cluster.metadata.model.PartitionState``) are written only
+  when not empty; missing, they replay as empty.
 - ``remove_topic`` (key ``topic/<name>``): ``name`` — a topic and its partitions were
   deleted (its id joins the image's ``deleted_topic_ids``).
 - ``config`` (key ``config/<resource_type>/<name>``): ``resource_type`` (``topic`` or
@@ -106,10 +108,15 @@ def topic_record(name, topic_id, configs, internal=False):
 
 
 def partition_record(state):
-    return {"type": PARTITION, "topic": state.topic, "partition": state.partition,
-            "leader": state.leader, "leader_epoch": state.leader_epoch,
-            "replicas": list(state.replicas), "isr": list(state.isr),
-            "partition_epoch": state.partition_epoch}
+    record = {"type": PARTITION, "topic": state.topic, "partition": state.partition,
+              "leader": state.leader, "leader_epoch": state.leader_epoch,
+              "replicas": list(state.replicas), "isr": list(state.isr),
+              "partition_epoch": state.partition_epoch}
+    if state.elr:
+        record["elr"] = list(state.elr)
+    if state.damaged:
+        record["damaged"] = list(state.damaged)
+    return record
 
 
 def remove_topic_record(name):
@@ -179,7 +186,9 @@ def apply(image, records, version):
                 states = partitions[name] = list(topics[name].partitions)
             state = PartitionState(name, number, record["leader"], record["leader_epoch"],
                                    tuple(record["replicas"]), tuple(record["isr"]),
-                                   record.get("partition_epoch", 0))
+                                   record.get("partition_epoch", 0),
+                                   tuple(record.get("elr", ())),
+                                   tuple(record.get("damaged", ())))
             if number == len(states):
                 states.append(state)
             elif 0 <= number < len(states):

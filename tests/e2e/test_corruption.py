@@ -31,6 +31,13 @@ so the other partitions also check that one partition's damage touches nobody el
 every other flip gets a start of its own. ``RINGLOG_FLIPS`` (default 1) sets N per kind,
 ``RINGLOG_FLIP_SEED`` the seed; the counts per kind are printed (``-s`` shows them), e.g.
 ``RINGLOG_FLIPS=1000 pytest -s -p no:xdist tests/e2e/test_corruption.py``.
+
+At RF 3 (issue 20), the ``.log`` kind once more, on three brokers with min.insync.replicas
+2: per round one flip in one random replica of every partition, after a clean stop or a
+SIGKILL of every broker; the property is stronger there — every acknowledged record is
+served (an intact replica leads) and every damaged replica heals (back in the ISR, no
+longer reported damaged). ``perf.damaged_replica_flips`` runs the same rounds by hand at
+larger counts.
 """
 from __future__ import annotations
 
@@ -44,6 +51,7 @@ import pytest
 from cluster import Cluster, KafkaProducer
 from cluster.errors import InconsistentClusterIdError, KafkaStorageError
 from cluster.supervisor.supervisor import ClusterStartError
+from perf import damaged_replica_flips as rf3
 from segments.record.records import iter_records
 from shm_ring.naming import list_objects
 from tests.e2e.helpers import record_key, record_value
@@ -313,3 +321,21 @@ def test_single_byte_flips(e2e, template, kind):
                                                            suffix))})
     print(f"\n{kind}: {FLIPS} single-byte flip(s), seed {SEED}: {outcomes.report()}")
     assert not outcomes.violations, "\n".join(outcomes.violations)
+
+
+@pytest.mark.parametrize("stop", ["clean", "sigkill"])
+def test_single_byte_flips_in_one_replica_of_three(tmp_path, stop):
+    rng = random.Random(f"{SEED}-rf3-{stop}")
+    template = str(tmp_path / "template")
+    acked = rf3.build_template(template, PARTITIONS, RECORDS, stop)
+    lost, not_healed, flips = collections.Counter(), 0, 0
+    while flips < FLIPS:
+        round_lost, round_not_healed = rf3.run_round(
+            template, str(tmp_path / f"round-{flips}"), acked, rng, BOUND, BOUND)
+        lost.update(round_lost)
+        not_healed += round_not_healed
+        flips += PARTITIONS
+    print(f"\n.log of one replica of three, {stop}: {flips} flips, seed {SEED}: "
+          f"{sum(lost.values())} acknowledged records lost, {not_healed} not healed")
+    assert not +lost, f"acknowledged records lost per partition: {dict(+lost)}"
+    assert not_healed == 0

@@ -248,11 +248,12 @@ def test_offset_out_of_range_truncates_to_the_leaders_log(cluster):
     node.apply(image(1))
     node.poll()
     correlation_id, _ = request_of(leader)
-    leader.answer(correlation_id, data(hw=5, records=leader.bytes_from(0)))
+    leader.answer(correlation_id, data(hw=0, records=leader.bytes_from(0)))
     node.poll()
     partition = node.partition()
     assert partition.log.log_end_offset == 5
-    # the leader's log is shorter than ours (it lost its tail): truncate to its HW
+    # the leader's log is shorter than ours (it lost its unacknowledged tail): truncate
+    # to its HW
     correlation_id, _ = request_of(leader)
     leader.answer(correlation_id, data(error=ErrorCode.offset_out_of_range, hw=0))
     node.poll()
@@ -267,6 +268,32 @@ def test_offset_out_of_range_truncates_to_the_leaders_log(cluster):
             partition.high_watermark) == (40, 40, 40)
     _, request = request_of(leader)
     assert request.topics[0].partitions[0].fetch_offset == 40
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_an_intact_follower_never_truncates_below_its_high_watermark(cluster, damaged):
+    """A leader whose log ends below what this follower knew acknowledged lost records:
+    an intact follower keeps them and asks again later; a damaged one follows."""
+    leader, node, _ = cluster
+    leader.append(5)
+    node.apply(image(1))
+    node.poll()
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(hw=5, records=leader.bytes_from(0)))
+    node.poll()
+    partition = node.partition()
+    partition.damaged = damaged
+    assert (partition.log.log_end_offset, partition.high_watermark) == (5, 5)
+    correlation_id, _ = request_of(leader)
+    leader.answer(correlation_id, data(error=ErrorCode.offset_out_of_range, hw=2))
+    node.poll()
+    fetch = node.fetchers.fetcher_of((TOPIC, 0)).partitions[(TOPIC, 0)]
+    if damaged:  # the batch 0-4 holding offset 2 goes whole
+        assert partition.log.log_end_offset == 0
+        assert fetch.state is FetchState.FETCHING
+    else:
+        assert (partition.log.log_end_offset, partition.high_watermark) == (5, 5)
+        assert fetch.not_before > node.clock()  # after a back-off: truncate again
 
 
 def test_a_leader_change_truncates_to_the_high_watermark_before_fetching(cluster):

@@ -180,3 +180,63 @@ def test_a_truncation_before_the_first_read_leaves_no_false_damage(tmp_path):
     assert all_records(log)  # the first read of the segment: checked, nothing offline
     assert log.offline is None and active.unverified_end == 0
     log.close()
+
+
+def test_recovery_keeps_damaged_batches_and_what_follows_aside(tmp_path):
+    """After a crash, a batch past the recovery point framed whole but failing its CRC is
+    damage, not a torn write: the log is cut there, but its segment's bytes and the
+    later segments are kept as ``.damaged`` files; the recovery says where the dropped
+    batches ended."""
+    path = tmp_path / "t-0"
+    log = build(path, 4)
+    end = log.log_end_offset
+    crash(log)
+    set_recovery_point(path, 0)
+    batches = batches_in_order(path)
+    first_log = batches[0][0]
+    log_path, position, header = [b for b in batches if b[0] == first_log][3]
+    original = {name: data for name, data in logs_of(snapshot(path)).items()}
+    flip(log_path, position + d.RECORDS_OFFSET + 1, 0x40)  # a record byte: the CRC fails
+    damaged = open(log_path, "rb").read()
+    log = open_log(path, **CONFIG)
+    assert log.log_end_offset == header.base_offset
+    assert log.recovery.log_end_before == end
+    names = sorted(os.listdir(path))
+    kept = {n: open(path / n, "rb").read() for n in names if ".damaged" in n}
+    base = os.path.basename(log_path)
+    assert kept.pop(base + ".damaged") == damaged  # the whole segment, as it was
+    assert {n.removesuffix(".damaged") for n in kept} == set(original) - {base}
+    assert all(kept[n + ".damaged"] == original[n] for n in original if n != base)
+    log.close()
+
+
+def test_a_torn_tail_is_cut_without_a_copy(tmp_path):
+    path = tmp_path / "t-0"
+    log = build(path, 5)
+    crash(log)
+    set_recovery_point(path, 0)
+    last = sorted(n for n in os.listdir(path) if n.endswith(".log"))[-1]
+    os.truncate(path / last, os.path.getsize(path / last) - 3)  # a write cut short
+    log = open_log(path, **CONFIG)
+    assert log.recovery.bytes_dropped
+    assert not [n for n in os.listdir(path) if ".damaged" in n]
+    log.close()
+
+
+def test_set_aside_damage_cuts_at_the_last_good_batch_and_keeps_the_rest(tmp_path):
+    from segments.damaged import set_aside_damage
+    path = tmp_path / "t-0"
+    build(path, 6).close()
+    rng = random.Random(6)
+    assert set_aside_damage(path) is None  # nothing damaged: nothing changes
+    log_path, position, header = damage(path, rng, "sealed")
+    before = logs_of(snapshot(path))
+    base, aside = set_aside_damage(path)
+    assert aside[0] == log_path + ".damaged"
+    assert open(aside[0], "rb").read() == before[os.path.basename(log_path)]
+    assert open(log_path, "rb").read() == before[os.path.basename(log_path)][:position]
+    log = open_log(path, **CONFIG)
+    assert log.log_end_offset == header.base_offset  # the batches before the damage
+    assert len(all_records(log)) == header.base_offset
+    log.append(simple_batch(2))  # and it takes what the leader sends next
+    log.close()

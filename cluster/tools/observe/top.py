@@ -7,10 +7,12 @@
 Reads the stats pages (``pages``) every ``--interval`` seconds and shows a table (rich's
 ``Live``): role, name, pid, state (alive, stale, dead), RSS, USS, CPU %, GC collections
 per second of generations 0/1/2, GC pause p99 and max (since the process started),
-records/s in and out, consumer lag. Rates come from two publishes of the same process
-(``rows``), so the first frame shows them after one interval. ``--once`` prints one frame
-(after two reads ``--interval`` apart) and exits; ``--once --json`` prints every field of
-every process as one JSON object instead (``{"cluster_id", "time", "processes": [...]}``).
+records/s in and out, consumer lag, and a broker's damaged replicas (offline for damaged
+bytes, or healing from an intact leader: ``replica_proc.damaged_replicas``). Rates come
+from two publishes of the same process (``rows``), so the first frame shows them after one
+interval. ``--once`` prints one frame (after two reads ``--interval`` apart) and exits;
+``--once --json`` prints every field of every process as one JSON object instead
+(``{"cluster_id", "time", "processes": [...]}``).
 
 Exit status 0; 1 with one line on stderr when D holds no cluster or a page cannot be read;
 Ctrl-C and SIGTERM end the live view with 0. Owner: the main thread.
@@ -40,6 +42,9 @@ def _ms(seconds):
     return f"{seconds * 1000:.2f}"
 
 
+#: A broker's replicas that are offline for damage or healing from it (broker_stats).
+DAMAGED = "damaged-partitions"
+
 #: Columns of the table: (heading, how a row shows it).
 COLUMNS = (
     ("ROLE", lambda r: r.role),
@@ -57,6 +62,7 @@ COLUMNS = (
     ("IN rec/s", lambda r: _rate(r.records_in_per_s, 0)),
     ("OUT rec/s", lambda r: _rate(r.records_out_per_s, 0)),
     ("LAG", lambda r: "-" if r.lag is None else f"{r.lag:,.0f}"),
+    ("DAMAGED", lambda r: "-" if (n := r.counters.get(DAMAGED)) is None else f"{n:,.0f}"),
 )
 _STATE_STYLES = {"alive": "", "stale": "yellow", "dead": "red"}
 
