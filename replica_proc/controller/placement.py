@@ -28,8 +28,9 @@ in this order:
 Under an intact leader (1-3) the damaged replicas leave the ISR; they rejoin it through
 the leader's ISR expansion once they have fetched back what they lost (the controller
 refuses that while the broker still reports them damaged). ELR (KIP-966): when the ISR is
-smaller than ``min.insync.replicas`` the high watermark cannot move (Kafka's acks=all rule), so the replicas
-that leave the ISR then keep every acknowledged record and join the ELR; it is emptied
+smaller than ``min.insync.replicas`` the high watermark cannot move (Kafka's acks=all
+rule), so the replicas that leave the ISR then keep every acknowledged record and join the
+ELR; it is emptied
 once the ISR reaches ``min.insync.replicas``, and loses a replica reported damaged. The
 leader epoch grows by one whenever the leader changes, offline included; the partition
 epoch by one on every change (leader, ISR or ELR).
