@@ -12,8 +12,8 @@ request that goes to B, one ``shm_ring`` connection to B. Two threads move the f
   gateway's own answer, in request order as Kafka promises.
 
 Kafka's network layer, per connection: at most ``queued.max.requests`` requests wait for
-their answers (``pending`` is bounded: the request thread stops reading the socket when it
-is full) and the request ring bounds the bytes in flight, so a client that never reads its
+their answers (``_slots``: the request thread stops reading the socket while they are all
+taken) and the request ring bounds the bytes in flight, so a client that never reads its
 responses stalls only itself (its response thread blocks in ``sendall``, its rings fill, the
 broker defers that connection only). A size prefix that is negative, shorter than a request
 header or over ``socket.request.max.bytes``, and a frame the ring cannot carry, close this
@@ -81,7 +81,8 @@ class Bridge:
         config = gateway.config
         self._max_request = config.socket_request_max_bytes
         self._idle = config.connections_max_idle_ms / 1000
-        self._pending = queue.Queue(maxsize=config.queued_max_requests)
+        self._pending = queue.SimpleQueue()
+        self._slots = threading.Semaphore(config.queued_max_requests)  # one per request out
         self._ring = None
         self._max_frame = max_frame_length(config.ring_bytes)
         self._requested = 0  # requests queued for an answer (the request thread's count)
@@ -108,10 +109,7 @@ class Bridge:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        try:
-            self._pending.put_nowait(None)
-        except queue.Full:
-            pass  # the response thread sees ``closed`` after its current answer
+        self._pending.put(None)
         ring = self._ring
         if ring is not None:
             ring.interrupt()
@@ -224,14 +222,11 @@ class Bridge:
                 raise _Closed("gateway closing the connection")
 
     def _enqueue(self, pending):
+        while not self._slots.acquire(timeout=WAIT_SLICE):
+            if self.closed:
+                raise _Closed("gateway closing the connection")
         self._requested += 1
-        while True:
-            try:
-                self._pending.put(pending, timeout=WAIT_SLICE)
-                return
-            except queue.Full:
-                if self.closed:
-                    raise _Closed("gateway closing the connection") from None
+        self._pending.put(pending)
 
     def _ring_connection(self):
         if self._ring is None:
@@ -260,6 +255,7 @@ class Bridge:
                 else:
                     self._relay(pending)
                 self._answered += 1
+                self._slots.release()
         except OSError:
             pass  # the client went away: the request thread sees it too
         except (PeerDiedError, PeerClosedError) as exc:

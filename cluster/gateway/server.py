@@ -12,6 +12,9 @@ Kafka client (Java, librdkafka and kcat, kafka-python, aiokafka):
   authentication, no encryption; the CLI warns).
 - **Connections** (``bridge``): each accepted socket is bridged to a ring connection of the
   listener's broker; frames pass unchanged but for the addresses (``wire``).
+- **One per data directory**: ``start()`` takes an exclusive flock on ``D/gateway.lock``
+  (released when the process ends, however it ends); a second gateway of D fails at once
+  naming the pid that serves.
 - **Record.** ``D/gateway.json`` says ``{"pid", "start_time", "host", "ports": {id: port},
   "bootstrap": "host:port", "state": "serving|stopped"}`` for ``ringlog cluster status``,
   the supervisor and the tests.
@@ -22,6 +25,8 @@ signal); one accept thread per listener, two per connection (``bridge``).
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import os
 import resource
@@ -89,6 +94,7 @@ class Gateway:
         self._previous_ports = ({int(b): p for b, p in previous.get("ports", {}).items()}
                                 if kafka_port == 0 and previous.get("host") == host else {})
         self._registration = None
+        self._lock_fd = None
 
     # -- metadata -------------------------------------------------------------------------------
 
@@ -179,6 +185,7 @@ class Gateway:
 
     def start(self):
         """Open a listener per known broker id, publish stats, write the record."""
+        self._take_lock()
         raise_fd_limit()
         threading.stack_size(THREAD_STACK_BYTES)
         known = set(dd.broker_ids(self.data_dir))
@@ -196,6 +203,19 @@ class Gateway:
                                            f"gateway:{self.bootstrap()}")
         self._registration.add_source(self.stats.figures)
         self._write_record("serving")
+
+    def _take_lock(self):
+        with dd.private_umask():
+            fd = os.open(os.path.join(self.data_dir, dd.GATEWAY_LOCK),
+                         os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = (read_record(self.data_dir) or {}).get("pid")
+            raise OSError(errno.EBUSY, f"a Kafka gateway (pid {holder}) already serves "
+                                       f"{self.data_dir}") from None
+        self._lock_fd = fd  # held until the process exits
 
     def bootstrap(self):
         """``host:port`` of the lowest broker id's listener."""

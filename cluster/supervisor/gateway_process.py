@@ -1,7 +1,8 @@
 """The Kafka wire gateway as a child of the supervisor (``ringlog cluster start --kafka-port``).
 
-``GatewayProcess(data_dir, kafka_port, bind)`` runs ``python -m cluster.tools.cli gateway
---data-dir D --kafka-port P [--bind HOST]`` with its output in ``D/gateway.log``:
+``GatewayProcess(data_dir, kafka_port, bind)`` runs ``ringlog gateway --data-dir D
+--kafka-port P [--bind HOST]`` (as ``python -m cluster.tools.gateway_cmd``) with its output
+in ``D/gateway.log``:
 ``start()`` once the brokers serve, waiting (bounded) until ``D/gateway.json`` names its pid
 as serving (ClusterStartError with the log's tail otherwise); ``watch(now)`` from the
 supervisor's watch loop restarts it after ``RestartBackoff`` when it died (a gateway has no
@@ -25,7 +26,7 @@ from shm_ring.liveness import is_alive
 
 log = logging.getLogger("cluster.supervisor.supervisor")
 
-GATEWAY_COMMAND = (sys.executable, "-m", "cluster.tools.cli", "gateway")
+GATEWAY_COMMAND = (sys.executable, "-m", "cluster.tools.gateway_cmd")
 
 
 def read_gateway_record(data_dir):

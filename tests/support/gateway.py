@@ -1,8 +1,9 @@
 """A Kafka wire gateway process (``ringlog gateway``) for tests, and the 3-broker cluster
 the real-client tests share.
 
-``GatewayProcess(data_dir, *overrides)``: ``start()`` runs ``python -m cluster.tools.cli
-gateway --data-dir D --kafka-port 0`` with its log in a file and waits (BOUND) until
+``GatewayProcess(data_dir, *overrides)``: ``start()`` runs ``ringlog gateway --data-dir D
+--kafka-port 0`` (``python -m cluster.tools.gateway_cmd``) with its log in a file and waits
+(BOUND) until
 ``D/gateway.json`` names its pid as serving; ``bootstrap`` / ``ports`` / ``log()``;
 ``kill()`` SIGKILLs it by pid, ``stop()`` SIGTERMs it (SIGKILL after BOUND). Several
 gateways may serve one cluster at once (each its own ports); the record is the newest's.
@@ -37,7 +38,7 @@ class GatewayProcess:
         return {int(b): p for b, p in self.record["ports"].items()}
 
     def start(self):
-        argv = [sys.executable, "-m", "cluster.tools.cli", "gateway", "--data-dir",
+        argv = [sys.executable, "-m", "cluster.tools.gateway_cmd", "--data-dir",
                 self.data_dir, "--kafka-port", "0"]
         for override in self.overrides:
             argv += ["--override", override]
