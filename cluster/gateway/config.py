@@ -35,8 +35,11 @@ class GatewayConfig:
     connections_max_idle_ms: int = DEFAULTS["connections.max.idle.ms"]
     ring_bytes: int = DEFAULTS["ringlog.ring.bytes"]
     #: How a bridge waits on its rings: a short spin (hundreds of connections may wait at
-    #: once on two cores), then a park.
-    wait_policy: WaitPolicy = WaitPolicy(spin=20)
+    #: once on two cores), then a park whose wake-ups to check the broker's liveness (a
+    #: /proc read each) come every half second: at the default 50 ms, a thousand parked
+    #: connections cost the gateway more CPU than their requests (perf/README.md,
+    #: "Gateway connections").
+    wait_policy: WaitPolicy = WaitPolicy(spin=20, poll_interval=0.5)
 
     @classmethod
     def from_overrides(cls, overrides):
