@@ -34,6 +34,8 @@ import socket
 import threading
 import time
 
+import posix_ipc
+
 from cluster.errors import InvalidRequestError, KafkaProtocolError
 from cluster.gateway import wire
 from cluster.protocol import frame_descriptor as d, frames
@@ -138,16 +140,29 @@ class Bridge:
             reason = _Closed(f"socket error: {exc}")
         except (PeerDiedError, PeerClosedError) as exc:
             reason = _Closed(f"broker {self.broker_id} went away: {exc}", logging.INFO)
+        except Exception as exc:  # a bug must cost this connection only, and say so
+            log.exception("closing connection from %s to broker %d", self.peer,
+                          self.broker_id)
+            reason, self.closed = _Closed(str(exc)), True
         finally:
             if not self.closed:
                 log.log(reason.level, "closing connection from %s to broker %d: %s",
                         self.peer, self.broker_id, reason)
             self.close()
             self._responses.join()
-            if self._ring is not None:
-                self._ring.close()
+            self._close_ring()
             self.sock.close()
             self.gateway.forget(self)
+
+    def _close_ring(self):
+        """Close the ring connection; the broker may have closed it meanwhile (then the
+        response thread's error already unlinked its objects)."""
+        if self._ring is None:
+            return
+        try:
+            self._ring.close()
+        except (OSError, ValueError, posix_ipc.Error) as exc:
+            log.debug("ring connection of %s already gone: %s", self.peer, exc)
 
     def _wait_readable(self):
         """Block until the socket has bytes (True) or the connection is closing (False);
@@ -265,6 +280,9 @@ class Bridge:
         except KafkaProtocolError as exc:
             log.warning("closing connection from %s to broker %d: %s", self.peer,
                         self.broker_id, exc)
+        except Exception:  # a bug must cost this connection only, and say so
+            log.exception("closing connection from %s to broker %d", self.peer,
+                          self.broker_id)
         finally:
             self.close()
 
