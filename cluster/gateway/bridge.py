@@ -205,6 +205,11 @@ class Bridge:
             raise _Closed(f"request size {size} is outside {minimum}.."
                           f"{self._max_request} (socket.request.max.bytes): not a Kafka "
                           f"request", logging.WARNING)
+        if d.SIZE_PREFIX_LENGTH + size > self._max_frame:  # before allocating it
+            raise _Closed(f"request of {d.SIZE_PREFIX_LENGTH + size} bytes exceeds the "
+                          f"{self._max_frame} bytes a ring frame carries "
+                          f"(ringlog.ring.bytes {self.gateway.config.ring_bytes})",
+                          logging.WARNING)
         frame = bytearray(d.SIZE_PREFIX_LENGTH + size)
         frame[:d.SIZE_PREFIX_LENGTH] = prefix
         with memoryview(frame) as view:
@@ -226,9 +231,6 @@ class Bridge:
                 raise _Closed(str(exc), logging.WARNING) from None
             self._enqueue(_Pending(correlation_id, api_key, api_version, answer))
             return
-        if len(frame) > self._max_frame:
-            raise _Closed(f"request of {len(frame)} bytes (api key {api_key}) exceeds the "
-                          f"{self._max_frame} bytes a ring frame carries", logging.WARNING)
         ring = self._ring_connection()
         if wire.expects_response(frame, api_key):
             self._enqueue(_Pending(correlation_id, api_key, api_version, None))

@@ -120,6 +120,7 @@ def test_garbage_and_oversized_frames_close_that_connection_only(served):
         call(bystander, metadata_request())
         for garbage in (b"\xff\xff\xff\xff",  # negative size
                         struct.pack(">i", 200 * 1024 * 1024),  # > socket.request.max.bytes
+                        struct.pack(">i", 3 * 1024 * 1024),  # > a ring frame (4 MiB rings)
                         struct.pack(">ihhih", 10, 3, 8, 1, 0) + b"\x07" * 6):  # bad body
             sock = connect(port)
             with sock:
