@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean redis-server java kcat
+.PHONY: demo test test-fast lint bench clean redis-server java kcat conformance
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -80,10 +80,16 @@ kcat:
 	  else echo "kcat missing and no root or passwordless sudo: the suite skips the kcat" \
 	    "tests (install it with: sudo apt-get install -y kcat)"; fi; }
 
+# `make conformance`: librdkafka's own test suite (from Debian's source package, fetched
+# and built once under .cache/conformance) against a 3-broker cluster through the Kafka
+# gateway; prints passed / failed / skipped with each reason (tests/conformance).
+conformance: $(STAMP)
+	$(PY) -m tests.conformance.librdkafka --cache .cache/conformance $(CONFORMANCE_ARGS)
+
 # `make bench`: ringlog and its peers side by side (perf/suite; BENCH_ARGS=--quick for a
 # one-minute subset).
 bench: $(STAMP) redis-server
 	$(PY) -m perf $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .cache/conformance
