@@ -17,7 +17,7 @@ Kafka wire gateway.
    names, one a line) did not pass.
 
     python -m tests.conformance.librdkafka [--cache .cache/conformance] [--timeout 3600]
-                                           [--passing tests/conformance/passing.txt]
+                                           [--parallel N] [--passing FILE] [--log FILE]
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from tests.support.gateway import GatewayProcess
 PACKAGE = "librdkafka"
 SUMMARY_ROW = re.compile(r"^\|\s*(\d{4}\S*)\s*\|\s*(\w+)\s*\|\s*([\d.]+)s\s*\|\s?(.*)$")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TEST_END = re.compile(r"=+ Test (\d{4}\S*) (PASSED|FAILED|SKIPPED) =+")
 
 
 def _deb_src_sources(apt_dir):
@@ -99,17 +100,23 @@ def build(tree):
 
 
 def parse_summary(output):
-    """{test name: (state, reason)} from the runner's summary table."""
+    """{test name: (state, reason)} from the runner's summary table; a run stopped before
+    its summary (``--timeout``) counts the tests whose end it printed."""
     rows = {}
-    for line in ANSI.sub("", output).splitlines():
+    text = ANSI.sub("", output)
+    for line in text.splitlines():
         match = SUMMARY_ROW.match(line.strip())
         if match:
             name, state, _, reason = match.groups()
             rows[name] = (state, reason.strip())
+    if not rows:
+        for name, state in TEST_END.findall(text):
+            rows[name] = (state, "" if state == "PASSED" else "(run stopped before the "
+                                                             "summary: see --log)")
     return rows
 
 
-def run(runner, timeout):
+def run(runner, timeout, parallel=1):
     """Run ``test-runner -L`` against a fresh cluster and its gateway; (summary, output)."""
     with tempfile.TemporaryDirectory(prefix="ringlog-conformance-") as tmp:
         cluster = Cluster(os.path.join(tmp, "data"), brokers=3, num_partitions=4,
@@ -129,13 +136,16 @@ def run(runner, timeout):
                 tree = os.path.dirname(os.path.dirname(runner))
                 libraries = [os.path.join(tree, "src"), os.path.join(tree, "src-cpp")]
                 done = subprocess.run(
-                    [os.path.join(work, "test-runner"), "-L"], cwd=work, capture_output=True,
+                    [os.path.join(work, "test-runner"), "-L", f"-p{parallel}"], cwd=work,
+                    capture_output=True,
                     text=True, timeout=timeout,
                     env={**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libraries)})
                 output = done.stdout + done.stderr
             except subprocess.TimeoutExpired as exc:
-                output = ((exc.stdout or b"").decode(errors="replace")
-                          + f"\n(stopped after {timeout} s)\n")
+                partial = exc.stdout or b""
+                if isinstance(partial, bytes):
+                    partial = partial.decode(errors="replace")
+                output = partial + f"\n(stopped after {timeout} s)\n"
             print(f"test-runner ran {time.monotonic() - started:.0f} s", flush=True)
             return parse_summary(output), output
         finally:
@@ -150,10 +160,11 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--passing", help="tests that must pass, one name a line")
     parser.add_argument("--log", help="write the runner's whole output here")
+    parser.add_argument("--parallel", type=int, default=1, help="tests run at once (-p)")
     args = parser.parse_args(argv)
     cache = os.path.abspath(args.cache)
     runner = build(fetch(cache))
-    summary, output = run(runner, args.timeout)
+    summary, output = run(runner, args.timeout, args.parallel)
     if args.log:
         with open(args.log, "w") as file:
             file.write(output)
