@@ -18,7 +18,10 @@
   publishes it again).
 * **Requests.** ``send(node_id, request)`` writes the request frame with the next
   correlation id — a Produce request is encoded straight into a claimed request-ring slot,
-  its batches copied once — and returns a ``Future`` of the decoded response body. Responses
+  its batches copied once — and returns a ``Future`` of the decoded response body. Frames
+  of any length go both ways: one longer than a ring's largest frame travels as fragments
+  (``shm_ring``), so neither a large request nor a large response (an all-topics Metadata
+  of many partitions, a fetch of a large batch) depends on the ring's size. Responses
   come back in request order (the broker answers one connection in order); each is matched
   against the oldest request in flight by correlation id, a mismatch is a protocol error.
   A request not answered within ``request_timeout_ms`` fails with RequestTimedOutError and
@@ -62,7 +65,6 @@ from cluster.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
     KafkaTimeoutError,
-    MessageSizeTooLargeError,
     NoBrokersAvailable,
     RequestTimedOutError,
     for_code,
@@ -420,8 +422,9 @@ class KafkaClient:
 
         Never raises for network trouble: the future fails with KafkaConnectionError if
         the broker cannot be reached, IncompatibleBrokerVersion if it does not serve the
-        request's version, MessageSizeTooLargeError if the frame is larger than the ring can
-        hold, or KafkaTimeoutError if its request ring stays full for ``request_timeout_ms``.
+        request's version, or KafkaTimeoutError if its request ring stays full for
+        ``request_timeout_ms``. A frame of any length goes: one longer than the ring's
+        largest frame is carried as fragments (``shm_ring``).
         """
         future = Future()
         node = self._node(node_id)
@@ -437,41 +440,31 @@ class KafkaClient:
                 f"not v{request.__version__}"))
         correlation_id = self._next_correlation_id()
         try:
-            if api_key == ApiKey.PRODUCE:
-                size = protocol.request_frame_size(request, self.client_id)
-                self._check_frame_size(connection, node_id, request, size)
+            if api_key == ApiKey.PRODUCE and (size := protocol.request_frame_size(
+                    request, self.client_id)) <= self._max_frame_length:
                 written = self._write_in_place(connection, request, size, correlation_id)
-            else:
+            else:  # a frame longer than the ring's largest goes as fragments (shm_ring)
                 frame = protocol.encode_request(request, correlation_id, self.client_id)
-                self._check_frame_size(connection, node_id, request, len(frame))
                 written = connection.send(frame, timeout=self._request_timeout)
-        except MessageSizeTooLargeError as exc:
-            return future.failure(exc)
         except (PeerDiedError, PeerClosedError) as exc:
             error = KafkaConnectionError(f"broker {node_id}: {exc}")
             self._connection_failed(node, error)
             return future.failure(error)
         if not written:
-            return future.failure(KafkaTimeoutError(
-                f"broker {node_id} read no requests for {self._request_timeout} s: its "
-                f"request ring stayed full"))
+            error = KafkaTimeoutError(f"broker {node_id} read no requests for "
+                                      f"{self._request_timeout} s: its request ring stayed full")
+            if connection.sending:  # part of the request is out: the stream is cut mid-frame
+                self._connection_failed(node, error)
+            return future.failure(error)
         if not expect_response:
             return future.success(None)
         node.in_flight.append(_InFlight(correlation_id, api_key, request.__version__, future,
                                         self._clock() + self._request_timeout))
         return future
 
-    def _check_frame_size(self, connection, node_id, request, size):
-        """MessageSizeTooLargeError if a request frame of ``size`` bytes cannot fit the ring."""
-        if size > self._max_frame_length:
-            raise MessageSizeTooLargeError(
-                f"{type(request).__name__} of {size} bytes to broker {node_id} exceeds the "
-                f"largest frame of its request ring, {self._max_frame_length} bytes "
-                f"({connection.name})")
-
     def _write_in_place(self, connection, request, size, correlation_id):
-        """Encode ``request`` (a frame of ``size`` bytes) straight into a claimed
-        request-ring slot; False on timeout."""
+        """Encode ``request`` (a frame of ``size`` bytes, at most the ring's largest) straight
+        into a claimed request-ring slot; False on timeout."""
         slot = connection.claim(size, timeout=self._request_timeout)
         if slot is None:
             return False
