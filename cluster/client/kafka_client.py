@@ -34,8 +34,17 @@
   does every failed connection attempt (Kafka's NetworkClient), so a client whose cache
   still names a dead leader keeps asking until the controller has elected another.
 * **Metadata.** ``poll()`` sends a Metadata request (to the least loaded broker) when an
-  update was requested — by a caller, by an invalid-metadata error, or because the cache is
-  older than ``metadata_max_age_ms`` — at most once per ``retry_backoff_ms``.
+  update was requested — by a caller, by an invalid-metadata error, because the cache is
+  older than ``metadata_max_age_ms``, or because the controller published a new image on
+  the metadata page while requests are in flight — at most once per ``retry_backoff_ms``.
+  The last goes beyond Kafka: a leader that hangs (SIGSTOP, swapped out) answers nothing
+  and closes nothing, so a Kafka client learns of its successor only when its request times
+  out; here the controller's publication of the new leader (one 8-byte load of the page's
+  sequence per poll) brings the new metadata at once, and the owner may act on it (the
+  producer's sender moves its in-flight idempotent batches). The least loaded broker is
+  an idle connection, else a broker not yet connected that is alive, else the connection
+  with the fewest requests in flight: a refresh does not queue behind a hung broker's
+  requests while another broker can answer.
 
 Thread safety: one thread owns a KafkaClient and makes every call (the producer's sender
 thread; the consumer's or the admin client's calling thread), as kafka-python's client
@@ -257,6 +266,7 @@ class KafkaClient:
         self._page_image = None
         self._metadata_in_flight = False
         self._metadata_next_attempt = 0.0
+        self._page_sequence = 0  # the page's sequence when last looked at (module doc)
         self._closed = False
 
     # -- bootstrap and liveness -----------------------------------------------------------------
@@ -273,6 +283,7 @@ class KafkaClient:
                 self._page = MetadataPage.open(self.cluster_id)
             except FileNotFoundError:
                 return None
+            self._page_sequence = self._page.version
         try:
             self._page_image = self._page.read()
         except TimeoutError:
@@ -486,22 +497,30 @@ class KafkaClient:
         return sum(len(node.in_flight) for node in self._nodes.values())
 
     def least_loaded_node(self, excluded=()):
-        """The broker to send a request that any broker can answer: connected with the
-        fewest requests in flight, else one that may be tried now; None if none can.
-        ``excluded``: brokers already tried for this request (a backoff can be over by the
-        time the others failed)."""
+        """The broker to send a request that any broker can answer: connected with no
+        request in flight, else one not connected that may be tried now, else connected
+        with the fewest requests in flight; None if none can (module doc: a hung broker
+        holds its requests, and what is sent after them). ``excluded``: brokers already
+        tried for this request (a backoff can be over by the time the others failed)."""
         known = (set(self.cluster.brokers) or set(self.bootstrap_brokers())) - set(excluded)
         best = None
+        unconnected = []
         for node_id in known:
             node = self._nodes.get(node_id)
             if node is not None and node.connection is not None:
                 load = len(node.in_flight)
                 if best is None or load < best[0]:
                     best = (load, node_id)
+            else:
+                unconnected.append(node_id)
+        if best is not None and best[0] == 0:
+            return best[1]
+        candidates = self._connectable(sorted(unconnected))
+        if candidates:
+            return candidates[0]
         if best is not None:
             return best[1]
-        candidates = self._connectable(sorted(known))
-        if not candidates and self.cluster.brokers:
+        if self.cluster.brokers:
             # The listed brokers all failed: the page may know of restarted ones.
             candidates = self._connectable([n for n in self.bootstrap_brokers()
                                             if n not in excluded])
@@ -659,6 +678,11 @@ class KafkaClient:
         cluster = self.cluster
         if self._metadata_in_flight:
             return
+        page = self._page
+        if page is not None and page.version != self._page_sequence:
+            self._page_sequence = page.version  # the controller published (module doc)
+            if any(node.in_flight for node in self._nodes.values()):
+                cluster.request_update()
         now = self._clock()
         due = cluster.need_update or (cluster.last_refresh is not None
                                       and now - cluster.last_refresh >= self._metadata_max_age)
