@@ -337,7 +337,9 @@ class Ring:
         """The payload of the next committed frame as a read-only view, or None if there is none.
 
         Sets frame_type. The view stays valid until release(); frames read and not yet
-        released may be held together (release() frees all of them at once).
+        released may be held together (release() frees all of them at once). A message that
+        came as fragments is returned whole, as a view of a buffer of its own (valid for as
+        long as it is referenced); None while its last fragment has not arrived.
         """
         position = self._read_position
         index = position & self._mask
