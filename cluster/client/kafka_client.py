@@ -35,16 +35,16 @@
   still names a dead leader keeps asking until the controller has elected another.
 * **Metadata.** ``poll()`` sends a Metadata request (to the least loaded broker) when an
   update was requested — by a caller, by an invalid-metadata error, because the cache is
-  older than ``metadata_max_age_ms``, or because the controller published a new image on
-  the metadata page while requests are in flight — at most once per ``retry_backoff_ms``.
+  older than ``metadata_max_age_ms``, or (``watch_publications``) because the controller
+  published a new image on the metadata page while requests are in flight — at most once
+  per ``retry_backoff_ms``.
   The last goes beyond Kafka: a leader that hangs (SIGSTOP, swapped out) answers nothing
   and closes nothing, so a Kafka client learns of its successor only when its request times
   out; here the controller's publication of the new leader (one 8-byte load of the page's
   sequence per poll) brings the new metadata at once, and the owner may act on it (the
-  producer's sender moves its in-flight idempotent batches). The least loaded broker is
-  an idle connection, else a broker not yet connected that is alive, else the connection
-  with the fewest requests in flight: a refresh does not queue behind a hung broker's
-  requests while another broker can answer.
+  producer's sender moves its in-flight idempotent batches; ``watch_publications``). The
+  least loaded broker passes over a busy connection to a broker the controller fenced, so
+  the refresh does not queue behind a hung broker's requests.
 
 Thread safety: one thread owns a KafkaClient and makes every call (the producer's sender
 thread; the consumer's or the admin client's calling thread), as kafka-python's client
@@ -241,10 +241,13 @@ class KafkaClient:
     default the config's) is how the rings wait. Metadata requests ask the
     brokers to create unknown topics when ``allow_auto_topic_creation`` (default: the
     config's ``allow_auto_create_topics``, False if it has none).
+    ``watch_publications``: refresh the metadata when the controller publishes while
+    requests are in flight (module doc, "Metadata"; the producer, which acts on it).
     """
 
     def __init__(self, config, *, client_id=None, ring_capacity=DEFAULT_CAPACITY,
-                 clock=time.monotonic, policy=None, allow_auto_topic_creation=None):
+                 clock=time.monotonic, policy=None, allow_auto_topic_creation=None,
+                 watch_publications=False):
         self.config = config
         self.client_id = config["client_id"] if client_id is None else client_id
         self.data_dir, self.cluster_id = locate_cluster(config["bootstrap_servers"])
@@ -266,6 +269,7 @@ class KafkaClient:
         self._page_image = None
         self._metadata_in_flight = False
         self._metadata_next_attempt = 0.0
+        self._watch_publications = watch_publications
         self._page_sequence = 0  # the page's sequence when last looked at (module doc)
         self._closed = False
 
@@ -497,30 +501,29 @@ class KafkaClient:
         return sum(len(node.in_flight) for node in self._nodes.values())
 
     def least_loaded_node(self, excluded=()):
-        """The broker to send a request that any broker can answer: connected with no
-        request in flight, else one not connected that may be tried now, else connected
-        with the fewest requests in flight; None if none can (module doc: a hung broker
-        holds its requests, and what is sent after them). ``excluded``: brokers already
-        tried for this request (a backoff can be over by the time the others failed)."""
+        """The broker to send a request that any broker can answer: connected with the
+        fewest requests in flight — passing over a busy one the metadata page says the
+        controller fenced (module doc: a hung broker holds its requests, and what is sent
+        after them) — else one that may be tried now; None if none can. ``excluded``:
+        brokers already tried for this request (a backoff can be over by the time the
+        others failed)."""
         known = (set(self.cluster.brokers) or set(self.bootstrap_brokers())) - set(excluded)
-        best = None
-        unconnected = []
-        for node_id in known:
-            node = self._nodes.get(node_id)
-            if node is not None and node.connection is not None:
-                load = len(node.in_flight)
-                if best is None or load < best[0]:
-                    best = (load, node_id)
-            else:
-                unconnected.append(node_id)
-        if best is not None and best[0] == 0:
-            return best[1]
-        candidates = self._connectable(sorted(unconnected))
-        if candidates:
-            return candidates[0]
-        if best is not None:
-            return best[1]
-        if self.cluster.brokers:
+        connected = sorted((len(node.in_flight), node_id) for node_id in known
+                           if (node := self._nodes.get(node_id)) is not None
+                           and node.connection is not None)
+        if connected:
+            if not connected[0][0]:
+                return connected[0][1]
+            image = self._image()  # all busy: one page read, not one per request
+            for _, node_id in connected:
+                info = None if image is None else image.brokers.get(node_id)
+                if info is None or info.alive:
+                    return node_id
+            fenced = {node_id for _, node_id in connected}
+            candidates = self._connectable(sorted(known - fenced))
+            return candidates[0] if candidates else connected[0][1]
+        candidates = self._connectable(sorted(known))
+        if not candidates and self.cluster.brokers:
             # The listed brokers all failed: the page may know of restarted ones.
             candidates = self._connectable([n for n in self.bootstrap_brokers()
                                             if n not in excluded])
@@ -679,7 +682,8 @@ class KafkaClient:
         if self._metadata_in_flight:
             return
         page = self._page
-        if page is not None and page.version != self._page_sequence:
+        if self._watch_publications and page is not None and \
+                page.version != self._page_sequence:
             self._page_sequence = page.version  # the controller published (module doc)
             if any(node.in_flight for node in self._nodes.values()):
                 cluster.request_update()

@@ -185,6 +185,7 @@ def test_an_idempotent_batch_in_flight_to_a_hung_leader_goes_to_the_new_one_at_o
         future = producer.send("t", b"second")
         future.add_callback(completions.append)
         wait_until(lambda: producer._sender._in_flight, "the request in flight")
+        cluster.fence_broker(0)  # the controller's order: fence the hung broker, elect
         cluster.move_leader("t", 0, 1)
         assert future.get(IN_PROCESS_BOUND).offset == 1
         assert client.in_flight_count(0) == 1  # the old request is still unanswered
@@ -207,9 +208,12 @@ def test_without_idempotence_a_batch_in_flight_to_a_hung_leader_waits_for_its_an
         future = producer.send("t", b"second")
         wait_until(lambda: producer._sender._in_flight, "the request in flight")
         before = len(cluster.requests)
+        cluster.fence_broker(0)
         cluster.move_leader("t", 0, 1)
+        client = producer._sender._client
+        client.cluster.request_update()  # a refresh, as idempotence would have asked for
         wait_until(lambda: "METADATA" in [n for _, n, _ in cluster.requests[before:]],
-                   "the refresh the publication brings")
+                   "a refresh naming broker 1")
         time.sleep(0.2)
         assert not future.is_done and produce_requests(cluster, before) == []
     finally:
