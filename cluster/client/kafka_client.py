@@ -268,6 +268,8 @@ class KafkaClient:
         self._page = None
         self._page_image = None
         self._metadata_in_flight = False
+        self._metadata_node = None  # the broker the Metadata request in flight went to
+        self._metadata_attempt = 0  # numbers them: only the latest one's answer counts
         self._metadata_next_attempt = 0.0
         self._watch_publications = watch_publications
         self._page_sequence = 0  # the page's sequence when last looked at (module doc)
@@ -679,14 +681,13 @@ class KafkaClient:
 
     def _maybe_update_metadata(self):
         cluster = self.cluster
-        if self._metadata_in_flight:
-            return
         page = self._page
         if self._watch_publications and page is not None and \
                 page.version != self._page_sequence:
-            self._page_sequence = page.version  # the controller published (module doc)
-            if any(node.in_flight for node in self._nodes.values()):
-                cluster.request_update()
+            self._page_sequence = page.version
+            self._published()
+        if self._metadata_in_flight:
+            return
         now = self._clock()
         due = cluster.need_update or (cluster.last_refresh is not None
                                       and now - cluster.last_refresh >= self._metadata_max_age)
@@ -717,8 +718,26 @@ class KafkaClient:
                 cluster.update_failed(future.exception, sent_for)
                 return
         self._metadata_in_flight = True
-        future.add_callback(self._handle_metadata, all_topics, sent_for)
-        future.add_errback(self._metadata_failed, sent_for)
+        self._metadata_node = node_id
+        self._metadata_attempt += 1
+        future.add_callback(self._handle_metadata, all_topics, sent_for, self._metadata_attempt)
+        future.add_errback(self._metadata_failed, sent_for, self._metadata_attempt)
+
+    def _published(self):
+        """The controller published a new image (module doc, "Metadata"): refresh if
+        requests are in flight; a Metadata request in flight to a broker the new image
+        fences is given up (a hung broker may never answer it; its late answer is ignored),
+        so the refresh goes elsewhere now."""
+        if not any(node.in_flight for node in self._nodes.values()):
+            return
+        self.cluster.request_update()
+        if self._metadata_in_flight:
+            image = self._image()
+            info = None if image is None else image.brokers.get(self._metadata_node)
+            if info is not None and not info.alive:
+                self._metadata_in_flight = False
+                self._metadata_attempt += 1
+                self._metadata_next_attempt = 0.0
 
     def _unreachable(self):
         """NoBrokersAvailable when no broker can be asked for metadata: if no broker process
@@ -732,11 +751,15 @@ class KafkaClient:
             f"no broker of cluster {self.cluster_id} ({self.data_dir}) can be reached: "
             + (reasons or "none is live on the metadata page"))
 
-    def _metadata_failed(self, sent_for, exception):
+    def _metadata_failed(self, sent_for, attempt, exception):
+        if attempt != self._metadata_attempt:
+            return  # given up (_published)
         self._metadata_in_flight = False
         self.cluster.update_failed(exception, sent_for)
 
-    def _handle_metadata(self, all_topics, sent_for, response):
+    def _handle_metadata(self, all_topics, sent_for, attempt, response):
+        if attempt != self._metadata_attempt:
+            return  # given up (_published): a newer request was sent since
         self._metadata_in_flight = False
         brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack)
                    for b in response.brokers}
