@@ -47,7 +47,10 @@ ringlog's own keys (prefix ``ringlog.``):
 - ``ringlog.ring.bytes`` (default 4 MiB): capacity of each of a connection's two rings
   (request and response). A power of two from 64 bytes to 1 GiB, and large enough that one
   frame can carry ``max(message.max.bytes, replica.fetch.max.bytes)`` plus
-  ``FRAME_HEADROOM_BYTES`` (a ring accepts frames up to half its capacity).
+  ``FRAME_HEADROOM_BYTES`` (a ring accepts frames up to half its capacity), so the common
+  batch and fetch travel in one frame; anything longer (a topic's larger
+  ``max.message.bytes``, a Metadata response of many partitions) goes as fragments
+  (``shm_ring``), so no limit here bounds what a broker serves.
 - ``ringlog.spin.iterations`` (default 20): checks of a ring before a waiter parks.
 - ``ringlog.park.timeout.ms`` (default 50): longest single block while parked; the peer's
   liveness is checked after each (``shm_ring.wakeup.WaitPolicy.poll_interval``).

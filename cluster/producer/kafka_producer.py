@@ -177,7 +177,8 @@ class KafkaProducer:
             policy = dataclasses.replace(policy, spin=SENDER_SPIN)
         self._client = KafkaClient(
             config, client_id=self.client_id, clock=clock, policy=policy,
-            ring_capacity=ring_capacity_for(config["max_request_size"] + REQUEST_OVERHEAD))
+            ring_capacity=ring_capacity_for(config["max_request_size"] + REQUEST_OVERHEAD),
+            watch_publications=config["enable_idempotence"])  # sender.py: moved leaders
         self._cluster = self._client.cluster
         self._transaction_manager = (
             TransactionManager(config["transactional_id"], config["transaction_timeout_ms"])
