@@ -115,31 +115,40 @@ class Shipper:
 
     def run(self, stop=lambda: False):
         """Ship until ``stop()`` (or, with the tailer's ``once``, until every file is read
-        and acknowledged); then call ``finish()``."""
-        once = self.tailer.once
+        and acknowledged); the caller then calls ``finish()``."""
+        self.start()
+        while not stop() and self.turn():
+            pass
+
+    def start(self):
+        """The first scan (the files present at start)."""
         self.tailer.scan()
         now = self.clock()
         self._next_scan = now + self.scan_interval
         self._next_progress = now + self.progress_interval
-        while not stop():
-            self.collect()
-            now = self.clock()
-            if not once and now >= self._next_scan:
-                self.tailer.scan()
-                self._next_scan = now + self.scan_interval
-            read = self._fill()
-            if now >= self._next_checkpoint:
-                self.write_checkpoint()
-                self._next_checkpoint = now + self.checkpoint_interval
-            if self.progress_interval and now >= self._next_progress:
-                self.print_progress()
-                self._next_progress = now + self.progress_interval
-            if once and self.tailer.finished():
-                if not self.buffer_bytes:
-                    break
-                self._flush(1.0)
-            elif not read:
-                self.sleep(IDLE_SLEEP)
+
+    def turn(self):
+        """One turn of the loop (module doc); False when ``once`` is done."""
+        self.collect()
+        now = self.clock()
+        once = self.tailer.once
+        if not once and now >= self._next_scan:
+            self.tailer.scan()
+            self._next_scan = now + self.scan_interval
+        read = self._fill()
+        if now >= self._next_checkpoint:
+            self.write_checkpoint()
+            self._next_checkpoint = now + self.checkpoint_interval
+        if self.progress_interval and now >= self._next_progress:
+            self.print_progress()
+            self._next_progress = now + self.progress_interval
+        if once and self.tailer.finished():
+            if not self.buffer_bytes:
+                return False
+            self._flush(1.0)
+        elif not read:
+            self.sleep(IDLE_SLEEP)
+        return True
 
     def _fill(self):
         """Read and send while the buffer has room; whether anything was read."""

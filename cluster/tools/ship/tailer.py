@@ -14,7 +14,9 @@ never by path:
   file to finish (``after``): a renamed file is read to its end before the new one, so a
   source's lines keep their order;
 - a followed file smaller than its position, or whose first bytes no longer match its
-  fingerprint, was truncated in place (copytruncate): it is a new file from position 0;
+  fingerprint, was truncated in place (copytruncate): it is a new file from position 0.
+  Checked at each scan and before reading on from a file's end, so a file truncated and
+  rewritten past the old position between two scans is not read from the middle;
 - a new file is read from the checkpoint's position when the checkpoint knows its identity,
   else from 0, or from its end when ``from_end`` and it was there at the first scan;
 - a finished file neither found by the globs nor waiting for acknowledgements is forgotten
@@ -67,6 +69,7 @@ class Tracked:
         self.replaced = False  # truncated in place: a new Tracked follows the inode
         self.seen = True
         self.idle_since = None
+        self.caught_up = False  # the last read reached the end: check truncation first
         self.retry_at = 0.0
         self.after = []
         self.pending = collections.deque()
@@ -241,9 +244,12 @@ class Tailer:
         return None
 
     def _read(self, t, budget, now):
+        if t.caught_up and self._truncated(t, t.handle.stat()):
+            return None  # the next scan finds the inode again, as a new file
         size = max(min(budget, self.read_bytes), self.max_line_bytes + 2)
         data = t.handle.read_at(t.position, size)
         at_end = len(data) < size
+        t.caught_up = at_end
         final = at_end and (self.once or self._finished_rotating(t, now))
         c = cut(data, t.position, self.max_line_bytes, self.overflow, final, t.skipping)
         t.position += c.consumed
