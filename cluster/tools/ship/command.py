@@ -164,7 +164,8 @@ def _build(args):
                       checkpoint_path=checkpoint_path, parse=args.parse,
                       max_buffer_bytes=args.max_buffer_bytes, scan_interval=args.scan_interval,
                       checkpoint_interval=args.checkpoint_interval,
-                      progress_interval=args.progress_interval)
+                      progress_interval=args.progress_interval,
+                      partition_by_key=not has_property(props, "partitioner"))
     stats.add_source(shipper.stats_source)
     print(f"ringlog ship: {', '.join(args.path)} -> topic {args.topic}; checkpoint "
           f"{checkpoint_path} ({len(restored)} files known)", file=sys.stderr, flush=True)

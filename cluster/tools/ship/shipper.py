@@ -25,6 +25,9 @@ checkpoint and returns the files' checkpointed positions.
 
 Records are sent with the producer the caller built (the command: acks=all, idempotent), one
 per line: its key from the key template, its value the line, its headers ``records``'s.
+With ``partition_by_key`` (the producer has the default partitioner) the partition of a
+file's key is computed once per chunk as the default partitioner would (murmur2 of the key
+modulo the topic's partitions), not once per line.
 The records of one file go out in order; with a key per file (``{file}``) they land in one
 partition in order.
 
@@ -38,6 +41,7 @@ import sys
 import time
 
 from cluster.errors import KafkaError, KafkaTimeoutError
+from cluster.producer.partitioner import partition_for_key
 from cluster.tools.ship import checkpoint
 from cluster.tools.ship.records import (
     ERROR_HEADER,
@@ -85,7 +89,8 @@ class Shipper:
     def __init__(self, producer, topic, tailer, key_template, *, checkpoint_path=None,
                  parse="none", clock=time.monotonic, sleep=time.sleep,
                  max_buffer_bytes=16 << 20, scan_interval=1.0, checkpoint_interval=1.0,
-                 progress_interval=10.0, retry_backoff=1.0, progress_stream=None):
+                 progress_interval=10.0, retry_backoff=1.0, progress_stream=None,
+                 partition_by_key=False):
         self.producer = producer
         self.topic = topic
         self.tailer = tailer
@@ -99,6 +104,7 @@ class Shipper:
         self.checkpoint_interval = checkpoint_interval
         self.progress_interval = progress_interval
         self.retry_backoff = retry_backoff
+        self.partition_by_key = partition_by_key
         self.progress_stream = sys.stderr if progress_stream is None else progress_stream
         self.lines_read = 0
         self.records_sent = 0
@@ -187,10 +193,14 @@ class Shipper:
         path = (PATH_HEADER, tracked.origin.encode("utf-8", "surrogateescape"))
         fid = (ID_HEADER, tracked.id_bytes)
         key = self._file_key(tracked)
+        partition = None
+        if self.partition_by_key and key is not None:  # the default partitioner, once
+            partition = partition_for_key(key, len(self.producer.partitions_for(topic)))
         last = None
         if not self.parse_json:
             for line, position in zip(lines, positions):
-                future = send(topic, line, key, [path, fid, (OFFSET_HEADER, b"%d" % position)])
+                future = send(topic, line, key, [path, fid, (OFFSET_HEADER, b"%d" % position)],
+                              partition)
                 if future[0] is not last:  # one future per producer batch is enough
                     last = future[0]
                     futures.append(future)
@@ -205,7 +215,8 @@ class Shipper:
                 headers.append((ERROR_HEADER, fields.encode()))
             elif per_line:
                 line_key = self.key_template.line_key(tracked.origin, fields)
-            future = send(topic, line, line_key, headers)
+            future = send(topic, line, line_key, headers,
+                          partition if line_key is key else None)
             if future[0] is not last:
                 last = future[0]
                 futures.append(future)

@@ -103,7 +103,7 @@ class FakeProducer:
         self.sent = []  # (topic, value, key, headers dict)
         self.batches = []
 
-    def send(self, topic, value, key=None, headers=None):
+    def send(self, topic, value, key=None, headers=None, partition=None):
         batch = FakeBatch()
         batch.is_done = self.auto_ack
         self.batches.append(batch)
