@@ -14,14 +14,17 @@ Each round runs, alternating which goes first, each into a fresh one-partition t
   no header, Kafka's defaults for the tool (acks=-1, linger.ms 1000, batch.size 16 KiB).
 
 Each is timed from the process start to its exit (the tool's start-up included, as a user
-sees it); both exit only once every record is acknowledged. Prints each round, the median
-lines/s of each and the ratio ship ÷ console-producer (the goal: >= 1). Processes are
+sees it); both exit only once every record is acknowledged. Prints each round (lines/s,
+seconds, and the CPU seconds of the tool's process: on a loaded machine the wall time
+swings with the others' load, the CPU time much less), the median lines/s of each and the
+ratio ship ÷ console-producer (the goal: >= 1), and the medians of the CPU seconds. Processes are
 stopped by pid; the cluster is stopped and its directory removed at the end.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -46,6 +49,8 @@ def write_file(path, lines, line_bytes):
 
 
 def timed(argv, stdin=None):
+    """(wall seconds, CPU seconds of the process: user + system) of one tool run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     process = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
@@ -56,9 +61,10 @@ def timed(argv, stdin=None):
             process.kill()
             process.wait()
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if process.returncode != 0:
         raise SystemExit(f"{argv[3]} failed ({process.returncode}): {err.decode()[-2000:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main(argv=None):
@@ -70,6 +76,7 @@ def main(argv=None):
     work = tempfile.mkdtemp(prefix="ship-bench-")
     cluster = Cluster(os.path.join(work, "data"), brokers=1)
     figures = {"ship": [], "console-producer": []}
+    cpu = {"ship": [], "console-producer": []}
     try:
         cluster.start()
         data = cluster.bootstrap_servers
@@ -87,18 +94,21 @@ def main(argv=None):
                     admin.create_topics([NewTopic(topic, num_partitions=1,
                                                   replication_factor=1)])
                 if name == "ship":
-                    elapsed = timed(CLI + ["ship", "--bootstrap-server", data, "--topic", topic,
-                                           "--path", path, "--once", "--progress-interval",
-                                           "0", "--checkpoint",
-                                           os.path.join(work, f"{topic}.checkpoint")])
+                    checkpoint = os.path.join(work, f"{topic}.checkpoint")
+                    argv = CLI + ["ship", "--bootstrap-server", data, "--topic", topic,
+                                  "--path", path, "--once", "--progress-interval", "0",
+                                  "--checkpoint", checkpoint]
+                    elapsed, seconds = timed(argv)
                 else:
+                    argv = CLI + ["console-producer", "--bootstrap-server", data,
+                                  "--topic", topic]
                     with open(path, "rb") as stdin:  # what `cat file |` feeds it
-                        elapsed = timed(CLI + ["console-producer", "--bootstrap-server", data,
-                                               "--topic", topic], stdin=stdin)
+                        elapsed, seconds = timed(argv, stdin=stdin)
                 rate = args.lines / elapsed
                 figures[name].append(rate)
+                cpu[name].append(seconds)
                 print(f"round {round_ + 1}: {name:>16}: {rate:>10,.0f} lines/s "
-                      f"({elapsed:.2f} s)", flush=True)
+                      f"({elapsed:.2f} s, {seconds:.2f} CPU s)", flush=True)
     finally:
         cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -106,6 +116,11 @@ def main(argv=None):
     console = statistics.median(figures["console-producer"])
     print(f"median ship {ship:,.0f} lines/s, console-producer {console:,.0f} lines/s: "
           f"ratio {ship / console:.2f}x (goal >= 1x)")
+    ship_cpu = statistics.median(cpu["ship"])
+    console_cpu = statistics.median(cpu["console-producer"])
+    print(f"median CPU seconds: ship {ship_cpu:.2f}, console-producer {console_cpu:.2f}: "
+          f"console-producer / ship {console_cpu / ship_cpu:.2f}x (less noisy on a loaded "
+          f"machine; >= 1 means ship costs no more CPU)")
 
 
 if __name__ == "__main__":
