@@ -17,6 +17,12 @@ never by path:
   fingerprint, was truncated in place (copytruncate): it is a new file from position 0.
   Checked at each scan and before reading on from a file's end, so a file truncated and
   rewritten past the old position between two scans is not read from the middle;
+- a new file whose first bytes are those of a followed file, and at least as long, is taken
+  for its ``copytruncate`` copy: it waits (up to ``rotate_wait``) for that file's
+  truncation, then is read from the position the truncated file had reached (so a copy
+  matching the glob is not read twice, and the lines written before the truncation that
+  were not read yet are read in the copy), before the file's new content; if no truncation
+  comes within ``rotate_wait`` it is a file of its own, read whole;
 - a new file is read from the checkpoint's position when the checkpoint knows its identity,
   else from 0, or from its end when ``from_end`` and it was there at the first scan;
 - a finished file neither found by the globs nor waiting for acknowledgements is forgotten
@@ -67,6 +73,7 @@ class Tracked:
         self.rotated = False
         self.done = False
         self.replaced = False  # truncated in place: a new Tracked follows the inode
+        self.copied = False  # its copytruncate copy is followed from its position
         self.seen = True
         self.idle_since = None
         self.caught_up = False  # the last read reached the end: check truncation first
@@ -110,6 +117,7 @@ class Tailer:
         self.lines_truncated = 0
         self._scans = 0
         self._next = 0
+        self._held = {}  # (dev, ino) of a copy of a followed file -> when first seen
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -154,7 +162,9 @@ class Tailer:
                     t.handle = self.files.open(path)
                 t.done = False
                 t.idle_since = None
-        new.sort(key=lambda item: not self._restorable(*item[1][:2]))
+        truncated_paths = {t.path for t in self.tracked if t.replaced}
+        new.sort(key=lambda item: (not self._restorable(*item[1][:2]),
+                                   item[0] in truncated_paths))
         for path, st in new:
             self._discover(path, st, first)
         self.tracked = [t for t in self.tracked if not self._forgettable(t)]
@@ -195,7 +205,31 @@ class Tailer:
             handle.close()
             return
         entry = self._restore(hst.dev, hst.ino, head)
-        if entry is not None and hst.size >= entry.position:
+        if entry is None and first:
+            entry = self._restore_copy(head, hst.size)
+        source = None if first or entry is not None else self._copied_from(head, hst.size)
+        if source is not None and not source.replaced:
+            since = self._held.setdefault((hst.dev, hst.ino), self.clock())
+            if self.clock() - since < self.rotate_wait:
+                handle.close()  # a copy of a followed file: wait for its truncation
+                return
+            source = None  # not truncated: a file of its own, read whole
+        self._held.pop((hst.dev, hst.ino), None)
+        if entry is not None and entry.id is None:  # a copy found at start (_restore_copy)
+            print_ = fingerprint(head)
+            t = Tracked(file_id(hst.dev, hst.ino, print_), hst.dev, hst.ino, print_,
+                        len(head), entry.path, handle, entry.position, entry.skipping)
+            for newer in self.tracked:  # the truncated file's new lines come after
+                if (newer.dev, newer.ino) == (entry.dev, entry.ino):
+                    newer.after.append(t)
+        elif source is not None:  # the copy of a file truncated in place: go on in the copy
+            print_ = fingerprint(head)
+            t = Tracked(file_id(hst.dev, hst.ino, print_), hst.dev, hst.ino, print_,
+                        len(head), source.origin, handle, source.position, source.skipping)
+            log.warning("%s is the copy of %s made before its truncation: reading on in the "
+                        "copy from position %d", path, source.origin, source.position)
+            source.copied = True
+        elif entry is not None and hst.size >= entry.position:
             t = Tracked(entry.id, entry.dev, entry.ino, entry.fingerprint,
                         entry.fingerprint_length, entry.path, handle, entry.position,
                         entry.skipping)
@@ -212,8 +246,34 @@ class Tailer:
         t.path = path
         t.rotated = t.origin != path
         t.size = hst.size
-        t.after = [o for o in self.tracked if o.origin == t.origin and not o.done]
+        t.after = [o for o in self.tracked
+                   if o.origin == t.origin and not o.done and t not in o.after]
         self.tracked.append(t)
+
+    def _copied_from(self, head, size):
+        """The followed file whose copy (``copytruncate``) a new file with ``head`` and
+        ``size`` may be: same first bytes, at least as long, not copied already; a
+        truncated one first."""
+        candidates = [t for t in self.tracked
+                      if not t.rotated and not t.copied and t.fingerprint_length <= len(head)
+                      and size >= t.position
+                      and fingerprint(head[:t.fingerprint_length]) == t.fingerprint]
+        candidates.sort(key=lambda t: not t.replaced)
+        return candidates[0] if candidates else None
+
+    def _restore_copy(self, head, size):
+        """At start: the checkpoint's entry of a file truncated in place (copytruncate) while
+        the shipper was down, whose copy has ``head`` and ``size``: the copy goes on from
+        the entry's position (the truncated inode, discovered first, no longer matched)."""
+        for fid, e in self.restored.items():
+            if (len(head) >= e.fingerprint_length and size >= e.position
+                    and fingerprint(head[:e.fingerprint_length]) == e.fingerprint
+                    and any((t.dev, t.ino) == (e.dev, e.ino) for t in self.tracked)):
+                del self.restored[fid]
+                log.warning("a copy of %s made before its truncation: reading on in it from "
+                            "position %d", e.path, e.position)
+                return e._replace(id=None)
+        return None
 
     def _restore(self, dev, ino, head):
         for fid, e in self.restored.items():

@@ -289,3 +289,47 @@ def test_checkpoint_is_atomic_and_a_damaged_one_is_refused(tmp_path):
     with pytest.raises(checkpoint.CheckpointError, match="damaged: stored CRC"):
         checkpoint.load(path)
     assert checkpoint.load(str(tmp_path / "none")) == {}
+
+
+@pytest.mark.parametrize("scan_between", [False, True])
+def test_copytruncate_copy_matching_the_glob_is_read_on_not_read_twice(scan_between):
+    files = FakeFiles()
+    files.create("/l/app.log", lines(20))
+    shipper, producer, clock = make(files)
+    turns(shipper, clock, 1)
+    files.append("/l/app.log", lines(5, "unread"))  # written, not read before the copy
+    files.copy("/l/app.log", "/l/app.log.1")
+    if scan_between:  # a scan sees the copy before the truncation: it waits
+        shipper.tailer.scan()
+    files.truncate("/l/app.log")
+    files.append("/l/app.log", lines(3, "after"))
+    turns(shipper, clock, 4)
+    expected = (lines(20) + lines(5, "unread") + lines(3, "after")).split(b"\n")[:-1]
+    assert producer.values() == expected
+    assert {k for _, _, k, _ in producer.sent} == {b"/l/app.log"}
+
+
+def test_a_copy_never_truncated_is_a_file_of_its_own():
+    files = FakeFiles()
+    files.create("/l/app.log", lines(4))
+    shipper, producer, clock = make(files)
+    turns(shipper, clock, 1)
+    files.copy("/l/app.log", "/l/backup.log")
+    turns(shipper, clock, 3)
+    assert producer.values() == lines(4).split(b"\n")[:-1] * 2
+
+
+def test_copytruncate_while_the_shipper_was_down_goes_on_in_the_copy(tmp_path):
+    path = str(tmp_path / "ckpt")
+    files = FakeFiles()
+    files.create("/l/app.log", lines(20))
+    shipper, producer, clock = make(files, checkpoint_path=path)
+    turns(shipper, clock, 1)
+    files.append("/l/app.log", lines(5, "unread"))  # the shipper is down from here
+    files.copy("/l/app.log", "/l/app.log.1")
+    files.truncate("/l/app.log")
+    files.append("/l/app.log", lines(3, "after"))
+    again, producer2, clock2 = make(files, checkpoint_path=path,
+                                    restored=checkpoint.load(path))
+    turns(again, clock2, 4)
+    assert producer2.values() == (lines(5, "unread") + lines(3, "after")).split(b"\n")[:-1]
