@@ -61,6 +61,7 @@ class Copiers:
         self.incarnations = []          # every one started, in order
         self.restart_at = {}            # copier -> monotonic time its kill's downtime ends
         self.error = None               # what stopped ``run`` early, if anything
+        self.steps = []                 # the copier steps ``run`` has not played yet
 
     # -- the processes ------------------------------------------------------------------------
 
@@ -164,15 +165,20 @@ class Copiers:
     def run(self, schedule, stop, started):
         """Play ``schedule`` (``schedule.CopierStep``s) from ``started`` (monotonic time)
         and watch the processes (``reap``) until ``stop`` (a threading.Event) is set."""
-        steps = list(schedule)
+        self.steps = list(schedule)
         try:
             while not stop.wait(WATCH_INTERVAL):
-                while steps and time.monotonic() >= started + steps[0].at:
-                    self._play(steps.pop(0))
+                while self.steps and time.monotonic() >= started + self.steps[0].at:
+                    self._play(self.steps[0])
+                    self.steps.pop(0)
                 self.reap()
         except Exception as exc:  # recorded, and the command reports it as a failure
             self.error = exc
             self._record("copier-fault-error", error=f"{type(exc).__name__}: {exc}")
+
+    def pending(self):
+        """Copier steps not played yet (none once ``run`` failed)."""
+        return 0 if self.error is not None else len(self.steps)
 
     def _play(self, step):
         if step.fault == "copier-kill":

@@ -7,8 +7,10 @@ what the scenario says, and records every action in the fault log, a JSON line e
 (``{"t": epoch seconds, "step", "fault", "broker", "pid", "partition", ...}``), flushed
 line by line. A step whose target does not exist (a follower when the replication factor
 is 1, a leader while the partition is offline) is recorded as ``skipped`` with the reason.
-Steps run one after another; one that runs late delays the next. The unclean-election
-steps, which stop every replica of a partition, end once its ISR is full again (at most
+Steps run one after another; one that runs late delays the next (``played`` and
+``pending`` say how far it got: the command extends the run until every step was
+played). The unclean-election steps, which stop every replica of a partition, end once
+its ISR is full again (at most
 ``ISR_WAIT`` seconds, recorded as an ``isr`` event), as replication_test waits between
 bounces: otherwise the next step kills the followers before they rejoin, and the whole
 run is spent below min.insync.replicas.
@@ -70,6 +72,11 @@ class FaultInjector:
         self.on_event = on_event or (lambda event: None)
         self.clock = clock
         self.error = None  # what stopped the injector early, if anything
+        self.played = 0    # steps carried out (or skipped with a reason) so far
+
+    def pending(self):
+        """Steps of the schedule not played yet (none once the injector failed)."""
+        return 0 if self.error is not None else len(self.schedule) - self.played
 
     def run(self, stop, started=None):
         """Play the schedule from ``started`` (clock time; default now) until it is done or
@@ -80,6 +87,7 @@ class FaultInjector:
                 if stop.wait(max(0.0, started + step.at - self.clock())):
                     return
                 getattr(self, "_" + step.scenario.replace("-", "_"))(step, stop)
+                self.played += 1
         except Exception as exc:  # recorded, and the command reports it as a failure
             self.error = exc
             self._record("injector-error", None, error=f"{type(exc).__name__}: {exc}")

@@ -101,7 +101,7 @@ class CopyChaos(Chaos):
         self._announce(f"{a.records} records by {a.producers} idempotent producers, "
                        f"{a.partitions} transactional copiers ({len(schedule)} copier "
                        f"faults), {a.consumers} read_committed readers")
-        self._play(injector, (self.copiers.run, schedule))
+        self._play(injector, (self.copiers, schedule))
         self.copiers.heal()
         self._wait(lambda: not any(p.is_alive() for k, p, _ in self.processes
                                    if k == "producer"), a.settle)
@@ -139,6 +139,11 @@ class CopyChaos(Chaos):
             verdict.anomalies.append({"kind": "injector-error",
                                       "error": str(self.copiers.error)})
         return self._report(found, verdict, injector, settled)
+
+    def replay_arguments(self):
+        return [*super().replay_arguments(), "--workload", WORKLOAD,
+                "--records", str(self.args.records),
+                "--copier-kills", str(self.copier_kills), "--zombies", str(self.args.zombies)]
 
     def _copier_spec(self, copier, incarnation):
         return CopierSpec(self.data_dir, self.input_topic, self.output_topic, self.group,

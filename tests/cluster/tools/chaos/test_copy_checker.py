@@ -125,9 +125,34 @@ def test_a_zombie_write_after_its_fencing_is_an_aborted_read_and_an_unfenced_zom
         by_kind.setdefault(anomaly["kind"], []).append(anomaly)
     assert sorted(by_kind) == ["aborted-read", "duplicated-copy", "unfenced-zombie"]
     assert by_kind["aborted-read"][0]["superseded"] is True
-    assert {"ended": "no exit recorded", "fenced_by": 1} .items() <= \
-        by_kind["unfenced-zombie"][0].items()
-    assert by_kind["unfenced-zombie"][1]["committed_after_fencing"] is True
+    assert by_kind["unfenced-zombie"] == [{
+        "kind": "unfenced-zombie", "copier": 1, "incarnation": 0, "superseded_by": 1,
+        "superseded_at": 3.5, "transactions": [1], "committed": 1,
+        "ended": "no exit recorded"}]
+
+
+def test_a_commit_asked_for_after_a_newer_incarnation_initialised_is_an_unfenced_zombie():
+    """Transaction 1 began before incarnation 1 initialised, but its commit was asked for
+    after that and returned: the EndTxn of a fenced epoch succeeded."""
+    history = clean_history()
+    history.copier_ops += [op("init", 1, 1, 4.05)] + transaction(1, 0, 1, 4.0, 0)
+    assert kinds(history) == ["unfenced-zombie"]
+
+
+def test_a_commit_asked_for_before_a_newer_incarnation_initialised_passes():
+    """The commit was on its way when the newer one initialised (its answer came after):
+    the coordinator may end it first, as Kafka's does."""
+    history = clean_history()
+    history.copier_ops += transaction(1, 0, 1, 4.0, 0) + [op("init", 1, 1, 4.15)]
+    assert kinds(history) == []
+
+
+def test_a_random_abort_that_returned_after_superseding_is_an_unfenced_zombie():
+    history = clean_history()
+    history.copier_ops += [op("init", 1, 1, 3.5)] + transaction(1, 0, 1, 4.0, 1, "abort")
+    anomalies, _counts = copy_checker.check(history)
+    assert [(a["kind"], a["transactions"], a["committed"]) for a in anomalies] == [
+        ("unfenced-zombie", [1], 0)]
 
 
 def test_a_zombie_that_saw_its_fencing_passes():
@@ -140,13 +165,37 @@ def test_a_zombie_that_saw_its_fencing_passes():
     assert anomalies == [] and counts["fenced"] == 1 and counts["zombies"] == 1
 
 
-def test_a_zombie_that_ended_without_fencing_is_flagged():
+def test_a_zombie_that_made_no_request_after_a_newer_one_initialised_passes():
+    """Superseded at 3.5, the zombie only exited (stopped, no last transaction logged):
+    Kafka fences at the next transactional request and there was none."""
     history = clean_history()
     history.faults = [{"fault": "zombie", "c": 1, "i": 1, "zombie": 0, "t": 3.4}]
     history.copier_ops += [op("init", 1, 1, 3.5), op("exit", 1, 0, 9.0, error=None)]
-    anomalies, _counts = copy_checker.check(history)
-    assert anomalies == [{"kind": "unfenced-zombie", "copier": 1, "incarnation": 0,
-                          "fenced_by": 1, "ended": None}]
+    assert kinds(history) == []
+
+
+def test_a_zombie_whose_newer_incarnation_died_before_initialising_passes():
+    """The lead's finding (CHAOS-FINDING.md): under load the zombie fault's incarnation
+    2.1 was copier-killed at 13.97 s before it returned from init_transactions (no history
+    file at all); incarnation 2.0 kept copying, committed and exited normally, and 2.2
+    initialised only after that. Nothing superseded 2.0 while it ran: no anomaly."""
+    history = clean_history()
+    history.faults = [
+        {"fault": "zombie", "c": 1, "i": 1, "zombie": 0, "pid": 4057, "t": 0.33},
+        {"fault": "copier-kill", "c": 1, "i": 1, "pid": 4057, "aim": "begin", "hit": False,
+         "t": 13.97},
+        {"fault": "copier-start", "c": 1, "i": 2, "pid": 4100, "t": 16.0}]
+    history.copier_ops += (transaction(1, 0, 1, 5.0, 1) + transaction(1, 0, 2, 14.5, 1)
+                           + transaction(1, 0, 3, 20.0, 0)
+                           + [op("exit", 1, 0, 20.5, error=None), op("init", 1, 2, 21.0)]
+                           + transaction(1, 2, 0, 22.0, 0) + [op("exit", 1, 2, 23.0,
+                                                                  error=None)])
+    history.drain_reads += [read(1, 2, "p1:000002"), read(1, 3, "p1:000003")]
+    history.output_drain += [read(1, 2, copy_value("p1:000002", 1, 0, 1)),
+                             read(1, 3, copy_value("p1:000003", 1, 0, 2))]
+    anomalies, counts = copy_checker.check(history)
+    assert anomalies == []
+    assert counts["zombies"] == 1 and counts["fenced"] == 0
 
 
 def test_a_committed_transaction_partly_visible_is_torn():
