@@ -35,7 +35,7 @@ import dataclasses
 from cluster.tools.chaos.workload import parse_value
 
 #: Fault log events that are faults (the others restart, resume, skip or heal).
-FAULTS = ("kill", "terminate", "pause", "truncate", "divergent-writes")
+FAULTS = ("kill", "terminate", "pause", "truncate", "divergent-writes", "flip")
 
 
 @dataclasses.dataclass

@@ -109,6 +109,10 @@ def add_arguments(parser):
                              f"duration)")
     parser.add_argument("--zombies", type=int, default=1,
                         help=f"{WORKLOAD}: zombie copiers (default 1)")
+    parser.add_argument("--record-bytes", type=int, default=0,
+                        help="pad each produced value to this many bytes (e.g. 3000000: "
+                             "records larger than a ring frame; the topic's "
+                             "max.message.bytes is raised to fit; default 0: short values)")
     parser.add_argument("--settle", type=duration, default=30.0,
                         help="longest wait for the cluster to settle after the faults "
                              "(default 30s)")

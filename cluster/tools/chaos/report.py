@@ -19,7 +19,7 @@ BUCKET = 0.5
 #: Anomalies listed one by one in the summary, per kind (the rest are counted).
 SHOWN = 5
 _FAULT_COLOURS = {"kill": "red", "terminate": "orange", "pause": "purple",
-                  "truncate": "brown", "divergent-writes": "magenta"}
+                  "truncate": "brown", "divergent-writes": "magenta", "flip": "olive"}
 #: Fault log events drawn as green dotted lines: a broker back.
 _RECOVERIES = ("start", "resume")
 

@@ -51,6 +51,9 @@ CLIENT_STOP = workload.DELIVERY_TIMEOUT_MS / 1000 + workload.OUTCOME_SLACK + 5.0
 CLIENT_START = 60.0
 #: Seconds to wait for the topic's partitions to have leaders after creating it.
 TOPIC_WAIT = 30.0
+#: Scenarios that only the transactional-copy workload can run (their target exists only
+#: in a topic written in transactions).
+TRANSACTIONAL_SCENARIOS = ("txnindex-flip",)
 #: A run whose faults ran late goes on until they are all played, by at most this many
 #: times its duration.
 EXTENSION = 1.0
@@ -60,6 +63,9 @@ EXTENSION = 1.0
 class Chaos:
     """One run of the tool with the produce-consume workload (module doc); ``run()``
     returns the exit status."""
+
+    #: whether its workload writes transactions (TRANSACTIONAL_SCENARIOS need them)
+    transactional = False
 
     def __init__(self, args):
         self.args = args
@@ -104,8 +110,12 @@ class Chaos:
             if getattr(a, name) < 1:
                 raise ToolError(f"--{name.replace('_', '-')} must be >= 1, found "
                                 f"{getattr(a, name)}")
-        if a.consumers < 0 or self.kills < 0:
-            raise ToolError("--consumers and --kills must be >= 0")
+        if a.consumers < 0 or self.kills < 0 or a.record_bytes < 0:
+            raise ToolError(f"--consumers, --kills and --record-bytes must be >= 0, found "
+                            f"{a.consumers}, {self.kills}, {a.record_bytes}")
+        if a.scenario in TRANSACTIONAL_SCENARIOS and not self.transactional:
+            raise ToolError(f"--scenario {a.scenario} damages what only transactions write: "
+                            f"run it with --workload transactional-copy")
 
     def _open_cluster(self):
         running = running_brokers(self.data_dir) if os.path.isdir(self.data_dir) else {}
@@ -141,6 +151,8 @@ class Chaos:
     def _create_topic(self):
         a = self.args
         configs = {"min.insync.replicas": str(a.min_insync_replicas)}
+        if a.record_bytes:
+            configs["max.message.bytes"] = str(a.record_bytes + workload.REQUEST_OVERHEAD)
         if a.scenario.startswith("unclean-election-"):
             configs["unclean.leader.election.enable"] = str(
                 a.scenario == "unclean-election-on").lower()
@@ -299,7 +311,8 @@ class Chaos:
                      "--replication-factor", str(a.replication_factor),
                      "--min-insync-replicas", str(a.min_insync_replicas),
                      "--producers", str(a.producers), "--consumers", str(a.consumers),
-                     "--kills", str(self.kills), "--settle", f"{a.settle:g}s",
+                     "--kills", str(self.kills), "--record-bytes", str(a.record_bytes),
+                     "--settle", f"{a.settle:g}s",
                      "--out", self.out + "-replay"]
         arguments += ["--unkeyed"] if a.unkeyed else []
         arguments += ["--enable-idempotence"] if a.enable_idempotence else []
@@ -342,7 +355,8 @@ class Chaos:
 
     def _spawn(self, kind, target, number, pattern, **spec):
         a = self.args
-        spec = {"topic": a.topic, "idempotent": a.enable_idempotence, **spec}
+        spec = {"topic": a.topic, "idempotent": a.enable_idempotence,
+                "value_bytes": a.record_bytes, **spec}
         self._spawn_client(kind, target, number, workload.ClientSpec(
             self.data_dir, partitions=a.partitions, number=number,
             history=os.path.join(self.out, pattern.replace("*", str(number))),

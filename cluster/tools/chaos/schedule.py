@@ -30,7 +30,17 @@ SCENARIOS = {
                            "followers first (unclean.leader.election.enable=true)",
     "unclean-election-off": "the same with unclean.leader.election.enable=false: the "
                             "partition stays offline until its old leader returns",
+    "segment-flip-follower": "flip one checksummed byte of a batch in a follower's segment "
+                             "of a random partition while it runs, SIGKILL and restart it "
+                             "after 1-3 s (its recovery meets the damage)",
+    "segment-flip-leader": "the same in the partition's leader's segment",
+    "txnindex-flip": "flip one byte of a .txnindex file of a random partition on its leader "
+                     "while it runs, SIGKILL and restart it after 1-3 s "
+                     "(transactional-copy: the output topic's aborted ranges)",
 }
+#: Scenarios that damage a file of a replica: the broker named in their ``flip`` event
+#: held the damage.
+FLIPS = ("segment-flip-follower", "segment-flip-leader", "txnindex-flip")
 
 #: scenario -> (shortest, longest) seconds a fault lasts (downtime, pause, offline time).
 DOWNTIME = {
@@ -42,6 +52,9 @@ DOWNTIME = {
     "page-cache-loss": (1.0, 3.0),
     "unclean-election-on": (2.0, 4.0),
     "unclean-election-off": (2.0, 4.0),
+    "segment-flip-follower": (1.0, 3.0),
+    "segment-flip-leader": (1.0, 3.0),
+    "txnindex-flip": (1.0, 3.0),
 }
 
 

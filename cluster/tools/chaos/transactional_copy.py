@@ -41,7 +41,8 @@ WORKLOAD = "transactional-copy"
 #: The broker scenarios it runs with: the others write records of their own to the topic
 #: (divergence) or lose acknowledged ones by design (unclean elections).
 SCENARIOS = ("leader-kill-storm", "rolling-sigterm", "sigstop-follower", "sigstop-leader",
-             "page-cache-loss")
+             "page-cache-loss", "segment-flip-follower", "segment-flip-leader",
+             "txnindex-flip")
 #: Share of the duration over which the producers send the input.
 FILL_SHARE = 0.9
 #: Seconds the copiers have to stop (their last transaction may wait for a coordinator).
@@ -57,6 +58,8 @@ def topics(topic):
 
 class CopyChaos(Chaos):
     """A run of the transactional-copy workload (module doc)."""
+
+    transactional = True
 
     def __init__(self, args):
         super().__init__(args)
@@ -75,6 +78,9 @@ class CopyChaos(Chaos):
         if a.scenario not in SCENARIOS:
             raise ToolError(f"--workload {WORKLOAD} runs with the scenarios "
                             f"{', '.join(SCENARIOS)}, not {a.scenario!r}")
+        if a.record_bytes:
+            raise ToolError(f"--record-bytes is for the produce-consume workload, not "
+                            f"--workload {WORKLOAD}")
         if a.records < 1 or self.copier_kills < 0 or a.zombies < 0:
             raise ToolError(f"--records must be >= 1, --copier-kills and --zombies >= 0, "
                             f"found {a.records}, {self.copier_kills}, {a.zombies}")

@@ -2,6 +2,7 @@
 (and only it), unavailability windows are measured and merged."""
 from __future__ import annotations
 
+from cluster.tools.chaos import workload
 from cluster.tools.chaos.checker import check
 from cluster.tools.chaos.history import History, load
 
@@ -241,3 +242,15 @@ def test_load_reads_the_files_and_skips_a_line_cut_short(tmp_path):
     assert [op["op"] for op in history.ops] == ["invoke", "ok"]
     assert len(history.reads) == 1 and len(history.drain_reads) == 1
     assert check(history).ok
+
+
+def test_padded_values_are_recorded_by_size_and_damage_makes_them_no_value():
+    raw = workload.padded("p1:000007", 1000)
+    assert len(raw) == 1000 and raw.startswith(b"p1:000007#1000#")
+    text = workload.record_text(raw)
+    assert text == "p1:000007#1000" and workload.parse_value(text) == (1, 7)
+    for damaged in (raw[:999], raw + b"#", raw[:500] + b"x" + raw[501:]):
+        assert workload.record_text(damaged) == "p1:000007#damaged"
+    assert workload.parse_value("p1:000007#damaged") is None  # so it counts as lost
+    assert workload.padded("p1:000007", 0) == b"p1:000007"
+    assert workload.record_text(b"p1:000007") == "p1:000007"

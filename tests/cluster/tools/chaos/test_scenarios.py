@@ -10,6 +10,7 @@ the verdict counts apart.
 from __future__ import annotations
 
 import json
+import os
 
 import psutil
 import pytest
@@ -36,7 +37,17 @@ INJECTED = {
     "page-cache-loss": {"kill", "truncate", "start"},
     "unclean-election-on": {"kill", "start", "leader"},
     "unclean-election-off": {"kill", "start", "leader"},
+    "segment-flip-follower": {"flip", "kill", "start"},
+    "segment-flip-leader": {"flip", "kill", "start"},
+    "txnindex-flip": {"flip", "kill", "start"},
 }
+#: The damage scenarios find what issue 20's items 1 and 3 (branch heal) and 6 (branch
+#: big) fix: until those are merged they report anomalies on main, so their runs are not
+#: part of ``make test``; RINGLOG_CHAOS_DAMAGE=1 runs them.
+DAMAGE = pytest.mark.skipif(
+    not os.environ.get("RINGLOG_CHAOS_DAMAGE"),
+    reason="fails on main until issue 20 items 1, 3 and 6 are merged; "
+           "RINGLOG_CHAOS_DAMAGE=1 runs it")
 
 
 def run_scenario(tmp_path, data_dir, scenario, duration="6s", kills=1, extra=()):
@@ -129,3 +140,12 @@ def test_with_unclean_election_on_an_out_of_sync_replica_leads(tmp_path, data_di
     elected = next(f for f in saved["history"]["faults"] if f["fault"] == "leader")
     assert elected["broker"] is not None
     assert saved["verdict"]["unclean_elections"]
+
+
+@DAMAGE
+@pytest.mark.parametrize("scenario", ["segment-flip-follower", "segment-flip-leader"])
+def test_a_byte_flipped_in_a_replica_s_segment_under_load_loses_nothing(tmp_path, data_dir,
+                                                                       scenario):
+    saved = run_scenario(tmp_path, data_dir, scenario, duration="20s", kills=3)
+    flips = [f for f in saved["history"]["faults"] if f["fault"] == "flip"]
+    assert flips and all(f["was"] != f["now"] for f in flips)
