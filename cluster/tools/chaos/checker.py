@@ -15,6 +15,9 @@ dict with ``kind`` and what identifies it):
   losses cannot be told apart from what it did not read);
 - ``replica-divergence``: replicas whose logs differ below the high watermark
   (``replicas.compare_replicas``, carried in ``History.replicas``);
+- ``unsettled``: once the faults stopped, not every partition was led with a full ISR
+  within ``--settle`` (``History.run["settled"]``): a replica that cannot catch up, e.g.
+  one that cannot fetch a large batch;
 - ``duplicated`` only with ``idempotent=True``: one producer's seq at two offsets.
 
 Reported, not anomalies: duplicates without idempotence (Kafka's at-least-once: a batch
@@ -32,7 +35,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from cluster.tools.chaos.workload import parse_value
+import numpy as np
+
+from cluster.tools.chaos.columns import (
+    FAIL,
+    INFO,
+    OK,
+    Outcomes,
+    Reads,
+    place_keys,
+    record_keys,
+)
 
 #: Fault log events that are faults (the others restart, resume, skip or heal).
 FAULTS = ("kill", "terminate", "pause", "truncate", "divergent-writes", "flip")
@@ -69,47 +82,71 @@ class Verdict:
                 "unclean_losses": self.unclean_losses, "copy": self.copy}
 
 
+def outcomes_of(history):
+    """``history.ops`` as ``columns.Outcomes`` (hand-made histories hold dicts)."""
+    ops = history.ops
+    return ops if isinstance(ops, Outcomes) else Outcomes.of_dicts(ops)
+
+
+def reads_of(reads):
+    """Reads given as dicts or as ``columns.Reads``, as Reads."""
+    return reads if isinstance(reads, Reads) else Reads.of_dicts(reads)
+
+
 def check(history, idempotent=False):
     """The Verdict on ``history`` (module doc); ``idempotent``: the producers were
     idempotent, so a duplicate is an anomaly."""
-    acks = [op for op in history.ops if op["op"] == "ok"]
-    acked = {(op["p"], op["seq"]): (op["partition"], op["offset"]) for op in acks}
+    ops = outcomes_of(history)
+    drain = reads_of(history.drain_reads)
+    consumers = reads_of(history.reads)
+    reads = Reads.concat([consumers, drain])
+    acked = np.flatnonzero(ops.kind == OK)
     undrained = set(history.drain.get("undrained", []))
-    reads = history.reads + history.drain_reads
     elections = unclean_elections(history.leadership)
-    missing = lost(acked, history.drain_reads, undrained)
-    acked_at = {(op["p"], op["seq"]): op["t"] for op in acks}
-    unclean = [a for a in missing if excused_by_unclean_election(a, acked_at, elections)]
+    missing = lost(ops, acked, drain, undrained)
+    unclean = [a for a in missing if excused_by_unclean_election(a, elections)]
     duplicates = duplicated(reads)
     anomalies = [a for a in missing if a not in unclean]
-    anomalies += moved(acked, reads)
+    anomalies += moved(ops, acked, reads)
     if idempotent:
         anomalies += duplicates
-    anomalies += reordered(history.drain_reads)
+    anomalies += reordered(drain)
     inconsistent = inconsistent_reads(reads)
     replaced = [a for a in inconsistent if replaced_by_unclean_election(a, elections)]
     anomalies += [a for a in inconsistent if a not in replaced]
     anomalies += [{"kind": "undrained", "partition": p} for p in sorted(undrained)]
     anomalies += [{"kind": "replica-divergence", **d} for d in history.replicas]
-    outcomes = collections.Counter(op["op"] for op in history.ops if op["op"] != "invoke")
-    counts = {"sent": sum(1 for op in history.ops if op["op"] == "invoke"),
-              "acknowledged": outcomes["ok"], "failed": outcomes["fail"],
-              "unknown": outcomes["info"], "read": len(history.reads),
-              "drained": len(history.drain_reads), "duplicates": len(duplicates),
+    if history.run.get("settled") is False:
+        anomalies.append({"kind": "unsettled", "reason": "not every partition was led with "
+                          "a full ISR within --settle once the faults had stopped"})
+    counts = {"sent": ops.sent, "acknowledged": len(acked),
+              "failed": int(np.count_nonzero(ops.kind == FAIL)),
+              "unknown": int(np.count_nonzero(ops.kind == INFO)), "read": consumers.count,
+              "drained": drain.count, "duplicates": len(duplicates),
               "lost_unclean_election": len(unclean),
               "inconsistent_unclean_election": len(replaced),
               "faults": sum(1 for f in history.faults if f["fault"] in FAULTS)}
-    return Verdict(anomalies, unavailability(history), counts, duplicates, idempotent,
+    return Verdict(anomalies, unavailability(history, ops), counts, duplicates, idempotent,
                    unclean + replaced, elections)
 
 
-def lost(acked, drain_reads, undrained=()):
-    """Acknowledged records absent from the final drain (partitions drained only)."""
-    found = {parse_value(r["value"]) for r in drain_reads}
-    return [{"kind": "lost", "producer": p, "seq": seq, "partition": partition,
-             "offset": offset}
-            for (p, seq), (partition, offset) in sorted(acked.items())
-            if (p, seq) not in found and partition not in undrained]
+def lost(ops, acked, drain, undrained=()):
+    """Acknowledged records absent from the final drain (partitions drained only), each
+    with when it was acknowledged (``acknowledged_at``)."""
+    keys = record_keys(ops.p[acked], ops.seq[acked])
+    gone = ~np.isin(keys, drain.keys()) & ~np.isin(ops.partition[acked], list(undrained))
+    rows = acked[gone]
+    order = np.lexsort((ops.seq[rows], ops.p[rows]))
+    found, seen = [], set()
+    for row in rows[order]:
+        key = (int(ops.p[row]), int(ops.seq[row]))
+        if key in seen:
+            continue
+        seen.add(key)
+        found.append({"kind": "lost", "producer": key[0], "seq": key[1],
+                      "partition": int(ops.partition[row]), "offset": int(ops.offset[row]),
+                      "acknowledged_at": float(ops.t[row])})
+    return found
 
 
 def unclean_elections(leadership):
@@ -126,80 +163,114 @@ def unclean_elections(leadership):
     return elections
 
 
-def excused_by_unclean_election(loss, acked_at, elections):
+def excused_by_unclean_election(loss, elections):
     """Whether a lost record was acknowledged before an unclean election of its
     partition (Kafka then keeps only what the new leader had)."""
-    t = acked_at.get((loss["producer"], loss["seq"]))
-    return t is not None and any(e["partition"] == loss["partition"] and e["t"] >= t
-                                 for e in elections)
+    return any(e["partition"] == loss["partition"] and e["t"] >= loss["acknowledged_at"]
+               for e in elections)
 
 
-def moved(acked, reads):
+def moved(ops, acked, reads):
     """Acknowledged records read somewhere whose acknowledged (partition, offset) was
     read holding another record."""
-    at = collections.defaultdict(set)   # (partition, offset) -> values read there
-    found = set()
-    for read in reads:
-        at[read["partition"], read["offset"]].add(read["value"])
-        found.add(parse_value(read["value"]))
-    anomalies = []
-    for key, place in sorted(acked.items()):
-        held = {parse_value(v) for v in at.get(place, ())}
-        if key in found and held and key not in held:
-            anomalies.append({"kind": "moved", "producer": key[0], "seq": key[1],
-                              "acknowledged": list(place),
-                              "holds": sorted(at[place])})
-    return anomalies
+    keys = record_keys(ops.p[acked], ops.seq[acked])
+    places = place_keys(ops.partition[acked], ops.offset[acked])
+    read_places, read_keys = reads.places(), reads.keys()
+    order = np.lexsort((read_keys, read_places))
+    read_places, read_keys = read_places[order], read_keys[order]
+    at = np.searchsorted(read_places, places)
+    clipped = np.minimum(at, max(len(read_places) - 1, 0))
+    held = (at < len(read_places)) & (read_places[clipped] == places)
+    # the common case: the first value read at the place is the record: not moved
+    suspect = np.flatnonzero(held & (read_keys[clipped] != keys) & np.isin(keys, read_keys))
+    anomalies = {}
+    for n in suspect:
+        end = np.searchsorted(read_places, places[n], side="right")
+        there = set(read_keys[at[n]:end].tolist())
+        if int(keys[n]) not in there:
+            row = acked[n]
+            key = (int(ops.p[row]), int(ops.seq[row]))
+            values = sorted({reads.value(order[r]) for r in range(at[n], end)})
+            anomalies[key] = {"kind": "moved", "producer": key[0], "seq": key[1],
+                              "acknowledged": [int(ops.partition[row]),
+                                               int(ops.offset[row])],
+                              "holds": values}
+    return [anomalies[key] for key in sorted(anomalies)]
 
 
 def duplicated(reads):
     """Producer sequence numbers read at more than one (partition, offset)."""
-    places = collections.defaultdict(set)
-    for read in reads:
-        key = parse_value(read["value"])
-        if key is not None:
-            places[key].add((read["partition"], read["offset"]))
-    return [{"kind": "duplicated", "producer": p, "seq": seq,
-             "at": [list(place) for place in sorted(where)]}
-            for (p, seq), where in sorted(places.items()) if len(where) > 1]
+    mine = reads.p >= 0
+    keys, places = reads.keys()[mine], reads.places()[mine]
+    pairs = np.unique(np.stack([keys, places]), axis=1) if len(keys) else np.zeros((2, 0),
+                                                                                   np.int64)
+    twice = np.flatnonzero(np.diff(pairs[0]) == 0)
+    found = collections.defaultdict(set)
+    for n in np.unique(np.concatenate([twice, twice + 1])):
+        found[int(pairs[0, n])].add(int(pairs[1, n]))
+    return [{"kind": "duplicated", "producer": key >> 32, "seq": key & 0xFFFFFFFF,
+             "at": [_place(place) for place in sorted(where)]}
+            for key, where in sorted(found.items())]
 
 
-def reordered(drain_reads):
+def _place(place):
+    return [place >> 40, place & ((1 << 40) - 1)]
+
+
+def reordered(drain):
     """Per partition of the final log, one producer's seqs going backwards once the
     re-appearances of seqs already seen are dropped."""
+    mine = np.flatnonzero(drain.p >= 0)
+    if not len(mine):
+        return []
+    partition, p = drain.partition[mine], drain.p[mine]
+    seq, offset = drain.seq[mine].astype(np.int64), drain.offset[mine]
+    order = np.lexsort((offset, p, partition))
+    partition, p, seq, offset = partition[order], p[order], seq[order], offset[order]
+    group = np.concatenate([[0], np.cumsum((np.diff(partition) != 0) | (np.diff(p) != 0))])
+    # re-appearances (a retried batch): reported as duplicates, dropped here
+    first = np.ones(len(seq), bool)
+    by_seq = np.lexsort((offset, seq, group))
+    again = (np.diff(group[by_seq]) == 0) & (np.diff(seq[by_seq]) == 0)
+    first[by_seq[1:][again]] = False
+    partition, p, seq, offset, group = (a[first] for a in (partition, p, seq, offset, group))
+    ranked = (group.astype(np.int64) << 32) + seq
+    highest = np.maximum.accumulate(ranked)
+    back = np.flatnonzero((np.arange(len(seq)) > 0)
+                          & (np.concatenate([[0], np.diff(group)]) == 0)
+                          & (ranked < np.concatenate([[0], highest[:-1]])))
     anomalies = []
-    seen = collections.defaultdict(set)  # (partition, producer) -> seqs
-    last = {}  # (partition, producer) -> (offset, highest seq so far)
-    for read in sorted(drain_reads, key=lambda r: (r["partition"], r["offset"])):
-        key = parse_value(read["value"])
-        if key is None:
-            continue
-        slot = (read["partition"], key[0])
-        if key[1] in seen[slot]:
-            continue  # a duplicate (a retried batch): reported as such
-        seen[slot].add(key[1])
-        previous = last.get(slot)
-        if previous is not None and previous[1] > key[1]:
-            anomalies.append({"kind": "reordered", "partition": read["partition"],
-                              "producer": key[0], "offset": read["offset"], "seq": key[1],
-                              "after_offset": previous[0], "after_seq": previous[1]})
-        else:
-            last[slot] = (read["offset"], key[1])
+    for n in back:
+        top = int(highest[n - 1] & 0xFFFFFFFF)
+        before = np.flatnonzero((group[:n] == group[n]) & (seq[:n] == top))
+        anomalies.append({"kind": "reordered", "partition": int(partition[n]),
+                          "producer": int(p[n]), "offset": int(offset[n]), "seq": int(seq[n]),
+                          "after_offset": int(offset[before[0]]), "after_seq": top})
     return anomalies
 
 
 def inconsistent_reads(reads):
     """Offsets read with more than one value, with the time of their first read
     (``first_read``)."""
-    values = collections.defaultdict(set)
-    first = {}
-    for read in reads:
-        place = (read["partition"], read["offset"])
-        values[place].add(read["value"])
-        first[place] = min(first.get(place, read["t"]), read["t"])
-    return [{"kind": "inconsistent-read", "partition": partition, "offset": offset,
-             "values": sorted(seen), "first_read": first[partition, offset]}
-            for (partition, offset), seen in sorted(values.items()) if len(seen) > 1]
+    reads = reads_of(reads)
+    places = reads.places()
+    keys = reads.keys()
+    # values that are not the workload's compare by text
+    texts = {}
+    for row, text in reads.other.items():
+        keys[row] = texts.setdefault(text, -1 - row)
+    if not len(places):
+        return []
+    pairs = np.unique(np.stack([places, keys]), axis=1)
+    twice = np.unique(pairs[0][np.flatnonzero(np.diff(pairs[0]) == 0)])
+    anomalies = []
+    for place in twice:
+        rows = np.flatnonzero(places == place)
+        anomalies.append({"kind": "inconsistent-read", "partition": int(place >> 40),
+                          "offset": int(place & ((1 << 40) - 1)),
+                          "values": sorted({reads.value(r) for r in rows}),
+                          "first_read": float(reads.t[rows].min())})
+    return anomalies
 
 
 def replaced_by_unclean_election(inconsistent, elections):
@@ -209,11 +280,13 @@ def replaced_by_unclean_election(inconsistent, elections):
                and e["t"] >= inconsistent["first_read"] for e in elections)
 
 
-def unavailability(history):
+def unavailability(history, ops=None):
     """The merged unavailability windows per partition (module doc), sorted by start:
     ``{"partition", "start", "end", "seconds", "sources"}`` (epoch seconds)."""
+    ops = outcomes_of(history) if ops is None else ops
     end_of_run = history.run.get("end") or max(
-        [e["t"] for e in history.ops + history.leadership] or [0.0])
+        [float(ops.t.max())] if len(ops) else [] + [e["t"] for e in history.leadership]
+        or [0.0])
     spans = collections.defaultdict(list)  # partition -> [(start, end, source)]
     offline = {}
     for change in sorted(history.leadership, key=lambda c: c["t"]):
@@ -224,19 +297,21 @@ def unavailability(history):
             spans[partition].append((offline.pop(partition), change["t"], "no leader"))
     for partition, start in offline.items():
         spans[partition].append((start, end_of_run, "no leader"))
-    invoked = {(op["p"], op["seq"]): op["t"] for op in history.ops if op["op"] == "invoke"}
-    failing = {}  # partition -> when its first failing send since the last ok started
-    for op in sorted((o for o in history.ops if o["op"] != "invoke"), key=lambda o: o["t"]):
-        partition = op.get("partition")
-        if partition is None:
+    # a failing run of sends: from the invocation of its first failure (in the order of
+    # the outcomes' times) until the next acknowledgement on its partition
+    for partition in np.unique(ops.partition[ops.kind != OK]):
+        if partition < 0:
             continue
-        if op["op"] == "ok":
-            if partition in failing:
-                spans[partition].append((failing.pop(partition), op["t"], "produce errors"))
-        else:
-            failing.setdefault(partition, invoked.get((op["p"], op["seq"]), op["t"]))
-    for partition, start in failing.items():
-        spans[partition].append((start, end_of_run, "produce errors"))
+        here = np.flatnonzero(ops.partition == partition)
+        here = here[np.argsort(ops.t[here], kind="stable")]
+        good = ops.kind[here] == OK
+        oks = ops.t[here][good]
+        bad = here[~good]
+        runs = np.cumsum(good)[~good]  # acknowledgements before each failure
+        for number in np.unique(runs):
+            row = bad[np.searchsorted(runs, number)]
+            end = float(oks[number]) if number < len(oks) else end_of_run
+            spans[int(partition)].append((ops.invoked[int(row)], end, "produce errors"))
     windows = []
     for partition, found in spans.items():
         merged = []

@@ -28,6 +28,7 @@ One incarnation, until its stop event is set or it is fenced:
 Its history file (``workload.HistoryWriter``; ``c``: the copier, ``i``: the incarnation,
 ``txn``: the transaction's number in the incarnation)::
 
+    {"op": "init-invoke", "c": n, "i": i, "t": T}           # before init_transactions
     {"op": "init", "c": n, "i": i, "t": T}                  # init_transactions returned
     {"op": "begin", "c": n, "i": i, "txn": k, "t": T}       # before begin_transaction
     {"op": "commit-invoke", ..., "records": R, "offset": O} # before commit_transaction
@@ -42,7 +43,10 @@ A transaction with ``begin`` and no ``commit-invoke`` was never asked to commit:
 record of it may ever be read_committed. One with ``commit-invoke`` and neither
 ``commit`` nor ``abort`` has an unknown outcome (the coordinator may have logged the
 commit before the copier died or was fenced): all of its records or none. ``t``: epoch
-seconds, comparable across processes. Owner: the copier process's main thread.
+seconds, comparable across processes. Incarnations are numbered in the order they were
+started, but under load a later one may initialise first: the one whose init_transactions
+came last holds the newest epoch and fences the others (``init-invoke`` and ``init`` let
+the checker tell that order). Owner: the copier process's main thread.
 """
 from __future__ import annotations
 
@@ -179,6 +183,7 @@ class Copier:
 
     def _init(self, stop):
         """init_transactions, again after each timeout (the same request) until ``stop``."""
+        self.history.write(op="init-invoke", **self.ids)
         while True:
             try:
                 self.producer.init_transactions()

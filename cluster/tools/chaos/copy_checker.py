@@ -8,7 +8,8 @@ output is what the final read_committed consumer read from the output topic
 module doc): *committed* (commit returned), *aborted* (abort returned), *unknown*
 (commit invoked, no answer), *never committed* (begun, commit never invoked) — and it is
 *superseded* when it began after a newer incarnation of its copier had initialised (the
-older one was fenced by then: whatever it wrote is a zombie's). Anomalies:
+older one was fenced by then: whatever it wrote is a zombie's; "newer" by the order of
+their init_transactions, ``superseded_at``). Anomalies:
 
 - ``missing``: an input record absent from the output;
 - ``duplicated-copy``: an input record at two or more offsets of the output;
@@ -41,6 +42,7 @@ from __future__ import annotations
 import collections
 
 from cluster.tools.chaos.checker import inconsistent_reads
+from cluster.tools.chaos.columns import Reads
 from cluster.tools.chaos.copier import parse_copy_value
 
 #: Fates of a transaction (module doc).
@@ -52,7 +54,9 @@ def check(history):
     """(anomalies, counts) of the transactional copy in ``history`` (module doc)."""
     txns = transactions(history.copier_ops)
     superseded = superseded_transactions(history.copier_ops)
-    inputs = {r["value"] for r in history.drain_reads}
+    drain = history.drain_reads
+    inputs = set(drain.values() if isinstance(drain, Reads) else
+                 (r["value"] for r in drain))
     output = history.output_drain
     copied = {parsed[0] for parsed in map(parse_copy_value, (r["value"] for r in output))
               if parsed is not None}
@@ -116,16 +120,29 @@ def transactions(copier_ops):
 
 
 def superseded_at(copier_ops):
-    """{(copier, incarnation): (time, newer incarnation)}: the first time a newer
-    incarnation of the copier was seen returned from init_transactions (``init`` is
-    logged after the call returned: the return was no later)."""
-    inits = sorted((op["t"], op["c"], op["i"]) for op in copier_ops if op["op"] == "init")
-    incarnations = {(op["c"], op["i"]) for op in copier_ops}
+    """{(copier, incarnation): (time, incarnation)}: the first time another incarnation of
+    the copier that initialised after it was seen returned from init_transactions.
+
+    Incarnations are numbered as they started, not as they initialised (a later one may
+    initialise first under load: ``copier`` module doc), so "after" is told from the
+    times, safely across processes: Y initialised after X when Y's ``init-invoke`` (logged
+    before the call) is later than X's ``init`` (logged after it returned); the epoch Y
+    got is then newer. When their calls overlapped the order is unknown and neither is
+    taken to supersede the other. Histories without ``init-invoke`` lines fall back to the
+    incarnation numbers."""
+    inits, invokes = {}, {}
+    for op in copier_ops:
+        if op["op"] == "init":
+            inits[op["c"], op["i"]] = op["t"]
+        elif op["op"] == "init-invoke":
+            invokes[op["c"], op["i"]] = op["t"]
     found = {}
-    for c, i in incarnations:
-        newer = [(t, j) for t, copier, j in inits if copier == c and j > i]
-        if newer:
-            found[c, i] = newer[0]
+    for (c, i), done in inits.items():
+        later = [(t, j) for (copier, j), t in inits.items()
+                 if copier == c and j != i
+                 and (invokes[copier, j] > done if (copier, j) in invokes else j > i)]
+        if later:
+            found[c, i] = min(later)
     return found
 
 

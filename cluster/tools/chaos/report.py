@@ -1,5 +1,6 @@
-"""What a chaos run leaves in its output folder and prints: ``history.json`` (the whole
-history, the schedule and the verdict), ``timeline.png`` (acknowledged records per second,
+"""What a chaos run leaves in its output folder and prints: ``history.json`` (the
+history, the schedule and the verdict) with ``history.npz`` (the history's per-record
+columns, ``history.History.save_columns``), ``timeline.png`` (acknowledged records per second,
 faults as dashed markers, restarts and SIGCONTs as green dotted ones, unavailability windows
 per partition) and a summary.
 
@@ -12,7 +13,13 @@ import collections
 import json
 import os
 
+import numpy as np
+
+from cluster.tools.chaos.checker import outcomes_of
+from cluster.tools.chaos.columns import OK
+
 HISTORY_JSON = "history.json"
+HISTORY_COLUMNS = "history.npz"
 TIMELINE_PNG = "timeline.png"
 #: Seconds per throughput bucket in the timeline.
 BUCKET = 0.5
@@ -25,11 +32,13 @@ _RECOVERIES = ("start", "resume")
 
 
 def write_history(folder, history, verdict, schedule):
-    """``history.json``: {"run", "schedule", "verdict", "history"}; its path."""
+    """``history.json``: {"run", "schedule", "verdict", "history"} (the history but its
+    per-record columns) and ``history.npz``: those columns; the JSON's path."""
     path = os.path.join(folder, HISTORY_JSON)
     with open(path, "w", encoding="utf-8") as file:
         json.dump({"run": history.run, "schedule": [s.to_json() for s in schedule],
                    "verdict": verdict.to_json(), "history": history.to_json()}, file)
+    history.save_columns(os.path.join(folder, HISTORY_COLUMNS))
     return path
 
 
@@ -39,12 +48,13 @@ def write_timeline(folder, history, verdict):
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    start = history.run.get("start") or min([o["t"] for o in history.ops] or [0.0])
+    ops = outcomes_of(history)
+    start = history.run.get("start") or (float(ops.t.min()) if len(ops) else 0.0)
     partitions = history.run.get("partitions") or 1
-    acks = collections.Counter(int((o["t"] - start) / BUCKET) for o in history.ops
-                               if o["op"] == "ok")
-    errors = collections.Counter(int((o["t"] - start) / BUCKET) for o in history.ops
-                                 if o["op"] in ("fail", "info"))
+    buckets = np.maximum(((ops.t - start) / BUCKET).astype(np.int64), 0)
+    acks = dict(enumerate(np.bincount(buckets[ops.kind == OK]).tolist()))
+    errors = dict(enumerate(np.bincount(buckets[ops.kind != OK]).tolist()))
+    acks, errors = collections.Counter(acks), collections.Counter(errors)
     last = max(list(acks) + list(errors) + [1])
     xs = [b * BUCKET for b in range(last + 1)]
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 6),

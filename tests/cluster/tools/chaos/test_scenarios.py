@@ -18,6 +18,7 @@ import pytest
 from cluster.supervisor.supervisor import running_brokers
 from cluster.tools.chaos import history as chaos_history
 from cluster.tools.chaos.checker import check
+from cluster.tools.chaos.columns import OK
 from cluster.tools.chaos.schedule import SCENARIOS
 from cluster.tools.chaos.workload import parse_value
 from tests.cluster.tools.chaos.tool_process import chaos_command, finish, start_tool
@@ -90,12 +91,15 @@ def test_a_leader_kill_storm_loses_nothing_and_the_tool_reports_it(tmp_path, dat
     # the checker flags the same history with a drained acknowledged record removed
     loaded = chaos_history.load(out, saved["run"])
     loaded.drain = saved["history"]["drain"]
-    acked = {(op["p"], op["seq"]) for op in loaded.ops if op["op"] == "ok"}
+    assert check(loaded).ok
+    acked = {(int(p), int(seq)) for p, seq, kind in zip(
+        loaded.ops.p, loaded.ops.seq, loaded.ops.kind, strict=True) if kind == OK}
+    loaded.drain_reads = loaded.drain_reads.rows()
     victim = next(r for r in loaded.drain_reads if parse_value(r["value"]) in acked)
     loaded.drain_reads.remove(victim)
     assert check(loaded).by_kind().get("lost", 0) >= 1
     # and reports one read at two offsets as a duplicate, an anomaly only if idempotent
-    loaded.reads.append(dict(victim, offset=victim["offset"] + 10_000))
+    loaded.reads = loaded.reads.rows() + [dict(victim, offset=victim["offset"] + 10_000)]
     assert check(loaded).counts["duplicates"] >= 1
     assert check(loaded, idempotent=True).by_kind().get("duplicated", 0) >= 1
 
@@ -122,7 +126,7 @@ def test_divergent_acks_1_records_of_a_dead_leader_are_truncated_away(tmp_path, 
     written = next(f for f in saved["history"]["faults"] if f["fault"] == "divergent-writes")
     assert written["error"] is None and written["acknowledged"]
     # nobody read them in the final log: the old leader truncated its suffix
-    drained = [r["value"] for r in saved["history"]["drain_reads"]]
+    drained = chaos_history.load(tmp_path / "out").drain_reads.values()
     assert not [value for value in drained if value.startswith("x")]
 
 
