@@ -293,16 +293,17 @@ class FaultInjector:
 
     def _segment_flip_leader(self, step, stop):
         self._flip_then_restart(step, stop, self._leader(step), flip_batch_byte, LOG_SUFFIX,
-                                "the partition has no leader")
+                                "the partition has no leader", everyone=True)
 
     def _txnindex_flip(self, step, stop):
         self._flip_then_restart(step, stop, self._leader(step), flip_file_byte,
                                 TXN_INDEX_SUFFIX, "the partition has no leader")
 
-    def _flip_then_restart(self, step, stop, target, flip, suffix, nobody):
+    def _flip_then_restart(self, step, stop, target, flip, suffix, nobody, everyone=False):
         """Flip a byte (``flip(path, rng)``) of one of ``target``'s ``suffix`` files of the
         step's partition while it runs (chosen by the step's pick: the same every run),
-        then after the downtime SIGKILL and restart it."""
+        then after the downtime SIGKILL and restart it (``everyone``: every running
+        replica of the partition at once, the target first, as a power cut would)."""
         if target is None:
             self._record("skipped", step, reason=nobody)
             return
@@ -320,8 +321,14 @@ class FaultInjector:
         self._record("flip", step, broker=target, pid=self.brokers.pid(target),
                      file=os.path.relpath(path, self.data_dir), **flipped)
         stop.wait(step.downtime)
-        self._kill(step, target)
-        self._start(step, target)
+        others = [b for b in self._followers(step) + [self._leader(step)]
+                  if everyone and b is not None and b != target
+                  and self.brokers.pid(b) is not None]
+        victims = [target] + sorted(set(others))
+        for broker in victims:
+            self._kill(step, broker)
+        for broker in victims:
+            self._start(step, broker)
 
 
 def _listdir(directory):

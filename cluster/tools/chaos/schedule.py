@@ -33,7 +33,8 @@ SCENARIOS = {
     "segment-flip-follower": "flip one checksummed byte of a batch in a follower's segment "
                              "of a random partition while it runs, SIGKILL and restart it "
                              "after 1-3 s (its recovery meets the damage)",
-    "segment-flip-leader": "the same in the partition's leader's segment",
+    "segment-flip-leader": "the same in the partition's leader's segment, then SIGKILL "
+                           "and restart every replica of the partition at once",
     "txnindex-flip": "flip one byte of a .txnindex file of a random partition on its leader "
                      "while it runs, SIGKILL and restart it after 1-3 s "
                      "(transactional-copy: the output topic's aborted ranges)",
