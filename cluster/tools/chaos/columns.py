@@ -148,14 +148,17 @@ class Reads:
         keys[mine] = -1 - np.flatnonzero(mine)
         return keys
 
-    def residue(self, drain):
+    def residue(self, drain, seen=None):
         """The rows the final ``drain`` (Reads, sorted by place) does not hold as they
-        are: another value at the place, or a place it did not read."""
+        are: another value at the place, or a place it did not read. ``seen``: a bool
+        array over the drain's rows, set where these rows read the same."""
         places = drain.places()
         at = np.searchsorted(places, self.places())
         at_clipped = np.minimum(at, max(len(places) - 1, 0))
         same = (at < len(places)) & (places[at_clipped] == self.places()) & (self.p >= 0)
         same &= (drain.p[at_clipped] == self.p) & (drain.seq[at_clipped] == self.seq)
+        if seen is not None:
+            seen[at_clipped[same]] = True
         return self.take(np.flatnonzero(~same))
 
     def take(self, rows):
@@ -254,15 +257,16 @@ def _outcomes_of_file(path):
     return found
 
 
-def reads_of_file(path, reader, drain=None):
+def reads_of_file(path, reader, drain=None, seen=None):
     """The Reads of a consumer's history file (its ``read`` lines), numbered ``reader``;
-    with ``drain`` (the final drain's Reads, sorted by place) only their ``residue``."""
+    with ``drain`` (the final drain's Reads, sorted by place) only their ``residue``
+    (``seen``: as there)."""
     parts, count = [], 0
     for batch in _batches(path, _READ_SCHEMA):
         rows = batch.filter(pc.equal(batch.column("op"), "read"))
         part = _reads_of_batch(rows, reader)
         count += len(part)
-        parts.append(part if drain is None else part.residue(drain))
+        parts.append(part if drain is None else part.residue(drain, seen))
     return Reads.concat(parts, count=count)
 
 

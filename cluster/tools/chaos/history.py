@@ -6,7 +6,8 @@ The output folder of a run holds one JSON-lines file per writer (``workload``,
 transactional-copy workload also ``copier-<n>.<incarnation>.jsonl`` (``copier``),
 ``reader-<n>.jsonl`` (read_committed consumers of the output topic),
 ``output-drain.jsonl`` and ``output-uncommitted.jsonl`` (the output read to its end
-read_committed and read_uncommitted), where ``drain.jsonl`` holds the input. ``load`` reads
+read_committed and read_uncommitted), where ``drain.jsonl`` holds the input; with the
+consumer-group workload ``member-<n>.<incarnation>.jsonl`` (``workload.member``). ``load`` reads
 them into a ``History``; a last line cut short (a writer killed in the middle of it) is
 skipped, any other bad line raises ValueError naming the file and line. The producers',
 consumers' and drain's lines are read as columns (``columns``: millions of records in
@@ -31,11 +32,12 @@ DRAIN_FILE = "drain.jsonl"
 FAULTS_FILE = "faults.jsonl"
 LEADERSHIP_FILE = "leadership.jsonl"
 COPIER_FILES = "copier-*.jsonl"
+MEMBER_FILES = "member-*.jsonl"
 READER_FILES = "reader-*.jsonl"
 OUTPUT_DRAIN_FILE = "output-drain.jsonl"
 OUTPUT_UNCOMMITTED_FILE = "output-uncommitted.jsonl"
 #: The History fields kept as columns (``columns``), saved apart from the JSON.
-COLUMNS = ("ops", "reads", "drain_reads")
+COLUMNS = ("ops", "reads", "drain_reads", "members_read")
 
 
 @dataclasses.dataclass
@@ -62,6 +64,12 @@ class History:
     output_uncommitted: list = dataclasses.field(default_factory=list)  # read_uncommitted
     #: {"caught_up": bool, "stable": bool, "undrained": [output partitions]} (command)
     copy: dict = dataclasses.field(default_factory=dict)
+    # the consumer-group workload's (empty otherwise): which rows of the drain a group
+    # member read (a bool per row, a column), the members' commits, and
+    # {"caught_up": bool, "committed": {partition: offset}} (command)
+    members_read: object = None
+    member_commits: list = dataclasses.field(default_factory=list)
+    group: dict = dataclasses.field(default_factory=dict)
 
     def to_json(self):
         """The history but its per-record columns (``COLUMNS``: ``save_columns``)."""
@@ -73,6 +81,9 @@ class History:
         arrays = {}
         for name in COLUMNS:
             table = getattr(self, name)
+            if table is None or isinstance(table, np.ndarray):
+                arrays[name] = np.zeros(0, bool) if table is None else table
+                continue
             if isinstance(table, list):  # a hand-made history
                 table = (columns.Outcomes if name == "ops" else columns.Reads).of_dicts(table)
             for field in dataclasses.fields(table):
@@ -95,9 +106,16 @@ def load(folder, run=None):
     drain = columns.reads_of_file(os.path.join(folder, DRAIN_FILE),
                                   columns.DRAIN).sorted_by_place()
     history.drain_reads = drain
+    seen = np.zeros(len(drain), bool)
     history.reads = columns.Reads.concat(
         [columns.reads_of_file(path, _number(path), drain)
-         for path in sorted(glob.glob(os.path.join(folder, CONSUMER_FILES)))])
+         for path in sorted(glob.glob(os.path.join(folder, CONSUMER_FILES)))]
+        + [columns.reads_of_file(path, _number(path), drain, seen)
+           for path in sorted(glob.glob(os.path.join(folder, MEMBER_FILES)))])
+    history.members_read = seen
+    for path in sorted(glob.glob(os.path.join(folder, MEMBER_FILES))):
+        history.member_commits.extend(line for line in read_lines(path)
+                                      if line.get("op") == "commit")
     history.faults = read_lines(os.path.join(folder, FAULTS_FILE))
     history.leadership = read_lines(os.path.join(folder, LEADERSHIP_FILE))
     for path in sorted(glob.glob(os.path.join(folder, COPIER_FILES))):

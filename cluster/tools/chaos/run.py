@@ -16,7 +16,7 @@ import time
 
 import posix_ipc
 
-from cluster import Cluster, KafkaAdminClient, NewTopic
+from cluster import Cluster, KafkaAdminClient, KafkaConsumer, NewTopic, TopicPartition
 from cluster.errors import TopicAlreadyExistsError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
@@ -51,6 +51,8 @@ CLIENT_STOP = workload.DELIVERY_TIMEOUT_MS / 1000 + workload.OUTCOME_SLACK + 5.0
 CLIENT_START = 60.0
 #: Seconds to wait for the topic's partitions to have leaders after creating it.
 TOPIC_WAIT = 30.0
+#: Seconds between two looks at a group's committed offsets.
+COMMIT_POLL = 0.2
 #: Scenarios that only the transactional-copy workload can run (their target exists only
 #: in a topic written in transactions).
 TRANSACTIONAL_SCENARIOS = ("txnindex-flip",)
@@ -317,6 +319,27 @@ class Chaos:
         arguments += ["--unkeyed"] if a.unkeyed else []
         arguments += ["--enable-idempotence"] if a.enable_idempotence else []
         return arguments
+
+    def _committed_to_end(self, topic, group, timeout):
+        """Wait up to ``timeout`` seconds until ``group``'s committed offsets of ``topic``
+        are its end offsets; (whether they got there, {partition: committed offset})."""
+        tps = [TopicPartition(topic, p) for p in range(self.args.partitions)]
+        deadline = time.monotonic() + timeout
+        committed = {}
+        with KafkaAdminClient(bootstrap_servers=self.data_dir) as admin, \
+                KafkaConsumer(bootstrap_servers=self.data_dir) as consumer:
+            while time.monotonic() < deadline:
+                try:
+                    ends = consumer.end_offsets(tps, timeout_ms=1000)
+                    found = admin.list_consumer_group_offsets(group, partitions=tps)
+                    # -1: nothing committed, all right for an empty partition
+                    committed = {tp.partition: max(found[tp].offset, 0) for tp in tps}
+                    if all(committed[tp.partition] == ends[tp] for tp in tps):
+                        return True, committed
+                except Exception:  # a coordinator or leader moving: ask again
+                    pass
+                time.sleep(COMMIT_POLL)
+        return False, committed
 
     # -- helpers ------------------------------------------------------------------------------
 

@@ -143,11 +143,13 @@ class CopierStep:
         return dataclasses.asdict(self)
 
 
-def build_copier_schedule(seed, duration, kills, zombies, copiers):
+def build_copier_schedule(seed, duration, kills, zombies, copiers, kill="copier-kill",
+                          aims=COPIER_KILL_AIMS):
     """The schedule of ``kills`` copier kills and ``zombies`` zombies over ``duration``
     seconds among ``copiers`` copiers, from ``seed``, spread as the broker faults are
     (module doc; the zombies in slots chosen at random); ValueError naming a bad
-    argument."""
+    argument. (The consumer-group workload's member kills: ``kill`` "member-kill",
+    ``aims`` (None,).)"""
     if not duration > 0:
         raise ValueError(f"duration must be > 0 seconds, found {duration!r}")
     if kills < 0 or zombies < 0 or copiers < 1:
@@ -155,7 +157,7 @@ def build_copier_schedule(seed, duration, kills, zombies, copiers):
                          f"{kills}, zombies={zombies}, copiers={copiers}")
     rng = random.Random(f"copiers/{seed}")
     total = kills + zombies
-    faults = ["copier-kill"] * kills + ["zombie"] * zombies
+    faults = [kill] * kills + ["zombie"] * zombies
     rng.shuffle(faults)
     slot = duration / max(total, 1)
     low, high = COPIER_DOWNTIME
@@ -163,6 +165,5 @@ def build_copier_schedule(seed, duration, kills, zombies, copiers):
                             at=round(number * slot + rng.uniform(0.0, slot / 2), 3),
                             fault=fault, copier=rng.randrange(copiers),
                             downtime=round(rng.uniform(low, high), 3),
-                            aim=rng.choice(COPIER_KILL_AIMS) if fault == "copier-kill"
-                            else None)
+                            aim=rng.choice(aims) if fault == kill else None)
                  for number, fault in enumerate(faults))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 
-from cluster import KafkaAdminClient, KafkaConsumer, TopicPartition
+from cluster import KafkaConsumer, TopicPartition
 from cluster.tools.chaos import checker, copy_checker, history, workload
 from cluster.tools.chaos.copier import END_TIMEOUT_MS, CopierSpec
 from cluster.tools.chaos.copiers import Copiers
@@ -113,7 +113,8 @@ class CopyChaos(Chaos):
                                    if k == "producer"), a.settle)
         self._stop_clients("producer")
         settled = self._wait(lambda: self._all_led(full_isr=True), a.settle)
-        caught_up = self._caught_up(a.settle)
+        caught_up, _committed = self._committed_to_end(self.input_topic, self.group,
+                                                       a.settle)
         self._stop_copiers()
         stable = self._output_stable(a.settle)
         output = workload.drain(self.data_dir, self.output_topic, a.partitions,
@@ -161,25 +162,6 @@ class CopyChaos(Chaos):
         """Whether every first incarnation has returned from init_transactions."""
         return all(any(op["op"] == "init" for op in history.read_lines(
             os.path.join(self.out, f"copier-{c}.0.jsonl"))) for c in range(self.args.partitions))
-
-    def _caught_up(self, timeout):
-        """Wait up to ``timeout`` seconds until the copiers' committed offsets are the
-        input's end offsets; whether they got there."""
-        tps = [TopicPartition(self.input_topic, p) for p in range(self.args.partitions)]
-        deadline = time.monotonic() + timeout
-        with KafkaAdminClient(bootstrap_servers=self.data_dir) as admin, \
-                KafkaConsumer(bootstrap_servers=self.data_dir) as consumer:
-            while time.monotonic() < deadline:
-                try:
-                    ends = consumer.end_offsets(tps, timeout_ms=1000)
-                    committed = admin.list_consumer_group_offsets(self.group, partitions=tps)
-                    # -1: nothing committed, all right for an empty partition
-                    if all(max(committed[tp].offset, 0) == ends[tp] for tp in tps):
-                        return True
-                except Exception:  # a coordinator or leader moving: ask again
-                    pass
-                time.sleep(POLL)
-        return False
 
     def _output_stable(self, timeout):
         """Wait up to ``timeout`` seconds until no transaction is open in the output (every

@@ -42,7 +42,7 @@ import threading
 import time
 
 from cluster import KafkaConsumer, KafkaProducer, TopicPartition
-from cluster.errors import KafkaTimeoutError
+from cluster.errors import KafkaError, KafkaTimeoutError
 from cluster.stats.publisher import set_process_role
 
 #: Keys a keyed producer cycles through.
@@ -132,6 +132,8 @@ class ClientSpec:
     isolation_level: str = "read_uncommitted"
     #: a producer pads its values to this many bytes (0: none, ``padded``)
     value_bytes: int = 0
+    #: a group member's consumer group (``member``)
+    group: str | None = None
 
 
 class HistoryWriter:
@@ -326,6 +328,41 @@ def _read(spec, positions, stop, history):
                     positions[tp.partition] = record.offset + 1
     finally:
         consumer.close(autocommit=False)
+
+
+def member(spec, stop):
+    """Consumer-group member process (``group_consume``): subscribes to ``spec.topic`` in
+    ``spec.group`` (no auto-commit, from the earliest offset when the group has none),
+    and per poll records its reads, then commits their positions synchronously and
+    records ``{"op": "commit", "c": n, "offsets": {partition: offset}}`` — Kafka's
+    at-least-once consumer: what it committed it had processed. An error is recorded and
+    the poll tried again (a KafkaConsumer makes its own way through rebalances)."""
+    client_logging(spec)
+    set_process_role("chaos-member", f"chaos-member-{spec.number}")
+    history = HistoryWriter(spec.history)
+    consumer = KafkaConsumer(bootstrap_servers=spec.bootstrap, group_id=spec.group,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             isolation_level=spec.isolation_level)
+    try:
+        consumer.subscribe([spec.topic])
+        while not stop.is_set():
+            try:
+                polled = consumer.poll(timeout_ms=100)
+                for tp, records in polled.items():
+                    for record in records:
+                        history.write(op="read", c=spec.number, partition=tp.partition,
+                                      offset=record.offset, value=record_text(record.value))
+                if polled:
+                    offsets = {tp.partition: records[-1].offset + 1
+                               for tp, records in polled.items() if records}
+                    consumer.commit()
+                    history.write(op="commit", c=spec.number, offsets=offsets)
+            except KafkaError as exc:  # recorded; the next poll goes on
+                history.write(op="error", c=spec.number, error=error_name(exc))
+                stop.wait(RETRY_PAUSE)
+    finally:
+        consumer.close(autocommit=False)
+        history.close()
 
 
 def error_name(exc):
