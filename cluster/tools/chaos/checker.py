@@ -172,29 +172,36 @@ def excused_by_unclean_election(loss, elections):
 
 def moved(ops, acked, reads):
     """Acknowledged records read somewhere whose acknowledged (partition, offset) was
-    read holding another record."""
-    keys = record_keys(ops.p[acked], ops.seq[acked])
+    read holding another record. (Lean on memory: the places are looked up in the reads
+    sorted by place, the few that hold something else examined one by one.)"""
+    read_places = reads.places()
+    order = np.argsort(read_places, kind="stable")
+    read_places = read_places[order]
     places = place_keys(ops.partition[acked], ops.offset[acked])
-    read_places, read_keys = reads.places(), reads.keys()
-    order = np.lexsort((read_keys, read_places))
-    read_places, read_keys = read_places[order], read_keys[order]
     at = np.searchsorted(read_places, places)
-    clipped = np.minimum(at, max(len(read_places) - 1, 0))
-    held = (at < len(read_places)) & (read_places[clipped] == places)
+    np.minimum(at, max(len(read_places) - 1, 0), out=at)
+    rows = order[at] if len(order) else at
     # the common case: the first value read at the place is the record: not moved
-    suspect = np.flatnonzero(held & (read_keys[clipped] != keys) & np.isin(keys, read_keys))
+    suspect = (read_places[at] == places) if len(read_places) else np.zeros(len(at), bool)
+    del places
+    suspect &= (reads.p[rows] != ops.p[acked]) | (reads.seq[rows] != ops.seq[acked])
+    suspect = np.flatnonzero(suspect)
+    if not len(suspect):
+        return []
+    read_keys = set(reads.keys()[reads.p >= 0].tolist())
     anomalies = {}
     for n in suspect:
-        end = np.searchsorted(read_places, places[n], side="right")
-        there = set(read_keys[at[n]:end].tolist())
-        if int(keys[n]) not in there:
-            row = acked[n]
-            key = (int(ops.p[row]), int(ops.seq[row]))
-            values = sorted({reads.value(order[r]) for r in range(at[n], end)})
+        row = acked[n]
+        key = (int(ops.p[row]), int(ops.seq[row]))
+        place = place_keys(ops.partition[row:row + 1], ops.offset[row:row + 1])[0]
+        end = np.searchsorted(read_places, place, side="right")
+        there = order[at[n]:end]
+        held = {(int(reads.p[r]), int(reads.seq[r])) for r in there}
+        if key not in held and (key[0] << 32 | key[1]) in read_keys:
             anomalies[key] = {"kind": "moved", "producer": key[0], "seq": key[1],
                               "acknowledged": [int(ops.partition[row]),
                                                int(ops.offset[row])],
-                              "holds": values}
+                              "holds": sorted({reads.value(r) for r in there})}
     return [anomalies[key] for key in sorted(anomalies)]
 
 

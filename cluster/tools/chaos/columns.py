@@ -172,6 +172,8 @@ class Reads:
     def concat(cls, parts, count=None):
         count = sum(p.count for p in parts) if count is None else count
         parts = [p for p in parts if len(p)] or [cls.empty()]
+        if len(parts) == 1:  # no copy (the drain alone: millions of rows)
+            return dataclasses.replace(parts[0], count=count)
         other, base = {}, 0
         for part in parts:
             other.update({base + r: v for r, v in part.other.items()})

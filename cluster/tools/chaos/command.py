@@ -117,6 +117,10 @@ def add_arguments(parser):
                              f"duration)")
     parser.add_argument("--zombies", type=int, default=1,
                         help=f"{WORKLOAD}: zombie copiers (default 1)")
+    parser.add_argument("--subscribe", action="store_true",
+                        help=f"{WORKLOAD}: the copiers subscribe to the input as members "
+                             f"of one consumer group (KIP-447: a rebalance moves partitions "
+                             f"between them) instead of each being assigned its partition")
     parser.add_argument("--member-kills", type=int, default=None,
                         help=f"{GROUP}: group member SIGKILLs (default: one per 10 s of "
                              f"duration)")

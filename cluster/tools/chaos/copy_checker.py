@@ -107,6 +107,11 @@ def transactions(copier_ops):
         txn = txns.setdefault(key, {"fate": NEVER_COMMITTED, "records": None,
                                     "begun": op["t"], "asked": None, "reason": None})
         txn["records"] = op.get("records", txn["records"])
+        if op["op"] in ("commit-invoke", "commit"):
+            # whether it asked the brokers anything: records or offsets sent (an empty
+            # transaction's commit is the producer's alone)
+            txn["requests"] = bool(op.get("records") or op.get(
+                "offsets", op.get("offset") is not None))
         if op["op"] == "commit-invoke":
             txn["asked"] = op["t"]
             if txn["fate"] == NEVER_COMMITTED:
@@ -239,7 +244,8 @@ def unfenced_zombies(copier_ops, txns):
         if (c, i) not in since:
             continue
         at = since[c, i][0]
-        if txn["fate"] == COMMITTED and (txn["begun"] > at or txn["asked"] > at):
+        if txn["fate"] == COMMITTED and txn.get("requests", True) and (
+                txn["begun"] > at or txn["asked"] > at):
             late[c, i].append((number, "committed"))
         elif txn["fate"] == ABORTED and txn["reason"] == "random" and txn["begun"] > at:
             late[c, i].append((number, "aborted"))

@@ -150,13 +150,14 @@ class CopyChaos(Chaos):
     def replay_arguments(self):
         return [*super().replay_arguments(), "--workload", WORKLOAD,
                 "--records", str(self.args.records),
-                "--copier-kills", str(self.copier_kills), "--zombies", str(self.args.zombies)]
+                "--copier-kills", str(self.copier_kills), "--zombies", str(self.args.zombies),
+                *(["--subscribe"] if self.args.subscribe else [])]
 
     def _copier_spec(self, copier, incarnation):
         return CopierSpec(self.data_dir, self.input_topic, self.output_topic, self.group,
                           copier, incarnation,
                           os.path.join(self.out, f"copier-{copier}.{incarnation}.jsonl"),
-                          seed=self.args.seed)
+                          seed=self.args.seed, subscribe=self.args.subscribe)
 
     def _copiers_started(self):
         """Whether every first incarnation has returned from init_transactions."""

@@ -63,6 +63,10 @@ PER_PARTITION = 8
 BLOCKED_WAIT = 0.01
 #: Seconds a consumer waits before making its client again after an error.
 RETRY_PAUSE = 0.2
+#: A group member's session.timeout.ms: the least the brokers allow
+#: (group.min.session.timeout.ms), so that a killed member leaves the group soon (Kafka's
+#: default, 45 s, would hold every rebalance of a short run).
+MEMBER_SESSION_TIMEOUT_MS = 6000
 #: What separates a padded value from its padding (``padded``).
 PAD = b"#"
 #: Bytes of padded records a producer has outstanding at most (``Sends``).
@@ -342,7 +346,9 @@ def member(spec, stop):
     history = HistoryWriter(spec.history)
     consumer = KafkaConsumer(bootstrap_servers=spec.bootstrap, group_id=spec.group,
                              enable_auto_commit=False, auto_offset_reset="earliest",
-                             isolation_level=spec.isolation_level)
+                             isolation_level=spec.isolation_level,
+                             session_timeout_ms=MEMBER_SESSION_TIMEOUT_MS,
+                             heartbeat_interval_ms=MEMBER_SESSION_TIMEOUT_MS // 6)
     try:
         consumer.subscribe([spec.topic])
         while not stop.is_set():

@@ -139,6 +139,20 @@ def test_a_commit_asked_for_after_a_newer_incarnation_initialised_is_an_unfenced
     assert kinds(history) == ["unfenced-zombie"]
 
 
+def test_an_empty_transaction_committed_after_superseding_made_no_request_and_passes():
+    """A subscribed copier the group assigned nothing commits its last transaction with
+    no records and no offsets: the producer asks the brokers nothing (--subscribe, seen
+    under load); with offsets sent the same commit is an unfenced zombie's."""
+    history = clean_history()
+    history.copier_ops += [op("init", 1, 1, 3.5)] + transaction(1, 0, 1, 4.0, 0)
+    for line in history.copier_ops[-2:]:
+        line.update(offset=None, offsets=0)
+    assert kinds(history) == []
+    for line in history.copier_ops[-2:]:
+        line.update(offsets=2)
+    assert kinds(history) == ["unfenced-zombie"]
+
+
 def test_a_commit_asked_for_before_a_newer_incarnation_initialised_passes():
     """The commit was on its way when the newer one initialised (its answer came after):
     the coordinator may end it first, as Kafka's does."""
