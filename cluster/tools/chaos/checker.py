@@ -47,6 +47,8 @@ from cluster.tools.chaos.columns import (
     record_keys,
 )
 
+#: Acknowledged records looked up at a time (bounds the memory of the checks).
+CHUNK = 1 << 20
 #: Fault log events that are faults (the others restart, resume, skip or heal).
 FAULTS = ("kill", "terminate", "pause", "truncate", "divergent-writes", "flip")
 
@@ -133,9 +135,17 @@ def check(history, idempotent=False):
 def lost(ops, acked, drain, undrained=()):
     """Acknowledged records absent from the final drain (partitions drained only), each
     with when it was acknowledged (``acknowledged_at``)."""
-    keys = record_keys(ops.p[acked], ops.seq[acked])
-    gone = ~np.isin(keys, drain.keys()) & ~np.isin(ops.partition[acked], list(undrained))
-    rows = acked[gone]
+    drained = drain.keys()
+    drained.sort()
+    gone = []
+    for start in range(0, len(acked), CHUNK):  # a chunk at a time: bounded memory
+        chunk = acked[start:start + CHUNK]
+        keys = record_keys(ops.p[chunk], ops.seq[chunk])
+        at = np.minimum(np.searchsorted(drained, keys), max(len(drained) - 1, 0))
+        absent = (drained[at] != keys) if len(drained) else np.ones(len(chunk), bool)
+        gone.append(chunk[absent & ~np.isin(ops.partition[chunk], list(undrained))])
+    del drained
+    rows = np.concatenate(gone) if gone else acked[:0]
     order = np.lexsort((ops.seq[rows], ops.p[rows]))
     found, seen = [], set()
     for row in rows[order]:
@@ -175,27 +185,33 @@ def moved(ops, acked, reads):
     read holding another record. (Lean on memory: the places are looked up in the reads
     sorted by place, the few that hold something else examined one by one.)"""
     read_places = reads.places()
-    order = np.argsort(read_places, kind="stable")
-    read_places = read_places[order]
-    places = place_keys(ops.partition[acked], ops.offset[acked])
-    at = np.searchsorted(read_places, places)
-    np.minimum(at, max(len(read_places) - 1, 0), out=at)
-    rows = order[at] if len(order) else at
-    # the common case: the first value read at the place is the record: not moved
-    suspect = (read_places[at] == places) if len(read_places) else np.zeros(len(at), bool)
-    del places
-    suspect &= (reads.p[rows] != ops.p[acked]) | (reads.seq[rows] != ops.seq[acked])
-    suspect = np.flatnonzero(suspect)
+    order = np.arange(len(read_places))
+    if len(read_places) and not np.all(read_places[1:] >= read_places[:-1]):
+        order = np.argsort(read_places, kind="stable")  # the drain alone is sorted
+        read_places = read_places[order]
+    found = []
+    for start in range(0, len(acked), CHUNK):  # a chunk at a time: bounded memory
+        chunk = acked[start:start + CHUNK]
+        places = place_keys(ops.partition[chunk], ops.offset[chunk])
+        at = np.minimum(np.searchsorted(read_places, places), max(len(read_places) - 1, 0))
+        rows = order[at] if len(order) else at
+        # the common case: the first value read at the place is the record: not moved
+        held = (read_places[at] == places) if len(read_places) else np.zeros(len(at), bool)
+        held &= (reads.p[rows] != ops.p[chunk]) | (reads.seq[rows] != ops.seq[chunk])
+        found.append(start + np.flatnonzero(held))
+    suspect = np.concatenate(found) if found else np.zeros(0, np.int64)
     if not len(suspect):
         return []
+    at = np.searchsorted(read_places, place_keys(ops.partition[acked[suspect]],
+                                                 ops.offset[acked[suspect]]))
     read_keys = set(reads.keys()[reads.p >= 0].tolist())
     anomalies = {}
-    for n in suspect:
+    for m, n in enumerate(suspect):
         row = acked[n]
         key = (int(ops.p[row]), int(ops.seq[row]))
         place = place_keys(ops.partition[row:row + 1], ops.offset[row:row + 1])[0]
         end = np.searchsorted(read_places, place, side="right")
-        there = order[at[n]:end]
+        there = order[at[m]:end]
         held = {(int(reads.p[r]), int(reads.seq[r])) for r in there}
         if key not in held and (key[0] << 32 | key[1]) in read_keys:
             anomalies[key] = {"kind": "moved", "producer": key[0], "seq": key[1],
@@ -207,17 +223,25 @@ def moved(ops, acked, reads):
 
 def duplicated(reads):
     """Producer sequence numbers read at more than one (partition, offset)."""
-    mine = reads.p >= 0
-    keys, places = reads.keys()[mine], reads.places()[mine]
-    pairs = np.unique(np.stack([keys, places]), axis=1) if len(keys) else np.zeros((2, 0),
-                                                                                   np.int64)
-    twice = np.flatnonzero(np.diff(pairs[0]) == 0)
+    reads = reads_of(reads)
+    mine = np.flatnonzero(reads.p >= 0)
+    keys = reads.keys()[mine]
+    candidates = _repeated(keys)  # read more than once: few, then each looked at
+    rows = mine[np.isin(keys, candidates)]
+    del keys
     found = collections.defaultdict(set)
-    for n in np.unique(np.concatenate([twice, twice + 1])):
-        found[int(pairs[0, n])].add(int(pairs[1, n]))
+    for key, place in zip(reads.keys()[rows].tolist(), reads.places()[rows].tolist(),
+                          strict=True):
+        found[key].add(place)
     return [{"kind": "duplicated", "producer": key >> 32, "seq": key & 0xFFFFFFFF,
              "at": [_place(place) for place in sorted(where)]}
-            for key, where in sorted(found.items())]
+            for key, where in sorted(found.items()) if len(where) > 1]
+
+
+def _repeated(values):
+    """The values that occur more than once (sorted), sorting a copy."""
+    ordered = np.sort(values)
+    return np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
 
 
 def _place(place):
@@ -261,22 +285,19 @@ def inconsistent_reads(reads):
     (``first_read``)."""
     reads = reads_of(reads)
     places = reads.places()
-    keys = reads.keys()
-    # values that are not the workload's compare by text
-    texts = {}
-    for row, text in reads.other.items():
-        keys[row] = texts.setdefault(text, -1 - row)
-    if not len(places):
-        return []
-    pairs = np.unique(np.stack([places, keys]), axis=1)
-    twice = np.unique(pairs[0][np.flatnonzero(np.diff(pairs[0]) == 0)])
+    rows = np.flatnonzero(np.isin(places, _repeated(places)))  # read more than once
+    del places
+    row_places = reads.places()[rows]
+    values = collections.defaultdict(set)
+    for row, place in zip(rows.tolist(), row_places.tolist(), strict=True):
+        values[place].add(reads.value(row))
     anomalies = []
-    for place in twice:
-        rows = np.flatnonzero(places == place)
-        anomalies.append({"kind": "inconsistent-read", "partition": int(place >> 40),
-                          "offset": int(place & ((1 << 40) - 1)),
-                          "values": sorted({reads.value(r) for r in rows}),
-                          "first_read": float(reads.t[rows].min())})
+    for place, seen in sorted(values.items()):
+        if len(seen) > 1:
+            at = rows[row_places == place]
+            anomalies.append({"kind": "inconsistent-read", "partition": place >> 40,
+                              "offset": place & ((1 << 40) - 1), "values": sorted(seen),
+                              "first_read": float(reads.t[at].min())})
     return anomalies
 
 

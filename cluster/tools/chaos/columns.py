@@ -39,6 +39,9 @@ _PRODUCER_SCHEMA = pa.schema([("op", pa.string()), ("p", pa.int64()), ("seq", pa
 _READ_SCHEMA = pa.schema([("op", pa.string()), ("partition", pa.int64()),
                           ("offset", pa.int64()), ("value", pa.string()),
                           ("t", pa.float64())])
+#: The allocator of the parsed blocks: the system's, which gives freed blocks back (the
+#: default pool keeps them: hundreds of MB of a run's RSS).
+_POOL = pa.system_memory_pool()
 #: Offsets below 2**40 and partitions below 2**23 make one int64 place key.
 _OFFSET_BITS = 40
 
@@ -178,12 +181,33 @@ class Reads:
         for part in parts:
             other.update({base + r: v for r, v in part.other.items()})
             base += len(part)
-        return cls(*(np.concatenate([getattr(p, f) for p in parts])
-                     for f in ("reader", "partition", "offset", "p", "seq", "t")),
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in _READ_FIELDS),
                    other, count)
 
     def sorted_by_place(self):
-        return self.take(np.argsort(self.places(), kind="stable"))
+        """These reads sorted by place, in place (a column at a time)."""
+        order = np.argsort(self.places(), kind="stable")
+        for field in _READ_FIELDS:
+            setattr(self, field, getattr(self, field)[order])
+        index = np.empty(len(order), np.int64)
+        index[order] = np.arange(len(order))
+        self.other = {int(index[row]): text for row, text in self.other.items()}
+        return self
+
+
+def _join(parts, fields):
+    """Each field's arrays of ``parts`` joined, one field at a time, each part's array
+    dropped once joined (so joining costs one column more, not the whole table)."""
+    joined = []
+    for field in fields:
+        joined.append(np.concatenate([getattr(part, field) for part in parts]))
+        for part in parts:
+            setattr(part, field, None)
+    return joined
+
+
+_OUTCOME_FIELDS = ("kind", "p", "seq", "t", "partition", "offset")
+_READ_FIELDS = ("reader", "partition", "offset", "p", "seq", "t")
 
 
 def place_keys(partition, offset):
@@ -215,14 +239,12 @@ def outcomes_of_files(paths):
         parts.append(_outcomes_of_file(path))
     if not parts:
         return Outcomes.empty()
-    found = Outcomes(*(np.concatenate([getattr(p, f) for p in parts])
-                       for f in ("kind", "p", "seq", "t", "partition", "offset")),
-                     sent=sum(p.sent for p in parts))
-    base = 0
+    invoked, base = {}, 0
     for part in parts:
-        found.invoked.update({base + r: t for r, t in part.invoked.items()})
+        invoked.update({base + r: t for r, t in part.invoked.items()})
         base += len(part)
-    return found
+    sent = sum(p.sent for p in parts)
+    return Outcomes(*_join(parts, _OUTCOME_FIELDS), sent=sent, invoked=invoked)
 
 
 def _outcomes_of_file(path):
@@ -250,8 +272,7 @@ def _outcomes_of_file(path):
                                _ints(rows.column("offset").fill_null(-1))))
     if not chunks:
         return Outcomes.empty()
-    found = Outcomes(*(np.concatenate([getattr(c, f) for c in chunks])
-                       for f in ("kind", "p", "seq", "t", "partition", "offset")), sent=sent)
+    found = Outcomes(*_join(chunks, _OUTCOME_FIELDS), sent=sent)
     for row in np.flatnonzero(found.kind != OK):
         seq = found.seq[row]
         t = invoke_t[seq] if seq < len(invoke_t) else np.nan
@@ -269,7 +290,14 @@ def reads_of_file(path, reader, drain=None, seen=None):
         part = _reads_of_batch(rows, reader)
         count += len(part)
         parts.append(part if drain is None else part.residue(drain, seen))
-    return Reads.concat(parts, count=count)
+    parts = [part for part in parts if len(part)]
+    if len(parts) <= 1:
+        return Reads.concat(parts, count=count)
+    other, base = {}, 0
+    for part in parts:
+        other.update({base + r: v for r, v in part.other.items()})
+        base += len(part)
+    return Reads(*_join(parts, _READ_FIELDS), other, count)
 
 
 def _reads_of_batch(rows, reader):
@@ -310,7 +338,8 @@ def _batches(path, schema):
             reader = pajson.open_json(
                 _Upto(file, whole), read_options=pajson.ReadOptions(block_size=BLOCK),
                 parse_options=pajson.ParseOptions(explicit_schema=schema,
-                                                  unexpected_field_behavior="ignore"))
+                                                  unexpected_field_behavior="ignore"),
+                memory_pool=_POOL)
             yield from reader
         except pa.ArrowInvalid:
             from cluster.tools.chaos.history import read_lines
