@@ -4,7 +4,7 @@
 
     .venv/bin/python -m perf.chaos_checker_rss [--records 10000000] [--consumers 2]
                                                [--producers 2] [--partitions 3]
-                                               [--dir DIR] [--keep]
+                                               [--dir DIR] [--keep] [--reuse]
 
 Writes the history files a produce-consume run of ``--records`` acknowledged records
 would leave (``--producers`` producer files of ``invoke`` and ``ok`` lines, ``--consumers``
@@ -79,11 +79,17 @@ def main(argv=None):
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--dir", default=None)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--reuse", action="store_true",
+                        help="check the files already in --dir (written by an earlier run "
+                             "with --keep) instead of writing them")
     args = parser.parse_args(argv)
     folder = args.dir or tempfile.mkdtemp(prefix="chaos-rss-")
     try:
-        size = write_history(folder, args.records, args.producers, args.consumers,
-                             args.partitions)
+        if args.reuse:
+            size = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
+        else:
+            size = write_history(folder, args.records, args.producers, args.consumers,
+                                 args.partitions)
         child = subprocess.run([sys.executable, "-c", CHILD, folder], capture_output=True,
                                text=True, check=True)
         result = json.loads(child.stdout)
