@@ -16,6 +16,8 @@ dicts (the checker's tests). Pure data: any thread.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 import os
 
@@ -42,6 +44,8 @@ _READ_SCHEMA = pa.schema([("op", pa.string()), ("partition", pa.int64()),
 #: The allocator of the parsed blocks: the system's, which gives freed blocks back (the
 #: default pool keeps them: hundreds of MB of a run's RSS).
 _POOL = pa.system_memory_pool()
+#: glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: Offsets below 2**40 and partitions below 2**23 make one int64 place key.
 _OFFSET_BITS = 40
 
@@ -230,6 +234,19 @@ def _empty(dtypes):
 
 
 # -- reading the files ----------------------------------------------------------------------
+
+
+def return_freed_memory():
+    """Have glibc's malloc give large freed blocks back to the system at once
+    (``mallopt``: blocks of 64 KiB and more mapped apart, the heap trimmed on free), so
+    the checker's passing columns do not stay in its RSS: a 1M-record history checked in
+    317 MB instead of 419 (perf/chaos_checker_rss.py). Nothing on another libc."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)
+        libc.mallopt(_M_TRIM_THRESHOLD, 0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def outcomes_of_files(paths):

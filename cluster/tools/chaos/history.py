@@ -101,6 +101,7 @@ def load(folder, run=None):
     consumers' and drain's as columns (``columns``: a consumer's reads that the drain
     made too are counted, not kept)."""
     history = History(run=dict(run or {}))
+    columns.return_freed_memory()
     history.ops = columns.outcomes_of_files(
         sorted(glob.glob(os.path.join(folder, PRODUCER_FILES))))
     drain = columns.reads_of_file(os.path.join(folder, DRAIN_FILE),
