@@ -32,7 +32,7 @@ from cluster.tools.chaos.workload import parse_value, value_of
 OK, FAIL, INFO = 1, 2, 3
 KINDS = {"ok": OK, "fail": FAIL, "info": INFO}
 #: Bytes of a history file parsed at a time.
-BLOCK = 8 * 1024 * 1024
+BLOCK = 1024 * 1024
 #: ``Reads.reader`` of the final drain (consumers are numbered from 0).
 DRAIN = -1
 _PRODUCER_SCHEMA = pa.schema([("op", pa.string()), ("p", pa.int64()), ("seq", pa.int64()),
