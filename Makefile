@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean redis-server java
+.PHONY: demo test test-fast lint bench clean redis-server java kcat conformance
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,7 +42,7 @@ java:
 # objects of a cluster the user runs alongside are not blamed on the tests.
 SHM_LIST := ls /dev/shm | grep -E '^(sem\.)?ringlog' | sort
 
-test: lint redis-server
+test: lint redis-server kcat
 	@$(SHM_LIST) > $(VENV)/shm.before || true
 	$(PY) -m pytest -q tests
 	@$(SHM_LIST) | comm -13 $(VENV)/shm.before - > $(VENV)/shm.leaked || true; \
@@ -73,10 +73,29 @@ redis-server:
 	  else echo "redis-server missing and no root or passwordless sudo: the suite skips" \
 	    "Redis Streams (install it with: sudo apt-get install -y redis-server)"; fi; }
 
+# kcat (librdkafka's command-line client) is one of the real Kafka clients the gateway's
+# tests run (tests/cluster/gateway/test_kcat.py): installed from Debian as redis-server is;
+# otherwise those tests skip and say so.
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then APT="apt-get"; \
+	  elif sudo -n true 2>/dev/null; then APT="sudo apt-get"; fi; \
+	  if [ -n "$$APT" ]; then \
+	    $$APT install -y kcat || { $$APT update && $$APT install -y kcat; } \
+	      || echo "could not install kcat: the suite skips the kcat tests"; \
+	  else echo "kcat missing and no root or passwordless sudo: the suite skips the kcat" \
+	    "tests (install it with: sudo apt-get install -y kcat)"; fi; }
+
+# `make conformance`: librdkafka's own test suite (from Debian's source package, fetched
+# and built once under .cache/conformance) against a 3-broker cluster through the Kafka
+# gateway; prints passed / failed / skipped with each reason (tests/conformance).
+conformance: $(STAMP)
+	$(PY) -m tests.conformance.librdkafka --cache .cache/conformance $(CONFORMANCE_ARGS)
+
 # `make bench`: ringlog and its peers side by side (perf/suite; BENCH_ARGS=--quick for a
 # one-minute subset).
 bench: $(STAMP) redis-server
 	$(PY) -m perf $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .cache/conformance

@@ -81,6 +81,10 @@ BROKER_LOCK = "broker.lock"
 BROKER_JSON = "broker.json"
 BROKER_HEARTBEAT = "broker.heartbeat"
 BROKER_LOG = "broker.log"
+#: The Kafka wire gateway's record (its pid and the TCP port of each broker id) and log.
+GATEWAY_JSON = "gateway.json"
+GATEWAY_LOG = "gateway.log"
+GATEWAY_LOCK = "gateway.lock"
 
 #: broker.json states, in the order a broker goes through them.
 STATE_STARTING = "starting"

@@ -496,7 +496,7 @@ def _read_uvarint(view, position):
         shift += 7
 
 
-def _skip_tagged_fields(view, position):
+def skip_tagged_fields(view, position):
     """The end of the tagged-field section at ``position``; the fields (none is defined
     for the headers) are ignored, as Kafka ignores tags it does not know."""
     count, position = _read_uvarint(view, position)
@@ -528,7 +528,7 @@ def decode_request(frame):
     try:
         start = d.SIZE_PREFIX_LENGTH + header_size
         if codec.tagged:
-            start = _skip_tagged_fields(view, start)
+            start = skip_tagged_fields(view, start)
         request = _read_body(codec, view, start)
     except _MALFORMED as exc:
         error = InvalidRequestError(
@@ -555,7 +555,7 @@ def decode_response(frame, api_key, api_version):
     try:
         start = d.RESPONSE_BODY_OFFSET
         if codec.tagged:
-            start = _skip_tagged_fields(view, start)
+            start = skip_tagged_fields(view, start)
         response = _read_body(codec, view, start)
     except _MALFORMED as exc:
         raise KafkaProtocolError(

@@ -34,6 +34,10 @@ a broker a ``start`` request (``requests``: ``ringlog broker start``, or ``clust
 partly running cluster) asks for. An embedded supervisor (``Cluster``) has no watch loop: its
 program starts and kills brokers itself.
 
+With ``kafka_port`` (``ringlog cluster start --kafka-port P``) the supervisor also runs the
+Kafka wire gateway once the brokers serve (``gateway_process``): restarted whenever it
+dies, stopped first by ``stop()``.
+
 ``stop()`` sends SIGTERM to every broker (graceful: logs flushed and closed, listeners
 unlinked), SIGKILLs any still running after ``stop_timeout``, unlinks the metadata page and
 the instance record, sweeps the namespace's shared-memory objects, removes ``D/shm.token``
@@ -82,6 +86,7 @@ from cluster.metadata.instance import Instance, running_elsewhere
 from cluster.metadata.lock_holders import describe_holders
 from cluster.metadata.page import MetadataPage
 from cluster.stats.reader import reap_dead
+from cluster.supervisor.gateway_process import GatewayProcess, stop_orphan
 from cluster.supervisor.requests import clear_request, read_request
 from shm_ring.liveness import is_alive, process_start_time
 from shm_ring.naming import SquattedNameError, cleanup_stale
@@ -271,7 +276,8 @@ class Supervisor:
 
     def __init__(self, data_dir, broker_ids, config=None, *, broker_command=BROKER_COMMAND,
                  start_timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, kind="embedded",
-                 restart_on_failure=False, clock=time.monotonic):
+                 restart_on_failure=False, clock=time.monotonic, kafka_port=None,
+                 kafka_bind=None):
         if kind not in KINDS:
             raise ValueError(f"supervisor kind must be one of {KINDS}, found {kind!r}")
         self.data_dir = os.path.abspath(os.fspath(data_dir))
@@ -301,6 +307,9 @@ class Supervisor:
         self._backoffs = {}  # broker id -> RestartBackoff (restart_on_failure)
         self._restart_at = {}  # broker id -> clock time its restart is due
         self._lock_fd = None  # holds D/supervisor.lock from lock() until stop() ends
+        self.gateway = None if kafka_port is None else GatewayProcess(
+            self.data_dir, kafka_port, kafka_bind, backoff=RestartBackoff(),
+            start_timeout=start_timeout, stop_timeout=stop_timeout, tail=log_tail)
 
     # -- cluster lifecycle ------------------------------------------------------------------
 
@@ -343,6 +352,8 @@ class Supervisor:
             for broker_id in self.broker_ids:
                 self._spawn(broker_id)
             self._wait_serving(self.broker_ids)
+            if self.gateway is not None:
+                self.gateway.start(self.clock(), ClusterStartError)
         except BaseException:
             self.stop()
             raise
@@ -358,6 +369,8 @@ class Supervisor:
             return
         self.state = "stopping"
         self._write_record()
+        if self.gateway is not None:
+            self.gateway.stop()  # first: its clients' connections go before the brokers
         processes = [p for p in self._processes.values() if p.running()]
         for process in processes:
             process.popen.send_signal(signal.SIGTERM)
@@ -451,6 +464,8 @@ class Supervisor:
                 changed = True
         for broker_id in sorted(set(dd.broker_ids(self.data_dir)) | set(self.broker_ids)):
             changed |= self._take_request(broker_id)
+        if self.gateway is not None:
+            changed |= self.gateway.watch(now)
         for broker_id, due in sorted(self._restart_at.items()):
             if now >= due:
                 del self._restart_at[broker_id]
@@ -588,7 +603,8 @@ class Supervisor:
             "broker_states": {str(b): s for b, s in sorted(self._broker_states.items())},
             "restart_on_failure": self.restart_on_failure,
             "supervisor": self.kind, "supervisor_pid": pid,
-            "supervisor_start_time": start_time})
+            "supervisor_start_time": start_time,
+            "gateway_pid": None if self.gateway is None else self.gateway.pid})
 
     def __repr__(self):
         return (f"Supervisor({self.data_dir!r}, brokers={self.broker_ids}, "
@@ -644,6 +660,7 @@ def stop_cluster(data_dir, timeout=STOP_TIMEOUT):
         deadline = time.monotonic() + timeout + START_TIMEOUT
         while supervisor_alive(record) and time.monotonic() < deadline:
             time.sleep(_WAIT_STEP)
+    stop_orphan(data_dir, timeout)  # a gateway whose supervisor is gone
     remaining = running_brokers(data_dir)
     for pid in remaining.values():
         if isinstance(pid, int) and pid > 0:
@@ -803,6 +820,8 @@ def main(argv=None):
     parser.add_argument("--start-timeout", type=float, default=START_TIMEOUT)
     parser.add_argument("--broker-command", default=shlex.join(BROKER_COMMAND))
     parser.add_argument("--restart-on-failure", action="store_true")
+    parser.add_argument("--kafka-port", type=int, default=None)
+    parser.add_argument("--kafka-bind", default=None)
     args = parser.parse_args(argv)
     dd.set_private_umask()
     try:
@@ -814,7 +833,8 @@ def main(argv=None):
                             parse_overrides(args.override), kind="detached",
                             broker_command=shlex.split(args.broker_command),
                             start_timeout=args.start_timeout,
-                            restart_on_failure=args.restart_on_failure)
+                            restart_on_failure=args.restart_on_failure,
+                            kafka_port=args.kafka_port, kafka_bind=args.kafka_bind)
     if not lock_or_explain(supervisor):
         return 1
     try:

@@ -20,6 +20,8 @@ COMMANDS = {
                                              "directory [kafka-server-start / -stop]"),
     "broker": ("cluster.tools.broker_cmd", "start, stop or kill one broker of a running cluster "
                                            "[kafka-server-start / -stop, per broker]"),
+    "gateway": ("cluster.tools.gateway_cmd", "serve a running cluster to any Kafka client on "
+                                             "loopback TCP [a Kafka listener]"),
     "topics": ("cluster.tools.topics", "create, list, describe, alter and delete topics "
                                        "[kafka-topics]"),
     "leader-election": ("cluster.tools.leader_election", "move leadership back to preferred "

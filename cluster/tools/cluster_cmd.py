@@ -4,6 +4,7 @@
 
     ringlog cluster start --data-dir D [--brokers N] [--config server.properties]
                           [--override key=value ...] [--detach] [--restart-on-failure]
+                          [--kafka-port P [--kafka-bind HOST]]
     ringlog cluster stop --data-dir D
     ringlog cluster status --data-dir D
 
@@ -25,6 +26,10 @@ refuses as before. Broker settings come from a properties file (``--config``, as
 ``kafka-server-start.sh`` reads it) and ``--override`` pairs (these win). Starting again on
 the same D keeps the cluster id and recovers every topic and record. ``--broker-command``
 replaces ``python -m replica_proc`` (to run brokers under a profiler, say).
+``--kafka-port P`` also runs the Kafka wire gateway (``ringlog gateway``) under the
+supervisor: any Kafka client bootstraps from ``127.0.0.1:P`` (broker b on ``P + b``; P=0:
+free ports), printed by ``start`` and ``status``; ``--kafka-bind`` listens elsewhere than
+loopback (with a warning: PLAINTEXT).
 
 ``stop`` stops the cluster of D gracefully from any shell (SIGKILL after ``--timeout``),
 removing its shared memory. ``status`` prints the supervisor, one row per broker (id, pid,
@@ -52,6 +57,7 @@ from cluster.errors import BrokerNotAvailableError, InvalidConfigurationError, K
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
 from cluster.supervisor.broker_control import start_brokers
+from cluster.supervisor.gateway_process import gateway_alive, read_gateway_record
 from cluster.supervisor.supervisor import (
     BROKER_COMMAND,
     START_TIMEOUT,
@@ -99,6 +105,12 @@ def add_arguments(parser):
                        help=f"seconds each broker may take to serve (default {START_TIMEOUT})")
     start.add_argument("--restart-on-failure", action="store_true",
                        help="restart a broker that crashed, after 1 s doubling to 60 s")
+    start.add_argument("--kafka-port", type=int, metavar="P",
+                       help="also serve Kafka clients on TCP: broker b on P + b (0: free "
+                            "ports), bootstrap 127.0.0.1:P")
+    start.add_argument("--kafka-bind", metavar="HOST",
+                       help="the gateway's listen address (default 127.0.0.1; any other is "
+                            "reachable without authentication)")
     stop = commands.add_parser("stop", help="stop the cluster of a data directory")
     stop.add_argument("--data-dir", required=True)
     stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT,
@@ -119,6 +131,12 @@ def _start(args):
     data_dir = os.path.abspath(args.data_dir)
     if args.brokers is not None and args.brokers < 1:
         print(f"--brokers must be at least 1, found {args.brokers}", file=sys.stderr)
+        return 2
+    if args.kafka_port is not None and not 0 <= args.kafka_port <= 65535:
+        print(f"--kafka-port {args.kafka_port} is not a TCP port (0-65535)", file=sys.stderr)
+        return 2
+    if args.kafka_bind is not None and args.kafka_port is None:
+        print("--kafka-bind needs --kafka-port", file=sys.stderr)
         return 2
     try:
         config = load_properties(args.config) if args.config else {}
@@ -153,7 +171,8 @@ def _start(args):
     supervisor = Supervisor(data_dir, broker_ids, config, kind="foreground",
                             broker_command=shlex.split(args.broker_command),
                             start_timeout=args.start_timeout,
-                            restart_on_failure=args.restart_on_failure)
+                            restart_on_failure=args.restart_on_failure,
+                            kafka_port=args.kafka_port, kafka_bind=args.kafka_bind)
     if not lock_or_explain(supervisor):
         return 1
     code = serve_until_signalled(supervisor, on_started=_print_foreground)
@@ -208,6 +227,10 @@ def _start_detached(args, data_dir, config):
         argv += ["--brokers", str(args.brokers)]
     if args.restart_on_failure:
         argv.append("--restart-on-failure")
+    if args.kafka_port is not None:
+        argv += ["--kafka-port", str(args.kafka_port)]
+    if args.kafka_bind is not None:
+        argv += ["--kafka-bind", args.kafka_bind]
     argv += override_args(config)
     log_path = os.path.join(data_dir, dd.SUPERVISOR_LOG)
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -261,6 +284,22 @@ def _print_started(data_dir, record):
         print(f"  broker {broker_id}: pid {pid}")
     print(f"supervisor: pid {record.get('supervisor_pid')} ({record.get('supervisor')})",
           flush=True)
+    if record.get("gateway_pid"):
+        _print_gateway(data_dir)
+
+
+def _print_gateway(data_dir):
+    """The Kafka gateway's addresses, from D/gateway.json."""
+    gateway = read_gateway_record(data_dir)
+    if not gateway:
+        return
+    alive = gateway_alive(gateway) and gateway.get("state") == "serving"
+    ports = ", ".join(f"broker {b} {gateway['host']}:{p}"
+                      for b, p in sorted(gateway.get("ports", {}).items(),
+                                         key=lambda item: int(item[0])))
+    print(f"kafka gateway: pid {gateway.get('pid')}, "
+          f"{'serving' if alive else 'not running'}; bootstrap.servers "
+          f"{gateway.get('bootstrap')} ({ports})", flush=True)
 
 
 # -- stop and status -------------------------------------------------------------------------
@@ -295,6 +334,7 @@ def _status(args):
         print(f"supervisor: pid {supervisor['pid']} ({supervisor['kind']}), "
               f"{'running' if supervisor['alive'] else 'not running'}")
     _print_brokers(status["brokers"], status.get("controller_id", -1))
+    _print_gateway(status["data_dir"])
     if "controller_id" in status:
         topics = status["topics"]
         print(f"controller: broker {status['controller_id']} (metadata version "

@@ -69,8 +69,11 @@ REPLICATION = {"RF 1, acks=1": (1, "1"), "RF 3, acks=all": (3, "all")}
 LATENCY_WORKLOADS = (4, 9)
 #: Which peers run which workload (5 is ringlog's and Redis' only: N streams map to N
 #: partitions; the others have no natural N-channel single consumer).
-RUNS = {1: "all", 2: "all", 3: "all", 4: "all", 5: ("ringlog", "redis_streams"), 6: "all",
-        7: "all", 8: ("ringlog",), 9: ("ringlog",), 10: ("ringlog", "redis_streams")}
+#: ringlog_gateway (a Kafka client through the gateway) runs workloads 1 and 2 only.
+_NATIVE = ("ringlog", "redis_streams", "zmq_pushpull", "mp_queue")
+RUNS = {1: "all", 2: "all", 3: _NATIVE, 4: _NATIVE, 5: ("ringlog", "redis_streams"),
+        6: _NATIVE, 7: _NATIVE, 8: ("ringlog",), 9: ("ringlog",),
+        10: ("ringlog", "redis_streams")}
 
 #: Record-count factors of peers much slower or faster than ringlog: (record by record,
 #: bulk), every workload but 4.
@@ -185,7 +188,7 @@ def cases(profile_name, peers, selected=None):
 
 
 def _cases_of(workload, peer, p):
-    ringlog = peer == "ringlog"
+    ringlog = peer in ("ringlog", "ringlog_gateway")  # the same cluster, partitions spread
     pair = dict(producers=1, consumers=1, channels=1, brokers=1, size=100)
     scale, bulk_scale = SCALE.get(peer, (1.0, 1.0))
     p = {name: max(MIN_RECORDS, int(value * (bulk_scale if workload == 3 else scale)))

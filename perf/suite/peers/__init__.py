@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib
 
 #: Peer module names, ringlog first (ratios are ringlog ÷ each of the others).
-PEERS = ("ringlog", "redis_streams", "zmq_pushpull", "mp_queue")
+PEERS = ("ringlog", "redis_streams", "zmq_pushpull", "mp_queue", "ringlog_gateway")
 BASELINE = "ringlog"
 
 

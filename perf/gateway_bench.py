@@ -1,0 +1,211 @@
+"""The Kafka wire gateway: many concurrent connections, and produce throughput through it.
+
+Starts a cluster (``--brokers``, default 1) and its gateway (``ringlog gateway --kafka-port
+0``) in a temporary directory, then:
+
+1. **connections**: opens ``--connections`` TCP connections (default 1,000) to the
+   gateway's listeners, each answered one ApiVersions request (so each holds its own ring
+   connection to its broker), keeps them all open, then sends one Metadata request on every
+   connection at once and reads all the answers: how many were answered, the time for the
+   round, the gateway's RSS and threads with all connections open;
+2. **produce**: kafka-python's ``KafkaProducer`` (acks=1, 100-byte values) through the
+   gateway against ringlog's own ``KafkaProducer`` on the rings, same run, records/s each:
+   the gateway's own cost (``--records``, default 100,000). With confluent-kafka installed
+   it is measured too.
+
+Medians of ``--repeats`` rounds; figures are printed (and ``--json`` writes them).
+
+    .venv/bin/python -m perf.gateway_bench [--connections 1000] [--records 100000]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+from cluster.protocol import frames
+from cluster.protocol.frames import ApiKey
+from cluster.supervisor.cluster import Cluster
+
+VALUE = b"x" * 100
+
+
+def _start_gateway(data_dir):
+    argv = [sys.executable, "-m", "cluster.tools.gateway_cmd", "--data-dir", data_dir,
+            "--kafka-port", "0"]
+    popen = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = os.path.join(data_dir, "gateway.json")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as file:
+                record = json.load(file)
+            if record.get("pid") == popen.pid and record.get("state") == "serving":
+                return popen, record
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+        time.sleep(0.05)
+    popen.kill()
+    raise RuntimeError("the gateway did not start")
+
+
+def _read_frame(sock):
+    prefix = b""
+    while len(prefix) < 4:
+        chunk = sock.recv(4 - len(prefix))
+        if not chunk:
+            raise ConnectionError("closed")
+        prefix += chunk
+    (size,) = struct.unpack(">i", prefix)
+    body = bytearray()
+    while len(body) < size:
+        chunk = sock.recv(size - len(body))
+        if not chunk:
+            raise ConnectionError("closed")
+        body += chunk
+    return prefix + body
+
+
+def _cpu(pids):
+    total = 0.0
+    for pid in pids:
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
+    return total
+
+
+def connections_round(record, count, broker_pids):
+    """Open ``count`` connections, ApiVersions on each, then one Metadata on all at once."""
+    ports = list(record["ports"].values())
+    versions = frames.encode_request(frames.request_class(ApiKey.API_VERSIONS, 2)(), 1, "b")
+    m = frames.request_module(ApiKey.METADATA, 8)
+    metadata = frames.encode_request(m.MetadataRequest(
+        topics=(), allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False), 2, "b")
+    socks = []
+    started = time.perf_counter()
+    try:
+        for i in range(count):
+            sock = socket.create_connection(("127.0.0.1", ports[i % len(ports)]), timeout=60)
+            sock.sendall(versions)
+            socks.append(sock)
+        for sock in socks:
+            _read_frame(sock)
+        opened = time.perf_counter() - started
+        gateway = psutil.Process(record["pid"])
+        rss, threads = gateway.memory_info().rss, gateway.num_threads()
+        started = time.perf_counter()
+        cpu_gateway, cpu_brokers = _cpu([record["pid"]]), _cpu(broker_pids)
+        for sock in socks:
+            sock.sendall(metadata)
+        answered = sum(1 for sock in socks if _read_frame(sock))
+        round_s = time.perf_counter() - started
+        cpu_gateway = _cpu([record["pid"]]) - cpu_gateway
+        cpu_brokers = _cpu(broker_pids) - cpu_brokers
+    finally:
+        for sock in socks:
+            sock.close()
+    return {"connections": count, "answered": answered, "open_s": opened,
+            "metadata_round_s": round_s, "round_cpu_s_gateway": cpu_gateway,
+            "round_cpu_s_brokers": cpu_brokers, "gateway_rss_mb": rss / 2**20,
+            "gateway_threads": threads}
+
+
+def kafka_python_rate(bootstrap, records, topic):
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
+                             batch_size=65536)
+    started = time.perf_counter()
+    for _ in range(records):
+        producer.send(topic, VALUE)
+    producer.flush()
+    elapsed = time.perf_counter() - started
+    producer.close()
+    return records / elapsed
+
+
+def confluent_rate(bootstrap, records, topic):
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5})
+    started = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(120)
+    return records / (time.perf_counter() - started)
+
+
+def native_rate(data_dir, records, topic):
+    from cluster.producer.kafka_producer import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=data_dir, acks=1, linger_ms=5,
+                             batch_size=65536, max_block_ms=60_000)
+    started = time.perf_counter()
+    for _ in range(records):
+        producer.send(topic, VALUE)
+    producer.flush()
+    elapsed = time.perf_counter() - started
+    producer.close()
+    return records / elapsed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m perf.gateway_bench")
+    parser.add_argument("--brokers", type=int, default=1)
+    parser.add_argument("--connections", type=int, default=1000)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp:
+        data_dir = os.path.join(tmp, "data")
+        with Cluster(data_dir, brokers=args.brokers, num_partitions=1,
+                     default_replication_factor=args.brokers) as cluster:
+            popen, record = _start_gateway(cluster.data_dir)
+            try:
+                results["connections"] = connections_round(record, args.connections,
+                                                             list(cluster.pids().values()))
+                print(json.dumps(results["connections"]), flush=True)
+                time.sleep(5)  # the broker reaps the closed ring connections
+                rates = {"native": [], "kafka-python via gateway": []}
+                try:
+                    import confluent_kafka  # noqa: F401
+                    rates["confluent-kafka via gateway"] = []
+                except ImportError:
+                    pass
+                for repeat in range(args.repeats):
+                    rates["native"].append(native_rate(cluster.data_dir, args.records,
+                                                       f"native-{repeat}"))
+                    rates["kafka-python via gateway"].append(
+                        kafka_python_rate(record["bootstrap"], args.records, f"kp-{repeat}"))
+                    if "confluent-kafka via gateway" in rates:
+                        rates["confluent-kafka via gateway"].append(
+                            confluent_rate(record["bootstrap"], args.records, f"ck-{repeat}"))
+                results["records_per_s"] = {k: statistics.median(v) for k, v in rates.items()}
+                for name, rate in results["records_per_s"].items():
+                    print(f"{name}: {rate:,.0f} records/s (median of {args.repeats}; "
+                          f"x{rate / results['records_per_s']['native']:.2f} of native)",
+                          flush=True)
+            finally:
+                popen.terminate()
+                popen.wait(30)
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(results, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()

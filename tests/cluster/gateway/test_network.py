@@ -1,0 +1,232 @@
+"""The gateway's network layer, on raw sockets: ApiVersions as Kafka answers it (a newer
+version gets the v0 body with UNSUPPORTED_VERSION), Metadata's addresses rewritten, record
+batches passed byte for byte into the segment file, a garbage or oversized frame closing
+that connection only (logged with the client's address), a client that never reads
+stalling only itself (``queued.max.requests``), idle connections closed after
+``connections.max.idle.ms``, the stats page, and a killed gateway losing no acknowledged
+record while its clients reconnect."""
+from __future__ import annotations
+
+import datetime
+import os
+import struct
+import time
+
+import pytest
+
+from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
+from cluster.gateway import wire
+from cluster.protocol import frames
+from cluster.protocol.frames import ApiKey
+from cluster.stats.reader import read_all
+from segments.record.bulk import build_batches
+from tests.support.bounds import BOUND
+from tests.support.broker import Client
+from tests.support.gateway import GatewayProcess
+from tests.support.kafka_socket import call, closed_by_peer, connect, read_frame
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+
+UNSUPPORTED_VERSION = 35
+
+
+def metadata_request(topics=None):
+    m = frames.request_module(ApiKey.METADATA, 8)
+    return m.MetadataRequest(
+        topics=None if topics is None else tuple(m.MetadataRequestTopic(name=t)
+                                                 for t in topics),
+        allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False)
+
+
+def api_versions_v3(correlation_id):
+    """ApiVersions v3 as librdkafka sends it: request header v2, compact strings."""
+    client = b"raw-test"
+    body = b"\x05rlib" + b"\x040.1" + b"\x00"  # software name, version, no tagged fields
+    header = struct.pack(">hhih", ApiKey.API_VERSIONS, 3, correlation_id, len(client))
+    payload = header + client + b"\x00" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_api_versions_newer_than_served_gets_v0_and_unsupported_version(served):
+    sock = connect(served.gateway.ports[0])
+    with sock:
+        sock.sendall(api_versions_v3(7))
+        frame = read_frame(sock)
+        (correlation_id, error, count) = struct.unpack_from(">ihi", frame, 4)
+        assert (correlation_id, error) == (7, UNSUPPORTED_VERSION)
+        entries = {key: (low, high) for key, low, high in
+                   (struct.unpack_from(">hhh", frame, 14 + 6 * i) for i in range(count))}
+        assert entries[ApiKey.API_VERSIONS] == frames.SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+        # the connection goes on: the client falls back to a version served
+        response = call(sock, frames.request_class(ApiKey.API_VERSIONS, 2)(), 8)
+    assert response.error_code == 0
+    advertised = {e.api_key: (e.min_version, e.max_version) for e in response.api_keys}
+    broker = Client(served.cluster.cluster_id, 0)  # the broker itself, on a ring
+    try:
+        broker.send(frames.request_class(ApiKey.API_VERSIONS, 2)())
+        _, direct = broker.receive()
+    finally:
+        broker.close()
+    served_by_broker = {e.api_key: (e.min_version, e.max_version) for e in direct.api_keys}
+    assert advertised == {**served_by_broker, **wire.LOCAL_VERSIONS}  # exactly these
+    assert advertised[60] == (0, 1)  # DescribeCluster, served by the gateway
+    assert advertised[29] == (1, 3)  # DescribeAcls: SECURITY_DISABLED
+
+
+def test_metadata_addresses_and_batches_byte_for_byte(served):
+    admin = KafkaAdminClient(bootstrap_servers=served.data_dir)
+    try:
+        admin.create_topics([NewTopic("raw-bytes", 1, 3)])
+    finally:
+        admin.close()
+    ports = served.gateway.ports
+    with connect(ports[0]) as sock:
+        deadline = time.monotonic() + BOUND
+        while True:
+            metadata = call(sock, metadata_request(["raw-bytes"]))
+            (topic,) = metadata.topics
+            if topic.error_code == 0 and topic.partitions[0].leader_id >= 0:
+                break
+            assert time.monotonic() < deadline, topic
+            time.sleep(0.05)
+    assert {(b.node_id, b.host, b.port) for b in metadata.brokers} == {
+        (b, "127.0.0.1", p) for b, p in ports.items()}
+    leader = topic.partitions[0].leader_id
+    (batch,) = build_batches([b"one", b"two"], keys=[b"k1", b"k2"],
+                             headers=[[("h", b"1")], [("h", b"2")]])
+    batch = bytes(batch)
+    m = frames.request_module(ApiKey.PRODUCE, 8)
+    request = m.ProduceRequest(transactional_id=None, acks=-1,
+                               timeout=datetime.timedelta(seconds=BOUND),
+                               topic_data=(m.TopicProduceData(name="raw-bytes", partition_data=(
+                                   m.PartitionProduceData(index=0, records=batch),)),))
+    with connect(ports[leader]) as sock:
+        response = call(sock, request, 3)
+    (partition,) = response.responses[0].partition_responses
+    assert (partition.error_code, partition.base_offset) == (0, 0)
+    path = os.path.join(served.data_dir, f"broker-{leader}", "raw-bytes-0",
+                        "00000000000000000000.log")
+    with open(path, "rb") as file:
+        stored = file.read(len(batch))
+    assert stored[8:12] == batch[8:12] and stored[16:] == batch[16:]  # but offset, epoch
+
+
+def test_garbage_and_oversized_frames_close_that_connection_only(served):
+    gateway = served.gateway
+    port = gateway.ports[1]
+    bystander = connect(port)
+    with bystander:
+        call(bystander, metadata_request())
+        for garbage in (b"\xff\xff\xff\xff",  # negative size
+                        struct.pack(">i", 200 * 1024 * 1024),  # > socket.request.max.bytes
+                        struct.pack(">i", 3 * 1024 * 1024),  # > a ring frame (4 MiB rings)
+                        struct.pack(">ihhih", 10, 3, 8, 1, 0) + b"\x07" * 6):  # bad body
+            sock = connect(port)
+            with sock:
+                address = "{}:{}".format(*sock.getsockname())
+                sock.sendall(garbage)
+                assert closed_by_peer(sock)
+            deadline = time.monotonic() + BOUND
+            while address not in gateway.log():
+                assert time.monotonic() < deadline, f"no log line names {address}"
+                time.sleep(0.05)
+            assert call(bystander, metadata_request()).brokers  # still served
+
+
+@pytest.fixture
+def strict_gateway(served):
+    """The cluster's gateway restarted with tight bounds (one gateway per data directory;
+    with --kafka-port 0 each takes the ports of the one before), then as it was."""
+    served.gateway.stop()
+    gateway = GatewayProcess(served.data_dir, "queued.max.requests=4",
+                             "connections.max.idle.ms=1000")
+    try:
+        yield gateway.start()
+    finally:
+        gateway.stop()
+        served.gateway.start()
+
+
+def test_one_gateway_per_data_directory(served):
+    second = GatewayProcess(served.data_dir)
+    with pytest.raises(AssertionError, match="already serves"):
+        second.start()
+
+
+def test_a_client_that_never_reads_stalls_only_itself(served, strict_gateway):
+    assert strict_gateway.ports == served.gateway.ports
+    port = strict_gateway.ports[2]
+    frame = frames.encode_request(metadata_request(), 1, "never-reads")
+    stalled = connect(port)
+    with stalled:
+        stalled.setblocking(False)
+        sent = 0
+        try:  # until the kernel's buffers and the gateway's queue are full
+            for _ in range(200_000):
+                sent += stalled.send(frame)
+        except BlockingIOError:
+            pass
+        assert sent < 200_000 * len(frame), "the gateway kept reading a client that never reads"
+        with connect(port) as other:
+            assert call(other, metadata_request()).brokers
+        pages = [s for s in read_all(served.cluster.cluster_id)
+                 if s.role == "gateway" and s.pid == strict_gateway.popen.pid]
+        deadline = time.monotonic() + BOUND
+        while not pages or pages[0].counters.get("queued-requests-max", 0) < 4:
+            assert time.monotonic() < deadline, pages and pages[0].counters
+            time.sleep(0.2)
+            pages = [s for s in read_all(served.cluster.cluster_id)
+                     if s.role == "gateway" and s.pid == strict_gateway.popen.pid]
+        counters = pages[0].counters
+        assert counters["queued-requests-max"] == 4  # queued.max.requests
+        assert counters["request-total:Metadata"] >= 5
+        assert counters["connection-count"] >= 1
+
+
+def test_idle_connection_closed(strict_gateway):
+    sock = connect(strict_gateway.ports[0])
+    with sock:
+        address = "{}:{}".format(*sock.getsockname())
+        started = time.monotonic()
+        assert closed_by_peer(sock)
+        assert time.monotonic() - started >= 0.9
+    deadline = time.monotonic() + BOUND
+    while f"{address} to broker 0: idle" not in strict_gateway.log():
+        assert time.monotonic() < deadline, strict_gateway.log()
+        time.sleep(0.05)
+
+
+def test_killed_gateway_loses_no_acknowledged_record(served):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": served.bootstrap, "enable.idempotence": True, "acks": "all",
+        "linger.ms": 2, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200,
+        "message.timeout.ms": int(BOUND * 1000)})
+    acked, failed = [], []
+
+    def report(error, message):
+        (failed if error else acked).append(error or message.key())
+    keys = [b"g%d" % i for i in range(4000)]
+    for i, key in enumerate(keys):
+        producer.produce("gw-kill", key=key, value=b"x", on_delivery=report)
+        producer.poll(0)
+        if i == 1500:
+            producer.flush(BOUND)
+            served.gateway.kill()  # SIGKILL: no goodbye to any client
+            served.gateway.start()  # P=0 takes the same ports again
+    assert producer.flush(BOUND) == 0
+    assert failed == []
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": served.bootstrap,
+                                         "group.id": "gw-kill-reader",
+                                         "auto.offset.reset": "earliest"})
+    seen = []
+    try:
+        consumer.subscribe(["gw-kill"])
+        deadline = time.monotonic() + BOUND
+        while len(seen) < len(keys):
+            assert time.monotonic() < deadline, f"read {len(seen)} of {len(keys)}"
+            seen += [m.key() for m in consumer.consume(1000, timeout=0.5) if not m.error()]
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted(acked) == sorted(keys)  # each acknowledged record once
