@@ -1,0 +1,116 @@
+"""The pytest plugin (cluster/testing/pytest_plugin.py) run as a user's suite runs it:
+inner suites under ``pytester`` loading the plugin with ``-p``, each in a subprocess (the
+clusters are OS processes; a subprocess keeps their signals and atexit hooks away from this
+run). Checked: the fixtures and their clusters (both clients' addresses, new_topic), a
+failing test's report section, pytest-xdist workers, an interrupted run leaving no process
+and no shared-memory object. Few cluster starts in all: each inner suite shares clusters."""
+from __future__ import annotations
+
+import json
+
+import psutil
+import pytest
+
+from shm_ring.naming import list_objects
+
+pytestmark = pytest.mark.multiprocess
+
+pytest_plugins = ["pytester"]
+
+PLUGIN = "cluster.testing.pytest_plugin"
+INNER_TIMEOUT = 300
+
+
+def run(pytester, *args):
+    pytester.syspathinsert()
+    return pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider", *args,
+                                         timeout=INNER_TIMEOUT)
+
+
+def recorded(pytester):
+    """What the inner tests wrote to clusters.json: data dirs and cluster ids they used."""
+    path = pytester.path / "clusters.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def assert_nothing_left(clusters):
+    for cluster in clusters:
+        assert list_objects(cluster["cluster_id"]) == [], cluster
+        for pid in cluster["pids"]:
+            assert not psutil.pid_exists(pid) or \
+                psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, cluster
+
+
+RECORD = '''
+import json, os
+
+def record(cluster):
+    c = cluster.cluster
+    pids = list(c.pids().values())
+    with open(os.path.join(os.environ["RECORD_DIR"], "clusters.jsonl"), "a") as f:
+        f.write(json.dumps({"data_dir": cluster.data_dir, "cluster_id": c.cluster_id,
+                            "pids": pids}) + "\\n")
+'''
+
+
+@pytest.fixture
+def inner(pytester, monkeypatch):
+    monkeypatch.setenv("RECORD_DIR", str(pytester.path))
+    pytester.makepyfile(recording=RECORD)
+    return pytester
+
+
+def test_fixtures_clients_and_failure_report(inner):
+    """Session cluster shared by two tests, a factory cluster of 2 brokers with a broker
+    config override, records through ringlog's clients and kafka-python through the
+    gateway; a failing test carries its cluster's broker logs and still cleans up."""
+    inner.makepyfile(test_user='''
+from cluster import KafkaConsumer, KafkaProducer
+from recording import record
+
+def roundtrip(bootstrap, topic):
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer.send(topic, b"v1").get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=20000)
+    values = [next(consumer).value]
+    consumer.close()
+    return values
+
+def test_shared_a(ringlog_cluster):
+    record(ringlog_cluster)
+    t1, t2 = ringlog_cluster.new_topic(partitions=2), ringlog_cluster.new_topic()
+    assert t1 != t2
+    assert roundtrip(ringlog_cluster.bootstrap_servers, t1) == [b"v1"]
+
+def test_shared_b_is_the_same_cluster_and_speaks_kafka(ringlog_cluster):
+    from kafka import KafkaProducer as WireProducer
+    record(ringlog_cluster)
+    host, port = ringlog_cluster.kafka_bootstrap.split(",")[0].split(":")
+    assert host == "127.0.0.1" and int(port) > 0
+    topic = ringlog_cluster.new_topic()
+    producer = WireProducer(bootstrap_servers=ringlog_cluster.kafka_bootstrap)
+    producer.send(topic, b"v1").get(timeout=30)
+    producer.close()
+    assert roundtrip(ringlog_cluster.bootstrap_servers, topic) == [b"v1"]
+
+def test_factory_fails_with_an_open_producer(ringlog_cluster_factory, tmp_path):
+    cluster = ringlog_cluster_factory(brokers=2, replication_factor=2, num_partitions=3)
+    record(cluster)
+    assert cluster.data_dir.startswith(str(tmp_path))
+    assert cluster.cluster.config["num.partitions"] == 3
+    topic = cluster.new_topic(partitions=2)
+    partitions = cluster.cluster.metadata().topics[topic].partitions
+    assert [len(p.replicas) for p in partitions] == [2, 2]
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)  # left open
+    producer.send(topic, b"x").get(timeout=30)
+    assert False, "the user's assertion"
+''')
+    result = run(inner, "-rA")
+    result.assert_outcomes(passed=2, failed=1)
+    text = result.stdout.str()
+    assert "ringlog broker logs" in text and "--- broker 1" in text, text
+    clusters = recorded(inner)
+    assert len({c["cluster_id"] for c in clusters}) == 2  # the shared one, the factory's
+    assert_nothing_left(clusters)
