@@ -17,8 +17,10 @@ access) and ``new_topic(partitions=..., replication_factor=...)``.
 Under pytest-xdist every worker has its own temporary directory, hence its own clusters
 (cluster ids and shared-memory names are unique per start, gateway ports are the kernel's
 free ones). Teardown stops every process and unlinks the clusters' shared memory whatever
-the test did: failed, interrupted (pytest tears fixtures down on KeyboardInterrupt too; an
-``atexit`` hook stops what is still running if it did not), or left a client open.
+the test did: failed, interrupted (pytest tears fixtures down on KeyboardInterrupt; SIGTERM
+is turned into one once a cluster runs, unless the process handles SIGTERM itself; an
+``atexit`` hook stops what is still running if teardown did not), or left a client open.
+A SIGKILLed test process leaves its brokers running: ``ringlog cluster stop --data-dir D``.
 
 A failed test that used a cluster gets a report section ``ringlog broker logs`` with the
 tail of each of its clusters' broker logs.
@@ -26,6 +28,8 @@ tail of each of its clusters' broker logs.
 from __future__ import annotations
 
 import atexit
+import signal
+import threading
 
 import pytest
 
@@ -37,7 +41,22 @@ _clusters_of_test = pytest.StashKey[list]()
 _live = []  # every TestCluster started and not yet closed, for the atexit hook
 
 
+def _interrupt_on_sigterm():
+    """SIGTERM (a CI runner's timeout, ``kill``) becomes KeyboardInterrupt, so pytest tears
+    the fixtures down (its brokers run in sessions of their own: nothing else stops them);
+    only if nobody else handles SIGTERM in this process."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _sigterm)
+
+
+def _sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process
+    raise KeyboardInterrupt("SIGTERM")
+
+
 def _start(data_dir, **options):
+    _interrupt_on_sigterm()
     cluster = TestCluster(data_dir, **options)
     _live.append(cluster)
     try:

@@ -11,7 +11,9 @@ import json
 import psutil
 import pytest
 
+from cluster.supervisor.supervisor import stop_cluster
 from shm_ring.naming import list_objects
+from tests.support.bounds import BOUND
 
 pytestmark = pytest.mark.multiprocess
 
@@ -28,7 +30,7 @@ def run(pytester, *args):
 
 
 def recorded(pytester):
-    """What the inner tests wrote to clusters.json: data dirs and cluster ids they used."""
+    """What the inner tests wrote to clusters.jsonl: data dir, cluster id, broker pids."""
     path = pytester.path / "clusters.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -55,9 +57,14 @@ def record(cluster):
 
 @pytest.fixture
 def inner(pytester, monkeypatch):
+    """The inner suite's directory; whatever clusters its tests recorded are stopped at
+    the end (a plugin that failed to stop them must not leave them to the machine)."""
     monkeypatch.setenv("RECORD_DIR", str(pytester.path))
     pytester.makepyfile(recording=RECORD)
-    return pytester
+    yield pytester
+    if (pytester.path / "clusters.jsonl").exists():
+        for cluster in recorded(pytester):
+            stop_cluster(cluster["data_dir"], timeout=BOUND)
 
 
 def test_fixtures_clients_and_failure_report(inner):
@@ -113,4 +120,48 @@ def test_factory_fails_with_an_open_producer(ringlog_cluster_factory, tmp_path):
     assert "ringlog broker logs" in text and "--- broker 1" in text, text
     clusters = recorded(inner)
     assert len({c["cluster_id"] for c in clusters}) == 2  # the shared one, the factory's
+    assert_nothing_left(clusters)
+
+
+def test_xdist_workers_own_their_clusters(inner):
+    """Two workers, each its own session cluster and gateway; nothing left after."""
+    inner.makepyfile(test_workers='''
+import os
+from recording import record
+
+def test_worker(ringlog_cluster):
+    record(ringlog_cluster)
+    worker = os.environ["PYTEST_XDIST_WORKER"]
+    with open(os.path.join(os.environ["RECORD_DIR"], f"gw-{worker}"), "w") as f:
+        f.write(ringlog_cluster.kafka_bootstrap)
+    ringlog_cluster.new_topic()
+''')
+    result = run(inner, "-n", "2", "--dist", "each")  # the test runs on both workers
+    result.assert_outcomes(passed=2)
+    clusters = recorded(inner)
+    assert len({c["cluster_id"] for c in clusters}) == 2
+    assert len({c["data_dir"] for c in clusters}) == 2
+    gateways = [(inner.path / f"gw-{w}").read_text() for w in ("gw0", "gw1")]
+    assert gateways[0] != gateways[1]  # each worker's gateway on ports of its own
+    assert_nothing_left(clusters)
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_test_leaves_nothing(inner, signum):
+    inner.makepyfile(test_interrupted=f'''
+import os, signal, time
+from cluster import KafkaProducer
+from recording import record
+
+def test_interrupted(ringlog_cluster_factory):
+    cluster = ringlog_cluster_factory()
+    record(cluster)
+    KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)  # left open
+    os.kill(os.getpid(), signal.{signum})
+    time.sleep(60)
+''')
+    result = run(inner)
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+    clusters = recorded(inner)
+    assert len(clusters) == 1
     assert_nothing_left(clusters)
