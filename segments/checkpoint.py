@@ -40,6 +40,7 @@ import re
 
 from crc32c import crc32c
 
+from segments import durability
 from segments.errors import KafkaStorageError
 
 TMP_SUFFIX = ".tmp"
@@ -175,7 +176,7 @@ def write_atomically(path, data, durable=True):
         while view:
             view = view[os.write(fd, view):]
         if durable:
-            os.fsync(fd)
+            durability.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -187,7 +188,7 @@ def fsync_directory(path):
     """fsync a directory so that a rename or unlink in it survives a crash."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        durability.fsync(fd)
     finally:
         os.close(fd)
 

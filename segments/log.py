@@ -121,7 +121,7 @@ import shutil
 import threading
 from collections import namedtuple
 
-from segments import index_descriptor as xd
+from segments import durability, index_descriptor as xd
 from segments.checkpoint import OffsetCheckpoint, fsync_directory
 from segments.clock import wall_clock_ms
 from segments.disk_full import DiskFullWatch
@@ -1255,7 +1255,7 @@ class PartitionLog:
         marker = os.path.join(self.path, CLEAN_SHUTDOWN_MARKER)
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.fsync(fd)
+            durability.fsync(fd)
         finally:
             os.close(fd)
         fsync_directory(self.path)

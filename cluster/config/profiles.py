@@ -3,11 +3,10 @@ unless its own configuration sets the key (``Cluster(..., profile="dev")``, ``ri
 cluster start --dev``).
 
 ``dev``, as Redpanda's developer mode: for test suites and laptops only, UNSAFE for
-anything else. Small segment files (1 MiB; the internal topics' too) so a test's data
-directory stays small and rolls happen in tests; consumer groups form at once (no initial
-rebalance delay); group session timeouts down to 1 s accepted. It does not turn off fsync
-(ringlog has no switch for that yet): a dev cluster's acknowledged data is as durable as
-any other's.
+anything else. No fsync at all (``ringlog.fsync=false``: a machine's crash may lose
+acknowledged records); small segment files (1 MiB; the internal topics' too) so a test's
+data directory stays small and rolls happen in tests; consumer groups form at once (no
+initial rebalance delay); group session timeouts down to 1 s accepted.
 """
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ PROFILES = {
         "transaction.state.log.segment.bytes": MIB,
         "group.initial.rebalance.delay.ms": 0,
         "group.min.session.timeout.ms": 1000,
+        "ringlog.fsync": False,
     },
 }
 

@@ -70,7 +70,8 @@ class Cluster:
     ValueError naming both numbers, otherwise); ``start_timeout`` / ``stop_timeout``: seconds
     a broker may take to start serving / to stop after SIGTERM; ``broker_command``: the
     argv prefix that runs a broker (``python -m replica_proc``); ``profile``: a named set
-    of broker settings under the given ones (``"dev"``: for tests only, cluster.config.profiles).
+    of broker settings under the given ones (``"dev"``: no fsync, small segments; UNSAFE,
+    for tests only: cluster.config.profiles).
     """
 
     def __init__(self, data_dir, brokers=None, *, config=None, broker_command=BROKER_COMMAND,

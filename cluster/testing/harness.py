@@ -40,7 +40,8 @@ LOG_TAIL_LINES = 40
 class TestCluster:
     """A started-on-demand Cluster for tests (module doc). ``replication_factor``: the
     cluster's default (``default.replication.factor``, and the internal topics'), at most
-    ``brokers``; ``profile``: Cluster's (``"dev"`` by default: no fsync, small segments);
+    ``brokers``; ``profile``: Cluster's (``"dev"`` by default: no fsync, small segments;
+    None for a cluster configured as any other);
     ``config`` / ``**overrides``: Kafka's broker keys, as Cluster takes them."""
 
     __test__ = False  # not a test class, whatever pytest's name rules say

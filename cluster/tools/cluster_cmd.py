@@ -30,8 +30,8 @@ replaces ``python -m replica_proc`` (to run brokers under a profiler, say).
 supervisor: any Kafka client bootstraps from ``127.0.0.1:P`` (broker b on ``P + b``; P=0:
 free ports), printed by ``start`` and ``status``; ``--kafka-bind`` listens elsewhere than
 loopback (with a warning: PLAINTEXT). ``--dev`` starts with the ``dev`` profile
-(cluster.config.profiles: small segments, no initial rebalance delay; for tests only)
-under the file's and the overrides' settings.
+(cluster.config.profiles: no fsync, small segments, no initial rebalance delay; UNSAFE,
+for tests only) under the file's and the overrides' settings.
 
 ``stop`` stops the cluster of D gracefully from any shell (SIGKILL after ``--timeout``),
 removing its shared memory. ``status`` prints the supervisor, one row per broker (id, pid,
@@ -116,8 +116,8 @@ def add_arguments(parser):
                             "reachable without authentication)")
     stop = commands.add_parser("stop", help="stop the cluster of a data directory")
     start.add_argument("--dev", action="store_true",
-                       help="the dev profile: small segments, groups form at once; for "
-                            "tests only (cluster.config.profiles)")
+                       help="the dev profile: no fsync, small segments, groups form at "
+                            "once; UNSAFE, for tests only (cluster.config.profiles)")
     stop.add_argument("--data-dir", required=True)
     stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT,
                       help=f"seconds before brokers still running are killed "

@@ -15,6 +15,7 @@ def test_dev_profile_under_the_callers_settings(tmp_path):
     assert cluster.config["group.initial.rebalance.delay.ms"] == 100
     assert cluster.config["offsets.topic.segment.bytes"] == MIB
     assert cluster.config["transaction.state.log.segment.bytes"] == MIB
+    assert cluster.config["ringlog.fsync"] is False
 
 
 def test_no_profile_adds_nothing(tmp_path):

@@ -70,7 +70,8 @@ def inner(pytester, monkeypatch):
 def test_fixtures_clients_and_failure_report(inner):
     """Session cluster shared by two tests, a factory cluster of 2 brokers with a broker
     config override, records through ringlog's clients and kafka-python through the
-    gateway; a failing test carries its cluster's broker logs and still cleans up."""
+    gateway; a failing test carries its cluster's broker logs (the dev profile's warning
+    among them) and still cleans up."""
     inner.makepyfile(test_user='''
 from cluster import KafkaConsumer, KafkaProducer
 from recording import record
@@ -118,6 +119,7 @@ def test_factory_fails_with_an_open_producer(ringlog_cluster_factory, tmp_path):
     result.assert_outcomes(passed=2, failed=1)
     text = result.stdout.str()
     assert "ringlog broker logs" in text and "--- broker 1" in text, text
+    assert "ringlog.fsync=false" in text  # the dev profile reached the brokers
     clusters = recorded(inner)
     assert len({c["cluster_id"] for c in clusters}) == 2  # the shared one, the factory's
     assert_nothing_left(clusters)
