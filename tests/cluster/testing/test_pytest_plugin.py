@@ -6,7 +6,11 @@ failing test's report section, pytest-xdist workers, an interrupted run leaving 
 and no shared-memory object. Few cluster starts in all: each inner suite shares clusters."""
 from __future__ import annotations
 
+import configparser
+import importlib
+import importlib.metadata
 import json
+import os
 
 import psutil
 import pytest
@@ -14,8 +18,12 @@ import pytest
 from cluster.supervisor.supervisor import stop_cluster
 from shm_ring.naming import list_objects
 from tests.support.bounds import BOUND
+from tests.support.paths import ROOT
 
-pytestmark = pytest.mark.multiprocess
+
+def starts_clusters(test):
+    """The inner suites start clusters: a few seconds each."""
+    return pytest.mark.multiprocess(pytest.mark.slow(test))
 
 pytest_plugins = ["pytester"]
 
@@ -23,10 +31,29 @@ PLUGIN = "cluster.testing.pytest_plugin"
 INNER_TIMEOUT = 300
 
 
+def plugin_args():
+    """``-p`` the plugin unless ringlog's install registers it (``-p`` then would register
+    the module twice: pluggy refuses)."""
+    installed = any(ep.name == "ringlog" and ep.value == PLUGIN
+                    for ep in importlib.metadata.entry_points(group="pytest11"))
+    return [] if installed else ["-p", PLUGIN]
+
+
 def run(pytester, *args):
     pytester.syspathinsert()
-    return pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider", *args,
+    return pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", *args,
                                          timeout=INNER_TIMEOUT)
+
+
+def test_registered_as_a_pytest_plugin():
+    """setup.cfg's entry point names the module whose fixtures these tests run (an install
+    of ringlog is what turns it into the ``pytest11`` entry point)."""
+    parser = configparser.ConfigParser()
+    parser.read(os.path.join(ROOT, "setup.cfg"))
+    lines = parser["options.entry_points"]["pytest11"].strip().splitlines()
+    assert [line.replace(" ", "") for line in lines] == [f"ringlog={PLUGIN}"]
+    module = importlib.import_module(PLUGIN)
+    assert callable(module.ringlog_cluster) and callable(module.ringlog_cluster_factory)
 
 
 def recorded(pytester):
@@ -67,6 +94,7 @@ def inner(pytester, monkeypatch):
             stop_cluster(cluster["data_dir"], timeout=BOUND)
 
 
+@starts_clusters
 def test_fixtures_clients_and_failure_report(inner):
     """Session cluster shared by two tests, a factory cluster of 2 brokers with a broker
     config override, records through ringlog's clients and kafka-python through the
@@ -125,6 +153,7 @@ def test_factory_fails_with_an_open_producer(ringlog_cluster_factory, tmp_path):
     assert_nothing_left(clusters)
 
 
+@starts_clusters
 def test_xdist_workers_own_their_clusters(inner):
     """Two workers, each its own session cluster and gateway; nothing left after."""
     inner.makepyfile(test_workers='''
@@ -148,6 +177,7 @@ def test_worker(ringlog_cluster):
     assert_nothing_left(clusters)
 
 
+@starts_clusters
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_test_leaves_nothing(inner, signum):
     inner.makepyfile(test_interrupted=f'''
