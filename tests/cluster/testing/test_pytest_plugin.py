@@ -131,7 +131,7 @@ def test_shared_b_is_the_same_cluster_and_speaks_kafka(ringlog_cluster):
     producer.close()
     assert roundtrip(ringlog_cluster.bootstrap_servers, topic) == [b"v1"]
 
-def test_factory_fails_with_an_open_producer(ringlog_cluster_factory, tmp_path):
+def test_factory_fails_with_clients_left_open(ringlog_cluster_factory, tmp_path):
     cluster = ringlog_cluster_factory(brokers=2, replication_factor=2, num_partitions=3)
     record(cluster)
     assert cluster.data_dir.startswith(str(tmp_path))
@@ -141,6 +141,9 @@ def test_factory_fails_with_an_open_producer(ringlog_cluster_factory, tmp_path):
     assert [len(p.replicas) for p in partitions] == [2, 2]
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)  # left open
     producer.send(topic, b"x").get(timeout=30)
+    consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers,
+                             auto_offset_reset="earliest")  # left open
+    consumer.poll(timeout_ms=1000)
     assert False, "the user's assertion"
 ''')
     result = run(inner, "-rA")
