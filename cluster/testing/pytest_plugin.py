@@ -125,6 +125,13 @@ def ringlog_cluster_factory(tmp_path, request):
             raise errors[0]
 
 
+def pytest_unconfigure(config):
+    """The run is over: SIGTERM ends the process again (the fixtures are torn down)."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is _sigterm):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
