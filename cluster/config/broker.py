@@ -61,6 +61,9 @@ ringlog's own keys (prefix ``ringlog.``):
   the broker serves: what start-up made (modules, config, the logs it opened) is left out of
   every later collection, so a full collection scans what the requests made only (README,
   "GC and memory").
+- ``ringlog.fsync`` (default true): false skips every fsync of the broker's storage
+  (``segments.durability``): UNSAFE, a machine's crash may lose acknowledged records; for
+  test suites only (the ``dev`` profile sets it, ``cluster.config.profiles``).
 - ``ringlog.max.partitions.per.broker`` (default -1: the RLIMIT_NOFILE soft limit, so a
   broker hosts at most as many partitions as it may open files): the controller refuses a
   CreateTopics, CreatePartitions or auto-creation that would put more replicas on a broker
@@ -220,6 +223,7 @@ BROKER_KEYS = keys(
     Key("ringlog.max.open.segment.files", Int(-1, INT_MAX), -1),
     Key("ringlog.max.partitions.per.broker", Int(-1, INT_MAX), -1),
     Key("ringlog.gc.freeze", Bool(), True),
+    Key("ringlog.fsync", Bool(), True),
 )
 
 #: Topic config -> its broker synonyms, highest precedence first, each with the factor to

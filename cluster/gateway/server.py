@@ -79,6 +79,7 @@ class Gateway:
         if self.cluster_id is None:
             raise NoBrokersAvailable(f"{self.data_dir} is not a ringlog data directory (no "
                                      f"{dd.META_PROPERTIES}); start a cluster there first")
+        self.namespace = None  # of the cluster's start, read with the metadata page
         self.kafka_port = kafka_port
         self.host = host
         self.config = config
@@ -102,8 +103,9 @@ class Gateway:
         """The controller's newest MetadataImage (NoBrokersAvailable: cluster stopped)."""
         with self._page_lock:
             if self._page is None:
+                self.namespace = dd.read_shm_namespace(self.data_dir, self.cluster_id)
                 try:
-                    self._page = MetadataPage.open(self.cluster_id)
+                    self._page = MetadataPage.open(self.namespace)
                 except FileNotFoundError:
                     raise NoBrokersAvailable(
                         f"cluster {self.cluster_id} in {self.data_dir} is not running "
@@ -199,7 +201,7 @@ class Gateway:
         except BaseException:
             self.stop()
             raise
-        self._registration = process_stats(self.cluster_id, "gateway",
+        self._registration = process_stats(self.namespace, "gateway",
                                            f"gateway:{self.bootstrap()}")
         self._registration.add_source(self.stats.figures)
         self._write_record("serving")
