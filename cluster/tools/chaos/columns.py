@@ -220,14 +220,22 @@ _READ_FIELDS = ("reader", "partition", "offset", "p", "seq", "t")
 
 
 def place_keys(partition, offset):
+    """One int64 per (partition, offset), made in place (one int64 column, no more)."""
     if len(offset) and (offset.max() >= 1 << _OFFSET_BITS or partition.max() >= 1 << 22):
         raise ValueError("an offset of 2**40 or a partition of 2**22 or more: too large for "
                          "the checker's place keys")
-    return (partition.astype(np.int64) << _OFFSET_BITS) | offset
+    keys = partition.astype(np.int64)
+    keys <<= _OFFSET_BITS
+    keys |= offset
+    return keys
 
 
 def record_keys(p, seq):
-    return (p.astype(np.int64) << 32) | seq.astype(np.int64)
+    """One int64 per (producer, seq), made in place (one int64 column, no more)."""
+    keys = p.astype(np.int64)
+    keys <<= 32
+    keys |= seq
+    return keys
 
 
 def _or(value, default):
