@@ -114,6 +114,8 @@ def check(history, idempotent=False):
     consumers = reads_of(history.reads)
     reads = Reads.concat([consumers, drain])
     acked = np.flatnonzero(ops.kind == OK)
+    if len(ops) < 1 << 31:
+        acked = acked.astype(np.int32)  # half the memory
     undrained = set(history.drain.get("undrained", []))
     elections = unclean_elections(history.leadership)
     missing = lost(ops, acked, drain, undrained)
