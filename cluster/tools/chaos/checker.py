@@ -114,6 +114,8 @@ def check(history, idempotent=False):
     consumers = reads_of(history.reads)
     reads = Reads.concat([consumers, drain])
     acked = np.flatnonzero(ops.kind == OK)
+    if len(ops) < 1 << 31:
+        acked = acked.astype(np.int32)  # half the memory
     undrained = set(history.drain.get("undrained", []))
     elections = unclean_elections(history.leadership)
     missing = lost(ops, acked, drain, undrained)
@@ -198,16 +200,16 @@ def moved(ops, acked, reads):
     read_places = reads.places()
     if not len(read_places):
         return []  # nothing was read: nothing read elsewhere
-    order = np.arange(len(read_places))
+    order = None  # the drain alone is sorted: its rows are their own order
     if not np.all(read_places[1:] >= read_places[:-1]):
-        order = np.argsort(read_places, kind="stable")  # the drain alone is sorted
+        order = np.argsort(read_places, kind="stable")
         read_places = read_places[order]
     found = []
     for start in range(0, len(acked), CHUNK):  # a chunk at a time: bounded memory
         chunk = acked[start:start + CHUNK]
         places = place_keys(ops.partition[chunk], ops.offset[chunk])
         at = np.minimum(np.searchsorted(read_places, places), len(read_places) - 1)
-        rows = order[at]
+        rows = at if order is None else order[at]
         # the common case: the first value read at the place is the record: not moved
         held = read_places[at] == places
         held &= (reads.p[rows] != ops.p[chunk]) | (reads.seq[rows] != ops.seq[chunk])
@@ -217,14 +219,15 @@ def moved(ops, acked, reads):
         return []
     at = np.searchsorted(read_places, place_keys(ops.partition[acked[suspect]],
                                                  ops.offset[acked[suspect]]))
-    read_keys = set(reads.keys()[reads.p >= 0].tolist())
+    read_keys = _read_among(reads, record_keys(ops.p[acked[suspect]],
+                                               ops.seq[acked[suspect]]))
     anomalies = {}
     for m, n in enumerate(suspect):
         row = acked[n]
         key = (int(ops.p[row]), int(ops.seq[row]))
         place = place_keys(ops.partition[row:row + 1], ops.offset[row:row + 1])[0]
         end = np.searchsorted(read_places, place, side="right")
-        there = order[at[m]:end]
+        there = range(at[m], end) if order is None else order[at[m]:end]
         held = {(int(reads.p[r]), int(reads.seq[r])) for r in there}
         if key not in held and (key[0] << 32 | key[1]) in read_keys:
             anomalies[key] = {"kind": "moved", "producer": key[0], "seq": key[1],
@@ -234,27 +237,38 @@ def moved(ops, acked, reads):
     return [anomalies[key] for key in sorted(anomalies)]
 
 
+def _read_among(reads, keys):
+    """The record keys among ``keys`` that some read holds (a chunk of reads at a time)."""
+    keys = np.unique(keys)
+    found = set()
+    for start in range(0, len(reads), CHUNK):
+        part = slice(start, start + CHUNK)
+        read = record_keys(reads.p[part], reads.seq[part])[reads.p[part] >= 0]
+        found.update(read[np.isin(read, keys)].tolist())
+    return found
+
+
 def duplicated(reads):
     """Producer sequence numbers read at more than one (partition, offset)."""
     reads = reads_of(reads)
-    mine = np.flatnonzero(reads.p >= 0)
-    keys = reads.keys()[mine]
-    candidates = _repeated(keys)  # read more than once: few, then each looked at
-    rows = mine[np.isin(keys, candidates)]
-    del keys
+    candidates = _repeated(reads.keys())  # read more than once: few, then each looked at
     found = collections.defaultdict(set)
-    for key, place in zip(reads.keys()[rows].tolist(), reads.places()[rows].tolist(),
-                          strict=True):
-        found[key].add(place)
+    for start in range(0, len(reads), CHUNK):  # a chunk at a time: bounded memory
+        part = slice(start, start + CHUNK)
+        keys = record_keys(reads.p[part], reads.seq[part])
+        hit = np.flatnonzero(np.isin(keys, candidates) & (reads.p[part] >= 0))
+        places = place_keys(reads.partition[part][hit], reads.offset[part][hit])
+        for key, place in zip(keys[hit].tolist(), places.tolist(), strict=True):
+            found[key].add(place)
     return [{"kind": "duplicated", "producer": key >> 32, "seq": key & 0xFFFFFFFF,
              "at": [_place(place) for place in sorted(where)]}
             for key, where in sorted(found.items()) if len(where) > 1]
 
 
 def _repeated(values):
-    """The values that occur more than once (sorted), sorting a copy."""
-    ordered = np.sort(values)
-    return np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    """The values that occur more than once (sorted), sorting ``values`` in place."""
+    values.sort()
+    return np.unique(values[1:][values[1:] == values[:-1]])
 
 
 def _place(place):
@@ -263,32 +277,45 @@ def _place(place):
 
 def reordered(drain):
     """Per partition of the final log, one producer's seqs going backwards once the
-    re-appearances of seqs already seen are dropped."""
-    mine = np.flatnonzero(drain.p >= 0)
-    if not len(mine):
-        return []
-    partition, p = drain.partition[mine], drain.p[mine]
-    seq, offset = drain.seq[mine].astype(np.int64), drain.offset[mine]
-    order = np.lexsort((offset, p, partition))
-    partition, p, seq, offset = partition[order], p[order], seq[order], offset[order]
-    group = np.concatenate([[0], np.cumsum((np.diff(partition) != 0) | (np.diff(p) != 0))])
-    # re-appearances (a retried batch): reported as duplicates, dropped here
-    first = np.ones(len(seq), bool)
-    by_seq = np.lexsort((offset, seq, group))
-    again = (np.diff(group[by_seq]) == 0) & (np.diff(seq[by_seq]) == 0)
-    first[by_seq[1:][again]] = False
-    partition, p, seq, offset, group = (a[first] for a in (partition, p, seq, offset, group))
-    ranked = (group.astype(np.int64) << 32) + seq
-    highest = np.maximum.accumulate(ranked)
-    back = np.flatnonzero((np.arange(len(seq)) > 0)
-                          & (np.concatenate([[0], np.diff(group)]) == 0)
-                          & (ranked < np.concatenate([[0], highest[:-1]])))
+    re-appearances of seqs already seen are dropped. (A partition at a time, then a
+    producer at a time: bounded memory.)"""
+    order, partitions = None, drain.partition  # ``load``'s drain is sorted by place
+    places = drain.places()
+    if not np.all(places[1:] >= places[:-1]):
+        order = np.argsort(places, kind="stable")
+        partitions = partitions[order]
+    del places
+    anomalies, start = [], 0
+    while start < len(partitions):
+        partition = int(partitions[start])
+        end = int(np.searchsorted(partitions, partition, side="right"))
+        # this partition's rows, in offset order
+        rows = np.arange(start, end) if order is None else order[start:end]
+        by_p = rows[np.argsort(drain.p[rows], kind="stable")]
+        producers = drain.p[by_p]
+        first = int(np.searchsorted(producers, 0))  # p < 0: not a workload value
+        while first < len(by_p):
+            p = int(producers[first])
+            last = int(np.searchsorted(producers, p, side="right"))
+            anomalies += _backwards(partition, p, drain.seq[by_p[first:last]],
+                                    drain.offset[by_p[first:last]])
+            first = last
+        start = end
+    return anomalies
+
+
+def _backwards(partition, p, seq, offset):
+    """``reordered`` of one producer's records in one partition, in offset order."""
+    _, firsts = np.unique(seq, return_index=True)  # re-appearances (a retried batch):
+    firsts.sort()  # reported as duplicates, dropped here
+    seq, offset = seq[firsts].astype(np.int64), offset[firsts]
+    highest = np.maximum.accumulate(seq)
     anomalies = []
-    for n in back:
-        top = int(highest[n - 1] & 0xFFFFFFFF)
-        before = np.flatnonzero((group[:n] == group[n]) & (seq[:n] == top))
-        anomalies.append({"kind": "reordered", "partition": int(partition[n]),
-                          "producer": int(p[n]), "offset": int(offset[n]), "seq": int(seq[n]),
+    for n in np.flatnonzero(seq[1:] < highest[:-1]) + 1:
+        top = int(highest[n - 1])
+        before = np.flatnonzero(seq[:n] == top)
+        anomalies.append({"kind": "reordered", "partition": partition, "producer": p,
+                          "offset": int(offset[n]), "seq": int(seq[n]),
                           "after_offset": int(offset[before[0]]), "after_seq": top})
     return anomalies
 
@@ -297,20 +324,22 @@ def inconsistent_reads(reads):
     """Offsets read with more than one value, with the time of their first read
     (``first_read``)."""
     reads = reads_of(reads)
-    places = reads.places()
-    rows = np.flatnonzero(np.isin(places, _repeated(places)))  # read more than once
-    del places
-    row_places = reads.places()[rows]
-    values = collections.defaultdict(set)
-    for row, place in zip(rows.tolist(), row_places.tolist(), strict=True):
-        values[place].add(reads.value(row))
+    candidates = _repeated(reads.places())  # read more than once: few
+    values, first_read = collections.defaultdict(set), {}
+    for start in range(0, len(reads), CHUNK):  # a chunk at a time: bounded memory
+        part = slice(start, start + CHUNK)
+        places = place_keys(reads.partition[part], reads.offset[part])
+        hit = np.flatnonzero(np.isin(places, candidates))
+        for row, place in zip((start + hit).tolist(), places[hit].tolist(), strict=True):
+            values[place].add(reads.value(row))
+            t = float(reads.t[row])
+            first_read[place] = min(first_read.get(place, t), t)
     anomalies = []
     for place, seen in sorted(values.items()):
         if len(seen) > 1:
-            at = rows[row_places == place]
             anomalies.append({"kind": "inconsistent-read", "partition": place >> 40,
                               "offset": place & ((1 << 40) - 1), "values": sorted(seen),
-                              "first_read": float(reads.t[at].min())})
+                              "first_read": first_read[place]})
     return anomalies
 
 

@@ -2,8 +2,9 @@
 millions of records is checked in bounded memory: ``Outcomes`` (the producers' send
 outcomes) and ``Reads`` (what consumers read).
 
-A record's JSON line costs hundreds of bytes as a Python dict; here an outcome is 29 bytes
-and a read 24. The history files are read in blocks by pyarrow's JSON-lines reader
+A record's JSON line costs hundreds of bytes as a Python dict; here an outcome is 25 bytes
+and a read 26 (offsets int32 while they fit; the drain's reader column is a broadcast
+scalar). The history files are read in blocks by pyarrow's JSON-lines reader
 (``outcomes_of_files``, ``reads_of_file``) and never held whole: the producers' ``invoke``
 lines are counted (their times kept only for the sends that did not succeed), and a
 consumer's reads that the final drain read too (same offset, same value) are counted and
@@ -164,14 +165,30 @@ class Reads:
         """The rows the final ``drain`` (Reads, sorted by place) does not hold as they
         are: another value at the place, or a place it did not read. ``seen``: a bool
         array over the drain's rows, set where these rows read the same."""
-        places = drain.places()
-        at = np.searchsorted(places, self.places())
-        at_clipped = np.minimum(at, max(len(places) - 1, 0))
-        same = (at < len(places)) & (places[at_clipped] == self.places()) & (self.p >= 0)
-        same &= (drain.p[at_clipped] == self.p) & (drain.seq[at_clipped] == self.seq)
+        at = drain.find(self.partition, self.offset)
+        rows = np.flatnonzero((at >= 0) & (self.p >= 0))
+        at = at[rows]
+        match = (drain.p[at] == self.p[rows]) & (drain.seq[at] == self.seq[rows])
         if seen is not None:
-            seen[at_clipped[same]] = True
+            seen[at[match]] = True
+        same = np.zeros(len(self), bool)
+        same[rows[match]] = True
         return self.take(np.flatnonzero(~same))
+
+    def find(self, partition, offset):
+        """The first row of these reads (sorted by place) at each (partition, offset); -1
+        where none (a partition's rows at a time: no key column of these reads)."""
+        at = np.full(len(offset), -1, np.int64)
+        for part in np.unique(partition):
+            low, high = np.searchsorted(self.partition, part, side="left"), \
+                np.searchsorted(self.partition, part, side="right")
+            rows = np.flatnonzero(partition == part)
+            offsets = self.offset[low:high]
+            where = np.searchsorted(offsets, offset[rows])
+            held = where < len(offsets)
+            held[held] = offsets[where[held]] == offset[rows][held]
+            at[rows[held]] = low + where[held]
+        return at
 
     def take(self, rows):
         index = {int(r): n for n, r in enumerate(rows)}
@@ -198,9 +215,10 @@ class Reads:
         order = np.argsort(self.places(), kind="stable")
         for field in _READ_FIELDS:
             setattr(self, field, getattr(self, field)[order])
-        index = np.empty(len(order), np.int64)
-        index[order] = np.arange(len(order))
-        self.other = {int(index[row]): text for row, text in self.other.items()}
+        if self.other:
+            index = np.empty(len(order), np.int64)
+            index[order] = np.arange(len(order))
+            self.other = {int(index[row]): text for row, text in self.other.items()}
         return self
 
 
@@ -220,14 +238,22 @@ _READ_FIELDS = ("reader", "partition", "offset", "p", "seq", "t")
 
 
 def place_keys(partition, offset):
+    """One int64 per (partition, offset), made in place (one int64 column, no more)."""
     if len(offset) and (offset.max() >= 1 << _OFFSET_BITS or partition.max() >= 1 << 22):
         raise ValueError("an offset of 2**40 or a partition of 2**22 or more: too large for "
                          "the checker's place keys")
-    return (partition.astype(np.int64) << _OFFSET_BITS) | offset
+    keys = partition.astype(np.int64)
+    keys <<= _OFFSET_BITS
+    keys |= offset
+    return keys
 
 
 def record_keys(p, seq):
-    return (p.astype(np.int64) << 32) | seq.astype(np.int64)
+    """One int64 per (producer, seq), made in place (one int64 column, no more)."""
+    keys = p.astype(np.int64)
+    keys <<= 32
+    keys |= seq
+    return keys
 
 
 def _or(value, default):
@@ -291,7 +317,7 @@ def _outcomes_of_file(path):
                                _ints(rows.column("seq"), np.int32),
                                rows.column("t").to_numpy(zero_copy_only=False),
                                _ints(rows.column("partition").fill_null(-1), np.int32),
-                               _ints(rows.column("offset").fill_null(-1))))
+                               _narrow(_ints(rows.column("offset").fill_null(-1)))))
     if not chunks:
         return Outcomes.empty()
     found = Outcomes(*_join(chunks, _OUTCOME_FIELDS), sent=sent)
@@ -339,13 +365,21 @@ def _reads_of_batch(rows, reader):
     others = np.flatnonzero(~ok)
     texts = values.take(pa.array(others)).to_pylist() if len(others) else []
     return Reads(np.full(len(rows), reader, np.int16),
-                 _ints(rows.column("partition"), np.int32), _ints(rows.column("offset")),
+                 _ints(rows.column("partition"), np.int32), _narrow(_ints(rows.column("offset"))),
                  p, seq, rows.column("t").to_numpy(zero_copy_only=False),
                  {int(r): text for r, text in zip(others, texts, strict=True)}, len(rows))
 
 
 def _ints(column, dtype=np.int64):
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+def _narrow(offsets):
+    """int64 offsets as int32 when they fit (half the memory; the blocks of a file whose
+    offsets pass 2**31 stay int64, and joining them makes the column int64)."""
+    if len(offsets) and (offsets.max() >= 1 << 31 or offsets.min() < -1):
+        return offsets
+    return offsets.astype(np.int32)
 
 
 def _batches(path, schema):

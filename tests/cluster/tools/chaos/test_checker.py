@@ -275,6 +275,34 @@ def test_load_keeps_what_a_consumer_read_otherwise_and_checks_it_as_before(tmp_p
     assert check(loaded).windows[0]["start"] == 4.0  # the failed send's invocation
 
 
+def test_load_matches_dicts_across_partitions_and_offsets_past_int32(tmp_path):
+    """The drain out of place order, offsets past 2**31 in one partition (kept int64), a
+    consumer's reads matched against the drain a partition at a time: the verdict the
+    dicts give (a reorder, a duplicate, an inconsistent read, a loss, a move)."""
+    far = 1 << 32
+    ops = (send(0, 0, 1.0, 0, 0) + send(0, 1, 1.1, 1, far) + send(0, 2, 1.2, 1, far + 1)
+           + send(1, 0, 1.3, 2, 5) + send(1, 1, 1.4, 2, 6) + send(1, 2, 1.5, 2, 7)
+           + send(0, 3, 1.6, 0, 1))
+    drain = [read(2, 7, "p1:000001", "drain"), read(1, far, "p0:000002", "drain"),
+             read(0, 0, "p0:000000", "drain"), read(2, 6, "p1:000002", "drain"),
+             read(1, far + 1, "p0:000001", "drain"), read(2, 5, "p1:000000", "drain"),
+             read(0, 1, "x-garbage", "drain")]
+    reads = [read(2, 5, "p1:000000"), read(1, far, "p0:000001"), read(0, 3, "p0:000000"),
+             read(2, 9, "p9:000009"), read(0, 1, "p0:000003")]
+    for name, objects in (("producer-0.jsonl", ops), ("consumer-0.jsonl", reads),
+                          ("drain.jsonl", drain)):
+        (tmp_path / name).write_text("".join(json.dumps(o) + "\n" for o in objects))
+    loaded = load(tmp_path, {"end": 20.0})
+    assert loaded.ops.offset.dtype.itemsize == 8 and loaded.drain_reads.other
+    assert len(loaded.reads) == 4 and loaded.reads.count == 5  # one read as the drain's
+    by_hand = History(ops=ops, reads=reads, drain_reads=drain, run={"end": 20.0})
+    verdict = check(loaded)
+    assert verdict.to_json() == check(by_hand).to_json()
+    assert verdict.by_kind() == {"lost": 1, "moved": 3, "reordered": 2,
+                                 "inconsistent-read": 2}
+    assert verdict.counts["duplicates"] == 2
+
+
 def test_padded_values_are_recorded_by_size_and_damage_makes_them_no_value():
     raw = workload.padded("p1:000007", 1000)
     assert len(raw) == 1000 and raw.startswith(b"p1:000007#1000#")
