@@ -174,15 +174,17 @@ def lost(ops, acked, drain, undrained=()):
 
 def unclean_elections(leadership):
     """``[{"partition", "t", "leader", "isr"}]``: the leadership changes that made a
-    leader outside the partition's ISR as last seen (an unclean election)."""
-    elections, isr = [], {}
+    leader outside the partition's ISR and ELR as last seen (an unclean election; an
+    eligible leader replica of KIP-966 holds every acknowledged record and leads cleanly)."""
+    elections, eligible, isr = [], {}, {}
     for change in sorted(leadership, key=lambda c: c["t"]):
         partition, leader = change["partition"], change["leader"]
-        before = isr.get(partition)
+        before = eligible.get(partition)
         if leader >= 0 and before is not None and leader not in before:
             elections.append({"partition": partition, "t": change["t"], "leader": leader,
-                              "isr": list(before)})
+                              "isr": list(isr[partition])})
         isr[partition] = change["isr"]
+        eligible[partition] = set(change["isr"]) | set(change.get("elr", ()))
     return elections
 
 

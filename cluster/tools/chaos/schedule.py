@@ -29,7 +29,9 @@ SCENARIOS = {
     "unclean-election-on": "SIGKILL a partition's followers, then its leader, restart the "
                            "followers first (unclean.leader.election.enable=true)",
     "unclean-election-off": "the same with unclean.leader.election.enable=false: the "
-                            "partition stays offline until its old leader returns",
+                            "partition stays offline until its old leader or an eligible "
+                            "leader replica (KIP-966: a follower that left the ISR while it "
+                            "was below min.insync.replicas) returns",
     "segment-flip-follower": "flip one checksummed byte of a batch in a follower's segment "
                              "of a random partition while it runs, SIGKILL and restart it "
                              "after 1-3 s (its recovery meets the damage)",

@@ -197,6 +197,20 @@ def test_a_clean_election_excuses_no_loss():
     assert verdict.unclean_elections == [] and verdict.by_kind() == {"lost": 1}
 
 
+def test_an_eligible_leader_replica_leads_cleanly():
+    """KIP-966: a replica that left the ISR while it was below min.insync.replicas is in
+    the ELR and may lead; that election is clean and excuses no loss."""
+    history = clean_history()
+    history.drain_reads = [r for r in history.drain_reads if r["partition"] != 1]
+    history.leadership = [
+        {"t": 0.5, "partition": 1, "leader": 0, "epoch": 0, "isr": [0, 1, 2], "elr": []},
+        {"t": 2.0, "partition": 1, "leader": 0, "epoch": 0, "isr": [0], "elr": [1]},
+        {"t": 3.0, "partition": 1, "leader": -1, "epoch": 1, "isr": [0], "elr": [1]},
+        {"t": 4.0, "partition": 1, "leader": 1, "epoch": 2, "isr": [1], "elr": []}]
+    verdict = check(history)
+    assert verdict.unclean_elections == [] and verdict.by_kind() == {"lost": 1}
+
+
 def test_an_undrained_partition_is_an_anomaly_and_hides_no_loss_claims():
     history = clean_history()
     history.drain_reads = [r for r in history.drain_reads if r["partition"] != 1]
