@@ -9,11 +9,14 @@ import sys
 ROWS_PER_BATCH = 40
 
 
-def copy_query(spark, data_dir, src, dst, checkpoint):
-    """The DataStreamWriter of the query (not started)."""
-    df = (spark.readStream.format("ringlog").option("bootstrap.servers", data_dir)
-          .option("subscribe", src).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", ROWS_PER_BATCH).load())
+def copy_query(spark, data_dir, src, dst, checkpoint, rows_per_batch=ROWS_PER_BATCH):
+    """The DataStreamWriter of the query (not started); ``rows_per_batch`` None: no limit
+    (a replayed micro-batch keeps the offsets it was planned with)."""
+    reader = (spark.readStream.format("ringlog").option("bootstrap.servers", data_dir)
+              .option("subscribe", src).option("startingOffsets", "earliest"))
+    if rows_per_batch is not None:
+        reader = reader.option("maxOffsetsPerTrigger", rows_per_batch)
+    df = reader.load()
     return (df.select("key", "value").writeStream.format("ringlog")
             .option("kafka.bootstrap.servers", data_dir).option("topic", dst)
             .option("checkpointLocation", checkpoint))
