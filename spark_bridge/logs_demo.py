@@ -51,6 +51,7 @@ import psutil
 from cluster import Cluster, KafkaAdminClient, KafkaConsumer, NewTopic, TopicPartition
 from cluster.tools.ship import checkpoint as ship_checkpoint
 from shm_ring import list_objects
+from spark_bridge import jvm
 
 CTX = multiprocessing.get_context("spawn")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -359,10 +360,9 @@ def run(args, work):
             query.stop()
         spark_processes = []
         if spark is not None:
-            spark_processes = psutil.Process().children(recursive=True)
-            spark.stop()
+            spark_processes = jvm.spark_processes()
+            jvm.stop_spark(spark)
         cluster.stop()
-    spark_processes = [p for p in spark_processes if p.is_running()]
     running = [p.pid for p in psutil.wait_procs(spark_processes, timeout=30)[1]]
     left = list_objects(cluster.cluster_id) if cluster.cluster_id else []
     print(f"6. stopped: {len(running)} processes still running, {len(left)} shared-memory "
