@@ -28,12 +28,20 @@ import time
 
 
 def topic_count(data_dir, topic, isolation_level):
+    """Records of ``topic`` a consumer with ``isolation_level`` reads (offsets alone would
+    count the transaction markers too)."""
     from cluster import KafkaConsumer
     from cluster.structs import TopicPartition
 
-    with KafkaConsumer(bootstrap_servers=data_dir, isolation_level=isolation_level) as c:
+    with KafkaConsumer(bootstrap_servers=data_dir, isolation_level=isolation_level,
+                       auto_offset_reset="earliest") as c:
         tps = [TopicPartition(topic, p) for p in c.partitions_for_topic(topic)]
-        return sum(c.end_offsets(tps).values()) - sum(c.beginning_offsets(tps).values())
+        c.assign(tps)
+        ends = c.end_offsets(tps)
+        count = 0
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            count += sum(len(records) for records in c.poll(timeout_ms=1000).values())
+        return count
 
 
 def send_partition(data_dir, topic):
