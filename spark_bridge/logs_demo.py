@@ -190,11 +190,12 @@ def start_alerting(spark, data_dir, checkpoint):
              .select(F.col("value").cast("string").alias("line")))
     pattern = r"^(\S+) (\w+) (\S+) seq=(\d+) "
     parsed = lines.select(
-        F.to_timestamp(F.regexp_extract("line", pattern, 1),
-                       "yyyy-MM-dd'T'HH:mm:ss.SSSX").alias("ts"),
+        F.try_to_timestamp(F.regexp_extract("line", pattern, 1),
+                           F.lit("yyyy-MM-dd'T'HH:mm:ss.SSSX")).alias("ts"),
         F.regexp_extract("line", pattern, 2).alias("level"),
         F.regexp_extract("line", pattern, 3).alias("service"),
         F.regexp_extract("line", pattern, 4).cast("long").alias("seq"))
+    parsed = parsed.where(F.col("ts").isNotNull())  # not a log line: never alerted on
     errors = (parsed.withWatermark("ts", f"{WINDOW_SECONDS} seconds")
               .dropDuplicatesWithinWatermark(["service", "seq"])
               .where(F.col("level") == "ERROR"))
@@ -228,11 +229,15 @@ def read_all(data_dir, topic, isolation_level="read_uncommitted"):
 
 
 def check_lines(records, written, kill_checkpoints):
-    """(unique lines found, duplicates, duplicates not explained by a kill, missing)."""
-    seen = {}
+    """(unique lines found, duplicates, duplicates not explained by a kill, missing,
+    malformed: (start, file path, offset) of each record that is not a whole line)."""
+    seen, malformed = {}, []
     for record in records:
         match = LINE.match(record.value)
         if match is None:
+            headers = dict(record.headers or ())
+            malformed.append((record.value[:40], headers.get("log.file.path", b"").decode(),
+                              headers.get("log.offset", b"").decode()))
             continue
         line = (match.group(3).decode(), int(match.group(4)))
         headers = dict(record.headers or ())
@@ -247,7 +252,7 @@ def check_lines(records, written, kill_checkpoints):
             if not any(file_id not in cp or cp[file_id] <= offset for cp in kill_checkpoints):
                 unexplained += len(copies) - 1
     missing = written - set(seen)
-    return len(set(seen) & written), duplicates, unexplained, missing
+    return len(set(seen) & written), duplicates, unexplained, missing, malformed
 
 
 def check_alerts(records):
@@ -339,7 +344,7 @@ def run(args, work):
                 break
             time.sleep(2)  # no-data micro-batches move the watermark
         query.stop()
-        unique, duplicates, unexplained, missing = check_lines(
+        unique, duplicates, unexplained, missing, malformed = check_lines(
             read_all(data_dir, LOGS), written, shipper.kill_checkpoints)
         wrong = {k: n for k, n in alerts.items() if k not in expected}
         repeated = {k: n for k, n in alerts.items() if n > 1}
@@ -349,6 +354,8 @@ def run(args, work):
                  "yes" if not missing else "NO"),
                 ("duplicate lines (shipper kills)", "after a kill's checkpoint",
                  f"{duplicates:,} ({unexplained} not)", "yes" if not unexplained else "NO"),
+                ("records not a whole line", "0", f"{len(malformed)}",
+                 "yes" if not malformed else "NO"),
                 ("alerts, one per burst", f"{len(expected)}",
                  f"{sum(alerts.values())} ({len(absent)} missing)",
                  "yes" if not absent and not repeated else "NO"),
@@ -357,6 +364,9 @@ def run(args, work):
         if missing:
             problems.append(f"{len(missing)} lines never reached {LOGS}, e.g. "
                             f"{sorted(missing)[:3]}")
+        if malformed:
+            problems.append(f"{len(malformed)} records in {LOGS} are not a whole line "
+                            f"(start, file, log.offset): {malformed[:3]}")
         if unexplained:
             problems.append(f"{unexplained} duplicate lines not after a kill's checkpoint")
         if absent:
