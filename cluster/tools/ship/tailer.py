@@ -4,6 +4,12 @@
 reconciles what it finds with the files it follows (``Tracked``), by identity (``files``),
 never by path:
 
+- a followed file whose handle is closed (finished and acknowledged) does not hold its
+  inode: once deleted, the inode may be reused by a new file (logrotate drops the oldest
+  copy; the writer's next file gets its inode). Such a match is checked against the
+  fingerprint; a new file there is discovered as new (from position 0), never read on from
+  the old file's end (that would ship a fragment of a line and lose what came before);
+
 - a path whose inode the tailer follows is the same file, possibly renamed: it is not read
   again (a rotated copy still matching the glob, ``app.log.1`` for ``app.log*``, is the file
   already followed);
@@ -137,6 +143,8 @@ class Tailer:
         new = []
         for path, st in found.items():
             t = by_inode.get((st.dev, st.ino))
+            if t is not None and t.handle is None and not self._same_file(t, path):
+                t = None  # its inode was freed and reused by a new file
             if t is None:
                 if st.size > 0:
                     new.append((path, st))
@@ -158,6 +166,24 @@ class Tailer:
         for path, st in new:
             self._discover(path, st, first)
         self.tracked = [t for t in self.tracked if not self._forgettable(t)]
+
+    def _same_file(self, t, path):
+        """Whether ``path`` (found with ``t``'s inode) is still the file ``t``. Asked when
+        ``t``'s handle is closed: nothing holds its inode then, so once deleted (logrotate
+        dropping its oldest copy) the inode may be reused by a new file — often the writer's
+        next one. Its fingerprint tells them apart."""
+        try:
+            handle = self.files.open(path)
+        except OSError:  # gone since the glob: the next scan tells
+            return True
+        try:
+            hst = handle.stat()
+            head = handle.read_at(0, t.fingerprint_length)
+        finally:
+            handle.close()
+        if (hst.dev, hst.ino) != (t.dev, t.ino):  # renamed since the glob: the next scan
+            return True
+        return len(head) == t.fingerprint_length and fingerprint(head) == t.fingerprint
 
     def _restorable(self, dev, ino):
         return any(e.dev == dev and e.ino == ino for e in self.restored.values())
