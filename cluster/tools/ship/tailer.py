@@ -15,7 +15,9 @@ never by path:
   already followed);
 - a file whose path now names another inode, or nothing, is *rotated* (renamed or deleted):
   it is still read through its open handle, and it is finished once it has been at its end
-  for ``rotate_wait`` seconds (its last line then ships even without a newline);
+  for ``rotate_wait`` seconds without growing (its last line then ships even without a
+  newline: the writer is taken to be gone; a writer still appending through its open
+  handle, even a line in several writes, keeps it growing and unfinished);
 - a new file found at the path a rotated, unfinished file had when first seen waits for that
   file to finish (``after``): a renamed file is read to its end before the new one, so a
   source's lines keep their order;
@@ -74,7 +76,8 @@ class Tracked:
         self.done = False
         self.replaced = False  # truncated in place: a new Tracked follows the inode
         self.seen = True
-        self.idle_since = None
+        self.idle_since = None  # when a read last found no whole line and the file ...
+        self.idle_end = position  # ... ending here; it is idle while it does not grow
         self.caught_up = False  # the last read reached the end: check truncation first
         self.retry_at = 0.0
         self.after = []
@@ -276,6 +279,8 @@ class Tailer:
         data = t.handle.read_at(t.position, size)
         at_end = len(data) < size
         t.caught_up = at_end
+        if t.idle_since is not None and t.position + len(data) != t.idle_end:
+            t.idle_since = None  # it grew (a line written in pieces): not idle
         final = at_end and (self.once or self._finished_rotating(t, now))
         c = cut(data, t.position, self.max_line_bytes, self.overflow, final, t.skipping)
         t.position += c.consumed
@@ -289,6 +294,7 @@ class Tailer:
             return c
         if t.idle_since is None:
             t.idle_since = now
+            t.idle_end = t.position + len(data)
         return None
 
     def _finished_rotating(self, t, now):

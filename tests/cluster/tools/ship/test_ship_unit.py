@@ -106,6 +106,24 @@ def test_rotated_file_last_line_without_newline_ships_when_finished():
     assert producer.values() == [b"a", b"b-partial"]
 
 
+def test_rotated_file_growing_a_line_in_pieces_is_not_finished_mid_line():
+    # the writer kept the renamed file open and writes one line in several write() calls,
+    # more slowly than rotate_wait overall: the file is not idle while it grows, so the
+    # piece at its end is never shipped as a line of its own.
+    files = FakeFiles()
+    files.create("/l/app.log", b"a\n")
+    shipper, producer, clock = make(files)
+    turns(shipper, clock, 1)
+    old = files.paths["/l/app.log"]
+    files.rename("/l/app.log", "/l/app.log.1")
+    for piece in (b"one ", b"long ", b"line ", b"in ", b"pieces"):
+        files.data[old] += piece
+        turns(shipper, clock, 0.6)
+    files.data[old] += b"\n"
+    turns(shipper, clock, 3)
+    assert producer.values() == [b"a", b"one long line in pieces"]
+
+
 def test_copytruncate_restarts_the_file_at_zero():
     files = FakeFiles()
     files.create("/l/app.log", lines(20))
