@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean redis-server java kcat conformance
+.PHONY: demo demo-logs test test-fast lint bench clean redis-server java kcat conformance
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ lint: $(STAMP)
 
 demo: java $(STAMP)
 	$(PY) -m spark_bridge.demo
+
+# Logs in, alerts out: writers, ringlog ship (killed twice), a Spark alerting job, checked.
+demo-logs: java $(STAMP)
+	$(PY) -m spark_bridge.logs_demo
 
 # Spark (the demo's last stage) runs on a Java runtime, found as Spark finds it: JAVA_HOME's
 # bin/java, else java on PATH. When there is none and we may (root, or sudo without a

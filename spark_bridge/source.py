@@ -1,5 +1,6 @@
 """The ``ringlog`` PySpark Python Data Source: ``spark.read.format("ringlog")`` and
-``spark.readStream.format("ringlog")``.
+``spark.readStream.format("ringlog")``; ``df.write.format("ringlog")`` and
+``df.writeStream.format("ringlog")`` (the sink: ``spark_bridge.sink``).
 
 Schema and options mirror Spark's Kafka source (``format("kafka")``), so a job moves between
 the two by changing the format name and ``bootstrap.servers``: here ``bootstrap.servers`` is
@@ -51,6 +52,15 @@ HEADERS_FIELD = StructField(
 )
 
 
+#: Spark's error classes for a save mode / output mode a data source does not take.
+SAVE_MODE_ERROR_CLASS = "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"
+OUTPUT_MODE_ERROR_CLASS = "STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE"
+
+
+class SaveModeError(ValueError):
+    """A write in a mode the ringlog sink does not take (Spark's message)."""
+
+
 def ringlog_schema(include_headers):
     """The source's schema: KAFKA_SCHEMA, plus ``headers`` when asked for."""
     if include_headers:
@@ -88,3 +98,29 @@ class RinglogDataSource(DataSource):
         from spark_bridge.stream_reader import RinglogStreamReader
 
         return RinglogStreamReader(parse_stream_options(self.options), schema)
+
+    def writer(self, schema, overwrite):
+        from spark_bridge.sink import RinglogBatchWriter
+        from spark_bridge.sink_options import parse_sink_options
+        from spark_bridge.sink_rows import check_schema
+
+        if overwrite:
+            raise SaveModeError(f"[{SAVE_MODE_ERROR_CLASS}] The data source \"{self.name()}\" "
+                                f"cannot be written in the \"Overwrite\" mode. Please use "
+                                f"the \"Append\" mode instead.")
+        options = parse_sink_options(self.options, streaming=False)
+        check_schema(schema, options.topic)
+        return RinglogBatchWriter(options)
+
+    def streamWriter(self, schema, overwrite):
+        from spark_bridge.sink import RinglogStreamWriter
+        from spark_bridge.sink_options import parse_sink_options
+        from spark_bridge.sink_rows import check_schema
+
+        if overwrite:
+            raise SaveModeError(f"[{OUTPUT_MODE_ERROR_CLASS}] Invalid streaming output mode: "
+                                f"complete. This output mode is not supported in Data Source "
+                                f"{self.name()}. Use the append or update output mode.")
+        options = parse_sink_options(self.options, streaming=True)
+        check_schema(schema, options.topic)
+        return RinglogStreamWriter(options)

@@ -66,6 +66,7 @@ from cluster.client.kafka_client import API_VERSIONS, KafkaClient
 from cluster.config import AdminClientConfig
 from cluster.config.dynamic import AlterConfigOp, ConfigResourceType, config_string
 from cluster.errors import (
+    ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     IllegalArgumentError,
@@ -711,6 +712,33 @@ class KafkaAdminClient:
                     topic_partitions=frozenset(TopicPartition(t.topic, p) for t in s.topics
                                                for p in t.partitions))
         return described
+
+    def end_transaction(self, transactional_id, producer_id, producer_epoch, committed):
+        """ringlog's: EndTxn for a transaction another process opened and prepared
+        (``KafkaProducer.prepare_transaction``): commit (``committed``) or abort it at its
+        coordinator, as the producer itself would (Flink's ``resumeTransaction`` then
+        ``commitTransaction``). Ending a transaction that already ended the same way is a
+        success (the coordinator answers NONE), so a commit may be repeated after a crash.
+        CONCURRENT_TRANSACTIONS (the previous end still writing its markers) and a moved
+        coordinator are retried until the request timeout; PRODUCER_FENCED (a newer
+        producer took the id), INVALID_TXN_STATE (it ended the other way, e.g. aborted by
+        its timeout) and INVALID_PRODUCER_ID_MAPPING raise their class naming the id."""
+        m = protocol.request_module(ApiKey.END_TXN, API_VERSIONS[ApiKey.END_TXN])
+        request = m.EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id,
+                                  producer_epoch=producer_epoch, committed=committed)
+        what = (f"EndTxn({'commit' if committed else 'abort'}) of transactional id "
+                f"{transactional_id!r} (producer id {producer_id}, epoch {producer_epoch})")
+        deadline = self._clock() + self._timeout
+        while True:
+            _, response = self._to_coordinator(transactional_id, None, request,
+                                               lambda r: [r.error_code], TRANSACTION_KEY)
+            code = int(response.error_code)
+            if not code:
+                return
+            error = for_code(code)(f"{what}: {for_code(code).description}")
+            if not isinstance(error, ConcurrentTransactionsError):
+                raise error
+            self._pause_or_raise(deadline, error)
 
     def describe_producers(self, partitions, broker_id=None):
         """DescribeProducers for ``partitions`` (TopicPartitions), at each partition's

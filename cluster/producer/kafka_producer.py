@@ -497,6 +497,18 @@ class KafkaProducer:
         txn = self._transaction_manager_or_raise("abort_transaction")
         self._wait(txn.begin_abort(), timeout_ms, "abort_transaction")
 
+    def prepare_transaction(self, timeout_ms=None):
+        """ringlog's two-phase-commit step (Flink's ``FlinkKafkaProducer`` does it by
+        reflection): flush the transaction's records and return ``(producer_id, epoch)``,
+        with which another process ends the transaction
+        (``KafkaAdminClient.end_transaction``) after this producer is closed with
+        ``close(timeout=0)`` (a close that waits would abort it). Raises the error that
+        makes the transaction abortable (a record failed), IllegalStateError outside a
+        transaction or when nothing was sent in it."""
+        txn = self._transaction_manager_or_raise("prepare_transaction")
+        self.flush(None if timeout_ms is None else timeout_ms / 1000)
+        return txn.prepared()
+
     # -- waiting and closing ---------------------------------------------------------------------
 
     def flush(self, timeout=None):

@@ -352,6 +352,24 @@ class TransactionManager:
                 self._queue(TxnRequest(END_TXN, TxnResult(), committed=False))
             return True
 
+    def prepared(self):
+        """``(producer_id, epoch)`` of the open transaction once everything sent in it is
+        acknowledged (the caller flushed): what another process needs to end it
+        (``KafkaAdminClient.end_transaction``; a two-phase commit's prepare step). Raises
+        the error that makes the transaction abortable, or IllegalStateError outside a
+        transaction or before anything was added to it."""
+        with self._lock:
+            if self.state is S.ABORTABLE_ERROR:
+                raise KafkaError(f"TransactionalId {self.transactional_id}: cannot prepare: "
+                                 f"the transaction must be aborted after "
+                                 f"{self.last_error!r}") from self.last_error
+            self._check("prepare_transaction", S.IN_TRANSACTION)
+            if not self.partitions_in_txn or self.partitions_to_add:
+                raise IllegalStateError(f"TransactionalId {self.transactional_id}: "
+                                        f"prepare_transaction: nothing was written in the "
+                                        f"transaction (or not yet flushed)")
+            return self.producer_id, self.epoch
+
     def check_sendable(self):
         """Raise unless records may be sent now (a transactional producer: in a
         transaction)."""

@@ -92,8 +92,8 @@ def add_arguments(parser):
     parser.add_argument("--scan-interval", type=float, default=1.0, metavar="S",
                         help="seconds between two scans of the globs (default 1)")
     parser.add_argument("--rotate-wait", type=float, default=5.0, metavar="S",
-                        help="seconds a rotated file stays followed after its end "
-                             "(default 5)")
+                        help="seconds a rotated file stays followed after it stops "
+                             "growing (default 5)")
     parser.add_argument("--checkpoint-interval", type=float, default=1.0, metavar="S",
                         help="seconds between two checkpoint writes (default 1)")
     parser.add_argument("--progress-interval", type=float, default=10.0, metavar="S",

@@ -4,12 +4,20 @@
 reconciles what it finds with the files it follows (``Tracked``), by identity (``files``),
 never by path:
 
+- a followed file whose handle is closed (finished and acknowledged) does not hold its
+  inode: once deleted, the inode may be reused by a new file (logrotate drops the oldest
+  copy; the writer's next file gets its inode). Such a match is checked against the
+  fingerprint; a new file there is discovered as new (from position 0), never read on from
+  the old file's end (that would ship a fragment of a line and lose what came before);
+
 - a path whose inode the tailer follows is the same file, possibly renamed: it is not read
   again (a rotated copy still matching the glob, ``app.log.1`` for ``app.log*``, is the file
   already followed);
 - a file whose path now names another inode, or nothing, is *rotated* (renamed or deleted):
   it is still read through its open handle, and it is finished once it has been at its end
-  for ``rotate_wait`` seconds (its last line then ships even without a newline);
+  for ``rotate_wait`` seconds without growing (its last line then ships even without a
+  newline: the writer is taken to be gone; a writer still appending through its open
+  handle, even a line in several writes, keeps it growing and unfinished);
 - a new file found at the path a rotated, unfinished file had when first seen waits for that
   file to finish (``after``): a renamed file is read to its end before the new one, so a
   source's lines keep their order;
@@ -75,7 +83,8 @@ class Tracked:
         self.replaced = False  # truncated in place: a new Tracked follows the inode
         self.copied = False  # its copytruncate copy is followed from its position
         self.seen = True
-        self.idle_since = None
+        self.idle_since = None  # when a read last found no whole line and the file ...
+        self.idle_end = position  # ... ending here; it is idle while it does not grow
         self.caught_up = False  # the last read reached the end: check truncation first
         self.retry_at = 0.0
         self.after = []
@@ -145,6 +154,8 @@ class Tailer:
         new = []
         for path, st in found.items():
             t = by_inode.get((st.dev, st.ino))
+            if t is not None and t.handle is None and not self._same_file(t, path):
+                t = None  # its inode was freed and reused by a new file
             if t is None:
                 if st.size > 0:
                     new.append((path, st))
@@ -168,6 +179,24 @@ class Tailer:
         for path, st in new:
             self._discover(path, st, first)
         self.tracked = [t for t in self.tracked if not self._forgettable(t)]
+
+    def _same_file(self, t, path):
+        """Whether ``path`` (found with ``t``'s inode) is still the file ``t``. Asked when
+        ``t``'s handle is closed: nothing holds its inode then, so once deleted (logrotate
+        dropping its oldest copy) the inode may be reused by a new file — often the writer's
+        next one. Its fingerprint tells them apart."""
+        try:
+            handle = self.files.open(path)
+        except OSError:  # gone since the glob: the next scan tells
+            return True
+        try:
+            hst = handle.stat()
+            head = handle.read_at(0, t.fingerprint_length)
+        finally:
+            handle.close()
+        if (hst.dev, hst.ino) != (t.dev, t.ino):  # renamed since the glob: the next scan
+            return True
+        return len(head) == t.fingerprint_length and fingerprint(head) == t.fingerprint
 
     def _restorable(self, dev, ino):
         return any(e.dev == dev and e.ino == ino for e in self.restored.values())
@@ -310,6 +339,8 @@ class Tailer:
         data = t.handle.read_at(t.position, size)
         at_end = len(data) < size
         t.caught_up = at_end
+        if t.idle_since is not None and t.position + len(data) != t.idle_end:
+            t.idle_since = None  # it grew (a line written in pieces): not idle
         final = at_end and (self.once or self._finished_rotating(t, now))
         c = cut(data, t.position, self.max_line_bytes, self.overflow, final, t.skipping)
         t.position += c.consumed
@@ -323,6 +354,7 @@ class Tailer:
             return c
         if t.idle_since is None:
             t.idle_since = now
+            t.idle_end = t.position + len(data)
         return None
 
     def _finished_rotating(self, t, now):

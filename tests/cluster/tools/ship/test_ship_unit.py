@@ -106,6 +106,24 @@ def test_rotated_file_last_line_without_newline_ships_when_finished():
     assert producer.values() == [b"a", b"b-partial"]
 
 
+def test_rotated_file_growing_a_line_in_pieces_is_not_finished_mid_line():
+    # the writer kept the renamed file open and writes one line in several write() calls,
+    # more slowly than rotate_wait overall: the file is not idle while it grows, so the
+    # piece at its end is never shipped as a line of its own.
+    files = FakeFiles()
+    files.create("/l/app.log", b"a\n")
+    shipper, producer, clock = make(files)
+    turns(shipper, clock, 1)
+    old = files.paths["/l/app.log"]
+    files.rename("/l/app.log", "/l/app.log.1")
+    for piece in (b"one ", b"long ", b"line ", b"in ", b"pieces"):
+        files.data[old] += piece
+        turns(shipper, clock, 0.6)
+    files.data[old] += b"\n"
+    turns(shipper, clock, 3)
+    assert producer.values() == [b"a", b"one long line in pieces"]
+
+
 def test_copytruncate_restarts_the_file_at_zero():
     files = FakeFiles()
     files.create("/l/app.log", lines(20))
@@ -157,6 +175,33 @@ def test_inode_reused_with_the_same_first_line_after_a_restart_is_read_from_zero
     while shipper.turn():
         pass
     assert producer.values() == [b"header"] + lines(2, "fresh").split(b"\n")[:-1]
+
+
+def test_inode_of_a_finished_rotated_file_reused_by_the_new_file_is_a_new_file():
+    # logrotate's second rotation deletes the oldest copy (app.log.1 -> app.log.2 replaces
+    # it); its inode, no longer held open by the shipper, is reused by the new app.log the
+    # writer creates. The new file must be read from 0 as a new file, not taken for the
+    # finished one and read on from its old end (mid-line: a fragment, and lines lost).
+    files = FakeFiles()
+    first = files.create("/l/app.log", lines(20, "first"))
+    shipper, producer, clock = make(files)
+    turns(shipper, clock, 1)
+    files.rename("/l/app.log", "/l/app.log.1")
+    files.create("/l/app.log", lines(3, "second"))
+    turns(shipper, clock, 3)  # app.log.1 finished, acknowledged, its handle closed
+    files.rename("/l/app.log.1", "/l/app.log.2")
+    files.rename("/l/app.log", "/l/app.log.1")
+    files.remove("/l/app.log.2")  # the oldest copy deleted: its inode is free
+    files.create("/l/app.log", b"", ino=first)  # the writer's new file gets that inode
+    turns(shipper, clock, 1)
+    files.append("/l/app.log", lines(40, "third-file"))  # past the old end, mid-line there
+    turns(shipper, clock, 3)
+    assert producer.values() == (lines(20, "first") + lines(3, "second")
+                                 + lines(40, "third-file")).split(b"\n")[:-1]
+    third = [h for _, v, _, h in producer.sent if v.startswith(b"third-file")]
+    assert third[0]["log.offset"] == b"0"
+    assert third[0]["log.file.path"] == b"/l/app.log"
+    assert len({h["log.file.id"] for _, _, _, h in producer.sent}) == 3
 
 
 def test_file_deleted_while_open_is_read_to_its_end_then_forgotten(tmp_path):
