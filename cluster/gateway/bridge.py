@@ -72,7 +72,7 @@ class _Closed(Exception):
 
 class Bridge:
     """A client connection (see the module doc). ``gateway`` is the owning ``Gateway``:
-    its ``config``, ``cluster_id``, ``host``, ``port_for``, ``image()``, ``stats`` and
+    its ``config``, ``namespace``, ``instance``, ``host``, ``port_for``, ``image()``, ``stats`` and
     ``forget(bridge)``."""
 
     def __init__(self, gateway, sock, address, broker_id):
@@ -249,7 +249,8 @@ class Bridge:
         if self._ring is None:
             config = self.gateway.config
             try:
-                self._ring = connect(self.gateway.cluster_id, self.broker_id,
+                self._ring = connect(self.gateway.namespace, self.broker_id,
+                                     instance=self.gateway.instance,
                                      timeout=CONNECT_TIMEOUT, capacity=config.ring_bytes,
                                      policy=config.wait_policy)
             except (ConnectionError, TimeoutError) as exc:

@@ -80,6 +80,10 @@ class Gateway:
             raise NoBrokersAvailable(f"{self.data_dir} is not a ringlog data directory (no "
                                      f"{dd.META_PROPERTIES}); start a cluster there first")
         self.kafka_port = kafka_port
+        #: the shared-memory namespace of the cluster's current start (shm_ring.naming),
+        #: read from D whenever the metadata page is mapped; D's brokers only (connect checks)
+        self.namespace = None
+        self.instance = dd.instance_of(self.data_dir)
         self.host = host
         self.config = config
         self.stats = GatewayStats(self.connections)
@@ -102,8 +106,9 @@ class Gateway:
         """The controller's newest MetadataImage (NoBrokersAvailable: cluster stopped)."""
         with self._page_lock:
             if self._page is None:
+                self.namespace = dd.read_shm_namespace(self.data_dir, self.cluster_id)
                 try:
-                    self._page = MetadataPage.open(self.cluster_id)
+                    self._page = MetadataPage.open(self.namespace)
                 except FileNotFoundError:
                     raise NoBrokersAvailable(
                         f"cluster {self.cluster_id} in {self.data_dir} is not running "
@@ -199,7 +204,7 @@ class Gateway:
         except BaseException:
             self.stop()
             raise
-        self._registration = process_stats(self.cluster_id, "gateway",
+        self._registration = process_stats(self.namespace, "gateway",
                                            f"gateway:{self.bootstrap()}")
         self._registration.add_source(self.stats.figures)
         self._write_record("serving")

@@ -62,7 +62,7 @@ def test_api_versions_newer_than_served_gets_v0_and_unsupported_version(served):
         response = call(sock, frames.request_class(ApiKey.API_VERSIONS, 2)(), 8)
     assert response.error_code == 0
     advertised = {e.api_key: (e.min_version, e.max_version) for e in response.api_keys}
-    broker = Client(served.cluster.cluster_id, 0)  # the broker itself, on a ring
+    broker = Client(served.cluster.namespace, 0)  # the broker itself, on a ring
     try:
         broker.send(frames.request_class(ApiKey.API_VERSIONS, 2)())
         _, direct = broker.receive()
@@ -170,13 +170,13 @@ def test_a_client_that_never_reads_stalls_only_itself(served, strict_gateway):
         assert sent < 200_000 * len(frame), "the gateway kept reading a client that never reads"
         with connect(port) as other:
             assert call(other, metadata_request()).brokers
-        pages = [s for s in read_all(served.cluster.cluster_id)
+        pages = [s for s in read_all(served.cluster.namespace)
                  if s.role == "gateway" and s.pid == strict_gateway.popen.pid]
         deadline = time.monotonic() + BOUND
         while not pages or pages[0].counters.get("queued-requests-max", 0) < 4:
             assert time.monotonic() < deadline, pages and pages[0].counters
             time.sleep(0.2)
-            pages = [s for s in read_all(served.cluster.cluster_id)
+            pages = [s for s in read_all(served.cluster.namespace)
                      if s.role == "gateway" and s.pid == strict_gateway.popen.pid]
         counters = pages[0].counters
         assert counters["queued-requests-max"] == 4  # queued.max.requests
