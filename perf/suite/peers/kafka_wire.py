@@ -12,6 +12,7 @@ An endpoint is ``{"bootstrap": "127.0.0.1:P", "topic": ..., "partitions": N}``.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -41,13 +42,15 @@ def free_port():
 
 
 class Broker:
-    """A broker process run as ``argv`` (which names ``port``, on loopback) in ``workdir``,
-    its log in ``workdir/broker.log``, then topic TOPIC of ``channels`` partitions
-    created through the Admin API. OpenTelemetry variables are not passed on (nothing is
-    exported off the machine). Owned by the suite's main thread."""
+    """A broker process run as ``argv`` (which names ``port``, on loopback) in ``workdir``
+    (a directory made for it: ``stop`` removes it), its log in ``workdir/broker.log``, then
+    topic TOPIC of ``channels`` partitions created through the Admin API. OpenTelemetry
+    variables are not passed on (nothing is exported off the machine). Owned by the suite's
+    main thread."""
 
     def __init__(self, argv, workdir, port, channels):
         self.leftovers = []
+        self.workdir = workdir
         self.log_path = os.path.join(workdir, "broker.log")
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(argv, cwd=workdir, stdin=subprocess.DEVNULL,
@@ -100,6 +103,7 @@ class Broker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def produce(endpoint, task, gate):
