@@ -13,8 +13,9 @@ Kafka wire gateway.
    need a broker) once per test number (``TESTS=NNNN``; the numbers are read from the
    runner's table in ``tests/test.c``), ``--parallel`` at once. A test that times out
    makes its runner kill itself: one runner per number keeps that from ending the rest.
-   ``--tests`` / ``--skip`` (or ``TESTS`` / ``TESTS_SKIP``) narrow the run; ``--timeout``
-   bounds each runner.
+   The tests of the suite's ``noautocreate`` scenario run (``-s noautocreate``) against
+   a second cluster and gateway, without topic auto-creation. ``--tests`` / ``--skip``
+   (or ``TESTS`` / ``TESTS_SKIP``) narrow the run; ``--timeout`` bounds each runner.
 4. **Score**: each runner's summary table, parsed: passed / failed / skipped, with each
    failure's and skip's reason. Exit 1 if a test of ``--passing`` (a file of test names,
    one a line, ``#`` comments) that was in the run did not pass.
@@ -48,6 +49,10 @@ TIMED_OUT = re.compile(r"Test (\d{4}\w*)(?: \([^)]*\))? timed out "
 FAILURE = re.compile(r'### Test "(\d{4}\w*)[^"\n]*" failed at ([^\n]*?) at \w{3} [^\n]*###\n'
                      r'([^\n]*)')
 TEST_ENTRY = re.compile(r"_TEST\((\d{4}_\w+),\s*([^,)]*)")
+SCENARIO = re.compile(r'\.scenario\s*=\s*"(\w+)"')
+#: The scenarios run, each on a cluster of its own: the suite's default (topics
+#: auto-created with 4 partitions, RF 3) and ``noautocreate`` (no auto-creation).
+SCENARIOS = {"default": True, "noautocreate": False}
 # test.conf's test.timeout.multiplier: the suite's timeouts are set for a broker on its own
 # machine; here three brokers, the gateway and the tests share two cores.
 TIMEOUT_MULTIPLIER = 2
@@ -124,6 +129,20 @@ def list_tests(tree):
     return numbers
 
 
+def scenarios(tree):
+    """{test name: scenario} of the tests whose scenario is not ``default`` (the
+    ``.scenario`` of their entry in ``tests[]``)."""
+    with open(os.path.join(tree, "tests", "test.c")) as file:
+        text = file.read()
+    starts = [m.start() for m in TEST_ENTRY.finditer(text)] + [len(text)]
+    out = {}
+    for match, end in zip(TEST_ENTRY.finditer(text), starts[1:]):
+        found = SCENARIO.search(text, match.start(), end)
+        if found and found.group(1) != "default":
+            out[match.group(1)] = found.group(1)
+    return out
+
+
 def parse_summary(output):
     """{test name: (state, reason)} from the runner's summary table. A test the runner
     killed at its timeout (it then kills itself: a summary is printed first, the reason
@@ -151,21 +170,21 @@ def parse_summary(output):
     return rows
 
 
-def run_one(runner, work, number, names, bound):
-    """``test-runner -L`` with ``TESTS=number`` in ``work``: ({name: (state, reason)},
-    output). Each test number is its own runner process, so a test that times out (the
-    runner kills itself then) or hangs past ``bound`` seconds fails alone."""
-    tree = os.path.dirname(os.path.dirname(runner))
-    libraries = [os.path.join(tree, "src"), os.path.join(tree, "src-cpp")]
-    env = {**os.environ, "TESTS": number, "LD_LIBRARY_PATH": os.pathsep.join(libraries)}
+def run_one(work, scenario, number, names, bound):
+    """``test-runner -L -s scenario`` with ``TESTS=number`` in ``work`` (a copy of the
+    runner's directory with its ``test.conf``): ({name: (state, reason)}, output). Each
+    test number is its own runner process, so a test that times out (the runner kills
+    itself then) or hangs past ``bound`` seconds fails alone."""
+    env = {**os.environ, "TESTS": number, "LD_LIBRARY_PATH": os.pathsep.join(
+        os.path.join(work, "..", "lib", sub) for sub in ("src", "src-cpp"))}
     try:
         # stdbuf -oL: the summary table goes to stdout, and a runner that aborts (a test
         # that failed leaves librdkafka threads behind) or kills itself (a timeout) would
         # lose what a pipe's buffer held.
-        done = subprocess.run(["stdbuf", "-oL", os.path.join(work, "test-runner"), "-L"],
-                              cwd=work,
-                              capture_output=True, text=True, errors="replace",
-                              timeout=bound, env=env)
+        done = subprocess.run(
+            ["stdbuf", "-oL", os.path.join(work, "test-runner"), "-L", "-s", scenario],
+            cwd=work, capture_output=True, text=True, errors="replace", timeout=bound,
+            env=env)
         output = done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
         output = "".join(part.decode(errors="replace") if isinstance(part, bytes)
@@ -189,40 +208,66 @@ def select(numbers, only=None, skip=None):
     return numbers
 
 
-def run(runner, numbers, timeout, parallel=1):
-    """The tests of ``numbers`` ({number: names}) against one fresh cluster and its
-    gateway, ``parallel`` runner processes at once; (summary, output)."""
+def _merge(summary, rows):
+    """A test runs in every scenario's runner and is skipped in all but its own: a
+    skip never replaces another state."""
+    for name, row in rows.items():
+        if row[0] != "SKIPPED" or summary.get(name, row)[0] == "SKIPPED":
+            summary[name] = row
+
+
+def run(runner, numbers, timeout, parallel=1, by_scenario=None):
+    """The tests of ``numbers`` ({number: names}), each scenario's (``by_scenario``: {test
+    name: scenario} of those not in the default one) against a fresh cluster of its own
+    with its gateway, ``parallel`` runner processes at once; (summary, output)."""
+    by_scenario = by_scenario or {}
+    jobs = [("default", number, names) for number, names in numbers.items()]
+    for scenario in SCENARIOS:
+        jobs += [(scenario, number, names) for number, names in numbers.items()
+                 if scenario != "default" and any(by_scenario.get(n) == scenario
+                                                  for n in names)]
+    tree = os.path.dirname(os.path.dirname(runner))
     with tempfile.TemporaryDirectory(prefix="ringlog-conformance-") as tmp:
-        cluster = Cluster(os.path.join(tmp, "data"), brokers=3, num_partitions=4,
-                          default_replication_factor=3, auto_create_topics_enable=True,
-                          group_initial_rebalance_delay_ms=0)
-        gateway = None
+        os.makedirs(os.path.join(tmp, "lib"))
+        for sub in ("src", "src-cpp"):
+            os.symlink(os.path.join(tree, sub), os.path.join(tmp, "lib", sub))
+        served = []
         try:
-            cluster.start()
-            gateway = GatewayProcess(cluster.data_dir).start()
-            work = os.path.join(tmp, "work")
-            shutil.copytree(os.path.dirname(runner), work, symlinks=True)
-            with open(os.path.join(work, "test.conf"), "w") as file:
-                file.write(f"metadata.broker.list={gateway.bootstrap}\n"
-                           f"test.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
+            works = {}
+            for scenario in sorted({job[0] for job in jobs}):
+                cluster = Cluster(os.path.join(tmp, f"data-{scenario}"), brokers=3,
+                                  num_partitions=4, default_replication_factor=3,
+                                  auto_create_topics_enable=SCENARIOS[scenario],
+                                  group_initial_rebalance_delay_ms=0)
+                served.append((cluster, None))
+                cluster.start()
+                gateway = GatewayProcess(cluster.data_dir).start()
+                served[-1] = (cluster, gateway)
+                work = works[scenario] = os.path.join(tmp, f"work-{scenario}")
+                shutil.copytree(os.path.dirname(runner), work, symlinks=True)
+                with open(os.path.join(work, "test.conf"), "w") as file:
+                    file.write(f"metadata.broker.list={gateway.bootstrap}\n"
+                               f"test.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
             started = time.monotonic()
             summary, outputs = {}, []
             with concurrent.futures.ThreadPoolExecutor(max(1, parallel)) as pool:
-                futures = {pool.submit(run_one, runner, work, number, names, timeout): number
-                           for number, names in numbers.items()}
+                futures = [pool.submit(run_one, works[scenario], scenario, number, names,
+                                       timeout) for scenario, number, names in jobs]
                 for future in concurrent.futures.as_completed(futures):
                     rows, output = future.result()
-                    summary.update(rows)
+                    _merge(summary, rows)
                     outputs.append(output)
                     for name, (state, _) in sorted(rows.items()):
-                        print(f"{state:8} {name}", flush=True)
+                        if state != "SKIPPED" or name not in by_scenario:
+                            print(f"{state:8} {name}", flush=True)
             print(f"test-runner ran {time.monotonic() - started:.0f} s "
-                  f"({len(numbers)} test numbers, {parallel} at once)", flush=True)
+                  f"({len(jobs)} runners, {parallel} at once)", flush=True)
             return summary, "\n".join(outputs)
         finally:
-            if gateway is not None:
-                gateway.stop()
-            cluster.stop()
+            for cluster, gateway in served:
+                if gateway is not None:
+                    gateway.stop()
+                cluster.stop()
 
 
 def main(argv=None):
@@ -247,7 +292,7 @@ def main(argv=None):
     numbers = select(list_tests(tree), re.findall(r"[^\s,]+", args.tests),
                      re.findall(r"[^\s,]+", args.skip))
     started = time.monotonic()
-    summary, output = run(runner, numbers, args.timeout, args.parallel)
+    summary, output = run(runner, numbers, args.timeout, args.parallel, scenarios(tree))
     print(f"run with the cluster's start and stop: {time.monotonic() - started:.0f} s")
     if args.log:
         with open(args.log, "w") as file:

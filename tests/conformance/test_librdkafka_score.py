@@ -1,7 +1,7 @@
 """The conformance runner's reading of librdkafka's test-runner output (no process)."""
 from __future__ import annotations
 
-from tests.conformance.librdkafka import parse_summary, select
+from tests.conformance.librdkafka import _merge, parse_summary, select
 
 SUMMARY = """\
 \x1b[36m[0081_admin                  /  0.600s] TEST FAILURE
@@ -46,3 +46,13 @@ def test_select_by_number_or_name():
     assert select(numbers, ["0113_cooperative_rebalance"]) == {"0113": numbers["0113"]}
     assert select(numbers, None, ["0001"]) == {"0113": numbers["0113"]}
     assert select(numbers) == numbers
+
+
+def test_a_test_skipped_by_another_scenarios_runner_keeps_its_own_result():
+    summary = {}
+    _merge(summary, {"0045_subscribe_update_topic_remove": ("PASSED", "")})
+    _merge(summary, {"0045_subscribe_update_topic_remove": ("SKIPPED", "scenario")})
+    _merge(summary, {"0045_subscribe_update": ("SKIPPED", "scenario")})
+    _merge(summary, {"0045_subscribe_update": ("FAILED", "why")})
+    assert summary == {"0045_subscribe_update_topic_remove": ("PASSED", ""),
+                       "0045_subscribe_update": ("FAILED", "why")}
