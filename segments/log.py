@@ -628,7 +628,9 @@ class PartitionLog:
         assigned by stamping baseOffset (and partitionLeaderEpoch when ``leader_epoch`` is
         given) — in place when ``batches`` is writable, so the caller's buffer changes as
         in Kafka; on a copy otherwise. With message.timestamp.type=LogAppendTime the
-        batch's maxTimestamp becomes the clock's time (and its CRC is recomputed).
+        batch's maxTimestamp becomes the clock's time (and its CRC is recomputed). With a
+        compression.type other than producer, a client's data batch in another codec is
+        stored re-encoded in the topic's (on a copy; the records unchanged).
         Batches with a producer id are checked against the producer state as ``origin``
         (``producer_state.ORIGIN_CLIENT``, or ``ORIGIN_COORDINATOR`` for transaction
         markers) before anything is written; see "Producer state" in the module doc.
