@@ -42,9 +42,12 @@ java:
 # objects of a cluster the user runs alongside are not blamed on the tests.
 SHM_LIST := ls /dev/shm | grep -E '^(sem\.)?ringlog' | sort
 
+# Two workers (pytest-xdist), a test file to a worker so that a file's shared cluster or
+# Spark session starts once: on 2 cores the suite's processes wait on each other often
+# enough that two workers finish well before one.
 test: lint redis-server kcat
 	@$(SHM_LIST) > $(VENV)/shm.before || true
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
 	@$(SHM_LIST) | comm -13 $(VENV)/shm.before - > $(VENV)/shm.leaked || true; \
 	if [ -s $(VENV)/shm.leaked ]; then \
 	  echo "shared-memory objects left behind by the tests:"; cat $(VENV)/shm.leaked; exit 1; fi

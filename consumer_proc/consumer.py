@@ -91,7 +91,6 @@ from consumer_proc.fetcher import Fetcher
 from consumer_proc.offset_lookup import OffsetLookup
 from consumer_proc.subscription_state import AUTO_PATTERN, EARLIEST, LATEST, SubscriptionState
 from segments.log_config import LogConfig
-from shm_ring import ring_descriptor
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +134,9 @@ class KafkaConsumer:
         self._api_timeout = config["default_api_timeout_ms"] / 1000
         self._retry_backoff = config["retry_backoff_ms"] / 1000
         self._metadata_max_age = config["metadata_max_age_ms"] / 1000
-        # A response frame must hold one whole batch of the largest kind a broker stores
-        # by default (it never splits one) and what a partition fetch asks for; the broker
-        # caps each response at what the frame holds, whatever fetch_max_bytes says.
+        # Rings whose frames hold one whole batch of the largest kind a broker stores by
+        # default and what a partition fetch asks for, so the common answer is one frame;
+        # a longer one (a topic's larger max.message.bytes) comes as fragments (shm_ring).
         capacity = ring_capacity_for(max(config["max_partition_fetch_bytes"],
                                          LogConfig.max_message_bytes) + FRAME_HEADROOM_BYTES)
         self._client = KafkaClient(config, clock=clock, ring_capacity=capacity)
@@ -150,7 +149,7 @@ class KafkaConsumer:
             self._client, self._subscription, config, self._metrics,
             key_deserializer=_deserializer(config["key_deserializer"]),
             value_deserializer=_deserializer(config["value_deserializer"]),
-            max_frame=ring_descriptor.max_frame_length(capacity), clock=clock)
+            clock=clock)
         self._offsets = OffsetLookup(self._client, self._subscription, config,
                                      self._fetcher.leader, clock)
         self._assigned_version = None  # metadata version the automatic assignment follows

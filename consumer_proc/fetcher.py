@@ -29,8 +29,6 @@ identical, so matching offsets are always safe to use).
   names;
 * OFFSET_OUT_OF_RANGE: reset the position by ``auto_offset_reset`` (earliest / latest),
   or with 'none' raise OffsetOutOfRangeError from the next poll;
-* MESSAGE_TOO_LARGE (the broker's answer when one batch exceeds this consumer's response
-  ring frame): RecordTooLargeError naming the ring and what to raise;
 * anything else retriable: retry; not retriable: raised from the next poll. An error for
   the whole response (its top-level error code, v7+) is handled the same way.
 
@@ -96,7 +94,6 @@ ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 _NO_ERROR = 0
 _OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.errno
-_MESSAGE_TOO_LARGE = RecordTooLargeError.errno
 
 
 @functools.cache
@@ -119,18 +116,16 @@ class Fetcher:
     ``client``: the consumer's KafkaClient; ``subscriptions``: its SubscriptionState;
     ``config``: its ConsumerConfig; ``metrics``: a FetchMetrics; ``key_deserializer`` /
     ``value_deserializer``: ``(topic, headers, data) -> object`` callables or None;
-    ``max_frame``: the largest response frame the client's rings carry (for messages).
     """
 
     def __init__(self, client, subscriptions, config, metrics, *, key_deserializer=None,
-                 value_deserializer=None, max_frame=None, clock=time.monotonic):
+                 value_deserializer=None, clock=time.monotonic):
         self._client = client
         self._subscriptions = subscriptions
         self._metrics = metrics
         self._clock = clock
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
-        self._max_frame = max_frame
         self._check_crcs = config["check_crcs"]
         self._read_committed = config["isolation_level"] == "read_committed"
         self._partition_max_bytes = config["max_partition_fetch_bytes"]
@@ -343,11 +338,6 @@ class Fetcher:
                     f"fetch offset {offset} of {tp.topic}-{tp.partition} is out of range (log "
                     f"start {data.log_start_offset}, high watermark {data.high_watermark}) "
                     f"and auto_offset_reset is 'none'")))
-        elif code == _MESSAGE_TOO_LARGE:
-            self._errors.append((tp, offset, RecordTooLargeError(
-                f"{where}: the batch there does not fit this consumer's response frames "
-                f"({self._max_frame} bytes); raise max_partition_fetch_bytes to at least "
-                f"the topic's max.message.bytes")))
         elif error.invalid_metadata:
             log.debug("fetch of %s: %s; refreshing metadata", where, error.message)
             self._client.cluster.request_update()

@@ -80,6 +80,7 @@ from replica_proc.replica_fetcher import ReplicaFetcherManager
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
 from replica_proc.truncation import EpochTruncation
+from segments import durability
 from segments.file_cache import FILES
 from shm_ring import Listener, connect
 
@@ -141,6 +142,10 @@ class Broker:
         self.cluster_id = cluster_id = dd.ensure_cluster_id(self.data_dir)
         # the shared-memory namespace of this start of the cluster (shm_ring.naming)
         self.namespace = namespace = dd.read_shm_namespace(self.data_dir, cluster_id)
+        durability.set_enabled(self.config["ringlog.fsync"])  # before any log is opened
+        if not durability.ENABLED:
+            log.warning("broker %d does not fsync (ringlog.fsync=false): a machine crash may "
+                        "lose acknowledged records; for tests only", self.broker_id)
         with contextlib.ExitStack() as stack:  # closes in the reverse order of opening
             registration = register_broker(self.data_dir, self.broker_id, cluster_id)
             stack.callback(registration.close)

@@ -17,8 +17,9 @@ read so far has been handled.
 
 Responses: ``send(frame)`` for an encoded frame, ``send_fetch(response)`` for a
 ``FetchResponseFrame``, which is written straight into a claimed response-ring slot (log
-bytes read from the segment files into the shared memory); when no slot can be claimed now
-the frame is materialised into bytes and sent later like any other.
+bytes read from the segment files into the shared memory); when no slot can be claimed now,
+or the response is longer than the ring's largest frame (``shm_ring`` carries it as
+fragments, from bytes), the frame is materialised into bytes and sent like any other.
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -48,8 +49,8 @@ class Channel:
         self.parked = None  # its DelayedFetch, DelayedProduce or DelayedResponse, while one waits
         self.unsent = None  # a response frame waiting for room in the response ring
         self.closing = None  # why the broker drops this connection, once it decided to
-        # Largest response frame the client's ring can take. (shm_ring.Connection has no
-        # public accessor for it yet; its response Ring knows.)
+        # Largest response the client's ring takes in one frame (longer ones go as
+        # fragments, which cannot be claimed: send_fetch materialises those).
         self.max_frame = conn.max_response_frame
         self._unreleased = False
 
@@ -104,6 +105,9 @@ class Channel:
     def send_fetch(self, response):
         """Write a ``FetchResponseFrame`` into a claimed response slot (or keep its bytes
         until there is room)."""
+        if response.size > self.max_frame:
+            self.send(response.tobytes())
+            return
         if self.unsent is None:
             view = self.conn.claim(response.size)
             if view is not None:

@@ -21,10 +21,10 @@ For each partition, in request order (Kafka's ReplicaManager.readFromLog rules):
   offsets do not increase) gives KAFKA_STORAGE_ERROR for that partition alone, logged
   with the file and offsets; the connection and the other partitions are served.
 
-The response must fit one frame of the client's response ring: that is a hard cap on top
-of ``max_bytes``. A single batch too large for it cannot be served over this connection:
-its partition answers MESSAGE_TOO_LARGE (the client's ring is smaller than
-``ringlog.ring.bytes`` says it should be).
+The client's response ring sets no limit: a response longer than its largest frame goes
+as fragments (``shm_ring``), so a batch the leader accepted is served to every follower and
+consumer whatever their rings' size, as Kafka serves any batch (``replica.fetch.max.bytes``
+and ``fetch.max.bytes`` are soft: at least one batch).
 
 A Fetch from a follower (``replica_id`` = a broker id) is refused per partition with
 NOT_LEADER_OR_FOLLOWER unless that broker is one of the partition's replicas (Kafka's
@@ -52,16 +52,8 @@ from __future__ import annotations
 
 import logging
 
-from cluster.errors import KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError
-from cluster.protocol.fetch_response import (
-    FetchResponseFrame,
-    PartitionData,
-    frame_overhead,
-    partition_overhead,
-    topic_overhead,
-)
-from cluster.protocol.frame_descriptor import FETCH_ABORTED
-from replica_proc.channel import CloseConnection
+from cluster.errors import KafkaStorageError, OffsetOutOfRangeError
+from cluster.protocol.fetch_response import FetchResponseFrame, PartitionData
 from replica_proc.delayed_fetch import FOLLOWER, HIGH_WATERMARK, STABLE, DelayedFetch
 from replica_proc.responses import code_of
 
@@ -71,8 +63,6 @@ log = logging.getLogger(__name__)
 READ_COMMITTED = 1
 #: More bytes than any fetch asks for.
 _UNBOUNDED = 1 << 62
-#: Bytes of one aborted transaction in a read_committed answer.
-_ABORTED_ENTRY = FETCH_ABORTED.size
 
 
 class FetchHandler:
@@ -163,16 +153,7 @@ class FetchHandler:
         # A follower's id, recorded on the first read only (may_park), or None.
         follower = request.replica_id if request.replica_id >= 0 else None
         record = follower if may_park else None
-        per_partition = partition_overhead(version)
-        overhead = frame_overhead(version) + sum(
-            topic_overhead(t.topic) + per_partition * len(t.partitions) for t in request.topics)
-        room = channel.max_frame - overhead
-        if room < 0:
-            raise CloseConnection(
-                f"a Fetch response for {sum(len(t.partitions) for t in request.topics)} "
-                f"partition(s) needs {overhead} bytes before any record, more than the "
-                f"{channel.max_frame}-byte frames of the client's response ring")
-        limit = max(0, min(request.max_bytes, room))
+        limit = max(0, request.max_bytes)
         committed = request.isolation_level == READ_COMMITTED and follower is None
         min_one = True
         total = 0
@@ -187,7 +168,7 @@ class FetchHandler:
                 partitions = []
                 for p in topic.partitions:
                     data = read(name, p, max(0, min(p.partition_max_bytes, limit)), min_one,
-                                follower, record, room - total, committed)
+                                follower, record, committed)
                     size = data.records_size
                     if size:
                         min_one = False
@@ -233,7 +214,7 @@ class FetchHandler:
             version, header.correlation_id, topics,
             read_committed=request.isolation_level == READ_COMMITTED))
 
-    def _read(self, topic, p, max_bytes, min_one, follower, record, room, committed=False):
+    def _read(self, topic, p, max_bytes, min_one, follower, record, committed=False):
         """The PartitionData of one partition of the request (see the module doc).
         ``follower``: the follower's id, or None for a consumer; ``record``: the follower
         whose position this read records, or None; ``committed``: a consumer's
@@ -262,12 +243,6 @@ class FetchHandler:
         except KafkaStorageError as exc:
             log.error("%s-%d: fetch at offset %d: %s", topic, index, p.fetch_offset, exc)
             return PartitionData(index, exc.errno, high_watermark, stable, log_start)
-        if found.size + _ABORTED_ENTRY * len(aborted) > room:
-            log.warning("%s-%d: the batch at offset %d is %d bytes, more than the %d a "
-                        "response frame of this client's ring can hold", topic, index,
-                        found.first_offset, found.size, room)
-            return PartitionData(index, RecordTooLargeError.errno, high_watermark,
-                                 stable, log_start)
         if record is not None:
             partition.update_follower(record, p.fetch_offset, log_end)
             high_watermark = partition.high_watermark

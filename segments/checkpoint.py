@@ -40,6 +40,7 @@ import re
 
 from crc32c import crc32c
 
+from segments import durability
 from segments.errors import KafkaStorageError
 
 TMP_SUFFIX = ".tmp"
@@ -179,7 +180,7 @@ def write_atomically(path, data, durable=True):
         while view:
             view = view[os.write(fd, view):]
         if durable:
-            os.fsync(fd)
+            durability.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -210,7 +211,7 @@ def fsync_directory(path):
     """fsync a directory so that a rename or unlink in it survives a crash."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        durability.fsync(fd)
     finally:
         os.close(fd)
 
@@ -231,7 +232,10 @@ def sync_filesystem(path):
     """Make everything written on the file system holding ``path`` durable — file data,
     new files and directories, renames — with one syncfs(2) (``os.sync()`` where there is
     none): one call instead of an fsync per file and directory, for creating many files at
-    once. An error (EIO; Linux >= 5.8 reports writeback errors) raises OSError."""
+    once. An error (EIO; Linux >= 5.8 reports writeback errors) raises OSError. Nothing
+    while ``durability`` is off."""
+    if not durability.ENABLED:
+        return
     if _syncfs is None:
         os.sync()
         return

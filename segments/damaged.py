@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 
+from segments import durability
 from segments.checkpoint import OffsetCheckpoint, fsync_directory
 from segments.errors import CorruptSegmentError
 from segments.index import fsync_file
@@ -107,7 +108,7 @@ def _copy_prefix(source, target, size):
                     break
                 os.pwrite(dst, chunk, copied)
                 copied += len(chunk)
-            fsync_file(os.fsync, dst, target)
+            fsync_file(durability.fsync, dst, target)
         finally:
             os.close(dst)
     finally:

@@ -35,7 +35,7 @@ import os
 
 import numpy as np
 
-from segments import index_descriptor as d
+from segments import durability, index_descriptor as d
 from segments.errors import LogDirFailureError, StorageError, describe_os_error
 
 NO_TIMESTAMP = -1
@@ -229,7 +229,7 @@ class _EntryFile:
         """Write the entries not yet in the file and fsync it (``fsync_file``)."""
         if self._mirror is not None and self._flushed != len(self._mirror):
             self.write_tail()
-            fsync_file(os.fsync, self._file_fd(), self.path)
+            fsync_file(durability.fsync, self._file_fd(), self.path)
 
     def _release_mmap(self):
         if self._mmap is not None:

@@ -132,7 +132,7 @@ import shutil
 import threading
 from collections import namedtuple
 
-from segments import index_descriptor as xd
+from segments import durability, index_descriptor as xd
 from segments.checkpoint import OffsetCheckpoint, fsync_directory, sync_filesystem
 from segments.clock import wall_clock_ms
 from segments.disk_full import DiskFullWatch
@@ -1391,7 +1391,7 @@ class PartitionLog:
             fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 if durable:
-                    os.fsync(fd)
+                    durability.fsync(fd)
             finally:
                 os.close(fd)
         if durable:

@@ -84,7 +84,7 @@ import logging
 import os
 from collections import namedtuple
 
-from segments import producer_snapshot_descriptor as sd
+from segments import durability, producer_snapshot_descriptor as sd
 from segments.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -524,7 +524,7 @@ class ProducerStateManager:
             while view:
                 view = view[os.write(fd, view):]
             if sync:
-                os.fsync(fd)
+                durability.fsync(fd)
         except BaseException:
             os.close(fd)
             os.unlink(path)

@@ -44,7 +44,7 @@ import os
 import shutil
 from collections import namedtuple
 
-from segments import index_descriptor as xd
+from segments import durability, index_descriptor as xd
 from segments.errors import (
     CorruptRecordError,
     CorruptSegmentError,
@@ -655,7 +655,7 @@ class Segment:
 
         A failed fsync raises LogDirFailureError (``fsync_file``)."""
         if self.unflushed:
-            fsync_file(os.fdatasync, self.fd, self.log_path)
+            fsync_file(durability.fdatasync, self.fd, self.log_path)
             self.unflushed = False
         self.offset_index.flush()
         self.time_index.flush()
@@ -707,7 +707,8 @@ class Segment:
 
         def sync():
             try:
-                for fd, path, call in zip(fds, paths, (os.fdatasync, os.fsync, os.fsync)):
+                for fd, path, call in zip(fds, paths, (durability.fdatasync, durability.fsync,
+                                                       durability.fsync)):
                     fsync_file(call, fd, path)
             finally:
                 for fd in fds:

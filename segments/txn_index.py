@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from collections import namedtuple
 
-from segments import txn_index_descriptor as d
+from segments import durability, txn_index_descriptor as d
 from segments.index import CorruptIndexError, fsync_file
 
 TXN_INDEX_SUFFIX = ".txnindex"
@@ -196,7 +196,7 @@ class TransactionIndex:
             self.unflushed = False
             return
         try:
-            fsync_file(os.fsync, fd, self.path)
+            fsync_file(durability.fsync, fd, self.path)
         finally:
             os.close(fd)
         self.unflushed = False

@@ -238,9 +238,13 @@ class Connection:
     def recv(self):
         """The next request frame as a read-only memoryview, or None when there is none.
 
-        Views stay valid until release().
+        Views stay valid until release(). A request longer than the ring's largest frame
+        arrives whole (Ring.read); while it is part way in, the client is woken for room.
         """
-        return self._req.read()
+        frame = self._req.read()
+        if frame is None and self._req.assembling:
+            self._req_space.notify()
+        return frame
 
     def release(self) -> None:
         """Free every request frame received so far; wakes the client if it waits for room."""
@@ -268,14 +272,17 @@ class Connection:
 
     @property
     def max_response_frame(self) -> int:
-        """The largest response frame this connection's response ring can carry."""
+        """The largest response frame this connection's response ring carries in one piece
+        (and the most claim() takes); try_send carries longer ones as fragments."""
         return self._rsp.max_frame_length
 
     def try_send(self, frame, frame_type: int = rd.DATA_TYPE) -> bool:
         """Write a response frame; False when the response ring is full.
 
         After False, the client's next release rings the doorbell, so Listener.wait() returns
-        and the broker can try again.
+        and the broker can try again — with the same frame: one longer than the ring's
+        largest frame goes as fragments (Ring.try_write), and False may mean part of it is
+        out, the client woken to take it.
         """
         rsp = self._rsp
         if rsp.try_write(frame, frame_type) or self._arm_and_retry(
@@ -283,6 +290,8 @@ class Connection:
             self._armed = False
             self._rsp_data.notify()
             return True
+        if rsp.sending:
+            self._rsp_data.notify()
         return False
 
     def claim(self, size: int, frame_type: int = rd.DATA_TYPE):
@@ -762,6 +771,18 @@ class ClientConnection:
     def broker_pid(self) -> int:
         """The pid of the broker process serving the connection (0 until it accepted)."""
         return self._objects.rsp.end_process(WRITER_END)[0]
+
+    @property
+    def max_request_frame(self) -> int:
+        """The largest request frame the request ring carries in one piece (and the most
+        claim() takes); send() carries longer ones as fragments."""
+        return self._objects.req.max_frame_length
+
+    @property
+    def sending(self) -> bool:
+        """True while a request longer than a frame is part way out: a send() of it timed
+        out, and every later write finishes it first."""
+        return self._objects.req.sending
 
     @property
     def accepted(self) -> bool:

@@ -2,6 +2,15 @@
 
 The layout and the store-order protocol are in ring_descriptor. This module moves frames of
 bytes; it knows nothing of processes, names or waiting (see wakeup and shared_ring).
+
+A message longer than the ring's largest frame goes as fragments (ring_descriptor, "Messages
+longer than a frame"): try_write writes as many as there is room for and returns False until
+the last is out — the caller retries with the same object, as for a full ring, and every
+other write first finishes it; read assembles it into a buffer of its own and returns it
+whole. Both happen on the paths ordinary frames take only when the ring is full or wraps,
+so frames that fit cost what they did. A ring that is part way through a message says so
+(``sending`` for the writer, ``assembling`` for the reader): the layers that wake the peer
+(wakeup, connection) then wake it although no whole frame moved.
 """
 from __future__ import annotations
 
@@ -10,6 +19,9 @@ from shm_ring import ring_descriptor as rd
 _HEADER = rd.FRAME_HEADER_LENGTH
 _LOW_HALF = 0xFFFF_FFFF
 _PADDING = rd.PADDING_TYPE
+_FIRST_FRAGMENT = rd.FIRST_FRAGMENT_TYPE
+_NEXT_FRAGMENT = rd.NEXT_FRAGMENT_TYPE
+_PREFIX = rd.FRAGMENT_PREFIX_LENGTH
 _DATA_HEADER = rd.header_word(rd.FRAME_HEADER_LENGTH, rd.DATA_TYPE)
 _TAIL_WORD = rd.TAIL_POSITION_OFFSET // rd.WORD_LENGTH
 _HEAD_WORD = rd.HEAD_POSITION_OFFSET // rd.WORD_LENGTH
@@ -68,13 +80,19 @@ class Ring:
     cached in self._head_cache and re-read from shared memory only when the cache says full.
     Reader: self._read_position runs ahead over frames handed out by read(); release() makes it
     the head, so one head store can release a whole batch.
+    Messages longer than a frame (module doc): self._outgoing is the writer's message part way
+    out (the object, a byte view of it, bytes sent, its type), and self._limit stays 0 while
+    there is one, so every write takes the general path, which finishes it first;
+    self._incoming is the reader's message part way in (its buffer, bytes copied, its type,
+    the position of its first fragment).
     """
 
     __slots__ = (
         "name", "capacity", "max_frame_length", "_word",
         "_mask", "_buffer", "_words", "_data", "_data_words",
         "_tail", "_head_cache", "_limit", "_claim_index", "_claim_size", "_claim_type",
-        "_head", "_read_position", "_readonly_data",
+        "_head", "_read_position", "_readonly_data", "fragment_length", "_outgoing",
+        "_incoming",
     )
 
     def __init__(self, buffer, name: str = "ring") -> None:
@@ -96,6 +114,9 @@ class Ring:
         self.name = name
         self.capacity = capacity
         self.max_frame_length = rd.max_frame_length(capacity)
+        self.fragment_length = rd.fragment_length(capacity)
+        self._outgoing = None
+        self._incoming = None
         self._word = 0
         self._mask = capacity - 1
         self._buffer = view
@@ -119,8 +140,10 @@ class Ring:
         """Copy frame (bytes-like, format "B") into the ring and publish it.
 
         Returns False when the ring has no room now (back-pressure: try again after the reader
-        releases). Raises ValueError for a frame longer than max_frame_length or a type outside
-        1..MAX_TYPE, RuntimeError while a claim is open.
+        releases). A frame longer than max_frame_length goes as fragments (module doc): False
+        then may mean part of it is out; call again with the same object until True (another
+        frame's write finishes it first). Raises ValueError for a frame longer than
+        MAX_MESSAGE_LENGTH or a type outside 1..MAX_TYPE, RuntimeError while a claim is open.
         """
         length = len(frame)
         aligned = (length + 15) & -8  # align(header + payload)
@@ -143,6 +166,8 @@ class Ring:
 
     def _write_general(self, frame, length: int, frame_type: int) -> bool:
         """try_write for any type, after validation and _make_room."""
+        if self._outgoing is not None or length > self.max_frame_length:
+            return self._write_message(frame, length, frame_type)
         if not self._make_room(length, frame_type):
             return False
         index = self._tail & self._mask
@@ -161,8 +186,12 @@ class Ring:
 
         Returns None when the ring has no room now. Fill the view, then commit(length) with the
         number of bytes actually written (<= size), or abort(). Nothing is visible to the reader
-        before commit. Raises ValueError for an oversize frame or a bad type.
+        before commit. Raises ValueError for a frame longer than max_frame_length (write a
+        longer message with try_write) or a bad type. A message part way out is finished
+        first (None while it cannot be).
         """
+        if self._outgoing is not None and not self._send_fragments():
+            return None
         if not self._make_room(size, frame_type):
             return None
         index = self._tail & self._mask
@@ -221,6 +250,10 @@ class Ring:
                 f" can hold, {self.max_frame_length} bytes (capacity {self.capacity} bytes)")
         if length < 0:
             raise ValueError(f"ring {self.name}: frame length must be >= 0, found {length}")
+        return self._room(length)
+
+    def _room(self, length: int) -> bool:
+        """_make_room after validation."""
         capacity = self.capacity
         required = ((length + 15) & -8) + _HEADER  # the frame plus the next header
         tail = self._tail
@@ -249,30 +282,146 @@ class Ring:
         self._set_limit()
         return True
 
+    # ------------------------------------------------------------------ messages (writer)
+
+    @property
+    def sending(self) -> bool:
+        """True while a message longer than a frame is part way out (writer)."""
+        return self._outgoing is not None
+
+    def _write_message(self, frame, length: int, frame_type: int) -> bool:
+        """try_write of a message longer than a frame, or of any frame while one is part way
+        out (which goes first)."""
+        outgoing = self._outgoing
+        if outgoing is not None:
+            if outgoing[0] is frame:
+                return self._send_fragments()
+            if not self._send_fragments():
+                return False
+            return self._write_general(frame, length, frame_type)
+        if self._claim_index >= 0:
+            raise RuntimeError(f"ring {self.name}: a claim() is open; commit() or abort() first")
+        if not 0 < frame_type <= rd.MAX_TYPE:
+            raise ValueError(f"ring {self.name}: frame type must be in 1..{rd.MAX_TYPE},"
+                             f" found {frame_type}")
+        if length > rd.MAX_MESSAGE_LENGTH:
+            raise ValueError(f"ring {self.name}: message of {length} bytes exceeds the longest"
+                             f" a ring carries, {rd.MAX_MESSAGE_LENGTH} bytes")
+        self._outgoing = [frame, memoryview(frame).cast("B"), 0, frame_type]
+        return self._send_fragments()
+
+    def _send_fragments(self) -> bool:
+        """Write the fragments of the message part way out while there is room; True once
+        the last is out."""
+        outgoing = self._outgoing
+        _, view, sent, message_type = outgoing
+        total = len(view)
+        chunk = self.fragment_length
+        data, words = self._data, self._data_words
+        while sent < total:
+            if sent:
+                piece = min(chunk, total - sent)
+                size, frame_type, start = piece, _NEXT_FRAGMENT, 8
+            else:
+                piece = min(chunk - _PREFIX, total)
+                size, frame_type, start = piece + _PREFIX, _FIRST_FRAGMENT, 8 + _PREFIX
+            if not self._room(size):
+                outgoing[2] = sent
+                self._limit = 0  # later writes take the general path, which finishes this
+                return False
+            index = self._tail & self._mask
+            if not sent:
+                words[(index + 8) >> 3] = rd.header_word(total, message_type)
+            data[index + start: index + start + piece] = view[sent: sent + piece]
+            aligned = (size + 15) & -8
+            words[(index + aligned) >> 3] = 0
+            words[index >> 3] = rd.header_word(size + 8, frame_type)
+            tail = self._tail + aligned
+            self._tail = tail
+            self._words[_TAIL_WORD] = tail
+            sent += piece
+        view.release()
+        self._outgoing = None
+        self._set_limit()
+        return True
+
     # ------------------------------------------------------------------ reader
 
     def read(self):
         """The payload of the next committed frame as a read-only view, or None if there is none.
 
         Sets frame_type. The view stays valid until release(); frames read and not yet
-        released may be held together (release() frees all of them at once).
+        released may be held together (release() frees all of them at once). A message that
+        came as fragments is returned whole, as a view of a buffer of its own (valid for as
+        long as it is referenced); None while its last fragment has not arrived.
         """
         position = self._read_position
         index = position & self._mask
         word = self._data_words[index >> 3]
         if not word:
             return None
-        if word < 0:  # only the padding type is negative: skip to index 0
-            position += word & _LOW_HALF
-            self._read_position = position
-            index = 0
-            word = self._data_words[0]
-            if not word:
-                return None
+        if word < 0:  # padding or a fragment: the only negative types
+            return self._read_special()
         length = word & _LOW_HALF
         self._read_position = position + ((length + 7) & -8)
         self._word = word
         return self._readonly_data[index + 8: index + length]
+
+    def _read_special(self):
+        """read() from a padding or fragment header on: skip padding, copy fragments into the
+        message being assembled, and return the next frame or whole message (or None)."""
+        data_words, mask = self._data_words, self._mask
+        while True:
+            position = self._read_position
+            index = position & mask
+            word = data_words[index >> 3]
+            if not word:
+                return None
+            length = word & _LOW_HALF
+            frame_type = word >> 32
+            if word > 0:
+                if self._incoming is not None:
+                    raise ValueError(f"ring {self.name}: a frame of type {frame_type} at"
+                                     f" position {position} inside a fragmented message")
+                self._read_position = position + ((length + 7) & -8)
+                self._word = word
+                return self._readonly_data[index + 8: index + length]
+            self._read_position = position + ((length + 7) & -8)
+            if frame_type == _PADDING:
+                continue
+            incoming = self._incoming
+            if frame_type == _FIRST_FRAGMENT and incoming is None:
+                prefix = data_words[(index + 8) >> 3]
+                total, message_type = prefix & _LOW_HALF, prefix >> 32
+                start = index + 8 + _PREFIX
+                incoming = self._incoming = [bytearray(total), 0, message_type, position]
+            elif frame_type == _NEXT_FRAGMENT and incoming is not None:
+                start = index + 8
+            else:
+                raise ValueError(f"ring {self.name}: frame of type {frame_type} at position"
+                                 f" {position} out of place"
+                                 f" ({'inside' if incoming else 'outside'} a fragmented"
+                                 f" message)")
+            buffer, filled = incoming[0], incoming[1]
+            piece = index + length - start
+            if not 0 <= piece <= len(buffer) - filled:
+                raise ValueError(f"ring {self.name}: fragment at position {position} runs"
+                                 f" past the end of its {len(buffer)}-byte message")
+            buffer[filled: filled + piece] = self._readonly_data[start: index + length]
+            filled += piece
+            incoming[1] = filled
+            if self._head >= incoming[3]:  # nothing handed out before it is held: free it
+                self._head = self._read_position
+                self._words[_HEAD_WORD] = self._head
+            if filled == len(buffer):
+                self._incoming = None
+                self._word = rd.header_word(0, incoming[2])
+                return memoryview(buffer).toreadonly()
+
+    @property
+    def assembling(self) -> bool:
+        """True while a message longer than a frame is part way in (reader)."""
+        return self._incoming is not None
 
     @property
     def frame_type(self) -> int:

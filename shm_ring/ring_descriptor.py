@@ -60,6 +60,26 @@ after consuming frames it publishes its new head position (the release), which i
 thing the writer needs from it. Each end caches the other's position and re-reads it only
 when its cached value says the ring is full (writer) — the reader never reads the tail.
 
+Messages longer than a frame. A frame holds at most max_frame_length(capacity) bytes (about
+half the data area), but the ring carries a message of any length up to MAX_MESSAGE_LENGTH:
+the writer cuts a longer one into fragments of fragment_length(capacity) bytes (the last may
+be shorter), each an ordinary frame of type FIRST_FRAGMENT_TYPE, then NEXT_FRAGMENT_TYPE.
+The first fragment's payload starts with one word (FRAGMENT_PREFIX_LENGTH bytes): the
+message's length in the low half and its own type in the high half. A message is written
+whole before any other frame (nothing is interleaved with its fragments), so the reader
+copies the fragments, in order, into one buffer of that length, and hands the message out
+once the last arrived, as if it had been one frame. It frees the fragments as it copies them
+(the head passes them) unless frames it handed out before them are still held, so a message
+many times the capacity streams through. Fragment types are negative, like padding, so the
+reader's one sign test on the header word sends both to its slow path and costs an ordinary
+frame nothing. A writer that dies in the middle of a message leaves a message that never
+completes, like a frame it never committed.
+Why fragments rather than a side buffer or rings sized for the largest message: the limits
+that bound a message (a topic's max.message.bytes, a Metadata response's partition count)
+are not known when a connection's rings are made and can grow afterwards; a side buffer
+would add named objects to create, clean up and leak; fragments keep one object per
+direction and leave the ring's common path (frames that fit) exactly as it was.
+
 Ordering assumption. This code is pure Python: it has no fences on the data path. It relies
 on x86-64's total store order (TSO): stores by one core become visible to other cores in
 program order, and loads are not reordered with other loads, so a reader that sees the
@@ -152,6 +172,19 @@ FRAME_ALIGNMENT = 8
 PADDING_TYPE = -1
 """Type of the filler frame that covers the end of the data area at wrap-around."""
 
+FIRST_FRAGMENT_TYPE = -2
+"""Type of the first fragment of a message longer than the ring's largest frame."""
+
+NEXT_FRAGMENT_TYPE = -3
+"""Type of every later fragment of such a message."""
+
+FRAGMENT_PREFIX_LENGTH = 8
+"""Bytes at the start of a first fragment's payload: the message's length (i32) in the low
+half, its type (i32) in the high half of one little-endian i64, like a frame header word."""
+
+MAX_MESSAGE_LENGTH = 2**31 - 1
+"""Longest message the ring carries (fragmented or not): its length must fit an i32."""
+
 DATA_TYPE = 1
 """Default type of a frame carrying bytes."""
 
@@ -187,6 +220,15 @@ def max_frame_length(capacity: int) -> int:
     could wait forever, so it is refused up front.
     """
     return capacity // 2 - 2 * FRAME_HEADER_LENGTH
+
+
+def fragment_length(capacity: int) -> int:
+    """Payload bytes of each fragment (the last may be shorter) of a message longer than
+    max_frame_length(capacity): half the largest frame, so the writer fills one fragment
+    while the reader copies out the one before; at least two prefixes, so a first
+    fragment carries data."""
+    return max(max_frame_length(capacity) // 2 & -FRAME_ALIGNMENT,
+               min(max_frame_length(capacity), 2 * FRAGMENT_PREFIX_LENGTH))
 
 
 def ring_length(capacity: int) -> int:

@@ -217,16 +217,28 @@ class RingWriter:
         """Write frame, waiting up to timeout seconds (None: forever) for room, and wake the
         reader if it is parked.
 
+        A message longer than the ring's largest frame goes as fragments, the reader woken as
+        they go (Ring.try_write); after a timeout part of it may be out (ring.sending): write
+        it again, or give up the ring.
+
         Returns False on timeout. Raises PeerDiedError / PeerClosedError when the reader is gone,
         ValueError for an oversize frame (see Ring.try_write).
         """
         if self._try_write(frame, frame_type) or self._wait_for_room(
-                lambda: self._try_write(frame, frame_type), timeout):
+                lambda: self._attempt(frame, frame_type), timeout):
             _lock()  # full fence: the frame is visible before we look at the reader's flag
             _unlock()
             if self._reader_flags[self._reader_flag]:
                 self._data_slot.post()
             return True
+        return False
+
+    def _attempt(self, frame, frame_type: int) -> bool:
+        """One more try_write while waiting for room; fragments it wrote wake the reader."""
+        if self._try_write(frame, frame_type):
+            return True
+        if self.ring.sending:
+            self._data_slot.notify()
         return False
 
     def _wait_for_room(self, attempt, timeout: float | None) -> bool:
@@ -299,6 +311,8 @@ class RingReader:
         if view is not None:
             return view
         ring = self.ring
+        if ring.assembling:  # fragments copied out and freed: the writer may wait for room
+            self._notify_space()
         deadline = self._policy.deadline(timeout)
         if stop is None:
             def ready() -> bool:
@@ -317,6 +331,8 @@ class RingReader:
             view = self._read()
             if view is not None:
                 return view
+            if ring.assembling:
+                self._notify_space()
             if stop is not None and stop():
                 return None
 
@@ -327,6 +343,10 @@ class RingReader:
     def release(self) -> None:
         """Ring.release (frees every frame read so far), then wake the writer if it is parked."""
         self._release()
+        self._notify_space()
+
+    def _notify_space(self) -> None:
+        """Wake the writer if it is parked, after the head moved."""
         _lock()  # full fence: the new head is visible before we look at the writer's flag
         _unlock()
         if self._writer_flags[self._writer_flag]:

@@ -18,7 +18,10 @@
   publishes it again).
 * **Requests.** ``send(node_id, request)`` writes the request frame with the next
   correlation id — a Produce request is encoded straight into a claimed request-ring slot,
-  its batches copied once — and returns a ``Future`` of the decoded response body. Responses
+  its batches copied once — and returns a ``Future`` of the decoded response body. Frames
+  of any length go both ways: one longer than a ring's largest frame travels as fragments
+  (``shm_ring``), so neither a large request nor a large response (an all-topics Metadata
+  of many partitions, a fetch of a large batch) depends on the ring's size. Responses
   come back in request order (the broker answers one connection in order); each is matched
   against the oldest request in flight by correlation id, a mismatch is a protocol error.
   A request not answered within ``request_timeout_ms`` fails with RequestTimedOutError and
@@ -33,8 +36,17 @@
   does every failed connection attempt (Kafka's NetworkClient), so a client whose cache
   still names a dead leader keeps asking until the controller has elected another.
 * **Metadata.** ``poll()`` sends a Metadata request (to the least loaded broker) when an
-  update was requested — by a caller, by an invalid-metadata error, or because the cache is
-  older than ``metadata_max_age_ms`` — at most once per ``retry_backoff_ms``.
+  update was requested — by a caller, by an invalid-metadata error, because the cache is
+  older than ``metadata_max_age_ms``, or (``watch_publications``) because the controller
+  published a new image on the metadata page while requests are in flight — at most once
+  per ``retry_backoff_ms``.
+  The last goes beyond Kafka: a leader that hangs (SIGSTOP, swapped out) answers nothing
+  and closes nothing, so a Kafka client learns of its successor only when its request times
+  out; here the controller's publication of the new leader (one 8-byte load of the page's
+  sequence per poll) brings the new metadata at once, and the owner may act on it (the
+  producer's sender moves its in-flight idempotent batches; ``watch_publications``). The
+  least loaded broker passes over a busy connection to a broker the controller fenced, so
+  the refresh does not queue behind a hung broker's requests.
 
 Thread safety: one thread owns a KafkaClient and makes every call (the producer's sender
 thread; the consumer's or the admin client's calling thread), as kafka-python's client
@@ -64,7 +76,6 @@ from cluster.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
     KafkaTimeoutError,
-    MessageSizeTooLargeError,
     NoBrokersAvailable,
     RequestTimedOutError,
     for_code,
@@ -243,10 +254,13 @@ class KafkaClient:
     default the config's) is how the rings wait. Metadata requests ask the
     brokers to create unknown topics when ``allow_auto_topic_creation`` (default: the
     config's ``allow_auto_create_topics``, False if it has none).
+    ``watch_publications``: refresh the metadata when the controller publishes while
+    requests are in flight (module doc, "Metadata"; the producer, which acts on it).
     """
 
     def __init__(self, config, *, client_id=None, ring_capacity=DEFAULT_CAPACITY,
-                 clock=time.monotonic, policy=None, allow_auto_topic_creation=None):
+                 clock=time.monotonic, policy=None, allow_auto_topic_creation=None,
+                 watch_publications=False):
         self.config = config
         self.client_id = config["client_id"] if client_id is None else client_id
         self.data_dir, self.cluster_id = locate_cluster(config["bootstrap_servers"])
@@ -271,7 +285,11 @@ class KafkaClient:
         self._page = None
         self._page_image = None
         self._metadata_in_flight = False
+        self._metadata_node = None  # the broker the Metadata request in flight went to
+        self._metadata_attempt = 0  # numbers them: only the latest one's answer counts
         self._metadata_next_attempt = 0.0
+        self._watch_publications = watch_publications
+        self._page_sequence = 0  # the page's sequence when last looked at (module doc)
         self._closed = False
 
     # -- bootstrap and liveness -----------------------------------------------------------------
@@ -289,6 +307,7 @@ class KafkaClient:
                 self._page = MetadataPage.open(self.namespace)
             except FileNotFoundError:
                 return None
+            self._page_sequence = self._page.version
         try:
             self._page_image = self._page.read()
         except TimeoutError:
@@ -438,8 +457,9 @@ class KafkaClient:
 
         Never raises for network trouble: the future fails with KafkaConnectionError if
         the broker cannot be reached, IncompatibleBrokerVersion if it does not serve the
-        request's version, MessageSizeTooLargeError if the frame is larger than the ring can
-        hold, or KafkaTimeoutError if its request ring stays full for ``request_timeout_ms``.
+        request's version, or KafkaTimeoutError if its request ring stays full for
+        ``request_timeout_ms``. A frame of any length goes: one longer than the ring's
+        largest frame is carried as fragments (``shm_ring``).
         """
         future = Future()
         node = self._node(node_id)
@@ -455,41 +475,31 @@ class KafkaClient:
                 f"not v{request.__version__}"))
         correlation_id = self._next_correlation_id()
         try:
-            if api_key == ApiKey.PRODUCE:
-                size = protocol.request_frame_size(request, self.client_id)
-                self._check_frame_size(connection, node_id, request, size)
+            if api_key == ApiKey.PRODUCE and (size := protocol.request_frame_size(
+                    request, self.client_id)) <= self._max_frame_length:
                 written = self._write_in_place(connection, request, size, correlation_id)
-            else:
+            else:  # a frame longer than the ring's largest goes as fragments (shm_ring)
                 frame = protocol.encode_request(request, correlation_id, self.client_id)
-                self._check_frame_size(connection, node_id, request, len(frame))
                 written = connection.send(frame, timeout=self._request_timeout)
-        except MessageSizeTooLargeError as exc:
-            return future.failure(exc)
         except (PeerDiedError, PeerClosedError) as exc:
             error = _connection_lost(node_id, exc)
             self._connection_failed(node, error)
             return future.failure(error)
         if not written:
-            return future.failure(KafkaTimeoutError(
-                f"broker {node_id} read no requests for {self._request_timeout} s: its "
-                f"request ring stayed full"))
+            error = KafkaTimeoutError(f"broker {node_id} read no requests for "
+                                      f"{self._request_timeout} s: its request ring stayed full")
+            if connection.sending:  # part of the request is out: the stream is cut mid-frame
+                self._connection_failed(node, error)
+            return future.failure(error)
         if not expect_response:
             return future.success(None)
         node.in_flight.append(_InFlight(correlation_id, api_key, request.__version__, future,
                                         self._clock() + self._request_timeout))
         return future
 
-    def _check_frame_size(self, connection, node_id, request, size):
-        """MessageSizeTooLargeError if a request frame of ``size`` bytes cannot fit the ring."""
-        if size > self._max_frame_length:
-            raise MessageSizeTooLargeError(
-                f"{type(request).__name__} of {size} bytes to broker {node_id} exceeds the "
-                f"largest frame of its request ring, {self._max_frame_length} bytes "
-                f"({connection.name})")
-
     def _write_in_place(self, connection, request, size, correlation_id):
-        """Encode ``request`` (a frame of ``size`` bytes) straight into a claimed
-        request-ring slot; False on timeout."""
+        """Encode ``request`` (a frame of ``size`` bytes, at most the ring's largest) straight
+        into a claimed request-ring slot; False on timeout."""
         slot = connection.claim(size, timeout=self._request_timeout)
         if slot is None:
             return False
@@ -512,19 +522,26 @@ class KafkaClient:
 
     def least_loaded_node(self, excluded=()):
         """The broker to send a request that any broker can answer: connected with the
-        fewest requests in flight, else one that may be tried now; None if none can.
-        ``excluded``: brokers already tried for this request (a backoff can be over by the
-        time the others failed)."""
+        fewest requests in flight — passing over a busy one the metadata page says the
+        controller fenced (module doc: a hung broker holds its requests, and what is sent
+        after them) — else one that may be tried now; None if none can. ``excluded``:
+        brokers already tried for this request (a backoff can be over by the time the
+        others failed)."""
         known = (set(self.cluster.brokers) or set(self.bootstrap_brokers())) - set(excluded)
-        best = None
-        for node_id in known:
-            node = self._nodes.get(node_id)
-            if node is not None and node.connection is not None:
-                load = len(node.in_flight)
-                if best is None or load < best[0]:
-                    best = (load, node_id)
-        if best is not None:
-            return best[1]
+        connected = sorted((len(node.in_flight), node_id) for node_id in known
+                           if (node := self._nodes.get(node_id)) is not None
+                           and node.connection is not None)
+        if connected:
+            if not connected[0][0]:
+                return connected[0][1]
+            image = self._image()  # all busy: one page read, not one per request
+            for _, node_id in connected:
+                info = None if image is None else image.brokers.get(node_id)
+                if info is None or info.alive:
+                    return node_id
+            fenced = {node_id for _, node_id in connected}
+            candidates = self._connectable(sorted(known - fenced))
+            return candidates[0] if candidates else connected[0][1]
         candidates = self._connectable(sorted(known))
         if not candidates and self.cluster.brokers:
             # The listed brokers all failed: the page may know of restarted ones.
@@ -681,6 +698,11 @@ class KafkaClient:
 
     def _maybe_update_metadata(self):
         cluster = self.cluster
+        page = self._page
+        if self._watch_publications and page is not None and \
+                page.version != self._page_sequence:
+            self._page_sequence = page.version
+            self._published()
         if self._metadata_in_flight:
             return
         now = self._clock()
@@ -713,8 +735,26 @@ class KafkaClient:
                 cluster.update_failed(future.exception, sent_for)
                 return
         self._metadata_in_flight = True
-        future.add_callback(self._handle_metadata, all_topics, sent_for)
-        future.add_errback(self._metadata_failed, sent_for)
+        self._metadata_node = node_id
+        self._metadata_attempt += 1
+        future.add_callback(self._handle_metadata, all_topics, sent_for, self._metadata_attempt)
+        future.add_errback(self._metadata_failed, sent_for, self._metadata_attempt)
+
+    def _published(self):
+        """The controller published a new image (module doc, "Metadata"): refresh if
+        requests are in flight; a Metadata request in flight to a broker the new image
+        fences is given up (a hung broker may never answer it; its late answer is ignored),
+        so the refresh goes elsewhere now."""
+        if not any(node.in_flight for node in self._nodes.values()):
+            return
+        self.cluster.request_update()
+        if self._metadata_in_flight:
+            image = self._image()
+            info = None if image is None else image.brokers.get(self._metadata_node)
+            if info is not None and not info.alive:
+                self._metadata_in_flight = False
+                self._metadata_attempt += 1
+                self._metadata_next_attempt = 0.0
 
     def _unreachable(self):
         """NoBrokersAvailable when no broker can be asked for metadata: if no broker process
@@ -732,11 +772,15 @@ class KafkaClient:
         """Whether a broker process of the data directory runs (holds its lock)."""
         return any(broker_is_alive(self.data_dir, b) for b in dd.broker_ids(self.data_dir))
 
-    def _metadata_failed(self, sent_for, exception):
+    def _metadata_failed(self, sent_for, attempt, exception):
+        if attempt != self._metadata_attempt:
+            return  # given up (_published)
         self._metadata_in_flight = False
         self.cluster.update_failed(exception, sent_for)
 
-    def _handle_metadata(self, all_topics, sent_for, response):
+    def _handle_metadata(self, all_topics, sent_for, attempt, response):
+        if attempt != self._metadata_attempt:
+            return  # given up (_published): a newer request was sent since
         self._metadata_in_flight = False
         brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack)
                    for b in response.brokers}

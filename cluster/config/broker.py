@@ -47,7 +47,10 @@ ringlog's own keys (prefix ``ringlog.``):
 - ``ringlog.ring.bytes`` (default 4 MiB): capacity of each of a connection's two rings
   (request and response). A power of two from 64 bytes to 1 GiB, and large enough that one
   frame can carry ``max(message.max.bytes, replica.fetch.max.bytes)`` plus
-  ``FRAME_HEADROOM_BYTES`` (a ring accepts frames up to half its capacity).
+  ``FRAME_HEADROOM_BYTES`` (a ring accepts frames up to half its capacity), so the common
+  batch and fetch travel in one frame; anything longer (a topic's larger
+  ``max.message.bytes``, a Metadata response of many partitions) goes as fragments
+  (``shm_ring``), so no limit here bounds what a broker serves.
 - ``ringlog.spin.iterations`` (default 20): checks of a ring before a waiter parks.
 - ``ringlog.park.timeout.ms`` (default 50): longest single block while parked; the peer's
   liveness is checked after each (``shm_ring.wakeup.WaitPolicy.poll_interval``).
@@ -58,6 +61,9 @@ ringlog's own keys (prefix ``ringlog.``):
   the broker serves: what start-up made (modules, config, the logs it opened) is left out of
   every later collection, so a full collection scans what the requests made only (README,
   "GC and memory").
+- ``ringlog.fsync`` (default true): false skips every fsync of the broker's storage
+  (``segments.durability``): UNSAFE, a machine's crash may lose acknowledged records; for
+  test suites only (the ``dev`` profile sets it, ``cluster.config.profiles``).
 - ``ringlog.max.partitions.per.broker`` (default -1: the RLIMIT_NOFILE soft limit, so a
   broker hosts at most as many partitions as it may open files): the controller refuses a
   CreateTopics, CreatePartitions or auto-creation that would put more replicas on a broker
@@ -219,6 +225,7 @@ BROKER_KEYS = keys(
     Key("ringlog.max.open.segment.files", Int(-1, INT_MAX), -1),
     Key("ringlog.max.partitions.per.broker", Int(-1, INT_MAX), -1),
     Key("ringlog.gc.freeze", Bool(), True),
+    Key("ringlog.fsync", Bool(), True),
 )
 
 #: Topic config -> its broker synonyms, highest precedence first, each with the factor to

@@ -72,7 +72,8 @@ class _Closed(Exception):
 
 class Bridge:
     """A client connection (see the module doc). ``gateway`` is the owning ``Gateway``:
-    its ``config``, ``namespace``, ``instance``, ``host``, ``port_for``, ``image()``, ``stats`` and
+    its ``config``, ``namespace``, ``instance``, ``host``, ``port_for``, ``image()``,
+    ``stats`` and
     ``forget(bridge)``."""
 
     def __init__(self, gateway, sock, address, broker_id):

@@ -79,11 +79,9 @@ class Gateway:
         if self.cluster_id is None:
             raise NoBrokersAvailable(f"{self.data_dir} is not a ringlog data directory (no "
                                      f"{dd.META_PROPERTIES}); start a cluster there first")
+        self.namespace = None  # of the cluster's start, read with the metadata page
+        self.instance = dd.instance_of(self.data_dir)  # D's brokers only (connect checks)
         self.kafka_port = kafka_port
-        #: the shared-memory namespace of the cluster's current start (shm_ring.naming),
-        #: read from D whenever the metadata page is mapped; D's brokers only (connect checks)
-        self.namespace = None
-        self.instance = dd.instance_of(self.data_dir)
         self.host = host
         self.config = config
         self.stats = GatewayStats(self.connections)

@@ -177,7 +177,8 @@ class KafkaProducer:
             policy = dataclasses.replace(policy, spin=SENDER_SPIN)
         self._client = KafkaClient(
             config, client_id=self.client_id, clock=clock, policy=policy,
-            ring_capacity=ring_capacity_for(config["max_request_size"] + REQUEST_OVERHEAD))
+            ring_capacity=ring_capacity_for(config["max_request_size"] + REQUEST_OVERHEAD),
+            watch_publications=config["enable_idempotence"])  # sender.py: moved leaders
         self._cluster = self._client.cluster
         self._transaction_manager = (
             TransactionManager(config["transactional_id"], config["transaction_timeout_ms"])
@@ -604,16 +605,25 @@ def _close_at_exit(producer):
 
 
 def _check_headers(headers):
-    if not isinstance(headers, list) or not all(
-            isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
-            and (item[1] is None or isinstance(item[1], (bytes, bytearray, memoryview)))
-            for item in headers):
-        raise TypeError(f"headers must be a list of (str, bytes) tuples, found {headers!r}")
+    if not isinstance(headers, list):
+        _bad_headers(headers)
+    for item in headers:  # a loop, not all(<genexpr>): no generator per record
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                and (item[1] is None or isinstance(item[1], (bytes, bytearray, memoryview)))):
+            _bad_headers(headers)
+
+
+def _bad_headers(headers):
+    raise TypeError(f"headers must be a list of (str, bytes) tuples, found {headers!r}")
 
 
 def _header_size(headers):
     """kafka-python's serialized_header_size: UTF-8 keys plus values."""
-    return sum(len(k.encode()) + (0 if v is None else len(v)) for k, v in headers)
+    size = 0
+    for key, value in headers:  # a loop, not sum(<genexpr>): no generator per record
+        size += (len(key) if key.isascii() else len(key.encode())) + (
+            0 if value is None else len(value))
+    return size
 
 
 def _sizes(key, value, headers):

@@ -60,6 +60,18 @@ and INVALID_PRODUCER_EPOCH fails the batch and every later one. A retry sends th
 bytes, which the leader recognises: a batch whose first attempt was appended is not
 appended again.
 
+Moved leaders (beyond Kafka). When a metadata update names another leader for a partition
+whose idempotent batches are in a request still in flight (its leader hung: SIGSTOP,
+swapped out; the client refreshes as soon as the controller publishes, ``KafkaClient``),
+those batches are taken out of that request and put back in front of their deque with no
+backoff, so the next turn sends them to the new leader — Kafka waits out
+``request_timeout_ms`` first. The sequence numbers make it safe, as for any retry: a batch
+the old leader had appended and replicated is recognised by the new one as a duplicate,
+one it had not replicated is truncated from it when it follows again. The old request's
+late answer (or failure) then covers only the batches it still carries, so each batch
+completes once. Without idempotence batches wait, as in Kafka: a resend could duplicate.
+The check runs once per metadata update, over the requests in flight.
+
 The transactional producer (``transactional_id``): instead of that InitProducerId, each
 turn first runs ``_transaction_step``: it handles the answer of the one coordinator
 request in flight, or sends the next (``txn_requests`` builds them and sorts their
@@ -146,6 +158,7 @@ class Sender(threading.Thread):
             milliseconds=config["transaction_timeout_ms"])
         self._in_flight = {}     # batch -> broker id, for every batch in a request in flight
         self._pending = []       # (future, node, batches, sent at) per request not yet handled
+        self._leaders_checked = 0  # the metadata version in-flight batches were checked at
         self._next_expiry = 0.0  # clock value before which no batch can expire
         self._muted = set()      # TopicPartitions in flight (only with guaranteed order)
         self._wakeup = Wakeup()
@@ -253,6 +266,36 @@ class Sender(threading.Thread):
                 delay = 0.0  # the drain noted partitions to add: AddPartitionsToTxn now
         client.poll(IDLE_WAIT if delay is None else delay, wakeup=self._wakeup)
         self._handle_completed()
+        if cluster.version != self._leaders_checked:
+            self._leaders_checked = cluster.version
+            if self._pending and txn is not None:
+                self._move_to_new_leaders()
+
+    def _move_to_new_leaders(self):
+        """Take the idempotent batches whose partition has another leader now out of the
+        requests in flight and queue them again at once (module doc: moved leaders)."""
+        cluster = self._client.cluster
+        moved = []
+        for future, node, batches, _ in self._pending:
+            if future.is_done:
+                continue
+            staying = [b for b in batches if cluster.leader_for(b.topic, b.partition) in (-1, node)]
+            if len(staying) < len(batches):
+                moved += [b for b in batches if b not in staying]
+                batches[:] = staying  # the late answer covers these only
+        if not moved:
+            return
+        now = self._clock()
+        txn = self._txn
+        for batch in moved:
+            txn.request_done(batch)
+            self._in_flight.pop(batch, None)
+            self._muted.discard(batch.topic_partition)
+            log.info("%s-%d has a new leader, broker %d: its batch of sequence %d is sent "
+                     "there now, without waiting for the old leader's answer", batch.topic,
+                     batch.partition, cluster.leader_for(batch.topic, batch.partition),
+                     batch.base_sequence)
+            self._accumulator.reenqueue(batch, now)
 
     # -- the idempotent producer --------------------------------------------------------------
 

@@ -33,6 +33,7 @@ import os
 import time
 
 from cluster.config.broker import BROKER_KEYS, BrokerConfig
+from cluster.config.profiles import apply_profile
 from cluster.metadata import data_dir as dd
 from cluster.supervisor.supervisor import (
     BROKER_COMMAND,
@@ -68,17 +69,21 @@ class Cluster:
     directories), and ``brokers``, if given, must match their number (BrokerCountError, a
     ValueError naming both numbers, otherwise); ``start_timeout`` / ``stop_timeout``: seconds
     a broker may take to start serving / to stop after SIGTERM; ``broker_command``: the
-    argv prefix that runs a broker (``python -m replica_proc``).
+    argv prefix that runs a broker (``python -m replica_proc``); ``profile``: a named set
+    of broker settings under the given ones (``"dev"``: no fsync, small segments; UNSAFE,
+    for tests only: cluster.config.profiles).
     """
 
     def __init__(self, data_dir, brokers=None, *, config=None, broker_command=BROKER_COMMAND,
-                 start_timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, **kwargs):
+                 start_timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, profile=None,
+                 **kwargs):
         if brokers is not None and (not isinstance(brokers, int) or isinstance(brokers, bool)
                                     or brokers < 1):
             raise ValueError(f"brokers must be an int >= 1, found {brokers!r}")
         self.data_dir = os.path.abspath(os.fspath(data_dir))
         dd.check_data_dir(self.data_dir)  # a file, or not ours: KafkaStorageError, one line
-        self.config = broker_config_from_kwargs(config, **kwargs)
+        self.config = apply_profile(profile, broker_config_from_kwargs(config, **kwargs))
+        self.start_timeout = start_timeout
         BrokerConfig(self.config, data_dir=self.data_dir)  # bad values raise here
         self._supervisor = Supervisor(self.data_dir, brokers_to_start(self.data_dir, brokers),
                                       self.config,

@@ -40,6 +40,9 @@ COMMANDS = {
                                          "without a restart [kafka-configs]"),
     "console-producer": ("cluster.tools.console_producer", "send lines of standard input as "
                                                            "records [kafka-console-producer]"),
+    "ship": ("cluster.tools.ship.command", "tail log files into a topic, at least once, "
+                                           "across crashes and rotation [Filebeat, "
+                                           "Fluent Bit, Vector]"),
     "console-consumer": ("cluster.tools.console_consumer", "print records to standard output "
                                                            "[kafka-console-consumer]"),
     "producer-perf-test": ("cluster.tools.producer_perf", "producer throughput and latency "

@@ -4,7 +4,7 @@
 
     ringlog cluster start --data-dir D [--brokers N] [--config server.properties]
                           [--override key=value ...] [--detach] [--restart-on-failure]
-                          [--kafka-port P [--kafka-bind HOST]]
+                          [--kafka-port P [--kafka-bind HOST]] [--dev]
     ringlog cluster stop --data-dir D
     ringlog cluster status --data-dir D
 
@@ -29,7 +29,9 @@ replaces ``python -m replica_proc`` (to run brokers under a profiler, say).
 ``--kafka-port P`` also runs the Kafka wire gateway (``ringlog gateway``) under the
 supervisor: any Kafka client bootstraps from ``127.0.0.1:P`` (broker b on ``P + b``; P=0:
 free ports), printed by ``start`` and ``status``; ``--kafka-bind`` listens elsewhere than
-loopback (with a warning: PLAINTEXT).
+loopback (with a warning: PLAINTEXT). ``--dev`` starts with the ``dev`` profile
+(cluster.config.profiles: no fsync, small segments, no initial rebalance delay; UNSAFE,
+for tests only) under the file's and the overrides' settings.
 
 ``stop`` stops the cluster of D gracefully from any shell (SIGKILL after ``--timeout``),
 removing its shared memory. ``status`` prints the supervisor, one row per broker (id, pid,
@@ -53,6 +55,7 @@ import sys
 import time
 
 from cluster.config import BrokerConfig, load_properties, parse_overrides
+from cluster.config.profiles import apply_profile
 from cluster.errors import BrokerNotAvailableError, InvalidConfigurationError, KafkaStorageError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.broker_lock import broker_is_alive
@@ -112,6 +115,9 @@ def add_arguments(parser):
                        help="the gateway's listen address (default 127.0.0.1; any other is "
                             "reachable without authentication)")
     stop = commands.add_parser("stop", help="stop the cluster of a data directory")
+    start.add_argument("--dev", action="store_true",
+                       help="the dev profile: no fsync, small segments, groups form at "
+                            "once; UNSAFE, for tests only (cluster.config.profiles)")
     stop.add_argument("--data-dir", required=True)
     stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT,
                       help=f"seconds before brokers still running are killed "
@@ -145,6 +151,8 @@ def _start(args):
                   f"broker gets its id from the supervisor",
                   file=sys.stderr)
         config.update(parse_overrides(args.override))
+        if args.dev:
+            config = apply_profile("dev", config)
         if "broker.id" in config:
             raise InvalidConfigurationError(
                 f"--override broker.id={config['broker.id']}: each broker gets its id "

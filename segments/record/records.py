@@ -100,23 +100,44 @@ def encode_headers(headers):
     """headerCount and the headers of one record, as bytes.
 
     ``headers`` is a sequence of ``(key, value)``: key a str (written as UTF-8), value
-    bytes-like or None.
+    bytes-like or None. A key's length and UTF-8 bytes are encoded once and kept
+    (``_KEY_PREFIXES``, at most ``KEY_PREFIX_CACHE`` keys): records of one producer carry
+    the same few header keys.
     """
     parts = [encode_varint(len(headers))]
     for key, value in headers:
-        if not isinstance(key, str):
-            raise TypeError(f"header key must be a str, found {type(key).__name__} {key!r}")
-        key = key.encode("utf-8")
-        parts.append(encode_varint(len(key)))
-        parts.append(key)
+        try:
+            prefix = _KEY_PREFIXES.get(key)
+        except TypeError:  # unhashable: not a str, refused below
+            prefix = None
+        parts.append(_key_prefix(key) if prefix is None else prefix)
         if value is None:
             parts.append(NULL_LENGTH)
         else:
             if value.__class__ is not bytes:
                 value = as_bytes(value, f"value of header {key!r}")
-            parts.append(encode_varint(len(value)))
+            size = len(value)
+            parts.append(_SMALL_LENGTHS[size] if size < _SMALL else encode_varint(size))
             parts.append(value)
     return b"".join(parts)
+
+
+#: Header keys kept encoded by ``encode_headers`` (key -> length varint + UTF-8 bytes).
+KEY_PREFIX_CACHE = 1024
+_KEY_PREFIXES: dict = {}
+#: The one-byte zigzag varints of the lengths 0..63.
+_SMALL = 64
+_SMALL_LENGTHS = [bytes([size << 1]) for size in range(_SMALL)]
+
+
+def _key_prefix(key):
+    if not isinstance(key, str):
+        raise TypeError(f"header key must be a str, found {type(key).__name__} {key!r}")
+    raw = key.encode("utf-8")
+    prefix = encode_varint(len(raw)) + raw
+    if len(_KEY_PREFIXES) < KEY_PREFIX_CACHE:
+        _KEY_PREFIXES[key] = prefix
+    return prefix
 
 
 def field_size(item):

@@ -99,7 +99,8 @@ def test_connect_talk_and_close_between_processes(cluster_id, spawn):
     client = connect(cluster_id, 1, timeout=BOUND, capacity=1 << 16, policy=FAST)
     assert client.broker_pid == broker.pid
     assert all(name in list_objects(cluster_id) for name in names_of(client.name))
-    for size in (0, 1, 100, 5000, client._objects.req.max_frame_length):
+    longest = client.max_request_frame
+    for size in (0, 1, 100, 5000, longest, longest + 1, 5 * (1 << 16) + 3):  # then fragments
         payload = os.urandom(size)
         assert client.send(payload, BOUND)
         assert bytes(client.recv(BOUND)) == payload[::-1]

@@ -223,15 +223,23 @@ def test_many_laps_of_random_sizes_keep_order_and_content():
 
 # --------------------------------------------------------------------------- errors
 
-def test_oversize_frame_raises_naming_both_sizes():
+def test_oversize_claim_raises_naming_both_sizes():
     _, writer, _ = make_ring(capacity=1024)
     assert writer.max_frame_length == 1024 // 2 - 16
-    assert writer.try_write(b"q" * writer.max_frame_length)
+    assert writer.claim(writer.max_frame_length) is not None
+    writer.abort()
     with pytest.raises(ValueError, match=r"frame of 497 bytes exceeds .* 496 bytes"
                                          r" \(capacity 1024 bytes\)"):
-        writer.try_write(b"q" * 497)
-    with pytest.raises(ValueError, match="frame of 2000 bytes"):
-        writer.claim(2000)
+        writer.claim(497)
+
+
+def test_a_message_longer_than_the_max_length_is_refused():
+    class Huge:
+        def __len__(self):
+            return rd.MAX_MESSAGE_LENGTH + 1
+    _, writer, _ = make_ring()
+    with pytest.raises(ValueError, match=f"message of {rd.MAX_MESSAGE_LENGTH + 1} bytes"):
+        writer.try_write(Huge())
 
 
 def test_largest_frame_always_fits_eventually_wherever_the_head_is():
@@ -366,3 +374,92 @@ def test_ends_record_process_and_closed_flag():
     assert not reader.end_closed(WRITER_END)
     writer.close_end(WRITER_END)
     assert reader.end_closed(WRITER_END) and not reader.end_closed(READER_END)
+
+
+# --------------------------------------------------------------------------- long messages
+
+def test_a_message_many_times_the_capacity_streams_through_as_fragments():
+    memory, writer, reader = make_ring(capacity=256)
+    message = bytes(range(256)) * 9 + b"end"  # 2307 bytes, max frame 112
+    assert not writer.try_write(message, 5)  # the ring filled part way through
+    assert writer.sending
+    length, frame_type = header_at(memory, 0)
+    assert frame_type == rd.FIRST_FRAGMENT_TYPE
+    assert length == 8 + rd.fragment_length(256)
+    assert struct.unpack_from("<ii", memory, rd.HEADER_LENGTH + 8) == (len(message), 5)
+    assert header_at(memory, 8 + rd.fragment_length(256))[1] == rd.NEXT_FRAGMENT_TYPE
+    rounds = 0
+    while (view := reader.read()) is None:
+        assert reader.assembling  # copied out and freed as it went: the writer goes on
+        assert reader.head_position == reader.tail_position
+        assert not writer.try_write(message, 5) or not writer.sending
+        rounds += 1
+    assert rounds > 5
+    assert bytes(view) == message and reader.frame_type == 5
+    assert not writer.sending and not reader.assembling
+    assert writer.try_write(b"after")  # the common path again
+    assert drain(reader) == [b"after"]
+
+
+def test_a_long_message_waits_behind_held_frames_and_overwrites_none():
+    _, writer, reader = make_ring(capacity=256)
+    assert writer.try_write(b"held")
+    held = reader.read()
+    message = b"L" * 1000
+    while not writer.try_write(message):
+        assert reader.read() is None
+        if writer.tail_position - reader.head_position > 200:
+            break  # full: nothing after the held frame could be freed
+    assert bytes(held) == b"held"  # still intact, the fragments wait behind it
+    del held
+    reader.release()
+    while (view := reader.read()) is None:
+        writer.try_write(message)
+    assert bytes(view) == message
+
+
+def test_another_write_or_claim_finishes_the_message_part_way_out_first():
+    _, writer, reader = make_ring(capacity=256)
+    message = b"M" * 600
+    assert not writer.try_write(message)
+    assert not writer.try_write(b"small")  # the message is not out yet: nothing written
+    assert writer.claim(8) is None
+    received = []
+    while not writer.try_write(b"small"):
+        received += drain(reader)
+    assert writer.claim(8) is not None
+    writer.commit(3)
+    received += drain(reader)
+    assert received[0] == message
+    assert received[1] == b"small" and len(received) == 3
+
+
+def test_random_laps_of_frames_and_long_messages_keep_order_content_and_type():
+    import random
+    rng = random.Random(11)
+    for capacity in (64, 256, 4096):
+        _, writer, reader = make_ring(capacity=capacity)
+        sent, received = [], []
+        for number in range(1500):
+            size = rng.choice((0, 1, 13, writer.max_frame_length, writer.max_frame_length + 1,
+                               capacity, 3 * capacity + 5, rng.randrange(10 * capacity)))
+            frame, frame_type = bytes([number % 251]) * size, rng.choice((1, 1, 7))
+            while not writer.try_write(frame, frame_type):
+                while (view := reader.read()) is not None:
+                    received.append((bytes(view), reader.frame_type))
+                    if rng.random() < 0.5:
+                        reader.release()
+                if rng.random() < 0.7:
+                    reader.release()
+            sent.append((frame, frame_type))
+        while (view := reader.read()) is not None:
+            received.append((bytes(view), reader.frame_type))
+        assert received == sent, capacity
+
+
+def test_a_fragment_out_of_place_is_refused():
+    memory, writer, reader = make_ring(capacity=256)
+    assert writer.try_write(b"x" * 100)
+    struct.pack_into("<ii", memory, rd.HEADER_LENGTH, 108, rd.NEXT_FRAGMENT_TYPE)
+    with pytest.raises(ValueError, match="out of place .outside a fragmented message"):
+        reader.read()

@@ -303,8 +303,32 @@ def test_blocked_writer_notices_a_killed_reader(cluster_id, spawn, owned_ring):
         writer.write(b"z" * 50, BOUND)
 
 
-def test_oversize_frames_raise_before_any_wait(owned_ring):
-    ring = owned_ring("oversize", 1024)
-    writer = ring.writer()
-    with pytest.raises(ValueError, match=f"{rd.max_frame_length(1024)} bytes"):
-        writer.write(b"o" * 1000, BOUND)
+def _long_message_reader(cluster_id: str, pipe) -> None:
+    ring = SharedRing.open(cluster_id, "long")
+    # It polls every 60 s: only the writer's posts can wake it within the test's bound,
+    # and only its own releases can wake the writer.
+    reader = ring.reader(WaitPolicy(spin=10, poll_interval=60))
+    for _ in range(2):
+        view = reader.read(BOUND * 2)
+        pipe.send(None if view is None else (bytes(view), reader.ring.frame_type))
+        del view
+        reader.release()
+    ring.close()
+
+
+@pytest.mark.multiprocess
+def test_messages_many_times_the_ring_pass_between_parked_ends(cluster_id, spawn, owned_ring):
+    ring = owned_ring("long", 1024)
+    writer = ring.writer(WaitPolicy(spin=10, poll_interval=60))
+    parent, child = CTX.Pipe()
+    process = spawn(_long_message_reader, cluster_id, child)
+    words = writer.ring.header_words
+    wait_for(lambda: words[READER_PARKED_WORD] != 0, "the reader to park")
+    first = os.urandom(50 * 1024)
+    assert writer.write(first, BOUND, frame_type=3)
+    assert parent.poll(BOUND) and parent.recv() == (first, 3)
+    second = os.urandom(rd.max_frame_length(1024) + 1)
+    assert writer.write(second, BOUND)
+    assert parent.poll(BOUND) and parent.recv() == (second, rd.DATA_TYPE)
+    process.join(BOUND)
+    assert process.exitcode == 0

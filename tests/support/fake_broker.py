@@ -144,6 +144,11 @@ class FakeCluster:
         self.brokers.pop(broker_id).stop()
         self._set_alive(broker_id, False)
 
+    def fence_broker(self, broker_id):
+        """Mark the broker dead on the page, as a controller fences a broker whose heartbeats
+        stopped; its thread keeps running (paused, it answers nothing: a hung broker)."""
+        self._set_alive(broker_id, False)
+
     def _set_alive(self, broker_id, alive):
         with self.lock:
             brokers = dict(self.image.brokers)

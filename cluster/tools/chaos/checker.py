@@ -15,6 +15,9 @@ dict with ``kind`` and what identifies it):
   losses cannot be told apart from what it did not read);
 - ``replica-divergence``: replicas whose logs differ below the high watermark
   (``replicas.compare_replicas``, carried in ``History.replicas``);
+- ``unsettled``: once the faults stopped, not every partition was led with a full ISR
+  within ``--settle`` (``History.run["settled"]``): a replica that cannot catch up, e.g.
+  one that cannot fetch a large batch;
 - ``duplicated`` only with ``idempotent=True``: one producer's seq at two offsets.
 
 Reported, not anomalies: duplicates without idempotence (Kafka's at-least-once: a batch
@@ -36,19 +39,29 @@ its length and sources. Owner: whoever calls it; it keeps no state.
 """
 from __future__ import annotations
 
-import bisect
 import collections
 import dataclasses
 
-from cluster.tools.chaos.workload import parse_value
+import numpy as np
 
+from cluster.tools.chaos.columns import (
+    FAIL,
+    INFO,
+    OK,
+    STALLED,
+    Outcomes,
+    Reads,
+    place_keys,
+    record_keys,
+)
+
+#: Acknowledged records looked up at a time (bounds the memory of the checks).
+CHUNK = 1 << 20
 #: Fault log events that are faults (the others restart, resume, skip or heal).
-FAULTS = ("kill", "terminate", "pause", "truncate", "divergent-writes")
+FAULTS = ("kill", "terminate", "pause", "truncate", "divergent-writes", "flip")
 #: Faults after which a broker answers nothing until it is back (``BACK``).
 DOWN = ("kill", "terminate", "pause")
 BACK = ("start", "resume")
-#: Seconds a send may wait for its acknowledgement before the wait counts as unavailability.
-STALLED = 1.0
 
 
 @dataclasses.dataclass
@@ -82,137 +95,254 @@ class Verdict:
                 "unclean_losses": self.unclean_losses, "copy": self.copy}
 
 
+def outcomes_of(history):
+    """``history.ops`` as ``columns.Outcomes`` (hand-made histories hold dicts)."""
+    ops = history.ops
+    return ops if isinstance(ops, Outcomes) else Outcomes.of_dicts(ops)
+
+
+def reads_of(reads):
+    """Reads given as dicts or as ``columns.Reads``, as Reads."""
+    return reads if isinstance(reads, Reads) else Reads.of_dicts(reads)
+
+
 def check(history, idempotent=False):
     """The Verdict on ``history`` (module doc); ``idempotent``: the producers were
     idempotent, so a duplicate is an anomaly."""
-    acks = [op for op in history.ops if op["op"] == "ok"]
-    acked = {(op["p"], op["seq"]): (op["partition"], op["offset"]) for op in acks}
+    ops = outcomes_of(history)
+    drain = reads_of(history.drain_reads)
+    consumers = reads_of(history.reads)
+    reads = Reads.concat([consumers, drain])
+    acked = np.flatnonzero(ops.kind == OK)
+    if len(ops) < 1 << 31:
+        acked = acked.astype(np.int32)  # half the memory
     undrained = set(history.drain.get("undrained", []))
-    reads = history.reads + history.drain_reads
     elections = unclean_elections(history.leadership)
-    missing = lost(acked, history.drain_reads, undrained)
-    acked_at = {(op["p"], op["seq"]): op["t"] for op in acks}
-    unclean = [a for a in missing if excused_by_unclean_election(a, acked_at, elections)]
+    missing = lost(ops, acked, drain, undrained)
+    unclean = [a for a in missing if excused_by_unclean_election(a, elections)]
     duplicates = duplicated(reads)
     anomalies = [a for a in missing if a not in unclean]
-    anomalies += moved(acked, reads)
+    anomalies += moved(ops, acked, reads)
     if idempotent:
         anomalies += duplicates
-    anomalies += reordered(history.drain_reads)
+    anomalies += reordered(drain)
     inconsistent = inconsistent_reads(reads)
     replaced = [a for a in inconsistent if replaced_by_unclean_election(a, elections)]
     anomalies += [a for a in inconsistent if a not in replaced]
     anomalies += [{"kind": "undrained", "partition": p} for p in sorted(undrained)]
     anomalies += [{"kind": "replica-divergence", **d} for d in history.replicas]
-    outcomes = collections.Counter(op["op"] for op in history.ops if op["op"] != "invoke")
-    counts = {"sent": sum(1 for op in history.ops if op["op"] == "invoke"),
-              "acknowledged": outcomes["ok"], "failed": outcomes["fail"],
-              "unknown": outcomes["info"], "read": len(history.reads),
-              "drained": len(history.drain_reads), "duplicates": len(duplicates),
+    if history.run.get("settled") is False:
+        anomalies.append({"kind": "unsettled", "reason": "not every partition was led with "
+                          "a full ISR within --settle once the faults had stopped"})
+    counts = {"sent": ops.sent, "acknowledged": len(acked),
+              "failed": int(np.count_nonzero(ops.kind == FAIL)),
+              "unknown": int(np.count_nonzero(ops.kind == INFO)), "read": consumers.count,
+              "drained": drain.count, "duplicates": len(duplicates),
               "lost_unclean_election": len(unclean),
               "inconsistent_unclean_election": len(replaced),
               "faults": sum(1 for f in history.faults if f["fault"] in FAULTS)}
-    return Verdict(anomalies, unavailability(history), counts, duplicates, idempotent,
+    return Verdict(anomalies, unavailability(history, ops), counts, duplicates, idempotent,
                    unclean + replaced, elections)
 
 
-def lost(acked, drain_reads, undrained=()):
-    """Acknowledged records absent from the final drain (partitions drained only)."""
-    found = {parse_value(r["value"]) for r in drain_reads}
-    return [{"kind": "lost", "producer": p, "seq": seq, "partition": partition,
-             "offset": offset}
-            for (p, seq), (partition, offset) in sorted(acked.items())
-            if (p, seq) not in found and partition not in undrained]
+def lost(ops, acked, drain, undrained=()):
+    """Acknowledged records absent from the final drain (partitions drained only), each
+    with when it was acknowledged (``acknowledged_at``)."""
+    drained = drain.keys()
+    drained.sort()
+    gone = []
+    for start in range(0, len(acked), CHUNK):  # a chunk at a time: bounded memory
+        chunk = acked[start:start + CHUNK]
+        keys = record_keys(ops.p[chunk], ops.seq[chunk])
+        at = np.minimum(np.searchsorted(drained, keys), max(len(drained) - 1, 0))
+        absent = (drained[at] != keys) if len(drained) else np.ones(len(chunk), bool)
+        gone.append(chunk[absent & ~np.isin(ops.partition[chunk], list(undrained))])
+    del drained
+    rows = np.concatenate(gone) if gone else acked[:0]
+    order = np.lexsort((ops.seq[rows], ops.p[rows]))
+    found, seen = [], set()
+    for row in rows[order]:
+        key = (int(ops.p[row]), int(ops.seq[row]))
+        if key in seen:
+            continue
+        seen.add(key)
+        found.append({"kind": "lost", "producer": key[0], "seq": key[1],
+                      "partition": int(ops.partition[row]), "offset": int(ops.offset[row]),
+                      "acknowledged_at": float(ops.t[row])})
+    return found
 
 
 def unclean_elections(leadership):
     """``[{"partition", "t", "leader", "isr"}]``: the leadership changes that made a
-    leader outside the partition's ISR as last seen (an unclean election)."""
-    elections, isr = [], {}
+    leader outside the partition's ISR and ELR as last seen (an unclean election; an
+    eligible leader replica of KIP-966 holds every acknowledged record and leads cleanly)."""
+    elections, eligible, isr = [], {}, {}
     for change in sorted(leadership, key=lambda c: c["t"]):
         partition, leader = change["partition"], change["leader"]
-        before = isr.get(partition)
+        before = eligible.get(partition)
         if leader >= 0 and before is not None and leader not in before:
             elections.append({"partition": partition, "t": change["t"], "leader": leader,
-                              "isr": list(before)})
+                              "isr": list(isr[partition])})
         isr[partition] = change["isr"]
+        eligible[partition] = set(change["isr"]) | set(change.get("elr", ()))
     return elections
 
 
-def excused_by_unclean_election(loss, acked_at, elections):
+def excused_by_unclean_election(loss, elections):
     """Whether a lost record was acknowledged before an unclean election of its
     partition (Kafka then keeps only what the new leader had)."""
-    t = acked_at.get((loss["producer"], loss["seq"]))
-    return t is not None and any(e["partition"] == loss["partition"] and e["t"] >= t
-                                 for e in elections)
+    return any(e["partition"] == loss["partition"] and e["t"] >= loss["acknowledged_at"]
+               for e in elections)
 
 
-def moved(acked, reads):
+def moved(ops, acked, reads):
     """Acknowledged records read somewhere whose acknowledged (partition, offset) was
-    read holding another record."""
-    at = collections.defaultdict(set)   # (partition, offset) -> values read there
+    read holding another record. (Lean on memory: the places are looked up in the reads
+    sorted by place, the few that hold something else examined one by one.)"""
+    read_places = reads.places()
+    if not len(read_places):
+        return []  # nothing was read: nothing read elsewhere
+    order = None  # the drain alone is sorted: its rows are their own order
+    if not np.all(read_places[1:] >= read_places[:-1]):
+        order = np.argsort(read_places, kind="stable")
+        read_places = read_places[order]
+    found = []
+    for start in range(0, len(acked), CHUNK):  # a chunk at a time: bounded memory
+        chunk = acked[start:start + CHUNK]
+        places = place_keys(ops.partition[chunk], ops.offset[chunk])
+        at = np.minimum(np.searchsorted(read_places, places), len(read_places) - 1)
+        rows = at if order is None else order[at]
+        # the common case: the first value read at the place is the record: not moved
+        held = read_places[at] == places
+        held &= (reads.p[rows] != ops.p[chunk]) | (reads.seq[rows] != ops.seq[chunk])
+        found.append(start + np.flatnonzero(held))
+    suspect = np.concatenate(found) if found else np.zeros(0, np.int64)
+    if not len(suspect):
+        return []
+    at = np.searchsorted(read_places, place_keys(ops.partition[acked[suspect]],
+                                                 ops.offset[acked[suspect]]))
+    read_keys = _read_among(reads, record_keys(ops.p[acked[suspect]],
+                                               ops.seq[acked[suspect]]))
+    anomalies = {}
+    for m, n in enumerate(suspect):
+        row = acked[n]
+        key = (int(ops.p[row]), int(ops.seq[row]))
+        place = place_keys(ops.partition[row:row + 1], ops.offset[row:row + 1])[0]
+        end = np.searchsorted(read_places, place, side="right")
+        there = range(at[m], end) if order is None else order[at[m]:end]
+        held = {(int(reads.p[r]), int(reads.seq[r])) for r in there}
+        if key not in held and (key[0] << 32 | key[1]) in read_keys:
+            anomalies[key] = {"kind": "moved", "producer": key[0], "seq": key[1],
+                              "acknowledged": [int(ops.partition[row]),
+                                               int(ops.offset[row])],
+                              "holds": sorted({reads.value(r) for r in there})}
+    return [anomalies[key] for key in sorted(anomalies)]
+
+
+def _read_among(reads, keys):
+    """The record keys among ``keys`` that some read holds (a chunk of reads at a time)."""
+    keys = np.unique(keys)
     found = set()
-    for read in reads:
-        at[read["partition"], read["offset"]].add(read["value"])
-        found.add(parse_value(read["value"]))
-    anomalies = []
-    for key, place in sorted(acked.items()):
-        held = {parse_value(v) for v in at.get(place, ())}
-        if key in found and held and key not in held:
-            anomalies.append({"kind": "moved", "producer": key[0], "seq": key[1],
-                              "acknowledged": list(place),
-                              "holds": sorted(at[place])})
-    return anomalies
+    for start in range(0, len(reads), CHUNK):
+        part = slice(start, start + CHUNK)
+        read = record_keys(reads.p[part], reads.seq[part])[reads.p[part] >= 0]
+        found.update(read[np.isin(read, keys)].tolist())
+    return found
 
 
 def duplicated(reads):
     """Producer sequence numbers read at more than one (partition, offset)."""
-    places = collections.defaultdict(set)
-    for read in reads:
-        key = parse_value(read["value"])
-        if key is not None:
-            places[key].add((read["partition"], read["offset"]))
-    return [{"kind": "duplicated", "producer": p, "seq": seq,
-             "at": [list(place) for place in sorted(where)]}
-            for (p, seq), where in sorted(places.items()) if len(where) > 1]
+    reads = reads_of(reads)
+    candidates = _repeated(reads.keys())  # read more than once: few, then each looked at
+    found = collections.defaultdict(set)
+    for start in range(0, len(reads), CHUNK):  # a chunk at a time: bounded memory
+        part = slice(start, start + CHUNK)
+        keys = record_keys(reads.p[part], reads.seq[part])
+        hit = np.flatnonzero(np.isin(keys, candidates) & (reads.p[part] >= 0))
+        places = place_keys(reads.partition[part][hit], reads.offset[part][hit])
+        for key, place in zip(keys[hit].tolist(), places.tolist(), strict=True):
+            found[key].add(place)
+    return [{"kind": "duplicated", "producer": key >> 32, "seq": key & 0xFFFFFFFF,
+             "at": [_place(place) for place in sorted(where)]}
+            for key, where in sorted(found.items()) if len(where) > 1]
 
 
-def reordered(drain_reads):
+def _repeated(values):
+    """The values that occur more than once (sorted), sorting ``values`` in place."""
+    values.sort()
+    return np.unique(values[1:][values[1:] == values[:-1]])
+
+
+def _place(place):
+    return [place >> 40, place & ((1 << 40) - 1)]
+
+
+def reordered(drain):
     """Per partition of the final log, one producer's seqs going backwards once the
-    re-appearances of seqs already seen are dropped."""
+    re-appearances of seqs already seen are dropped. (A partition at a time, then a
+    producer at a time: bounded memory.)"""
+    order, partitions = None, drain.partition  # ``load``'s drain is sorted by place
+    places = drain.places()
+    if not np.all(places[1:] >= places[:-1]):
+        order = np.argsort(places, kind="stable")
+        partitions = partitions[order]
+    del places
+    anomalies, start = [], 0
+    while start < len(partitions):
+        partition = int(partitions[start])
+        end = int(np.searchsorted(partitions, partition, side="right"))
+        # this partition's rows, in offset order
+        rows = np.arange(start, end) if order is None else order[start:end]
+        by_p = rows[np.argsort(drain.p[rows], kind="stable")]
+        producers = drain.p[by_p]
+        first = int(np.searchsorted(producers, 0))  # p < 0: not a workload value
+        while first < len(by_p):
+            p = int(producers[first])
+            last = int(np.searchsorted(producers, p, side="right"))
+            anomalies += _backwards(partition, p, drain.seq[by_p[first:last]],
+                                    drain.offset[by_p[first:last]])
+            first = last
+        start = end
+    return anomalies
+
+
+def _backwards(partition, p, seq, offset):
+    """``reordered`` of one producer's records in one partition, in offset order."""
+    _, firsts = np.unique(seq, return_index=True)  # re-appearances (a retried batch):
+    firsts.sort()  # reported as duplicates, dropped here
+    seq, offset = seq[firsts].astype(np.int64), offset[firsts]
+    highest = np.maximum.accumulate(seq)
     anomalies = []
-    seen = collections.defaultdict(set)  # (partition, producer) -> seqs
-    last = {}  # (partition, producer) -> (offset, highest seq so far)
-    for read in sorted(drain_reads, key=lambda r: (r["partition"], r["offset"])):
-        key = parse_value(read["value"])
-        if key is None:
-            continue
-        slot = (read["partition"], key[0])
-        if key[1] in seen[slot]:
-            continue  # a duplicate (a retried batch): reported as such
-        seen[slot].add(key[1])
-        previous = last.get(slot)
-        if previous is not None and previous[1] > key[1]:
-            anomalies.append({"kind": "reordered", "partition": read["partition"],
-                              "producer": key[0], "offset": read["offset"], "seq": key[1],
-                              "after_offset": previous[0], "after_seq": previous[1]})
-        else:
-            last[slot] = (read["offset"], key[1])
+    for n in np.flatnonzero(seq[1:] < highest[:-1]) + 1:
+        top = int(highest[n - 1])
+        before = np.flatnonzero(seq[:n] == top)
+        anomalies.append({"kind": "reordered", "partition": partition, "producer": p,
+                          "offset": int(offset[n]), "seq": int(seq[n]),
+                          "after_offset": int(offset[before[0]]), "after_seq": top})
     return anomalies
 
 
 def inconsistent_reads(reads):
     """Offsets read with more than one value, with the time of their first read
     (``first_read``)."""
-    values = collections.defaultdict(set)
-    first = {}
-    for read in reads:
-        place = (read["partition"], read["offset"])
-        values[place].add(read["value"])
-        first[place] = min(first.get(place, read["t"]), read["t"])
-    return [{"kind": "inconsistent-read", "partition": partition, "offset": offset,
-             "values": sorted(seen), "first_read": first[partition, offset]}
-            for (partition, offset), seen in sorted(values.items()) if len(seen) > 1]
+    reads = reads_of(reads)
+    candidates = _repeated(reads.places())  # read more than once: few
+    values, first_read = collections.defaultdict(set), {}
+    for start in range(0, len(reads), CHUNK):  # a chunk at a time: bounded memory
+        part = slice(start, start + CHUNK)
+        places = place_keys(reads.partition[part], reads.offset[part])
+        hit = np.flatnonzero(np.isin(places, candidates))
+        for row, place in zip((start + hit).tolist(), places[hit].tolist(), strict=True):
+            values[place].add(reads.value(row))
+            t = float(reads.t[row])
+            first_read[place] = min(first_read.get(place, t), t)
+    anomalies = []
+    for place, seen in sorted(values.items()):
+        if len(seen) > 1:
+            anomalies.append({"kind": "inconsistent-read", "partition": place >> 40,
+                              "offset": place & ((1 << 40) - 1), "values": sorted(seen),
+                              "first_read": first_read[place]})
+    return anomalies
 
 
 def replaced_by_unclean_election(inconsistent, elections):
@@ -222,11 +352,13 @@ def replaced_by_unclean_election(inconsistent, elections):
                and e["t"] >= inconsistent["first_read"] for e in elections)
 
 
-def unavailability(history):
+def unavailability(history, ops=None):
     """The merged unavailability windows per partition (module doc), sorted by start:
     ``{"partition", "start", "end", "seconds", "sources"}`` (epoch seconds)."""
+    ops = outcomes_of(history) if ops is None else ops
     end_of_run = history.run.get("end") or max(
-        [e["t"] for e in history.ops + history.leadership] or [0.0])
+        [float(ops.t.max())] if len(ops) else [] + [e["t"] for e in history.leadership]
+        or [0.0])
     spans = collections.defaultdict(list)  # partition -> [(start, end, source)]
     offline = {}
     for change in sorted(history.leadership, key=lambda c: c["t"]):
@@ -237,25 +369,28 @@ def unavailability(history):
             spans[partition].append((offline.pop(partition), change["t"], "no leader"))
     for partition, start in offline.items():
         spans[partition].append((start, end_of_run, "no leader"))
-    invoked = {(op["p"], op["seq"]): op["t"] for op in history.ops if op["op"] == "invoke"}
-    failing = {}  # partition -> when its first failing send since the last ok started
-    for op in sorted((o for o in history.ops if o["op"] != "invoke"), key=lambda o: o["t"]):
-        partition = op.get("partition")
-        if partition is None:
+    # a failing run of sends: from the invocation of its first failure (in the order of
+    # the outcomes' times) until the next acknowledgement on its partition
+    for partition in np.unique(ops.partition[ops.kind != OK]):
+        if partition < 0:
             continue
-        if op["op"] == "ok":
-            if partition in failing:
-                spans[partition].append((failing.pop(partition), op["t"], "produce errors"))
-        else:
-            failing.setdefault(partition, invoked.get((op["p"], op["seq"]), op["t"]))
-    for partition, start in failing.items():
-        spans[partition].append((start, end_of_run, "produce errors"))
+        here = np.flatnonzero(ops.partition == partition)
+        here = here[np.argsort(ops.t[here], kind="stable")]
+        good = ops.kind[here] == OK
+        oks = ops.t[here][good]
+        bad = here[~good]
+        runs = np.cumsum(good)[~good]  # acknowledgements before each failure
+        for number in np.unique(runs):
+            row = bad[np.searchsorted(runs, number)]
+            end = float(oks[number]) if number < len(oks) else end_of_run
+            spans[int(partition)].append((ops.invoked[int(row)], end, "produce errors"))
     began = history.run.get("start") or 0.0  # a client's first send also sets it up
-    for op in history.ops:
-        sent = invoked.get((op["p"], op["seq"]))
-        if op["op"] == "ok" and sent is not None and sent >= began and op["t"] - sent > STALLED:
-            spans[op["partition"]].append((sent, op["t"], "acks stalled"))
-    for partition, start, end in leader_down(history, end_of_run):
+    for row, sent in ops.invoked.items():
+        waited = float(ops.t[row]) - sent
+        if ops.kind[row] == OK and sent >= began and waited > STALLED:
+            spans[int(ops.partition[row])].append((sent, float(ops.t[row]),
+                                                   "acks stalled"))
+    for partition, start, end in leader_down(history, ops, end_of_run):
         spans[partition].append((start, end, "leader down"))
     windows = []
     for partition, found in spans.items():
@@ -274,18 +409,13 @@ def unavailability(history):
     return sorted(windows, key=lambda w: (w["start"], w["partition"]))
 
 
-def leader_down(history, end_of_run):
+def leader_down(history, ops, end_of_run):
     """``(partition, start, end)`` for each fault that took down a partition's leader (the
     leader the leadership log showed last before the fault): until the first acknowledged
     send on the partition once it is led again — a leader other than the broker on the
     page, or the broker started or resumed — else until then, else the end of the run."""
     changes = sorted(history.leadership, key=lambda c: c["t"])
-    acks = collections.defaultdict(list)
-    for op in history.ops:
-        if op["op"] == "ok":
-            acks[op["partition"]].append(op["t"])
-    for times in acks.values():
-        times.sort()
+    acked = ops.kind == OK
     found = []
     for fault in sorted(history.faults, key=lambda f: f["t"]):
         broker = fault.get("broker")
@@ -308,7 +438,7 @@ def leader_down(history, end_of_run):
             if again is None:
                 found.append((partition, at, end_of_run))
                 continue
-            acked = acks.get(partition, [])
-            index = bisect.bisect_left(acked, again)
-            found.append((partition, at, acked[index] if index < len(acked) else again))
+            times = np.sort(ops.t[acked & (ops.partition == partition)])
+            index = int(np.searchsorted(times, again))
+            found.append((partition, at, float(times[index]) if index < len(times) else again))
     return found

@@ -38,6 +38,11 @@ started beside live ones (``--zombies``). ``--consumers`` then counts read_commi
 readers of the output. Step 5 also checks output = input exactly once, no aborted read
 and every zombie fenced (``copy_checker``); steps 3-4 are ``transactional_copy``'s.
 
+``--workload consumer-group``: ``--consumers`` members of one consumer group consume the
+topic (subscribe, commit after each poll) while members are SIGKILLed and started again
+(``--member-kills``); step 5 also checks that every record below the group's final
+committed offsets was read by a member (``group_consume``).
+
 Every process it starts is stopped at the end, on Ctrl-C or SIGTERM too, and any
 shared-memory object a client process it had to kill left behind is unlinked. The run
 itself: ``run.Chaos`` (or ``transactional_copy.CopyChaos``), in the main thread; the
@@ -47,6 +52,7 @@ from __future__ import annotations
 
 from cluster.errors import KafkaError
 from cluster.supervisor.supervisor import ClusterStartError
+from cluster.tools.chaos.group_consume import WORKLOAD as GROUP, GroupChaos
 from cluster.tools.chaos.run import ANOMALIES, Chaos
 from cluster.tools.chaos.schedule import SCENARIOS
 from cluster.tools.chaos.transactional_copy import WORKLOAD, CopyChaos
@@ -97,11 +103,13 @@ def add_arguments(parser):
                              "in flight): a record written twice is an anomaly (default: "
                              "at-least-once producers, one request in flight, duplicates "
                              "reported)")
-    parser.add_argument("--workload", choices=(PRODUCE_CONSUME, WORKLOAD),
+    parser.add_argument("--workload", choices=(PRODUCE_CONSUME, WORKLOAD, GROUP),
                         default=PRODUCE_CONSUME,
                         help=f"{PRODUCE_CONSUME} (default): producers and consumers of "
                              f"--topic; {WORKLOAD}: transactional copiers copy "
-                             f"<topic>-input to <topic>-output, checked exactly once")
+                             f"<topic>-input to <topic>-output, checked exactly once; "
+                             f"{GROUP}: --consumers members of one consumer group, "
+                             f"killed and restarted, checked at least once")
     parser.add_argument("--records", type=int, default=10_000,
                         help=f"{WORKLOAD}: records of the input (default 10000)")
     parser.add_argument("--copier-kills", type=int, default=None,
@@ -109,6 +117,17 @@ def add_arguments(parser):
                              f"duration)")
     parser.add_argument("--zombies", type=int, default=1,
                         help=f"{WORKLOAD}: zombie copiers (default 1)")
+    parser.add_argument("--subscribe", action="store_true",
+                        help=f"{WORKLOAD}: the copiers subscribe to the input as members "
+                             f"of one consumer group (KIP-447: a rebalance moves partitions "
+                             f"between them) instead of each being assigned its partition")
+    parser.add_argument("--member-kills", type=int, default=None,
+                        help=f"{GROUP}: group member SIGKILLs (default: one per 10 s of "
+                             f"duration)")
+    parser.add_argument("--record-bytes", type=int, default=0,
+                        help="pad each produced value to this many bytes (e.g. 3000000: "
+                             "records larger than a ring frame; the topic's "
+                             "max.message.bytes is raised to fit; default 0: short values)")
     parser.add_argument("--settle", type=duration, default=30.0,
                         help="longest wait for the cluster to settle after the faults "
                              "(default 30s)")
@@ -121,7 +140,7 @@ def run(args):
     setup_logging()
     try:
         with stop_on_sigterm():
-            kind = CopyChaos if args.workload == WORKLOAD else Chaos
+            kind = {WORKLOAD: CopyChaos, GROUP: GroupChaos}.get(args.workload, Chaos)
             return kind(args).run()
     except (ToolError, ValueError, OSError, KafkaError, ClusterStartError) as exc:
         fail(exc, "chaos: ")

@@ -4,9 +4,12 @@ copier ``n`` copies partition ``n`` of the input topic to partition ``n`` of the
 topic with a transactional producer whose ``transactional_id`` belongs to that partition
 (``transactional_id``), so a new incarnation of the copier fences the old one and takes
 its place. (The consumer is assigned its partition rather than subscribed, as in Kafka's
-test: the copy is fenced by transactional id alone. The group-subscribed pattern, fenced
-by the group's generation through TxnOffsetCommit v3 and OffsetFetch's ``require_stable``
-(KIP-447), is tested in tests/e2e/test_exactly_once_groups.py.)
+test: the copy is fenced by transactional id alone.) With ``CopierSpec.subscribe`` the
+copiers are instead members of the copiers' group (``--subscribe``: KIP-447's pattern,
+fenced by the group's generation through TxnOffsetCommit as well): each copies the
+partitions the group assigns it, input partition p to output partition p, and sends the
+positions of all of them to each transaction; a rebalance (a copier killed or started)
+moves partitions between them.
 
 One incarnation, until its stop event is set or it is fenced:
 
@@ -28,21 +31,29 @@ One incarnation, until its stop event is set or it is fenced:
 Its history file (``workload.HistoryWriter``; ``c``: the copier, ``i``: the incarnation,
 ``txn``: the transaction's number in the incarnation)::
 
+    {"op": "init-invoke", "c": n, "i": i, "t": T}           # before init_transactions
     {"op": "init", "c": n, "i": i, "t": T}                  # init_transactions returned
     {"op": "begin", "c": n, "i": i, "txn": k, "t": T}       # before begin_transaction
-    {"op": "commit-invoke", ..., "records": R, "offset": O} # before commit_transaction
-    {"op": "commit", ..., "records": R, "offset": O}        # commit_transaction returned
+    {"op": "commit-invoke", ..., "records": R, "offset": O, "offsets": N}
+                                                            # before commit_transaction
+    {"op": "commit", ..., "records": R, "offset": O, "offsets": N}  # it returned
     {"op": "abort", ..., "records": R, "reason": "..."}     # abort_transaction returned
     {"op": "txn-error", ..., "error": "..."}                # the transaction failed
     {"op": "fenced", ..., "error": "..."}                   # ProducerFencedError
     {"op": "exit", "c": n, "i": i, "error": "..." or null}  # the incarnation ends
     {"op": "poll-error" | "rewind-error", ..., "error": "..."}  # retried
 
-A transaction with ``begin`` and no ``commit-invoke`` was never asked to commit: no
+``offset``: the copier's own partition's position sent to the transaction (None: not
+assigned to it), ``offsets``: how many partitions' positions were sent; a transaction
+with no records and no offsets makes no request at all (its commit is the producer's
+alone). A transaction with ``begin`` and no ``commit-invoke`` was never asked to commit: no
 record of it may ever be read_committed. One with ``commit-invoke`` and neither
 ``commit`` nor ``abort`` has an unknown outcome (the coordinator may have logged the
 commit before the copier died or was fenced): all of its records or none. ``t``: epoch
-seconds, comparable across processes. Owner: the copier process's main thread.
+seconds, comparable across processes. Incarnations are numbered in the order they were
+started, but under load a later one may initialise first: the one whose init_transactions
+came last holds the newest epoch and fences the others (``init-invoke`` and ``init`` let
+the checker tell that order). Owner: the copier process's main thread.
 """
 from __future__ import annotations
 
@@ -57,6 +68,7 @@ from cluster.stats.publisher import set_process_role
 from cluster.tools.chaos.workload import (
     DELIVERY_TIMEOUT_MS,
     MAX_BLOCK_MS,
+    MEMBER_SESSION_TIMEOUT_MS,
     REQUEST_TIMEOUT_MS,
     RETRY_PAUSE,
     HistoryWriter,
@@ -89,6 +101,9 @@ class CopierSpec:
     incarnation: int
     history: str
     seed: int = 0
+    #: subscribe to the input as a member of ``group`` (KIP-447) instead of being
+    #: assigned partition ``copier`` (module doc)
+    subscribe: bool = False
 
 
 def transactional_id(input_topic, copier):
@@ -158,27 +173,38 @@ class Copier:
         self.consumer = KafkaConsumer(
             bootstrap_servers=spec.bootstrap, group_id=spec.group,
             isolation_level="read_committed", enable_auto_commit=False,
-            auto_offset_reset="earliest", max_poll_records=TRANSACTION_RECORDS)
+            auto_offset_reset="earliest", max_poll_records=TRANSACTION_RECORDS,
+            session_timeout_ms=MEMBER_SESSION_TIMEOUT_MS,
+            heartbeat_interval_ms=MEMBER_SESSION_TIMEOUT_MS // 6)
 
     def run(self, stop):
         self._init(stop)
-        self.consumer.assign([self.partition])
-        self._rewind(stop)
+        if self.spec.subscribe:
+            self.consumer.subscribe([self.spec.input_topic])
+        else:
+            self.consumer.assign([self.partition])
+            self._rewind(stop)
         number = 0
         while not stop.is_set():
             try:
-                records = self.consumer.poll(timeout_ms=100).get(self.partition, [])
+                polled = self.consumer.poll(timeout_ms=100)
             except KafkaError as exc:  # recorded; the position is unchanged
                 self.history.write(op="poll-error", **self.ids, error=error_name(exc))
                 stop.wait(RETRY_PAUSE)
                 continue
+            records = [(tp.partition, r) for tp, rs in polled.items() for r in rs]
             if records:
                 self._transaction(number, records, stop)
                 number += 1
         self._transaction(number, [], stop)  # the last: the position alone (module doc)
 
+    def _partitions(self):
+        """The input partitions this incarnation copies now."""
+        return sorted(self.consumer.assignment()) if self.spec.subscribe else [self.partition]
+
     def _init(self, stop):
         """init_transactions, again after each timeout (the same request) until ``stop``."""
+        self.history.write(op="init-invoke", **self.ids)
         while True:
             try:
                 self.producer.init_transactions()
@@ -189,20 +215,21 @@ class Copier:
         self.history.write(op="init", **self.ids)
 
     def _rewind(self, stop):
-        """Seek to the group's committed offset (the start when there is none), asking
+        """Seek to the group's committed offsets (the start when there is none), asking
         again through coordinator failovers until ``stop``."""
-        while True:
-            try:
-                committed = self.consumer.committed(self.partition)
-                break
-            except KafkaError as exc:
-                self.history.write(op="rewind-error", **self.ids, error=error_name(exc))
-                if stop.wait(RETRY_PAUSE):
-                    raise
-        if committed is None:
-            self.consumer.seek_to_beginning(self.partition)
-        else:
-            self.consumer.seek(self.partition, committed)
+        for partition in self._partitions():
+            while True:
+                try:
+                    committed = self.consumer.committed(partition)
+                    break
+                except KafkaError as exc:
+                    self.history.write(op="rewind-error", **self.ids, error=error_name(exc))
+                    if stop.wait(RETRY_PAUSE):
+                        raise
+            if committed is None:
+                self.consumer.seek_to_beginning(partition)
+            else:
+                self.consumer.seek(partition, committed)
 
     def _transaction(self, number, records, stop):
         """Copy ``records`` in transaction ``number`` (module doc, steps 2 and 3)."""
@@ -212,22 +239,25 @@ class Copier:
         output = self.spec.output_topic
         try:
             self.producer.begin_transaction()
-            for record in records:
-                self.producer.send(output, key=record.key, partition=self.spec.copier,
+            for partition, record in records:
+                self.producer.send(output, key=record.key, partition=partition,
                                    value=copy_value(record.value.decode(), self.spec.copier,
                                                     self.spec.incarnation, number).encode())
-            offset = self.consumer.position(self.partition)
-            self.producer.send_offsets_to_transaction(
-                {self.partition: OffsetAndMetadata(offset, "")},
-                self.consumer.group_metadata())
+            positions = {tp: OffsetAndMetadata(self.consumer.position(tp), "")
+                         for tp in self._partitions()}
+            offset = positions[self.partition].offset if self.partition in positions else None
+            if positions:  # none: a member the group has not assigned anything yet
+                self.producer.send_offsets_to_transaction(positions,
+                                                          self.consumer.group_metadata())
             if records and self.rng.random() < ABORT_SHARE:
                 self.producer.abort_transaction(timeout_ms=END_TIMEOUT_MS)
                 self.history.write(op="abort", **txn, records=len(records), reason="random")
                 self._rewind(stop)
                 return
-            self.history.write(op="commit-invoke", **txn, records=len(records), offset=offset)
+            sent = {"records": len(records), "offset": offset, "offsets": len(positions)}
+            self.history.write(op="commit-invoke", **txn, **sent)
             self.producer.commit_transaction(timeout_ms=END_TIMEOUT_MS)
-            self.history.write(op="commit", **txn, records=len(records), offset=offset)
+            self.history.write(op="commit", **txn, **sent)
         except ProducerFencedError:
             raise
         except KafkaError as exc:

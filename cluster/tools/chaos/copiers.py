@@ -10,7 +10,9 @@ and, while it watches (``run``), starts a new incarnation when the newest one ex
 error of its own or stays down after a kill past its downtime. Every action and every
 exit is a line of the fault log (``{"fault": "copier-start" | "copier-kill" | "zombie" |
 "copier-exit" | "skipped", "c": copier, "i": incarnation, "pid", ...}``; a kill's
-``aim`` and whether it ``hit``), so the checker knows each incarnation's end.
+``aim`` and whether it ``hit``), so the checker knows each incarnation's end. The
+consumer-group workload (``group_consume``) runs its members the same way (``target``:
+``workload.member``, ``kind`` "member": ``member-start``, ``member-kill``, ...).
 
 Owner: the thread that runs ``run`` (the command's copier-fault thread), then the
 command's main thread once it has returned (``heal``, ``stop``).
@@ -53,14 +55,18 @@ class Copiers:
     ``copier.CopierSpec``; ``fault_log`` is a ``workload.HistoryWriter``; ``on_event``
     gets each recorded event."""
 
-    def __init__(self, copiers, spec_of, fault_log, on_event=None):
+    def __init__(self, copiers, spec_of, fault_log, on_event=None, target=copy,
+                 kind="copier"):
         self.copiers = copiers
+        self.target = target            # the process's function: (spec, stop event)
+        self.kind = kind                # the fault log's names: <kind>-start, -kill, -exit
         self.spec_of = spec_of
         self.log = fault_log
         self.on_event = on_event or (lambda event: None)
         self.incarnations = []          # every one started, in order
         self.restart_at = {}            # copier -> monotonic time its kill's downtime ends
         self.error = None               # what stopped ``run`` early, if anything
+        self.steps = []                 # the copier steps ``run`` has not played yet
 
     # -- the processes ------------------------------------------------------------------------
 
@@ -68,16 +74,18 @@ class Copiers:
         found = [i for i in self.incarnations if i.copier == copier]
         return found[-1] if found else None
 
-    def start(self, copier, fault="copier-start", **fields):
-        """Start copier ``copier``'s next incarnation; record ``fault``."""
+    def start(self, copier, fault=None, **fields):
+        """Start copier ``copier``'s next incarnation; record ``fault`` (default:
+        ``<kind>-start``)."""
         newest = self.newest(copier)
         number = 0 if newest is None else newest.number + 1
         stop = CTX.Event()
-        process = CTX.Process(target=copy, args=(self.spec_of(copier, number), stop),
-                              name=f"chaos-copier-{copier}.{number}")
+        process = CTX.Process(target=self.target, args=(self.spec_of(copier, number), stop),
+                              name=f"chaos-{self.kind}-{copier}.{number}")
         process.start()
         self.incarnations.append(Incarnation(copier, number, process, stop))
-        self._record(fault, c=copier, i=number, pid=process.pid, **fields)
+        self._record(fault or f"{self.kind}-start", c=copier, i=number, pid=process.pid,
+                     **fields)
 
     def kill(self, copier, aim=None):
         """SIGKILL copier ``copier``'s newest incarnation — once the last line of its
@@ -90,7 +98,7 @@ class Copiers:
         newest.killed = True
         newest.process.kill()
         newest.process.join()
-        self._record("copier-kill", c=copier, i=newest.number, pid=newest.process.pid,
+        self._record(f"{self.kind}-kill", c=copier, i=newest.number, pid=newest.process.pid,
                      aim=aim, hit=hit)
         newest.reaped = True
         return True
@@ -131,7 +139,7 @@ class Copiers:
             if not incarnation.reaped and not incarnation.process.is_alive():
                 incarnation.process.join()
                 incarnation.reaped = True
-                self._record("copier-exit", c=incarnation.copier, i=incarnation.number,
+                self._record(f"{self.kind}-exit", c=incarnation.copier, i=incarnation.number,
                              pid=incarnation.process.pid, exitcode=incarnation.process.exitcode)
         for copier in range(self.copiers):
             newest = self.newest(copier)
@@ -164,18 +172,23 @@ class Copiers:
     def run(self, schedule, stop, started):
         """Play ``schedule`` (``schedule.CopierStep``s) from ``started`` (monotonic time)
         and watch the processes (``reap``) until ``stop`` (a threading.Event) is set."""
-        steps = list(schedule)
+        self.steps = list(schedule)
         try:
             while not stop.wait(WATCH_INTERVAL):
-                while steps and time.monotonic() >= started + steps[0].at:
-                    self._play(steps.pop(0))
+                while self.steps and time.monotonic() >= started + self.steps[0].at:
+                    self._play(self.steps[0])
+                    self.steps.pop(0)
                 self.reap()
         except Exception as exc:  # recorded, and the command reports it as a failure
             self.error = exc
             self._record("copier-fault-error", error=f"{type(exc).__name__}: {exc}")
 
+    def pending(self):
+        """Copier steps not played yet (none once ``run`` failed)."""
+        return 0 if self.error is not None else len(self.steps)
+
     def _play(self, step):
-        if step.fault == "copier-kill":
+        if step.fault.endswith("-kill"):
             # the restart waits for the downtime (``reap``)
             self.restart_at[step.copier] = time.monotonic() + step.downtime
             done = self.kill(step.copier, step.aim)

@@ -8,7 +8,8 @@ output is what the final read_committed consumer read from the output topic
 module doc): *committed* (commit returned), *aborted* (abort returned), *unknown*
 (commit invoked, no answer), *never committed* (begun, commit never invoked) — and it is
 *superseded* when it began after a newer incarnation of its copier had initialised (the
-older one was fenced by then: whatever it wrote is a zombie's). Anomalies:
+older one was fenced by then: whatever it wrote is a zombie's; "newer" by the order of
+their init_transactions, ``superseded_at``). Anomalies:
 
 - ``missing``: an input record absent from the output;
 - ``duplicated-copy``: an input record at two or more offsets of the output;
@@ -18,8 +19,15 @@ older one was fenced by then: whatever it wrote is a zombie's). Anomalies:
   transaction and reader, with the count);
 - ``torn-transaction``: a committed transaction not wholly in the output, or one of
   unknown outcome partly in it (all of its records or none);
-- ``unfenced-zombie``: a zombie (the older incarnation of a ``zombie`` fault) that ended
-  without a ProducerFencedError, or a superseded transaction whose commit returned;
+- ``unfenced-zombie``: an incarnation that made a transactional request which succeeded
+  after a newer incarnation of its copier had returned from init_transactions: a
+  transaction whose commit was asked for after that and returned, or one begun after that
+  (superseded) whose commit or random abort returned (one anomaly per incarnation, naming
+  the transactions). Kafka fences a zombie at its next transactional request once a newer
+  incarnation has initialised; one that made none (it was killed, stopped or ended before
+  a newer one initialised) was never fenced and needs not be. The times compared are
+  safe across processes: ``init`` is logged after init_transactions returned, ``begin``
+  and ``commit-invoke`` before the calls they announce;
 - ``inconsistent-read``: an output offset read with two values;
 - ``copy-incomplete``: the copiers did not catch up with the input, a transaction was
   still open when the output was read, or an output partition was not read to its end
@@ -34,6 +42,7 @@ from __future__ import annotations
 import collections
 
 from cluster.tools.chaos.checker import inconsistent_reads
+from cluster.tools.chaos.columns import Reads
 from cluster.tools.chaos.copier import parse_copy_value
 
 #: Fates of a transaction (module doc).
@@ -45,7 +54,9 @@ def check(history):
     """(anomalies, counts) of the transactional copy in ``history`` (module doc)."""
     txns = transactions(history.copier_ops)
     superseded = superseded_transactions(history.copier_ops)
-    inputs = {r["value"] for r in history.drain_reads}
+    drain = history.drain_reads
+    inputs = set(drain.values() if isinstance(drain, Reads) else
+                 (r["value"] for r in drain))
     output = history.output_drain
     copied = {parsed[0] for parsed in map(parse_copy_value, (r["value"] for r in output))
               if parsed is not None}
@@ -55,7 +66,7 @@ def check(history):
     anomalies += aborted_reads(txns, superseded, output + history.output_reads)
     visible = visible_records(output)
     anomalies += torn_transactions(txns, visible)
-    anomalies += unfenced_zombies(history.faults, history.copier_ops, txns, superseded)
+    anomalies += unfenced_zombies(history.copier_ops, txns)
     anomalies += inconsistent_reads(output + history.output_reads)
     anomalies += incomplete(history.copy)
     # a copier's last transaction commits its position alone (records 0): not counted
@@ -85,35 +96,68 @@ def check(history):
 
 
 def transactions(copier_ops):
-    """{(copier, incarnation, txn): {"fate", "records", "begun"}} (module doc; records
-    None: never recorded, the transaction ended before its commit was asked for)."""
+    """{(copier, incarnation, txn): {"fate", "records", "begun", "asked", "reason"}} (module
+    doc; records None: never recorded, the transaction ended before its commit was asked
+    for; asked: when its commit was asked for, None if never; reason: an abort's)."""
     txns = {}
     for op in sorted(copier_ops, key=lambda o: o["t"]):
         if "txn" not in op or op["op"] in ("fenced", "txn-error"):
             continue
         key = (op["c"], op["i"], op["txn"])
         txn = txns.setdefault(key, {"fate": NEVER_COMMITTED, "records": None,
-                                    "begun": op["t"]})
+                                    "begun": op["t"], "asked": None, "reason": None})
         txn["records"] = op.get("records", txn["records"])
-        if op["op"] == "commit-invoke" and txn["fate"] == NEVER_COMMITTED:
-            txn["fate"] = UNKNOWN
+        if op["op"] in ("commit-invoke", "commit"):
+            # whether it asked the brokers anything: records or offsets sent (an empty
+            # transaction's commit is the producer's alone)
+            txn["requests"] = bool(op.get("records") or op.get(
+                "offsets", op.get("offset") is not None))
+        if op["op"] == "commit-invoke":
+            txn["asked"] = op["t"]
+            if txn["fate"] == NEVER_COMMITTED:
+                txn["fate"] = UNKNOWN
         elif op["op"] == "commit":
             txn["fate"] = COMMITTED
         elif op["op"] == "abort":
             txn["fate"] = ABORTED
+            txn["reason"] = op.get("reason")
     return txns
+
+
+def superseded_at(copier_ops):
+    """{(copier, incarnation): (time, incarnation)}: the first time another incarnation of
+    the copier that initialised after it was seen returned from init_transactions.
+
+    Incarnations are numbered as they started, not as they initialised (a later one may
+    initialise first under load: ``copier`` module doc), so "after" is told from the
+    times, safely across processes: Y initialised after X when Y's ``init-invoke`` (logged
+    before the call) is later than X's ``init`` (logged after it returned); the epoch Y
+    got is then newer. When their calls overlapped the order is unknown and neither is
+    taken to supersede the other. Histories without ``init-invoke`` lines fall back to the
+    incarnation numbers."""
+    inits, invokes = {}, {}
+    for op in copier_ops:
+        if op["op"] == "init":
+            inits[op["c"], op["i"]] = op["t"]
+        elif op["op"] == "init-invoke":
+            invokes[op["c"], op["i"]] = op["t"]
+    found = {}
+    for (c, i), done in inits.items():
+        later = [(t, j) for (copier, j), t in inits.items()
+                 if copier == c and j != i
+                 and (invokes[copier, j] > done if (copier, j) in invokes else j > i)]
+        if later:
+            found[c, i] = min(later)
+    return found
 
 
 def superseded_transactions(copier_ops):
     """The (copier, incarnation, txn) begun after a newer incarnation of the copier had
     returned from init_transactions."""
-    inits = collections.defaultdict(list)  # copier -> [(init time, incarnation)]
-    for op in copier_ops:
-        if op["op"] == "init":
-            inits[op["c"]].append((op["t"], op["i"]))
+    since = superseded_at(copier_ops)
     return {(op["c"], op["i"], op["txn"]) for op in copier_ops
-            if op["op"] == "begin" and any(i > op["i"] and t < op["t"]
-                                           for t, i in inits[op["c"]])}
+            if op["op"] == "begin" and (op["c"], op["i"]) in since
+            and op["t"] > since[op["c"], op["i"]][0]}
 
 
 def fate_of(txns, value):
@@ -190,24 +234,27 @@ def torn_transactions(txns, visible):
     return anomalies
 
 
-def unfenced_zombies(faults, copier_ops, txns, superseded):
-    fenced = {(o["c"], o["i"]) for o in copier_ops if o["op"] == "fenced"}
+def unfenced_zombies(copier_ops, txns):
+    """One anomaly per incarnation with a transactional request that succeeded after a
+    newer incarnation had initialised (module doc)."""
+    since = superseded_at(copier_ops)
     ends = {(o["c"], o["i"]): o.get("error") for o in copier_ops if o["op"] == "exit"}
-    anomalies = []
-    for fault in faults:
-        if fault["fault"] != "zombie":
+    late = collections.defaultdict(list)  # (copier, incarnation) -> [(txn, what)]
+    for (c, i, number), txn in sorted(txns.items()):
+        if (c, i) not in since:
             continue
-        zombie = (fault["c"], fault["zombie"])
-        if zombie not in fenced:
-            anomalies.append({"kind": "unfenced-zombie", "copier": zombie[0],
-                              "incarnation": zombie[1], "fenced_by": fault["i"],
-                              "ended": ends.get(zombie, "no exit recorded")})
-    for key in sorted(superseded):
-        if txns[key]["fate"] == COMMITTED:
-            anomalies.append({"kind": "unfenced-zombie", "copier": key[0],
-                              "incarnation": key[1], "txn": key[2],
-                              "committed_after_fencing": True})
-    return anomalies
+        at = since[c, i][0]
+        if txn["fate"] == COMMITTED and txn.get("requests", True) and (
+                txn["begun"] > at or txn["asked"] > at):
+            late[c, i].append((number, "committed"))
+        elif txn["fate"] == ABORTED and txn["reason"] == "random" and txn["begun"] > at:
+            late[c, i].append((number, "aborted"))
+    return [{"kind": "unfenced-zombie", "copier": c, "incarnation": i,
+             "superseded_by": since[c, i][1], "superseded_at": since[c, i][0],
+             "transactions": [number for number, _ in found],
+             "committed": sum(1 for _, what in found if what == "committed"),
+             "ended": ends.get((c, i), "no exit recorded")}
+            for (c, i), found in sorted(late.items())]
 
 
 def incomplete(copy):

@@ -7,8 +7,10 @@ what the scenario says, and records every action in the fault log, a JSON line e
 (``{"t": epoch seconds, "step", "fault", "broker", "pid", "partition", ...}``), flushed
 line by line. A step whose target does not exist (a follower when the replication factor
 is 1, a leader while the partition is offline) is recorded as ``skipped`` with the reason.
-Steps run one after another; one that runs late delays the next. The unclean-election
-steps, which stop every replica of a partition, end once its ISR is full again (at most
+Steps run one after another; one that runs late delays the next (``played`` and
+``pending`` say how far it got: the command extends the run until every step was
+played). The unclean-election steps, which stop every replica of a partition, end once
+its ISR is full again (at most
 ``ISR_WAIT`` seconds, recorded as an ``isr`` event), as replication_test waits between
 bounces: otherwise the next step kills the followers before they rejoin, and the whole
 run is spent below min.insync.replicas.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import time
 
 from cluster import ConfigResource, ConfigResourceType, KafkaAdminClient, KafkaProducer
@@ -31,7 +34,7 @@ from cluster.metadata import data_dir as dd
 from cluster.tools.chaos.schedule import choose
 from segments.checkpoint import OffsetCheckpoint
 from segments.log import RECOVERY_POINT_CHECKPOINT
-from segments.record.batch_descriptor import HEADER_SIZE
+from segments.record.batch_descriptor import ATTRIBUTES_OFFSET, HEADER_SIZE
 from segments.record.batch_header import BatchHeader
 from segments.segment import (
     LOG_SUFFIX,
@@ -39,6 +42,7 @@ from segments.segment import (
     iter_file_batches,
     segment_paths,
 )
+from segments.txn_index import TXN_INDEX_SUFFIX
 
 #: acks=1 records the divergence scenario writes to a leader whose followers are stopped.
 DIVERGENT_RECORDS = 50
@@ -70,6 +74,11 @@ class FaultInjector:
         self.on_event = on_event or (lambda event: None)
         self.clock = clock
         self.error = None  # what stopped the injector early, if anything
+        self.played = 0    # steps carried out (or skipped with a reason) so far
+
+    def pending(self):
+        """Steps of the schedule not played yet (none once the injector failed)."""
+        return 0 if self.error is not None else len(self.schedule) - self.played
 
     def run(self, stop, started=None):
         """Play the schedule from ``started`` (clock time; default now) until it is done or
@@ -80,6 +89,7 @@ class FaultInjector:
                 if stop.wait(max(0.0, started + step.at - self.clock())):
                     return
                 getattr(self, "_" + step.scenario.replace("-", "_"))(step, stop)
+                self.played += 1
         except Exception as exc:  # recorded, and the command reports it as a failure
             self.error = exc
             self._record("injector-error", None, error=f"{type(exc).__name__}: {exc}")
@@ -274,6 +284,93 @@ class FaultInjector:
         self._record("isr", step, full=self._wait_for_full_isr(step, stop))
 
     _unclean_election_off = _unclean_election_on  # the topic config makes the difference
+
+    def _segment_flip_follower(self, step, stop):
+        target = choose([b for b in self._followers(step) if self.brokers.pid(b) is not None],
+                        step.pick)
+        self._flip_then_restart(step, stop, target, flip_batch_byte, LOG_SUFFIX,
+                                "the partition has no running follower")
+
+    def _segment_flip_leader(self, step, stop):
+        self._flip_then_restart(step, stop, self._leader(step), flip_batch_byte, LOG_SUFFIX,
+                                "the partition has no leader", everyone=True)
+
+    def _txnindex_flip(self, step, stop):
+        self._flip_then_restart(step, stop, self._leader(step), flip_file_byte,
+                                TXN_INDEX_SUFFIX, "the partition has no leader")
+
+    def _flip_then_restart(self, step, stop, target, flip, suffix, nobody, everyone=False):
+        """Flip a byte (``flip(path, rng)``) of one of ``target``'s ``suffix`` files of the
+        step's partition while it runs (chosen by the step's pick: the same every run),
+        then after the downtime SIGKILL and restart it (``everyone``: every running
+        replica of the partition at once, the target first, as a power cut would)."""
+        if target is None:
+            self._record("skipped", step, reason=nobody)
+            return
+        directory = os.path.join(dd.broker_dir(self.data_dir, target),
+                                 f"{self.topic}-{step.partition}")
+        paths = sorted(os.path.join(directory, n) for n in _listdir(directory)
+                       if n.endswith(suffix) and os.path.getsize(os.path.join(directory, n)))
+        rng = random.Random(f"{step.number}/{step.pick}")
+        path = choose(paths, step.pick)
+        flipped = None if path is None else flip(path, rng)
+        if flipped is None:
+            self._record("skipped", step, broker=target,
+                         reason=f"no {suffix} file of the partition has bytes to flip")
+            return
+        self._record("flip", step, broker=target, pid=self.brokers.pid(target),
+                     file=os.path.relpath(path, self.data_dir), **flipped)
+        stop.wait(step.downtime)
+        others = [b for b in self._followers(step) + [self._leader(step)]
+                  if everyone and b is not None and b != target
+                  and self.brokers.pid(b) is not None]
+        victims = [target] + sorted(set(others))
+        for broker in victims:
+            self._kill(step, broker)
+        for broker in victims:
+            self._start(step, broker)
+
+
+def _listdir(directory):
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
+
+
+def flip_batch_byte(path, rng):
+    """Flip one byte that a batch's CRC covers (attributes to its end) in a whole batch
+    of segment ``path`` chosen by ``rng``: ``{"position", "was", "now", "batch_base"}``,
+    or None when the file holds no whole batch."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        batches = [(position, len(view), BatchHeader(view).base_offset)
+                   for position, view in iter_file_batches(fd, 0, os.fstat(fd).st_size)
+                   if len(view) > HEADER_SIZE]
+        if not batches:
+            return None
+        start, length, base = batches[rng.randrange(len(batches))]
+        return dict(_flip_at(fd, start + rng.randrange(ATTRIBUTES_OFFSET, length), rng),
+                    batch_base=base)
+    finally:
+        os.close(fd)
+
+
+def flip_file_byte(path, rng):
+    """Flip one byte anywhere in ``path``: ``{"position", "was", "now"}`` (None: empty)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        return _flip_at(fd, rng.randrange(size), rng) if size else None
+    finally:
+        os.close(fd)
+
+
+def _flip_at(fd, position, rng):
+    (was,) = os.pread(fd, 1, position)
+    now = was ^ (1 << rng.randrange(8))
+    os.pwrite(fd, bytes([now]), position)
+    return {"position": position, "was": was, "now": now}
 
 
 def truncate_to_recovery_point(partition_dir):

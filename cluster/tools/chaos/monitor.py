@@ -2,8 +2,10 @@
 
 ``LeadershipMonitor.run(stop)`` (a thread of the command) reads the page every
 ``interval`` seconds and writes a line to its log whenever one of the topic's partitions
-changes leader, epoch or ISR: ``{"t", "partition", "leader", "epoch", "isr"}`` (leader -1:
-offline). The checker turns the lines into unavailability windows. Owner: its thread.
+changes leader, epoch, ISR or ELR: ``{"t", "partition", "leader", "epoch", "isr", "elr"}``
+(leader -1: offline; ``elr``: KIP-966's eligible leader replicas, which may lead
+cleanly). The checker turns the lines into unavailability windows and unclean elections.
+Owner: its thread.
 """
 from __future__ import annotations
 
@@ -42,9 +44,10 @@ class LeadershipMonitor:
             return
         now = time.time()
         for state in info.partitions:
-            current = (state.leader, state.leader_epoch, list(state.isr))
+            current = (state.leader, state.leader_epoch, list(state.isr), list(state.elr))
             if seen.get(state.partition) != current:
                 seen[state.partition] = current
                 out.write(json.dumps({"t": now, "partition": state.partition,
                                       "leader": state.leader, "epoch": state.leader_epoch,
-                                      "isr": list(state.isr)}) + "\n")
+                                      "isr": list(state.isr),
+                                      "elr": list(state.elr)}) + "\n")

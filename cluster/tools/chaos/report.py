@@ -1,5 +1,6 @@
-"""What a chaos run leaves in its output folder and prints: ``history.json`` (the whole
-history, the schedule and the verdict), ``timeline.png`` and a summary.
+"""What a chaos run leaves in its output folder and prints: ``history.json`` (the
+history, the schedule and the verdict) with ``history.npz`` (the history's per-record
+columns, ``history.History.save_columns``), ``timeline.png`` and a summary.
 
 ``timeline.png``: acknowledged records per second, broker faults as dashed markers,
 restarts and SIGCONTs as green dotted ones; below, the unavailability windows per partition
@@ -17,16 +18,20 @@ import collections
 import json
 import os
 
-from cluster.tools.chaos.checker import STALLED
+import numpy as np
+
+from cluster.tools.chaos.checker import outcomes_of
+from cluster.tools.chaos.columns import OK, STALLED
 
 HISTORY_JSON = "history.json"
+HISTORY_COLUMNS = "history.npz"
 TIMELINE_PNG = "timeline.png"
 #: Seconds per throughput bucket in the timeline.
 BUCKET = 0.5
 #: Anomalies listed one by one in the summary, per kind (the rest are counted).
 SHOWN = 5
 _FAULT_COLOURS = {"kill": "red", "terminate": "orange", "pause": "purple",
-                  "truncate": "brown", "divergent-writes": "magenta"}
+                  "truncate": "brown", "divergent-writes": "magenta", "flip": "olive"}
 #: Fault log events drawn as green dotted lines: a broker back.
 _RECOVERIES = ("start", "resume")
 #: The narrowest unavailability bar, as a share of the run's length.
@@ -56,11 +61,13 @@ def copier_events(history):
 
 
 def write_history(folder, history, verdict, schedule):
-    """``history.json``: {"run", "schedule", "verdict", "history"}; its path."""
+    """``history.json``: {"run", "schedule", "verdict", "history"} (the history but its
+    per-record columns) and ``history.npz``: those columns; the JSON's path."""
     path = os.path.join(folder, HISTORY_JSON)
     with open(path, "w", encoding="utf-8") as file:
         json.dump({"run": history.run, "schedule": [s.to_json() for s in schedule],
                    "verdict": verdict.to_json(), "history": history.to_json()}, file)
+    history.save_columns(os.path.join(folder, HISTORY_COLUMNS))
     return path
 
 
@@ -70,12 +77,13 @@ def write_timeline(folder, history, verdict):
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    start = history.run.get("start") or min([o["t"] for o in history.ops] or [0.0])
+    ops = outcomes_of(history)
+    start = history.run.get("start") or (float(ops.t.min()) if len(ops) else 0.0)
     partitions = history.run.get("partitions") or 1
-    acks = collections.Counter(int((o["t"] - start) / BUCKET) for o in history.ops
-                               if o["op"] == "ok")
-    errors = collections.Counter(int((o["t"] - start) / BUCKET) for o in history.ops
-                                 if o["op"] in ("fail", "info"))
+    buckets = np.maximum(((ops.t - start) / BUCKET).astype(np.int64), 0)
+    acks = dict(enumerate(np.bincount(buckets[ops.kind == OK]).tolist()))
+    errors = dict(enumerate(np.bincount(buckets[ops.kind != OK]).tolist()))
+    acks, errors = collections.Counter(acks), collections.Counter(errors)
     last = max(list(acks) + list(errors) + [1])
     xs = [b * BUCKET for b in range(last + 1)]
     copiers = copier_events(history)

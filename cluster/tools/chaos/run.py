@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shlex
 import threading
 import time
 
 import posix_ipc
 
-from cluster import Cluster, KafkaAdminClient, NewTopic
+from cluster import Cluster, KafkaAdminClient, KafkaConsumer, NewTopic, TopicPartition
 from cluster.errors import TopicAlreadyExistsError
 from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
@@ -50,12 +51,23 @@ CLIENT_STOP = workload.DELIVERY_TIMEOUT_MS / 1000 + workload.OUTCOME_SLACK + 5.0
 CLIENT_START = 60.0
 #: Seconds to wait for the topic's partitions to have leaders after creating it.
 TOPIC_WAIT = 30.0
+#: Seconds between two looks at a group's committed offsets.
+COMMIT_POLL = 0.2
+#: Scenarios that only the transactional-copy workload can run (their target exists only
+#: in a topic written in transactions).
+TRANSACTIONAL_SCENARIOS = ("txnindex-flip",)
+#: A run whose faults ran late goes on until they are all played, by at most this many
+#: times its duration.
+EXTENSION = 1.0
 
 
 
 class Chaos:
     """One run of the tool with the produce-consume workload (module doc); ``run()``
     returns the exit status."""
+
+    #: whether its workload writes transactions (TRANSACTIONAL_SCENARIOS need them)
+    transactional = False
 
     def __init__(self, args):
         self.args = args
@@ -72,6 +84,8 @@ class Chaos:
         self.stop_monitor = threading.Event()
         self.threads = []
         self.start = None
+        #: {"scheduled", "played", "extended_by"}: the faults (``_play``)
+        self.played = {}
 
     # -- the run ----------------------------------------------------------------------------
 
@@ -98,8 +112,12 @@ class Chaos:
             if getattr(a, name) < 1:
                 raise ToolError(f"--{name.replace('_', '-')} must be >= 1, found "
                                 f"{getattr(a, name)}")
-        if a.consumers < 0 or self.kills < 0:
-            raise ToolError("--consumers and --kills must be >= 0")
+        if a.consumers < 0 or self.kills < 0 or a.record_bytes < 0:
+            raise ToolError(f"--consumers, --kills and --record-bytes must be >= 0, found "
+                            f"{a.consumers}, {self.kills}, {a.record_bytes}")
+        if a.scenario in TRANSACTIONAL_SCENARIOS and not self.transactional:
+            raise ToolError(f"--scenario {a.scenario} damages what only transactions write: "
+                            f"run it with --workload transactional-copy")
 
     def _open_cluster(self):
         running = running_brokers(self.data_dir) if os.path.isdir(self.data_dir) else {}
@@ -135,6 +153,8 @@ class Chaos:
     def _create_topic(self):
         a = self.args
         configs = {"min.insync.replicas": str(a.min_insync_replicas)}
+        if a.record_bytes:
+            configs["max.message.bytes"] = str(a.record_bytes + workload.REQUEST_OVERHEAD)
         if a.scenario.startswith("unclean-election-"):
             configs["unclean.leader.election.enable"] = str(
                 a.scenario == "unclean-election-on").lower()
@@ -194,20 +214,45 @@ class Chaos:
               f"{a.duration:g} s; {clients} -> {self.out}", flush=True)
 
     def _play(self, injector, *others):
-        """Run the injector (and ``others``: ``(target, *args)`` of more fault threads,
-        given the stop event and the start time) for the duration, then stop them and heal
-        the brokers."""
+        """Run the injector (and ``others``: ``(player, schedule)`` of more fault players,
+        whose ``run`` is given the schedule, the stop event and the start time) for the
+        duration, extended while steps of their schedules are still to play (steps run
+        late when restarts take longer than their slots) by at most ``EXTENSION`` times the
+        duration; then stop them and heal the brokers. How many were played, and why not
+        all, is printed and kept in ``self.played``."""
         started = time.monotonic()
+        players = [injector] + [player for player, _schedule in others]
+        scheduled = len(injector.schedule) + sum(len(schedule) for _p, schedule in others)
         threads = [self._thread(injector.run, self.stop_faults, started)]
-        threads += [self._thread(target, *args, self.stop_faults, started)
-                    for target, *args in others]
-        with Progress(int(self.args.duration), "s of chaos") as progress:
-            while time.monotonic() - started < self.args.duration:
+        threads += [self._thread(player.run, schedule, self.stop_faults, started)
+                    for player, schedule in others]
+        duration = self.args.duration
+        with Progress(int(duration), "s of chaos") as progress:
+            while time.monotonic() - started < duration:
                 time.sleep(0.1)
                 progress.update(int(time.monotonic() - started))
+        late = sum(player.pending() for player in players)
+        if late:
+            print(f"chaos: {late} of {scheduled} faults still to play after {duration:g} s "
+                  f"(steps ran late: each waits for what it restarted); the run goes on "
+                  f"until they are played, for at most {duration * EXTENSION:g} s more",
+                  flush=True)
+            limit = started + duration * (1 + EXTENSION)
+            while (sum(player.pending() for player in players)
+                   and time.monotonic() < limit):
+                time.sleep(0.1)
         self.stop_faults.set()
         for thread in threads:
             thread.join()
+        left = sum(player.pending() for player in players)
+        self.played = {"scheduled": scheduled, "played": scheduled - left,
+                       "extended_by": round(max(0.0, time.monotonic() - started - duration),
+                                            3)}
+        if left:
+            print(f"chaos: {scheduled - left} of {scheduled} faults played; the other "
+                  f"{left} were still due when the run stopped "
+                  f"{duration * (1 + EXTENSION):g} s after it began (give a longer "
+                  f"--duration or fewer faults)", flush=True)
         healed = self.brokers.heal()
         self.fault_log.write(fault="heal", started=healed)
 
@@ -227,6 +272,7 @@ class Chaos:
                self.brokers.broker_ids, "duration": a.duration, "start": self.start,
                "end": time.time(), "settled": settled,
                "injector_error": None if injector.error is None else str(injector.error),
+               "faults_played": self.played,
                **run}
         found = history.load(self.out, run)
         found.drain = drained
@@ -245,9 +291,55 @@ class Chaos:
                   f"{self.args.settle:g} s")
         for line in report.summary(verdict):
             print(line)
+        if not verdict.ok:
+            print("chaos: replay this run (same seed, same fault schedule) with:\n  "
+                  + shlex.join(["ringlog", "chaos", *self.replay_arguments()]), flush=True)
         print(f"chaos: {report.HISTORY_JSON} and {report.TIMELINE_PNG} in {self.out}",
               flush=True)
         return verdict
+
+    def replay_arguments(self):
+        """The ``chaos`` arguments that replay this run: the same seed, schedule and
+        workload, every default made explicit, into a new data directory (or, on a running
+        cluster, a new topic of it) and a new output folder."""
+        a = self.args
+        topic, data_dir = a.topic, self.data_dir + "-replay"
+        if self.cluster is None and self.brokers is not None:  # a running cluster: kept
+            topic, data_dir = a.topic + "-replay", self.data_dir
+        arguments = ["--data-dir", data_dir, "--brokers", str(a.brokers),
+                     "--scenario", a.scenario, "--duration", f"{a.duration:g}s",
+                     "--seed", str(a.seed), "--topic", topic,
+                     "--partitions", str(a.partitions),
+                     "--replication-factor", str(a.replication_factor),
+                     "--min-insync-replicas", str(a.min_insync_replicas),
+                     "--producers", str(a.producers), "--consumers", str(a.consumers),
+                     "--kills", str(self.kills), "--record-bytes", str(a.record_bytes),
+                     "--settle", f"{a.settle:g}s",
+                     "--out", self.out + "-replay"]
+        arguments += ["--unkeyed"] if a.unkeyed else []
+        arguments += ["--enable-idempotence"] if a.enable_idempotence else []
+        return arguments
+
+    def _committed_to_end(self, topic, group, timeout):
+        """Wait up to ``timeout`` seconds until ``group``'s committed offsets of ``topic``
+        are its end offsets; (whether they got there, {partition: committed offset})."""
+        tps = [TopicPartition(topic, p) for p in range(self.args.partitions)]
+        deadline = time.monotonic() + timeout
+        committed = {}
+        with KafkaAdminClient(bootstrap_servers=self.data_dir) as admin, \
+                KafkaConsumer(bootstrap_servers=self.data_dir) as consumer:
+            while time.monotonic() < deadline:
+                try:
+                    ends = consumer.end_offsets(tps, timeout_ms=1000)
+                    found = admin.list_consumer_group_offsets(group, partitions=tps)
+                    # -1: nothing committed, all right for an empty partition
+                    committed = {tp.partition: max(found[tp].offset, 0) for tp in tps}
+                    if all(committed[tp.partition] == ends[tp] for tp in tps):
+                        return True, committed
+                except Exception:  # a coordinator or leader moving: ask again
+                    pass
+                time.sleep(COMMIT_POLL)
+        return False, committed
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -286,7 +378,8 @@ class Chaos:
 
     def _spawn(self, kind, target, number, pattern, **spec):
         a = self.args
-        spec = {"topic": a.topic, "idempotent": a.enable_idempotence, **spec}
+        spec = {"topic": a.topic, "idempotent": a.enable_idempotence,
+                "value_bytes": a.record_bytes, **spec}
         self._spawn_client(kind, target, number, workload.ClientSpec(
             self.data_dir, partitions=a.partitions, number=number,
             history=os.path.join(self.out, pattern.replace("*", str(number))),

@@ -29,8 +29,21 @@ SCENARIOS = {
     "unclean-election-on": "SIGKILL a partition's followers, then its leader, restart the "
                            "followers first (unclean.leader.election.enable=true)",
     "unclean-election-off": "the same with unclean.leader.election.enable=false: the "
-                            "partition stays offline until its old leader returns",
+                            "partition stays offline until its old leader or an eligible "
+                            "leader replica (KIP-966: a follower that left the ISR while it "
+                            "was below min.insync.replicas) returns",
+    "segment-flip-follower": "flip one checksummed byte of a batch in a follower's segment "
+                             "of a random partition while it runs, SIGKILL and restart it "
+                             "after 1-3 s (its recovery meets the damage)",
+    "segment-flip-leader": "the same in the partition's leader's segment, then SIGKILL "
+                           "and restart every replica of the partition at once",
+    "txnindex-flip": "flip one byte of a .txnindex file of a random partition on its leader "
+                     "while it runs, SIGKILL and restart it after 1-3 s "
+                     "(transactional-copy: the output topic's aborted ranges)",
 }
+#: Scenarios that damage a file of a replica: the broker named in their ``flip`` event
+#: held the damage.
+FLIPS = ("segment-flip-follower", "segment-flip-leader", "txnindex-flip")
 
 #: scenario -> (shortest, longest) seconds a fault lasts (downtime, pause, offline time).
 DOWNTIME = {
@@ -42,6 +55,9 @@ DOWNTIME = {
     "page-cache-loss": (1.0, 3.0),
     "unclean-election-on": (2.0, 4.0),
     "unclean-election-off": (2.0, 4.0),
+    "segment-flip-follower": (1.0, 3.0),
+    "segment-flip-leader": (1.0, 3.0),
+    "txnindex-flip": (1.0, 3.0),
 }
 
 
@@ -129,11 +145,13 @@ class CopierStep:
         return dataclasses.asdict(self)
 
 
-def build_copier_schedule(seed, duration, kills, zombies, copiers):
+def build_copier_schedule(seed, duration, kills, zombies, copiers, kill="copier-kill",
+                          aims=COPIER_KILL_AIMS):
     """The schedule of ``kills`` copier kills and ``zombies`` zombies over ``duration``
     seconds among ``copiers`` copiers, from ``seed``, spread as the broker faults are
     (module doc; the zombies in slots chosen at random); ValueError naming a bad
-    argument."""
+    argument. (The consumer-group workload's member kills: ``kill`` "member-kill",
+    ``aims`` (None,).)"""
     if not duration > 0:
         raise ValueError(f"duration must be > 0 seconds, found {duration!r}")
     if kills < 0 or zombies < 0 or copiers < 1:
@@ -141,7 +159,7 @@ def build_copier_schedule(seed, duration, kills, zombies, copiers):
                          f"{kills}, zombies={zombies}, copiers={copiers}")
     rng = random.Random(f"copiers/{seed}")
     total = kills + zombies
-    faults = ["copier-kill"] * kills + ["zombie"] * zombies
+    faults = [kill] * kills + ["zombie"] * zombies
     rng.shuffle(faults)
     slot = duration / max(total, 1)
     low, high = COPIER_DOWNTIME
@@ -149,6 +167,5 @@ def build_copier_schedule(seed, duration, kills, zombies, copiers):
                             at=round(number * slot + rng.uniform(0.0, slot / 2), 3),
                             fault=fault, copier=rng.randrange(copiers),
                             downtime=round(rng.uniform(low, high), 3),
-                            aim=rng.choice(COPIER_KILL_AIMS) if fault == "copier-kill"
-                            else None)
+                            aim=rng.choice(aims) if fault == kill else None)
                  for number, fault in enumerate(faults))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 
-from cluster import KafkaAdminClient, KafkaConsumer, TopicPartition
+from cluster import KafkaConsumer, TopicPartition
 from cluster.tools.chaos import checker, copy_checker, history, workload
 from cluster.tools.chaos.copier import END_TIMEOUT_MS, CopierSpec
 from cluster.tools.chaos.copiers import Copiers
@@ -41,7 +41,8 @@ WORKLOAD = "transactional-copy"
 #: The broker scenarios it runs with: the others write records of their own to the topic
 #: (divergence) or lose acknowledged ones by design (unclean elections).
 SCENARIOS = ("leader-kill-storm", "rolling-sigterm", "sigstop-follower", "sigstop-leader",
-             "page-cache-loss")
+             "page-cache-loss", "segment-flip-follower", "segment-flip-leader",
+             "txnindex-flip")
 #: Share of the duration over which the producers send the input.
 FILL_SHARE = 0.9
 #: Seconds the copiers have to stop (their last transaction may wait for a coordinator).
@@ -57,6 +58,8 @@ def topics(topic):
 
 class CopyChaos(Chaos):
     """A run of the transactional-copy workload (module doc)."""
+
+    transactional = True
 
     def __init__(self, args):
         super().__init__(args)
@@ -75,6 +78,9 @@ class CopyChaos(Chaos):
         if a.scenario not in SCENARIOS:
             raise ToolError(f"--workload {WORKLOAD} runs with the scenarios "
                             f"{', '.join(SCENARIOS)}, not {a.scenario!r}")
+        if a.record_bytes:
+            raise ToolError(f"--record-bytes is for the produce-consume workload, not "
+                            f"--workload {WORKLOAD}")
         if a.records < 1 or self.copier_kills < 0 or a.zombies < 0:
             raise ToolError(f"--records must be >= 1, --copier-kills and --zombies >= 0, "
                             f"found {a.records}, {self.copier_kills}, {a.zombies}")
@@ -101,13 +107,14 @@ class CopyChaos(Chaos):
         self._announce(f"{a.records} records by {a.producers} idempotent producers, "
                        f"{a.partitions} transactional copiers ({len(schedule)} copier "
                        f"faults), {a.consumers} read_committed readers")
-        self._play(injector, (self.copiers.run, schedule))
+        self._play(injector, (self.copiers, schedule))
         self.copiers.heal()
         self._wait(lambda: not any(p.is_alive() for k, p, _ in self.processes
                                    if k == "producer"), a.settle)
         self._stop_clients("producer")
         settled = self._wait(lambda: self._all_led(full_isr=True), a.settle)
-        caught_up = self._caught_up(a.settle)
+        caught_up, _committed = self._committed_to_end(self.input_topic, self.group,
+                                                       a.settle)
         self._stop_copiers()
         stable = self._output_stable(a.settle)
         output = workload.drain(self.data_dir, self.output_topic, a.partitions,
@@ -140,35 +147,22 @@ class CopyChaos(Chaos):
                                       "error": str(self.copiers.error)})
         return self._report(found, verdict, injector, settled)
 
+    def replay_arguments(self):
+        return [*super().replay_arguments(), "--workload", WORKLOAD,
+                "--records", str(self.args.records),
+                "--copier-kills", str(self.copier_kills), "--zombies", str(self.args.zombies),
+                *(["--subscribe"] if self.args.subscribe else [])]
+
     def _copier_spec(self, copier, incarnation):
         return CopierSpec(self.data_dir, self.input_topic, self.output_topic, self.group,
                           copier, incarnation,
                           os.path.join(self.out, f"copier-{copier}.{incarnation}.jsonl"),
-                          seed=self.args.seed)
+                          seed=self.args.seed, subscribe=self.args.subscribe)
 
     def _copiers_started(self):
         """Whether every first incarnation has returned from init_transactions."""
         return all(any(op["op"] == "init" for op in history.read_lines(
             os.path.join(self.out, f"copier-{c}.0.jsonl"))) for c in range(self.args.partitions))
-
-    def _caught_up(self, timeout):
-        """Wait up to ``timeout`` seconds until the copiers' committed offsets are the
-        input's end offsets; whether they got there."""
-        tps = [TopicPartition(self.input_topic, p) for p in range(self.args.partitions)]
-        deadline = time.monotonic() + timeout
-        with KafkaAdminClient(bootstrap_servers=self.data_dir) as admin, \
-                KafkaConsumer(bootstrap_servers=self.data_dir) as consumer:
-            while time.monotonic() < deadline:
-                try:
-                    ends = consumer.end_offsets(tps, timeout_ms=1000)
-                    committed = admin.list_consumer_group_offsets(self.group, partitions=tps)
-                    # -1: nothing committed, all right for an empty partition
-                    if all(max(committed[tp].offset, 0) == ends[tp] for tp in tps):
-                        return True
-                except Exception:  # a coordinator or leader moving: ask again
-                    pass
-                time.sleep(POLL)
-        return False
 
     def _output_stable(self, timeout):
         """Wait up to ``timeout`` seconds until no transaction is open in the output (every

@@ -42,7 +42,7 @@ import threading
 import time
 
 from cluster import KafkaConsumer, KafkaProducer, TopicPartition
-from cluster.errors import KafkaTimeoutError
+from cluster.errors import KafkaError, KafkaTimeoutError
 from cluster.stats.publisher import set_process_role
 
 #: Keys a keyed producer cycles through.
@@ -63,6 +63,16 @@ PER_PARTITION = 8
 BLOCKED_WAIT = 0.01
 #: Seconds a consumer waits before making its client again after an error.
 RETRY_PAUSE = 0.2
+#: A group member's session.timeout.ms: the least the brokers allow
+#: (group.min.session.timeout.ms), so that a killed member leaves the group soon (Kafka's
+#: default, 45 s, would hold every rebalance of a short run).
+MEMBER_SESSION_TIMEOUT_MS = 6000
+#: What separates a padded value from its padding (``padded``).
+PAD = b"#"
+#: Bytes of padded records a producer has outstanding at most (``Sends``).
+WINDOW_BYTES = 32 * 1024 * 1024
+#: Bytes a request may carry besides its records' values (``--record-bytes``).
+REQUEST_OVERHEAD = 64 * 1024
 
 
 def value_of(producer, seq):
@@ -70,9 +80,35 @@ def value_of(producer, seq):
     return f"p{producer}:{seq:06d}"
 
 
+def padded(value, size):
+    """``value`` as the bytes a producer of ``size``-byte records sends: ``value#size#``
+    again and again up to ``size`` bytes (a record that lost, gained or changed bytes no
+    longer matches); ``value`` alone when it does not need padding."""
+    head = f"{value}#{size}#".encode()
+    if size <= len(head):
+        return value.encode()
+    return (head * (size // len(head) + 1))[:size]
+
+
+def record_text(raw):
+    """A read record's value as its history holds it: the value itself, or for a padded
+    one ``<value>#<bytes>`` (``<value>#damaged`` when it is not what ``padded`` made)."""
+    value, sep, rest = raw.partition(PAD)
+    text = value.decode("utf-8", "replace")
+    if not sep:
+        return text
+    size = rest.partition(PAD)[0]
+    whole = size.isdigit() and raw == padded(text, int(size))
+    return f"{text}#{len(raw)}" if whole else f"{text}#damaged"
+
+
 def parse_value(value):
-    """(producer, seq) of a workload value; None for any other value (the divergence
-    scenario's ``x...`` records, or garbage)."""
+    """(producer, seq) of a workload value (padded: ``record_text``'s); None for any
+    other value (the divergence scenario's ``x...`` records, a damaged padded record, or
+    garbage)."""
+    value, sep, size = value.partition("#")
+    if sep and not size.isdigit():
+        return None
     if not value.startswith("p"):
         return None
     head, sep, tail = value[1:].partition(":")
@@ -98,6 +134,10 @@ class ClientSpec:
     rate: float | None = None
     #: what a consumer reads: its topic's records as which isolation level
     isolation_level: str = "read_uncommitted"
+    #: a producer pads its values to this many bytes (0: none, ``padded``)
+    value_bytes: int = 0
+    #: a group member's consumer group (``member``)
+    group: str | None = None
 
 
 class HistoryWriter:
@@ -141,7 +181,9 @@ def produce(spec, stop):
         max_in_flight_requests_per_connection=IDEMPOTENT_IN_FLIGHT if spec.idempotent else 1,
         enable_idempotence=spec.idempotent, linger_ms=0,
         request_timeout_ms=REQUEST_TIMEOUT_MS, delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
-        max_block_ms=MAX_BLOCK_MS)
+        max_block_ms=MAX_BLOCK_MS,
+        max_request_size=max(1024 * 1024, spec.value_bytes + REQUEST_OVERHEAD),
+        buffer_memory=max(32 * 1024 * 1024, 2 * (spec.value_bytes + REQUEST_OVERHEAD)))
     sends = Sends(producer, spec, history)
     started = time.monotonic()
     try:
@@ -178,10 +220,11 @@ class Sends:
         self.outstanding = collections.deque()  # (seq, future, partition, unknown at)
         self.per_partition = collections.Counter()
         self.key_partitions = {}  # key number -> partition (murmur2 does not change)
+        self.window = max(1, min(WINDOW, WINDOW_BYTES // max(1, spec.value_bytes)))
 
     def send(self, seq):
         """Send record ``seq`` if there is room; whether it was sent (or failed at once)."""
-        if len(self.outstanding) >= WINDOW:
+        if len(self.outstanding) >= self.window:
             return False
         key = None
         if self.spec.keyed:
@@ -232,7 +275,8 @@ def send_one(producer, spec, seq, key, history):
     it could not even be queued."""
     history.write(op="invoke", p=spec.number, seq=seq)
     try:
-        future = producer.send(spec.topic, value_of(spec.number, seq).encode(), key=key)
+        future = producer.send(spec.topic, padded(value_of(spec.number, seq), spec.value_bytes),
+                               key=key)
     except KafkaTimeoutError as exc:  # no metadata or buffer in max_block_ms: never queued
         history.write(op="fail", p=spec.number, seq=seq, partition=None, error=error_name(exc))
         return None
@@ -284,10 +328,47 @@ def _read(spec, positions, stop, history):
                 for record in records:
                     history.write(op="read", c=spec.number, partition=tp.partition,
                                   offset=record.offset,
-                                  value=record.value.decode("utf-8", "replace"))
+                                  value=record_text(record.value))
                     positions[tp.partition] = record.offset + 1
     finally:
         consumer.close(autocommit=False)
+
+
+def member(spec, stop):
+    """Consumer-group member process (``group_consume``): subscribes to ``spec.topic`` in
+    ``spec.group`` (no auto-commit, from the earliest offset when the group has none),
+    and per poll records its reads, then commits their positions synchronously and
+    records ``{"op": "commit", "c": n, "offsets": {partition: offset}}`` — Kafka's
+    at-least-once consumer: what it committed it had processed. An error is recorded and
+    the poll tried again (a KafkaConsumer makes its own way through rebalances)."""
+    client_logging(spec)
+    set_process_role("chaos-member", f"chaos-member-{spec.number}")
+    history = HistoryWriter(spec.history)
+    consumer = KafkaConsumer(bootstrap_servers=spec.bootstrap, group_id=spec.group,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             isolation_level=spec.isolation_level,
+                             session_timeout_ms=MEMBER_SESSION_TIMEOUT_MS,
+                             heartbeat_interval_ms=MEMBER_SESSION_TIMEOUT_MS // 6)
+    try:
+        consumer.subscribe([spec.topic])
+        while not stop.is_set():
+            try:
+                polled = consumer.poll(timeout_ms=100)
+                for tp, records in polled.items():
+                    for record in records:
+                        history.write(op="read", c=spec.number, partition=tp.partition,
+                                      offset=record.offset, value=record_text(record.value))
+                if polled:
+                    offsets = {tp.partition: records[-1].offset + 1
+                               for tp, records in polled.items() if records}
+                    consumer.commit()
+                    history.write(op="commit", c=spec.number, offsets=offsets)
+            except KafkaError as exc:  # recorded; the next poll goes on
+                history.write(op="error", c=spec.number, error=error_name(exc))
+                stop.wait(RETRY_PAUSE)
+    finally:
+        consumer.close(autocommit=False)
+        history.close()
 
 
 def error_name(exc):
@@ -331,7 +412,7 @@ def drain(bootstrap, topic, partitions, path, timeout, isolation_level="read_unc
                     if record.offset < ends[tp]:
                         history.write(op="read", c="drain", partition=tp.partition,
                                       offset=record.offset,
-                                      value=record.value.decode("utf-8", "replace"))
+                                      value=record_text(record.value))
             pending = {tp for tp in pending if consumer.position(tp) < ends[tp]}
     finally:
         consumer.close(autocommit=False)

@@ -24,7 +24,6 @@ from cluster.errors import (
     CorrelationIdError,
     KafkaConnectionError,
     KafkaTimeoutError,
-    MessageSizeTooLargeError,
     NoBrokersAvailable,
     RequestTimedOutError,
 )
@@ -174,7 +173,7 @@ def test_a_request_without_response_completes_when_written(fake_cluster, client_
     assert client.in_flight_count(0) == 0
 
 
-def test_a_request_larger_than_the_ring_fails_its_future(fake_cluster, client_of):
+def test_a_request_longer_than_the_ring_is_carried_in_fragments(fake_cluster, client_of):
     cluster = fake_cluster(brokers=1)
     client = client_of(cluster)
     m = protocol.request_module(ApiKey.PRODUCE, API_VERSIONS[ApiKey.PRODUCE])
@@ -182,12 +181,27 @@ def test_a_request_larger_than_the_ring_fails_its_future(fake_cluster, client_of
         transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=1),
         topic_data=(m.TopicProduceData(name="t", partition_data=(
             m.PartitionProduceData(index=0, records=bytes(DEFAULT_CAPACITY)),)),))
-    future = client.send(0, request)
-    with pytest.raises(MessageSizeTooLargeError, match="exceeds the largest frame of its "
-                                                       "request ring"):
-        future.get(0)
+    response = client.request(0, request)  # answered (the bytes are no batch: an error)
+    assert [p.index for t in response.responses for p in t.partition_responses] == [0]
     assert client.connected(0)
     assert client.request(0, metadata_request()) is not None
+
+
+def test_a_metadata_response_longer_than_the_ring_is_received(fake_cluster):
+    cluster = fake_cluster(brokers=1, auto_create=False)
+    cluster.create_topic("wide", partitions=400)
+    client = KafkaClient(config(cluster), ring_capacity=1024)  # frames of 496 bytes
+    try:
+        response = client.request(0, metadata_request("wide", *(f"absent-{n}" for n in
+                                                                range(100))))
+        assert len(protocol.encode_request(metadata_request(*(f"absent-{n}" for n in
+                                                              range(100))), 1, "c")) > 496
+        wide = next(t for t in response.topics if t.name == "wide")
+        assert sorted(p.partition_index for p in wide.partitions) == list(range(400))
+        client.wait_for_metadata(IN_PROCESS_BOUND, all_topics=True)
+        assert len(client.cluster.partitions_for_topic("wide")) == 400
+    finally:
+        client.close()
 
 
 def test_unanswered_request_times_out_and_closes_the_connection(fake_cluster, client_of):

@@ -207,6 +207,8 @@ def test_ringlog_transport_defaults():
     assert config.wait_policy().poll_interval == WaitPolicy().poll_interval
     assert config["ringlog.gc.freeze"] is True
     assert BrokerConfig({"ringlog.gc.freeze": "false"})["ringlog.gc.freeze"] is False
+    assert config["ringlog.fsync"] is True
+    assert BrokerConfig({"ringlog.fsync": "false"})["ringlog.fsync"] is False
 
 
 def test_wait_policy_follows_the_keys():
@@ -463,6 +465,7 @@ BAD_BROKER_VALUES = [
     ("transaction.remove.expired.transaction.cleanup.interval.ms", "-1"),
     ("group.min.session.timeout.ms", "x"), ("controlled.shutdown.enable", ""),
     ("ringlog.gc.freeze", "sometimes"),
+    ("ringlog.fsync", "never"),
     ("ringlog.ring.bytes", "1000000"), ("ringlog.ring.bytes", "64k"),
     ("ringlog.ring.bytes", str(2**31)), ("ringlog.spin.iterations", "-1"),
     ("ringlog.park.timeout.ms", "0"), ("log.flush.interval.ms", "-5"),

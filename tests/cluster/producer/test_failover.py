@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -172,6 +173,60 @@ def test_a_hung_leader_is_given_up_after_the_request_timeout(fake_cluster, produ
     finally:
         cluster.brokers[0].paused.clear()
     assert [r.value for r in cluster.records("t", 0)] == [b"first", b"second"]
+
+
+def test_an_idempotent_batch_in_flight_to_a_hung_leader_goes_to_the_new_one_at_once(
+        fake_cluster, producer_of):
+    # Beyond Kafka: the new leader's publication brings a metadata refresh, the batch is
+    # taken out of the hung request and sent to broker 1 long before request_timeout_ms;
+    # the hung broker's late answer is ignored and the batch completes once.
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", leaders=[0])
+    producer = producer_of(cluster, acks="all", enable_idempotence=True,
+                           request_timeout_ms=600_000, delivery_timeout_ms=1_200_000)
+    assert producer.send("t", b"first").get(IN_PROCESS_BOUND).offset == 0
+    client = producer._sender._client
+    cluster.brokers[0].paused.set()  # alive, reads nothing
+    completions = []
+    try:
+        future = producer.send("t", b"second")
+        future.add_callback(completions.append)
+        wait_for(lambda: producer._sender._in_flight, "the request in flight")
+        cluster.fence_broker(0)  # the controller's order: fence the hung broker, elect
+        cluster.move_leader("t", 0, 1)
+        assert future.get(IN_PROCESS_BOUND).offset == 1
+        assert client.in_flight_count(0) == 1  # the old request is still unanswered
+    finally:
+        cluster.brokers[0].paused.clear()
+    wait_for(lambda: client.in_flight_count(0) == 0, "the hung broker's late answer")
+    assert producer.send("t", b"third").get(IN_PROCESS_BOUND).offset == 2
+    assert [r.value for r in cluster.records("t", 0)] == [b"first", b"second", b"third"]
+    assert [c.offset for c in completions] == [1]
+
+
+def test_without_idempotence_a_batch_in_flight_to_a_hung_leader_waits_for_its_answer(
+        fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=2)
+    cluster.create_topic("t", leaders=[0])
+    producer = producer_of(cluster, request_timeout_ms=600_000, delivery_timeout_ms=1_200_000)
+    assert producer.send("t", b"first").get(IN_PROCESS_BOUND).offset == 0
+    cluster.brokers[0].paused.set()
+    try:
+        future = producer.send("t", b"second")
+        wait_for(lambda: producer._sender._in_flight, "the request in flight")
+        before = len(cluster.requests)
+        cluster.fence_broker(0)
+        cluster.move_leader("t", 0, 1)
+        client = producer._sender._client
+        client.cluster.request_update()  # a refresh, as idempotence would have asked for
+        wait_for(lambda: "METADATA" in [n for _, n, _ in cluster.requests[before:]],
+                   "a refresh naming broker 1")
+        time.sleep(0.2)
+        assert not future.is_done and produce_requests(cluster, before) == []
+    finally:
+        cluster.brokers[0].paused.clear()
+    assert future.get(IN_PROCESS_BOUND).offset == 1  # the old leader's answer (a resend
+    # could have written it twice)
 
 
 def test_sends_from_threads_while_the_leader_moves_lose_nothing(fake_cluster, producer_of):

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from cluster.errors import InvalidConfigurationError, KafkaStorageError
@@ -811,3 +812,21 @@ def test_broker_stop_of_a_broker_that_ignores_sigterm_says_to_kill_it(data_dir):
         killed = broker_cli("kill", "--data-dir", d, "--id", "0")
         assert killed.stdout == f"killed broker 0 (pid {pid}) of {d}\n", killed.stderr
         assert not running(pid)
+
+
+@pytest.mark.multiprocess
+def test_cluster_start_dev_profile_under_the_overrides(data_dir):
+    """``cluster start --dev`` hands every broker the dev profile (no fsync, 1 MiB
+    segments), an ``--override`` of the same key winning."""
+    started = cli("start", "--data-dir", str(data_dir), "--brokers", "1", "--detach", "--dev",
+                  "--override", "log.segment.bytes=2097152",
+                  "--broker-command", " ".join(FAKE))
+    try:
+        assert started.returncode == 0, started.stderr
+        argv = " ".join(psutil.Process(read_record(data_dir)["pids"]["0"]).cmdline())
+        assert "--override ringlog.fsync=false" in argv
+        assert "--override offsets.topic.segment.bytes=1048576" in argv
+        assert "--override log.segment.bytes=2097152" in argv
+        assert "--override log.segment.bytes=1048576" not in argv
+    finally:
+        assert cli("stop", "--data-dir", str(data_dir)).returncode == 0

@@ -2,7 +2,11 @@
 (and only it), unavailability windows are measured and merged."""
 from __future__ import annotations
 
-from cluster.tools.chaos.checker import STALLED, check
+import json
+
+from cluster.tools.chaos import workload
+from cluster.tools.chaos.checker import check
+from cluster.tools.chaos.columns import OK, STALLED
 from cluster.tools.chaos.history import History, load
 
 
@@ -45,7 +49,7 @@ def test_an_acknowledged_record_missing_from_the_drain_is_lost():
     verdict = check(history)
     assert verdict.by_kind() == {"lost": 1}
     assert verdict.anomalies[0] == {"kind": "lost", "producer": 1, "seq": 0, "partition": 0,
-                                    "offset": 1}
+                                    "offset": 1, "acknowledged_at": 1.21}
 
 
 def test_a_failed_or_unknown_send_that_is_missing_is_not_lost():
@@ -193,6 +197,20 @@ def test_a_clean_election_excuses_no_loss():
     assert verdict.unclean_elections == [] and verdict.by_kind() == {"lost": 1}
 
 
+def test_an_eligible_leader_replica_leads_cleanly():
+    """KIP-966: a replica that left the ISR while it was below min.insync.replicas is in
+    the ELR and may lead; that election is clean and excuses no loss."""
+    history = clean_history()
+    history.drain_reads = [r for r in history.drain_reads if r["partition"] != 1]
+    history.leadership = [
+        {"t": 0.5, "partition": 1, "leader": 0, "epoch": 0, "isr": [0, 1, 2], "elr": []},
+        {"t": 2.0, "partition": 1, "leader": 0, "epoch": 0, "isr": [0], "elr": [1]},
+        {"t": 3.0, "partition": 1, "leader": -1, "epoch": 1, "isr": [0], "elr": [1]},
+        {"t": 4.0, "partition": 1, "leader": 1, "epoch": 2, "isr": [1], "elr": []}]
+    verdict = check(history)
+    assert verdict.unclean_elections == [] and verdict.by_kind() == {"lost": 1}
+
+
 def test_an_undrained_partition_is_an_anomaly_and_hides_no_loss_claims():
     history = clean_history()
     history.drain_reads = [r for r in history.drain_reads if r["partition"] != 1]
@@ -238,9 +256,91 @@ def test_load_reads_the_files_and_skips_a_line_cut_short(tmp_path):
     (tmp_path / "drain.jsonl").write_text(
         '{"op":"read","c":"drain","partition":0,"offset":0,"value":"p0:000000","t":5}\n')
     history = load(tmp_path, {"scenario": "s"})
-    assert [op["op"] for op in history.ops] == ["invoke", "ok"]
-    assert len(history.reads) == 1 and len(history.drain_reads) == 1
-    assert check(history).ok
+    assert history.ops.sent == 1 and history.ops.kind.tolist() == [OK]
+    assert history.ops.offset.tolist() == [0] and history.ops.t.tolist() == [2.0]
+    # the consumer's read is the drain's: counted, not kept
+    assert (len(history.reads), history.reads.count) == (0, 1)
+    assert history.drain_reads.rows() == [{"op": "read", "c": "drain", "partition": 0,
+                                           "offset": 0, "value": "p0:000000", "t": 5.0}]
+    verdict = check(history)
+    assert verdict.ok and (verdict.counts["read"], verdict.counts["drained"]) == (1, 1)
+
+
+def test_load_keeps_what_a_consumer_read_otherwise_and_checks_it_as_before(tmp_path):
+    """Columns loaded from files give the verdict that the same lines as dicts give."""
+    lines = {
+        "producer-0.jsonl": [
+            {"op": "invoke", "p": 0, "seq": s, "t": 1.0 + s} for s in range(4)] + [
+            {"op": "ok", "p": 0, "seq": s, "t": 1.5 + s, "partition": 0, "offset": s}
+            for s in range(3)] + [
+            {"op": "fail", "p": 0, "seq": 3, "t": 9.0, "partition": 0, "error": "x"}],
+        "consumer-1.jsonl": [read(0, 0, "p0:000000", c=1), read(0, 1, "x0:000001", c=1),
+                             read(0, 9, "p0:000002", c=1)],
+        "drain.jsonl": [read(0, 0, "p0:000000", c="drain"), read(0, 1, "p0:000001", c="drain")],
+    }
+    for name, objects in lines.items():
+        (tmp_path / name).write_text("".join(json.dumps(o) + "\n" for o in objects))
+    loaded = load(tmp_path, {"end": 20.0})
+    assert len(loaded.reads) == 2 and loaded.reads.count == 3
+    by_hand = History(ops=lines["producer-0.jsonl"], reads=lines["consumer-1.jsonl"],
+                      drain_reads=lines["drain.jsonl"], run={"end": 20.0})
+    assert check(loaded).to_json() == check(by_hand).to_json()
+    assert check(loaded).by_kind() == {"lost": 1, "inconsistent-read": 1}
+    assert check(loaded).windows[0]["start"] == 4.0  # the failed send's invocation
+
+
+def test_load_matches_dicts_across_partitions_and_offsets_past_int32(tmp_path):
+    """The drain out of place order, offsets past 2**31 in one partition (kept int64), a
+    consumer's reads matched against the drain a partition at a time: the verdict the
+    dicts give (a reorder, a duplicate, an inconsistent read, a loss, a move)."""
+    far = 1 << 32
+    ops = (send(0, 0, 1.0, 0, 0) + send(0, 1, 1.1, 1, far) + send(0, 2, 1.2, 1, far + 1)
+           + send(1, 0, 1.3, 2, 5) + send(1, 1, 1.4, 2, 6) + send(1, 2, 1.5, 2, 7)
+           + send(0, 3, 1.6, 0, 1))
+    drain = [read(2, 7, "p1:000001", "drain"), read(1, far, "p0:000002", "drain"),
+             read(0, 0, "p0:000000", "drain"), read(2, 6, "p1:000002", "drain"),
+             read(1, far + 1, "p0:000001", "drain"), read(2, 5, "p1:000000", "drain"),
+             read(0, 1, "x-garbage", "drain")]
+    reads = [read(2, 5, "p1:000000"), read(1, far, "p0:000001"), read(0, 3, "p0:000000"),
+             read(2, 9, "p9:000009"), read(0, 1, "p0:000003")]
+    for name, objects in (("producer-0.jsonl", ops), ("consumer-0.jsonl", reads),
+                          ("drain.jsonl", drain)):
+        (tmp_path / name).write_text("".join(json.dumps(o) + "\n" for o in objects))
+    loaded = load(tmp_path, {"end": 20.0})
+    assert loaded.ops.offset.dtype.itemsize == 8 and loaded.drain_reads.other
+    assert len(loaded.reads) == 4 and loaded.reads.count == 5  # one read as the drain's
+    by_hand = History(ops=ops, reads=reads, drain_reads=drain, run={"end": 20.0})
+    verdict = check(loaded)
+    assert verdict.to_json() == check(by_hand).to_json()
+    assert verdict.by_kind() == {"lost": 1, "moved": 3, "reordered": 2,
+                                 "inconsistent-read": 2}
+    assert verdict.counts["duplicates"] == 2
+
+
+def test_padded_values_are_recorded_by_size_and_damage_makes_them_no_value():
+    raw = workload.padded("p1:000007", 1000)
+    assert len(raw) == 1000 and raw.startswith(b"p1:000007#1000#")
+    text = workload.record_text(raw)
+    assert text == "p1:000007#1000" and workload.parse_value(text) == (1, 7)
+    for damaged in (raw[:999], raw + b"#", raw[:500] + b"x" + raw[501:]):
+        assert workload.record_text(damaged) == "p1:000007#damaged"
+    assert workload.parse_value("p1:000007#damaged") is None  # so it counts as lost
+    assert workload.padded("p1:000007", 0) == b"p1:000007"
+    assert workload.record_text(b"p1:000007") == "p1:000007"
+
+
+def test_an_empty_history_passes_and_an_unsettled_cluster_is_an_anomaly():
+    """Nothing acknowledged (every send failed: a replica that cannot fetch a large
+    batch keeps the ISR below min.insync.replicas) and nothing read: the checker runs;
+    the cluster that never got its full ISR back is the anomaly."""
+    history = History(ops=[{"op": "invoke", "p": 0, "seq": 0, "t": 1.0},
+                           {"op": "fail", "p": 0, "seq": 0, "t": 7.0, "partition": 2,
+                            "error": "KafkaTimeoutError"}], run={"end": 9.0})
+    verdict = check(history)
+    assert verdict.ok and verdict.counts["failed"] == 1
+    assert verdict.windows[0]["start"] == 1.0 and verdict.windows[0]["end"] == 9.0
+    history.run["settled"] = False
+    assert check(history).by_kind() == {"unsettled": 1}
 
 
 def test_a_leader_killed_makes_its_partitions_unavailable_until_acks_resume():

@@ -12,6 +12,8 @@ from cluster.tools.chaos.faults import FaultInjector
 from cluster.tools.chaos.history import read_lines
 from cluster.tools.chaos.schedule import FaultStep
 from cluster.tools.chaos.workload import HistoryWriter
+from tests.cluster.tools.chaos.test_files import write_log
+from tests.segments.helpers import simple_batch
 
 TOPIC = "t"
 
@@ -168,3 +170,35 @@ def test_an_unclean_election_step_ends_once_the_isr_is_full_again(tmp_path):
         events = read_lines(tmp_path / f"faults-{full}.jsonl")
         assert events[-1]["fault"] == "isr" and events[-1]["full"] is full
         assert len(looks_since_restart) > 3
+
+
+@pytest.mark.parametrize("scenario, broker, suffix, calls", [
+    ("segment-flip-follower", 0, ".log", [("kill", 0), ("start", 0)]),
+    ("segment-flip-leader", 1, ".log", [("kill", 1), ("kill", 0), ("kill", 2),
+                                        ("start", 1), ("start", 0), ("start", 2)]),
+    ("txnindex-flip", 1, ".txnindex", [("kill", 1), ("start", 1)])])
+def test_a_flip_step_damages_the_target_s_file_then_kills_and_restarts_it(
+        tmp_path, scenario, broker, suffix, calls):
+    """Partition 0 is led by 1, its followers 2 and 0 (pick 0.0: broker 0); the flipped
+    file is that broker's, the broker then SIGKILLed and started (the leader's flip:
+    every replica of the partition)."""
+    directory = tmp_path / f"broker-{broker}" / f"{TOPIC}-0"
+    directory.mkdir(parents=True)
+    name = "00000000000000000000" + suffix
+    if suffix == ".log":
+        write_log(directory, [simple_batch(3) for _ in range(3)])
+    else:
+        (directory / name).write_bytes(bytes(34))
+    before = (directory / name).read_bytes()
+    found, events = play(tmp_path, scenario, RF3)
+    assert found == calls
+    assert events == ["flip"] + [name for name, _broker in calls]
+    flip = read_lines(tmp_path / "faults.jsonl")[0]
+    assert flip["broker"] == broker and flip["file"] == f"broker-{broker}/{TOPIC}-0/{name}"
+    after = (directory / name).read_bytes()
+    assert [i for i in range(len(after)) if after[i] != before[i]] == [flip["position"]]
+
+
+def test_a_flip_step_without_a_file_to_damage_is_skipped(tmp_path):
+    calls, events = play(tmp_path, "txnindex-flip", RF3)
+    assert calls == [] and events == ["skipped"]

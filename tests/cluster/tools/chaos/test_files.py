@@ -1,11 +1,22 @@
 """What the chaos tool does to and reads from partition directories: the page-cache-loss
-truncation to the recovery point, and the byte-for-byte replica comparison below the HW."""
+truncation to the recovery point, the byte flips of the flip scenarios, and the
+byte-for-byte replica comparison below the HW."""
 from __future__ import annotations
 
 import os
+import random
 
-from cluster.tools.chaos.faults import truncate_to_recovery_point
+import pytest
+
+from cluster.errors import CorruptRecordError
+from cluster.tools.chaos.faults import (
+    flip_batch_byte,
+    flip_file_byte,
+    truncate_to_recovery_point,
+)
 from cluster.tools.chaos.replicas import compare_replicas, first_difference, replica_batches
+from segments.record.batch_header import BatchHeader
+from segments.segment import iter_file_batches
 from tests.segments.helpers import crash, open_log, set_recovery_point, simple_batch
 
 SMALL_SEGMENTS = {"segment.bytes": 1024}
@@ -81,3 +92,43 @@ def test_first_difference_names_where_batches_part():
     assert first_difference([(0, 4, b"a")], [(0, 4, b"a"), (5, 9, b"b")], 10) == (
         5, "the reference ends at 5, below the high watermark 10")
     assert first_difference([(0, 4, b"a")], [(1, 4, b"a")], 5)[0] == 0
+
+
+def batches_of(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return [(position, bytes(view))
+                for position, view in iter_file_batches(fd, 0, os.fstat(fd).st_size)]
+    finally:
+        os.close(fd)
+
+
+def test_a_batch_byte_flip_is_one_bit_that_the_batch_crc_catches(tmp_path):
+    path = tmp_path / "t-0"
+    write_log(path, [simple_batch(5) for _ in range(4)])
+    (segment,) = [path / n for n in os.listdir(path) if n.endswith(".log")]
+    before = segment.read_bytes()
+    flipped = flip_batch_byte(segment, random.Random(3))
+    after = segment.read_bytes()
+    changed = [i for i in range(len(before)) if before[i] != after[i]]
+    assert changed == [flipped["position"]]
+    assert bin(flipped["was"] ^ flipped["now"]).count("1") == 1
+    damaged = [(p, b) for p, b in batches_of(segment)
+               if p <= flipped["position"] < p + len(b)]
+    (position, batch), = damaged
+    assert BatchHeader(batch).base_offset == flipped["batch_base"]
+    with pytest.raises(CorruptRecordError):
+        BatchHeader(batch).validate()
+    # the same seed flips the same byte of the same file
+    segment.write_bytes(before)
+    assert flip_batch_byte(segment, random.Random(3)) == flipped
+
+
+def test_a_file_byte_flip_changes_one_bit_and_an_empty_file_is_left_alone(tmp_path):
+    path = tmp_path / "00000000000000000000.txnindex"
+    path.write_bytes(bytes(68))
+    flipped = flip_file_byte(path, random.Random(1))
+    data = path.read_bytes()
+    assert data[flipped["position"]] == flipped["now"] != 0 and sum(map(bool, data)) == 1
+    path.write_bytes(b"")
+    assert flip_file_byte(path, random.Random(1)) is None

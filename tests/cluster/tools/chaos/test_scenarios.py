@@ -10,6 +10,7 @@ the verdict counts apart.
 from __future__ import annotations
 
 import json
+import os
 
 import psutil
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from cluster.supervisor.supervisor import running_brokers
 from cluster.tools.chaos import history as chaos_history
 from cluster.tools.chaos.checker import check
+from cluster.tools.chaos.columns import OK
 from cluster.tools.chaos.schedule import SCENARIOS
 from cluster.tools.chaos.workload import parse_value
 from tests.cluster.tools.chaos.tool_process import chaos_command, finish, start_tool
@@ -36,7 +38,17 @@ INJECTED = {
     "page-cache-loss": {"kill", "truncate", "start"},
     "unclean-election-on": {"kill", "start", "leader"},
     "unclean-election-off": {"kill", "start", "leader"},
+    "segment-flip-follower": {"flip", "kill", "start"},
+    "segment-flip-leader": {"flip", "kill", "start"},
+    "txnindex-flip": {"flip", "kill", "start"},
 }
+#: The damage scenarios find what issue 20's items 1 and 3 (branch heal) and 6 (branch
+#: big) fix: until those are merged they report anomalies on main, so their runs are not
+#: part of ``make test``; RINGLOG_CHAOS_DAMAGE=1 runs them.
+DAMAGE = pytest.mark.skipif(
+    not os.environ.get("RINGLOG_CHAOS_DAMAGE"),
+    reason="fails on main until issue 20 items 1, 3 and 6 are merged; "
+           "RINGLOG_CHAOS_DAMAGE=1 runs it")
 
 
 def run_scenario(tmp_path, data_dir, scenario, duration="6s", kills=1, extra=()):
@@ -79,12 +91,18 @@ def test_a_leader_kill_storm_loses_nothing_and_the_tool_reports_it(tmp_path, dat
     # the checker flags the same history with a drained acknowledged record removed
     loaded = chaos_history.load(out, saved["run"])
     loaded.drain = saved["history"]["drain"]
-    acked = {(op["p"], op["seq"]) for op in loaded.ops if op["op"] == "ok"}
+    assert check(loaded).ok
+    acked = {(int(p), int(seq)) for p, seq, kind in zip(
+        loaded.ops.p, loaded.ops.seq, loaded.ops.kind, strict=True) if kind == OK}
+    loaded.drain_reads = loaded.drain_reads.rows()
     victim = next(r for r in loaded.drain_reads if parse_value(r["value"]) in acked)
     loaded.drain_reads.remove(victim)
     assert check(loaded).by_kind().get("lost", 0) >= 1
     # and reports one read at two offsets as a duplicate, an anomaly only if idempotent
-    loaded.reads.append(dict(victim, offset=victim["offset"] + 10_000))
+    # (the consumers' reads the drain made too were not kept: the victim's read is put
+    # back beside the one at another offset)
+    loaded.reads = loaded.reads.rows() + [victim, dict(victim, offset=victim["offset"]
+                                                       + 10_000)]
     assert check(loaded).counts["duplicates"] >= 1
     assert check(loaded, idempotent=True).by_kind().get("duplicated", 0) >= 1
 
@@ -111,7 +129,7 @@ def test_divergent_acks_1_records_of_a_dead_leader_are_truncated_away(tmp_path, 
     written = next(f for f in saved["history"]["faults"] if f["fault"] == "divergent-writes")
     assert written["error"] is None and written["acknowledged"]
     # nobody read them in the final log: the old leader truncated its suffix
-    drained = [r["value"] for r in saved["history"]["drain_reads"]]
+    drained = chaos_history.load(tmp_path / "out").drain_reads.values()
     assert not [value for value in drained if value.startswith("x")]
 
 
@@ -119,7 +137,13 @@ def test_with_unclean_election_off_the_partition_waits_for_its_last_leader(tmp_p
                                                                            data_dir):
     saved = run_scenario(tmp_path, data_dir, "unclean-election-off", kills=1)
     elected = next(f for f in saved["history"]["faults"] if f["fault"] == "leader")
-    assert elected["broker"] is None  # the restarted followers did not lead
+    # no restarted follower led, unless it was an eligible leader replica (KIP-966): one
+    # that left the ISR while it was below min.insync.replicas, holding every
+    # acknowledged record
+    if elected["broker"] is not None:
+        eligible = {b for change in saved["history"]["leadership"]
+                    for b in change.get("elr", [])}
+        assert elected["broker"] in eligible, (elected, saved["history"]["leadership"])
     assert saved["verdict"]["unclean_elections"] == []
     assert saved["verdict"]["counts"]["lost_unclean_election"] == 0
 
@@ -129,3 +153,12 @@ def test_with_unclean_election_on_an_out_of_sync_replica_leads(tmp_path, data_di
     elected = next(f for f in saved["history"]["faults"] if f["fault"] == "leader")
     assert elected["broker"] is not None
     assert saved["verdict"]["unclean_elections"]
+
+
+@DAMAGE
+@pytest.mark.parametrize("scenario", ["segment-flip-follower", "segment-flip-leader"])
+def test_a_byte_flipped_in_a_replica_s_segment_under_load_loses_nothing(tmp_path, data_dir,
+                                                                       scenario):
+    saved = run_scenario(tmp_path, data_dir, scenario, duration="20s", kills=3)
+    flips = [f for f in saved["history"]["faults"] if f["fault"] == "flip"]
+    assert flips and all(f["was"] != f["now"] for f in flips)

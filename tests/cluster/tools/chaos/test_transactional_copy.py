@@ -1,8 +1,9 @@
 """``ringlog chaos --workload transactional-copy`` in a short form (Kafka's transactions_test on
 a replicating cluster: 3 brokers, RF 3, min.insync.replicas 2): leader kills, copier
 kills and a zombie, and the tool finds the output equal to the input exactly once, no
-aborted read, the zombie fenced; the same history with a copied record taken away, or
-with a zombie that was never fenced, fails."""
+aborted read, the zombie fenced if it made a request once superseded; the same history
+with a copied record taken away, or with a superseded incarnation's commit returning,
+fails."""
 from __future__ import annotations
 
 import json
@@ -45,8 +46,16 @@ def test_a_transactional_copy_under_kills_and_a_zombie_copies_each_record_once(t
         f["fault"] for f in faults}, faults
     (zombie,) = [f for f in faults if f["fault"] == "zombie"]
     ops = saved["history"]["copier_ops"]
-    assert any(o["op"] == "fenced" and (o["c"], o["i"]) == (zombie["c"], zombie["zombie"])
-               for o in ops)
+    superseded = copy_checker.superseded_at(ops)
+    # a zombie that began a transaction once a newer incarnation had initialised was
+    # fenced at its first request (under load the newer one may die before it initialises
+    # or initialise after the zombie stopped: CHAOS-FINDING.md; then nothing fences it)
+    zombie_key = (zombie["c"], zombie["zombie"])
+    if zombie_key in superseded and any(
+            o["op"] == "begin" and (o["c"], o["i"]) == zombie_key
+            and o["t"] > superseded[zombie_key][0] for o in ops):
+        assert any(o["op"] == "fenced" and (o["c"], o["i"]) == zombie_key for o in ops)
+    assert superseded  # the killed incarnations were, by the ones that replaced them
     # incarnations after a kill or a zombie copied too: the transactional id was taken over
     assert {parse_copy_value(r["value"])[2] for r in saved["history"]["output_drain"]} != {0}
 
@@ -56,8 +65,12 @@ def test_a_transactional_copy_under_kills_and_a_zombie_copies_each_record_once(t
     victim = loaded.output_drain.pop()
     anomalies, _counts = copy_checker.check(loaded)
     assert {"missing", "torn-transaction"} <= {a["kind"] for a in anomalies}
-    # ... and with the zombie's fencing taken out of its history
+    # ... and with a superseded incarnation committing a transaction after that
     loaded.output_drain.append(victim)
-    loaded.copier_ops = [o for o in loaded.copier_ops if o["op"] != "fenced"]
+    (c, i), (at, _newer) = sorted(superseded.items())[0]
+    loaded.copier_ops += [{"op": name, "c": c, "i": i, "txn": 10_000, "records": 0,
+                           "offset": 0, "t": at + step}
+                          for step, name in ((0.001, "begin"), (0.002, "commit-invoke"),
+                                             (0.003, "commit"))]
     anomalies, _counts = copy_checker.check(loaded)
     assert [a["kind"] for a in anomalies] == ["unfenced-zombie"]
