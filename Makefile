@@ -95,9 +95,14 @@ kcat:
 
 # `make conformance`: librdkafka's own test suite (from Debian's source package, fetched
 # and built once under .cache/conformance) against a 3-broker cluster through the Kafka
-# gateway; prints passed / failed / skipped with each reason (tests/conformance).
+# gateway, one runner process per test number, three at once; prints passed / failed /
+# skipped with each reason (tests/conformance) and fails when a test of
+# tests/conformance/passing.txt did not pass. CONFORMANCE_ARGS adds options (--tests 0081,
+# --parallel N, --log FILE, --cache DIR).
+CONFORMANCE_CACHE ?= .cache/conformance
 conformance: $(STAMP)
-	$(PY) -m tests.conformance.librdkafka --cache .cache/conformance $(CONFORMANCE_ARGS)
+	$(PY) -m tests.conformance.librdkafka --cache $(CONFORMANCE_CACHE) --parallel 3 \
+	  --passing tests/conformance/passing.txt $(CONFORMANCE_ARGS)
 
 # `make bench`: ringlog and its peers side by side (perf/suite; BENCH_ARGS=--quick for a
 # one-minute subset).

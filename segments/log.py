@@ -151,6 +151,7 @@ from segments.log_config import LogConfig
 from segments.producer_state import ORIGIN_CLIENT, ORIGIN_REPLICATION, ProducerStateManager
 from segments.record import batch_descriptor as bd
 from segments.record.batch_header import BatchHeader
+from segments.record.compression import codec_id, recompress_batch
 from segments.record.records import RecordBatch
 from segments.segment import (
     CLEANED_SUFFIX,
@@ -627,7 +628,9 @@ class PartitionLog:
         assigned by stamping baseOffset (and partitionLeaderEpoch when ``leader_epoch`` is
         given) — in place when ``batches`` is writable, so the caller's buffer changes as
         in Kafka; on a copy otherwise. With message.timestamp.type=LogAppendTime the
-        batch's maxTimestamp becomes the clock's time (and its CRC is recomputed).
+        batch's maxTimestamp becomes the clock's time (and its CRC is recomputed). With a
+        compression.type other than producer, a client's data batch in another codec is
+        stored re-encoded in the topic's (on a copy; the records unchanged).
         Batches with a producer id are checked against the producer state as ``origin``
         (``producer_state.ORIGIN_CLIENT``, or ``ORIGIN_COORDINATOR`` for transaction
         markers) before anything is written; see "Producer state" in the module doc.
@@ -638,6 +641,8 @@ class PartitionLog:
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
         headers = self._validate(view)
+        if self.config.recompress_to is not None and origin == ORIGIN_CLIENT:
+            view, headers = self._recompressed(view, headers)
         for header in headers:
             if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
                 raise InvalidRecordError(
@@ -728,6 +733,21 @@ class PartitionLog:
             for epoch, base_offset in new_epochs:
                 self.leader_epoch_cache.assign(epoch, base_offset)
         return first, expected - 1
+
+    def _recompressed(self, view, headers):
+        """``view`` with each data batch in the codec of compression.type (Kafka's
+        recompression on append), validated again; as it was if every batch has it."""
+        codec = codec_id(self.config.recompress_to)
+        if all(h.compression_type == codec or h.is_control_batch for h in headers):
+            return view, headers
+        out = bytearray()
+        for header in headers:
+            if header.compression_type == codec or header.is_control_batch:
+                out += view[header.position:header.position + header.size_in_bytes]
+            else:
+                out += recompress_batch(header, codec, self.config.max_message_bytes)
+        view = memoryview(out)
+        return view, self._validate(view)
 
     def _validate(self, view, allow_partial_tail=False):
         """Validate every batch of ``view``; return their BatchHeaders (nothing written)."""

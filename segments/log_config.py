@@ -53,8 +53,23 @@ _FLOAT_KEYS = (
 )
 _CLEANUP_POLICY = "cleanup.policy"
 _TIMESTAMP_TYPE = "message.timestamp.type"
+_COMPRESSION_TYPE = "compression.type"
+_FORMAT_VERSION = "message.format.version"
 _KEYS = {k.name: k for k in _INT_KEYS + _FLOAT_KEYS}
-KNOWN_KEYS = frozenset(_KEYS) | {_CLEANUP_POLICY, _TIMESTAMP_TYPE}
+KNOWN_KEYS = frozenset(_KEYS) | {_CLEANUP_POLICY, _TIMESTAMP_TYPE, _COMPRESSION_TYPE,
+                                 _FORMAT_VERSION}
+
+#: compression.type: the codec the log stores batches in; ``producer`` keeps each batch's
+#: own (Kafka's BrokerCompressionType names).
+COMPRESSION_PRODUCER = "producer"
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", COMPRESSION_PRODUCER)
+#: message.format.version: Kafka's release versions (MetadataVersion's short names). Kafka 3
+#: accepts and ignores it (inter.broker.protocol.version >= 3.0 always writes format v2),
+#: and so does ringlog, which writes only v2.
+FORMAT_RELEASES = frozenset(
+    ["0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0",
+     "1.1"] + [f"2.{minor}" for minor in range(9)] + [f"3.{minor}" for minor in range(10)])
+FORMAT_VERSION_DEFAULT = "3.0-IV1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +96,8 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     max_message_bytes: int = 1024 * 1024 + 12
     message_timestamp_type: str = TIMESTAMP_TYPE_CREATE_TIME
+    compression_type: str = COMPRESSION_PRODUCER
+    message_format_version: str = FORMAT_VERSION_DEFAULT
 
     # -- construction -----------------------------------------------------------------------
 
@@ -96,6 +113,10 @@ class LogConfig:
                 values["cleanup_policy"] = _parse_cleanup_policy(raw)
             elif name == _TIMESTAMP_TYPE:
                 values["message_timestamp_type"] = _parse_timestamp_type(raw)
+            elif name == _COMPRESSION_TYPE:
+                values["compression_type"] = _parse_compression_type(raw)
+            elif name == _FORMAT_VERSION:
+                values["message_format_version"] = _parse_format_version(raw)
             else:
                 raise InvalidLogConfigError(
                     f"unknown log config {name!r} (value {raw!r}); known: "
@@ -113,6 +134,8 @@ class LogConfig:
         out = {k.name: getattr(self, k.attribute) for k in _INT_KEYS + _FLOAT_KEYS}
         out[_CLEANUP_POLICY] = ",".join(sorted(self.cleanup_policy))
         out[_TIMESTAMP_TYPE] = self.message_timestamp_type
+        out[_COMPRESSION_TYPE] = self.compression_type
+        out[_FORMAT_VERSION] = self.message_format_version
         return out
 
     # -- derived --------------------------------------------------------------------------
@@ -128,6 +151,14 @@ class LogConfig:
     @property
     def log_append_time(self):
         return self.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND_TIME
+
+    @property
+    def recompress_to(self):
+        """The codec name (``compression.CODEC_NAMES``) producer batches are stored in, or
+        None: ``producer``, each batch as it came."""
+        if self.compression_type == COMPRESSION_PRODUCER:
+            return None
+        return "none" if self.compression_type == "uncompressed" else self.compression_type
 
 
 def _parse_number(key, raw):
@@ -171,3 +202,25 @@ def _parse_timestamp_type(raw):
             f"invalid value {raw!r} for log config {_TIMESTAMP_TYPE!r}: expected one of "
             f"{', '.join(allowed)}")
     return raw
+
+
+def _parse_compression_type(raw):
+    if raw not in COMPRESSION_TYPES:
+        raise InvalidLogConfigError(
+            f"invalid value {raw!r} for log config {_COMPRESSION_TYPE!r}: expected one of "
+            f"{', '.join(COMPRESSION_TYPES)}")
+    return raw
+
+
+def _parse_format_version(raw):
+    """A Kafka release version as Kafka's MetadataVersion.fromVersionString reads it:
+    ``0.10.0.0`` -> ``0.10.0``, ``2.8.1`` -> ``2.8``, an ``-IVn`` suffix allowed."""
+    text = str(raw).strip()
+    release = text.partition("-IV")[0]
+    parts = release.split(".")
+    short = ".".join(parts[:3] if parts[0] == "0" else parts[:2])
+    if short not in FORMAT_RELEASES or not all(p.isdigit() for p in parts):
+        raise InvalidLogConfigError(
+            f"invalid value {raw!r} for log config {_FORMAT_VERSION!r}: expected a Kafka "
+            f"release version such as 0.10.0, 2.8 or 3.0-IV1")
+    return text

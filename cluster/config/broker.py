@@ -176,6 +176,8 @@ BROKER_KEYS = keys(
     _log_key("log.index.interval.bytes", "index.interval.bytes"),
     _log_key("log.index.size.max.bytes", "segment.index.bytes"),
     _log_key("log.message.timestamp.type", "message.timestamp.type"),
+    _log_key("compression.type", "compression.type"),
+    _log_key("log.message.format.version", "message.format.version"),
     _log_key("message.max.bytes", "max.message.bytes"),
     Key("producer.id.expiration.ms", Int(1, INT_MAX), 86400000),
     Key("producer.id.expiration.check.interval.ms", Int(1, INT_MAX), 600000),
@@ -245,6 +247,8 @@ TOPIC_SYNONYMS = {
     "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
     "cleanup.policy": (("log.cleanup.policy", 1),),
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "compression.type": (("compression.type", 1),),
+    "message.format.version": (("log.message.format.version", 1),),
     "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
     "min.insync.replicas": (("min.insync.replicas", 1),),
 }

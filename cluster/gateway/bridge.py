@@ -72,7 +72,8 @@ class _Closed(Exception):
 
 class Bridge:
     """A client connection (see the module doc). ``gateway`` is the owning ``Gateway``:
-    its ``config``, ``namespace``, ``host``, ``port_for``, ``image()``, ``stats`` and
+    its ``config``, ``namespace``, ``instance``, ``host``, ``port_for``, ``image()``,
+    ``stats`` and
     ``forget(bridge)``."""
 
     def __init__(self, gateway, sock, address, broker_id):
@@ -250,6 +251,7 @@ class Bridge:
             config = self.gateway.config
             try:
                 self._ring = connect(self.gateway.namespace, self.broker_id,
+                                     instance=self.gateway.instance,
                                      timeout=CONNECT_TIMEOUT, capacity=config.ring_bytes,
                                      policy=config.wait_policy)
             except (ConnectionError, TimeoutError) as exc:

@@ -80,6 +80,7 @@ class Gateway:
             raise NoBrokersAvailable(f"{self.data_dir} is not a ringlog data directory (no "
                                      f"{dd.META_PROPERTIES}); start a cluster there first")
         self.namespace = None  # of the cluster's start, read with the metadata page
+        self.instance = dd.instance_of(self.data_dir)  # D's brokers only (connect checks)
         self.kafka_port = kafka_port
         self.host = host
         self.config = config

@@ -69,7 +69,8 @@ REPLICATION = {"RF 1, acks=1": (1, "1"), "RF 3, acks=all": (3, "all")}
 LATENCY_WORKLOADS = (4, 9)
 #: Which peers run which workload (5 is ringlog's and Redis' only: N streams map to N
 #: partitions; the others have no natural N-channel single consumer).
-#: ringlog_gateway (a Kafka client through the gateway) runs workloads 1 and 2 only.
+#: ringlog_gateway (a Kafka client through the gateway) and the Kafka-compatible brokers
+#: (noida_db, tansu: confluent-kafka over TCP) run workloads 1 and 2 only.
 _NATIVE = ("ringlog", "redis_streams", "zmq_pushpull", "mp_queue")
 RUNS = {1: "all", 2: "all", 3: _NATIVE, 4: _NATIVE, 5: ("ringlog", "redis_streams"),
         6: _NATIVE, 7: _NATIVE, 8: ("ringlog",), 9: ("ringlog",),

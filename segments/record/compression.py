@@ -45,6 +45,8 @@ import struct
 import threading
 import zlib
 
+from crc32c import crc32c
+
 from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from segments.record import batch_descriptor as d
 
@@ -323,3 +325,29 @@ def decompress(codec, data, limit, base_offset):
         raise CorruptRecordError(
             f"batch at offset {base_offset}: {CODEC_NAMES[codec]}: compressed records do not "
             f"decompress: {exc}") from exc
+
+
+# -- recompress (a topic's compression.type) --------------------------------------------------
+
+def recompress_batch(header, codec, max_record_bytes=None):
+    """The batch whose ``header`` (a ``BatchHeader`` over a whole, validated batch) is
+    given, with its records stored in codec id ``codec`` instead, as a new bytearray: the
+    records themselves (their deltas, keys, values, headers) and every header field but
+    attributes' codec bits, batchLength and the CRC stay as they are — what a Kafka broker
+    stores for a topic whose compression.type differs from the producer's codec."""
+    start = header.position + d.RECORDS_OFFSET
+    end = header.position + header.size_in_bytes
+    with memoryview(header.buf) as view:
+        records = bytes(view[start:end])
+        out = bytearray(view[header.position:start])
+    source = header.compression_type
+    if source != d.CODEC_NONE:
+        records = decompress(source, records,
+                             records_size_limit(header.record_count, max_record_bytes),
+                             header.base_offset)
+    out += records if codec == d.CODEC_NONE else compress(codec, records)
+    attributes = (header.attributes & ~d.COMPRESSION_CODEC_MASK) | codec
+    d.INT32.pack_into(out, d.BATCH_LENGTH_OFFSET, len(out) - d.LOG_OVERHEAD)
+    d.INT16.pack_into(out, d.ATTRIBUTES_OFFSET, attributes)
+    d.UINT32.pack_into(out, d.CRC_OFFSET, crc32c(memoryview(out)[d.ATTRIBUTES_OFFSET:]))
+    return out

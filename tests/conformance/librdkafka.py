@@ -10,18 +10,24 @@ Kafka wire gateway.
 3. **Run**: a 3-broker cluster shaped as the suite's default scenario expects (topics
    auto-created with 4 partitions and replication factor 3), the gateway on free ports,
    ``test.conf`` naming its bootstrap address, then ``test-runner -L`` (the tests that
-   need a broker), bounded by ``--timeout``. ``TESTS`` / ``TESTS_SKIP`` in the environment
-   narrow the run, as librdkafka's own make does.
-4. **Score**: the summary table the runner prints, parsed: passed / failed / skipped, with
-   each failure's and skip's reason. Exit 1 if a test of ``--passing`` (a file of test
-   names, one a line) did not pass.
+   need a broker) once per test number (``TESTS=NNNN``; the numbers are read from the
+   runner's table in ``tests/test.c``), ``--parallel`` at once. A test that times out
+   makes its runner kill itself: one runner per number keeps that from ending the rest.
+   The tests of the suite's ``noautocreate`` scenario run (``-s noautocreate``) against
+   a second cluster and gateway, without topic auto-creation. ``--tests`` / ``--skip``
+   (or ``TESTS`` / ``TESTS_SKIP``) narrow the run; ``--timeout`` bounds each runner.
+4. **Score**: each runner's summary table, parsed: passed / failed / skipped, with each
+   failure's and skip's reason. Exit 1 if a test of ``--passing`` (a file of test names,
+   one a line, ``#`` comments) that was in the run did not pass.
 
-    python -m tests.conformance.librdkafka [--cache .cache/conformance] [--timeout 3600]
-                                           [--parallel N] [--passing FILE] [--log FILE]
+    python -m tests.conformance.librdkafka [--cache .cache/conformance] [--timeout 600]
+                                           [--parallel N] [--tests 0081,0092] [--skip ...]
+                                           [--passing FILE] [--log FILE]
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import glob
 import os
 import re
@@ -38,6 +44,18 @@ PACKAGE = "librdkafka"
 SUMMARY_ROW = re.compile(r"^\|\s*(\d{4}\S*)\s*\|\s*(\w+)\s*\|\s*([\d.]+)s\s*\|\s?(.*)$")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TEST_END = re.compile(r"=+ Test (\d{4}\S*) (PASSED|FAILED|SKIPPED) =+")
+TIMED_OUT = re.compile(r"Test (\d{4}\w*)(?: \([^)]*\))? timed out "
+                       r"(\(timeout set to \d+ seconds\))")
+FAILURE = re.compile(r'### Test "(\d{4}\w*)[^"\n]*" failed at ([^\n]*?) at \w{3} [^\n]*###\n'
+                     r'([^\n]*)')
+TEST_ENTRY = re.compile(r"_TEST\((\d{4}_\w+),\s*([^,)]*)")
+SCENARIO = re.compile(r'\.scenario\s*=\s*"(\w+)"')
+#: The scenarios run, each on a cluster of its own: the suite's default (topics
+#: auto-created with 4 partitions, RF 3) and ``noautocreate`` (no auto-creation).
+SCENARIOS = {"default": True, "noautocreate": False}
+# test.conf's test.timeout.multiplier: the suite's timeouts are set for a broker on its own
+# machine; here three brokers, the gateway and the tests share two cores.
+TIMEOUT_MULTIPLIER = 2
 
 
 def _deb_src_sources(apt_dir):
@@ -99,9 +117,37 @@ def build(tree):
     return runner
 
 
+def list_tests(tree):
+    """{test number: [test names]} of the runner's table (``tests[]`` in ``tests/test.c``),
+    in order, without the manual ones (run only when named)."""
+    with open(os.path.join(tree, "tests", "test.c")) as file:
+        text = file.read()
+    numbers = {}
+    for name, flags in TEST_ENTRY.findall(text):
+        if "TEST_F_MANUAL" not in flags:
+            numbers.setdefault(name[:4], []).append(name)
+    return numbers
+
+
+def scenarios(tree):
+    """{test name: scenario} of the tests whose scenario is not ``default`` (the
+    ``.scenario`` of their entry in ``tests[]``)."""
+    with open(os.path.join(tree, "tests", "test.c")) as file:
+        text = file.read()
+    starts = [m.start() for m in TEST_ENTRY.finditer(text)] + [len(text)]
+    out = {}
+    for match, end in zip(TEST_ENTRY.finditer(text), starts[1:]):
+        found = SCENARIO.search(text, match.start(), end)
+        if found and found.group(1) != "default":
+            out[match.group(1)] = found.group(1)
+    return out
+
+
 def parse_summary(output):
-    """{test name: (state, reason)} from the runner's summary table; a run stopped before
-    its summary (``--timeout``) counts the tests whose end it printed."""
+    """{test name: (state, reason)} from the runner's summary table. A test the runner
+    killed at its timeout (it then kills itself: a summary is printed first, the reason
+    after) gets the timeout line as its reason; a run with no summary counts the tests
+    whose end it printed."""
     rows = {}
     text = ANSI.sub("", output)
     for line in text.splitlines():
@@ -109,6 +155,14 @@ def parse_summary(output):
         if match:
             name, state, _, reason = match.groups()
             rows[name] = (state, reason.strip())
+    for name, detail in TIMED_OUT.findall(text):
+        rows[name] = ("FAILED", f"timed out {detail}")
+    first_failures = {}
+    for name, where, reason in FAILURE.findall(text):
+        first_failures.setdefault(name, f"{where}: {reason.strip()}")
+    for name, (state, reason) in list(rows.items()):
+        if state == "FAILED" and not reason and name in first_failures:
+            rows[name] = (state, first_failures[name])
     if not rows:
         for name, state in TEST_END.findall(text):
             rows[name] = (state, "" if state == "PASSED" else "(run stopped before the "
@@ -116,55 +170,130 @@ def parse_summary(output):
     return rows
 
 
-def run(runner, timeout, parallel=1):
-    """Run ``test-runner -L`` against a fresh cluster and its gateway; (summary, output)."""
+def run_one(work, scenario, number, names, bound):
+    """``test-runner -L -s scenario`` with ``TESTS=number`` in ``work`` (a copy of the
+    runner's directory with its ``test.conf``): ({name: (state, reason)}, output). Each
+    test number is its own runner process, so a test that times out (the runner kills
+    itself then) or hangs past ``bound`` seconds fails alone."""
+    env = {**os.environ, "TESTS": number, "LD_LIBRARY_PATH": os.pathsep.join(
+        os.path.join(work, "..", "lib", sub) for sub in ("src", "src-cpp"))}
+    try:
+        # stdbuf -oL: the summary table goes to stdout, and a runner that aborts (a test
+        # that failed leaves librdkafka threads behind) or kills itself (a timeout) would
+        # lose what a pipe's buffer held.
+        done = subprocess.run(
+            ["stdbuf", "-oL", os.path.join(work, "test-runner"), "-L", "-s", scenario],
+            cwd=work, capture_output=True, text=True, errors="replace", timeout=bound,
+            env=env)
+        output = done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        output = "".join(part.decode(errors="replace") if isinstance(part, bytes)
+                         else part or "" for part in (exc.stdout, exc.stderr))
+        output += f"\n(runner stopped after {bound:.0f} s)\n"
+    rows = parse_summary(output)
+    for name in names:
+        if name not in rows and re.search(rf"\[{name}\s+/", output):
+            rows[name] = ("FAILED", "(runner ended before the test's end: see --log)")
+    return rows, output
+
+
+def select(numbers, only=None, skip=None):
+    """``numbers`` ({number: names}) narrowed: ``only`` / ``skip`` hold test numbers or
+    names (a name picks its whole number: the runner's TESTS matches numbers)."""
+    if only:
+        numbers = {n: names for n, names in numbers.items() if any(w[:4] == n for w in only)}
+    if skip:
+        numbers = {n: names for n, names in numbers.items()
+                   if not any(w == n or w in names for w in skip)}
+    return numbers
+
+
+def _merge(summary, rows):
+    """A test runs in every scenario's runner and is skipped in all but its own: a
+    skip never replaces another state."""
+    for name, row in rows.items():
+        if row[0] != "SKIPPED" or summary.get(name, row)[0] == "SKIPPED":
+            summary[name] = row
+
+
+def run(runner, numbers, timeout, parallel=1, by_scenario=None):
+    """The tests of ``numbers`` ({number: names}), each scenario's (``by_scenario``: {test
+    name: scenario} of those not in the default one) against a fresh cluster of its own
+    with its gateway, ``parallel`` runner processes at once; (summary, output)."""
+    by_scenario = by_scenario or {}
+    jobs = [("default", number, names) for number, names in numbers.items()]
+    for scenario in SCENARIOS:
+        jobs += [(scenario, number, names) for number, names in numbers.items()
+                 if scenario != "default" and any(by_scenario.get(n) == scenario
+                                                  for n in names)]
+    tree = os.path.dirname(os.path.dirname(runner))
     with tempfile.TemporaryDirectory(prefix="ringlog-conformance-") as tmp:
-        cluster = Cluster(os.path.join(tmp, "data"), brokers=3, num_partitions=4,
-                          default_replication_factor=3, auto_create_topics_enable=True,
-                          group_initial_rebalance_delay_ms=0)
-        gateway = None
+        os.makedirs(os.path.join(tmp, "lib"))
+        for sub in ("src", "src-cpp"):
+            os.symlink(os.path.join(tree, sub), os.path.join(tmp, "lib", sub))
+        served = []
         try:
-            cluster.start()
-            gateway = GatewayProcess(cluster.data_dir).start()
-            work = os.path.join(tmp, "work")
-            shutil.copytree(os.path.dirname(runner), work, symlinks=True)
-            with open(os.path.join(work, "test.conf"), "w") as file:
-                file.write(f"metadata.broker.list={gateway.bootstrap}\n"
-                           f"test.timeout.multiplier=2\n")
+            works = {}
+            for scenario in sorted({job[0] for job in jobs}):
+                cluster = Cluster(os.path.join(tmp, f"data-{scenario}"), brokers=3,
+                                  num_partitions=4, default_replication_factor=3,
+                                  auto_create_topics_enable=SCENARIOS[scenario],
+                                  group_initial_rebalance_delay_ms=0)
+                served.append((cluster, None))
+                cluster.start()
+                gateway = GatewayProcess(cluster.data_dir).start()
+                served[-1] = (cluster, gateway)
+                work = works[scenario] = os.path.join(tmp, f"work-{scenario}")
+                shutil.copytree(os.path.dirname(runner), work, symlinks=True)
+                with open(os.path.join(work, "test.conf"), "w") as file:
+                    file.write(f"metadata.broker.list={gateway.bootstrap}\n"
+                               f"test.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
             started = time.monotonic()
-            try:
-                tree = os.path.dirname(os.path.dirname(runner))
-                libraries = [os.path.join(tree, "src"), os.path.join(tree, "src-cpp")]
-                done = subprocess.run(
-                    [os.path.join(work, "test-runner"), "-L", f"-p{parallel}"], cwd=work,
-                    capture_output=True,
-                    text=True, timeout=timeout,
-                    env={**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libraries)})
-                output = done.stdout + done.stderr
-            except subprocess.TimeoutExpired as exc:
-                partial = exc.stdout or b""
-                if isinstance(partial, bytes):
-                    partial = partial.decode(errors="replace")
-                output = partial + f"\n(stopped after {timeout} s)\n"
-            print(f"test-runner ran {time.monotonic() - started:.0f} s", flush=True)
-            return parse_summary(output), output
+            summary, outputs = {}, []
+            with concurrent.futures.ThreadPoolExecutor(max(1, parallel)) as pool:
+                futures = [pool.submit(run_one, works[scenario], scenario, number, names,
+                                       timeout) for scenario, number, names in jobs]
+                for future in concurrent.futures.as_completed(futures):
+                    rows, output = future.result()
+                    _merge(summary, rows)
+                    outputs.append(output)
+                    for name, (state, _) in sorted(rows.items()):
+                        if state != "SKIPPED" or name not in by_scenario:
+                            print(f"{state:8} {name}", flush=True)
+            print(f"test-runner ran {time.monotonic() - started:.0f} s "
+                  f"({len(jobs)} runners, {parallel} at once)", flush=True)
+            return summary, "\n".join(outputs)
         finally:
-            if gateway is not None:
-                gateway.stop()
-            cluster.stop()
+            for cluster, gateway in served:
+                if gateway is not None:
+                    gateway.stop()
+                cluster.stop()
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tests.conformance.librdkafka")
     parser.add_argument("--cache", default=".cache/conformance")
-    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="seconds one test number's runner may take (its own "
+                             "timeouts usually end it first)")
     parser.add_argument("--passing", help="tests that must pass, one name a line")
     parser.add_argument("--log", help="write the runner's whole output here")
-    parser.add_argument("--parallel", type=int, default=1, help="tests run at once (-p)")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="runner processes (one test number each) at once")
+    parser.add_argument("--tests", default=os.environ.get("TESTS", ""),
+                        help="only these test numbers or names (comma or space separated; "
+                             "default $TESTS)")
+    parser.add_argument("--skip", default=os.environ.get("TESTS_SKIP", ""),
+                        help="not these test numbers or names (default $TESTS_SKIP)")
     args = parser.parse_args(argv)
     cache = os.path.abspath(args.cache)
-    runner = build(fetch(cache))
-    summary, output = run(runner, args.timeout, args.parallel)
+    tree = fetch(cache)
+    runner = build(tree)
+    numbers = select(list_tests(tree), re.findall(r"[^\s,]+", args.tests),
+                     re.findall(r"[^\s,]+", args.skip))
+    started = time.monotonic()
+    summary, output = run(runner, numbers, args.timeout, args.parallel, scenarios(tree))
+    print(f"run with the cluster's start and stop: {time.monotonic() - started:.0f} s")
     if args.log:
         with open(args.log, "w") as file:
             file.write(output)
@@ -186,7 +315,8 @@ def main(argv=None):
         with open(args.passing) as file:
             required = [line.strip() for line in file if line.strip()
                         and not line.startswith("#")]
-        regressed = [n for n in required if summary.get(n, ("MISSING",))[0] != "PASSED"]
+        regressed = [n for n in required if n[:4] in numbers
+                     and summary.get(n, ("MISSING",))[0] != "PASSED"]
         if regressed:
             print(f"tests that passed before and do not now: {regressed}")
             return 1

@@ -76,6 +76,9 @@ def test_config_parses_kafka_names_and_strings():
     ("cleanup.policy", "forever", ["cleanup.policy", "'forever'", "compact"]),
     ("message.timestamp.type", "Now", ["message.timestamp.type", "'Now'", "LogAppendTime"]),
     ("segment.bites", 1, ["unknown", "segment.bites"]),
+    ("compression.type", "brotli", ["compression.type", "'brotli'", "producer"]),
+    ("message.format.version", "0.10.x", ["message.format.version", "'0.10.x'"]),
+    ("message.format.version", "9.9", ["message.format.version", "'9.9'"]),
 ])
 def test_bad_config_names_key_and_value(key, value, words):
     with pytest.raises(InvalidLogConfigError) as e:
@@ -161,6 +164,45 @@ def test_log_append_time_sets_max_timestamp_and_keeps_crc_valid(tmp_path):
     header.validate()
     assert header.timestamp_type == 1 and header.max_timestamp == T0 + 12345
     assert {r.timestamp for r in records_of(log.read(0, 1000))} == {T0 + 12345}
+    log.close()
+
+
+def test_kafka_topic_configs_compression_type_and_message_format_version_parse():
+    config = LogConfig.from_dict({"compression.type": "lz4",
+                                  "message.format.version": "0.10.0.0"})
+    assert config.compression_type == "lz4" and config.recompress_to == "lz4"
+    assert config.message_format_version == "0.10.0.0"
+    assert LogConfig.from_dict(config.to_dict()) == config
+    assert LogConfig().recompress_to is None  # producer: each batch as it came
+    assert LogConfig.from_dict({"compression.type": "uncompressed"}).recompress_to == "none"
+    for version in ("2.8.1", "3.0-IV1", "0.11.0", "1.1"):
+        assert LogConfig.from_dict({"message.format.version": version})
+
+
+@pytest.mark.parametrize("stored, sent", [("gzip", 3), ("uncompressed", 4), ("zstd", 0)])
+def test_compression_type_stores_client_batches_in_its_codec(tmp_path, stored, sent):
+    log = open_log(tmp_path / "t-0", **{"compression.type": stored})
+    records = [(T0 + i, b"k%d" % i, b"value %d" % i * 20) for i in range(30)]
+    assert log.append(make_batch(records, compression=sent)) == (0, 29)
+    assert log.append(make_batch(records[:3], compression=sent)) == (30, 32)
+    data = log.read(0, 1 << 20)
+    headers = batches_of(data)
+    expected = {"none": 0, **{v: k for k, v in CODEC_NAMES.items()}}[
+        "none" if stored == "uncompressed" else stored]
+    assert [h.compression_type for h in headers] == [expected, expected]
+    for header in headers:
+        header.validate()
+    got = [(r.offset, r.timestamp, r.key, r.value) for r in records_of(data)]
+    assert got == [(i, t, k, v) for i, (t, k, v) in enumerate(records + records[:3])]
+    log.close()
+
+
+def test_compression_type_producer_keeps_each_batch_byte_for_byte(tmp_path):
+    log = open_log(tmp_path / "t-0", **{"compression.type": "producer"})
+    batch = make_batch([(T0, b"k", b"v" * 100)] * 5, compression=3)
+    log.append(batch)
+    assert bytes(log.read(0, 1 << 20))[d.PARTITION_LEADER_EPOCH_OFFSET:] == \
+        batch[d.PARTITION_LEADER_EPOCH_OFFSET:]
     log.close()
 
 

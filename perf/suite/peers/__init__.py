@@ -29,7 +29,8 @@ from __future__ import annotations
 import importlib
 
 #: Peer module names, ringlog first (ratios are ringlog ÷ each of the others).
-PEERS = ("ringlog", "redis_streams", "zmq_pushpull", "mp_queue", "ringlog_gateway")
+PEERS = ("ringlog", "redis_streams", "zmq_pushpull", "mp_queue", "ringlog_gateway",
+         "noida_db", "tansu")
 BASELINE = "ringlog"
 
 

@@ -5,10 +5,7 @@ Kafka. Workloads 1 and 2 (``workloads.RUNS``): beside the ``ringlog`` peer in th
 its ratio is the gateway's own cost for a Kafka client (a C client against ringlog's
 Python client, so a ratio above 1 says the gateway is not the limit).
 
-* producer: ``Producer.produce()`` per record (acks as the task's, linger.ms 5,
-  batch.size 16 KB, no idempotence: the ``ringlog`` peer's settings), ``flush()``;
-* consumer: ``Consumer.assign()`` of the task's partitions from the beginning,
-  ``consume()`` in batches of up to 10,000.
+The clients are ``kafka_wire``'s (the same as the Kafka-compatible brokers' peers).
 
 The gateway is one of the servers whose RSS is reported.
 """
@@ -20,8 +17,7 @@ import subprocess
 import sys
 import time
 
-from perf.suite import latency, payloads
-from perf.suite.peers import ringlog
+from perf.suite.peers import kafka_wire, ringlog
 
 NAME = "ringlog_gateway"
 DESCRIPTION = ("ringlog through its Kafka wire gateway on loopback TCP, confluent-kafka "
@@ -30,11 +26,7 @@ START_BOUND = 60.0
 
 
 def missing(options):
-    try:
-        import confluent_kafka  # noqa: F401
-    except ImportError:
-        return "confluent-kafka is not installed (pip install confluent-kafka)"
-    return None
+    return kafka_wire.missing_client()
 
 
 class Deployment(ringlog.Deployment):
@@ -90,56 +82,8 @@ def deploy(workdir, channels, brokers, options):
 
 
 def produce(endpoint, task, gate):
-    from confluent_kafka import Producer
-    topic = endpoint["topic"]
-    every = len(task.channels) == endpoint["partitions"]
-    partition = -1 if every else task.channels[0]  # -1: librdkafka's partitioner
-    producer = Producer({"bootstrap.servers": endpoint["bootstrap"],
-                         "acks": "all" if task.acks == "all" else 1, "linger.ms": 5,
-                         "batch.size": 16384, "enable.idempotence": False})
-    pool = payloads.pool(task.size)
-    n = len(pool)
-    gate.ready()
-    first = latency.clock_ns()
-    produce_one = producer.produce
-    for i in range(task.records):
-        while True:
-            try:
-                produce_one(topic, pool[i % n], partition=partition)
-                break
-            except BufferError:  # the local queue is full: serve delivery reports
-                producer.poll(0.005)
-    if producer.flush(task.timeout) != 0:
-        raise TimeoutError(f"producer {task.index}: records undelivered after "
-                           f"{task.timeout} s")
-    last = latency.clock_ns()
-    return {"records": task.records, "first_ns": first, "last_ns": last}
+    return kafka_wire.produce(endpoint, task, gate)
 
 
 def consume(endpoint, task, gate):
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-    consumer = Consumer({"bootstrap.servers": endpoint["bootstrap"],
-                         "group.id": f"{ringlog.GROUP}-{task.index}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        consumer.assign([TopicPartition(endpoint["topic"], p, OFFSET_BEGINNING)
-                         for p in task.channels])
-        count = 0
-        first = last = None
-        gate.ready()
-        while not gate.expired():
-            messages = consumer.consume(10_000, timeout=ringlog.POLL_MS / 1000)
-            received = sum(1 for m in messages if m.error() is None)
-            if not received:
-                if gate.received(count):
-                    break
-                continue
-            now = latency.clock_ns()
-            first = now if first is None else first
-            last = now
-            count += received
-            if gate.received(count):
-                break
-    finally:
-        consumer.close()
-    return latency.receiver_figures(count, first, last, None)
+    return kafka_wire.consume(endpoint, task, gate)

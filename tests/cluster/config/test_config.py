@@ -447,6 +447,7 @@ BAD_BROKER_VALUES = [
     ("log.cleaner.delete.retention.ms", "-1"), ("log.cleaner.min.cleanable.ratio", "2"),
     ("log.flush.interval.messages", "0"), ("log.index.interval.bytes", "-1"),
     ("log.index.size.max.bytes", "3"), ("log.message.timestamp.type", "Now"),
+    ("compression.type", "brotli"), ("log.message.format.version", "0.10.x"),
     ("message.max.bytes", "-1"), ("replica.lag.time.max.ms", "-1"),
     ("producer.id.expiration.ms", "0"), ("producer.id.expiration.check.interval.ms", "0"),
     ("replica.high.watermark.checkpoint.interval.ms", "0"),
