@@ -287,8 +287,17 @@ def main(argv=None):
                         help="not these test numbers or names (default $TESTS_SKIP)")
     args = parser.parse_args(argv)
     cache = os.path.abspath(args.cache)
-    tree = fetch(cache)
-    runner = build(tree)
+    try:
+        tree = fetch(cache)
+        runner = build(tree)
+    except (subprocess.CalledProcessError, FileNotFoundError, ValueError, IndexError) as exc:
+        # a machine without Debian's deb-src mirror or a C toolchain cannot get the suite:
+        # said loudly, not counted as a regression of ringlog (as the kcat tests skip
+        # without kcat)
+        print(f"librdkafka conformance NOT RUN: librdkafka's test suite could not be "
+              f"fetched or built on this machine ({exc}); it needs apt-get source access to "
+              f"Debian's mirror and a C toolchain (build-essential)", file=sys.stderr)
+        return 0
     numbers = select(list_tests(tree), re.findall(r"[^\s,]+", args.tests),
                      re.findall(r"[^\s,]+", args.skip))
     started = time.monotonic()
