@@ -42,9 +42,9 @@ INJECTED = {
     "segment-flip-leader": {"flip", "kill", "start"},
     "txnindex-flip": {"flip", "kill", "start"},
 }
-#: The damage scenarios find what issue 20's items 1 and 3 (branch heal) and 6 (branch
-#: big) fix: until those are merged they report anomalies on main, so their runs are not
-#: part of ``make test``; RINGLOG_CHAOS_DAMAGE=1 runs them.
+#: The damage scenarios find what issue 20's items 1 and 3 (damaged replicas, .txnindex)
+#: and 6 (records larger than a ring frame) fixed; each runs 20 s of flips under load, too
+#: long for ``make test``: RINGLOG_CHAOS_DAMAGE=1 runs them.
 DAMAGE = pytest.mark.skipif(
     not os.environ.get("RINGLOG_CHAOS_DAMAGE"),
     reason="20 s of flips under load each, run by hand (passed on the main that has "
