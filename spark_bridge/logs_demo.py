@@ -388,8 +388,10 @@ def run(args, work):
         if spark is not None:
             spark_processes = jvm.spark_processes()
             jvm.stop_spark(spark)
+        # Spark's Python workers first: one still exiting when the cluster stops would leave
+        # its stats page behind the stop's sweep of dead processes' pages
+        running = [p.pid for p in psutil.wait_procs(spark_processes, timeout=30)[1]]
         cluster.stop()
-    running = [p.pid for p in psutil.wait_procs(spark_processes, timeout=30)[1]]
     left = list_objects(cluster.cluster_id) if cluster.cluster_id else []
     print(f"6. stopped: {len(running)} processes still running, {len(left)} shared-memory "
           f"objects left; wall time {time.monotonic() - started:.0f} s", flush=True)
