@@ -155,6 +155,9 @@ def brokers_to_start(data_dir, brokers=None):
         return list(range(1 if brokers is None else brokers))
     if brokers is None or brokers == len(known):
         return known
+    # a supervisor starting this directory now has made some of its broker directories:
+    # that start, not a count, is what stands in the way (DataDirInUseError says whose)
+    os.close(lock_data_dir(data_dir))
     raise BrokerCountError(
         f"the cluster in {data_dir} has {len(known)} broker{'s' if len(known) > 1 else ''} "
         f"(ids {', '.join(map(str, known))}), not the {brokers} asked for: leave the broker "
@@ -826,7 +829,7 @@ def main(argv=None):
     dd.set_private_umask()
     try:
         broker_ids = brokers_to_start(args.data_dir, args.brokers)
-    except BrokerCountError as exc:
+    except (BrokerCountError, DataDirInUseError) as exc:
         print(exc, file=sys.stderr, flush=True)
         return 1
     supervisor = Supervisor(args.data_dir, broker_ids,

@@ -67,6 +67,7 @@ from cluster.supervisor.supervisor import (
     STOP_TIMEOUT,
     WATCHING_KINDS,
     BrokerCountError,
+    DataDirInUseError,
     Supervisor,
     brokers_to_start,
     cluster_status,
@@ -170,6 +171,8 @@ def _start(args):
     except BrokerCountError as exc:
         print(f"--brokers {args.brokers}: {exc}", file=sys.stderr)
         return 2
+    except DataDirInUseError as exc:
+        return fail(exc)
     dd.set_private_umask()  # this process is the supervisor, or starts it
     missing = _missing_brokers(data_dir, broker_ids)
     if missing:

@@ -36,6 +36,7 @@ import time
 
 from cluster.client.kafka_client import locate_cluster
 from cluster.errors import KafkaError
+from cluster.metadata import data_dir as dd
 from cluster.producer.kafka_producer import KafkaProducer
 from cluster.stats.publisher import StatsRegistration, process_stats, set_process_role
 from cluster.tools.ship.checkpoint import CheckpointError, load
@@ -155,8 +156,10 @@ def _build(args):
     name = f"ship-{os.getpid()}"
     set_process_role("shipper", name)
     producer = KafkaProducer(**props)
-    _data_dir, cluster_id = locate_cluster([props["bootstrap.servers"]])
-    stats = process_stats(cluster_id, "shipper", name) if cluster_id else StatsRegistration(None)
+    data_dir, cluster_id = locate_cluster([props["bootstrap.servers"]])
+    # the page of this start of the cluster (its namespace), beside the producer's
+    stats = (process_stats(dd.read_shm_namespace(data_dir, cluster_id), "shipper", name)
+             if cluster_id else StatsRegistration(None))
     tailer = Tailer(OsFiles(), args.path, time.monotonic, restored=restored,
                     from_end=args.start == "end", once=args.once, rotate_wait=args.rotate_wait,
                     max_line_bytes=args.max_line_bytes, overflow=args.line_overflow)
