@@ -71,13 +71,17 @@ def hold_posts() -> None:
 
 
 def release_posts() -> None:
-    """Make this thread's held posts, in the order they were asked for."""
+    """Make this thread's held posts, in the order they were asked for (those of a
+    semaphore closed meanwhile are dropped)."""
     posts = _held.posts
     if posts:
         semaphores = list(posts.values())
         posts.clear()
         for semaphore in semaphores:
-            semaphore.release()
+            try:
+                semaphore.release()
+            except posix_ipc.ExistentialError:
+                pass  # closed since (the connection dropped): nobody left to wake
 
 
 def stop_holding() -> None:

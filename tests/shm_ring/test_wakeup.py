@@ -399,3 +399,20 @@ def test_posts_are_held_for_the_holding_thread_only(parked_slot):
         assert semaphore.value == 1  # another thread's post went at once
     finally:
         stop_holding()
+
+
+def test_a_held_post_of_a_semaphore_closed_since_is_dropped(parked_slot, cluster_id):
+    slot, semaphore = parked_slot
+    other = NamedSemaphore.create(f"/ringlog.{cluster_id}.gone")
+    gone = WakeSlot(memoryview(bytearray(8)).cast("Q"), 0, other.semaphore)
+    gone.words[0] = 1
+    hold_posts()
+    try:
+        gone.notify()
+        slot.notify()
+        other.close()  # its connection dropped before the turn ended
+        other.unlink()
+        release_posts()
+        assert semaphore.value == 1  # the others still go
+    finally:
+        stop_holding()
