@@ -265,6 +265,7 @@ def _instrument_producer():
 
 
 def run(rf, rate, records, warmup):
+    """One run (module doc); ``rate`` None: flat out with workload 8's producer settings."""
     from cluster import Cluster, KafkaAdminClient, KafkaProducer, NewTopic
     from perf.suite.latency import Pacer
     trace_dir = tempfile.mkdtemp(prefix="hop-trace-")
@@ -294,18 +295,20 @@ def run(rf, rate, records, warmup):
         processes = [psutil.Process(pid) for pid in cluster.pids().values()]
         processes += [psutil.Process(consumer.pid), psutil.Process()]
         value = bytearray(100)
-        with KafkaProducer(bootstrap_servers=data_dir, linger_ms=0,
-                           acks="all" if rf > 1 else 1, enable_idempotence=False) as producer:
+        settings = dict(linger_ms=0) if rate else dict(linger_ms=5, batch_size=16384)
+        with KafkaProducer(bootstrap_servers=data_dir, acks="all" if rf > 1 else 1,
+                           enable_idempotence=False, **settings) as producer:
             producer.partitions_for(TOPIC)
             for i in range(warmup):
                 STAMP.pack_into(value, 0, i)
                 producer.send(TOPIC, bytes(value)).get(BOUND)
             time.sleep(0.1)
             cpu_before = [p.cpu_times() for p in processes]
-            pacer = Pacer(rate)
+            pacer = Pacer(rate) if rate else None
             for n in range(records):
                 i = warmup + n
-                pacer.wait(n)
+                if pacer is not None:
+                    pacer.wait(n)
                 STAMP.pack_into(value, 0, i)
                 _note("P.send", i)
                 producer.send(TOPIC, bytes(value)).add_callback(
@@ -340,7 +343,7 @@ def _cpu(process):
         return float("nan")
 
 
-def report(trace_dir, warmup):
+def report(trace_dir, warmup, records):
     events = {}
     for name in os.listdir(trace_dir):
         if not name.endswith(".json"):
@@ -350,6 +353,13 @@ def report(trace_dir, warmup):
                 if key >= warmup:
                     events.setdefault(event, {})[key] = ns
     followers = sorted({e.split(".")[-1] for e in events if e.startswith("F.recv.")})
+    sends, polls = events.get("P.send", {}), events.get("C.poll", {})
+    if sends and polls:
+        seconds = (max(polls.values()) - min(sends.values())) / 1e9
+        print(f"end to end {records / seconds:,.0f} records/s; produce requests "
+              f"{len(events.get('P.written', {}))}, follower fetches answered "
+              + ", ".join(f"{f} {len(events.get(f'L.fetch_out.{f}', {}))}"
+                          for f in followers))
     chain = [("P.send", 0), ("P.written", 0), ("L.wake", 0), ("L.produce", 0),
              ("L.append", 0)]
     rows = _hops(events, chain)
@@ -388,7 +398,9 @@ def main(argv=None):
         return _broker(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rf", type=int, choices=(1, 3), default=1)
-    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--rate", type=float, default=1000.0,
+                        help="records/s (0: flat out, linger_ms 5 and batch_size 16384 as "
+                             "workload 8, the producer's records/s and requests printed)")
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--profile", metavar="DIR",
@@ -401,7 +413,7 @@ def main(argv=None):
     try:
         print(f"RF {args.rf}, {args.rate:.0f} records/s, {args.records} records, load "
               f"{os.getloadavg()[0]:.2f}")
-        report(trace_dir, args.warmup)
+        report(trace_dir, args.warmup, args.records)
         print("CPU per record (user + system, µs): " + ", ".join(
             f"{name} {seconds / args.records * 1e6:.1f}" for name, seconds in cpu.items()))
     finally:
