@@ -13,7 +13,8 @@ changes otherwise. Each process writes its notes when it ends; this process join
 prints, for each hop, the median and p99 over the records in µs, then the CPU time per record
 of every process of the run (psutil).
 
-The hops, for record offset ``i`` (``end`` = ``i + 1``, one record per batch at these rates):
+The hops, for the batch at offset ``i`` (``end``: its end offset, which the leader notes at
+the append; a record per batch at low rates):
 
 RF 1 and the leader's part of RF 3::
 
@@ -37,8 +38,9 @@ acks=all, per follower ``b<id>``::
     L.fetch_in.b    the leader read that fetch (the follower's new log end offset)
     L.hw            the leader's high watermark reached end
 
-A hop missing for a record (two records in one batch, a fetch answered at another offset)
-leaves that record out of that hop's figures only; the counts are printed.
+A hop missing for a batch (a follower's fetch answered with two batches, say) leaves that
+batch out of that hop's figures only; the counts are printed. The figures per hop are per
+batch; "P.send -> P.ack" and "P.send -> C.poll" are per record.
 """
 from __future__ import annotations
 
@@ -96,12 +98,15 @@ def _instrument_broker(broker_id):
     Listener.wait = listener_wait
 
     append_as_leader = Partition.append_as_leader
+    appended = []  # base offsets appended by the produce request under way
 
     def leader_append(self, records, *args, **kwargs):
         base = append_as_leader(self, records, *args, **kwargs)
         if isinstance(base, int):
             _note("L.append", base)
             _note("L.wake", base, last_wake[0])
+            _note("L.end", base, self.log.log_end_offset)  # not a time: the batch's end
+            appended.append(base)
         return base
     Partition.append_as_leader = leader_append
 
@@ -109,17 +114,15 @@ def _instrument_broker(broker_id):
 
     def produce(self, channel, header, request):
         started = time.monotonic_ns()
+        waiting = len(self._purgatory)
+        appended.clear()
         handler_call(self, channel, header, request)
         done = time.monotonic_ns()
-        answered = channel.parked is None and request.acks != 0
-        for topic in request.topic_data:
-            for data in topic.partition_data:
-                base = _base_of(self, topic.name, data.index)
-                if base is None:
-                    continue
-                _note("L.produce", base, started)
-                if answered:
-                    _note("L.respond", base, done)
+        answered = len(self._purgatory) == waiting and request.acks != 0
+        for base in appended:
+            _note("L.produce", base, started)
+            if answered:
+                _note("L.respond", base, done)
     produce_handler.ProduceHandler.__call__ = produce
 
     complete = produce_handler.ProduceHandler._complete
@@ -181,16 +184,6 @@ def _instrument_broker(broker_id):
             for _, offset in sent.values():
                 _note(f"F.next.{me}", offset, at)
     replica_fetcher.ReplicaFetcher._request = fetcher_request
-
-
-def _base_of(handler, topic, index):
-    """The base offset of the batch just appended to ``topic``-``index`` (the log end
-    minus one: one record per batch), or None."""
-    try:
-        partition = handler._replicas.partition(topic, index)
-    except Exception:
-        return None
-    return partition.log.log_end_offset - 1 if partition is not None else None
 
 
 def _broker(argv):
@@ -350,7 +343,7 @@ def report(trace_dir, warmup, records):
             continue
         with open(os.path.join(trace_dir, name)) as source:
             for event, key, ns in json.load(source):
-                if key >= warmup:
+                if key >= warmup or event == "L.end":
                     events.setdefault(event, {})[key] = ns
     followers = sorted({e.split(".")[-1] for e in events if e.startswith("F.recv.")})
     sends, polls = events.get("P.send", {}), events.get("C.poll", {})
@@ -382,12 +375,18 @@ def report(trace_dir, warmup, records):
 
 
 def _hops(events, chain):
-    """(name, ns per record) of each consecutive pair of ``chain``: (event, key shift)."""
+    """(name, ns per record) of each consecutive pair of ``chain``: (event, 0 if keyed by
+    the batch's base offset, 1 if by its end offset)."""
+    ends = events.get("L.end", {})
     rows = []
     for (a, da), (b, db) in zip(chain, chain[1:]):
         first, second = events.get(a, {}), events.get(b, {})
-        values = np.array([second[k - da + db] - ns for k, ns in first.items()
-                           if k - da + db in second], dtype=np.int64)
+        if da:
+            first = {base: first[end] for base, end in ends.items() if end in first}
+        if db:
+            second = {base: second[end] for base, end in ends.items() if end in second}
+        values = np.array([second[k] - ns for k, ns in first.items() if k in second],
+                          dtype=np.int64)
         rows.append((f"{a} -> {b}", values))
     return rows
 
