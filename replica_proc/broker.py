@@ -22,18 +22,19 @@ source and controller). Start-up, in order:
    ``serving`` (the controller counts the broker alive from then on and makes it leader of
    its partitions).
 
-The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell
-— at most ``POLL_INTERVAL``, less when a parked fetch, a delayed produce, a log timer or a
+The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell —
+at most ``POLL_INTERVAL``, less when a parked fetch, a delayed produce, a log timer or a
 replica fetcher's back-off is due sooner; a leader's answer to a replica fetch rings the
-doorbell — then poll the controller, apply a new image if the metadata page moved, give
-the replica fetchers their turn (follow the new image, append what the leaders sent, send
-the next fetches; never blocking), accept connections,
-serve every connection with requests (in order per connection, see ``channel``; at most
-``REQUESTS_PER_TURN`` of each per turn, so no client waits behind another's stream), retry
-responses that found a full ring, answer parked fetches and delayed produces whose time
-ran out, run the log timers, every ``replica.lag.time.max.ms`` / 2 the ISR-shrink check
-of the partitions it leads, read the controller's answers (forwarded CreateTopics, ISR
-changes) and send the ISR changes pending, and drop connections whose client closed or died
+doorbell — then poll the controller, apply a new image if the metadata page moved, give the
+replica fetchers their turn (follow the new image, append what the leaders sent, send the
+next fetches; never blocking), accept connections, serve every connection with requests (in
+order per connection, see ``channel``; at most ``REQUESTS_PER_TURN`` of each per turn, so no
+client waits behind another's stream), answer parked fetches and delayed produces whose time
+ran out, retry responses that found a full ring, wake the clients of every answer written in
+the turn at once (the loop holds its wake-ups while it writes: ``shm_ring.wakeup``, "Held
+posts"), run the log timers, every ``replica.lag.time.max.ms`` / 2 the ISR-shrink check of
+the partitions it leads, read the controller's answers (forwarded CreateTopics, ISR changes)
+and send the ISR changes pending, and drop connections whose client closed or died
 (``Listener.reap``, which unlinks a dead client's rings).
 
 A request that cannot be served — garbage, an unknown API, a bug in a handler — drops
