@@ -8,8 +8,8 @@ order; so does a ``Channel``. It is *muted* while
 - a response could not be written because the client's response ring is full
   (``unsent``; retried after the client frees room, which rings the broker's doorbell), or
 - a request other than Produce arrives while acks=all Produce requests of the channel wait
-  in the produce purgatory (``produces``), or ``MAX_WAITING_PRODUCES`` of them wait
-  (``blocked``, until they are all answered).
+  in the produce purgatory (``produces``; ``blocked`` until they are all answered), or
+  ``MAX_WAITING_PRODUCES`` answers are owed (``blocked`` until one fewer is).
 
 acks=all Produce requests are the exception to the muting (``wait_for``): while one waits
 for the followers, the channel goes on reading the Produce requests the producer has in
