@@ -73,7 +73,10 @@ test: lint redis-server kcat
 # their tests (load average ~22): 276 s wall, 63 s of CPU (user + sys, both workers); the
 # same set before (full property counts, also on two workers) took 402 s wall and 93 s of
 # CPU at load ~20. On two idle cores CPU / 2 is ~32 s, plus the tests' real-time waits; not
-# measured idle.
+# measured idle. 2026-11-29 with bytecode written (PYCACHE, above) and the group tests off
+# their 3 s session waits, at load average 60-80: 504 s wall, 84 s of CPU (77 user + 7 sys;
+# CPU time itself swells at such load), of which collecting the suite is ~14 s per worker;
+# CPU / 2 on idle cores ~42 s plus the waits: under 60 s expected, not measured idle.
 test-fast: $(STAMP)
 	RINGLOG_QUICK_PROPERTIES=1 $(PYCACHE) $(PY) -m pytest -q -n 2 -m "not multiprocess and not spark and not slow" tests
 
