@@ -46,12 +46,22 @@ java:
 # objects of a cluster the user runs alongside are not blamed on the tests.
 SHM_LIST := ls /dev/shm | grep -E '^(sem\.)?ringlog' | sort
 
+# Bytecode for the test runs: the suite starts hundreds of Python processes (brokers, the
+# gateway, tools, `python -m` clients), and each xdist worker imports every test module with
+# its assertions rewritten; where bytecode is not written (PYTHONDONTWRITEBYTECODE, set in
+# some sandboxes) each of them compiles ringlog from source again (0.3-0.4 s of CPU per
+# broker start; collecting tests/segments and tests/replica_proc: 7.0 s of CPU without,
+# 1.9 s with). Written under .cache/pycache (PYTHONPYCACHEPREFIX), never beside the sources.
+PYCACHE := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/.cache/pycache
+
 # Two workers (pytest-xdist), a test file to a worker so that a file's shared cluster or
 # Spark session starts once: on 2 cores the suite's processes wait on each other often
-# enough that two workers finish well before one.
+# enough that two workers finish well before one. The files go out heaviest first
+# (tests/conftest.py orders them; --no-loadscope-reorder keeps xdist from re-sorting them by
+# number of tests, which put the few-test Spark and e2e files last, run by one worker alone).
 test: lint redis-server kcat
 	@$(SHM_LIST) > $(VENV)/shm.before || true
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(PYCACHE) $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 	@$(SHM_LIST) | comm -13 $(VENV)/shm.before - > $(VENV)/shm.leaked || true; \
 	if [ -s $(VENV)/shm.leaked ]; then \
 	  echo "shared-memory objects left behind by the tests:"; cat $(VENV)/shm.leaked; exit 1; fi
@@ -63,9 +73,12 @@ test: lint redis-server kcat
 # their tests (load average ~22): 276 s wall, 63 s of CPU (user + sys, both workers); the
 # same set before (full property counts, also on two workers) took 402 s wall and 93 s of
 # CPU at load ~20. On two idle cores CPU / 2 is ~32 s, plus the tests' real-time waits; not
-# measured idle.
+# measured idle. 2026-11-29 with bytecode written (PYCACHE, above) and the group tests off
+# their 3 s session waits, at load average 60-80: 504 s wall, 84 s of CPU (77 user + 7 sys;
+# CPU time itself swells at such load), of which collecting the suite is ~14 s per worker;
+# CPU / 2 on idle cores ~42 s plus the waits: under 60 s expected, not measured idle.
 test-fast: $(STAMP)
-	RINGLOG_QUICK_PROPERTIES=1 $(PY) -m pytest -q -n 2 -m "not multiprocess and not spark and not slow" tests
+	RINGLOG_QUICK_PROPERTIES=1 $(PYCACHE) $(PY) -m pytest -q -n 2 -m "not multiprocess and not spark and not slow" tests
 
 # redis-server is one of the bench's peers (and the perf suite's tests compare against it):
 # when it is missing and we may (root, or sudo without a password) it is installed from
@@ -110,4 +123,4 @@ bench: $(STAMP) redis-server
 	$(PY) -m perf $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .cache/conformance
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .cache/conformance .cache/pycache

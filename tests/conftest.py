@@ -21,6 +21,30 @@ from tests.support.bounds import BOUND
 from tests.support.fake_broker import FakeCluster
 from tests.support.processes import CTX
 
+#: Rough seconds a test costs, by its heaviest marker (setup.cfg): only to order files.
+COST_BY_MARKER = (("spark", 8.0), ("slow", 5.0), ("multiprocess", 1.5))
+UNMARKED_COST = 0.05
+
+
+def _cost(item):
+    return next((cost for marker, cost in COST_BY_MARKER if item.get_closest_marker(marker)),
+                UNMARKED_COST)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files in decreasing estimated cost, each file's tests in their order, when the run
+    gives each worker whole files (``--dist loadfile``). With the longest files first the
+    two workers end together, instead of one running a Spark or e2e file alone at the end
+    (xdist's own order, by number of tests, put those last): Longest Processing Time first.
+    ``make test`` passes ``--no-loadscope-reorder`` so that xdist keeps this order."""
+    if getattr(config.option, "dist", "no") != "loadfile":
+        return
+    costs = {}
+    for item in items:
+        costs[item.path] = costs.get(item.path, 0.0) + _cost(item)
+    order = {path: rank for rank, path in enumerate(costs)}
+    items.sort(key=lambda item: (-costs[item.path], order[item.path]))
+
 
 @pytest.fixture
 def cluster_id():

@@ -32,6 +32,7 @@ from tests.support.waits import wait_for
 TOPIC = "events"
 PARTITIONS = 6
 ALL = {TopicPartition(TOPIC, p) for p in range(PARTITIONS)}
+SESSION_TIMEOUT_MS = 3000
 
 
 class Recorder(ConsumerRebalanceListener):
@@ -68,7 +69,7 @@ def group(fake_cluster):
 
     def make(subscribe=True, listener=None, **config):
         settings = dict(bootstrap_servers=cluster.data_dir, group_id="g",
-                        auto_offset_reset="earliest", session_timeout_ms=3000,
+                        auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
                         heartbeat_interval_ms=50, max_poll_interval_ms=5000,
                         retry_backoff_ms=20, reconnect_backoff_ms=5,
                         reconnect_backoff_max_ms=50, request_timeout_ms=3000,
@@ -149,6 +150,17 @@ def shares(members, partitions=ALL):
 def requests(cluster, api):
     with cluster.lock:
         return [request for _, name, request in cluster.requests if name == api]
+
+
+def rejoin_as_a_new_member(consumer, cluster, joins):
+    """Poll ``consumer`` (told UNKNOWN_MEMBER_ID by an injected error, after ``joins``
+    JoinGroups) until it waits in its JoinGroup under a new member id; then run the
+    coordinator's clock past the session of the member it was, which the coordinator still
+    holds (a real one answers UNKNOWN_MEMBER_ID once it has removed the member): the
+    rebalance waits for that session to run out, skipped instead of waited for."""
+    poll_until(consumer, lambda r: len(requests(cluster, "JOIN_GROUP")) >= joins + 2,
+               "a JoinGroup for a new member id, then one with it")
+    cluster.group_coordinator.clock.advance(SESSION_TIMEOUT_MS / 1000)
 
 
 # -- one member ----------------------------------------------------------------------------------
@@ -275,7 +287,10 @@ def test_heartbeat_member_errors_lose_the_partitions_and_rejoin(group, code, mem
     consumer = make(listener=listener)
     poll_until(consumer, lambda r: len(r) == 2 * PARTITIONS, "every record")
     member_id = requests(cluster, "SYNC_GROUP")[-1].member_id
+    joins = len(requests(cluster, "JOIN_GROUP"))
     cluster.fail_next("g", None, code, api="HEARTBEAT")
+    if not member_id_kept:
+        rejoin_as_a_new_member(consumer, cluster, joins)
     poll_until(consumer, lambda r: ("lost", sorted(ALL)) in listener.calls
                and listener.calls[-1][0] == "assigned", "lost, then assigned again")
     rejoin = requests(cluster, "JOIN_GROUP")[2]
@@ -289,9 +304,12 @@ def test_a_sync_commit_refused_by_the_group_raises_commit_failed(group, code):
     cluster, make = group
     consumer = make(enable_auto_commit=False)
     poll_until(consumer, lambda r: len(r) == 2 * PARTITIONS, "every record")
+    joins = len(requests(cluster, "JOIN_GROUP"))
     cluster.fail_next("g", None, code, api="OFFSET_COMMIT")
     with pytest.raises(CommitFailedError):
         consumer.commit()
+    if code == ErrorCode.unknown_member_id:
+        rejoin_as_a_new_member(consumer, cluster, joins)
     # back in the group, and (nothing was committed) its records read again from the start
     poll_until(consumer, lambda r: consumer.assignment() == ALL and
                consumer._coordinator.member.state == "STABLE" and

@@ -12,7 +12,9 @@ new coordinator loads what was stored.
 
 Settings for fast tests (overridable by ``FakeCluster(group_config=...)``):
 ``group.initial.rebalance.delay.ms`` 0 (the first member forms generation 1 at once; each
-later one makes the group rebalance) and ``group.min.session.timeout.ms`` 100.
+later one makes the group rebalance) and ``group.min.session.timeout.ms`` 100. The
+coordinator's ``clock`` is an AdvancingClock (tests/support/clock.py): a test moves it past a
+session timeout with ``clock.advance(seconds)`` instead of waiting the session out.
 
 JoinGroup, SyncGroup and OffsetCommit may be answered later: the handler returns a
 ``Parked`` answer and the broker stops reading that connection until it is filled (Kafka
@@ -35,6 +37,7 @@ from cluster.protocol.frames import ApiKey
 from replica_proc.group_coordinator.coordinator import GroupCoordinator
 from replica_proc.group_coordinator.results import JoinResult, SyncResult
 from segments.record.control_record import ABORT, COMMIT
+from tests.support.clock import AdvancingClock
 
 NO_TIME = datetime.timedelta(0)
 
@@ -59,13 +62,14 @@ def _ms(value):
 
 
 class FakeGroupCoordinator:
-    """The coordinator of every group (module doc); ``clock`` is monotonic seconds."""
+    """The coordinator of every group (module doc); ``clock`` is monotonic seconds (an
+    AdvancingClock unless given)."""
 
-    def __init__(self, group_config=None, clock=time.monotonic):
+    def __init__(self, group_config=None, clock=None):
         settings = dict(DEFAULTS)
         settings.update(group_config or {})
         self.config = BrokerConfig(settings)
-        self.clock = clock
+        self.clock = AdvancingClock() if clock is None else clock
         self.stored = {}  # __consumer_offsets partition -> [(key, value)]
         self.coordinator = self._loaded()
 
