@@ -347,3 +347,43 @@ def test_a_partitioner_subclass_is_asked_for_every_record(fake_cluster, producer
     producer.flush(IN_PROCESS_BOUND)
     assert Counting.calls >= 6  # it may choose per record: no lane skips it
     assert {f.get(0).partition for f in futures} == {1}
+
+
+def test_fast_path_futures_report_each_records_metadata_and_run_callbacks_in_order(
+        fake_cluster, producer_of):
+    """Each fast-path future reports its own record's offset, timestamp and sizes, and
+    callbacks run in send order."""
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("logs")
+    producer = producer_of(cluster, batch_size=1024)
+    values = [b"x" * (i % 7) for i in range(500)]  # several batches, and values of 0 bytes
+    called = []
+    futures = []
+    for i, value in enumerate(values):
+        future = producer.send("logs", value)
+        futures.append(future.add_callback(lambda meta, i=i: called.append((i, meta.offset))))
+    producer.flush(IN_PROCESS_BOUND)
+    records = cluster.records("logs", 0)
+    assert called == [(i, i) for i in range(500)]
+    assert len({id(f) for f in futures}) == 500
+    for i, future in enumerate(futures):
+        meta = future.get(0)
+        assert (meta.topic, meta.partition, meta.offset) == ("logs", 0, i)
+        assert meta.timestamp == records[i].timestamp
+        assert (meta.serialized_key_size, meta.serialized_value_size,
+                meta.serialized_header_size) == (-1, len(values[i]), -1)
+        assert future.is_done and future.succeeded() and future.value == meta
+
+
+def test_fast_path_futures_fail_with_their_batch(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("logs")
+    producer = producer_of(cluster, linger_ms=5000)
+    producer.send("logs", b"a")  # the general path opens the batch and the lane
+    futures = [producer.send("logs", b"b%d" % i) for i in range(3)]
+    errors = []
+    futures[1].add_errback(errors.append)
+    producer.close(timeout=0)  # a forced close fails what is queued
+    assert len(errors) == 1 and all(f.failed() for f in futures)
+    with pytest.raises(type(errors[0])):
+        futures[2].get(0)
