@@ -30,6 +30,11 @@ record parsing"). A run of fewer than ``VECTOR_MIN_RECORDS`` records — what a 
 keeping up with a producer at a few thousand records/s gets, a few records per fetch — is
 therefore walked record by record: the same columns, sooner.
 
+Strided batches: when every batch of a run looks uniform and they come in groups of one
+shape back to back (a bulk send's), ``strided_batches`` checks and parses each group with
+a few comparisons of strided views against the expected bytes, no gather per record; a
+group failing a check leaves the run to the parse above.
+
 Runs: consecutive uncompressed batches with the same leader epoch and timestamp type are
 parsed together (their keys and values stay where they are in the fetched bytes);
 a compressed batch is decompressed (to at most ``compression.MAX_RECORDS_BYTES``: a batch
@@ -43,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from consumer_proc.record_columns import RecordColumns
+from consumer_proc.strided_batches import parse_groups
 from segments.errors import CorruptRecordError
 from segments.record import batch_descriptor as d
 from segments.record.compression import decompress, records_size_limit
@@ -112,6 +118,11 @@ def _parse_run(data, headers, starts, ends, out, source=None):
         shapes = [None] * len(headers)
     else:
         shapes = [_first_record_shape(data, h, s, e) for h, s, e in zip(headers, starts, ends)]
+        if None not in shapes:  # batches of a few shapes back to back: strided_batches
+            found = parse_groups(data, headers, starts, ends, shapes)
+            if found is not None:
+                out.extend(found)
+                return
     candidates = [k for k, shape in enumerate(shapes) if shape is not None]
     columns = None
     while candidates:  # at most three rounds: sizes, bytes, then all pass

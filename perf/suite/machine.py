@@ -4,7 +4,8 @@
   (bytes copied / s, 1e9);
 * ``write_mb_s``: sequential ``write`` of 1 MiB blocks to a new file in the suite's work
   directory (where the logs go), timed up to and including one ``fsync`` at the end
-  (bytes / s, 1e6), the file removed after.
+  (bytes / s, 1e6), the file removed after;
+* ``codec_path``: which record codec runs, pure Python or a compiled accelerator.
 
 ``describe`` also notes the load average: the machine is shared, and the load before and
 after the run says how much of it the suite had.
@@ -45,6 +46,16 @@ def describe(redis_server=None):
         "load_average": list(os.getloadavg()),
     }
     return info
+
+
+def codec_path():
+    """Which record codec runs: a compiled accelerator's name when the codec has one and it
+    loaded (``segments.record.ACCELERATED``, a name or True), else "pure Python"."""
+    import segments.record as record
+    accelerated = getattr(record, "ACCELERATED", None)
+    if not accelerated:
+        return "pure Python"
+    return accelerated if isinstance(accelerated, str) else "compiled accelerator"
 
 
 def memcpy_gb_s(mib, repeats=REPEATS):

@@ -15,8 +15,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from perf.suite.goals import BEHIND
 from perf.suite.peers import BASELINE
-from perf.suite.results import BEHIND, figure, goal, speed
+from perf.suite.results import figure, speed
 from perf.suite.workloads import LATENCY_WORKLOADS, SELF_COMPARED
 
 _MB = 1e6
@@ -44,11 +45,28 @@ def machine_table(machine):
             ("os / python", f"{machine.get('platform')} / {machine.get('python')}"),
             ("redis-server", machine.get("redis_server") or "not found"),
             ("memcpy", f"{_num(machine.get('memcpy_gb_s'), 1)} GB/s"),
+            ("record codec", machine.get("codec") or "-"),
             ("sequential write + fsync", f"{_num(machine.get('write_mb_s'))} MB/s"),
             ("load average start → end",
              f"{_load(machine.get('load_average'))} → {_load(machine.get('load_average_end'))}")]
     for name, value in rows:
         table.add_row(name, str(value))
+    return table
+
+
+def producer_perf_table(figures):
+    """producer-perf-test's records/s beside confluent-kafka's produce() calls/s (no
+    broker)."""
+    table = Table(title="producer-perf-test: 100 B, acks=1, 1 partition", box=box.SIMPLE_HEAD)
+    table.add_column("producer")
+    table.add_column("records/s", justify="right")
+    table.add_column("what", justify="left")
+    what = {"ringlog": "ringlog producer-perf-test, first send to last acknowledgement",
+            "confluent_kafka": "confluent-kafka produce() calls, no broker, no delivery"}
+    for name, entry in figures.items():
+        rate = (f"[red]failed: {entry['error'][:60]}[/red]" if "error" in entry
+                else _num(entry.get("rps")))
+        table.add_row(name, rate, what.get(name, ""))
     return table
 
 
@@ -142,17 +160,15 @@ def _order(x):
 
 
 def targets_table(targets):
-    table = Table(title="the project's goals for ringlog against its peers", box=box.SIMPLE_HEAD)
-    for name in ("figure", "measured", "goal", "met"):
+    table = Table(title="the project's goals for ringlog", box=box.SIMPLE_HEAD)
+    for name in ("figure", "goal", "measured", "met"):
         table.add_column(name)
     for t in targets:
         met = "-" if t["met"] is None else ("[green]yes[/green]" if t["met"] else
                                             "[red]no[/red]")
         if t.get("note"):
             met += "*"
-        measured = ("not measured" if t["ratio"] is None else
-                    f"ringlog is {speed(t['ratio'], t['figure'])} than {t['peer']}")
-        table.add_row(t["name"], measured, goal(t), met)
+        table.add_row(t["name"], t["goal"], t["measured"], met)
     notes = [t["note"] for t in targets if t.get("note")]
     if notes:
         table.caption = "* " + "; ".join(notes)
@@ -163,6 +179,8 @@ def print_report(doc, console=None):
     """Print every table of results document ``doc``."""
     console = console or Console(width=140)
     console.print(machine_table(doc["machine"]))
+    if doc.get("producer_perf"):
+        console.print(producer_perf_table(doc["producer_perf"]))
     for name, peer in doc["peers"].items():
         if not peer["available"]:
             console.print(f"[yellow]skipped {name}: {peer['reason']}[/yellow]")

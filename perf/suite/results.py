@@ -7,8 +7,9 @@ Layout::
      "peers":     {name: {"available", "description" | "reason"}},
      "workloads": {"1": {"title", "cases": [{"peer", "x", "params", "figures" | "error"}],
                          "ratios": [{"x", "peer", "figure", "ringlog", "other", "ratio"}]}},
-     "targets":   [{"name", "peer", "figure", "ratio", "target", "comparison", "met",
-                    "note" (when a latency run's sender fell behind its rate)}],
+     "producer_perf": {"ringlog" | "confluent_kafka": {"rps", ...} | {"error"}}
+                  (``producer_perf``: producer-perf-test and confluent-kafka's produce()),
+     "targets":   [the project's goals, each met or not: ``goals.evaluate``],
      "plots":     [PNG paths],
      "shm_leftovers": [/dev/shm objects a stopped ringlog cluster left, unlinked by the suite]}
 
@@ -18,7 +19,7 @@ ringlog is faster for a rate, below 1 ringlog is faster for a latency. In the wo
 that compare ringlog with itself (``SELF_COMPARED``: replication settings) the "peer" of a
 ratio is the first setting and "ringlog" the row's. People read them as
 ``speed()`` says them: "ringlog is 2.00× faster" / "3.10× slower" than the peer, whatever
-the figure. The targets are the project's goals for ringlog against its peers.
+the figure. The targets are the project's goals (``goals``).
 
 Owner: the suite's main thread (``Results`` is not thread safe).
 """
@@ -30,24 +31,13 @@ import os
 
 import numpy as np
 
+from perf.suite import goals
 from perf.suite.peers import BASELINE
 from perf.suite.workloads import LATENCY_WORKLOADS, SELF_COMPARED, WORKLOADS
 
-#: A latency run whose sender achieved less than this share of its rate fell behind.
-BEHIND = 0.95
 #: Figures compared per workload (the first is the headline of its table).
 THROUGHPUT = ("e2e_rps", "producer_rps", "consumer_rps")
 LATENCY = ("p50", "p99", "p99.9")
-#: The project's goals: (name, workload, x, figure, peer, comparison, target), the
-#: comparison and target applying to the ratio ringlog ÷ peer.
-TARGETS = (
-    ("end-to-end records/s (workload 1)", 1, None, "e2e_rps", "redis_streams", ">=", 15.0),
-    ("end-to-end records/s (workload 1)", 1, None, "e2e_rps", "zmq_pushpull", ">=", 1.0),
-    ("latency p99 at 10,000 records/s (workload 4)", 4, 10_000, "p99", "redis_streams", "<",
-     1.0),
-    ("end-to-end records/s, RF 3 acks=all (workload 8)", 8, "RF 3, acks=all", "e2e_rps",
-     "RF 1, acks=1", ">=", 0.5),
-)
 
 
 def ratio(ours, theirs):
@@ -65,20 +55,6 @@ def speed(ratio, figure_name):
         return "-"
     factor = 1 / ratio if figure_name in LATENCY else ratio
     return f"{factor:.2f}× faster" if factor >= 1 else f"{1 / factor:.2f}× slower"
-
-
-def goal(target_entry):
-    """What a target (an entry of ``doc["targets"]``) asks of ringlog, in words: "at least
-    15× faster than redis_streams", "at least as fast as zmq_pushpull", "faster than ..."."""
-    target, peer = target_entry["target"], target_entry["peer"]
-    if target < 1 and target_entry["figure"] not in LATENCY:
-        return f"at least {target:g}× the rate of {peer}"
-    if target_entry["figure"] in LATENCY:  # lower is better: ratio < target
-        factor = 1 / target
-        return (f"faster than {peer}" if factor == 1 else
-                f"more than {factor:g}× faster than {peer}")
-    return (f"at least as fast as {peer}" if target == 1 else
-            f"at least {target:g}× faster than {peer}")
 
 
 def figure(case_entry, name):
@@ -123,7 +99,7 @@ class Results:
                  "ratio": ratio(figure(ours[e["x"]], name), figure(e, name))}
                 for e in workload["cases"] if e["peer"] != BASELINE and e["x"] in ours
                 for name in names]
-        self.doc["targets"] = [self._target(*t) for t in TARGETS]
+        self.doc["targets"] = goals.evaluate(self.doc)
 
     @staticmethod
     def _self_ratios(workload, names):
@@ -136,24 +112,6 @@ class Results:
                  "ringlog": figure(e, name), "other": figure(reference, name),
                  "ratio": ratio(figure(e, name), figure(reference, name))}
                 for e in cases[1:] for name in names]
-
-    def _target(self, name, workload, x, figure_name, peer, comparison, target):
-        found = [r for r in self.doc["workloads"].get(str(workload), {}).get("ratios", [])
-                 if r["x"] == x and r["peer"] == peer and r["figure"] == figure_name]
-        value = found[0]["ratio"] if found else None
-        met = None if value is None else (value >= target if comparison == ">=" else
-                                          value < target)
-        entry = {"name": name, "peer": peer, "figure": figure_name, "ratio": value,
-                 "target": target, "comparison": comparison, "met": met}
-        behind = [e for e in self.doc["workloads"].get(str(workload), {}).get("cases", [])
-                  if isinstance(x, int) and e["x"] == x and e["peer"] in (BASELINE, peer)
-                  and "figures" in e
-                  and (e["figures"].get("achieved_rate") or 0) < BEHIND * x]
-        if behind:
-            entry["note"] = "; ".join(
-                f"{e['peer']}'s sender fell behind ({e['figures'].get('achieved_rate') or 0:,.0f}"
-                f" of {x:,} records/s): not a like-for-like comparison" for e in behind)
-        return entry
 
     def write(self, directory):
         """Write the document to ``directory``/<stamp>.json; return the path."""

@@ -5,10 +5,12 @@
     python -m perf [--quick | --quickest] [--peers ringlog,redis_streams,...]
                    [--workloads 1,3,4] [--out perf/results] [--redis-server PATH]
 
-Order: the machine (description, memcpy GB/s, sequential write MB/s), then each workload,
-each peer on it in turn (``workloads``), each case on a fresh deployment (a new cluster, a
-new redis-server) so its memory figures are its own; then the tables (``report``), the
-JSON and the PNGs (``results``, ``plots``) in ``--out``.
+Order: the machine (description, memcpy GB/s, sequential write MB/s, which record codec
+runs), then each workload, each peer on it in turn (``workloads``), each case on a fresh
+deployment (a new cluster, a new redis-server) so its memory figures are its own; with
+workload 1, producer-perf-test beside confluent-kafka's produce() call rate
+(``producer_perf``); then the tables (``report``) ending with the project's goals met or
+not (``goals``), the JSON and the PNGs (``results``, ``plots``) in ``--out``.
 
 Profiles: the default (``make bench``) runs every workload, about 10 minutes on 2 cores;
 ``--quick`` a one-minute subset (workloads 1, 3, 4, 7, 8, 9); ``--quickest`` tiny sizes of every
@@ -32,7 +34,7 @@ import sys
 import tempfile
 import time
 
-from perf.suite import machine, peers, plots, workloads
+from perf.suite import machine, peers, plots, producer_perf, workloads
 from perf.suite.harness import CaseFailed, run_case
 from perf.suite.progress import SuiteProgress
 from perf.suite.report import print_report
@@ -119,6 +121,7 @@ def _run(args, options, results, workdir):
     results.doc["machine"] = machine.describe(args.redis_server)
     results.doc["machine"]["memcpy_gb_s"] = machine.memcpy_gb_s(copy_mib)
     results.doc["machine"]["write_mb_s"] = machine.write_mb_s(workdir, write_mib)
+    results.doc["machine"]["codec"] = machine.codec_path()
     available = []
     for name in args.peer_list:
         reason = peers.missing(name, options)
@@ -153,6 +156,12 @@ def _run(args, options, results, workdir):
                     results.add_case(case, error=error)
                 elif runs:
                     results.add_case(case, workloads.median_figures(runs))
+    sizes = workloads.profile(args.profile)
+    if 1 in sizes and (args.selected is None or 1 in args.selected):
+        print("producer-perf-test and confluent-kafka's produce() calls ...", file=sys.stderr,
+              flush=True)
+        results.doc["producer_perf"] = producer_perf.measure(workdir, sizes[1]["records"],
+                                                             timeout)
     return 1 if failed else 0
 
 

@@ -26,6 +26,7 @@ Pure: takes values, returns batches; no I/O, no lock; any thread may call it.
 """
 from __future__ import annotations
 
+import functools
 from time import time_ns
 
 import numpy as np
@@ -75,6 +76,7 @@ _HEADER_FIELDS = [
 ]
 
 
+@functools.lru_cache(maxsize=8)
 def _header_dtype(batch_length):
     names, formats, offsets = zip(*_HEADER_FIELDS)
     return np.dtype({"names": list(names), "formats": list(formats),
@@ -217,7 +219,8 @@ class _Rows:
 def _build_rows(values, keys, stamps, batch_size, batch):
     count = len(stamps)
     value_width = values.width
-    key_part = 1 if keys is None else keys.width + size_of_varint(keys.width)
+    key_width = None if keys is None else keys.width
+    key_part = 1 if keys is None else key_width + size_of_varint(key_width)
     # attributes, timestampDelta (1 byte), key, value, headerCount; then the offsetDelta
     content = 1 + 1 + key_part + value_width + size_of_varint(value_width) + 1
     limit = batch_size - d.HEADER_SIZE
@@ -227,19 +230,21 @@ def _build_rows(values, keys, stamps, batch_size, batch):
     sizes = bodies + varint_sizes(bodies)
     per_batch = max(1, int(np.searchsorted(np.cumsum(sizes), limit, side="right")))
     full, last = divmod(count, per_batch)
-    full_length = d.HEADER_SIZE + int(sizes[:per_batch].sum())
-    last_length = d.HEADER_SIZE + int(sizes[:last].sum())
-    out = np.empty(full * full_length + (last_length if last else 0), dtype=np.uint8)
-    groups = []   # (batches, records in each, length of each)
+    groups = []   # (batches, records in each)
     if full:
-        groups.append((full, per_batch, full_length))
+        groups.append((full, per_batch))
     if last:
-        groups.append((1, last, last_length))
+        groups.append((1, last))
+    layouts = [_layout(records, content, key_width, value_width) for _, records in groups]
+    out = np.empty(sum(n * layout.length for (n, _), layout in zip(groups, layouts)),
+                   dtype=np.uint8)
+    uniform = int(stamps.min()) == int(stamps.max())  # one timestamp: every delta is 0
     batches = []
     position = 0  # in out
     first = 0     # index of the chunk's first record
-    for batch_count, records, length in groups:
-        # a chunk of about _CHUNK_BYTES at a time, so each field's pass stays in cache
+    for (batch_count, records), layout in zip(groups, layouts):
+        length = layout.length
+        # a chunk of about _CHUNK_BYTES at a time, so each pass stays in cache
         chunk = max(1, _CHUNK_BYTES // length)
         for done in range(0, batch_count, chunk):
             chunk_batches = min(chunk, batch_count - done)
@@ -248,57 +253,103 @@ def _build_rows(values, keys, stamps, batch_size, batch):
                 chunk_batches, length)
             shape = (chunk_batches, records)
             key_block = None if keys is None else keys.block(first, stop).reshape(
-                *shape, keys.width)
+                *shape, key_width)
             stamp_block = stamps[first:stop].reshape(shape)
-            _write_records(area[:, d.HEADER_SIZE:], sizes[:records], content, key_block,
-                           values.block(first, stop).reshape(*shape, value_width),
-                           stamp_block)
+            layout.write(area[:, d.HEADER_SIZE:], key_block,
+                         values.block(first, stop).reshape(*shape, value_width),
+                         None if uniform else stamp_block)
             batches += _finish(area, first, stamp_block, batch)
             position += chunk_batches * length
             first = stop
     return batches
 
 
-def _write_records(area, sizes, content, keys, values, stamps):
-    """Write ``records`` = sizes.size records into each row of ``area`` (one batch a row)."""
-    batch_count, records = stamps.shape
-    value_width = values.shape[2]
-    deltas = stamps - stamps[:, :1]
-    delta_bytes = ((deltas << 1) ^ (deltas >> 63)).astype(np.uint8)
-    key_length = NULL_LENGTH if keys is None else encode_varint(keys.shape[2])
-    value_length = encode_varint(value_width)
-    start = 0      # offset delta where the current run of equal-sized records starts
-    position = 0   # its byte position in the records area
-    for limit in _OFFSET_DELTA_LIMITS:
-        stop = min(limit, records)
-        if start >= stop:
-            continue
-        run = stop - start
-        size = int(sizes[start])
-        offset_width = size_of_varint(start)
-        # The bytes in front of the key (or the value, for null keys), the same in every
-        # batch: length, attributes, timestampDelta (overwritten below), offsetDelta, key
-        # length; then [key,] value length, value, headerCount 0.
-        lead = encode_varint(content + offset_width) + RECORD_ATTRIBUTES
-        delta_column = len(lead)
-        template = np.empty((run, delta_column + 1 + offset_width + len(key_length)), np.uint8)
-        template[:, :delta_column] = np.frombuffer(lead, np.uint8)
-        template[:, delta_column + 1:-len(key_length)] = _offset_delta_bytes(
-            start, stop, offset_width)
-        template[:, -len(key_length):] = np.frombuffer(key_length, np.uint8)
-        block = area[:, position:position + run * size].reshape(batch_count, run, size)
-        column = template.shape[1]
-        block[:, :, :column] = template
-        block[:, :, delta_column] = delta_bytes[:, start:stop]
-        if keys is not None:
-            block[:, :, column:column + keys.shape[2]] = keys[:, start:stop]
-            column += keys.shape[2]
-        block[:, :, column:column + len(value_length)] = np.frombuffer(value_length, np.uint8)
-        column += len(value_length)
-        block[:, :, column:column + value_width] = values[:, start:stop]
-        block[:, :, column + value_width] = 0  # headerCount
-        position += run * size
-        start = stop
+@functools.lru_cache(maxsize=8)
+def _layout(records, content, key_width, value_width):
+    """The byte layout of the records of a rows-path batch of ``records`` records (cached:
+    a bulk send makes many batches of one shape)."""
+    return _Layout(records, content, key_width, value_width)
+
+
+class _Layout:
+    """Where the records of a rows-path batch lie and the bytes they share.
+
+    ``template``: the batch's records area with every byte that is the same in every batch
+    of this shape written (length, attributes, timestampDelta 0, offsetDelta, key and
+    value lengths, headerCount 0); ``runs``: per run of equal-sized records (offset deltas
+    0-63, 64-8191, ...) ``(first, stop, byte position, record size, column of the
+    timestampDelta, column of the key)``; the value follows the key and its length."""
+
+    __slots__ = ("length", "template", "runs", "value_lead")
+
+    def __init__(self, records, content, key_width, value_width):
+        key_length = NULL_LENGTH if key_width is None else encode_varint(key_width)
+        value_length = encode_varint(value_width)
+        self.value_lead = len(value_length)
+        parts = []
+        self.runs = []
+        start = position = 0
+        for limit in _OFFSET_DELTA_LIMITS:
+            stop = min(limit, records)
+            if start >= stop:
+                continue
+            offset_width = size_of_varint(start)
+            lead = encode_varint(content + offset_width) + RECORD_ATTRIBUTES
+            run = stop - start
+            size = len(lead) + 1 + offset_width + len(key_length) + (key_width or 0) + \
+                len(value_length) + value_width + 1
+            rows = np.zeros((run, size), dtype=np.uint8)
+            rows[:, :len(lead)] = np.frombuffer(lead, np.uint8)
+            column = len(lead) + 1  # after the timestampDelta
+            rows[:, column:column + offset_width] = _offset_delta_bytes(start, stop,
+                                                                        offset_width)
+            column += offset_width
+            rows[:, column:column + len(key_length)] = np.frombuffer(key_length, np.uint8)
+            key_column = column + len(key_length)
+            value_column = key_column + (key_width or 0)
+            rows[:, value_column:value_column + len(value_length)] = np.frombuffer(
+                value_length, np.uint8)
+            parts.append(rows.reshape(-1))
+            self.runs.append((start, stop, position, size, len(lead), key_column))
+            position += run * size
+            start = stop
+        self.template = np.concatenate(parts)
+        self.length = d.HEADER_SIZE + len(self.template)
+
+    def write(self, area, keys, values, stamps):
+        """Write the records into each row of ``area`` (one batch a row): the template,
+        then each run's keys and values (and timestampDeltas unless ``stamps`` is None:
+        all records have the batch's first timestamp)."""
+        area[:] = self.template
+        batch_count = len(area)
+        value_width = values.shape[2]
+        value_type = np.dtype((np.void, value_width))
+        key_type = None if keys is None else np.dtype((np.void, keys.shape[2]))
+        if stamps is not None:
+            deltas = stamps - stamps[:, :1]
+            delta_bytes = ((deltas << 1) ^ (deltas >> 63)).astype(np.uint8)
+        for start, stop, position, size, delta_column, key_column in self.runs:
+            block = area[:, position:position + (stop - start) * size].reshape(
+                batch_count, stop - start, size)
+            if stamps is not None:
+                block[:, :, delta_column] = delta_bytes[:, start:stop]
+            column = key_column
+            if keys is not None:
+                width = keys.shape[2]
+                if width:
+                        _void(block[:, :, column:column + width], key_type)[...] = \
+                        _void(keys[:, start:stop], key_type)
+                column += width
+            column += self.value_lead
+            if value_width:
+                _void(block[:, :, column:column + value_width], value_type)[...] = \
+                    _void(values[:, start:stop], value_type)
+
+
+def _void(array, void_type):
+    """A 3-D uint8 array whose last axis is contiguous as a 2-D array of one void item per
+    row: numpy copies those with one memcpy each, not byte by byte."""
+    return array.view(void_type)[..., 0]
 
 
 def _offset_delta_bytes(start, stop, width):

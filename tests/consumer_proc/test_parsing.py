@@ -95,6 +95,38 @@ def vector_batches(monkeypatch):
             accepted.extend(headers)
         return columns, ok
     monkeypatch.setattr(columns_parser, "_vector_parse", spy)
+    strided = strided_batches(monkeypatch)
+    return _Both(accepted, strided)
+
+
+class _Both(list):
+    """The batches either vectorised path accepted (a list of their headers)."""
+
+    def __init__(self, vectorised, strided):
+        super().__init__()
+        self._parts = (vectorised, strided)
+
+    def __iter__(self):
+        return iter(self._parts[0] + self._parts[1])
+
+    def __len__(self):
+        return len(self._parts[0]) + len(self._parts[1])
+
+    def __bool__(self):
+        return len(self) > 0
+
+
+def strided_batches(monkeypatch):
+    """Count the batches the strided path (strided_batches.parse_groups) accepted."""
+    accepted = []
+    original = columns_parser.parse_groups
+
+    def spy(data, headers, *args):
+        found = original(data, headers, *args)
+        if found is not None:
+            accepted.extend(headers)
+        return found
+    monkeypatch.setattr(columns_parser, "parse_groups", spy)
     return accepted
 
 
@@ -200,6 +232,60 @@ def test_control_batches_are_skipped():
     d.UINT32.pack_into(control, d.CRC_OFFSET, BatchHeader(control).compute_crc())
     buf = log_of([built([(T0, None, b"a", ())]), control, built([(T0, None, b"b", ())])])
     assert [(r[0], r[4]) for r in parsed(buf)] == [(0, b"a"), (2, b"b")]
+
+
+def test_bulk_sends_parse_as_strided_groups(monkeypatch):
+    """Batches of a few send_batch calls (each: full batches of one shape and a shorter
+    last one), fixed keys, spread timestamps, LogAppendTime: the strided path takes them
+    all and gives what the record decoder gives."""
+    strided = strided_batches(monkeypatch)
+    rng = np.random.default_rng(4)
+    batches = []
+    for count, key_size in ((5000, None), (3001, 0), (2000, 9)):
+        values = rng.integers(0, 256, (count, 100), np.uint8)
+        keys = None if key_size is None else rng.integers(0, 256, (count, key_size), np.uint8)
+        batches += build_batches(values, keys=keys, timestamps=T0 + rng.integers(0, 60, count),
+                                 batch_size=1 << 16)
+    buf = log_of(batches, first_offset=1 << 33)
+    assert parsed(buf) == expected(buf)
+    assert len(strided) == len(batches)
+    appended = bytearray(buf)
+    for header in iter_batches(appended):
+        header.set_log_append_time(T0 + 9)
+    rows = parsed(bytes(appended))
+    assert rows == expected(bytes(appended)) and {r[1] for r in rows} == {T0 + 9}
+
+
+def test_a_damaged_byte_in_a_strided_group_parses_as_the_other_paths_read_it(monkeypatch):
+    """Every byte of a batch's records (and the one before them) flipped in turn, no CRC
+    check: the strided path refuses what its guess does not hold, and the outcome —
+    columns, or CorruptRecordError — is the one the parser's other paths (the vectorised
+    guess, then the record-by-record walk) have on the same bytes."""
+    strided = strided_batches(monkeypatch)
+    values = np.random.default_rng(5).integers(0, 256, (600, 3), np.uint8)
+    batches = build_batches(values, timestamps=T0, batch_size=d.HEADER_SIZE + 100 * 7)
+    buf = log_of(batches)
+    assert parsed(buf, check_crcs=False) == expected(buf) and len(strided) == len(batches)
+    second = list(iter_batches(buf))[1]
+    refused = 0
+    for position in range(second.position + d.RECORDS_OFFSET - 1,
+                          second.position + second.size_in_bytes):
+        damaged = bytearray(buf)
+        damaged[position] ^= 0x40 if position % 2 else 0x01
+        del strided[:]
+        got = _outcome(bytes(damaged))
+        refused += not strided
+        with monkeypatch.context() as patch:
+            patch.setattr(columns_parser, "parse_groups", lambda *args: None)
+            assert got == _outcome(bytes(damaged)), position
+    assert refused > 100  # length, offset delta, value length, headerCount bytes
+
+
+def _outcome(buf):
+    try:
+        return parsed(buf, check_crcs=False)
+    except CorruptRecordError:
+        return "CorruptRecordError"
 
 
 def test_crc_mismatch_raises_only_when_checked():
