@@ -13,9 +13,17 @@ Starts a cluster (``--brokers``, default 1) and its gateway (``ringlog gateway -
    the gateway's own cost (``--records``, default 100,000). With confluent-kafka installed
    it is measured too.
 
+3. **cpu** (``--cpu-only``: this alone): confluent-kafka produces ``--records`` records
+   (acks=1, 100-byte values, linger.ms 5, batch.size 16 KB: the bench suite's
+   ``kafka_wire`` settings) through the gateway, then one consumer reads them
+   back: CPU microseconds per record of the gateway process and of the brokers (psutil
+   ``cpu_times`` deltas: what a loaded machine distorts least, for A/B runs of two
+   checkouts by ``PYTHONPATH``), and each side's records/s.
+
 Medians of ``--repeats`` rounds; figures are printed (and ``--json`` writes them).
 
     .venv/bin/python -m perf.gateway_bench [--connections 1000] [--records 100000]
+                                           [--cpu-only]
 """
 from __future__ import annotations
 
@@ -133,9 +141,10 @@ def kafka_python_rate(bootstrap, records, topic):
     return records / elapsed
 
 
-def confluent_rate(bootstrap, records, topic):
+def confluent_rate(bootstrap, records, topic, **config):
     from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+                         **config})
     started = time.perf_counter()
     for _ in range(records):
         while True:
@@ -146,6 +155,38 @@ def confluent_rate(bootstrap, records, topic):
                 producer.poll(0.01)
     producer.flush(120)
     return records / (time.perf_counter() - started)
+
+
+def cpu_round(record, broker_pids, records, topic):
+    """Produce then consume ``records`` through the gateway with confluent-kafka: CPU
+    microseconds per record in the gateway and the brokers, per side, and the rates."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    gateway = [record["pid"]]
+    figures = {}
+    cpu = (_cpu(gateway), _cpu(broker_pids))
+    rate = confluent_rate(record["bootstrap"], records, topic, **{"batch.size": 16384})
+    after = (_cpu(gateway), _cpu(broker_pids))
+    figures["produce"] = {"records_per_s": rate,
+                          "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
+                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
+    consumer = Consumer({"bootstrap.servers": record["bootstrap"], "group.id": topic,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        cpu = after
+        started = time.perf_counter()
+        count = 0
+        deadline = time.monotonic() + 300
+        while count < records and time.monotonic() < deadline:
+            count += sum(1 for m in consumer.consume(10_000, timeout=0.1) if m.error() is None)
+        elapsed = time.perf_counter() - started
+        after = (_cpu(gateway), _cpu(broker_pids))
+    finally:
+        consumer.close()
+    figures["consume"] = {"records_per_s": count / elapsed,
+                          "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
+                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
+    return figures
 
 
 def native_rate(data_dir, records, topic):
@@ -168,6 +209,8 @@ def main(argv=None):
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json")
+    parser.add_argument("--cpu-only", action="store_true",
+                        help="only the CPU per record round (confluent-kafka)")
     args = parser.parse_args(argv)
     results = {}
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp:
@@ -176,6 +219,15 @@ def main(argv=None):
                      default_replication_factor=args.brokers) as cluster:
             popen, record = _start_gateway(cluster.data_dir)
             try:
+                if args.cpu_only:
+                    rounds = [cpu_round(record, list(cluster.pids().values()), args.records,
+                                        f"cpu-{repeat}") for repeat in range(args.repeats)]
+                    results["cpu"] = {side: {key: statistics.median(r[side][key]
+                                                                    for r in rounds)
+                                             for key in rounds[0][side]}
+                                      for side in ("produce", "consume")}
+                    print(json.dumps(results["cpu"]), flush=True)
+                    return _write(args.json, results)
                 results["connections"] = connections_round(record, args.connections,
                                                              list(cluster.pids().values()))
                 print(json.dumps(results["connections"]), flush=True)
@@ -202,8 +254,12 @@ def main(argv=None):
             finally:
                 popen.terminate()
                 popen.wait(30)
-    if args.json:
-        with open(args.json, "w") as file:
+    return _write(args.json, results)
+
+
+def _write(path, results):
+    if path:
+        with open(path, "w") as file:
             json.dump(results, file, indent=1)
 
 

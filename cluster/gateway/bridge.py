@@ -3,13 +3,17 @@
 A ``Bridge`` owns a client socket accepted on the listener of broker B and, from the first
 request that goes to B, one ``shm_ring`` connection to B. Two threads move the frames:
 
-- the **request thread** reads size-prefixed frames from the socket and writes each one
-  into the request ring as it arrived; a request the gateway serves itself
-  (``wire.LOCAL_VERSIONS``) is answered here instead;
+- the **request thread** reads the socket into a buffer of its own (``READ_BUFFER``
+  bytes, reused: a pipelining client's requests come in with one ``recv_into``; a frame
+  larger than the buffer gets one of its own) and writes each size-prefixed frame into the
+  request ring as it arrived; a request the gateway serves itself (``wire.LOCAL_VERSIONS``)
+  is answered here instead;
 - the **response thread** takes the requests in order from ``pending`` and writes their
   answers to the socket: the broker's frame straight from the response ring (no copy; only
   ``wire.REWRITTEN`` APIs are decoded and re-encoded with the gateway's addresses), or the
-  gateway's own answer, in request order as Kafka promises.
+  gateway's own answer, in request order as Kafka promises. Answers already there when
+  one is written go with it: up to ``MAX_BATCH`` in one ``sendmsg``, their ring frames
+  released together after it.
 
 Kafka's network layer, per connection: at most ``queued.max.requests`` requests wait for
 their answers (``_slots``: the request thread stops reading the socket while they are all
@@ -48,6 +52,12 @@ WAIT_SLICE = 0.5
 
 #: Seconds to wait for a broker to accept the ring connection.
 CONNECT_TIMEOUT = 5.0
+
+#: Bytes of a connection's read buffer: requests up to this size are read in place.
+READ_BUFFER = 256 * 1024
+
+#: Answers written with one sendmsg at most (well under the kernel's IOV_MAX).
+MAX_BATCH = 64
 
 
 class _Pending:
@@ -88,6 +98,10 @@ class Bridge:
         self._slots = threading.Semaphore(config.queued_max_requests)  # one per request out
         self._ring = None
         self._max_frame = max_frame_length(config.ring_bytes)
+        self._buffer = bytearray(READ_BUFFER)  # the request thread's, reused
+        self._view = memoryview(self._buffer)
+        self._start = self._end = 0  # the bytes read and not yet forwarded: [start, end)
+        self._held = None  # a _Pending taken from the queue whose answer is not in yet
         self._requested = 0  # requests queued for an answer (the request thread's count)
         self._answered = 0  # answers written (the response thread's count)
         self.closed = False
@@ -177,46 +191,78 @@ class Bridge:
                               f"({self._idle * 1000:.0f} ms)", logging.INFO)
         return False
 
-    def _recv_into(self, view):
-        """Fill ``view`` from the socket; False if the client closed before the first
-        byte (or the connection is closing), _Closed if it closed in the middle."""
-        got = 0
-        while got < len(view):
-            if not self._wait_readable():
-                return False
-            count = self.sock.recv_into(view[got:])
-            if count == 0:
-                if got:
+    def _recv(self, view):
+        """Bytes read into ``view`` (at least one), or 0 once the client closed (or the
+        connection is closing). Tries the socket first, polls only when it has nothing."""
+        while True:
+            try:
+                count = self.sock.recv_into(view, 0, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                if not self._wait_readable():
+                    return 0
+                continue
+            if count:
+                self._last_active = time.monotonic()
+            return count
+
+    def _fill(self, count):
+        """Read until the buffer holds ``count`` bytes from ``_start`` (compacting them to
+        its front when they would not fit behind it). False if the client closed before
+        the first of them; _Closed if it closed after."""
+        while self._end - self._start < count:
+            if self._start + count > READ_BUFFER:
+                held = bytes(self._view[self._start:self._end])
+                self._buffer[:len(held)] = held
+                self._start, self._end = 0, len(held)
+            got = self._recv(self._view[self._end:])
+            if got == 0:
+                if self._end > self._start:
                     raise _Closed(f"client closed the connection in the middle of a frame "
-                                  f"({got} of {len(view)} bytes)", logging.INFO)
+                                  f"({self._end - self._start} of {count} bytes)",
+                                  logging.INFO)
                 return False
-            got += count
-            self._last_active = time.monotonic()
+            self._end += got
         return True
 
     def _read_frame(self):
-        """The next whole request frame (a bytearray, size prefix included), or None."""
-        prefix = bytearray(d.SIZE_PREFIX_LENGTH)
-        if not self._recv_into(memoryview(prefix)):
+        """The next whole request frame, size prefix included: a view of the read buffer
+        (valid until the next call), or a bytearray of its own if larger; None once the
+        client closed between frames."""
+        if not self._fill(d.SIZE_PREFIX_LENGTH):
             return None
-        (size,) = d.INT32.unpack_from(prefix, 0)
+        (size,) = d.INT32.unpack_from(self._buffer, self._start)
         minimum = d.MIN_REQUEST_FRAME_LENGTH - d.SIZE_PREFIX_LENGTH
         if size < minimum or size > self._max_request:
             self.gateway.stats.count("invalid-frames")
             raise _Closed(f"request size {size} is outside {minimum}.."
                           f"{self._max_request} (socket.request.max.bytes): not a Kafka "
                           f"request", logging.WARNING)
-        if d.SIZE_PREFIX_LENGTH + size > self._max_frame:  # before allocating it
-            raise _Closed(f"request of {d.SIZE_PREFIX_LENGTH + size} bytes exceeds the "
+        length = d.SIZE_PREFIX_LENGTH + size
+        if length > self._max_frame:  # before allocating it
+            raise _Closed(f"request of {length} bytes exceeds the "
                           f"{self._max_frame} bytes a ring frame carries "
                           f"(ringlog.ring.bytes {self.gateway.config.ring_bytes})",
                           logging.WARNING)
-        frame = bytearray(d.SIZE_PREFIX_LENGTH + size)
-        frame[:d.SIZE_PREFIX_LENGTH] = prefix
-        with memoryview(frame) as view:
-            if not self._recv_into(view[d.SIZE_PREFIX_LENGTH:]):
+        if length <= READ_BUFFER:
+            if not self._fill(length):
                 raise _Closed("client closed the connection in the middle of a frame",
                               logging.INFO)
+            frame = self._view[self._start:self._start + length]
+            self._start += length
+            if self._start == self._end:
+                self._start = self._end = 0
+            return frame
+        frame = bytearray(length)  # larger than the buffer: a frame of its own
+        have = self._end - self._start
+        frame[:have] = self._view[self._start:self._end]
+        self._start = self._end = 0
+        with memoryview(frame) as view:
+            while have < length:
+                got = self._recv(view[have:])
+                if got == 0:
+                    raise _Closed(f"client closed the connection in the middle of a frame "
+                                  f"({have} of {length} bytes)", logging.INFO)
+                have += got
         return frame
 
     def _forward(self, frame):
@@ -265,16 +311,8 @@ class Bridge:
 
     def _response_loop(self):
         try:
-            while True:
-                pending = self._pending.get()
-                if pending is None or self.closed:
-                    return
-                if pending.local is not None:
-                    self._send(pending.api_key, pending.local)
-                else:
-                    self._relay(pending)
-                self._answered += 1
-                self._slots.release()
+            while self._answer_some():
+                pass
         except OSError:
             pass  # the client went away: the request thread sees it too
         except (PeerDiedError, PeerClosedError) as exc:
@@ -290,29 +328,88 @@ class Bridge:
         finally:
             self.close()
 
-    def _relay(self, pending):
-        ring = self._ring
-        frame = None
-        while frame is None:
-            frame = ring.recv(timeout=WAIT_SLICE, stop=lambda: self.closed)
-            if frame is None and self.closed:
-                return
+    def _answer_some(self):
+        """Write the next answer, and those after it that are already there (up to
+        MAX_BATCH), with one sendmsg; False once the connection is closing."""
+        pending, self._held = self._held, None
+        if pending is None:
+            pending = self._pending.get()
+        frames_out, apis, from_ring, going = [], [], False, True
+        while True:
+            if pending is None or self.closed:
+                going = False
+                break
+            if pending.local is not None:
+                frame = pending.local
+            else:
+                frame = self._relay(pending, wait=not frames_out)
+                if frame is None:
+                    if frames_out:  # not in yet: the next round starts with it
+                        self._held = pending
+                    else:
+                        going = False  # closing while waiting
+                    break
+                from_ring = True
+            frames_out.append(frame)
+            apis.append(pending.api_key)
+            if len(frames_out) == MAX_BATCH:
+                break
+            try:
+                pending = self._pending.get_nowait()
+            except queue.Empty:
+                break
         try:
-            answered = frames.response_correlation_id(frame)
-            if answered != pending.correlation_id:
-                raise KafkaProtocolError(
-                    f"broker {self.broker_id} answered correlation id {answered}, expected "
-                    f"{pending.correlation_id}")
-            if pending.api_key in wire.REWRITTEN:
-                gateway = self.gateway
-                frame = wire.rewrite_response(frame, pending.api_key, pending.api_version,
-                                              gateway.host, gateway.port_for)
-            self._send(pending.api_key, frame)
+            if frames_out:
+                self._send(apis, frames_out)
+                self._answered += len(frames_out)
+                self._slots.release(len(frames_out))
         finally:
-            del frame
-            ring.release()
+            del frames_out
+            if from_ring:
+                self._ring.release()
+        return going
 
-    def _send(self, api_key, frame):
-        self.sock.sendall(frame)
+    def _relay(self, pending, wait):
+        """The broker's answer to ``pending`` from the response ring (rewritten if its API
+        carries addresses), waiting for it when ``wait``; None if not there (``wait``
+        false) or once the connection is closing."""
+        ring = self._ring
+        if wait:
+            frame = None
+            while frame is None:
+                frame = ring.recv(timeout=WAIT_SLICE, stop=lambda: self.closed)
+                if frame is None and self.closed:
+                    return None
+        else:
+            frame = ring.recv(timeout=0)
+            if frame is None:
+                return None
+        answered = frames.response_correlation_id(frame)
+        if answered != pending.correlation_id:
+            raise KafkaProtocolError(
+                f"broker {self.broker_id} answered correlation id {answered}, expected "
+                f"{pending.correlation_id}")
+        if pending.api_key in wire.REWRITTEN:
+            gateway = self.gateway
+            frame = wire.rewrite_response(frame, pending.api_key, pending.api_version,
+                                          gateway.host, gateway.port_for)
+        return frame
+
+    def _send(self, apis, frames_out):
+        """Write ``frames_out`` (answers to requests of ``apis``) to the socket, in order."""
+        if len(frames_out) == 1:
+            self.sock.sendall(frames_out[0])
+        else:
+            views = [memoryview(frame).cast("B") for frame in frames_out]
+            first = 0
+            while first < len(views):
+                sent = self.sock.sendmsg(views[first:])
+                while first < len(views) and sent >= views[first].nbytes:
+                    sent -= views[first].nbytes
+                    first += 1
+                if sent:
+                    views[first] = views[first][sent:]
         self._last_active = time.monotonic()
-        self.gateway.stats.response(api_key, len(frame))
+        stats = self.gateway.stats
+        for api_key, frame in zip(apis, frames_out):
+            stats.response(api_key, len(frame))
