@@ -18,7 +18,9 @@ Starts a cluster (``--brokers``, default 1) and its gateway (``ringlog gateway -
    ``kafka_wire`` settings) through the gateway, then one consumer reads them
    back: CPU microseconds per record of the gateway process and of the brokers (psutil
    ``cpu_times`` deltas: what a loaded machine distorts least, for A/B runs of two
-   checkouts by ``PYTHONPATH``), and each side's records/s.
+   checkouts by ``PYTHONPATH``), and each side's records/s; ``--peers tansu,noida_db``
+   runs the same round against those Kafka-compatible brokers (``perf/suite/peers``), each
+   alone once ringlog is stopped: their broker process's CPU per record.
 
 Medians of ``--repeats`` rounds; figures are printed (and ``--json`` writes them).
 
@@ -28,6 +30,7 @@ Medians of ``--repeats`` rounds; figures are printed (and ``--json`` writes them
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import socket
@@ -157,19 +160,19 @@ def confluent_rate(bootstrap, records, topic, **config):
     return records / (time.perf_counter() - started)
 
 
-def cpu_round(record, broker_pids, records, topic):
-    """Produce then consume ``records`` through the gateway with confluent-kafka: CPU
-    microseconds per record in the gateway and the brokers, per side, and the rates."""
+def cpu_round(bootstrap, gateway, broker_pids, records, topic):
+    """Produce then consume ``records`` at ``bootstrap`` with confluent-kafka: CPU
+    microseconds per record in the ``gateway`` pids and the ``broker_pids``, per side, and
+    the rates."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-    gateway = [record["pid"]]
     figures = {}
     cpu = (_cpu(gateway), _cpu(broker_pids))
-    rate = confluent_rate(record["bootstrap"], records, topic, **{"batch.size": 16384})
+    rate = confluent_rate(bootstrap, records, topic, **{"batch.size": 16384})
     after = (_cpu(gateway), _cpu(broker_pids))
     figures["produce"] = {"records_per_s": rate,
                           "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
                           "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
-    consumer = Consumer({"bootstrap.servers": record["bootstrap"], "group.id": topic,
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
                          "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
@@ -187,6 +190,28 @@ def cpu_round(record, broker_pids, records, topic):
                           "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
                           "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
     return figures
+
+
+def _medians(rounds):
+    return {side: {key: statistics.median(r[side][key] for r in rounds)
+                   for key in rounds[0][side]} for side in ("produce", "consume")}
+
+
+def peer_cpu(name, records, repeats, workdir):
+    """``cpu_round`` against a Kafka-compatible broker of the bench suite (``tansu``,
+    ``noida_db``: ``perf/suite/peers``), its topic of one partition: the broker's CPU
+    counts as "brokers"."""
+    module = importlib.import_module(f"perf.suite.peers.{name}")
+    why = module.missing(None)
+    if why:
+        return {"skipped": why}
+    broker = module.deploy(workdir, 1, 1, None)
+    try:
+        endpoint = broker.endpoint
+        return _medians([cpu_round(endpoint["bootstrap"], [], broker.server_pids(), records,
+                                   endpoint["topic"]) for _ in range(repeats)])
+    finally:
+        broker.stop()
 
 
 def native_rate(data_dir, records, topic):
@@ -211,6 +236,9 @@ def main(argv=None):
     parser.add_argument("--json")
     parser.add_argument("--cpu-only", action="store_true",
                         help="only the CPU per record round (confluent-kafka)")
+    parser.add_argument("--peers", default="",
+                        help="with --cpu-only: the same round against these bench peers "
+                             "too (tansu,noida_db), each alone after ringlog")
     args = parser.parse_args(argv)
     results = {}
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp:
@@ -220,12 +248,16 @@ def main(argv=None):
             popen, record = _start_gateway(cluster.data_dir)
             try:
                 if args.cpu_only:
-                    rounds = [cpu_round(record, list(cluster.pids().values()), args.records,
-                                        f"cpu-{repeat}") for repeat in range(args.repeats)]
-                    results["cpu"] = {side: {key: statistics.median(r[side][key]
-                                                                    for r in rounds)
-                                             for key in rounds[0][side]}
-                                      for side in ("produce", "consume")}
+                    results["cpu"] = {"ringlog_gateway": _medians([
+                        cpu_round(record["bootstrap"], [record["pid"]],
+                                  list(cluster.pids().values()), args.records,
+                                  f"cpu-{repeat}") for repeat in range(args.repeats)])}
+                    popen.terminate()
+                    popen.wait(30)
+                    cluster.stop()  # the peers run alone
+                    for name in filter(None, args.peers.split(",")):
+                        results["cpu"][name] = peer_cpu(name, args.records, args.repeats,
+                                                        tmp)
                     print(json.dumps(results["cpu"]), flush=True)
                     return _write(args.json, results)
                 results["connections"] = connections_round(record, args.connections,

@@ -16,8 +16,9 @@ request that goes to B, one ``shm_ring`` connection to B. Two threads move the f
   released together after it.
 
 Kafka's network layer, per connection: at most ``queued.max.requests`` requests wait for
-their answers (``_slots``: the request thread stops reading the socket while they are all
-taken) and the request ring bounds the bytes in flight, so a client that never reads its
+their answers (``outstanding``: the request thread stops reading the socket while it is
+at the limit, parked on ``_room`` until the response thread writes an answer) and the
+request ring bounds the bytes in flight, so a client that never reads its
 responses stalls only itself (its response thread blocks in ``sendall``, its rings fill, the
 broker defers that connection only). A size prefix that is negative, shorter than a request
 header or over ``socket.request.max.bytes``, and a frame the ring cannot carry, close this
@@ -95,7 +96,9 @@ class Bridge:
         self._max_request = config.socket_request_max_bytes
         self._idle = config.connections_max_idle_ms / 1000
         self._pending = queue.SimpleQueue()
-        self._slots = threading.Semaphore(config.queued_max_requests)  # one per request out
+        self._queued_max = config.queued_max_requests
+        self._room = threading.Event()  # set by the response thread for a parked request
+        self._full = False  # the request thread is (about to be) parked on _room
         self._ring = None
         self._max_frame = max_frame_length(config.ring_bytes)
         self._buffer = bytearray(READ_BUFFER)  # the request thread's, reused
@@ -127,6 +130,7 @@ class Bridge:
         except OSError:
             pass
         self._pending.put(None)
+        self._room.set()
         ring = self._ring
         if ring is not None:
             ring.interrupt()
@@ -286,9 +290,19 @@ class Bridge:
                 raise _Closed("gateway closing the connection")
 
     def _enqueue(self, pending):
-        while not self._slots.acquire(timeout=WAIT_SLICE):
+        while self._requested - self._answered >= self._queued_max:
+            # at queued.max.requests: park until an answer is written. The flag is up
+            # before the count is looked at again, so an answer written in between either
+            # shows in the count or sets _room (the response thread looks at the flag
+            # after counting).
+            self._room.clear()
+            self._full = True
+            if self._requested - self._answered < self._queued_max:
+                break
+            self._room.wait(WAIT_SLICE)
             if self.closed:
                 raise _Closed("gateway closing the connection")
+        self._full = False
         self._requested += 1
         self._pending.put(pending)
 
@@ -362,7 +376,8 @@ class Bridge:
             if frames_out:
                 self._send(apis, frames_out)
                 self._answered += len(frames_out)
-                self._slots.release(len(frames_out))
+                if self._full:
+                    self._room.set()
         finally:
             del frames_out
             if from_ring:
