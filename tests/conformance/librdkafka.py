@@ -8,10 +8,13 @@ Kafka wire gateway.
 2. **Build** (once, cached): ``./configure`` (no SSL, no SASL: ringlog has neither),
    ``make libs`` and ``make -C tests build``: ``tests/test-runner``.
 3. **Run**: a 3-broker cluster shaped as the suite's default scenario expects (topics
-   auto-created with 4 partitions and replication factor 3), the gateway on free ports,
-   ``test.conf`` naming its bootstrap address, then ``test-runner -L`` (the tests that
-   need a broker) once per test number (``TESTS=NNNN``; the numbers are read from the
-   runner's table in ``tests/test.c``), ``--parallel`` at once. A test that times out
+   auto-created with 4 partitions and replication factor 3; otherwise Kafka's defaults,
+   as trivup's brokers run: ``group.initial.rebalance.delay.ms`` 3000 lets the two
+   members 0089 and 0102 subscribe at once join the first generation together), the
+   gateway on free ports, ``test.conf`` naming its bootstrap address, then
+   ``test-runner -L`` (the tests that need a broker) once per test number
+   (``TESTS=NNNN``; the numbers are read from the runner's table in ``tests/test.c``),
+   ``--parallel`` at once. A test that times out
    makes its runner kill itself: one runner per number keeps that from ending the rest.
    The tests of the suite's ``noautocreate`` scenario run (``-s noautocreate``) against
    a second cluster and gateway, without topic auto-creation. ``--tests`` / ``--skip``
@@ -256,8 +259,7 @@ def run(runner, numbers, timeout, parallel=1, by_scenario=None):
             for scenario in sorted({job[0] for job in jobs}):
                 cluster = Cluster(os.path.join(tmp, f"data-{scenario}"), brokers=3,
                                   num_partitions=4, default_replication_factor=3,
-                                  auto_create_topics_enable=SCENARIOS[scenario],
-                                  group_initial_rebalance_delay_ms=0)
+                                  auto_create_topics_enable=SCENARIOS[scenario])
                 served.append((cluster, None))
                 cluster.start()
                 gateway = GatewayProcess(cluster.data_dir).start()
