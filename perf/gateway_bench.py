@@ -22,10 +22,16 @@ Starts a cluster (``--brokers``, default 1) and its gateway (``ringlog gateway -
    runs the same round against those Kafka-compatible brokers (``perf/suite/peers``), each
    alone once ringlog is stopped: their broker process's CPU per record.
 
+4. **calls** (``--calls``: this alone): the gateway run inside this process, a profile hook
+   on its threads (``threading.setprofile``), confluent-kafka producing ``--records``
+   records as in 3: Python calls per Produce request in the gateway's threads (a count a
+   loaded machine does not change).
+
 Medians of ``--repeats`` rounds; figures are printed (and ``--json`` writes them).
 
     .venv/bin/python -m perf.gateway_bench [--connections 1000] [--records 100000]
-                                           [--cpu-only]
+                                           [--cpu-only [--peers tansu,noida_db]]
+                                           [--calls]
 """
 from __future__ import annotations
 
@@ -214,6 +220,38 @@ def peer_cpu(name, records, repeats, workdir):
         broker.stop()
 
 
+def calls_round(records):
+    """Python calls per Produce request in an in-process gateway's threads (module doc)."""
+    import threading
+
+    from cluster.gateway.config import GatewayConfig
+    from cluster.gateway.server import Gateway
+    main = threading.get_ident()
+    calls = [0]
+
+    def count(frame, event, arg):
+        if event in ("call", "c_call") and threading.get_ident() != main:
+            calls[0] += 1
+    with tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp, \
+            Cluster(os.path.join(tmp, "data"), brokers=1, num_partitions=1,
+                    default_replication_factor=1) as cluster:
+        threading.setprofile(count)  # the bridge threads started from now on
+        gateway = Gateway(cluster.data_dir, 0, GatewayConfig.from_overrides({}))
+        try:
+            gateway.start()
+            confluent_rate(gateway.bootstrap(), 1000, "calls", **{"batch.size": 16384})
+            requests = gateway.stats.value("request-total:Produce")
+            calls[0] = 0
+            confluent_rate(gateway.bootstrap(), records, "calls", **{"batch.size": 16384})
+            requests = gateway.stats.value("request-total:Produce") - requests
+            measured = calls[0]
+        finally:
+            threading.setprofile(None)
+            gateway.stop()
+    return {"produce_requests": requests, "records_per_request": records / requests,
+            "gateway_calls_per_request": measured / requests}
+
+
 def native_rate(data_dir, records, topic):
     from cluster.producer.kafka_producer import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=data_dir, acks=1, linger_ms=5,
@@ -239,8 +277,16 @@ def main(argv=None):
     parser.add_argument("--peers", default="",
                         help="with --cpu-only: the same round against these bench peers "
                              "too (tansu,noida_db), each alone after ringlog")
+    parser.add_argument("--calls", action="store_true",
+                        help="only the Python calls per Produce request in the gateway")
     args = parser.parse_args(argv)
     results = {}
+    if args.calls:
+        rounds = [calls_round(args.records) for _ in range(args.repeats)]
+        results["calls"] = {key: statistics.median(r[key] for r in rounds)
+                            for key in rounds[0]}
+        print(json.dumps(results["calls"]), flush=True)
+        return _write(args.json, results)
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp:
         data_dir = os.path.join(tmp, "data")
         with Cluster(data_dir, brokers=args.brokers, num_partitions=1,
