@@ -33,6 +33,7 @@ has ended.
 from __future__ import annotations
 
 import logging
+import mmap
 import queue
 import select
 import socket
@@ -54,7 +55,8 @@ WAIT_SLICE = 0.5
 #: Seconds to wait for a broker to accept the ring connection.
 CONNECT_TIMEOUT = 5.0
 
-#: Bytes of a connection's read buffer: requests up to this size are read in place.
+#: Bytes of a connection's read buffer: requests up to this size are read in place (its
+#: pages are taken as bytes arrive: a thousand idle connections do not hold it all).
 READ_BUFFER = 256 * 1024
 
 #: Answers written with one sendmsg at most (well under the kernel's IOV_MAX).
@@ -101,7 +103,9 @@ class Bridge:
         self._full = False  # the request thread is (about to be) parked on _room
         self._ring = None
         self._max_frame = max_frame_length(config.ring_bytes)
-        self._buffer = bytearray(READ_BUFFER)  # the request thread's, reused
+        # the request thread's, reused; anonymous memory, so a connection of small
+        # requests (read from the front each time) holds a page or two of it, not all
+        self._buffer = mmap.mmap(-1, READ_BUFFER)
         self._view = memoryview(self._buffer)
         self._start = self._end = 0  # the bytes read and not yet forwarded: [start, end)
         self._held = None  # a _Pending taken from the queue whose answer is not in yet
