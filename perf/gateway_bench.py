@@ -13,13 +13,30 @@ Starts a cluster (``--brokers``, default 1) and its gateway (``ringlog gateway -
    the gateway's own cost (``--records``, default 100,000). With confluent-kafka installed
    it is measured too.
 
+3. **cpu** (``--cpu-only``: this alone): confluent-kafka produces ``--records`` records
+   (acks=1, 100-byte values, linger.ms 5, batch.size 16 KB: the bench suite's
+   ``kafka_wire`` settings) through the gateway, then one consumer reads them
+   back: CPU microseconds per record of the gateway process and of the brokers (psutil
+   ``cpu_times`` deltas: what a loaded machine distorts least, for A/B runs of two
+   checkouts by ``PYTHONPATH``), and each side's records/s; ``--peers tansu,noida_db``
+   runs the same round against those Kafka-compatible brokers (``perf/suite/peers``), each
+   alone once ringlog is stopped: their broker process's CPU per record.
+
+4. **calls** (``--calls``: this alone): the gateway run inside this process, a profile hook
+   on its threads (``threading.setprofile``), confluent-kafka producing ``--records``
+   records as in 3: Python calls per Produce request in the gateway's threads (a count a
+   loaded machine does not change).
+
 Medians of ``--repeats`` rounds; figures are printed (and ``--json`` writes them).
 
     .venv/bin/python -m perf.gateway_bench [--connections 1000] [--records 100000]
+                                           [--cpu-only [--peers tansu,noida_db]]
+                                           [--calls]
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import socket
@@ -133,9 +150,10 @@ def kafka_python_rate(bootstrap, records, topic):
     return records / elapsed
 
 
-def confluent_rate(bootstrap, records, topic):
+def confluent_rate(bootstrap, records, topic, **config):
     from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+                         **config})
     started = time.perf_counter()
     for _ in range(records):
         while True:
@@ -146,6 +164,92 @@ def confluent_rate(bootstrap, records, topic):
                 producer.poll(0.01)
     producer.flush(120)
     return records / (time.perf_counter() - started)
+
+
+def cpu_round(bootstrap, gateway, broker_pids, records, topic):
+    """Produce then consume ``records`` at ``bootstrap`` with confluent-kafka: CPU
+    microseconds per record in the ``gateway`` pids and the ``broker_pids``, per side, and
+    the rates."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    figures = {}
+    cpu = (_cpu(gateway), _cpu(broker_pids))
+    rate = confluent_rate(bootstrap, records, topic, **{"batch.size": 16384})
+    after = (_cpu(gateway), _cpu(broker_pids))
+    figures["produce"] = {"records_per_s": rate,
+                          "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
+                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        cpu = after
+        started = time.perf_counter()
+        count = 0
+        deadline = time.monotonic() + 300
+        while count < records and time.monotonic() < deadline:
+            count += sum(1 for m in consumer.consume(10_000, timeout=0.1) if m.error() is None)
+        elapsed = time.perf_counter() - started
+        after = (_cpu(gateway), _cpu(broker_pids))
+    finally:
+        consumer.close()
+    figures["consume"] = {"records_per_s": count / elapsed,
+                          "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
+                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
+    return figures
+
+
+def _medians(rounds):
+    return {side: {key: statistics.median(r[side][key] for r in rounds)
+                   for key in rounds[0][side]} for side in ("produce", "consume")}
+
+
+def peer_cpu(name, records, repeats, workdir):
+    """``cpu_round`` against a Kafka-compatible broker of the bench suite (``tansu``,
+    ``noida_db``: ``perf/suite/peers``), its topic of one partition: the broker's CPU
+    counts as "brokers"."""
+    module = importlib.import_module(f"perf.suite.peers.{name}")
+    why = module.missing(None)
+    if why:
+        return {"skipped": why}
+    broker = module.deploy(workdir, 1, 1, None)
+    try:
+        endpoint = broker.endpoint
+        return _medians([cpu_round(endpoint["bootstrap"], [], broker.server_pids(), records,
+                                   endpoint["topic"]) for _ in range(repeats)])
+    finally:
+        broker.stop()
+
+
+def calls_round(records):
+    """Python calls per Produce request in an in-process gateway's threads (module doc)."""
+    import threading
+
+    from cluster.gateway.config import GatewayConfig
+    from cluster.gateway.server import Gateway
+    main = threading.get_ident()
+    calls = [0]
+
+    def count(frame, event, arg):
+        if event in ("call", "c_call") and threading.get_ident() != main:
+            calls[0] += 1
+    with tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp, \
+            Cluster(os.path.join(tmp, "data"), brokers=1, num_partitions=1,
+                    default_replication_factor=1) as cluster:
+        threading.setprofile(count)  # the bridge threads started from now on
+        gateway = Gateway(cluster.data_dir, 0, GatewayConfig.from_overrides({}))
+        try:
+            gateway.start()
+            confluent_rate(gateway.bootstrap(), 1000, "calls", **{"batch.size": 16384})
+            requests = gateway.stats.value("request-total:Produce")
+            calls[0] = 0
+            confluent_rate(gateway.bootstrap(), records, "calls", **{"batch.size": 16384})
+            requests = gateway.stats.value("request-total:Produce") - requests
+            measured = calls[0]
+        finally:
+            threading.setprofile(None)
+            gateway.stop()
+    return {"produce_requests": requests, "records_per_request": records / requests,
+            "gateway_calls_per_request": measured / requests}
 
 
 def native_rate(data_dir, records, topic):
@@ -168,14 +272,40 @@ def main(argv=None):
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json")
+    parser.add_argument("--cpu-only", action="store_true",
+                        help="only the CPU per record round (confluent-kafka)")
+    parser.add_argument("--peers", default="",
+                        help="with --cpu-only: the same round against these bench peers "
+                             "too (tansu,noida_db), each alone after ringlog")
+    parser.add_argument("--calls", action="store_true",
+                        help="only the Python calls per Produce request in the gateway")
     args = parser.parse_args(argv)
     results = {}
+    if args.calls:
+        rounds = [calls_round(args.records) for _ in range(args.repeats)]
+        results["calls"] = {key: statistics.median(r[key] for r in rounds)
+                            for key in rounds[0]}
+        print(json.dumps(results["calls"]), flush=True)
+        return _write(args.json, results)
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as tmp:
         data_dir = os.path.join(tmp, "data")
         with Cluster(data_dir, brokers=args.brokers, num_partitions=1,
                      default_replication_factor=args.brokers) as cluster:
             popen, record = _start_gateway(cluster.data_dir)
             try:
+                if args.cpu_only:
+                    results["cpu"] = {"ringlog_gateway": _medians([
+                        cpu_round(record["bootstrap"], [record["pid"]],
+                                  list(cluster.pids().values()), args.records,
+                                  f"cpu-{repeat}") for repeat in range(args.repeats)])}
+                    popen.terminate()
+                    popen.wait(30)
+                    cluster.stop()  # the peers run alone
+                    for name in filter(None, args.peers.split(",")):
+                        results["cpu"][name] = peer_cpu(name, args.records, args.repeats,
+                                                        tmp)
+                    print(json.dumps(results["cpu"]), flush=True)
+                    return _write(args.json, results)
                 results["connections"] = connections_round(record, args.connections,
                                                              list(cluster.pids().values()))
                 print(json.dumps(results["connections"]), flush=True)
@@ -202,8 +332,12 @@ def main(argv=None):
             finally:
                 popen.terminate()
                 popen.wait(30)
-    if args.json:
-        with open(args.json, "w") as file:
+    return _write(args.json, results)
+
+
+def _write(path, results):
+    if path:
+        with open(path, "w") as file:
             json.dump(results, file, indent=1)
 
 

@@ -18,18 +18,24 @@ import threading
 from cluster.gateway import wire
 from cluster.protocol.frames import ApiKey
 
+_NAMES = {}  # api key -> name as keys are seen (an int16: bounded; any thread: dict stores)
 _LOCAL_NAMES = {wire.DESCRIBE_ACLS: "DescribeAcls", wire.CREATE_ACLS: "CreateAcls",
                 wire.DELETE_ACLS: "DeleteAcls", wire.DESCRIBE_CLUSTER: "DescribeCluster"}
 
 
 def api_name(api_key):
     """Kafka's name of an API ("Produce", "FindCoordinator"), or the key for others."""
-    if api_key in _LOCAL_NAMES:
-        return _LOCAL_NAMES[api_key]
-    try:
-        return ApiKey(api_key).name.title().replace("_", "")
-    except ValueError:
-        return str(api_key)
+    name = _NAMES.get(api_key)
+    if name is None:
+        if api_key in _LOCAL_NAMES:
+            name = _LOCAL_NAMES[api_key]
+        else:
+            try:
+                name = ApiKey(api_key).name.title().replace("_", "")
+            except ValueError:
+                name = str(api_key)
+        _NAMES[api_key] = name  # a few dozen keys at most: the int16s clients send
+    return name
 
 
 class GatewayStats:

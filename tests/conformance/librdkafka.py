@@ -8,16 +8,20 @@ Kafka wire gateway.
 2. **Build** (once, cached): ``./configure`` (no SSL, no SASL: ringlog has neither),
    ``make libs`` and ``make -C tests build``: ``tests/test-runner``.
 3. **Run**: a 3-broker cluster shaped as the suite's default scenario expects (topics
-   auto-created with 4 partitions and replication factor 3), the gateway on free ports,
-   ``test.conf`` naming its bootstrap address, then ``test-runner -L`` (the tests that
-   need a broker) once per test number (``TESTS=NNNN``; the numbers are read from the
-   runner's table in ``tests/test.c``), ``--parallel`` at once. A test that times out
+   auto-created with 4 partitions and replication factor 3; otherwise Kafka's defaults,
+   as trivup's brokers run: ``group.initial.rebalance.delay.ms`` 3000 lets the two
+   members 0089 and 0102 subscribe at once join the first generation together), the
+   gateway on free ports, ``test.conf`` naming its bootstrap address, then
+   ``test-runner -L`` (the tests that need a broker) once per test number
+   (``TESTS=NNNN``; the numbers are read from the runner's table in ``tests/test.c``),
+   ``--parallel`` at once. A test that times out
    makes its runner kill itself: one runner per number keeps that from ending the rest.
    The tests of the suite's ``noautocreate`` scenario run (``-s noautocreate``) against
    a second cluster and gateway, without topic auto-creation. ``--tests`` / ``--skip``
    (or ``TESTS`` / ``TESTS_SKIP``) narrow the run; ``--timeout`` bounds each runner.
 4. **Score**: each runner's summary table, parsed: passed / failed / skipped, with each
-   failure's and skip's reason. Exit 1 if a test of ``--passing`` (a file of test names,
+   failure's and skip's reason; ``EXPECTED_FAILURES`` (tests that fail against Apache
+   Kafka too) are printed apart, with why. Exit 1 if a test of ``--passing`` (a file of test names,
    one a line, ``#`` comments) that was in the run did not pass.
 
     python -m tests.conformance.librdkafka [--cache .cache/conformance] [--timeout 600]
@@ -56,6 +60,24 @@ SCENARIOS = {"default": True, "noautocreate": False}
 # test.conf's test.timeout.multiplier: the suite's timeouts are set for a broker on its own
 # machine; here three brokers, the gateway and the tests share two cores.
 TIMEOUT_MULTIPLIER = 2
+#: Tests that fail against Apache Kafka too, with the reason: printed apart from the other
+#: failures (they are counted as failed all the same).
+EXPECTED_FAILURES = {
+    "0092_mixed_msgver":
+        "its AlterConfigs helper (test_AlterConfigs_simple) sends every described config "
+        "and then message.format.version again: the key twice in one resource, which "
+        "Kafka refuses with INVALID_REQUEST \"Error due to duplicate config keys\" "
+        "(ConfigAdminManager.preprocess)",
+    "0107_topic_recreate":
+        "librdkafka 2.0.2's consumer destroy hangs on a reference held by a partition "
+        "lost with its deleted topic (fixed in librdkafka 2.1.0: \"a reference count "
+        "issue was blocking the consumer from closing\"); the records produced after "
+        "the re-creation are consumed",
+    "0113_cooperative_rebalance":
+        "h_delete_topic: librdkafka 2.0.2's consumer destroy hangs on a reference held by "
+        "the partition lost with its deleted topic (fixed in librdkafka 2.1.0); close() "
+        "itself completes",
+}
 
 
 def _deb_src_sources(apt_dir):
@@ -237,8 +259,7 @@ def run(runner, numbers, timeout, parallel=1, by_scenario=None):
             for scenario in sorted({job[0] for job in jobs}):
                 cluster = Cluster(os.path.join(tmp, f"data-{scenario}"), brokers=3,
                                   num_partitions=4, default_replication_factor=3,
-                                  auto_create_topics_enable=SCENARIOS[scenario],
-                                  group_initial_rebalance_delay_ms=0)
+                                  auto_create_topics_enable=SCENARIOS[scenario])
                 served.append((cluster, None))
                 cluster.start()
                 gateway = GatewayProcess(cluster.data_dir).start()
@@ -268,6 +289,30 @@ def run(runner, numbers, timeout, parallel=1, by_scenario=None):
                 if gateway is not None:
                     gateway.stop()
                 cluster.stop()
+
+
+def score(summary):
+    """The score's lines: each failure and skip with its reason, an expected failure
+    (``EXPECTED_FAILURES``) apart with why, then the counts."""
+    by_state = {}
+    for name, (state, reason) in sorted(summary.items()):
+        by_state.setdefault(state, []).append((name, reason))
+    lines, expected = [], []
+    for state in ("FAILED", "RUNNING", "SKIPPED"):
+        for name, reason in by_state.get(state, []):
+            if state != "SKIPPED" and name in EXPECTED_FAILURES:
+                expected.append(name)
+                lines.append(f"EXPECTED {name}: {reason} (fails against Kafka too: "
+                             f"{EXPECTED_FAILURES[name]})")
+            else:
+                lines.append(f"{state:8} {name}: {reason}")
+    passed = len(by_state.get("PASSED", []))
+    failed = len(by_state.get("FAILED", [])) + len(by_state.get("RUNNING", []))
+    skipped = len(by_state.get("SKIPPED", []))
+    lines.append(f"librdkafka conformance: {passed} passed, {failed} failed "
+                 f"({len(expected)} of them expected: {', '.join(expected) or 'none'}), "
+                 f"{skipped} skipped")
+    return lines
 
 
 def main(argv=None):
@@ -306,16 +351,8 @@ def main(argv=None):
     if args.log:
         with open(args.log, "w") as file:
             file.write(output)
-    by_state = {}
-    for name, (state, reason) in sorted(summary.items()):
-        by_state.setdefault(state, []).append((name, reason))
-    for state in ("FAILED", "RUNNING", "SKIPPED"):
-        for name, reason in by_state.get(state, []):
-            print(f"{state:8} {name}: {reason}")
-    passed = len(by_state.get("PASSED", []))
-    failed = len(by_state.get("FAILED", [])) + len(by_state.get("RUNNING", []))
-    skipped = len(by_state.get("SKIPPED", []))
-    print(f"librdkafka conformance: {passed} passed, {failed} failed, {skipped} skipped")
+    for line in score(summary):
+        print(line)
     if not summary:
         print("the runner printed no summary; its last lines:\n"
               + "\n".join(output.splitlines()[-20:]))

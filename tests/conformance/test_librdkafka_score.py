@@ -1,7 +1,7 @@
 """The conformance runner's reading of librdkafka's test-runner output (no process)."""
 from __future__ import annotations
 
-from tests.conformance.librdkafka import _merge, parse_summary, select
+from tests.conformance.librdkafka import _merge, parse_summary, score, select
 
 SUMMARY = """\
 \x1b[36m[0081_admin                  /  0.600s] TEST FAILURE
@@ -56,3 +56,16 @@ def test_a_test_skipped_by_another_scenarios_runner_keeps_its_own_result():
     _merge(summary, {"0045_subscribe_update": ("FAILED", "why")})
     assert summary == {"0045_subscribe_update_topic_remove": ("PASSED", ""),
                        "0045_subscribe_update": ("FAILED", "why")}
+
+
+def test_an_expected_failure_is_printed_apart_with_why_and_still_counts_as_failed():
+    lines = score({"0092_mixed_msgver": ("FAILED", "AlterConfigs failed"),
+                   "0081_admin": ("FAILED", "CreateAcls"),
+                   "0001_multiobj": ("PASSED", ""),
+                   "0086_purge_local": ("SKIPPED", "local")})
+    assert lines[0] == "FAILED   0081_admin: CreateAcls"
+    assert lines[1].startswith("EXPECTED 0092_mixed_msgver: AlterConfigs failed (fails "
+                               "against Kafka too: ")
+    assert "duplicate config keys" in lines[1]
+    assert lines[-1] == ("librdkafka conformance: 1 passed, 2 failed (1 of them expected: "
+                         "0092_mixed_msgver), 1 skipped")

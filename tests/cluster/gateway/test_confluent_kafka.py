@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -84,6 +85,7 @@ def test_idempotent_producer_acks_all(served):
 
 KILLED_MEMBER = """
 import sys
+import threading
 from confluent_kafka import Consumer
 c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
               "enable.auto.commit": False, "auto.offset.reset": "earliest",
@@ -198,3 +200,33 @@ def test_transactional_consume_transform_produce_read_committed(served):
         reader.close()
     assert sorted(out) == sorted(f"copy-{v}" for v in values)
     assert sum(tp.offset for tp in committed) == len(values)
+
+
+def test_cooperative_member_closes_after_a_topic_of_its_assignment_is_deleted(served):
+    """librdkafka's 0113 h_delete_topic: a cooperative-sticky member of two topics loses the
+    deleted topic's partition (metadata answers UNKNOWN_TOPIC_OR_PARTITION), keeps the other
+    one, and its close() returns (the hang 0113 shows is librdkafka 2.0.2's own, fixed in
+    2.1.0; this client's newer librdkafka must not hang)."""
+    bootstrap = served.bootstrap
+    create_topic(bootstrap, "ck-coop-kept", partitions=1)
+    create_topic(bootstrap, "ck-coop-deleted", partitions=1)
+    consumer = member(bootstrap, "ck-coop", **{
+        "partition.assignment.strategy": "cooperative-sticky",
+        "topic.metadata.refresh.interval.ms": 500})
+    try:
+        consumer.subscribe(["ck-coop-kept", "ck-coop-deleted"])
+        deadline = time.monotonic() + BOUND
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline, consumer.assignment()
+            consumer.poll(0.2)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.delete_topics(["ck-coop-deleted"],
+                            operation_timeout=BOUND)["ck-coop-deleted"].result(BOUND)
+        while [tp.topic for tp in consumer.assignment()] != ["ck-coop-kept"]:
+            assert time.monotonic() < deadline, consumer.assignment()
+            consumer.poll(0.2)
+    finally:
+        closer = threading.Thread(target=consumer.close, daemon=True)
+        closer.start()
+        closer.join(BOUND)
+    assert not closer.is_alive(), "close() did not return"

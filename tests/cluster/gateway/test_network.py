@@ -184,6 +184,48 @@ def test_a_client_that_never_reads_stalls_only_itself(served, strict_gateway):
         assert counters["connection-count"] >= 1
 
 
+def test_pipelined_requests_past_the_queue_bound_are_all_answered_in_order(strict_gateway):
+    """60 requests sent at once on one connection (queued.max.requests is 4: the gateway
+    stops reading and resumes as answers go out; answers already there go out together):
+    Metadata, ApiVersions and DescribeAcls (answered by the gateway itself) interleaved,
+    every answer in request order."""
+    requests = []
+    for correlation_id in range(60):
+        if correlation_id % 3 == 0:
+            request = metadata_request()
+        elif correlation_id % 3 == 1:
+            request = frames.request_class(ApiKey.API_VERSIONS, 2)()
+        else:
+            request = None  # DescribeAcls v1, encoded by hand (frames does not serve it)
+        requests.append(request)
+    with connect(strict_gateway.ports[1]) as sock:
+        payload = b""
+        for correlation_id, request in enumerate(requests):
+            if request is None:
+                payload += describe_acls_v1(correlation_id)
+            else:
+                payload += frames.encode_request(request, correlation_id, "pipelined")
+        sock.sendall(payload)
+        for correlation_id, request in enumerate(requests):
+            frame = read_frame(sock)
+            assert frame, f"closed before answer {correlation_id}"
+            (answered,) = struct.unpack_from(">i", frame, 4)
+            assert answered == correlation_id
+            if request is not None:
+                frames.decode_response(frame, request.__api_key__, request.__version__)
+
+
+def describe_acls_v1(correlation_id):
+    """DescribeAcls v1 matching any ACL (the gateway answers SECURITY_DISABLED)."""
+    client = b"pipelined"
+    header = struct.pack(">hhih", wire.DESCRIBE_ACLS, 1, correlation_id, len(client))
+    # resource type ANY(1), name null, pattern ANY(1), principal null, host null,
+    # operation ANY(1), permission ANY(1)
+    body = struct.pack(">bhbhhbb", 1, -1, 1, -1, -1, 1, 1)
+    payload = header + client + body
+    return struct.pack(">i", len(payload)) + payload
+
+
 def test_idle_connection_closed(strict_gateway):
     sock = connect(strict_gateway.ports[0])
     with sock:
