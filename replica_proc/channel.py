@@ -9,11 +9,13 @@ order; so does a ``Channel``. It is *muted* while
 - a response could not be written because the client's response ring is full
   (``unsent``; retried after the client frees room, which rings the broker's doorbell).
 
-Frames that arrive meanwhile are copied into ``backlog`` and left unreleased in the request
-ring, so the client feels back-pressure once its ring is full and the broker's wait is not
-woken again and again by frames it cannot handle yet. When the channel is unmuted the
+Frames that arrive meanwhile are read into ``backlog`` (views of the request ring, not
+copies: a 1 MB produce behind a parked acks=all one costs no copy) and left unreleased in
+the ring, so the client feels back-pressure once its ring is full and the broker's wait is
+not woken again and again by frames it cannot handle yet. When the channel is unmuted the
 backlog is handled first, then the ring; the ring's frames are released once every frame
-read so far has been handled.
+read so far has been handled — never while the backlog holds some, whose views would
+then point at bytes the client may overwrite.
 
 Responses: ``send(frame)`` for an encoded frame, ``send_fetch(response)`` for a
 ``FetchResponseFrame``, which is written straight into a claimed response-ring slot (log
@@ -74,19 +76,20 @@ class Channel:
         return frame
 
     def settle(self):
-        """After handling: release the ring's frames if nothing is pending, else copy the
-        frames that arrived into the backlog (without releasing them)."""
+        """After handling: release the ring's frames if nothing is pending and every frame
+        read was handled, else read the frames that arrived into the backlog (without
+        releasing them)."""
         if self.closing:
             return
         if self.parked is None and self.unsent is None:
-            if self._unreleased:
+            if self._unreleased and not self.backlog:
                 self._unreleased = False
                 self.conn.release()
             return
         conn = self.conn
         while (frame := conn.recv()) is not None:
             self._unreleased = True
-            self.backlog.append(bytes(frame))
+            self.backlog.append(frame)
 
     @property
     def needs_service(self):
