@@ -20,8 +20,10 @@ then point at bytes the client may overwrite.
 Responses: ``send(frame)`` for an encoded frame, ``send_fetch(response)`` for a
 ``FetchResponseFrame``, which is written straight into a claimed response-ring slot (log
 bytes read from the segment files into the shared memory); when no slot can be claimed now,
-or the response is longer than the ring's largest frame (``shm_ring`` carries it as
-fragments, from bytes), the frame is materialised into bytes and sent like any other.
+the frame is materialised into bytes and sent like any other. A response longer than the
+ring's largest frame goes as fragments filled straight from the files too
+(``try_send_filled``); what does not fit in the ring now is read into a buffer by the ring
+before the call returns, so the log slices need not stay valid until it is sent.
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -29,6 +31,8 @@ from __future__ import annotations
 
 import collections
 import logging
+
+from cluster.protocol.fetch_response import FetchResponseFrame
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,11 @@ class Channel:
         """Write a ``FetchResponseFrame`` into a claimed response slot (or keep its bytes
         until there is room)."""
         if response.size > self.max_frame:
-            self.send(response.tobytes())
+            if self.unsent is None and self.conn.try_send_filled(
+                    response, response.size, response.write_range_into):
+                return
+            # Part way out, the ring holding the rest (retry_send finishes it); else bytes.
+            self._keep(response if self.conn.sending is response else response.tobytes())
             return
         if self.unsent is None:
             view = self.conn.claim(response.size)
@@ -132,7 +140,12 @@ class Channel:
 
     def retry_send(self):
         """Try the unsent response again; True once it is sent."""
-        if self.conn.try_send(self.unsent):
+        unsent = self.unsent
+        if unsent.__class__ is FetchResponseFrame:  # the rest of one part way out
+            sent = self.conn.try_send_filled(unsent, unsent.size, unsent.write_range_into)
+        else:
+            sent = self.conn.try_send(unsent)
+        if sent:
             self.unsent = None
             return True
         return False

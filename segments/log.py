@@ -268,6 +268,16 @@ class LogSlice:
             raise ValueError(f"buffer of {len(view)} bytes for a slice of {self.size}")
         return read_into(self.segment.fd, view[:self.size], self.position)
 
+    def read_range_into(self, buf, offset):
+        """Copy ``len(buf)`` bytes of the slice from ``offset`` on into ``buf``; return how
+        many (a slice read piecewise, e.g. into the fragments of a ring message)."""
+        view = buf if isinstance(buf, memoryview) else memoryview(buf)
+        if not 0 <= offset <= offset + len(view) <= self.size:
+            raise ValueError(f"bytes {offset}..{offset + len(view)} of a slice of {self.size}")
+        if not len(view):
+            return 0
+        return read_into(self.segment.fd, view, self.position + offset)
+
     def tobytes(self):
         """The slice's bytes (one pread; ``read_into`` avoids even that copy)."""
         if not self.size:
