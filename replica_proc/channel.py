@@ -19,17 +19,21 @@ leaves in request order: a response written while produces wait is queued behind
 (``produces``), and a delayed produce's answer (``answer``) releases the answers queued
 behind it. The appends are in request order as before; only the waiting overlaps.
 
-Frames that arrive meanwhile are copied into ``backlog`` and left unreleased in the request
-ring, so the client feels back-pressure once its ring is full and the broker's wait is not
-woken again and again by frames it cannot handle yet. When the channel is unmuted the
+Frames that arrive meanwhile are read into ``backlog`` (views of the request ring, not
+copies: a 1 MB produce behind a muted channel costs no copy) and left unreleased in the
+ring, so the client feels back-pressure once its ring is full and the broker's wait is
+not woken again and again by frames it cannot handle yet. When the channel is unmuted the
 backlog is handled first, then the ring; the ring's frames are released once every frame
-read so far has been handled.
+read so far has been handled — never while the backlog holds some, whose views would
+then point at bytes the client may overwrite.
 
 Responses: ``send(frame)`` for an encoded frame, ``send_fetch(response)`` for a
 ``FetchResponseFrame``, which is written straight into a claimed response-ring slot (log
 bytes read from the segment files into the shared memory); when no slot can be claimed now,
-or the response is longer than the ring's largest frame (``shm_ring`` carries it as
-fragments, from bytes), the frame is materialised into bytes and sent like any other.
+the frame is materialised into bytes and sent like any other. A response longer than the
+ring's largest frame goes as fragments filled straight from the files too
+(``try_send_filled``); what does not fit in the ring now is read into a buffer by the ring
+before the call returns, so the log slices need not stay valid until it is sent.
 
 Owner: the broker's loop thread, the only caller.
 """
@@ -38,6 +42,7 @@ from __future__ import annotations
 import collections
 import logging
 
+from cluster.protocol.fetch_response import FetchResponseFrame
 from cluster.protocol.frame_descriptor import API_KEY_OFFSET
 from cluster.protocol.frames import ApiKey
 
@@ -107,24 +112,25 @@ class Channel:
         if self.produces and (len(frame) < API_KEY_OFFSET + 2 or int.from_bytes(
                 frame[API_KEY_OFFSET:API_KEY_OFFSET + 2], "big") != _PRODUCE):
             self.blocked = True  # answered after the produces that wait
-            self.backlog.appendleft(bytes(frame))
+            self.backlog.appendleft(frame)
             return None
         return frame
 
     def settle(self):
-        """After handling: release the ring's frames if nothing is pending, else copy the
-        frames that arrived into the backlog (without releasing them)."""
+        """After handling: release the ring's frames if nothing is pending and every frame
+        read was handled, else read the frames that arrived into the backlog (without
+        releasing them)."""
         if self.closing:
             return
         if not self.muted:
-            if self._unreleased:
+            if self._unreleased and not self.backlog:
                 self._unreleased = False
                 self.conn.release()
             return
         conn = self.conn
         while (frame := conn.recv()) is not None:
             self._unreleased = True
-            self.backlog.append(bytes(frame))
+            self.backlog.append(frame)
 
     @property
     def needs_service(self):
@@ -190,7 +196,11 @@ class Channel:
             self.send(response.tobytes())
             return
         if response.size > self.max_frame:
-            self.send(response.tobytes())
+            if self.unsent is None and self.conn.try_send_filled(
+                    response, response.size, response.write_range_into):
+                return
+            # Part way out, the ring holding the rest (retry_send finishes it); else bytes.
+            self._keep(response if self.conn.sending is response else response.tobytes())
             return
         if self.unsent is None:
             view = self.conn.claim(response.size)
@@ -213,7 +223,12 @@ class Channel:
 
     def retry_send(self):
         """Try the unsent response again; True once it is sent."""
-        if self.conn.try_send(self.unsent):
+        unsent = self.unsent
+        if unsent.__class__ is FetchResponseFrame:  # the rest of one part way out
+            sent = self.conn.try_send_filled(unsent, unsent.size, unsent.write_range_into)
+        else:
+            sent = self.conn.try_send(unsent)
+        if sent:
             self.unsent = None
             if self.produces:
                 self._drain()

@@ -178,6 +178,11 @@ CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 #: closing 10,000 logs together, ``close_together``, is mostly these).
 SPENT_MARKER = ".clean-shutdown.spent"
 
+#: Read-only batches of at least this many bytes are appended without a copy of them (the
+#: header of each is copied and stamped, ``PartitionLog.append``); smaller ones are copied,
+#: which costs less than writing them in pieces.
+STAMP_HEADS_FROM = 64 * 1024
+
 #: ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -262,6 +267,16 @@ class LogSlice:
         if len(view) < self.size:
             raise ValueError(f"buffer of {len(view)} bytes for a slice of {self.size}")
         return read_into(self.segment.fd, view[:self.size], self.position)
+
+    def read_range_into(self, buf, offset):
+        """Copy ``len(buf)`` bytes of the slice from ``offset`` on into ``buf``; return how
+        many (a slice read piecewise, e.g. into the fragments of a ring message)."""
+        view = buf if isinstance(buf, memoryview) else memoryview(buf)
+        if not 0 <= offset <= offset + len(view) <= self.size:
+            raise ValueError(f"bytes {offset}..{offset + len(view)} of a slice of {self.size}")
+        if not len(view):
+            return 0
+        return read_into(self.segment.fd, view, self.position + offset)
 
     def tobytes(self):
         """The slice's bytes (one pread; ``read_into`` avoids even that copy)."""
@@ -627,7 +642,11 @@ class PartitionLog:
         appended (CorruptRecordError, RecordTooLargeError, InvalidRecordError). Offsets are
         assigned by stamping baseOffset (and partitionLeaderEpoch when ``leader_epoch`` is
         given) — in place when ``batches`` is writable, so the caller's buffer changes as
-        in Kafka; on a copy otherwise. With message.timestamp.type=LogAppendTime the
+        in Kafka. Read-only ``batches`` (a request's bytes, a view of a ring) of
+        STAMP_HEADS_FROM bytes or more are not copied: each batch's 61-byte header is,
+        stamped there, and the file gets the stamped headers and the rest of the batches
+        from ``batches`` itself in one ``pwritev``; smaller ones are stamped on a copy
+        (cheaper than a write of many pieces). With message.timestamp.type=LogAppendTime the
         batch's maxTimestamp becomes the clock's time (and its CRC is recomputed). With a
         compression.type other than producer, a client's data batch in another codec is
         stored re-encoded in the topic's (on a copy; the records unchanged).
@@ -636,13 +655,18 @@ class PartitionLog:
         markers) before anything is written; see "Producer state" in the module doc.
         """
         self._check_open()
-        buf = batches if _writable(batches) else bytearray(batches)
-        view = memoryview(buf)
+        writable = _writable(batches)
+        if not writable and (self.config.log_append_time
+                             or len(batches) < STAMP_HEADS_FROM):
+            batches, writable = bytearray(batches), True
+        view = memoryview(batches)
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
         headers = self._validate(view)
         if self.config.recompress_to is not None and origin == ORIGIN_CLIENT:
-            view, headers = self._recompressed(view, headers)
+            recompressed, headers = self._recompressed(view, headers)
+            writable = writable or recompressed is not view
+            view = recompressed
         for header in headers:
             if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
                 raise InvalidRecordError(
@@ -652,6 +676,9 @@ class PartitionLog:
                     f"lastOffsetDelta = recordCount - 1 >= 0")
         if self.config.compact:
             _require_keys(view, headers, self.config.max_message_bytes)
+        data = view
+        if not writable:
+            data, headers = _stamped_heads(view, headers)
         now = self.clock()
         log_append_time = self.config.log_append_time
         offset = self.log_end_offset
@@ -670,14 +697,14 @@ class PartitionLog:
                 producers.append(header)
         first = self.log_end_offset
         if producers is None:
-            self._append_validated(view, entries, first, now)
+            self._append_validated(data, entries, first, now)
         else:
             pending = self.producer_state.prepare(producers, origin)
             duplicate = pending.duplicate
             if duplicate is not None:
                 return DuplicateAppend(duplicate.first_offset, duplicate.last_offset,
                                        duplicate.max_timestamp)
-            self._append_validated(view, entries, first, now)
+            self._append_validated(data, entries, first, now)
             self._index_aborted(self.producer_state.apply(pending))
         if leader_epoch is not None and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
@@ -778,6 +805,7 @@ class PartitionLog:
 
     def _append_validated(self, view, entries, first_offset, now):
         """Roll if needed, write the batches, move the log end offset, maybe flush.
+        ``view``: the batches, or a list of buffers that are the batches back to back.
 
         Everything that can fail runs before the log end offset moves, and undoes itself
         (see "Failed writes" in the module doc); the flush after it cannot fail the
@@ -787,7 +815,8 @@ class PartitionLog:
             self._complete_pending_flushes(wait=False)
         segment = self.active_segment
         max_timestamp = entries[0][1] if len(entries) == 1 else max(e[1] for e in entries)
-        if segment.should_roll(len(view), max_timestamp, last_offset, now):
+        size = len(view) if view.__class__ is not list else sum(map(len, view))
+        if segment.should_roll(size, max_timestamp, last_offset, now):
             base = self.log_end_offset
             if last_offset - base > xd.MAX_RELATIVE_OFFSET:
                 base = first_offset  # a follower's jump past what one segment can index
@@ -1497,6 +1526,23 @@ def _flush_executor():
 def is_segment_name(name, suffix):
     stem = name[:-len(suffix)] if name.endswith(suffix) else None
     return stem is not None and len(stem) == 20 and stem.isdigit()
+
+
+def _stamped_heads(view, headers):
+    """``(pieces, headers)`` for appending the validated batches of the read-only ``view``
+    without copying them: each batch's header copied into a bytearray of its own, where
+    ``stamp`` can write (its new BatchHeader over it), then the rest of the batch as a
+    slice of ``view``. The CRC covers neither field the leader stamps, so it stays valid."""
+    pieces = []
+    stamped = []
+    head = bd.HEADER_SIZE
+    for header in headers:
+        position = header.position
+        own = BatchHeader(bytearray(view[position:position + head]))
+        pieces.append(own.buf)
+        pieces.append(view[position + head:position + header.size_in_bytes])
+        stamped.append(own)
+    return pieces, stamped
 
 
 def _writable(buf):

@@ -78,6 +78,8 @@ FILE_NAME_DIGITS = 20
 
 #: Bytes read at a time when scanning batch headers.
 _HEADER_SCAN_CHUNK = 4096
+#: Most buffers one pwritev takes.
+_IOV_MAX = os.sysconf("SC_IOV_MAX")
 #: Bytes read at a time when validating whole batches.
 _VALIDATE_CHUNK = 4 * 1024 * 1024
 
@@ -979,13 +981,33 @@ def _without_position(error):
 
 
 def write_all(fd, data, position):
-    """pwrite ``data`` at ``position``, looping over short writes; returns the bytes."""
+    """pwrite ``data`` (bytes-like, or a list of them written back to back with pwritev)
+    at ``position``, looping over short writes; returns the bytes."""
+    if data.__class__ is list:
+        return _write_pieces(fd, data, position)
     total = len(data)
     written = os.pwrite(fd, data, position)
     if written < total:
         with memoryview(data) as view:
             while written < total:
                 written += os.pwrite(fd, view[written:], position + written)
+    return total
+
+
+def _write_pieces(fd, pieces, position):
+    """write_all of a list of buffers: pwritev of at most IOV_MAX at a time, a short write
+    resumed where it stopped."""
+    views = [memoryview(piece) for piece in pieces if len(piece)]
+    total = sum(map(len, views))
+    written = 0
+    while views:
+        done = os.pwritev(fd, views[:_IOV_MAX], position + written)
+        written += done
+        while views and done >= len(views[0]):
+            done -= len(views[0])
+            views.pop(0)
+        if done:
+            views[0] = views[0][done:]
     return total
 
 

@@ -285,14 +285,37 @@ class Connection:
         out, the client woken to take it.
         """
         rsp = self._rsp
-        if rsp.try_write(frame, frame_type) or self._arm_and_retry(
-                lambda: rsp.try_write(frame, frame_type)):
+        if rsp.try_write(frame, frame_type):
             self._armed = False
             self._rsp_data.notify()
             return True
-        if rsp.sending:
+        return self._retry_send(lambda: rsp.try_write(frame, frame_type))
+
+    def try_send_filled(self, key, length: int, fill, frame_type: int = rd.DATA_TYPE) -> bool:
+        """try_send of a response of length bytes that fill(view, start) writes straight into
+        the response ring, in one frame or, longer than the largest, fragment by fragment
+        (Ring.try_write_filled: fill is used during this call only). After False, call
+        again with the same key."""
+        rsp = self._rsp
+        return self._retry_send(lambda: rsp.try_write_filled(key, length, fill, frame_type),
+                                rsp.try_write_filled(key, length, fill, frame_type))
+
+    def _retry_send(self, attempt, done=False):
+        """try_send after a first attempt (``done``: it succeeded): arm, ``attempt()`` once
+        more; wake the client when a frame went out, or part of a message did."""
+        if done or self._arm_and_retry(attempt):
+            self._armed = False
+            self._rsp_data.notify()
+            return True
+        if self._rsp.sending:
             self._rsp_data.notify()
         return False
+
+    @property
+    def sending(self):
+        """The key (try_send_filled) or frame (try_send) of the response part way out, or
+        None."""
+        return self._rsp.sending_message
 
     def claim(self, size: int, frame_type: int = rd.DATA_TYPE):
         """Reserve a response frame of up to size bytes to fill in place (e.g. straight from a

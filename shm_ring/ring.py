@@ -4,7 +4,8 @@ The layout and the store-order protocol are in ring_descriptor. This module move
 bytes; it knows nothing of processes, names or waiting (see wakeup and shared_ring).
 
 A message longer than the ring's largest frame goes as fragments (ring_descriptor, "Messages
-longer than a frame"): try_write writes as many as there is room for and returns False until
+longer than a frame"): try_write (or try_write_filled, for a message made of pieces that are
+copied straight into the frames) writes as many as there is room for and returns False until
 the last is out — the caller retries with the same object, as for a full ring, and every
 other write first finishes it; read assembles it into a buffer of its own and returns it
 whole. Both happen on the paths ordinary frames take only when the ring is full or wraps,
@@ -81,8 +82,10 @@ class Ring:
     Reader: self._read_position runs ahead over frames handed out by read(); release() makes it
     the head, so one head store can release a whole batch.
     Messages longer than a frame (module doc): self._outgoing is the writer's message part way
-    out (the object, a byte view of it, bytes sent, its type), and self._limit stays 0 while
-    there is one, so every write takes the general path, which finishes it first;
+    out (the object naming it, a byte view of it from position ``base`` on or the fill
+    function of try_write_filled, bytes sent, its type, its length, ``base``), and
+    self._limit stays 0 while there is one, so every write takes the general path, which
+    finishes it first;
     self._incoming is the reader's message part way in (its buffer, bytes copied, its type,
     the position of its first fragment).
     """
@@ -171,15 +174,20 @@ class Ring:
         if not self._make_room(length, frame_type):
             return False
         index = self._tail & self._mask
-        aligned = (length + 15) & -8
         self._data[index + 8: index + 8 + length] = frame
+        self._publish(index, length, frame_type)
+        return True
+
+    def _publish(self, index: int, length: int, frame_type: int) -> None:
+        """Commit the frame of length payload bytes written at index (the tail's): zero
+        the next header, then the header word, then move the tail."""
+        aligned = (length + 15) & -8
         words = self._data_words
         words[(index + aligned) >> 3] = 0
         words[index >> 3] = rd.header_word(length + 8, frame_type)
         tail = self._tail + aligned
         self._tail = tail
         self._words[_TAIL_WORD] = tail
-        return True
 
     def claim(self, size: int, frame_type: int = rd.DATA_TYPE):
         """Reserve a frame of up to size payload bytes; return a writable view of the payload.
@@ -289,6 +297,38 @@ class Ring:
         """True while a message longer than a frame is part way out (writer)."""
         return self._outgoing is not None
 
+    @property
+    def sending_message(self):
+        """The object naming the message part way out (the frame given to try_write, the
+        key given to try_write_filled), or None."""
+        return self._outgoing[0] if self._outgoing is not None else None
+
+    def try_write_filled(self, key, length: int, fill, frame_type: int = rd.DATA_TYPE) -> bool:
+        """try_write of a message of length bytes that fill(view, start) writes straight into
+        the ring: fill puts the message's bytes from start on into view (len(view) of them),
+        so a message made of pieces (fields and file contents, say) is copied once, into
+        the ring, never assembled first. One that fits a frame is one fill of a claimed
+        frame; a longer one is filled fragment by fragment, and what does not fit now is
+        filled into a buffer of its own before this returns False, so fill and what it
+        reads from are used during this call only. As for try_write, False means call
+        again with the same key (any object naming the message) until True: with
+        sending_message the key, the ring holds the rest; else none of it was taken, and
+        the next call fills it all again."""
+        outgoing = self._outgoing
+        if outgoing is not None:
+            if outgoing[0] is key:
+                return self._send_fragments()
+            if not self._send_fragments():
+                return False
+        if length > self.max_frame_length:
+            return self._start_message(key, length, frame_type, fill)
+        if not self._make_room(length, frame_type):
+            return False
+        index = self._tail & self._mask
+        fill(self._data[index + 8: index + 8 + length], 0)
+        self._publish(index, length, frame_type)
+        return True
+
     def _write_message(self, frame, length: int, frame_type: int) -> bool:
         """try_write of a message longer than a frame, or of any frame while one is part way
         out (which goes first)."""
@@ -299,6 +339,11 @@ class Ring:
             if not self._send_fragments():
                 return False
             return self._write_general(frame, length, frame_type)
+        return self._start_message(frame, length, frame_type, None)
+
+    def _start_message(self, key, length: int, frame_type: int, fill) -> bool:
+        """Begin writing a message longer than a frame: from key's bytes (fill None) or
+        through fill (try_write_filled)."""
         if self._claim_index >= 0:
             raise RuntimeError(f"ring {self.name}: a claim() is open; commit() or abort() first")
         if not 0 < frame_type <= rd.MAX_TYPE:
@@ -307,15 +352,27 @@ class Ring:
         if length > rd.MAX_MESSAGE_LENGTH:
             raise ValueError(f"ring {self.name}: message of {length} bytes exceeds the longest"
                              f" a ring carries, {rd.MAX_MESSAGE_LENGTH} bytes")
-        self._outgoing = [frame, memoryview(frame).cast("B"), 0, frame_type]
-        return self._send_fragments()
+        if fill is None:
+            self._outgoing = [key, memoryview(key).cast("B"), 0, frame_type, length, 0]
+            return self._send_fragments()
+        self._outgoing = [key, fill, 0, frame_type, length, 0]
+        if self._send_fragments():
+            return True
+        # Out of room: take the rest now (the docstring's promise), as bytes from here on.
+        outgoing = self._outgoing
+        sent = outgoing[2]
+        rest = memoryview(bytearray(length - sent))
+        fill(rest, sent)
+        outgoing[1], outgoing[5] = rest, sent
+        return False
 
     def _send_fragments(self) -> bool:
         """Write the fragments of the message part way out while there is room; True once
-        the last is out."""
+        the last is out. The source (self._outgoing[1]) is a byte view of the message from
+        position self._outgoing[5] on, or a fill function (try_write_filled)."""
         outgoing = self._outgoing
-        _, view, sent, message_type = outgoing
-        total = len(view)
+        _, source, sent, message_type, total, base = outgoing
+        view = source if source.__class__ is memoryview else None
         chunk = self.fragment_length
         data, words = self._data, self._data_words
         while sent < total:
@@ -332,7 +389,11 @@ class Ring:
             index = self._tail & self._mask
             if not sent:
                 words[(index + 8) >> 3] = rd.header_word(total, message_type)
-            data[index + start: index + start + piece] = view[sent: sent + piece]
+            if view is not None:
+                data[index + start: index + start + piece] = view[sent - base:
+                                                                   sent - base + piece]
+            else:
+                source(data[index + start: index + start + piece], sent)
             aligned = (size + 15) & -8
             words[(index + aligned) >> 3] = 0
             words[index >> 3] = rd.header_word(size + 8, frame_type)
@@ -340,7 +401,8 @@ class Ring:
             self._tail = tail
             self._words[_TAIL_WORD] = tail
             sent += piece
-        view.release()
+        if view is not None:
+            view.release()
         self._outgoing = None
         self._set_limit()
         return True

@@ -13,7 +13,9 @@ byte at every version).
 
 Decoding stays with kio's native reader: it parses a Produce request, copy of the batch
 included, faster than a Python reader returning memoryview slices builds the same
-dataclasses. Measurements: perf/README.md, "Protocol decoding stays with kio".
+dataclasses (measurements: perf/README.md, "Protocol decoding stays with kio") — except
+for large requests, where the copy costs more than the Python: ``read_produce_request``
+reads those with the records as views of the frame (``frames.decode_request``).
 
 Writers take a memoryview, not a bytearray: slice assignment of a large block into a fresh
 bytearray is far slower than through a memoryview of it (measurements: perf/README.md,
@@ -23,6 +25,9 @@ Layouts: ``frame_descriptor``. Bodies only: ``frames`` adds the frame header. Pu
 functions: no state, any thread.
 """
 from __future__ import annotations
+
+import datetime
+import struct
 
 from cluster.protocol import frame_descriptor as d
 
@@ -68,6 +73,61 @@ def write_produce_request(buf, position, request):
             position = _write_records(buf, position, d.PRODUCE_PARTITION, partition.records,
                                       partition.index)
     return position
+
+
+def read_produce_request(view, position, module):
+    """``(request, end)``: the ProduceRequest body at ``position`` of ``view`` (a read-only
+    memoryview of bytes) as ``module``'s kio classes, each partition's ``records`` a slice
+    of ``view`` instead of a copy. For large requests only (``frames.VIEW_RECORDS_FROM``):
+    the records are views of the caller's buffer, valid as long as it is. Raises
+    ValueError on bytes that do not parse, as kio's reader does."""
+    try:
+        txn, position = _read_string(view, position, nullable=True)
+        acks, timeout, count = d.PRODUCE_FIXED.unpack_from(view, position)
+        position += d.PRODUCE_FIXED.size
+        topics = []
+        topic_data, partition_data = module.TopicProduceData, module.PartitionProduceData
+        for _ in range(_count(count, "topic_data")):
+            name, position = _read_string(view, position, nullable=False)
+            (partitions,) = d.ARRAY_LENGTH.unpack_from(view, position)
+            position += d.ARRAY_LENGTH.size
+            parts = []
+            for _ in range(_count(partitions, "partition_data")):
+                index, size = d.PRODUCE_PARTITION.unpack_from(view, position)
+                position += d.PRODUCE_PARTITION.size
+                records = None
+                if size != d.NULL_LENGTH:
+                    end = position + size
+                    if size < 0 or end > len(view):
+                        raise ValueError(f"records of {size} bytes at position {position} "
+                                         f"of a {len(view)}-byte frame")
+                    records = view[position:end]
+                    position = end
+                parts.append(partition_data(index=index, records=records))
+            topics.append(topic_data(name=name, partition_data=tuple(parts)))
+    except struct.error as exc:
+        raise ValueError(f"produce request ends early: {exc}") from None
+    request = module.ProduceRequest(transactional_id=txn, acks=acks,
+                                    timeout=datetime.timedelta(milliseconds=timeout),
+                                    topic_data=tuple(topics))
+    return request, position
+
+
+def _count(count, what):
+    if count < 0:
+        raise ValueError(f"{what}: array length {count}")
+    return count
+
+
+def _read_string(view, position, nullable):
+    (size,) = d.STRING_LENGTH.unpack_from(view, position)
+    position += d.STRING_LENGTH.size
+    if size == d.NULL_LENGTH and nullable:
+        return None, position
+    end = position + size
+    if size < 0 or end > len(view):
+        raise ValueError(f"string of {size} bytes at position {position}")
+    return str(view[position:end], "utf-8"), end
 
 
 # -- FetchRequest v4-11 ----------------------------------------------------------------------

@@ -77,7 +77,7 @@ class FetchResponseFrame:
     """
 
     __slots__ = ("version", "correlation_id", "topics", "error_code", "session_id",
-                 "read_committed", "size")
+                 "read_committed", "size", "_fixed", "_slots")
 
     def __init__(self, version, correlation_id, topics, *, error_code=0, session_id=0,
                  read_committed=False):
@@ -96,9 +96,44 @@ class FetchResponseFrame:
                 if read_committed:
                     size += partition.aborted_size
         self.size = size
+        self._fixed = None  # write_range_into's layout, made on its first call
+        self._slots = None
 
     def write_into(self, view):
         """Write the frame at the start of ``view``; return its size."""
+        return self._write(view, None)
+
+    def write_range_into(self, view, start):
+        """Write the frame's bytes from ``start`` on into ``view`` (``len(view)`` of them):
+        a response longer than a ring frame is written fragment by fragment this way
+        (``shm_ring``'s try_write_filled), each partition's records read from its file
+        straight into the fragment, never assembled first."""
+        if self._fixed is None:
+            self._slots = []
+            records = sum(p.records_size for _, partitions in self.topics for p in partitions)
+            self._fixed = bytearray(self.size - records)
+            self._write(memoryview(self._fixed), self._slots)
+        end = start + len(view)
+        frame_at = fixed_at = 0  # the frame position where a run of fixed bytes begins
+        fixed = self._fixed
+        for slot_at, records in self._slots + [(self.size, None)]:
+            low, high = max(start, frame_at), min(end, slot_at)
+            if low < high:
+                view[low - start:high - start] = fixed[fixed_at + low - frame_at:
+                                                       fixed_at + high - frame_at]
+            fixed_at += slot_at - frame_at
+            if records is None:
+                break
+            frame_at = slot_at + records.size
+            low, high = max(start, slot_at), min(end, frame_at)
+            if low < high:
+                records.read_range_into(view[low - start:high - start], low - slot_at)
+
+    def _write(self, view, slots):
+        """write_into; with ``slots`` (a list), the frame without its records: each
+        partition's records are left out of ``view`` and ``(position in the frame, LogSlice)``
+        appended to ``slots`` instead."""
+        skipped = 0
         version = self.version
         d.RESPONSE_PREFIX.pack_into(view, 0, self.size - d.SIZE_PREFIX_LENGTH,
                                     self.correlation_id)
@@ -147,11 +182,15 @@ class FetchResponseFrame:
                 else:
                     d.FETCH_RECORDS.pack_into(view, position, size)
                     position += d.FETCH_RECORDS.size
-                if size:
+                if size and slots is not None:
+                    slots.append((position + skipped, p.records))
+                    skipped += size
+                elif size:
                     p.records.read_into(view[position:position + size])
                     position += size
-        if position != self.size:
-            raise AssertionError(f"fetch response wrote {position} bytes, sized {self.size}")
+        if position + skipped != self.size:
+            raise AssertionError(f"fetch response wrote {position + skipped} bytes, sized "
+                                 f"{self.size}")
         return position
 
     def tobytes(self):

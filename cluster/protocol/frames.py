@@ -16,7 +16,10 @@ consumer sends for each response) is encoded by ``batch_bodies`` straight into t
 destination buffer, the records copied once; the broker writes its FetchResponse in place
 from the log (``fetch_response``), and other FetchResponse objects (fakes in tests) are
 encoded by kio. Decoding is kio's native reader, which hands ``records`` back as ``bytes``
-(one copy, made at memcpy speed, so the ring slot can be released at once).
+(one copy, made at memcpy speed, so the ring slot can be released at once) — but for a
+Produce request of VIEW_RECORDS_FROM bytes or more, whose records ``decode_request`` hands
+back as read-only views of the frame (``batch_bodies.read_produce_request``): the broker
+appends them straight from its request ring, and must drop them before it releases it.
 
 Encoding::
 
@@ -209,6 +212,10 @@ _HAND_ENCODERS = {
     ("request", ApiKey.FETCH): (records.fetch_request_size, records.write_fetch_request),
 }
 _LOADERS = {"request": load_request_schema, "response": load_response_schema}
+#: Produce request frames of at least this many bytes are decoded with their records as
+#: views of the frame (module doc): above it, kio's copy of the records costs more than
+#: reading the fields in Python.
+VIEW_RECORDS_FROM = 256 * 1024
 _CODECS = {}  # (kind, api_key, api_version) -> _Codec
 
 
@@ -511,7 +518,8 @@ def skip_tagged_fields(view, position):
 
 def decode_request(frame):
     """``(RequestHeader, request)`` from ``frame``: one whole request frame (bytes-like,
-    size prefix included, nothing after it). The header is kio's ``RequestHeader`` v1
+    size prefix included, nothing after it); a large Produce request's records are views
+    of ``frame`` (module doc). The header is kio's ``RequestHeader`` v1
     (``request_api_key``, ``request_api_version``, ``correlation_id``, ``client_id``), for
     a flexible request too (its v2 header's tagged fields are read past: none is defined)."""
     view = _frame_view(frame, d.MIN_REQUEST_FRAME_LENGTH, InvalidRequestError)
@@ -529,7 +537,14 @@ def decode_request(frame):
         start = d.SIZE_PREFIX_LENGTH + header_size
         if codec.tagged:
             start = skip_tagged_fields(view, start)
-        request = _read_body(codec, view, start)
+        if api_key == ApiKey.PRODUCE and len(view) >= VIEW_RECORDS_FROM:
+            request, end = records.read_produce_request(
+                view, start, request_module(api_key, api_version))
+            if end != len(view):
+                raise ValueError(f"body ends at position {end}, {len(view) - end} bytes of"
+                                 f" {len(view)} left over")
+        else:
+            request = _read_body(codec, view, start)
     except _MALFORMED as exc:
         error = InvalidRequestError(
             f"{ApiKey(api_key).name} v{api_version} request (correlation_id "

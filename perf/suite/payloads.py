@@ -11,6 +11,8 @@ import numpy as np
 
 #: Distinct values per pool.
 POOL = 1024
+#: Most bytes of one pool: large values (1 MB) get fewer distinct ones than POOL.
+POOL_BYTES = 32 << 20
 #: Bytes of values per bulk unit of the peers (100 KB).
 BULK_BYTES = 100_000
 
@@ -21,7 +23,9 @@ def rows(size, count=POOL, seed=0):
 
 
 def pool(size, count=POOL, seed=0):
-    """``count`` values of ``size`` bytes as a list of bytes."""
+    """``count`` values of ``size`` bytes as a list of bytes (fewer for large values: at
+    most POOL_BYTES in all, at least 2)."""
+    count = min(count, max(2, POOL_BYTES // max(1, size)))
     return [row.tobytes() for row in rows(size, count, seed)]
 
 

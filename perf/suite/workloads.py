@@ -15,8 +15,9 @@ they make for each peer, and the figures of a case's runs.
 6. ``processes``  N client processes, N/2 producers and N/2 consumers, N/2 channels
                   (ringlog: partitions of one broker), producer n -> channel n -> consumer n;
                   the total record count is split over the producers.
-7. ``size``       workload 1 with values of 10 B to 100 KB; counts shrink with the size
-                  (a byte budget) so each case takes about as long.
+7. ``size``       workload 1 with values of 10 B to 1 MB; counts shrink with the size
+                  (a byte budget) so each case takes about as long; the 1 MB case's
+                  ``e2e_mb_s`` compares with the machine's ``memcpy_gb_s`` of the same run.
 8. ``replicated`` ringlog against itself: workload 1 on a 3-broker cluster with the
                   partition replicated 3 times, acks=all and min.insync.replicas 2, beside
                   the same pair at replication factor 1 and acks=1, in the same run (Kafka's
@@ -91,7 +92,8 @@ PROFILES = {
         4: dict(rates=(1_000, 10_000), duration=4.0, repeats=3),
         5: dict(partitions=(1, 10, 100, 1000, 10_000), records=200_000),
         6: dict(processes=(2, 8, 32, 64), total=300_000),
-        7: dict(sizes=(10, 100, 1_000, 10_000, 100_000), budget=40_000_000, records=300_000),
+        7: dict(sizes=(10, 100, 1_000, 10_000, 100_000, 1_000_000), budget=40_000_000,
+                records=300_000),
         8: dict(records=300_000, repeats=3),
         9: dict(rate=10_000, duration=4.0, repeats=3),
         "timeout": 180.0,
@@ -100,7 +102,7 @@ PROFILES = {
         1: dict(records=100_000, repeats=1),
         3: dict(records=300_000),
         4: dict(rates=(1_000, 10_000), duration=1.0),
-        7: dict(sizes=(100, 10_000), budget=10_000_000, records=100_000),
+        7: dict(sizes=(100, 10_000, 1_000_000), budget=10_000_000, records=100_000),
         8: dict(records=100_000, repeats=1),
         9: dict(rate=10_000, duration=1.0),
         "timeout": 60.0,

@@ -217,6 +217,31 @@ def test_requests_behind_a_parked_fetch_are_answered_in_order(env):
     assert client.receive()[0] == second
 
 
+def test_large_produces_behind_a_parked_fetch_and_a_fetch_longer_than_a_frame(env):
+    """The copy paths of large values: produce requests of 256 KB or more (read as views of
+    the ring, appended with one pwritev) waiting as views in a muted channel's backlog, then
+    read back in a Fetch response longer than the client's largest ring frame (fragments
+    filled from the log file)."""
+    env.publish(**{"large-values": (1, {})})
+    client, producer = env.client(capacity=1 << 20), env.client()
+    values = [[bytes([65 + n]) * 150_000, bytes([97 + n]) * 150_000] for n in range(2)]
+    parked = client.send(fetch_request([("large-values", 0, 0)], max_wait_ms=600_000))
+    produces = [client.send(produce_request("large-values", 0, batch(chunk)))
+                for chunk in values]
+    assert client.receive(timeout=0.2) is None  # the produces wait behind the fetch
+    producer.call(produce_request("large-values", 0, batch([b"go"])))
+    assert client.receive()[0] == parked
+    answers = [client.receive() for _ in produces]
+    assert [correlation for correlation, _ in answers] == produces
+    assert [only_partition(body).base_offset for _, body in answers] == [1, 3]
+    response = client.call(fetch_request([("large-values", 0, 0)],
+                                         partition_max_bytes=1 << 22))
+    partition = only_partition(response)
+    assert len(partition.records) > client.conn.max_request_frame  # it came as fragments
+    assert records_of(partition.records) == list(enumerate(
+        [b"go"] + [v for chunk in values for v in chunk]))
+
+
 def test_acks_0_gets_no_response_and_is_appended(env):
     env.publish(**{"acks-zero": (1, {})})
     client = env.client()

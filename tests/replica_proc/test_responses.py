@@ -59,6 +59,13 @@ def test_the_frame_matches_protocol_encode_response(log_with_batches, version, r
                              partition(1, 0, everything.tobytes()),))))
     assert written == protocol.encode_response(expected, 4242)
     assert frame.tobytes() == written
+    # Piece by piece (the fragments of a ring message), every cut: the same bytes.
+    for piece in (1, 7, 64, 1000):
+        pieced = bytearray(frame.size)
+        for start in range(0, frame.size, piece):
+            with memoryview(pieced) as view:
+                frame.write_range_into(view[start:start + piece], start)
+        assert pieced == written, piece
 
 
 @pytest.mark.parametrize("version", range(3, 9))

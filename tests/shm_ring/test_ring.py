@@ -457,6 +457,75 @@ def test_random_laps_of_frames_and_long_messages_keep_order_content_and_type():
         assert received == sent, capacity
 
 
+class Filler:
+    """A message made of pieces, written by try_write_filled: ``calls`` records each
+    fill(view, start); ``expired`` makes a later call fail (its source is gone)."""
+
+    def __init__(self, pieces):
+        self.pieces = pieces
+        self.message = b"".join(pieces)
+        self.calls = []
+        self.expired = False
+
+    def __call__(self, view, start):
+        assert not self.expired, "fill called after try_write_filled returned"
+        self.calls.append((start, len(view)))
+        view[:] = self.message[start:start + len(view)]
+
+
+def test_a_filled_message_that_fits_a_frame_is_one_fill_in_place():
+    _, writer, reader = make_ring(capacity=256)
+    filler = Filler([b"head:", b"x" * 50])
+    assert writer.try_write_filled(filler, len(filler.message), filler, 7)
+    assert filler.calls == [(0, 55)]
+    view = reader.read()
+    assert bytes(view) == filler.message and reader.frame_type == 7
+
+
+def test_a_long_filled_message_is_filled_fragment_by_fragment_and_the_rest_at_once():
+    _, writer, reader = make_ring(capacity=256)
+    filler = Filler([bytes(range(256)) * 4, b"tail"])
+    total = len(filler.message)
+    assert not writer.try_write_filled(filler, total, filler, 3)  # more than the ring holds
+    chunk = rd.fragment_length(256)
+    first = chunk - rd.FRAGMENT_PREFIX_LENGTH
+    # Fragments straight into the ring while there was room, then the rest in one piece.
+    assert filler.calls[:2] == [(0, first), (first, chunk)]
+    sent = sum(length for _, length in filler.calls[:-1])
+    assert filler.calls[-1] == (sent, total - sent)
+    assert writer.sending_message is filler
+    filler.expired = True
+    while (view := reader.read()) is None:
+        assert not writer.try_write_filled(filler, total, filler, 3) or not writer.sending
+    assert bytes(view) == filler.message and reader.frame_type == 3
+    assert writer.sending_message is None
+    assert writer.try_write(b"after") and drain(reader) == [b"after"]
+
+
+def test_random_filled_and_plain_messages_keep_order_content_and_type():
+    import random
+    rng = random.Random(12)
+    for capacity in (64, 256, 4096):
+        _, writer, reader = make_ring(capacity=capacity)
+        sent, received = [], []
+        for number in range(600):
+            size = rng.choice((0, 13, writer.max_frame_length, writer.max_frame_length + 1,
+                               3 * capacity + 5, rng.randrange(10 * capacity)))
+            message, frame_type = bytes([number % 251]) * size, rng.choice((1, 7))
+            key = Filler([message])
+            while not (writer.try_write_filled(key, size, key, frame_type) if number % 2
+                       else writer.try_write(message, frame_type)):
+                # Part way out: the ring took the rest. Else nothing was: fill again.
+                key.expired = writer.sending_message is key
+                while (view := reader.read()) is not None:
+                    received.append((bytes(view), reader.frame_type))
+                reader.release()
+            sent.append((message, frame_type))
+        while (view := reader.read()) is not None:
+            received.append((bytes(view), reader.frame_type))
+        assert received == sent, capacity
+
+
 def test_a_fragment_out_of_place_is_refused():
     memory, writer, reader = make_ring(capacity=256)
     assert writer.try_write(b"x" * 100)

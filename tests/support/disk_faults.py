@@ -1,10 +1,11 @@
 """A failing disk for the storage tests: ``DiskFaults(monkeypatch, root)``.
 
 It wraps the ``os`` calls through which segments/ writes (``os.pwrite`` for .log and
-index files, ``os.write`` for checkpoints, ``os.open`` with ``O_CREAT`` of a file that
-does not exist yet, ``os.fsync``/``os.fdatasync``, ``os.ftruncate``) and acts only on
-files under ``root``; every other call goes straight through. Operations have a kind:
-``write`` (pwrite, write), ``create``, ``sync`` (fsync, fdatasync) and ``truncate``.
+index files, ``os.pwritev`` for large appends, ``os.write`` for checkpoints, ``os.open``
+with ``O_CREAT`` of a file that does not exist yet, ``os.fsync``/``os.fdatasync``,
+``os.ftruncate``) and acts only on files under ``root``; every other call goes straight
+through. Operations have a kind:
+``write`` (pwrite, pwritev, write), ``create``, ``sync`` (fsync, fdatasync) and ``truncate``.
 
 ``arm(at, error, kinds)`` makes the ``at``-th operation (0-based, counted from the arm)
 of ``kinds`` fail with ``error`` (errno.ENOSPC, errno.EIO): a write first writes half of
@@ -23,7 +24,7 @@ import os
 
 WRITES = ("write", "create")
 
-_CALLS = (("pwrite", "write"), ("write", "write"), ("open", "create"),
+_CALLS = (("pwrite", "write"), ("pwritev", "write"), ("write", "write"), ("open", "create"),
           ("fsync", "sync"), ("fdatasync", "sync"), ("ftruncate", "truncate"))
 
 
@@ -66,7 +67,11 @@ class DiskFaults:
             self.seen.append((kind, call, os.path.basename(path)))
             if not self.failing and self.at is not None and len(self.seen) - 1 == self.at:
                 self.failing = True
-                if kind == "write" and len(args[1]) > 1:  # the disk takes what fits first
+                if call == "pwritev":  # the disk takes what fits first
+                    total = sum(len(piece) for piece in args[1])
+                    if total > 1:
+                        return real(args[0], _first(args[1], total // 2), *args[2:])
+                elif kind == "write" and len(args[1]) > 1:
                     with memoryview(args[1]) as data:
                         return real(args[0], data[:len(data) // 2], *args[2:])
             if self.failing:
@@ -74,6 +79,18 @@ class DiskFaults:
                               path if call == "open" else None)
             return real(*args, **kwargs)
         return wrapper
+
+
+def _first(pieces, count):
+    """The first ``count`` bytes of the buffers ``pieces``, as a list of views."""
+    out = []
+    for piece in pieces:
+        view = memoryview(piece)[:count]
+        out.append(view)
+        count -= len(view)
+        if not count:
+            break
+    return out
 
 
 def _path_of(fd):

@@ -341,6 +341,54 @@ def test_produce_request_hand_encoder_equals_kio(version, shape):
                 BatchHeader(partition.records).validate()  # carried intact, CRC and all
 
 
+LARGE_BATCH = record_batch(3, protocol.VIEW_RECORDS_FROM // 3)
+
+
+@pytest.mark.parametrize("version", range(3, 9))
+@pytest.mark.parametrize("shape", PRODUCE_SHAPES)
+def test_a_large_produce_requests_records_are_views_of_the_frame(version, shape):
+    topics = PRODUCE_SHAPES[shape]["topics"] + [("large", [(9, LARGE_BATCH)])]
+    request = produce_request(version, **dict(PRODUCE_SHAPES[shape], topics=topics))
+    frame = protocol.encode_request(request, 77, "producer-1")
+    assert len(frame) >= protocol.VIEW_RECORDS_FROM
+    _, decoded = protocol.decode_request(frame)
+    assert decoded == request
+    records = [p.records for t in decoded.topic_data for p in t.partition_data
+               if p.records is not None]
+    assert all(isinstance(r, memoryview) and r.readonly and r.obj is frame for r in records)
+    BatchHeader(records[-1]).validate()
+
+
+def test_a_damaged_large_produce_request_is_read_as_kio_reads_it(monkeypatch):
+    """Fields flipped, the frame cut or padded: the view reader parses what kio parses,
+    to the same request, and refuses what kio refuses, with InvalidRequestError."""
+    rng = random.Random(24)
+    request = produce_request(8, [("app-logs", [(0, BATCH), (1, None)]),
+                                  ("large", [(2, LARGE_BATCH)])], transactional_id="tx")
+    valid = bytes(protocol.encode_request(request, 5, "c"))
+    outcomes = set()
+    for trial in range(300):
+        body = bytearray(valid[d.SIZE_PREFIX_LENGTH:])
+        if trial % 3 == 0:
+            del body[rng.randrange(len(body) - 100, len(body)):]
+        elif trial % 3 == 1:
+            body += rng.randbytes(rng.randint(1, 20))
+        for _ in range(rng.randint(1, 4)):  # the fields, not the batch bodies
+            body[rng.randrange(12, len(BATCH) + 60)] = rng.choice((0, 0xFF, rng.randrange(256)))
+        frame = struct.pack(">i", len(body)) + bytes(body)
+        results = []
+        for threshold in (protocol.VIEW_RECORDS_FROM, 1 << 62):  # the view reader, kio
+            monkeypatch.setattr(protocol, "VIEW_RECORDS_FROM", threshold)
+            try:
+                results.append(protocol.decode_request(frame)[1])
+            except InvalidRequestError as exc:
+                assert exc.header is not None
+                results.append(InvalidRequestError)
+        assert results[0] == results[1]
+        outcomes.add("refused" if results[0] is InvalidRequestError else "parsed")
+    assert outcomes == {"refused", "parsed"}
+
+
 def fetch_response(version, topics, throttle_ms=0, error_code=ErrorCode.none, session_id=0):
     m = protocol.response_module(ApiKey.FETCH, version)
     top = {"error_code": error_code, "session_id": session_id} if version >= 7 else {}
