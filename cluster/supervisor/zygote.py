@@ -22,13 +22,20 @@ descriptors alongside with SCM_RIGHTS):
   ``{"pid"}`` with a pidfd of the child, and when the child exits (its pidfd readable)
   reaps it and sends ``{"exit": pid, "returncode"}`` (Popen's: negative for a signal).
 - the **child** leaves the zygote behind at once: a session of its own (as an exec'd broker:
-  ``start_new_session``), the umask given, stdin ``/dev/null``, stdout and stderr to its log,
-  default signal handlers, the zygote's socket and pidfds closed; ``RINGLOG_FORKED_AT``
-  (``time.monotonic()`` of the fork) in its environment for its start-up timing line; then
+  ``start_new_session``); the umask, working directory and environment the supervisor has
+  at the spawn (the environment sent as changes to the zygote's); stdin ``/dev/null``,
+  stdout and stderr to its log; default signal handlers; the zygote's socket and pidfds
+  closed; ``RINGLOG_FORKED_AT`` (``time.monotonic()`` of the fork) in its environment for
+  its start-up timing line (and ``RINGLOG_READY_FD``, the ready pipe, if one came); then
   ``runpy.run_module(MODULE, run_name="__main__")``; its exit status is ``sys.exit``'s;
-  ``atexit`` handlers run and output is flushed before ``os._exit``. Its command line (``ps``,
-  ``/proc/<pid>/cmdline``) is the broker's, ``python -m MODULE args``, written over room the
-  zygote's own command line keeps for it (``CMDLINE_ROOM``).
+  ``atexit`` handlers run and output is flushed before ``os._exit``. Its command line
+  (``ps``, ``/proc/<pid>/cmdline``) is the broker's, ``python -m MODULE args``, written over
+  room the zygote's own command line keeps for it (``CMDLINE_ROOM``).
+
+What a forked broker does not share with an exec'd one: the modules are those the zygote
+imported when it started (code changed on disk since, or a ``sys.path`` / PYTHONPATH changed
+since, is not seen until the zygote is replaced: a new process, or ``close_shared()``); its
+hash seed is the zygote's.
 
 Killing the zygote kills no broker (they run in their own sessions and are reparented) and
 leaves no shared memory (it creates none). The supervisor's handle on a broker
@@ -183,12 +190,19 @@ def _child(module, request, log_fd, ready_fd, sock, children):
         os.close(log_fd)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        for key in request.get("unset", ()):
+            os.environ.pop(key, None)
+        os.environ.update(request.get("env", {}))
         os.environ[FORKED_AT_ENV] = repr(forked_at)
         if ready_fd is not None:
             os.environ["RINGLOG_READY_FD"] = str(ready_fd)
         sys.argv = [module, *request["args"]]
         set_cmdline([sys.executable, "-m", module, *request["args"]])
-        sys.modules.pop(f"{module}.__main__", None)  # runpy runs it afresh, as __main__
+        # runpy runs the code afresh as __main__, as `python -m` does: a package's __main__,
+        # or a plain module, is not under its own name in sys.modules then
+        preloaded = sys.modules.get(module)
+        sys.modules.pop(module if not hasattr(preloaded, "__path__") else
+                        f"{module}.__main__", None)
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
             code = 0
@@ -231,11 +245,12 @@ class Zygote:
         self.ready = False
         self.closed = False
         self._exits = {}  # pid -> returncode, reported by the zygote
+        self._env = {}  # the zygote's environment
 
     def start(self):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get(
+            env = self._env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get(
                 "OPENBLAS_NUM_THREADS", "1"))
             self.process = subprocess.Popen(
                 [sys.executable, "-m", ZYGOTE_MODULE, self.module, str(theirs.fileno()),
@@ -266,8 +281,11 @@ class Zygote:
                 self._wait_ready(timeout)
             fds = [log_fd] + ([] if ready_fd is None else [ready_fd])
             try:
-                send(self._sock, {"args": list(args), "umask": umask, "cwd": os.getcwd()},
-                     fds)
+                env = {k: v for k, v in os.environ.items() if self._env.get(k) != v}
+                unset = [k for k in self._env if k not in os.environ
+                         and k != "OPENBLAS_NUM_THREADS"]
+                send(self._sock, {"args": list(args), "umask": umask, "cwd": os.getcwd(),
+                                  "env": env, "unset": unset}, fds)
                 while True:
                     message, got = self._recv(timeout)
                     if "pid" in message:
