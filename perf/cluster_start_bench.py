@@ -101,7 +101,7 @@ def broker_phases(data_dir, broker_id=0):
 
 
 def one_run(brokers, profile, mode):
-    os.environ[sup.ZYGOTE_ENV] = "1" if mode == "zygote" else "0"
+    os.environ[zygote.ENABLE_ENV] = "1" if mode == "zygote" else "0"
     with tempfile.TemporaryDirectory(prefix="zyg-start-") as tmp, SpawnClock() as spawns:
         data_dir = os.path.join(tmp, "d")
         cpu0 = time.process_time()

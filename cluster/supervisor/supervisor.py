@@ -128,10 +128,6 @@ RESTART_RESET_AFTER = 60.0
 """A broker that ran this many seconds before it crashed restarts after RESTART_BACKOFF
 again (its earlier crashes are forgotten)."""
 
-ZYGOTE_ENV = "RINGLOG_ZYGOTE"
-"""``RINGLOG_ZYGOTE=0`` in the environment: supervisors exec every broker (``python -m
-replica_proc``) instead of forking them from a zygote (``zygote``)."""
-
 _WAIT_STEP = 0.02
 
 _READY_WAIT = 0.5
@@ -314,7 +310,7 @@ class Supervisor:
             raise ValueError(f"broker.id ({self.config['broker.id']!r}) is set per broker by "
                              f"the supervisor; leave it out of the cluster's config")
         self.broker_command = list(broker_command)
-        self.use_zygote = use_zygote and os.environ.get(ZYGOTE_ENV, "1") != "0"
+        self.use_zygote = use_zygote
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.kind = kind
@@ -348,7 +344,8 @@ class Supervisor:
         if self.state != "stopped":
             raise RuntimeError(f"cluster in {self.data_dir} is {self.state}; stop it first")
         self.lock()
-        self._warm_zygote()  # it imports the broker's modules while this start goes on
+        if self.use_zygote:  # it imports the broker's modules while this start goes on
+            zygote.warm(self.broker_command)
         try:
             running = running_brokers(self.data_dir)
             if running:
@@ -421,14 +418,6 @@ class Supervisor:
         self.state = "stopped"
         self._write_record()
         self._unlock()
-
-    def _warm_zygote(self):
-        module = zygote.zygote_module(self.broker_command) if self.use_zygote else None
-        if module is not None:
-            try:
-                zygote.shared(module)
-            except OSError as exc:
-                log.warning("cannot start a zygote of %s: %s", module, exc)
 
     def _refuse_a_copy_running(self):
         """ClusterStartError if this user runs this cluster id from another directory."""
@@ -584,7 +573,10 @@ class Supervisor:
             os.makedirs(directory, mode=dd.DIR_MODE, exist_ok=True)
             output = open_log(log_path)
             try:
-                popen, how = self._fork(args, output, ready_w), "forked by its zygote"
+                popen, how = None, "started"
+                if self.use_zygote:
+                    popen = zygote.fork(self.broker_command + args, output, ready_w)
+                    how = "forked by its zygote"
                 if popen is None:
                     env = None if ready_w is None else dict(os.environ, RINGLOG_READY_FD=str(
                         ready_w))
@@ -608,22 +600,6 @@ class Supervisor:
         self._set_broker_state(broker_id, dd.STATE_STARTING, popen.pid)
         log.info("%s broker %d (pid %d): %s", how, broker_id, popen.pid,
                  " ".join(self.broker_command + args))
-
-    def _fork(self, args, output, ready_fd):
-        """The broker forked by this process's zygote (``zygote``), or None if this
-        supervisor execs brokers (``zygote=False``, a command other than ``python -m
-        MODULE``) or the zygote is unavailable (logged)."""
-        module = zygote.zygote_module(self.broker_command) if self.use_zygote else None
-        if module is None:
-            return None
-        umask = os.umask(dd.PRIVATE_UMASK)
-        os.umask(umask)
-        try:
-            return zygote.shared(module).spawn(self.broker_command[3:] + args, output, umask,
-                                               ready_fd)
-        except (zygote.ZygoteUnavailable, OSError) as exc:
-            log.warning("starting brokers without a zygote: %s", exc)
-            return None
 
     def _wait_serving(self, broker_ids):
         """Wait until each broker's broker.json says serving under its pid, then until the

@@ -2,8 +2,9 @@
 interpreter's start and its imports (about half a second of CPU each on this machine).
 
 A supervisor whose broker command is ``python -m MODULE [args]`` (the default,
-``python -m replica_proc``) asks ``shared(MODULE)`` for this process's zygote of MODULE and
-``spawn``s brokers from it instead of exec'ing a new interpreter per broker. The forked child
+``python -m replica_proc``) ``fork``s brokers from this process's zygote of MODULE
+(``shared(MODULE)``) instead of exec'ing a new interpreter per broker; so does the Kafka
+wire gateway (``gateway_process``, ``python -m cluster.tools.gateway_cmd``). The forked child
 runs ``MODULE`` as ``python -m`` would (``runpy``, ``sys.argv`` = the broker's arguments),
 so it is the same broker: same arguments, same config, same files, own pid.
 
@@ -55,6 +56,7 @@ import ctypes
 import gc
 import importlib
 import json
+import logging
 import os
 import runpy
 import select
@@ -68,6 +70,8 @@ import traceback
 
 ZYGOTE_MODULE = "cluster.supervisor.zygote"
 """This module's name, as ``python -m`` runs it (``__name__`` is then ``__main__``)."""
+
+log = logging.getLogger("cluster.supervisor.supervisor")
 
 MAX_MESSAGE = 64 * 1024
 """Largest message either side sends (a spawn request: the broker's arguments)."""
@@ -85,6 +89,10 @@ command line (``python -m MODULE args``: what ``ps`` and ``/proc/<pid>/cmdline``
 an exec'd broker) over it; a longer one is cut."""
 
 FORKED_AT_ENV = "RINGLOG_FORKED_AT"
+
+ENABLE_ENV = "RINGLOG_ZYGOTE"
+"""``RINGLOG_ZYGOTE=0`` in the environment: supervisors exec every broker and gateway
+(``python -m ...``) instead of forking them from a zygote."""
 """Environment variable of a forked child: ``time.monotonic()`` when it was forked."""
 
 
@@ -450,6 +458,40 @@ def close_shared():
             if zygote.owner_pid == os.getpid():
                 zygote.close()
             del _shared[module]
+
+
+def enabled():
+    """Whether processes may be forked from zygotes (not with ``RINGLOG_ZYGOTE=0``)."""
+    return os.environ.get(ENABLE_ENV, "1").strip() != "0"
+
+
+def warm(command):
+    """Start this process's zygote for ``command`` now (it imports while the caller goes
+    on), if ``command`` is one a zygote forks."""
+    module = zygote_module(command)
+    if module is not None and enabled():
+        try:
+            shared(module)
+        except OSError as exc:
+            log.warning("cannot start a zygote of %s: %s", module, exc)
+
+
+def fork(command, output, ready_fd=None):
+    """The process ``command`` (``[this python, "-m", MODULE, *args]``) runs, forked by this
+    process's zygote of MODULE, output to the descriptor ``output``, with this process's
+    umask, working directory and environment: a ForkedProcess. None if ``command`` is not
+    such a command, zygotes are off (``RINGLOG_ZYGOTE=0``), or the zygote is unavailable
+    (logged): the caller execs the command then."""
+    module = zygote_module(command)
+    if module is None or not enabled():
+        return None
+    umask = os.umask(0o077)
+    os.umask(umask)
+    try:
+        return shared(module).spawn(command[3:], output, umask, ready_fd)
+    except (ZygoteUnavailable, OSError) as exc:
+        log.warning("starting %s without a zygote: %s", module, exc)
+        return None
 
 
 def zygote_module(command):
