@@ -19,11 +19,18 @@ start`` run on. ``start()``:
    instance and creates the metadata page;
 4. starts one process per broker, ``python -m replica_proc --data-dir D --broker-id i
    [--override key=value ...]``, in its own session (Ctrl-C on a terminal reaches the
-   supervisor, which stops the brokers in order), output to ``D/broker-<i>/broker.log``;
+   supervisor, which stops the brokers in order), output to ``D/broker-<i>/broker.log``:
+   forked by this process's zygote (``zygote``: started at the first start, before the lock
+   is even checked, so it imports while the start goes on; shared by every later start of
+   this process), which saves each broker the interpreter's start and its imports; exec'd
+   as that command if the broker command is not ``python -m MODULE``, with
+   ``RINGLOG_ZYGOTE=0``, or if the zygote is unavailable;
 5. waits (bounded) until each broker's ``broker.json`` says ``serving`` under that
    process's pid, then until the metadata page names a controller and lists every broker
-   alive. On failure it stops what it started and raises ``ClusterStartError`` with the
-   tail of the failing broker's log.
+   alive: woken by each broker's ready pipe (``RINGLOG_READY_FD``: one byte once the page
+   lists it alive, end of file if it dies), polling every 20 ms only for a broker command
+   that does not speak it. On failure it stops what it started and raises
+   ``ClusterStartError`` with the tail of the failing broker's log.
 
 A supervisor run by ``ringlog cluster start`` (foreground or detached) then keeps watching
 (``watch()`` every ``WATCH_INTERVAL`` s): a broker that exits on purpose (exit code 0 after
@@ -64,7 +71,9 @@ stderr, never into the winner's log), starts the cluster, watches it until SIGTE
 then stops it.
 
 Ownership: a Supervisor belongs to the thread that made it; it is the parent of the broker
-processes it starts (it reaps them).
+processes it execs (it reaps them); a forked broker's parent is the zygote, which reaps it
+and reports its exit status to the supervisor (``zygote.ForkedProcess``: Popen's interface,
+signals through a pidfd).
 """
 from __future__ import annotations
 
@@ -311,6 +320,8 @@ class Supervisor:
                              f"the supervisor; leave it out of the cluster's config")
         self.broker_command = list(broker_command)
         self.use_zygote = use_zygote
+        # a cluster that does not fsync (the dev profile): nor do the supervisor's own files
+        self.durable = format_value(self.config.get("ringlog.fsync", True)) != "false"
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.kind = kind
@@ -359,7 +370,8 @@ class Supervisor:
             if removed:
                 log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
                          self.cluster_id)
-            self.namespace = dd.new_shm_namespace(self.data_dir, self.cluster_id)
+            self.namespace = dd.new_shm_namespace(self.data_dir, self.cluster_id,
+                                                  durable=self.durable)
             self._instance = Instance.create(self.namespace, self.data_dir)
             self._refuse_a_copy_running()  # one that started meanwhile: both may refuse
             self.page = MetadataPage.create(self.namespace)
@@ -683,7 +695,8 @@ class Supervisor:
             "restart_on_failure": self.restart_on_failure,
             "supervisor": self.kind, "supervisor_pid": pid,
             "supervisor_start_time": start_time,
-            "gateway_pid": None if self.gateway is None else self.gateway.pid})
+            "gateway_pid": None if self.gateway is None else self.gateway.pid},
+            durable=self.durable)
 
     def __repr__(self):
         return (f"Supervisor({self.data_dir!r}, brokers={self.broker_ids}, "

@@ -450,6 +450,13 @@ def shared(module):
         return zygote
 
 
+def pids():
+    """Pids of this process's running zygotes: helpers that live as long as this process
+    (a check for processes a test left running leaves them out)."""
+    with _shared_lock:
+        return {z.pid for z in _shared.values() if z.owner_pid == os.getpid() and z.alive()}
+
+
 @atexit.register
 def close_shared():
     """Close this process's zygotes (they exit; the brokers they forked do not)."""
