@@ -468,8 +468,9 @@ def close_shared():
 
 
 def enabled():
-    """Whether processes may be forked from zygotes (not with ``RINGLOG_ZYGOTE=0``)."""
-    return os.environ.get(ENABLE_ENV, "1").strip() != "0"
+    """Whether processes may be forked from zygotes: not with ``RINGLOG_ZYGOTE=0``, nor
+    without pidfds (Linux 5.3)."""
+    return os.environ.get(ENABLE_ENV, "1").strip() != "0" and hasattr(os, "pidfd_open")
 
 
 def warm(command):

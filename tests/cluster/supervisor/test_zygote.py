@@ -225,3 +225,15 @@ def test_killing_the_zygote_kills_no_broker_and_leaves_nothing(data_dir):
         cluster_id = cluster.cluster_id
     assert not running(again)
     assert list_objects(cluster_id) == []
+
+
+@pytest.mark.multiprocess
+def test_with_zygotes_off_brokers_are_exec_d_as_before(data_dir, monkeypatch):
+    monkeypatch.setenv(zygote.ENABLE_ENV, "0")
+    with Cluster(data_dir, brokers=1, profile="dev") as cluster:
+        pid = cluster.pids()[0]
+        assert psutil.Process(pid).ppid() == os.getpid()
+        assert cluster.metadata().brokers[0].alive
+        cluster_id = cluster.cluster_id
+    assert read_record(data_dir)["broker_states"]["0"]["exit"] == "exit code 0"
+    assert list_objects(cluster_id) == []
