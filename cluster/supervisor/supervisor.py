@@ -590,8 +590,8 @@ class Supervisor:
                     popen = zygote.fork(self.broker_command + args, output, ready_w)
                     how = "forked by its zygote"
                 if popen is None:
-                    env = None if ready_w is None else dict(os.environ, RINGLOG_READY_FD=str(
-                        ready_w))
+                    env = None if ready_w is None else dict(
+                        os.environ, **{zygote.READY_FD_ENV: str(ready_w)})
                     popen, how = subprocess.Popen(
                         self.broker_command + args, stdin=subprocess.DEVNULL, stdout=output,
                         stderr=subprocess.STDOUT, start_new_session=True, env=env,

@@ -25,9 +25,9 @@ descriptors alongside with SCM_RIGHTS):
 - the **child** leaves the zygote behind at once: a session of its own (as an exec'd broker:
   ``start_new_session``); the umask, working directory and environment the supervisor has
   at the spawn (the environment sent as changes to the zygote's); stdin ``/dev/null``,
-  stdout and stderr to its log; default signal handlers; the zygote's socket and pidfds
-  closed; ``RINGLOG_FORKED_AT`` (``time.monotonic()`` of the fork) in its environment for
-  its start-up timing line (and ``RINGLOG_READY_FD``, the ready pipe, if one came); then
+  stdout and stderr to its log; a new interpreter's signal handlers; the zygote's socket and
+  pidfds closed; ``RINGLOG_FORKED_AT`` (``time.monotonic()`` of the fork) in its environment
+  for its start-up timing line (and ``RINGLOG_READY_FD``, the ready pipe, if one came); then
   ``runpy.run_module(MODULE, run_name="__main__")``; its exit status is ``sys.exit``'s;
   ``atexit`` handlers run and output is flushed before ``os._exit``. Its command line
   (``ps``, ``/proc/<pid>/cmdline``) is the broker's, ``python -m MODULE args``, written over
@@ -89,6 +89,9 @@ command line (``python -m MODULE args``: what ``ps`` and ``/proc/<pid>/cmdline``
 an exec'd broker) over it; a longer one is cut."""
 
 FORKED_AT_ENV = "RINGLOG_FORKED_AT"
+
+READY_FD_ENV = "RINGLOG_READY_FD"
+"""The descriptor a broker writes its ready byte to (``replica_proc.__main__`` reads it)."""
 
 ENABLE_ENV = "RINGLOG_ZYGOTE"
 """``RINGLOG_ZYGOTE=0`` in the environment: supervisors exec every broker and gateway
@@ -196,14 +199,15 @@ def _child(module, request, log_fd, ready_fd, sock, children):
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a new interpreter
         for key in request.get("unset", ()):
             os.environ.pop(key, None)
         os.environ.update(request.get("env", {}))
         os.environ[FORKED_AT_ENV] = repr(forked_at)
         if ready_fd is not None:
-            os.environ["RINGLOG_READY_FD"] = str(ready_fd)
+            os.environ[READY_FD_ENV] = str(ready_fd)
         sys.argv = [module, *request["args"]]
         set_cmdline([sys.executable, "-m", module, *request["args"]])
         # runpy runs the code afresh as __main__, as `python -m` does: a package's __main__,
