@@ -26,18 +26,19 @@ source and controller). Start-up, in order:
 6. once the metadata page lists it alive under a controller, one byte to ``ready_fd`` (if
    the supervisor gave one: ``RINGLOG_READY_FD``), which the supervisor's start waits on.
 
-The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell
-— at most ``POLL_INTERVAL``, less when a parked fetch, a delayed produce, a log timer or a
+The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell —
+at most ``POLL_INTERVAL``, less when a parked fetch, a delayed produce, a log timer or a
 replica fetcher's back-off is due sooner; a leader's answer to a replica fetch rings the
-doorbell — then poll the controller, apply a new image if the metadata page moved, give
-the replica fetchers their turn (follow the new image, append what the leaders sent, send
-the next fetches; never blocking), accept connections,
-serve every connection with requests (in order per connection, see ``channel``; at most
-``REQUESTS_PER_TURN`` of each per turn, so no client waits behind another's stream), retry
-responses that found a full ring, answer parked fetches and delayed produces whose time
-ran out, run the log timers, every ``replica.lag.time.max.ms`` / 2 the ISR-shrink check
-of the partitions it leads, read the controller's answers (forwarded CreateTopics, ISR
-changes) and send the ISR changes pending, and drop connections whose client closed or died
+doorbell — then poll the controller, apply a new image if the metadata page moved, give the
+replica fetchers their turn (follow the new image, append what the leaders sent, send the
+next fetches; never blocking), accept connections, serve every connection with requests (in
+order per connection, see ``channel``; at most ``REQUESTS_PER_TURN`` of each per turn, so no
+client waits behind another's stream), answer parked fetches and delayed produces whose time
+ran out, retry responses that found a full ring, wake the clients of every answer written in
+the turn at once (the loop holds its wake-ups while it writes: ``shm_ring.wakeup``, "Held
+posts"), run the log timers, every ``replica.lag.time.max.ms`` / 2 the ISR-shrink check of
+the partitions it leads, read the controller's answers (forwarded CreateTopics, ISR changes)
+and send the ISR changes pending, and drop connections whose client closed or died
 (``Listener.reap``, which unlinks a dead client's rings).
 
 A request that cannot be served — garbage, an unknown API, a bug in a handler — drops
@@ -89,6 +90,7 @@ from replica_proc.truncation import EpochTruncation
 from segments import durability
 from segments.file_cache import FILES
 from shm_ring import Listener, connect
+from shm_ring.wakeup import hold_posts, release_posts, stop_holding
 
 log = logging.getLogger(__name__)
 
@@ -231,60 +233,67 @@ class Broker:
         isr_check_interval = self.config["replica.lag.time.max.ms"] / 2000
         next_isr_check = clock() + isr_check_interval
         shutdown_deadline = None
+        # Posts are held while a turn writes its answers (shm_ring.wakeup, "Held posts"):
+        # a woken client takes this core at once, and the rest of the turn would wait for it.
+        hold_posts()
         first_turn = True
-        while True:
-            now = clock()
-            if self._stopping:
-                if shutdown_deadline is None:
-                    shutdown_deadline = self._begin_shutdown(registration, now)
-                if self._may_close(handler.metadata.image, now, shutdown_deadline):
-                    return
-            timeout = min(POLL_INTERVAL, log_manager.next_due() / 1000 - now)
-            deadline = handler.next_deadline()
-            if deadline is not None:
-                timeout = min(timeout, deadline - now)
-            deadline = fetchers.next_deadline()
-            if deadline is not None:
-                timeout = min(timeout, deadline - now)
-            if first_turn:
-                first_turn = False  # the controller's first look at this broker serving
-            elif timeout > 0 and not any(c.needs_service for c in channels.values()):
-                try:
-                    listener.wait(timeout)
-                except posix_ipc.SignalError:
-                    pass  # a signal (SIGTERM: stop) interrupted the wait
-            if controller is not None:
-                controller.poll(clock())
-            handler.refresh_metadata()
-            if self._ready_fd is not None:
-                self._tell_ready(handler.metadata.image)
-            fetchers.poll(clock())
-            for conn in listener.accept_pending():
-                channels[conn] = Channel(conn)
-            for conn in listener.ready():
-                channel = channels.get(conn)
-                if channel is not None:
-                    self._serve(listener, handler, channel)
-            handler.expire(clock())
-            for channel in list(channels.values()):
-                if channel.closing:
-                    self._drop(listener, handler, channel)
-                elif channel.unsent is not None:
-                    if channel.retry_send():
+        try:
+            while True:
+                now = clock()
+                if self._stopping:
+                    if shutdown_deadline is None:
+                        shutdown_deadline = self._begin_shutdown(registration, now)
+                    if self._may_close(handler.metadata.image, now, shutdown_deadline):
+                        return
+                timeout = min(POLL_INTERVAL, log_manager.next_due() / 1000 - now)
+                deadline = handler.next_deadline()
+                if deadline is not None:
+                    timeout = min(timeout, deadline - now)
+                deadline = fetchers.next_deadline()
+                if deadline is not None:
+                    timeout = min(timeout, deadline - now)
+                if first_turn:
+                    first_turn = False  # the controller's first look at this broker serving
+                elif timeout > 0 and not any(c.needs_service for c in channels.values()):
+                    try:
+                        listener.wait(timeout)
+                    except posix_ipc.SignalError:
+                        pass  # a signal (SIGTERM: stop) interrupted the wait
+                if controller is not None:
+                    controller.poll(clock())
+                handler.refresh_metadata()
+                if self._ready_fd is not None:
+                    self._tell_ready(handler.metadata.image)
+                fetchers.poll(clock())
+                for conn in listener.accept_pending():
+                    channels[conn] = Channel(conn)
+                for conn in listener.ready():
+                    channel = channels.get(conn)
+                    if channel is not None:
                         self._serve(listener, handler, channel)
-                elif channel.needs_service:
-                    self._serve(listener, handler, channel)
-            log_manager.tick(clock() * 1000)
-            if clock() >= next_isr_check:
-                replicas.maybe_shrink_isr()
-                next_isr_check = clock() + isr_check_interval
-            forwarder.poll()
-            handler.alter_partitions.poll()
-            handler.producer_ids.poll()
-            for conn in listener.reap():
-                channel = channels.pop(conn, None)
-                if channel is not None:
-                    handler.cancel(channel)
+                handler.expire(clock())
+                for channel in list(channels.values()):
+                    if channel.closing:
+                        self._drop(listener, handler, channel)
+                    elif channel.unsent is not None:
+                        if channel.retry_send():
+                            self._serve(listener, handler, channel)
+                    elif channel.needs_service:
+                        self._serve(listener, handler, channel)
+                release_posts()  # the turn's answers are written: wake their clients now
+                log_manager.tick(clock() * 1000)
+                if clock() >= next_isr_check:
+                    replicas.maybe_shrink_isr()
+                    next_isr_check = clock() + isr_check_interval
+                forwarder.poll()
+                handler.alter_partitions.poll()
+                handler.producer_ids.poll()
+                for conn in listener.reap():
+                    channel = channels.pop(conn, None)
+                    if channel is not None:
+                        handler.cancel(channel)
+        finally:
+            stop_holding()
 
     def _tell_ready(self, image):
         """Write the supervisor's ready byte once the page lists this broker alive under a

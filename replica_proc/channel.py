@@ -4,10 +4,20 @@ Kafka mutes a channel while one of its requests is in flight, so responses leave
 order; so does a ``Channel``. It is *muted* while
 
 - one of its requests waits for a delayed response (``parked``: a Fetch in the fetch
-  purgatory, an acks=all Produce in the produce purgatory, a group request waiting for the
-  group coordinator: ``delayed_response``), or
+  purgatory, a group request waiting for the group coordinator: ``delayed_response``), or
 - a response could not be written because the client's response ring is full
-  (``unsent``; retried after the client frees room, which rings the broker's doorbell).
+  (``unsent``; retried after the client frees room, which rings the broker's doorbell), or
+- a request other than Produce arrives while acks=all Produce requests of the channel wait
+  in the produce purgatory (``produces``; ``blocked`` until they are all answered), or
+  ``MAX_WAITING_PRODUCES`` answers are owed (``blocked`` until one fewer is).
+
+acks=all Produce requests are the exception to the muting (``wait_for``): while one waits
+for the followers, the channel goes on reading the Produce requests the producer has in
+flight (up to ``max_in_flight_requests_per_connection``), so their batches are appended and
+replicated together instead of one request per replication round trip. Every answer still
+leaves in request order: a response written while produces wait is queued behind them
+(``produces``), and a delayed produce's answer (``answer``) releases the answers queued
+behind it. The appends are in request order as before; only the waiting overlaps.
 
 Frames that arrive meanwhile are copied into ``backlog`` and left unreleased in the request
 ring, so the client feels back-pressure once its ring is full and the broker's wait is not
@@ -28,7 +38,17 @@ from __future__ import annotations
 import collections
 import logging
 
+from cluster.protocol.frame_descriptor import API_KEY_OFFSET
+from cluster.protocol.frames import ApiKey
+
 log = logging.getLogger(__name__)
+
+MAX_WAITING_PRODUCES = 5
+"""Most acks=all Produce requests of one channel waiting in the purgatory at once (the
+producer's default ``max_in_flight_requests_per_connection``); the channel is muted at that
+many until they are answered."""
+
+_PRODUCE = int(ApiKey.PRODUCE)
 
 
 class CloseConnection(Exception):
@@ -40,37 +60,55 @@ class Channel:
     """The broker's state for one accepted ``shm_ring.Connection`` (see the module doc)."""
 
     __slots__ = ("conn", "name", "backlog", "parked", "unsent", "closing", "max_frame",
-                 "_unreleased")
+                 "produces", "blocked", "_unreleased")
 
     def __init__(self, conn):
         self.conn = conn
         self.name = conn.name
         self.backlog = collections.deque()
-        self.parked = None  # its DelayedFetch, DelayedProduce or DelayedResponse, while one waits
+        self.parked = None  # its DelayedFetch or DelayedResponse, while one waits
         self.unsent = None  # a response frame waiting for room in the response ring
         self.closing = None  # why the broker drops this connection, once it decided to
         # Largest response the client's ring takes in one frame (longer ones go as
         # fragments, which cannot be claimed: send_fetch materialises those).
         self.max_frame = conn.max_response_frame
+        # The answers owed while acks=all produces wait, in request order: [DelayedProduce,
+        # None] until it is answered, then [DelayedProduce or None, frame].
+        self.produces = collections.deque()
+        self.blocked = False  # muted until the waiting produces are answered
         self._unreleased = False
 
     def __repr__(self):
         state = ("closing" if self.closing else "parked" if self.parked is not None
-                 else "unsent" if self.unsent is not None else "open")
-        return f"Channel({self.name!r}, {state}, backlog={len(self.backlog)})"
+                 else "unsent" if self.unsent is not None else "blocked" if self.blocked
+                 else "open")
+        return (f"Channel({self.name!r}, {state}, backlog={len(self.backlog)}, "
+                f"produces={len(self.produces)})")
+
+    @property
+    def muted(self):
+        """Whether no request is handled now (see the module doc)."""
+        return self.parked is not None or self.unsent is not None or self.blocked
 
     # -- requests -------------------------------------------------------------------------
 
     def next_request(self):
         """The next request frame to handle (the backlog's first, else the ring's next), or
         None when muted, closing or there is none."""
-        if self.parked is not None or self.unsent is not None or self.closing:
+        if self.parked is not None or self.unsent is not None or self.blocked or self.closing:
             return None
         if self.backlog:
-            return self.backlog.popleft()
-        frame = self.conn.recv()
-        if frame is not None:
+            frame = self.backlog.popleft()
+        else:
+            frame = self.conn.recv()
+            if frame is None:
+                return None
             self._unreleased = True
+        if self.produces and (len(frame) < API_KEY_OFFSET + 2 or int.from_bytes(
+                frame[API_KEY_OFFSET:API_KEY_OFFSET + 2], "big") != _PRODUCE):
+            self.blocked = True  # answered after the produces that wait
+            self.backlog.appendleft(bytes(frame))
+            return None
         return frame
 
     def settle(self):
@@ -78,7 +116,7 @@ class Channel:
         frames that arrived into the backlog (without releasing them)."""
         if self.closing:
             return
-        if self.parked is None and self.unsent is None:
+        if not self.muted:
             if self._unreleased:
                 self._unreleased = False
                 self.conn.release()
@@ -91,20 +129,66 @@ class Channel:
     @property
     def needs_service(self):
         """Unmuted with requests in the backlog, or handled frames still to release."""
-        return (self.parked is None and self.unsent is None and not self.closing
+        return (not self.muted and not self.closing
                 and (bool(self.backlog) or self._unreleased))
 
     # -- responses ------------------------------------------------------------------------
 
     def send(self, frame):
-        """Write ``frame`` (an encoded response frame) or keep it until there is room."""
+        """Write ``frame`` (an encoded response frame) or keep it until there is room;
+        queue it behind the produces that wait, if any."""
+        if self.produces:
+            self.produces.append([None, frame])
+            return
+        self._write(frame)
+
+    def _write(self, frame):
         if self.unsent is None and self.conn.try_send(frame):
             return
         self._keep(frame)
 
+    def wait_for(self, produce):
+        """``produce`` (a DelayedProduce of this channel) waits in the purgatory: its
+        answer (``answer``) goes before those of the requests after it."""
+        self.produces.append([produce, None])
+        if len(self.produces) >= MAX_WAITING_PRODUCES:
+            self.blocked = True
+
+    def answer(self, produce, frame):
+        """The answer of a produce given to ``wait_for``: written once every request before
+        it is answered, and the answers queued behind it with it."""
+        for entry in self.produces:
+            if entry[0] is produce:
+                entry[1] = frame
+                break
+        else:
+            raise AssertionError(f"{self.name}: {produce!r} does not wait on this channel")
+        self._drain()
+
+    def forget_produces(self):
+        """The waiting produces (the client went away: the caller cancels them)."""
+        waiting = [entry[0] for entry in self.produces if entry[0] is not None]
+        self.produces.clear()
+        self.blocked = False
+        return waiting
+
+    def _drain(self):
+        """Write the answers at the head of ``produces`` that are ready (until one waits, or
+        the response ring is full: ``retry_send`` goes on)."""
+        produces = self.produces
+        while produces and produces[0][1] is not None and self.unsent is None:
+            self._write(produces.popleft()[1])
+        if len(produces) < MAX_WAITING_PRODUCES:
+            # Unmuted: a request other than Produce at the head of the backlog mutes the
+            # channel again while produces still wait (next_request).
+            self.blocked = False
+
     def send_fetch(self, response):
         """Write a ``FetchResponseFrame`` into a claimed response slot (or keep its bytes
-        until there is room)."""
+        until there is room); queued behind the produces that wait, if any."""
+        if self.produces:
+            self.send(response.tobytes())
+            return
         if response.size > self.max_frame:
             self.send(response.tobytes())
             return
@@ -131,7 +215,9 @@ class Channel:
         """Try the unsent response again; True once it is sent."""
         if self.conn.try_send(self.unsent):
             self.unsent = None
-            return True
+            if self.produces:
+                self._drain()
+            return self.unsent is None
         return False
 
     # -- closing --------------------------------------------------------------------------
@@ -141,4 +227,5 @@ class Channel:
         the connection's names, which it owns)."""
         self.backlog.clear()
         self.unsent = None
+        self.produces.clear()
         listener.drop(self.conn)

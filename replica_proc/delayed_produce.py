@@ -3,8 +3,9 @@ DelayedProduce).
 
 An acks=all (-1) Produce whose appends succeeded is answered once the high watermark (HW)
 of every partition it appended to has passed its last appended offset (Kafka's DelayedProduce). If
-the HW of one of them is still below it after the appends, the request is parked here — its channel
-muted, so responses keep leaving in request order — and answered when, for each of those
+the HW of one of them is still below it after the appends, the request is parked here — its
+answer leaves its channel in request order, after those of the requests before it and before
+those after it (``channel``) — and answered when, for each of those
 partitions, one of these happens (Kafka's checkEnoughReplicasReachOffset):
 
 - the HW reached the offset after its batches: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND

@@ -12,8 +12,10 @@ never decoded. acks=-1 (all) with fewer ISR members than min.insync.replicas fai
 NOT_ENOUGH_REPLICAS before appending (Kafka's Partition.appendRecordsToLeader); otherwise the answer
 waits until the high watermark of every partition appended to has passed its batches: at once when
 it already has (the ISR is the leader alone: replication factor 1 costs nothing more), else in the
-produce purgatory (``delayed_produce``; the channel muted meanwhile) until followers
-fetch, leadership is lost or the request's ``timeout_ms`` runs out. A full or failing
+produce purgatory (``delayed_produce``) until followers
+fetch, leadership is lost or the request's ``timeout_ms`` runs out. Meanwhile the channel goes on
+reading the connection's next Produce requests, whose answers leave after this one
+(``channel``, ``Channel.wait_for``). A full or failing
 disk answers KAFKA_STORAGE_ERROR (retriable, with a metadata refresh) for that partition
 alone, nothing of its batches appended (segments.log, "Failed writes"); so does a
 partition whose log went offline.
@@ -102,7 +104,7 @@ class ProduceHandler:
             produce = DelayedProduce(self._clock() + timeout, round(timeout * 1000), waiting,
                                      topics, (channel, header))
             self._purgatory.park(produce)
-            channel.parked = produce
+            channel.wait_for(produce)
             return
         channel.send(produce_response_frame(header.request_api_version,
                                             header.correlation_id, topics))
@@ -143,13 +145,12 @@ class ProduceHandler:
         self._purgatory.cancel(produce)
 
     def _complete(self, produce):
-        """Answer a produce leaving the purgatory and unmute its channel. Like a parked
+        """Answer a produce leaving the purgatory (in its channel's request order). Like a parked
         fetch's answer (fetch_handler), a failure marks that channel for closing."""
         channel, header = produce.context
-        channel.parked = None
         try:
-            channel.send(produce_response_frame(header.request_api_version,
-                                                header.correlation_id, produce.topics))
+            channel.answer(produce, produce_response_frame(
+                header.request_api_version, header.correlation_id, produce.topics))
         except Exception as exc:
             log.exception("%s: answering a delayed produce failed", channel.name)
             channel.closing = f"answering a delayed produce failed: {exc!r}"

@@ -70,10 +70,10 @@ delayed produces of the partitions that changed, and lets the group coordinator
 unload the ``__consumer_offsets`` and ``__transaction_state`` partitions whose leadership
 changed.
 
-Delayed responses: a channel's ``parked`` is its parked Fetch (``delayed_fetch``), its
-acks=all Produce waiting for replication (``delayed_produce``) or a group request waiting
-for the group coordinator (``delayed_response``); ``cancel(channel)``
-forgets it when the client goes away, ``expire(now)`` answers those whose time ran out and
+Delayed responses: a channel's ``parked`` is its parked Fetch (``delayed_fetch``) or a
+group request waiting for the group coordinator (``delayed_response``), its ``produces``
+the acks=all Produce requests waiting for replication (``delayed_produce``); ``cancel(channel)``
+forgets them when the client goes away, ``expire(now)`` answers those whose time ran out and
 ``next_deadline()`` is the earliest. Every high-watermark move a Partition reports
 (``ReplicaManager.on_high_watermark``) wakes the consumers' fetches and the delayed
 produces of that partition.
@@ -94,7 +94,7 @@ from replica_proc.alter_partition_manager import AlterPartitionManager
 from replica_proc.broker_stats import TIMED_EVERY, RequestStats
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_fetch import FetchPurgatory
-from replica_proc.delayed_produce import DelayedProduce, ProducePurgatory
+from replica_proc.delayed_produce import ProducePurgatory
 from replica_proc.delayed_response import DelayedResponse
 from replica_proc.describe_configs_handler import DescribeConfigsHandler
 from replica_proc.describe_producers_handler import DescribeProducersHandler
@@ -230,13 +230,13 @@ class RequestHandler:
 
     def cancel(self, channel):
         """The channel's client went away: forget its delayed response, if any."""
+        for produce in channel.forget_produces():
+            self.produce.cancel(produce)
         parked = channel.parked
         if parked is None:
             return
         channel.parked = None
-        if isinstance(parked, DelayedProduce):
-            self.produce.cancel(parked)
-        elif isinstance(parked, DelayedResponse):
+        if isinstance(parked, DelayedResponse):
             parked.cancel()
         else:
             self.fetch.cancel(parked)

@@ -15,6 +15,17 @@ CMPXCHG, a full barrier on x86). The post itself is a full barrier too, so a wok
 what was published before it. A notifier clears the flag before posting, so a waiter gets one
 post per park; a stale post only costs the waiter one more loop.
 
+Held posts. A post wakes a peer that is usually lighter on the CPU than the poster, and the
+scheduler then runs the woken process at once on the poster's core: the post returns only
+after the peer ran, and on a loaded machine the poster may wait for the CPU much longer
+(measured: perf/README.md, "Held posts"). A thread that answers many peers per turn (the
+broker's loop) calls hold_posts() once: its posts are noted and made together by
+release_posts() when its turn's work is done, so the answers of the whole turn are written
+before any peer takes the core. The flag is cleared at once, as for a post made at once; a
+held post only arrives later, and a waiter's block is bounded (poll_interval) anyway.
+wait_until releases the thread's held posts before it waits, so nobody waits on a post held
+by a thread that sleeps.
+
 Blocking waits never trust a peer to wake them: each block lasts at most poll_interval, and
 after a block that timed out the waiter runs its liveness check (the peer's pid and start time),
 so a SIGKILLed peer raises PeerDiedError instead of hanging anyone. Timeouts loop on a monotonic
@@ -43,6 +54,40 @@ READER_PARKED_WORD = rd.READER_PARKED_OFFSET // rd.WORD_LENGTH
 
 WRITER_PARKED_WORD = rd.WRITER_PARKED_OFFSET // rd.WORD_LENGTH
 """Index of the writer's parked flag in Ring.header_words."""
+
+
+class _Held(threading.local):
+    posts: dict[int, posix_ipc.Semaphore] | None = None
+    """Semaphores to post when the thread's turn ends (by id), or None: post at once."""
+
+
+_held = _Held()
+
+
+def hold_posts() -> None:
+    """From now on, hold this thread's posts until release_posts() (see the module doc)."""
+    if _held.posts is None:
+        _held.posts = {}
+
+
+def release_posts() -> None:
+    """Make this thread's held posts, in the order they were asked for (those of a
+    semaphore closed meanwhile are dropped)."""
+    posts = _held.posts
+    if posts:
+        semaphores = list(posts.values())
+        posts.clear()
+        for semaphore in semaphores:
+            try:
+                semaphore.release()
+            except posix_ipc.ExistentialError:
+                pass  # closed since (the connection dropped): nobody left to wake
+
+
+def stop_holding() -> None:
+    """Release this thread's held posts and post at once from now on."""
+    release_posts()
+    _held.posts = None
 
 
 def full_fence() -> None:
@@ -104,17 +149,24 @@ class WakeSlot:
             self.post()
 
     def post(self) -> None:
-        """Wake the waiter, clearing its flag first (for callers that fenced and saw the flag)."""
+        """Wake the waiter, clearing its flag first (for callers that fenced and saw the flag);
+        held until release_posts() if this thread holds its posts."""
         self.words[self.index] = 0
-        self._semaphore.release()
+        posts = _held.posts
+        if posts is None:
+            self._semaphore.release()
+        else:
+            posts[id(self._semaphore)] = self._semaphore
 
     def wait_until(self, ready: Callable[[], bool], deadline: float | None,
                    policy: WaitPolicy, check: Callable[[], None] | None) -> bool:
         """Return True as soon as ready() is true, False once the deadline passed.
 
         check(), if given, runs after every block that timed out (and may raise, e.g.
-        PeerDiedError).
+        PeerDiedError). This thread's held posts are made first.
         """
+        if _held.posts:
+            release_posts()
         for _ in range(policy.spin):
             if ready():
                 return True

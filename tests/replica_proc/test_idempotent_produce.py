@@ -43,11 +43,19 @@ class FakeReplicas:
 
 class FakeChannel:
     def __init__(self):
-        self.parked = None
+        self.waiting = None  # the acks=all produce waiting for replication
         self.sent = []
 
     def send(self, frame):
         self.sent.append(bytes(frame))
+
+    def wait_for(self, produce):
+        self.waiting = produce
+
+    def answer(self, produce, frame):
+        assert produce is self.waiting
+        self.waiting = None
+        self.send(frame)
 
 
 def idempotent(epoch, sequence, count=1):
@@ -80,8 +88,8 @@ def produce(broker, records, acks=-1):
     channel = FakeChannel()
     header = types.SimpleNamespace(request_api_version=VERSION, correlation_id=7)
     broker.handler(channel, header, produce_request("t", 0, records, acks=acks))
-    if channel.parked is not None:
-        return channel.parked
+    if channel.waiting is not None:
+        return channel.waiting
     (frame,) = channel.sent
     _, response = protocol.decode_response(frame, ApiKey.PRODUCE, VERSION)
     (topic,) = response.responses

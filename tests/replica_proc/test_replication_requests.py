@@ -9,9 +9,11 @@ import dataclasses
 import pytest
 from kio.schema.errors import ErrorCode
 
+from cluster.protocol import frames as protocol
+from replica_proc.channel import MAX_WAITING_PRODUCES, Channel
 from segments.record.records import iter_records
-from tests.support.broker import batch, fetch_request, produce_request
-from tests.support.handlers import HandlerEnv
+from tests.support.broker import api_versions_request, batch, fetch_request, produce_request
+from tests.support.handlers import ConnStub, HandlerEnv
 
 CLUSTER = "replication-cluster"
 LAG_MS = 10_000
@@ -44,6 +46,11 @@ def only(response):
 
 def produce(env, channel, topic, values, acks=-1):
     return env.send(channel, produce_request(topic, 0, batch(values), acks=acks))
+
+
+def waiting(channel):
+    """How many of the channel's answers wait for acks=all produces."""
+    return len(channel.produces)
 
 
 def follower_fetch(env, replica, topic, offset, **kwargs):
@@ -103,12 +110,11 @@ def test_acks_all_waits_for_the_isr_and_answers_when_a_follower_fetch_moves_the_
     env.publish("t", replicas=(0, 1, 2))
     producer = env.channel()
     request = produce(env, producer, "t", [b"a", b"b"])
-    assert producer.parked is not None and producer.conn.responses == []
-    assert producer.next_request() is None  # muted: responses leave in request order
+    assert waiting(producer) == 1 and producer.conn.responses == []
     follower_fetch(env, 1, "t", 2)
-    assert producer.parked is not None  # follower 2 is in the ISR too
+    assert waiting(producer) == 1  # follower 2 is in the ISR too
     follower_fetch(env, 2, "t", 2)
-    assert producer.parked is None
+    assert waiting(producer) == 0
     result = only(env.answer(producer, request))
     assert (result.error_code, result.base_offset) == (ErrorCode.none, 0)
     assert env.handler.next_deadline() is None
@@ -118,7 +124,7 @@ def test_acks_all_with_the_leader_alone_answers_at_once(env):
     env.publish("solo", replicas=(0,))
     producer = env.channel()
     request = produce(env, producer, "solo", [b"a"])
-    assert producer.parked is None and len(env.handler.produce_purgatory) == 0
+    assert waiting(producer) == 0 and len(env.handler.produce_purgatory) == 0
     assert only(env.answer(producer, request)).error_code == ErrorCode.none
 
 
@@ -129,10 +135,10 @@ def test_acks_all_times_out_with_request_timed_out(env):
     assert env.handler.next_deadline() == env.clock.now + 10.0  # the request's timeout
     env.clock.advance(9.9)
     env.handler.expire(env.clock.now)
-    assert producer.parked is not None
+    assert waiting(producer) == 1
     env.clock.advance(0.1)
     env.handler.expire(env.clock.now)
-    assert producer.parked is None
+    assert waiting(producer) == 0
     result = only(env.answer(producer, request))
     assert result.error_code == ErrorCode.request_timed_out and result.base_offset == 0
     assert "timeout of 10000 ms" in result.error_message
@@ -154,7 +160,7 @@ def test_acks_all_answers_not_leader_when_a_new_image_moves_leadership(env):
     producer = env.channel()
     request = produce(env, producer, "t", [b"a"])
     env.publish("t", replicas=(0, 1), isr=(1,), leader=1, epoch=1)
-    assert producer.parked is None
+    assert waiting(producer) == 0
     assert only(env.answer(producer, request)).error_code == ErrorCode.not_leader_or_follower
 
 
@@ -163,8 +169,113 @@ def test_a_dropped_connection_forgets_its_delayed_produce(env):
     producer = env.channel()
     produce(env, producer, "t", [b"a"])
     env.handler.cancel(producer)
-    assert producer.parked is None and len(env.handler.produce_purgatory) == 0
+    assert waiting(producer) == 0 and len(env.handler.produce_purgatory) == 0
     follower_fetch(env, 1, "t", 1)
+    assert producer.conn.responses == []
+
+
+class QueuedConn(ConnStub):
+    """A connection whose request ring holds ``frames`` (read by the channel in order)."""
+
+    def __init__(self, name, frames):
+        super().__init__(name)
+        self.frames = list(frames)
+
+    def recv(self):
+        return self.frames.pop(0) if self.frames else None
+
+
+def frame_of(request, correlation_id):
+    return protocol.encode_request(request, correlation_id, "client-1")
+
+
+def serve(env, channel):
+    """What the broker's loop does with a channel: handle its requests until it is muted
+    or has none; the requests handled."""
+    handled = 0
+    while (frame := channel.next_request()) is not None:
+        env.handler.handle(channel, frame)
+        handled += 1
+    channel.settle()
+    return handled
+
+
+def decoded(channel, *requests):
+    """The channel's responses, decoded as answers to ``requests`` in order: (correlation
+    id, body) each."""
+    frames, channel.conn.responses[:] = list(channel.conn.responses), []
+    assert len(frames) == len(requests)
+    return [protocol.decode_response(f, r.__api_key__, r.__version__)
+            for f, r in zip(frames, requests)]
+
+
+def test_acks_all_produces_of_one_connection_wait_together_and_answer_in_order(env):
+    env.publish("t", replicas=(0, 1, 2))
+    env.publish("solo", replicas=(0,))
+    requests = [produce_request("t", 0, batch([b"a"]), acks=-1),
+                produce_request("solo", 0, batch([b"b"]), acks=-1),
+                produce_request("t", 0, batch([b"c"]), acks=-1)]
+    producer = Channel(QueuedConn("producer", [frame_of(r, n + 1)
+                                               for n, r in enumerate(requests)]))
+    assert serve(env, producer) == 3  # not muted by the first one's wait
+    assert env.replicas.leader("t", 0).log.log_end_offset == 2  # both appended already
+    assert producer.conn.responses == []  # solo's answer waits behind the first
+    follower_fetch(env, 1, "t", 1)
+    follower_fetch(env, 2, "t", 1)
+    first, solo = decoded(producer, *requests[:2])
+    assert (first[0], only(first[1]).base_offset) == (1, 0)
+    assert (solo[0], only(solo[1]).error_code, only(solo[1]).base_offset) == (
+        2, ErrorCode.none, 0)
+    assert waiting(producer) == 1
+    follower_fetch(env, 1, "t", 2)
+    follower_fetch(env, 2, "t", 2)
+    [(correlation_id, last)] = decoded(producer, requests[2])
+    assert (correlation_id, only(last).base_offset) == (3, 1)
+
+
+def test_a_request_other_than_produce_waits_for_the_produces_before_it(env):
+    env.publish("t", replicas=(0, 1))
+    requests = [produce_request("t", 0, batch([b"a"]), acks=-1), api_versions_request(),
+                produce_request("t", 0, batch([b"b"]), acks=1)]
+    producer = Channel(QueuedConn("producer", [frame_of(r, n + 1)
+                                               for n, r in enumerate(requests)]))
+    assert serve(env, producer) == 1
+    assert producer.muted and not producer.needs_service
+    assert env.replicas.leader("t", 0).log.log_end_offset == 1  # the acks=1 one waits too
+    follower_fetch(env, 1, "t", 1)
+    assert not producer.muted and producer.needs_service
+    assert serve(env, producer) == 2
+    answers = decoded(producer, *requests)
+    assert [correlation_id for correlation_id, _ in answers] == [1, 2, 3]
+    assert answers[1][1].error_code == ErrorCode.none
+    assert only(answers[2][1]).base_offset == 1
+
+
+def test_a_connection_with_the_most_waiting_produces_is_muted_until_one_is_answered(env):
+    env.publish("t", replicas=(0, 1))
+    requests = [produce_request("t", 0, batch([b"%d" % n]), acks=-1)
+                for n in range(MAX_WAITING_PRODUCES + 1)]
+    producer = Channel(QueuedConn("producer", [frame_of(r, n + 1)
+                                               for n, r in enumerate(requests)]))
+    assert serve(env, producer) == MAX_WAITING_PRODUCES
+    assert producer.muted
+    follower_fetch(env, 1, "t", 1)  # the first is replicated
+    assert not producer.muted
+    assert serve(env, producer) == 1
+    follower_fetch(env, 1, "t", MAX_WAITING_PRODUCES + 1)
+    answers = decoded(producer, *requests)
+    assert [only(body).base_offset for _, body in answers] == list(range(len(requests)))
+
+
+def test_a_dropped_connection_forgets_every_waiting_produce(env):
+    env.publish("t", replicas=(0, 1))
+    producer = env.channel()
+    produce(env, producer, "t", [b"a"])
+    produce(env, producer, "t", [b"b"])
+    assert waiting(producer) == 2 and len(env.handler.produce_purgatory) == 2
+    env.handler.cancel(producer)
+    assert waiting(producer) == 0 and len(env.handler.produce_purgatory) == 0
+    follower_fetch(env, 1, "t", 2)
     assert producer.conn.responses == []
 
 
@@ -199,7 +310,7 @@ def test_a_shrink_committed_by_a_new_image_moves_the_hw_and_answers_acks_all(env
     producer = env.channel()
     request = produce(env, producer, "t", [b"a"])
     follower_fetch(env, 1, "t", 1)
-    assert producer.parked is not None  # follower 2, in the ISR, has not fetched
+    assert waiting(producer) == 1  # follower 2, in the ISR, has not fetched
     env.clock.advance(LAG_MS / 1000 + 1)  # (till then, out of the ISR, it would still count)
     env.publish("t", replicas=(0, 1, 2), isr=(0, 1))
     assert env.replicas.leader("t", 0).high_watermark == 1

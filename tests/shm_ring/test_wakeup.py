@@ -15,8 +15,17 @@ import pytest
 
 from shm_ring import ring_descriptor as rd
 from shm_ring.errors import PeerClosedError, PeerDiedError
+from shm_ring.naming import NamedSemaphore
 from shm_ring.shared_ring import SharedRing
-from shm_ring.wakeup import READER_PARKED_WORD, WRITER_PARKED_WORD, WaitPolicy
+from shm_ring.wakeup import (
+    READER_PARKED_WORD,
+    WRITER_PARKED_WORD,
+    WaitPolicy,
+    WakeSlot,
+    hold_posts,
+    release_posts,
+    stop_holding,
+)
 from tests.support.bounds import BOUND
 from tests.support.clock import FakeClock
 from tests.support.processes import CTX
@@ -332,3 +341,78 @@ def test_messages_many_times_the_ring_pass_between_parked_ends(cluster_id, spawn
     assert parent.poll(BOUND) and parent.recv() == (second, rd.DATA_TYPE)
     process.join(BOUND)
     assert process.exitcode == 0
+
+
+# --------------------------------------------------------------------------- held posts
+
+@pytest.fixture
+def parked_slot(cluster_id):
+    """A WakeSlot over a semaphore of the test's own, its waiter's flag raised (parked)."""
+    semaphore = NamedSemaphore.create(f"/ringlog.{cluster_id}.held")
+    words = memoryview(bytearray(8)).cast("Q")
+    words[0] = 1
+    yield WakeSlot(words, 0, semaphore.semaphore), semaphore.semaphore
+    semaphore.close()
+    semaphore.unlink()
+
+
+def test_held_posts_wait_for_the_end_of_the_turn(parked_slot):
+    slot, semaphore = parked_slot
+    hold_posts()
+    try:
+        slot.notify()
+        assert slot.words[0] == 0  # cleared at once: no second notifier posts it
+        assert semaphore.value == 0  # the post itself waits for release_posts
+        slot.words[0] = 1
+        slot.notify()  # the same semaphore asked for twice in one turn: posted once
+        release_posts()
+        assert semaphore.value == 1
+        release_posts()  # nothing left to post
+        assert semaphore.value == 1
+    finally:
+        stop_holding()
+    slot.words[0] = 1
+    slot.notify()  # no longer held
+    assert semaphore.value == 2
+
+
+def test_a_wait_makes_the_threads_held_posts_first(parked_slot, owned_ring):
+    slot, semaphore = parked_slot
+    reader = owned_ring("held", 4096).reader(WaitPolicy(spin=1, poll_interval=0.001))
+    hold_posts()
+    try:
+        slot.notify()
+        assert semaphore.value == 0
+        assert reader.read(0.001) is None  # waits: what it holds must not wait with it
+        assert semaphore.value == 1
+    finally:
+        stop_holding()
+
+
+def test_posts_are_held_for_the_holding_thread_only(parked_slot):
+    slot, semaphore = parked_slot
+    hold_posts()
+    try:
+        other = threading.Thread(target=slot.notify)
+        other.start()
+        other.join(BOUND)
+        assert semaphore.value == 1  # another thread's post went at once
+    finally:
+        stop_holding()
+
+
+def test_a_held_post_of_a_semaphore_closed_since_is_dropped(parked_slot, cluster_id):
+    slot, semaphore = parked_slot
+    other = NamedSemaphore.create(f"/ringlog.{cluster_id}.gone")
+    gone = WakeSlot(memoryview(bytearray(8)).cast("Q"), 0, other.semaphore)
+    gone.words[0] = 1
+    hold_posts()
+    try:
+        gone.notify()
+        slot.notify()
+        other.close()  # its connection dropped before the turn ended
+        other.unlink()
+        release_posts()
+        assert semaphore.value == 1  # the others still go
+    finally:
+        stop_holding()
