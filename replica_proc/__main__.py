@@ -8,6 +8,10 @@ already running, the page missing, a bad config) logs why and exits with status 
 damaged or foreign data directory (a meta.properties that does not parse or names another
 cluster or broker): one ERROR line naming the file and what was wrong, no traceback.
 
+``RINGLOG_READY_FD`` (the supervisor's): a descriptor the broker writes one byte to and closes
+once the metadata page lists it alive under a controller. The broker logs its start-up's
+phases, wall and CPU time (``startup_timing``), when it serves.
+
 The process runs with umask 077 (``dd.set_private_umask``), set before anything is opened:
 every directory and file it makes in D (segments, indexes, checkpoints, the controller's
 lock and metadata log) is 0700 / 0600, whoever started it.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import time
@@ -26,9 +31,14 @@ from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
 from replica_proc.broker import Broker
 from replica_proc.controller.controller import Controller
+from replica_proc.startup_timing import StartupTiming
 from shm_ring.naming import SquattedNameError
 
 log = logging.getLogger("replica_proc")
+
+READY_FD_ENV = "RINGLOG_READY_FD"
+"""A descriptor the broker writes one byte to, then closes, once the metadata page lists it
+alive under a controller (set by the supervisor, which waits on the other end)."""
 
 PAGE_WAIT = 10.0
 """Seconds to wait for the supervisor's metadata page to appear."""
@@ -50,6 +60,16 @@ def open_page(namespace, timeout=PAGE_WAIT):
             time.sleep(0.05)
 
 
+def ready_fd():
+    """The pipe the supervisor waits on (``RINGLOG_READY_FD``), or None."""
+    value = os.environ.pop(READY_FD_ENV, None)
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        log.warning("ignoring %s=%r: not a file descriptor", READY_FD_ENV, value)
+        return None
+
+
 def build_config(args):
     """The BrokerConfig of the command line: --config, then --override, then --broker-id."""
     overrides = args.override + [f"broker.id={args.broker_id}"]
@@ -59,6 +79,8 @@ def build_config(args):
 
 
 def main(argv=None):
+    timing = StartupTiming()
+    timing.mark("process")
     dd.set_private_umask()
     parser = argparse.ArgumentParser(prog="python -m replica_proc",
                                      description="Run one ringlog broker.")
@@ -73,11 +95,13 @@ def main(argv=None):
         format=f"%(asctime)s broker-{args.broker_id} %(levelname)s %(name)s: %(message)s")
     try:
         config = build_config(args)
+        timing.mark("config")
 
         def make_controller(cluster_id, page):
             return Controller(config.data_dir, cluster_id, config["broker.id"], config, page)
 
-        broker = Broker(config, open_metadata=open_page, make_controller=make_controller)
+        broker = Broker(config, open_metadata=open_page, make_controller=make_controller,
+                        startup=timing, ready_fd=ready_fd())
     except Exception as exc:
         log.error("cannot start broker %d: %s", args.broker_id, exc)
         return 1

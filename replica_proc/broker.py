@@ -20,7 +20,11 @@ source and controller). Start-up, in order:
    connections wake this broker through the Listener's doorbell), ``gc.freeze()``
    (``ringlog.gc.freeze``: start-up's objects leave the collector's scans), then broker.json
    ``serving`` (the controller counts the broker alive from then on and makes it leader of
-   its partitions).
+   its partitions; this broker's own controller looks at once, the loop's first turn does
+   not wait), and a ``start-up:`` log line with each phase's wall and CPU time
+   (``startup_timing``);
+6. once the metadata page lists it alive under a controller, one byte to ``ready_fd`` (if
+   the supervisor gave one: ``RINGLOG_READY_FD``), which the supervisor's start waits on.
 
 The loop (one thread does everything; no lock anywhere): wait on the Listener's doorbell —
 at most ``POLL_INTERVAL``, less when a parked fetch, a delayed produce, a log timer or a
@@ -64,6 +68,7 @@ import contextlib
 import functools
 import gc
 import logging
+import os
 import time
 
 import posix_ipc
@@ -80,6 +85,7 @@ from replica_proc.log_manager import LogManager
 from replica_proc.replica_fetcher import ReplicaFetcherManager
 from replica_proc.replica_manager import ReplicaManager
 from replica_proc.request_handler import RequestHandler
+from replica_proc.startup_timing import StartupTiming
 from replica_proc.truncation import EpochTruncation
 from segments import durability
 from segments.file_cache import FILES
@@ -117,7 +123,7 @@ class Broker:
 
     def __init__(self, config, *, open_metadata, make_controller=None, log_clock=None,
                  clock=time.monotonic,
-                 liveness_interval=LIVENESS_INTERVAL):
+                 liveness_interval=LIVENESS_INTERVAL, startup=None, ready_fd=None):
         if config.data_dir is None or config["broker.id"] < 0:
             raise ValueError(f"a broker needs a data directory and a broker.id >= 0; found "
                              f"data_dir={config.data_dir!r}, broker.id={config['broker.id']}")
@@ -132,6 +138,8 @@ class Broker:
         self._liveness_interval = liveness_interval
         self._stopping = False
         self._channels = {}  # Connection -> Channel
+        self._startup = StartupTiming() if startup is None else startup
+        self._ready_fd = ready_fd
 
     def stop(self):
         """Ask the loop to stop (safe from a signal handler or another thread)."""
@@ -156,6 +164,7 @@ class Broker:
             stack.callback(heartbeat.start().close)
             log.info("broker %d of cluster %s starting (pid registered in %s)",
                      self.broker_id, cluster_id, registration.path)
+            self._startup.mark("registration")
             source = self._open_metadata(namespace)
             stack.callback(source.close)
             bound, why = self.config.max_open_segment_files()
@@ -172,6 +181,7 @@ class Broker:
                 controller = self._make_controller(cluster_id, source)
                 stack.callback(controller.close)
                 controller.poll(self._clock())
+            self._startup.mark("metadata")
             listener = Listener(namespace, self.broker_id,
                                 instance=dd.instance_of(self.data_dir),
                                 policy=self.config.wait_policy(self._clock),
@@ -196,9 +206,14 @@ class Broker:
             if self.config["ringlog.gc.freeze"]:
                 gc.freeze()  # start-up's objects live as long as the process
                 frozen = f", {gc.get_freeze_count()} start-up objects out of the GC's scans"
+            self._startup.mark("listener")
             registration.set_state(dd.STATE_SERVING)
+            self._startup.mark("serving")
             log.info("broker %d serving: %d partition(s), listener %s%s", self.broker_id,
                      len(replicas), listener.name, frozen)
+            log.info("broker %d start-up: %s", self.broker_id, self._startup.line())
+            if controller is not None:
+                controller.poll_now()  # it counts this broker alive at once
             try:
                 self._loop(listener, handler, log_manager, controller, forwarder, fetchers,
                            registration)
@@ -221,6 +236,7 @@ class Broker:
         # Posts are held while a turn writes its answers (shm_ring.wakeup, "Held posts"):
         # a woken client takes this core at once, and the rest of the turn would wait for it.
         hold_posts()
+        first_turn = True
         try:
             while True:
                 now = clock()
@@ -236,7 +252,9 @@ class Broker:
                 deadline = fetchers.next_deadline()
                 if deadline is not None:
                     timeout = min(timeout, deadline - now)
-                if timeout > 0 and not any(c.needs_service for c in channels.values()):
+                if first_turn:
+                    first_turn = False  # the controller's first look at this broker serving
+                elif timeout > 0 and not any(c.needs_service for c in channels.values()):
                     try:
                         listener.wait(timeout)
                     except posix_ipc.SignalError:
@@ -244,6 +262,8 @@ class Broker:
                 if controller is not None:
                     controller.poll(clock())
                 handler.refresh_metadata()
+                if self._ready_fd is not None:
+                    self._tell_ready(handler.metadata.image)
                 fetchers.poll(clock())
                 for conn in listener.accept_pending():
                     channels[conn] = Channel(conn)
@@ -274,6 +294,21 @@ class Broker:
                         handler.cancel(channel)
         finally:
             stop_holding()
+
+    def _tell_ready(self, image):
+        """Write the supervisor's ready byte once the page lists this broker alive under a
+        controller (``RINGLOG_READY_FD``)."""
+        info = image.brokers.get(self.broker_id)
+        if image.controller_id < 0 or info is None or not info.alive or info.pid != os.getpid():
+            return
+        fd, self._ready_fd = self._ready_fd, None
+        try:
+            os.write(fd, b"r")
+        except OSError as exc:  # the supervisor is gone or stopped waiting
+            log.info("broker %d: cannot tell the supervisor it is ready: %s", self.broker_id,
+                     exc)
+        finally:
+            os.close(fd)
 
     # -- controlled shutdown ----------------------------------------------------------------
 

@@ -273,9 +273,12 @@ def text_of(value):
 
 # -- atomic small files ------------------------------------------------------------------------
 
-def write_json(path, value):
+def write_json(path, value, durable=True):
+    """Replace ``path`` with ``value`` as JSON, atomically, private; ``durable=False``: no
+    fsync (a cluster that does not fsync, ``ringlog.fsync=false``)."""
     with private_umask():
-        write_atomically(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode())
+        write_atomically(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode(),
+                         durable=durable)
 
 
 def read_json(path):
@@ -362,13 +365,15 @@ def ensure_cluster_id(data_dir):
 _TOKEN = re.compile(rf"[0-9a-f]{{{TOKEN_HEX}}}\n?")
 
 
-def new_shm_namespace(data_dir, cluster_id):
+def new_shm_namespace(data_dir, cluster_id, durable=True):
     """Make a fresh random token for this start of the cluster, write ``D/shm.token``
     (0600, atomically) and return the namespace ``<cluster_id>.<token>`` (the supervisor,
-    at start, holding the supervisor lock)."""
+    at start, holding the supervisor lock). ``durable=False``: not fsynced (a cluster that
+    does not fsync, ``ringlog.fsync=false``)."""
     token = secrets.token_hex(TOKEN_HEX // 2)
     with private_umask():
-        write_atomically(os.path.join(os.fspath(data_dir), SHM_TOKEN), (token + "\n").encode())
+        write_atomically(os.path.join(os.fspath(data_dir), SHM_TOKEN), (token + "\n").encode(),
+                         durable=durable)
     return namespace(cluster_id, token)
 
 

@@ -149,9 +149,10 @@ class Cluster:
             raise RuntimeError(f"cluster in {self.data_dir} is not started")
         return self._supervisor.page.read()
 
-    def wait_for_metadata(self, predicate, timeout=START_TIMEOUT):
-        """The first image for which ``predicate(image)`` is true; TimeoutError after
-        ``timeout`` seconds, naming the last image's version."""
+    def wait_for_metadata(self, predicate, timeout=START_TIMEOUT, step=_WAIT_STEP):
+        """The first image for which ``predicate(image)`` is true (read every ``step``
+        seconds); TimeoutError after ``timeout`` seconds, naming the last image's
+        version."""
         deadline = time.monotonic() + timeout
         while True:
             image = self.metadata()
@@ -162,7 +163,7 @@ class Cluster:
                                    f"within {timeout} s (last version {image.version}, "
                                    f"controller {image.controller_id}, live brokers "
                                    f"{image.live_brokers()})")
-            time.sleep(_WAIT_STEP)
+            time.sleep(step)
 
     def __repr__(self):
         return (f"Cluster({self.data_dir!r}, brokers={self.broker_ids}, "

@@ -2,7 +2,8 @@
 
 ``GatewayProcess(data_dir, kafka_port, bind)`` runs ``ringlog gateway --data-dir D
 --kafka-port P [--bind HOST]`` (as ``python -m cluster.tools.gateway_cmd``) with its output
-in ``D/gateway.log``:
+in ``D/gateway.log`` (forked by this process's zygote of that module when it can:
+``zygote``):
 ``start()`` once the brokers serve, waiting (bounded) until ``D/gateway.json`` names its pid
 as serving (ClusterStartError with the log's tail otherwise); ``watch(now)`` from the
 supervisor's watch loop restarts it after ``RestartBackoff`` when it died (a gateway has no
@@ -22,6 +23,7 @@ import sys
 import time
 
 from cluster.metadata import data_dir as dd
+from cluster.supervisor import zygote
 from shm_ring.liveness import is_alive
 
 log = logging.getLogger("cluster.supervisor.supervisor")
@@ -85,9 +87,9 @@ class GatewayProcess:
         with dd.private_umask():
             output = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                self.popen = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                              stdout=output, stderr=subprocess.STDOUT,
-                                              start_new_session=True)
+                self.popen = zygote.fork(self.argv, output) or subprocess.Popen(
+                    self.argv, stdin=subprocess.DEVNULL, stdout=output,
+                    stderr=subprocess.STDOUT, start_new_session=True)
             finally:
                 os.close(output)
         self.started_at = now

@@ -19,11 +19,18 @@ start`` run on. ``start()``:
    instance and creates the metadata page;
 4. starts one process per broker, ``python -m replica_proc --data-dir D --broker-id i
    [--override key=value ...]``, in its own session (Ctrl-C on a terminal reaches the
-   supervisor, which stops the brokers in order), output to ``D/broker-<i>/broker.log``;
+   supervisor, which stops the brokers in order), output to ``D/broker-<i>/broker.log``:
+   forked by this process's zygote (``zygote``: started at the first start, before the lock
+   is even checked, so it imports while the start goes on; shared by every later start of
+   this process), which saves each broker the interpreter's start and its imports; exec'd
+   as that command if the broker command is not ``python -m MODULE``, with
+   ``RINGLOG_ZYGOTE=0``, or if the zygote is unavailable;
 5. waits (bounded) until each broker's ``broker.json`` says ``serving`` under that
    process's pid, then until the metadata page names a controller and lists every broker
-   alive. On failure it stops what it started and raises ``ClusterStartError`` with the
-   tail of the failing broker's log.
+   alive: woken by each broker's ready pipe (``RINGLOG_READY_FD``: one byte once the page
+   lists it alive, end of file if it dies), polling every 20 ms only for a broker command
+   that does not speak it. On failure it stops what it started and raises
+   ``ClusterStartError`` with the tail of the failing broker's log.
 
 A supervisor run by ``ringlog cluster start`` (foreground or detached) then keeps watching
 (``watch()`` every ``WATCH_INTERVAL`` s): a broker that exits on purpose (exit code 0 after
@@ -64,7 +71,9 @@ stderr, never into the winner's log), starts the cluster, watches it until SIGTE
 then stops it.
 
 Ownership: a Supervisor belongs to the thread that made it; it is the parent of the broker
-processes it starts (it reaps them).
+processes it execs (it reaps them); a forked broker's parent is the zygote, which reaps it
+and reports its exit status to the supervisor (``zygote.ForkedProcess``: Popen's interface,
+signals through a pidfd).
 """
 from __future__ import annotations
 
@@ -72,6 +81,7 @@ import argparse
 import fcntl
 import logging
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -86,6 +96,7 @@ from cluster.metadata.instance import Instance, running_elsewhere
 from cluster.metadata.lock_holders import describe_holders
 from cluster.metadata.page import MetadataPage
 from cluster.stats.reader import reap_dead
+from cluster.supervisor import zygote
 from cluster.supervisor.gateway_process import GatewayProcess, stop_orphan
 from cluster.supervisor.requests import clear_request, read_request
 from shm_ring.liveness import is_alive, process_start_time
@@ -127,6 +138,10 @@ RESTART_RESET_AFTER = 60.0
 again (its earlier crashes are forgotten)."""
 
 _WAIT_STEP = 0.02
+
+_READY_WAIT = 0.5
+"""Longest wait on brokers' ready pipes before the start looks at broker.json and the page
+again (a byte or a broker's exit ends it sooner)."""
 
 
 class ClusterStartError(RuntimeError):
@@ -243,6 +258,8 @@ def describe_exit(returncode):
     """``exit code 3`` or ``killed by SIGKILL`` for a Popen return code."""
     if returncode is not None and returncode < 0:
         return f"killed by {signal.Signals(-returncode).name}"
+    if returncode == zygote.EXIT_UNKNOWN:
+        return f"exit code {returncode} (or unknown: the zygote that forked it exited first)"
     return f"exit code {returncode}"
 
 
@@ -256,6 +273,13 @@ class BrokerProcess:
         self.log_path = log_path
         self.started_at = started_at
         self.exit_seen = False
+        self.ready_fd = None  # the supervisor's end of its ready pipe, while waited on
+        self.ready_seen = False  # its ready byte (or end of file) came
+
+    def close_ready(self):
+        if self.ready_fd is not None:
+            fd, self.ready_fd = self.ready_fd, None
+            os.close(fd)
 
     @property
     def pid(self):
@@ -280,7 +304,7 @@ class Supervisor:
     def __init__(self, data_dir, broker_ids, config=None, *, broker_command=BROKER_COMMAND,
                  start_timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, kind="embedded",
                  restart_on_failure=False, clock=time.monotonic, kafka_port=None,
-                 kafka_bind=None):
+                 kafka_bind=None, use_zygote=True):
         if kind not in KINDS:
             raise ValueError(f"supervisor kind must be one of {KINDS}, found {kind!r}")
         self.data_dir = os.path.abspath(os.fspath(data_dir))
@@ -295,6 +319,9 @@ class Supervisor:
             raise ValueError(f"broker.id ({self.config['broker.id']!r}) is set per broker by "
                              f"the supervisor; leave it out of the cluster's config")
         self.broker_command = list(broker_command)
+        self.use_zygote = use_zygote
+        # a cluster that does not fsync (the dev profile): nor do the supervisor's own files
+        self.durable = format_value(self.config.get("ringlog.fsync", True)) != "false"
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.kind = kind
@@ -328,6 +355,8 @@ class Supervisor:
         if self.state != "stopped":
             raise RuntimeError(f"cluster in {self.data_dir} is {self.state}; stop it first")
         self.lock()
+        if self.use_zygote:  # it imports the broker's modules while this start goes on
+            zygote.warm(self.broker_command)
         try:
             running = running_brokers(self.data_dir)
             if running:
@@ -341,7 +370,8 @@ class Supervisor:
             if removed:
                 log.info("removed %d stale shared-memory objects of cluster %s", len(removed),
                          self.cluster_id)
-            self.namespace = dd.new_shm_namespace(self.data_dir, self.cluster_id)
+            self.namespace = dd.new_shm_namespace(self.data_dir, self.cluster_id,
+                                                  durable=self.durable)
             self._instance = Instance.create(self.namespace, self.data_dir)
             self._refuse_a_copy_running()  # one that started meanwhile: both may refuse
             self.page = MetadataPage.create(self.namespace)
@@ -353,7 +383,7 @@ class Supervisor:
         try:
             self._write_record()
             for broker_id in self.broker_ids:
-                self._spawn(broker_id)
+                self._spawn(broker_id, wait=True)
             self._wait_serving(self.broker_ids)
             if self.gateway is not None:
                 self.gateway.start(self.clock(), ClusterStartError)
@@ -374,6 +404,8 @@ class Supervisor:
         self._write_record()
         if self.gateway is not None:
             self.gateway.stop()  # first: its clients' connections go before the brokers
+        for process in self._processes.values():
+            process.close_ready()
         processes = [p for p in self._processes.values() if p.running()]
         for process in processes:
             process.popen.send_signal(signal.SIGTERM)
@@ -432,7 +464,7 @@ class Supervisor:
             raise ValueError(f"broker {broker_id} is already running (pid {process.pid})")
         if broker_id not in self.broker_ids:
             self.broker_ids = sorted(self.broker_ids + [broker_id])
-        self._spawn(broker_id)
+        self._spawn(broker_id, wait=True)
         self._wait_serving([broker_id])
         self._write_record()
 
@@ -539,26 +571,58 @@ class Supervisor:
             fd, self._lock_fd = self._lock_fd, None
             os.close(fd)
 
-    def _spawn(self, broker_id):
+    def _spawn(self, broker_id, wait=False):
+        """Start broker ``broker_id``; with ``wait`` (the caller waits for it to serve) give
+        a real broker a ready pipe (``RINGLOG_READY_FD``) that ``_wait_serving`` waits on."""
         directory = dd.broker_dir(self.data_dir, broker_id)
         log_path = os.path.join(directory, dd.BROKER_LOG)
-        argv = self.broker_command + ["--data-dir", self.data_dir, "--broker-id",
-                                      str(broker_id)] + override_args(self.config)
+        args = ["--data-dir", self.data_dir, "--broker-id", str(broker_id)] + override_args(
+            self.config)
+        ready_r = ready_w = None
+        if wait and zygote.zygote_module(self.broker_command) == BROKER_COMMAND[2]:
+            ready_r, ready_w = os.pipe()
         with dd.private_umask():  # the directory, the log and the process (it inherits it)
             os.makedirs(directory, mode=dd.DIR_MODE, exist_ok=True)
             output = open_log(log_path)
             try:
-                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+                popen, how = None, "started"
+                if self.use_zygote:
+                    popen = zygote.fork(self.broker_command + args, output, ready_w)
+                    how = "forked by its zygote"
+                if popen is None:
+                    env = None if ready_w is None else dict(
+                        os.environ, **{zygote.READY_FD_ENV: str(ready_w)})
+                    popen, how = subprocess.Popen(
+                        self.broker_command + args, stdin=subprocess.DEVNULL, stdout=output,
+                        stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                        pass_fds=() if ready_w is None else (ready_w,)), "started"
+            except BaseException:
+                if ready_r is not None:
+                    os.close(ready_r)
+                raise
             finally:
                 os.close(output)
-        self._processes[broker_id] = BrokerProcess(broker_id, popen, log_path, self.clock())
+                if ready_w is not None:
+                    os.close(ready_w)
+        if broker_id in self._processes:
+            self._processes[broker_id].close_ready()
+        process = BrokerProcess(broker_id, popen, log_path, self.clock())
+        process.ready_fd = ready_r
+        self._processes[broker_id] = process
         self._set_broker_state(broker_id, dd.STATE_STARTING, popen.pid)
-        log.info("started broker %d (pid %d): %s", broker_id, popen.pid, " ".join(argv))
+        log.info("%s broker %d (pid %d): %s", how, broker_id, popen.pid,
+                 " ".join(self.broker_command + args))
 
     def _wait_serving(self, broker_ids):
         """Wait until each broker's broker.json says serving under its pid, then until the
-        page lists them alive under a controller."""
+        page lists them alive under a controller; woken by the brokers' ready pipes."""
+        try:
+            self._wait_serving_pipes(broker_ids)
+        finally:
+            for broker_id in broker_ids:
+                self._processes[broker_id].close_ready()
+
+    def _wait_serving_pipes(self, broker_ids):
         deadline = time.monotonic() + self.start_timeout
         pending = list(broker_ids)
         while pending:
@@ -576,7 +640,7 @@ class Supervisor:
                 if time.monotonic() >= deadline:
                     raise ClusterStartError(self._timeout_message(
                         pending, "did not report serving in broker.json"))
-                time.sleep(_WAIT_STEP)
+                self._wait_ready_bytes(pending, deadline)
         while True:
             image = self.page.read()
             missing = [b for b in broker_ids
@@ -588,7 +652,31 @@ class Supervisor:
                 what = (f"are not alive in the metadata page (controller "
                         f"{image.controller_id}, page version {image.version})")
                 raise ClusterStartError(self._timeout_message(missing or broker_ids, what))
-            time.sleep(_WAIT_STEP)
+            self._wait_ready_bytes(missing or broker_ids, deadline)
+
+    def _wait_ready_bytes(self, broker_ids, deadline):
+        """Wait until one of ``broker_ids`` says it is ready (its ready byte, or end of file
+        if it died), at most ``_READY_WAIT`` s; ``_WAIT_STEP`` s if one of them has no ready
+        pipe (a broker command that does not speak it: then broker.json and the page are
+        polled)."""
+        fds = {}
+        for broker_id in broker_ids:
+            process = self._processes[broker_id]
+            if process.ready_seen:
+                continue
+            if process.ready_fd is None:
+                fds = None
+                break
+            fds[process.ready_fd] = process
+        timeout = max(0.0, min(deadline - time.monotonic(),
+                               _WAIT_STEP if not fds else _READY_WAIT))
+        if not fds:
+            time.sleep(timeout)
+            return
+        for fd in select.select(list(fds), [], [], timeout)[0]:
+            os.read(fd, 1)  # b"r", or b"" from a broker that exited: the next check says
+            fds[fd].ready_seen = True
+            fds[fd].close_ready()
 
     def _timeout_message(self, broker_ids, what):
         parts = [f"brokers {broker_ids} {what} within {self.start_timeout} s"]
@@ -607,7 +695,8 @@ class Supervisor:
             "restart_on_failure": self.restart_on_failure,
             "supervisor": self.kind, "supervisor_pid": pid,
             "supervisor_start_time": start_time,
-            "gateway_pid": None if self.gateway is None else self.gateway.pid})
+            "gateway_pid": None if self.gateway is None else self.gateway.pid},
+            durable=self.durable)
 
     def __repr__(self):
         return (f"Supervisor({self.data_dir!r}, brokers={self.broker_ids}, "

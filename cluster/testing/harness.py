@@ -35,6 +35,17 @@ from cluster.supervisor.supervisor import RestartBackoff, log_tail
 #: Seconds a test cluster's broker or gateway may take to stop after SIGTERM before SIGKILL.
 TEST_STOP_TIMEOUT = 5.0
 LOG_TAIL_LINES = 40
+#: Seconds between two reads of the metadata page while ``new_topic`` waits for leaders.
+TOPIC_WAIT_STEP = 0.002
+#: Seconds ``new_topic`` watches the page before the admin client's wait takes over.
+TOPIC_WAIT = 10.0
+
+
+def _led(image, name):
+    """Whether topic ``name`` is in ``image`` with a leader for every partition."""
+    topic = image.topics.get(name)
+    return topic is not None and bool(topic.partitions) and all(
+        p.leader >= 0 for p in topic.partitions)
 
 
 class TestCluster:
@@ -128,15 +139,25 @@ class TestCluster:
     def new_topic(self, partitions=1, replication_factor=None, configs=None):
         """Create a topic of a name no other call returns (in any cluster) and return the
         name once every partition has a leader. ``replication_factor``: the cluster's
-        default when None."""
+        default when None.
+
+        The wait watches the metadata page (shared memory, a read every
+        ``TOPIC_WAIT_STEP`` s) until every partition is led, then asks the brokers once
+        (``describe_topics``); only if they do not know it yet does it fall back to the admin
+        client's own wait (``wait_for_topics``, kafka-python's 0.1 s polls)."""
         name = f"{self._prefix}-{next(self._names)}"
         if replication_factor is None:
             replication_factor = self.replication_factor or -1
         if self._admin is None:
             self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers)
         self._admin.create_topics([NewTopic(name, partitions, replication_factor,
-                                            topic_configs=dict(configs or {}))],
-                                  wait_for_metadata=True)
+                                            topic_configs=dict(configs or {}))])
+        try:
+            self._cluster.wait_for_metadata(lambda image: _led(image, name),
+                                            timeout=TOPIC_WAIT, step=TOPIC_WAIT_STEP)
+        except TimeoutError:
+            pass  # the admin client's wait below says what is missing
+        self._admin.wait_for_topics([name])
         return name
 
     # -- diagnostics ------------------------------------------------------------------------

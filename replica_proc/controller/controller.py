@@ -211,6 +211,11 @@ class Controller:
             self._check_leader_imbalance(now)
         return self.active
 
+    def poll_now(self):
+        """Make the next ``poll`` a real one, whatever ``poll_interval`` says (the broker, the
+        moment it serves: its controller counts it alive without waiting)."""
+        self._next_poll = float("-inf")
+
     def _become_active(self, now, claim):
         with claim:
             metadata_log = mr.MetadataLog(self.data_dir, clock=self.clock)
