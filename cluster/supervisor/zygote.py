@@ -34,9 +34,13 @@ descriptors alongside with SCM_RIGHTS):
   room the zygote's own command line keeps for it (``CMDLINE_ROOM``).
 
 What a forked broker does not share with an exec'd one: the modules are those the zygote
-imported when it started (code changed on disk since, or a ``sys.path`` / PYTHONPATH changed
-since, is not seen until the zygote is replaced: a new process, or ``close_shared()``); its
-hash seed is the zygote's.
+imported when it started; its hash seed is the zygote's. A ``sys.path`` / PYTHONPATH changed
+since is not seen until the zygote is replaced (a new process, or ``close_shared()``). Code
+changed on disk is: before each fork the zygote compares the modification times and sizes of
+the source files of ringlog's packages (and MODULE's) it imported with those it loaded, and
+answers ``{"stale"}`` instead of forking when one differs (an upgrade, then ``ringlog broker
+stop``/``start`` of one broker, as a Kafka operator rolls a cluster); ``fork`` then replaces
+the zygote and forks from the new one, so a restarted broker runs the code on disk.
 
 Killing the zygote kills no broker (they run in their own sessions and are reparented) and
 leaves no shared memory (it creates none). The supervisor's handle on a broker
@@ -103,6 +107,31 @@ class ZygoteUnavailable(RuntimeError):
     """The zygote could not start or died; the caller execs the broker instead."""
 
 
+class ZygoteStale(ZygoteUnavailable):
+    """The zygote's code changed on disk since it imported it; nothing was forked."""
+
+
+OWN_PACKAGES = ("cluster", "replica_proc", "segments", "shm_ring", "consumer_proc",
+                "spark_bridge")
+"""ringlog's top-level packages: their imported source files are the zygote's code stamp."""
+
+
+def code_stamp(module):
+    """(path, mtime_ns, size) of the source file of every imported module of ringlog's
+    packages and of ``module``'s: what a fork would run, as it was on disk when read."""
+    roots = {*OWN_PACKAGES, module.partition(".")[0]}
+    stamp = []
+    for name, loaded in list(sys.modules.items()):
+        path = getattr(loaded, "__file__", None)
+        if path and name.partition(".")[0] in roots:
+            try:
+                st = os.stat(path)
+                stamp.append((path, st.st_mtime_ns, st.st_size))
+            except OSError:
+                stamp.append((path, None, None))
+    return sorted(stamp)
+
+
 # -- the wire: one JSON message per packet, descriptors alongside ---------------------------
 
 def send(sock, message, fds=()):
@@ -152,6 +181,7 @@ def serve(module, sock):
         return 1
     gc.collect()
     gc.freeze()
+    stamp = code_stamp(module)
     set_cmdline([sys.executable, "-m", ZYGOTE_MODULE, module])  # the padding out of sight
     send(sock, {"ready": os.getpid()})
     children = {}  # pidfd -> pid
@@ -162,6 +192,12 @@ def serve(module, sock):
                 message, fds = recv(sock)
                 if message is None:
                     return 0  # the supervisor is gone: so is the zygote, never its brokers
+                changed = _changed(stamp, code_stamp(module))
+                if changed is not None:
+                    for fd in fds:
+                        os.close(fd)
+                    send(sock, {"stale": changed})
+                    continue
                 pid, pidfd = _fork(module, message, fds, sock, children)
                 send(sock, {"pid": pid}, [pidfd])
                 children[pidfd] = pid
@@ -170,6 +206,17 @@ def serve(module, sock):
                 _, status = os.waitpid(pid, 0)
                 os.close(fd)
                 send(sock, {"exit": pid, "returncode": os.waitstatus_to_exitcode(status)})
+
+
+def _changed(loaded, now):
+    """The first source file that differs between two code stamps, or None."""
+    if loaded == now:
+        return None
+    before = {path: rest for path, *rest in loaded}
+    for path, *rest in now:
+        if before.get(path) != rest:
+            return path
+    return loaded[0][0] if loaded else "?"
 
 
 def _fork(module, request, fds, sock, children):
@@ -302,6 +349,9 @@ class Zygote:
                     message, got = self._recv(timeout)
                     if "pid" in message:
                         return ForkedProcess(self, message["pid"], got[0], args)
+                    if "stale" in message:
+                        raise ZygoteStale(f"{message['stale']} changed on disk since the "
+                                          f"zygote of {self.module} imported it")
             except OSError as exc:
                 self._lost()
                 raise ZygoteUnavailable(f"zygote of {self.module} (pid {self.pid}) is gone: "
@@ -454,6 +504,15 @@ def shared(module):
         return zygote
 
 
+def replace_shared(module):
+    """Close this process's zygote of ``module`` (its brokers go on); the next ``shared``
+    starts a new one."""
+    with _shared_lock:
+        zygote = _shared.pop(module, None)
+        if zygote is not None and zygote.owner_pid == os.getpid():
+            zygote.close()
+
+
 def pids():
     """Pids of this process's running zygotes: helpers that live as long as this process
     (a check for processes a test left running leaves them out)."""
@@ -500,7 +559,12 @@ def fork(command, output, ready_fd=None):
     umask = os.umask(0o077)
     os.umask(umask)
     try:
-        return shared(module).spawn(command[3:], output, umask, ready_fd)
+        try:
+            return shared(module).spawn(command[3:], output, umask, ready_fd)
+        except ZygoteStale as exc:
+            log.info("a new zygote of %s: %s", module, exc)
+            replace_shared(module)
+            return shared(module).spawn(command[3:], output, umask, ready_fd)
     except (ZygoteUnavailable, OSError) as exc:
         log.warning("starting %s without a zygote: %s", module, exc)
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 
 import psutil
@@ -237,3 +238,51 @@ def test_with_zygotes_off_brokers_are_exec_d_as_before(data_dir, monkeypatch):
         cluster_id = cluster.cluster_id
     assert read_record(data_dir)["broker_states"]["0"]["exit"] == "exit code 0"
     assert list_objects(cluster_id) == []
+
+
+PROBE = "zygote_stale_probe"
+PROBE_MAIN = '''import json, os, sys
+from zygote_stale_probe import VERSION
+if __name__ == "__main__":
+    with open(sys.argv[1], "w") as file:
+        json.dump({"version": VERSION, "ppid": os.getppid()}, file)
+'''
+
+
+@pytest.mark.multiprocess
+def test_code_changed_on_disk_gets_a_new_zygote_before_the_next_fork(tmp_path, monkeypatch):
+    """An upgrade then a broker restarted alone (``ringlog broker stop``/``start``) runs the
+    code on disk: the zygote that imported the old code forks nothing and is replaced."""
+    package = tmp_path / PROBE
+    package.mkdir()
+    (package / "__init__.py").write_text("VERSION = 1\n")
+    (package / "__main__.py").write_text(PROBE_MAIN)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    report, log = tmp_path / "report.json", tmp_path / "probe.log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    started = []
+    try:
+        def run():
+            child = zygote.fork([sys.executable, "-m", PROBE, str(report)], fd)
+            assert child is not None, log.read_text()
+            started.append(child.pid)
+            assert child.wait(BOUND) == 0, log.read_text()
+            return json.loads(report.read_text())
+
+        first = run()
+        assert first["version"] == 1 and first["ppid"] == zygote.shared(PROBE).pid
+        assert run()["ppid"] == first["ppid"]  # unchanged code: the same zygote forks
+        init = package / "__init__.py"
+        init.write_text("VERSION = 22\n")  # another size, and a later mtime for certain
+        later = init.stat().st_mtime_ns + 2_000_000_000
+        os.utime(init, ns=(later, later))
+        second = run()
+        assert second["version"] == 22
+        assert second["ppid"] != first["ppid"] and not running(first["ppid"])
+    finally:
+        os.close(fd)
+        zygote.replace_shared(PROBE)
+        for pid in started:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
