@@ -93,6 +93,7 @@ command line (``python -m MODULE args``: what ``ps`` and ``/proc/<pid>/cmdline``
 an exec'd broker) over it; a longer one is cut."""
 
 FORKED_AT_ENV = "RINGLOG_FORKED_AT"
+"""Environment variable of a forked child: ``time.monotonic()`` when it was forked."""
 
 READY_FD_ENV = "RINGLOG_READY_FD"
 """The descriptor a broker writes its ready byte to (``replica_proc.__main__`` reads it)."""
@@ -100,7 +101,6 @@ READY_FD_ENV = "RINGLOG_READY_FD"
 ENABLE_ENV = "RINGLOG_ZYGOTE"
 """``RINGLOG_ZYGOTE=0`` in the environment: supervisors exec every broker and gateway
 (``python -m ...``) instead of forking them from a zygote."""
-"""Environment variable of a forked child: ``time.monotonic()`` when it was forked."""
 
 
 class ZygoteUnavailable(RuntimeError):
