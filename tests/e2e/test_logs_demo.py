@@ -1,4 +1,4 @@
-"""`make demo-logs` end to end at the small size (``--small``: 3 services, 6 windows): the
+"""`make demo-logs` end to end at the small size (``--small``: 3 services, 4 windows): the
 writers, ``ringlog ship`` killed twice, the Spark alerting job through the ringlog sink; the
 demo checks every line and every alert itself and says ``demo passed``, with nothing left
 running or in /dev/shm (it checks both)."""
