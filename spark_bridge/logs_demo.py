@@ -7,7 +7,8 @@ Spark sink on a 3-broker cluster, checked.
    ``<event time> <LEVEL> <service> seq=<n> ...`` to ``LOGS/<service>.log``, one 10-second
    event-time window after another (event times are the demo's own, from 2026-01-01T00:00Z,
    so a run does not wait for real windows), with logrotate-style renames
-   (``x.log.1`` -> ``x.log.2``, ``x.log`` -> ``x.log.1``, a new ``x.log``) and, for the
+   (``x.log.1`` -> ``x.log.2`` ..., ``x.log`` -> ``x.log.1``, a new ``x.log``; no copy
+   deleted) and, for the
    first service, one ``copytruncate`` instead. Some windows of each service carry an
    error burst (``BURST_ERRORS`` ERROR lines); the others at most ``QUIET_ERRORS_MAX``.
 3. ``ringlog ship --path 'LOGS/*.log*' --key '{service}'`` ships them to ``logs``; it is
@@ -92,9 +93,16 @@ def _stamp(seconds):
 
 
 def _rotate(path):
-    """logrotate's default: x.log.1 -> x.log.2, x.log -> x.log.1."""
-    if os.path.exists(path + ".1"):
-        os.replace(path + ".1", path + ".2")
+    """logrotate's renames, every copy kept (``rotate N`` with N above the demo's rotations):
+    x.log.k -> x.log.k+1 from the oldest, then x.log -> x.log.1. No copy is deleted: one
+    deleted before the shipper read it is lost to any shipper, and the demo's shipper may be
+    down for a while (killed twice; restarting on a loaded machine took longer than three
+    rotations, when keeping two copies deleted a file nobody had read)."""
+    copies = 0
+    while os.path.exists(f"{path}.{copies + 1}"):
+        copies += 1
+    for k in range(copies, 0, -1):
+        os.replace(f"{path}.{k}", f"{path}.{k + 1}")
     os.replace(path, path + ".1")
 
 
