@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import sys
 import threading
 
@@ -91,6 +92,10 @@ def _worker_launcher():
     os.makedirs(directory, mode=0o700, exist_ok=True)
     path = os.path.join(directory,
                         "python-" + hashlib.sha256(text.encode()).hexdigest()[:16])
+    if not _only_ours(directory, stat.S_ISDIR):
+        return sys.executable  # another user's (or an open) directory: run nothing from it
+    if os.path.lexists(path) and not _only_ours(path, stat.S_ISREG):
+        os.unlink(path)  # ours to remove: the directory is ours alone
     if not os.path.exists(path):
         temporary = f"{path}.{os.getpid()}"
         with open(temporary, "w") as file:
@@ -98,6 +103,14 @@ def _worker_launcher():
         os.chmod(temporary, 0o755)
         os.replace(temporary, path)
     return path
+
+
+def _only_ours(path, is_kind):
+    """Whether ``path`` (not followed if a link) is of the kind, owned by this user and
+    writable by nobody else: a launcher another local user could write is never run."""
+    st = os.lstat(path)
+    return (is_kind(st.st_mode) and st.st_uid == os.geteuid()
+            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
 def _point_workers_at_this_interpreter():

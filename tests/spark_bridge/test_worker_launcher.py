@@ -39,3 +39,32 @@ def test_workers_import_the_installed_pyspark_not_its_zip(tmp_path):
     assert os.path.dirname(pyspark_file) == os.path.dirname(os.path.abspath(pyspark.__file__))
     assert os.path.realpath(executable) == os.path.realpath(sys.executable)
     assert path == os.pathsep.join(mine)
+
+
+def _launcher_dir(tmp_path, monkeypatch, mode):
+    import tempfile
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    directory = tmp_path / f"ringlog-spark-{os.getuid()}"
+    directory.mkdir()
+    directory.chmod(mode)
+    return directory
+
+
+def test_a_launcher_directory_others_can_write_is_not_used(tmp_path, monkeypatch):
+    """Another local user who made (or can write) the directory could swap the launcher:
+    the workers then run this interpreter directly, and nothing is written there."""
+    directory = _launcher_dir(tmp_path, monkeypatch, 0o777)
+    assert _worker_launcher() == sys.executable
+    assert os.listdir(directory) == []
+
+
+def test_a_launcher_others_can_write_is_replaced_before_it_runs(tmp_path, monkeypatch):
+    directory = _launcher_dir(tmp_path, monkeypatch, 0o700)
+    first = _worker_launcher()
+    assert os.path.dirname(first) == str(directory)
+    with open(first, "w") as file:
+        file.write("#!/bin/sh\necho planted\n")
+    os.chmod(first, 0o777)
+    assert _worker_launcher() == first
+    assert "planted" not in open(first).read()
+    assert not os.stat(first).st_mode & 0o022
