@@ -29,6 +29,7 @@ against each other (counts and value bytes per partition).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import tempfile
@@ -156,9 +157,27 @@ def make_in_memory_source(batch_sizes):
 
 
 def timed(run):
+    """(seconds, result) of ``run()``."""
     started = time.perf_counter()
     result = run()
     return time.perf_counter() - started, result
+
+
+@contextlib.contextmanager
+def one_broker(prefix):
+    """A one-broker cluster in a new temporary directory (named ``prefix``...), started;
+    yields its data directory; stops the cluster and removes the directory at the end. The
+    Spark benchmarks' setup (``spark_sink_bench`` too)."""
+    from cluster import Cluster
+
+    data_dir = tempfile.mkdtemp(prefix=prefix)
+    cluster = Cluster(data_dir, brokers=1)
+    try:
+        cluster.start()
+        yield data_dir
+    finally:
+        cluster.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def main(argv=None):
@@ -168,13 +187,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
 
-    from cluster import Cluster
     from spark_bridge import get_spark
 
-    data_dir = tempfile.mkdtemp(prefix="ringlog-spark-bench-")
-    cluster = Cluster(data_dir, brokers=1)
-    try:
-        cluster.start()
+    with one_broker("ringlog-spark-bench-") as data_dir:
         started = time.perf_counter()
         fill(data_dir, args.records, args.partitions)
         print(f"{args.records:,} records of {VALUE_BYTES} bytes in {args.partitions} "
@@ -206,9 +221,6 @@ def main(argv=None):
         ratio = rates["ringlog"] / rates["in-memory"]
         print(f"ringlog / in-memory ceiling: {ratio:.2f}; target {TARGET:,} records/s: "
               f"{'met' if rates['ringlog'] >= TARGET else 'NOT met'}")
-    finally:
-        cluster.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

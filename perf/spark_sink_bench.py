@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
-import time
+
+from perf.spark_bench import one_broker, timed
 
 
 def topic_count(data_dir, topic, isolation_level):
@@ -68,13 +68,10 @@ def main(argv=None):
 
     from pyspark.sql import functions as F
 
-    from cluster import Cluster, KafkaAdminClient, NewTopic
+    from cluster import KafkaAdminClient, NewTopic
     from spark_bridge import get_spark
 
-    data_dir = tempfile.mkdtemp(prefix="ringlog-spark-sink-bench-")
-    cluster = Cluster(data_dir, brokers=1)
-    try:
-        cluster.start()
+    with one_broker("ringlog-spark-sink-bench-") as data_dir:
         spark = get_spark(app_name="ringlog-spark-sink-bench")
         df = (spark.range(args.rows, numPartitions=args.partitions)
               .select(F.concat(F.lit("k"), F.col("id").cast("string")).alias("key"),
@@ -87,16 +84,16 @@ def main(argv=None):
                 for way in times:
                     topic = f"{way}-{repeat}"
                     admin.create_topics([NewTopic(topic, 2, 1)])
-                    started = time.perf_counter()
                     if way == "sink":
-                        (df.write.format("ringlog").mode("append")
-                         .option("kafka.bootstrap.servers", data_dir).option("topic", topic)
-                         .option("kafka.linger.ms", "5").save())
+                        elapsed, _ = timed(lambda t=topic: (
+                            df.write.format("ringlog").mode("append")
+                            .option("kafka.bootstrap.servers", data_dir).option("topic", t)
+                            .option("kafka.linger.ms", "5").save()))
                         isolation = "read_committed"
                     else:
-                        df.foreachPartition(send_partition(data_dir, topic))
+                        elapsed, _ = timed(lambda t=topic: df.foreachPartition(
+                            send_partition(data_dir, t)))
                         isolation = "read_uncommitted"
-                    elapsed = time.perf_counter() - started
                     count = topic_count(data_dir, topic, isolation)
                     assert count == args.rows, f"{way}: {count} of {args.rows} rows in {topic}"
                     times[way].append(elapsed)
@@ -107,8 +104,6 @@ def main(argv=None):
         for way, rate in medians.items():
             print(f"  {way:13s} {rate:12,.0f} rows/s")
         print(f"  sink / foreachBatch: {medians['sink'] / medians['foreachBatch']:.2f}")
-    finally:
-        cluster.stop()
 
 
 if __name__ == "__main__":

@@ -7,16 +7,18 @@ Spark sink on a 3-broker cluster, checked.
    ``<event time> <LEVEL> <service> seq=<n> ...`` to ``LOGS/<service>.log``, one 10-second
    event-time window after another (event times are the demo's own, from 2026-01-01T00:00Z,
    so a run does not wait for real windows), with logrotate-style renames
-   (``x.log.1`` -> ``x.log.2``, ``x.log`` -> ``x.log.1``, a new ``x.log``) and, for the
+   (``x.log.1`` -> ``x.log.2`` ..., ``x.log`` -> ``x.log.1``, a new ``x.log``; no copy
+   deleted) and, for the
    first service, one ``copytruncate`` instead. Some windows of each service carry an
    error burst (``BURST_ERRORS`` ERROR lines); the others at most ``QUIET_ERRORS_MAX``.
 3. ``ringlog ship --path 'LOGS/*.log*' --key '{service}'`` ships them to ``logs``; it is
    SIGKILLed twice while the writers write and restarted on its checkpoint each time. When
    the writers are done it is stopped (SIGTERM) and ``ringlog ship --once`` ships what is
    left.
-4. A Spark Structured Streaming job, running from the start, reads ``logs`` with
-   ``format("ringlog")`` (restarted on its checkpoint if it dies, at most
-   ``SPARK_RESTARTS`` times: the sink keeps the alerts exactly once), parses the lines,
+4. A Spark Structured Streaming job, started (and through its first micro-batch) before the
+   writers and the shipper, reads ``logs`` with ``format("ringlog")`` (restarted on its
+   checkpoint if it dies, at most ``SPARK_RESTARTS`` times in all: the sink keeps the alerts
+   exactly once), parses the lines,
    drops lines shipped twice (within the watermark, by service and sequence number),
    counts ERROR lines per service per 10-second event-time window with a 10-second
    watermark, and writes one alert per (service, window)
@@ -91,9 +93,16 @@ def _stamp(seconds):
 
 
 def _rotate(path):
-    """logrotate's default: x.log.1 -> x.log.2, x.log -> x.log.1."""
-    if os.path.exists(path + ".1"):
-        os.replace(path + ".1", path + ".2")
+    """logrotate's renames, every copy kept (``rotate N`` with N above the demo's rotations):
+    x.log.k -> x.log.k+1 from the oldest, then x.log -> x.log.1. No copy is deleted: one
+    deleted before the shipper read it is lost to any shipper, and the demo's shipper may be
+    down for a while (killed twice; restarting on a loaded machine took longer than three
+    rotations, when keeping two copies deleted a file nobody had read)."""
+    copies = 0
+    while os.path.exists(f"{path}.{copies + 1}"):
+        copies += 1
+    for k in range(copies, 0, -1):
+        os.replace(f"{path}.{k}", f"{path}.{k + 1}")
     os.replace(path, path + ".1")
 
 
@@ -211,6 +220,42 @@ def start_alerting(spark, data_dir, checkpoint):
             .trigger(processingTime="1 second").start())
 
 
+class DemoError(Exception):
+    """A step failed so that the demo cannot go on (its message says which)."""
+
+
+class AlertingJob:
+    """The Spark job of step 4, restarted on its checkpoint when it dies, at most
+    ``SPARK_RESTARTS`` times (the sink keeps the alerts exactly once across restarts)."""
+
+    def __init__(self, spark, data_dir, checkpoint):
+        self.spark = spark
+        self.data_dir = data_dir
+        self.checkpoint = checkpoint
+        self.restarts = 0
+        self.query = start_alerting(spark, data_dir, checkpoint)
+
+    def catch_up(self):
+        """Process what ``logs`` holds now, restarting the job each time it dies; the
+        reason once it died more often than allowed, else None."""
+        while True:
+            try:
+                self.query.processAllAvailable()
+                return None
+            except Exception as exc:  # the query died: restarted on its checkpoint
+                reason = str(exc).splitlines()[0]
+                if self.restarts == SPARK_RESTARTS:
+                    return f"the Spark job failed {self.restarts + 1} times, last: {reason}"
+                self.restarts += 1
+                print(f"   the Spark job failed ({reason}); restarted on its checkpoint "
+                      f"({self.restarts} of at most {SPARK_RESTARTS})", flush=True)
+                self.query = start_alerting(self.spark, self.data_dir, self.checkpoint)
+
+    def stop(self):
+        if self.query.isActive:
+            self.query.stop()
+
+
 def read_all(data_dir, topic, isolation_level="read_uncommitted"):
     """Every record of ``topic`` now: a list of ConsumerRecords."""
     with KafkaConsumer(bootstrap_servers=data_dir, isolation_level=isolation_level,
@@ -277,7 +322,7 @@ def run(args, work):
     log_dir = os.path.join(work, "logs")
     os.makedirs(log_dir)
     cluster = Cluster(data_dir, brokers=3)
-    writers, shipper, spark, query = [], None, None, None
+    writers, shipper, spark, job = [], None, None, None
     started = time.monotonic()
     try:
         cluster.start()
@@ -289,8 +334,13 @@ def run(args, work):
 
         spark = get_spark(app_name="ringlog-logs-demo",
                           conf={"spark.sql.session.timeZone": "UTC"})
-        spark_checkpoint = os.path.join(work, "spark-checkpoint")
-        query = start_alerting(spark, data_dir, spark_checkpoint)
+        job = AlertingJob(spark, data_dir, os.path.join(work, "spark-checkpoint"))
+        # Its source's Python worker is up before the writers and the shipper start: Spark
+        # gives that worker 10 s to connect back, which a burst of process starts on a
+        # loaded 2-core machine can exceed (the job then dies and is restarted).
+        failure = job.catch_up()
+        if failure is not None:
+            raise DemoError(failure)
         print(f"2. Spark job started ({time.monotonic() - started:.0f} s): readStream "
               f"format(\"ringlog\") -> ERROR count per service per {WINDOW_SECONDS}-s window "
               f"(watermark {WINDOW_SECONDS} s) -> writeStream format(\"ringlog\") topic "
@@ -324,26 +374,17 @@ def run(args, work):
               f"copytruncate); ship --once finished the files", flush=True)
         expected = expected_alerts(args.services, args.windows)
         deadline = time.monotonic() + 240
-        alerts, restarts = {}, 0
+        alerts = {}
         while time.monotonic() < deadline:
-            try:
-                query.processAllAvailable()
-            except Exception as exc:  # the query died: restarted on its checkpoint below
-                reason = str(exc).splitlines()[0]
-                if restarts == SPARK_RESTARTS:
-                    problems.append(f"the Spark job failed {restarts + 1} times, last: "
-                                    f"{reason}")
-                    break
-                restarts += 1
-                print(f"   the Spark job failed ({reason}); restarted on its checkpoint "
-                      f"({restarts} of at most {SPARK_RESTARTS})", flush=True)
-                query = start_alerting(spark, data_dir, spark_checkpoint)
-                continue
+            failure = job.catch_up()
+            if failure is not None:
+                problems.append(failure)
+                break
             alerts = check_alerts(read_all(data_dir, ALERTS, "read_committed"))
             if set(alerts) >= expected:
                 break
             time.sleep(2)  # no-data micro-batches move the watermark
-        query.stop()
+        job.stop()
         unique, duplicates, unexplained, missing, malformed = check_lines(
             read_all(data_dir, LOGS), written, shipper.kill_checkpoints)
         wrong = {k: n for k, n in alerts.items() if k not in expected}
@@ -375,6 +416,8 @@ def run(args, work):
             problems.append(f"alerts written more than once: {sorted(repeated.items())[:3]}")
         if wrong:
             problems.append(f"alerts for quiet windows: {sorted(wrong)[:3]}")
+    except DemoError as exc:  # the run cannot go on; what it started is stopped below
+        problems.append(str(exc))
     finally:
         for writer in writers:
             if writer.is_alive():
@@ -382,8 +425,8 @@ def run(args, work):
                 writer.join(10)
         if shipper is not None:
             shipper.stop(30)
-        if query is not None and query.isActive:
-            query.stop()
+        if job is not None:
+            job.stop()
         spark_processes = []
         if spark is not None:
             spark_processes = jvm.spark_processes()
@@ -409,10 +452,11 @@ def main(argv=None):
     parser.add_argument("--pace", type=float, default=1.0,
                         help="seconds between two windows of a writer")
     parser.add_argument("--small", action="store_true",
-                        help="the size make test runs (3 services, 6 windows)")
+                        help="the size make test runs (3 services, 4 windows: each "
+                             "service one rotation or copytruncate and one burst)")
     args = parser.parse_args(argv)
     if args.small:
-        args.services, args.windows, args.pace = 3, 6, 1.0
+        args.services, args.windows, args.pace = 3, 4, 1.0
     work = tempfile.mkdtemp(prefix="ringlog-logs-demo-")
     try:
         problems = run(args, work)

@@ -296,12 +296,13 @@ class KafkaProducer:
             -1 if value is None else len(value), -1 if not headers else _header_size(headers)))
 
     def send_batch(self, topic, values, keys=None, partition=None, timestamp_ms=None,
-                   batch_size=None):
+                   batch_size=None, headers=None):
         """Queue many records at once; return one FutureBatchMetadata per batch made.
 
         ``values``: a 2-D uint8 numpy array (one fixed-size value per row) or a sequence of
         bytes-like (None for a tombstone). ``keys``: None, or one key per value (a sequence
-        of bytes, or a 2-D uint8 array). ``partition``: all records to this partition; else
+        of bytes, or a 2-D uint8 array). ``headers``: None, or one list of (str, bytes) per
+        value (None or [] for a record without). ``partition``: all records to this partition; else
         keyed records go where ``send()`` would put them (murmur2), and unkeyed ones fill one
         batch per partition, the partitioner choosing each batch's partition. Every record
         gets ``timestamp_ms`` (default: now, read once). ``batch_size`` (default
@@ -320,6 +321,8 @@ class KafkaProducer:
         count = len(values)
         if keys is not None and len(keys) != count:
             raise ValueError(f"{len(keys)} keys for {count} values")
+        if headers is not None and len(headers) != count:
+            raise ValueError(f"{len(headers)} headers for {count} values")
         info = self._cluster.topics.get(topic)
         if info is None or info.error_code or (partition is not None
                                                and partition not in info.leaders):
@@ -330,8 +333,8 @@ class KafkaProducer:
                                                                    self._largest_batch)
         futures = []
         if partition is not None:
-            self._queue_bulk(topic, lambda _: partition, values, keys, None, timestamp_ms,
-                             size, futures)
+            self._queue_bulk(topic, lambda _: partition, values, keys, headers, None,
+                             timestamp_ms, size, futures)
         elif keys is not None:
             key_list = [row.tobytes() for row in keys] if isinstance(keys, np.ndarray) else keys
             if None in key_list:
@@ -343,7 +346,7 @@ class KafkaProducer:
             bounds = np.flatnonzero(np.diff(targets[order])) + 1
             for group in np.split(order, bounds):
                 chosen = info.partition_ids[int(targets[group[0]])]
-                self._queue_bulk(topic, lambda _, p=chosen: p, values, keys, group,
+                self._queue_bulk(topic, lambda _, p=chosen: p, values, keys, headers, group,
                                  timestamp_ms, size, futures)
         else:
             partitioner = self._partitioner
@@ -353,14 +356,15 @@ class KafkaProducer:
                     partitioner.on_new_batch(topic, previous, info.partition_ids,
                                              info.available)
                 return partitioner.partition(topic, None, info.partition_ids, info.available)
-            self._queue_bulk(topic, next_partition, values, None, None, timestamp_ms, size,
-                             futures)
+            self._queue_bulk(topic, next_partition, values, None, headers, None, timestamp_ms,
+                             size, futures)
         self._sender.wakeup()
         return futures
 
-    def _queue_bulk(self, topic, choose, values, keys, indices, timestamp_ms, size, futures):
-        """Encode ``values[indices]`` (all when None) chunk by chunk and queue each batch on
-        ``choose(previous partition)``."""
+    def _queue_bulk(self, topic, choose, values, keys, headers, indices, timestamp_ms, size,
+                    futures):
+        """Encode ``values[indices]`` (all when None; their keys and headers with them) chunk
+        by chunk and queue each batch on ``choose(previous partition)``."""
         import numpy as np
 
         from segments.record.bulk import build_batches
@@ -374,11 +378,13 @@ class KafkaProducer:
                 where = np.arange(start, stop)
                 chunk_values = values[start:stop]
                 chunk_keys = None if keys is None else keys[start:stop]
+                chunk_headers = None if headers is None else headers[start:stop]
             else:
                 where = indices[start:stop]
                 chunk_values = _take(values, where)
                 chunk_keys = None if keys is None else _take(keys, where)
-            built = build_batches(chunk_values, chunk_keys, timestamp_ms,
+                chunk_headers = None if headers is None else _take(headers, where)
+            built = build_batches(chunk_values, chunk_keys, timestamp_ms, chunk_headers,
                                   compression_type=codec, batch_size=size)
             first = 0
             for data in built:

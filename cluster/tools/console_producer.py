@@ -45,6 +45,7 @@ from cluster.tools.support import (
     FAILED,
     ToolError,
     add_bootstrap_argument,
+    add_producer_arguments,
     client_properties,
     describe,
     fail,
@@ -98,10 +99,7 @@ def add_arguments(parser):
                              "null.marker, ignore.error (repeatable)")
     parser.add_argument("--reader-config", metavar="FILE",
                         help="line reader properties file (--property wins)")
-    parser.add_argument("--producer-property", action="append", default=[],
-                        metavar="KEY=VALUE", help="producer property (repeatable)")
-    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
-                        help="producer properties file (--producer-property wins)")
+    add_producer_arguments(parser)
 
 
 def run(args):

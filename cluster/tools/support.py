@@ -36,6 +36,15 @@ def add_bootstrap_argument(parser):
                         help="the cluster's data directory (ringlog's bootstrap servers)")
 
 
+def add_producer_arguments(parser):
+    """``--producer-property KEY=VALUE`` (repeatable) and ``--producer.config FILE``, as
+    Kafka's console producer takes them (the console producer and ``ringlog ship``)."""
+    parser.add_argument("--producer-property", action="append", default=[],
+                        metavar="KEY=VALUE", help="producer property (repeatable)")
+    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
+                        help="producer properties file (--producer-property wins)")
+
+
 def setup_logging():
     """Client warnings to stderr, as the ``cluster`` command does."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

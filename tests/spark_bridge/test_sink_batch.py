@@ -68,7 +68,9 @@ def test_a_null_topic_without_the_option_fails_naming_it_and_writes_nothing(spar
     assert committed(spark, cluster, "sink-null") == {}
 
 
-@pytest.mark.parametrize("columns, message", [
+#: (columns, Spark's message): the Kafka sink's schema errors (``_LEGACY_ERROR_TEMP_3080``),
+#: which reach the caller inside Spark's PYTHON_DATA_SOURCE_ERROR for a Python data source.
+BAD_COLUMNS = [
     ("value string", "topic option required when no 'topic' attribute is present"),
     ("topic string, key string", "Required attribute 'value' not found"),
     ("topic string, value int", "value attribute unsupported type int"),
@@ -78,22 +80,36 @@ def test_a_null_topic_without_the_option_fails_naming_it_and_writes_nothing(spar
                                                    "bigint"),
     ("topic string, value string, headers array<string>",
      "headers attribute unsupported type array<string>"),
-])
-def test_bad_columns_fail_with_sparks_message(spark, cluster, columns, message):
-    df = spark.createDataFrame([], columns)
-    with pytest.raises(Exception, match=message):
-        write(df, cluster).save()
+]
+#: (save mode, Spark's error class)
+BAD_MODES = [("overwrite", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
+             ("ignore", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
+             ("error", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE")]
 
 
-@pytest.mark.parametrize("mode, error_class", [
-    ("overwrite", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
-    ("ignore", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
-    ("error", "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"),
-])
-def test_modes_other_than_append_are_refused(spark, cluster, mode, error_class):
+def refusal(save):
+    """The text of the error ``save()`` raises (AssertionError if it raises none)."""
+    with pytest.raises(Exception) as info:
+        save()
+    return str(info.value)
+
+
+def test_bad_columns_and_modes_fail_with_sparks_error_class_and_message(spark, cluster):
+    # One test, one session: each case is one save() of an empty DataFrame (Spark stops at
+    # the first problem, so each message needs a query of its own); every case is checked
+    # and the failures are reported together.
+    wrong = []
+    for columns, message in BAD_COLUMNS:
+        text = refusal(write(spark.createDataFrame([], columns), cluster).save)
+        if "PYTHON_DATA_SOURCE_ERROR" not in text or message not in text:
+            wrong.append(f"columns {columns!r}: {text[:300]}")
     df = spark.createDataFrame([("t", "v")], "topic string, value string")
-    with pytest.raises(Exception, match=error_class):
-        write(df, cluster).mode(mode).save()
+    for mode, error_class in BAD_MODES:
+        text = refusal(write(df, cluster).mode(mode).save)
+        if (f"[{error_class}]" not in text
+                or 'The data source "ringlog" cannot be written in the' not in text):
+            wrong.append(f"mode {mode!r}: {text[:300]}")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_unknown_producer_option_is_refused_naming_it(spark, cluster):

@@ -48,6 +48,7 @@ from cluster.tools.ship.tailer import Tailer
 from cluster.tools.support import (
     ToolError,
     add_bootstrap_argument,
+    add_producer_arguments,
     client_properties,
     fail,
     has_property,
@@ -99,10 +100,7 @@ def add_arguments(parser):
                         help="seconds between two checkpoint writes (default 1)")
     parser.add_argument("--progress-interval", type=float, default=10.0, metavar="S",
                         help="seconds between two progress lines on stderr (0: none)")
-    parser.add_argument("--producer-property", action="append", default=[],
-                        metavar="KEY=VALUE", help="producer property (repeatable)")
-    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
-                        help="producer properties file (--producer-property wins)")
+    add_producer_arguments(parser)
 
 
 def run(args):

@@ -25,9 +25,12 @@ checkpoint and returns the files' checkpointed positions.
 
 Records are sent with the producer the caller built (the command: acks=all, idempotent), one
 per line: its key from the key template, its value the line, its headers ``records``'s.
-With ``partition_by_key`` (the producer has the default partitioner) the partition of a
-file's key is computed once per chunk as the default partitioner would (murmur2 of the key
-modulo the topic's partitions), not once per line.
+With ``partition_by_key`` (the producer has the default partitioner) the lines of one read go
+out in one bulk send (``KafkaProducer.send_batch``: its batches are encoded at once, bounded
+by the producer's ``batch.size``; one timestamp, the time of the send), to the partition of
+the file's key computed once as the default partitioner would (murmur2 of the key modulo the
+topic's partitions), or with per-line keys (``--parse json``) each where murmur2 puts it;
+with another partitioner each line is sent by ``send`` so the partitioner sees every record.
 The records of one file go out in order; with a key per file (``{file}``) they land in one
 partition in order.
 
@@ -114,6 +117,8 @@ class Shipper:
         self.buffer_bytes = 0
         self.lag_bytes = 0
         self._keys = {}
+        #: the producer's batch.size bounds each batch of the bulk send too
+        self.batch_size = producer.config["batch_size"]
         self._stored = None
         self._next_scan = self._next_checkpoint = self._next_progress = 0.0
 
@@ -188,38 +193,42 @@ class Shipper:
                                      len(lines)))
 
     def _send_lines(self, tracked, lines, positions, futures):
-        send = self.producer.send
         topic = self.topic
         path = (PATH_HEADER, tracked.origin.encode("utf-8", "surrogateescape"))
         fid = (ID_HEADER, tracked.id_bytes)
+        headers = [[path, fid, (OFFSET_HEADER, b"%d" % position)] for position in positions]
         key = self._file_key(tracked)
-        partition = None
-        if self.partition_by_key and key is not None:  # the default partitioner, once
-            partition = partition_for_key(key, len(self.producer.partitions_for(topic)))
-        last = None
-        if not self.parse_json:
-            for line, position in zip(lines, positions):
-                future = send(topic, line, key, [path, fid, (OFFSET_HEADER, b"%d" % position)],
-                              partition)
+        keys = None if key is None else [key] * len(lines)
+        if self.parse_json:
+            keys = self._parse_lines(tracked, lines, headers, keys)
+        if not self.partition_by_key:  # the producer's own partitioner, record by record
+            send = self.producer.send
+            last = None
+            for line, line_key, line_headers in zip(lines, keys or [None] * len(lines),
+                                                    headers):
+                future = send(topic, line, line_key, line_headers)
                 if future[0] is not last:  # one future per producer batch is enough
                     last = future[0]
                     futures.append(future)
             return
+        partition = None
+        if keys is not None and keys.count(key) == len(keys):  # the default partitioner, once
+            partition = partition_for_key(key, len(self.producer.partitions_for(topic)))
+        futures.extend(self.producer.send_batch(topic, lines, keys, partition,
+                                                headers=headers, batch_size=self.batch_size))
+
+    def _parse_lines(self, tracked, lines, headers, keys):
+        """``--parse json``: count the lines that are not JSON objects and mark them (header
+        error.message); the keys, each line's own when a JSON field fills the template."""
         per_line = self.key_template.template and self.key_template.per_line
-        for line, position in zip(lines, positions):
-            headers = [path, fid, (OFFSET_HEADER, b"%d" % position)]
+        for index, line in enumerate(lines):
             fields = parse_json(line)
-            line_key = key
             if isinstance(fields, str):
                 self.parse_errors += 1
-                headers.append((ERROR_HEADER, fields.encode()))
+                headers[index].append((ERROR_HEADER, fields.encode()))
             elif per_line:
-                line_key = self.key_template.line_key(tracked.origin, fields)
-            future = send(topic, line, line_key, headers,
-                          partition if line_key is key else None)
-            if future[0] is not last:
-                last = future[0]
-                futures.append(future)
+                keys[index] = self.key_template.line_key(tracked.origin, fields)
+        return keys
 
     def _file_key(self, tracked):
         key = self._keys.get(tracked.origin, False)

@@ -513,3 +513,28 @@ def test_bulk_send_to_one_partition_and_unkeyed_spread(fake_cluster, producer_of
     partitions = [f.get(IN_PROCESS_BOUND).partition for f in spread]
     assert all(a != b for a, b in zip(partitions, partitions[1:]))
     assert sum(f.get(0).record_count for f in spread) == 5000
+
+
+def test_bulk_send_with_headers_keeps_each_records_headers(fake_cluster, producer_of):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("headed", 2)
+    producer = producer_of(cluster)
+    values = [b"v%d" % i for i in range(600)]
+    keys = [b"k%d" % (i % 3) for i in range(600)]
+    headers = [[("n", b"%d" % i), ("file", b"a.log")] if i % 4 else None for i in range(600)]
+    futures = producer.send_batch("headed", values, keys=keys, headers=headers,
+                                  batch_size=2048)
+    producer.flush(IN_PROCESS_BOUND)
+    assert len(futures) > 2
+    seen = 0
+    for future in futures:
+        meta = future.get(0)
+        by_offset = {r.offset: r for r in cluster.records("headed", meta.partition)}
+        for position, i in enumerate(future.record_indices):
+            record = by_offset[meta.base_offset + position]
+            assert (record.key, record.value) == (keys[i], values[i])
+            assert list(record.headers or []) == (headers[i] or [])
+            seen += 1
+    assert seen == 600
+    with pytest.raises(ValueError, match="2 headers for 3 values"):
+        producer.send_batch("headed", [b"a", b"b", b"c"], headers=[None, None])

@@ -96,19 +96,48 @@ class FakeFuture(tuple):
 
 
 class FakeProducer:
-    """Records what is sent; acknowledges at once when ``auto_ack``, else when told."""
+    """Records what is sent; acknowledges at once when ``auto_ack``, else when told.
+    ``send`` makes a batch per record, ``send_batch`` one per call (or per ``batch_size``
+    records, when given)."""
 
-    def __init__(self, auto_ack=True):
+    def __init__(self, auto_ack=True, partitions=3):
         self.auto_ack = auto_ack
+        self.config = {"batch_size": None}
+        self.partitions = partitions
         self.sent = []  # (topic, value, key, headers dict)
+        self.partitions_sent = []  # the partition asked for, per record (None: the producer's)
+        self.calls = {"send": 0, "send_batch": 0}
         self.batches = []
+        self.batch_of = []  # the batch of each record sent
 
-    def send(self, topic, value, key=None, headers=None, partition=None):
+    def partitions_for(self, topic):
+        return set(range(self.partitions))
+
+    def _batch(self):
         batch = FakeBatch()
         batch.is_done = self.auto_ack
         self.batches.append(batch)
-        self.sent.append((topic, value, key, dict(headers)))
         return FakeFuture((batch,))
+
+    def send(self, topic, value, key=None, headers=None, partition=None):
+        self.calls["send"] += 1
+        self.sent.append((topic, value, key, dict(headers)))
+        self.partitions_sent.append(partition)
+        future = self._batch()
+        self.batch_of.append(future[0])
+        return future
+
+    def send_batch(self, topic, values, keys=None, partition=None, headers=None,
+                   batch_size=None):
+        self.calls["send_batch"] += 1
+        size = batch_size or max(1, len(values))
+        futures = [self._batch() for _ in range(0, len(values), size)]
+        for i, value in enumerate(values):
+            self.sent.append((topic, value, None if keys is None else keys[i],
+                              dict(headers[i] or ())))
+            self.partitions_sent.append(partition)
+            self.batch_of.append(futures[i // size][0])
+        return futures
 
     def ack_all(self):
         for batch in self.batches:
@@ -123,6 +152,11 @@ class FakeProducer:
     def flush(self, timeout=None):
         if not self.auto_ack and any(not b.is_done for b in self.batches):
             raise KafkaTimeoutError("flush timed out")
+
+    def delivered(self):
+        """The values of the records whose batch did not fail, in the order sent."""
+        return [value for (_, value, _, _), batch in zip(self.sent, self.batch_of)
+                if batch.exception is None]
 
     def values(self):
         return [value for _, value, _, _ in self.sent]

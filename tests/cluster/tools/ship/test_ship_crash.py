@@ -16,6 +16,7 @@ import time
 import pytest
 
 from cluster import KafkaConsumer
+from cluster.producer.partitioner import partition_for_key
 from cluster.supervisor.cluster import Cluster
 from cluster.tools.ship import checkpoint
 from shm_ring.naming import list_objects
@@ -111,6 +112,7 @@ def test_shipper_killed_during_rotations_delivers_every_line(tmp_path):
         assert b"checkpointed" in out
         copies = collections.Counter()
         positions = {}
+        keys_in_partition = set()
         with KafkaConsumer("logs", bootstrap_servers=data, auto_offset_reset="earliest",
                            consumer_timeout_ms=3000) as consumer:
             for record in consumer:
@@ -118,6 +120,7 @@ def test_shipper_killed_during_rotations_delivers_every_line(tmp_path):
                 where = (headers["log.file.id"].decode(), int(headers["log.offset"]))
                 copies[record.value] += 1
                 positions[record.value] = where
+                keys_in_partition.add((record.key, record.partition))
     finally:
         for shipper in shippers:
             if shipper.poll() is None:
@@ -132,6 +135,9 @@ def test_shipper_killed_during_rotations_delivers_every_line(tmp_path):
     expected = {b"w%d %06d %s" % (n, seq, b"x" * (seq % 50))
                 for n in range(WRITERS) for seq in range(LINES)}
     assert set(copies) == expected
+    # each file's lines went where the default partitioner puts their key ({file})
+    assert {(key, partition_for_key(key, 2)) for key, _ in keys_in_partition} == \
+        keys_in_partition
     assert max(copies.values()) <= 1 + len(restored)
     duplicates = sum(count - 1 for count in copies.values())
     assert duplicates < ROTATE_EVERY, duplicates  # no rotated file or copy read twice

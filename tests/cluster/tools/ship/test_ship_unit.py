@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from cluster.producer.partitioner import partition_for_key
 from cluster.tools.ship import checkpoint
 from cluster.tools.ship.lines import cut
 from cluster.tools.ship.records import KeyTemplate
@@ -19,7 +20,7 @@ from tests.support.clock import FakeClock
 def make(files, *, patterns=("/l/*.log*",), once=False, restored=None, auto_ack=True,
          checkpoint_path=None, key="{file}", parse="none", max_line_bytes=100,
          overflow="split", read_bytes=64, max_buffer_bytes=1 << 20, from_end=False,
-         producer=None, clock=None):
+         producer=None, clock=None, partition_by_key=True):
     clock = clock or FakeClock(100.0)
     tailer = Tailer(files, patterns, clock, restored=restored, once=once, rotate_wait=1.0,
                     max_line_bytes=max_line_bytes, overflow=overflow, read_bytes=read_bytes,
@@ -29,7 +30,7 @@ def make(files, *, patterns=("/l/*.log*",), once=False, restored=None, auto_ack=
                       checkpoint_path=checkpoint_path, parse=parse, clock=clock,
                       sleep=clock.advance, max_buffer_bytes=max_buffer_bytes,
                       scan_interval=0.5, checkpoint_interval=0.0, progress_interval=0.0,
-                      retry_backoff=1.0)
+                      retry_backoff=1.0, partition_by_key=partition_by_key)
     shipper.start()
     return shipper, producer, clock
 
@@ -244,9 +245,7 @@ def test_failed_sends_rewind_the_file_and_nothing_is_lost():
     producer.auto_ack = True
     turns(shipper, clock, 3)
     assert shipper.resends == 1
-    delivered = [v for (_, v, _, _), b in zip(producer.sent, producer.batches)
-                 if b.exception is None]
-    assert delivered == lines(30).split(b"\n")[:-1]
+    assert producer.delivered() == lines(30).split(b"\n")[:-1]
 
 
 def test_reading_stops_while_the_buffer_is_full():
@@ -297,6 +296,35 @@ def test_parse_json_keeps_fields_counts_bad_lines_and_ships_them_raw():
     assert [k for _, _, k, _ in producer.sent] == [b"h/billing", b"h/api", b"h/api"]
     assert ["error.message" in h for _, _, _, h in producer.sent] == [False, True, True]
     assert shipper.parse_errors == 2
+    assert producer.partitions_sent == [None] * 3  # keys differ: the producer hashes each
+
+
+def test_a_read_goes_out_in_one_bulk_send_on_the_partition_of_its_key():
+    files = FakeFiles()
+    files.create("/l/a.log", lines(40))
+    files.create("/l/b.log", lines(40, "b"))
+    shipper, producer, clock = make(files, once=True, read_bytes=1 << 20)
+    while shipper.turn():
+        pass
+    assert producer.calls == {"send": 0, "send_batch": 2}
+    for path, prefix in ((b"/l/a.log", "line"), (b"/l/b.log", "b")):
+        mine = [(value, key, h["log.offset"], partition) for (_, value, key, h), partition
+                in zip(producer.sent, producer.partitions_sent) if h["log.file.path"] == path]
+        assert mine == [(b"%s %d" % (prefix.encode(), i), path, b"%d" % len(lines(i, prefix)),
+                         partition_for_key(path, 3)) for i in range(40)]
+
+
+def test_a_custom_partitioner_gets_each_record():
+    files = FakeFiles()
+    files.create("/l/a.log", lines(10))
+    shipper, producer, clock = make(files, once=True, partition_by_key=False)
+    while shipper.turn():
+        pass
+    assert producer.calls["send_batch"] == 0
+    assert producer.values() == lines(10).split(b"\n")[:-1]
+    assert producer.partitions_sent == [None] * 10
+    assert [h["log.offset"] for _, _, _, h in producer.sent] == [
+        b"%d" % len(lines(i)) for i in range(10)]
 
 
 def test_from_end_skips_what_was_there_at_start_but_reads_new_files_whole():
