@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
 import uuid
 
 from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
@@ -48,17 +50,36 @@ def _led(image, name):
         p.leader >= 0 for p in topic.partitions)
 
 
+TMPFS = "/dev/shm"
+"""Where ``tmpfs_data_dir`` makes data directories: Linux's tmpfs for shared memory."""
+
+TMPFS_PREFIX = "rl-data-"
+"""Their names' prefix (not ``ringlog``: a leak check for the rings' objects in /dev/shm
+would take a data directory for one)."""
+
+
+def tmpfs_data_dir():
+    """A new empty directory of this user's (mode 0700) on the tmpfs ``/dev/shm``, for a
+    test cluster's data directory: nothing a broker writes reaches a disk. Its owner removes
+    it once the cluster stopped (``TestCluster(..., remove_data_dir=True)``). OSError when
+    /dev/shm is missing or not writable."""
+    return tempfile.mkdtemp(prefix=TMPFS_PREFIX, dir=TMPFS)
+
+
 class TestCluster:
     """A started-on-demand Cluster for tests (module doc). ``replication_factor``: the
     cluster's default (``default.replication.factor``, and the internal topics'), at most
     ``brokers``; ``profile``: Cluster's (``"dev"`` by default: no fsync, small segments;
-    None for a cluster configured as any other);
+    None for a cluster configured as any other); ``remove_data_dir``: remove the data
+    directory once every broker stopped (a directory the caller made for this cluster
+    alone, as ``tmpfs_data_dir``'s);
     ``config`` / ``**overrides``: Kafka's broker keys, as Cluster takes them."""
 
     __test__ = False  # not a test class, whatever pytest's name rules say
 
     def __init__(self, data_dir, brokers=1, *, replication_factor=None, profile="dev",
-                 config=None, stop_timeout=TEST_STOP_TIMEOUT, **overrides):
+                 config=None, stop_timeout=TEST_STOP_TIMEOUT, remove_data_dir=False,
+                 **overrides):
         if replication_factor is not None:
             if not isinstance(replication_factor, int) or not 1 <= replication_factor <= brokers:
                 raise ValueError(f"replication_factor must be an int from 1 to brokers "
@@ -68,6 +89,7 @@ class TestCluster:
                 overrides.setdefault(key, replication_factor)
             overrides.setdefault("min_insync_replicas", 1)
         self.replication_factor = replication_factor
+        self._remove_data_dir = remove_data_dir
         self._cluster = Cluster(data_dir, brokers, config=config, profile=profile,
                                 stop_timeout=stop_timeout, **overrides)
         self._stop_timeout = stop_timeout
@@ -96,6 +118,8 @@ class TestCluster:
                     gateway.stop()
             finally:
                 self._cluster.stop()
+                if self._remove_data_dir:  # only once every broker stopped
+                    shutil.rmtree(self._cluster.data_dir, ignore_errors=True)
 
     def __enter__(self):
         return self.start()

@@ -7,8 +7,10 @@ Fixtures:
   first use and shared by every test that asks for it; use ``new_topic()`` so tests do not
   meet in a topic.
 - ``ringlog_cluster_factory``: ``make(brokers=1, replication_factor=None, profile="dev",
-  **broker_config)`` -> a fresh, started ``TestCluster`` with its data directory under the
-  test's ``tmp_path``; each call its own cluster; all stopped when the test ends.
+  tmpfs=False, **broker_config)`` -> a fresh, started ``TestCluster`` with its data
+  directory under the test's ``tmp_path``, or with ``tmpfs=True`` in a directory of its own
+  on the tmpfs ``/dev/shm`` (``harness.tmpfs_data_dir``: no disk writes at all; removed when
+  the cluster is stopped); each call its own cluster; all stopped when the test ends.
 
 Both give ``cluster.testing.harness.TestCluster``s: ``bootstrap_servers`` (ringlog's
 clients), ``kafka_bootstrap`` (any Kafka client, through the gateway, started on first
@@ -33,7 +35,7 @@ import threading
 
 import pytest
 
-from cluster.testing.harness import TestCluster
+from cluster.testing.harness import TestCluster, tmpfs_data_dir
 
 SECTION = "ringlog broker logs"
 
@@ -103,12 +105,14 @@ def ringlog_cluster(_ringlog_session_cluster, request):
 
 @pytest.fixture
 def ringlog_cluster_factory(tmp_path, request):
-    """``make(brokers=1, replication_factor=None, profile="dev", **broker_config)`` -> a new
-    started TestCluster under ``tmp_path``; every one stopped at the end of the test."""
+    """``make(brokers=1, replication_factor=None, profile="dev", tmpfs=False,
+    **broker_config)`` -> a new started TestCluster under ``tmp_path`` (on tmpfs with
+    ``tmpfs=True``); every one stopped at the end of the test."""
     made = []
 
-    def make(brokers=1, **options):
-        cluster = _start(tmp_path / f"ringlog-{len(made)}", brokers=brokers, **options)
+    def make(brokers=1, tmpfs=False, **options):
+        data_dir = tmpfs_data_dir() if tmpfs else tmp_path / f"ringlog-{len(made)}"
+        cluster = _start(data_dir, brokers=brokers, remove_data_dir=tmpfs, **options)
         made.append(cluster)
         _used_by(request.node, cluster)
         return cluster

@@ -91,7 +91,8 @@ def inner(pytester, monkeypatch):
     yield pytester
     if (pytester.path / "clusters.jsonl").exists():
         for cluster in recorded(pytester):
-            stop_cluster(cluster["data_dir"], timeout=BOUND)
+            if os.path.isdir(cluster["data_dir"]):  # a tmpfs cluster's goes with its stop
+                stop_cluster(cluster["data_dir"], timeout=BOUND)
 
 
 @starts_clusters
@@ -145,14 +146,23 @@ def test_factory_fails_with_clients_left_open(ringlog_cluster_factory, tmp_path)
                              auto_offset_reset="earliest")  # left open
     consumer.poll(timeout_ms=1000)
     assert False, "the user's assertion"
+
+def test_factory_on_tmpfs(ringlog_cluster_factory):
+    cluster = ringlog_cluster_factory(tmpfs=True)
+    record(cluster)
+    assert cluster.data_dir.startswith("/dev/shm/rl-data-")
+    assert roundtrip(cluster.bootstrap_servers, cluster.new_topic()) == [b"v1"]
 ''')
     result = run(inner, "-rA")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     text = result.stdout.str()
     assert "ringlog broker logs" in text and "--- broker 1" in text, text
     assert "ringlog.fsync=false" in text  # the dev profile reached the brokers
     clusters = recorded(inner)
-    assert len({c["cluster_id"] for c in clusters}) == 2  # the shared one, the factory's
+    # the shared one, the factory's two (the second on tmpfs, removed with its stop)
+    assert len({c["cluster_id"] for c in clusters}) == 3
+    on_tmpfs = [c["data_dir"] for c in clusters if c["data_dir"].startswith("/dev/shm/")]
+    assert len(on_tmpfs) == 1 and not os.path.exists(on_tmpfs[0])
     assert_nothing_left(clusters)
 
 
