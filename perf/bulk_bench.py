@@ -34,25 +34,19 @@ import time
 
 import numpy as np
 
+from perf.e2e_bench import process_cpu
+
 TOPIC = "bulk-bench"
 VALUE_BYTES = 100
 #: Records per send_batch call (the suite's ``BULK_CALL``).
 BULK_CALL = 100_000
 #: Seconds a run may take before it is abandoned.
 RUN_TIMEOUT = 180.0
-_TICK = os.sysconf("SC_CLK_TCK")
 _CTX = multiprocessing.get_context("spawn")
 
 
 def _now_ns():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-
-
-def process_cpu(pid):
-    """User + system CPU seconds used so far by process ``pid``."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def context_switches(pid):
