@@ -15,7 +15,12 @@ source and controller). Start-up, in order:
    this broker's Controller (``make_controller(cluster_id, source)``) and its first poll —
    a broker that wins the election replays the metadata log and publishes before it serves;
 4. the newest image applied: every partition placed on this broker is opened, which is
-   where a log left by a crash is recovered;
+   where a log left by a crash is recovered and a damaged replica reported
+   (``damaged_replicas``). A broker that finds no image published yet waits for one
+   (``_await_first_image``) before it goes on: were it counted alive with its replicas
+   unopened, the controller could make a replica that recovery is about to find damaged
+   the leader, and the intact followers would truncate to it (Kafka's broker likewise
+   loads its logs before it is unfenced);
 5. the shm_ring Listener and the replica fetchers (``replica_fetcher``: their outbound
    connections wake this broker through the Listener's doorbell), ``gc.freeze()``
    (``ringlog.gc.freeze``: start-up's objects leave the collector's scans), then broker.json
@@ -97,6 +102,10 @@ log = logging.getLogger(__name__)
 POLL_INTERVAL = 0.05
 """Longest wait of the loop, in seconds: how late a new metadata image or a controller
 duty may be noticed."""
+
+FIRST_IMAGE_POLL = 0.005
+"""Seconds between looks at the metadata page while a starting broker waits for the first
+published image."""
 
 REQUESTS_PER_TURN = 4
 """Most requests of one connection handled in one turn of the loop. Without a bound, a
@@ -194,6 +203,7 @@ class Broker:
                                      connector=functools.partial(connect, waker=listener))
             stack.callback(handler.transactions.close)  # before the listener
             handler.refresh_metadata()
+            self._await_first_image(handler, controller)
             fetchers = ReplicaFetcherManager(namespace, self.broker_id, replicas,
                                              self.config, listener, self._clock,
                                              epoch_truncation=EpochTruncation())
@@ -222,6 +232,18 @@ class Broker:
                 log.info("broker %d stopping", self.broker_id)
                 self._channels.clear()
         log.info("broker %d stopped", self.broker_id)
+
+    def _await_first_image(self, handler, controller):
+        """Wait until a published metadata image is applied (module doc, step 4), polling
+        this broker's controller meanwhile (it may be the one to publish); a stop ends it.
+        A broker without a controller (tests' ``broker_runner``: the test publishes the
+        images, once the broker serves) does not wait."""
+        if controller is None:
+            return
+        while handler.metadata.image.version == 0 and not self._stopping:
+            controller.poll(self._clock())
+            if not handler.refresh_metadata():
+                time.sleep(FIRST_IMAGE_POLL)
 
     # -- the loop ---------------------------------------------------------------------------
 

@@ -146,7 +146,8 @@ class Partition:
                  "leader_epoch", "partition_epoch", "replicas", "isr", "high_watermark",
                  "min_insync_replicas", "followers", "pending_isr", "leader_epoch_start_offset",
                  "live_brokers", "clock", "replica_lag_max", "alter_partition",
-                 "on_high_watermark", "unclean_leader_election", "damaged", "on_healed")
+                 "on_high_watermark", "unclean_leader_election", "damaged", "on_healed",
+                 "damage_known")
 
     def __init__(self, topic, index, topic_id, broker_id, log: PartitionLog,
                  min_insync_replicas=1, *, clock=time.monotonic,
@@ -179,6 +180,12 @@ class Partition:
         #: first fetch answer whose high watermark its log end reaches.
         self.damaged = False
         self.on_healed = None
+        #: Whether the controller's state names this replica damaged (``state.damaged``):
+        #: an election made knowing it. A ``damaged`` replica made leader by an election
+        #: that did not know (a metadata log replayed from before the damage was found, or
+        #: the report not read yet) does not act as leader (``check_leader``): its followers
+        #: would truncate what it lost away on every intact replica.
+        self.damage_known = False
 
     def __repr__(self):
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -207,6 +214,7 @@ class Partition:
         ignored."""
         if live_brokers is not None:
             self.live_brokers = frozenset(live_brokers)
+        self.damage_known = self.broker_id in state.damaged
         partition_epoch = state.partition_epoch
         replicas = tuple(state.replicas)
         isr = tuple(state.isr)
@@ -255,6 +263,11 @@ class Partition:
             raise NotLeaderForPartitionError(
                 f"broker {self.broker_id} is not the leader of {self.topic}-{self.index} "
                 f"(leader: {self.leader_id}, epoch {self.leader_epoch})")
+        if self.damaged and not self.damage_known:
+            raise NotLeaderForPartitionError(
+                f"broker {self.broker_id} does not lead {self.topic}-{self.index} at epoch "
+                f"{self.leader_epoch}: its replica lost records, and the controller elected "
+                f"it without knowing (it is re-electing)")
         self.check_epoch(current_leader_epoch)
 
     def check_epoch(self, current_leader_epoch):

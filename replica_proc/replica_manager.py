@@ -494,6 +494,8 @@ class ReplicaManager:
                         f"on disk, expected {info.topic_id!r} (the metadata's id of topic "
                         f"{info.name!r}), and {found_id!r} is no deleted topic's id")
                 aside = self._rename_aside(path)
+                # its checkpointed high watermark was the deleted topic's, not this one's
+                self._checkpointed_hws.pop(key, None)
                 log.warning("%s: topic id %s on disk is a deleted topic's; the metadata's "
                             "is %s (topic %s re-created): old log moved to %s", path,
                             found_id, info.topic_id, info.name, aside)

@@ -120,3 +120,36 @@ def test_one_corrupt_replica_per_partition_loses_nothing_and_heals(e2e, stop):
             for n in sorted(names) if n.endswith(".log")))
             for o in range(base, last + 1)}
         assert set(acked[partition]) <= offsets
+
+
+def test_a_broker_serves_only_once_its_replicas_are_opened(e2e):
+    """Every broker of a cluster restarted at once (after SIGKILL) opens the replicas placed
+    on it, which recovers their logs and reports a damaged one, before it counts as alive:
+    otherwise the controller may make a replica whose recovery is about to drop a damaged
+    segment the leader, and the intact followers truncate to it (seen at load: every
+    acknowledged record of the partition gone)."""
+    cluster = e2e.cluster(brokers=3, log_segment_bytes=16 * 1024)
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3,
+                                      topic_configs={"min.insync.replicas": "2"})])
+    cluster.wait_for_metadata(lambda i: TOPIC in i.topics and all(
+        len(s.isr) == 3 for s in i.topics[TOPIC].partitions), timeout=BOUND)
+    acked = produce(cluster)
+    cluster.wait_for_metadata(lambda i: all(
+        len(s.isr) == 3 for s in i.topics[TOPIC].partitions), timeout=BOUND)
+    for broker in cluster.broker_ids:
+        cluster.kill_broker(broker)
+    cluster.stop()
+    rng = random.Random("serve-after-open")
+    for partition in range(PARTITIONS):
+        flip_a_batch(partition_dir(cluster, 1, TOPIC, partition), rng, last_segment=False)
+    cluster.start()
+    consumed = consume_partitions(cluster.bootstrap_servers, TOPIC,
+                                  {p: len(rows) for p, rows in acked.items()})
+    for partition, rows in acked.items():
+        served = {offset: seq for offset, _, seq in consumed[partition]}
+        assert all(served.get(o) == s for o, s in rows.items()), f"partition {partition}"
+    for broker in cluster.broker_ids:
+        with open(os.path.join(cluster.data_dir, f"broker-{broker}", "broker.log")) as log:
+            serving = [line for line in log if f"broker {broker} serving:" in line]
+        assert f"serving: {PARTITIONS} partition(s)" in serving[-1], serving[-1]

@@ -400,3 +400,20 @@ def test_a_cancelled_produce_leaves_the_purgatory(make):
     fetch(partition, 1, 1)
     assert purgatory.check(("t", 0)) == [] and len(purgatory) == 0
     assert purgatory.expire(1e9) == []
+
+
+def test_a_damaged_replica_leads_only_where_the_controller_knew_of_the_damage(make):
+    """A replica that lost records (``damaged``) made leader by a state that does not name it
+    damaged (a replayed metadata log, a report not read yet) refuses to act as leader: a
+    follower's OffsetsForLeaderEpoch would truncate the intact replicas to what it kept. Made
+    leader knowing the damage (no intact replica could lead), it leads."""
+    partition = make(leader=0, epoch=1)
+    partition.damaged = True
+    with pytest.raises(NotLeaderForPartitionError, match="without knowing"):
+        partition.check_leader()
+    partition.update(PartitionState("t", partition.index, 0, 2, (0, 1, 2), (0,),
+                                    damaged=(0,)))
+    partition.check_leader()
+    partition.damaged = False  # healed: leads whatever the state says
+    partition.update(PartitionState("t", partition.index, 0, 3, (0, 1, 2), (0, 1)))
+    partition.check_leader()
