@@ -18,9 +18,12 @@ in this order:
 2. the first replica (assignment order) that is alive, in the ISR and not damaged;
 3. the first that is alive, in the ELR and not damaged; the ISR becomes it alone;
 4. a damaged replica — the current leader if it is alive and in the ISR, else the first
-   live ISR member — only when no intact one of the ISR or ELR is alive: a replica that
-   lost records in recovery (or whose log is offline) never leads while one that has
-   them could, so its followers never truncate away what it lost;
+   live ISR member — only when every member of the ISR and ELR is damaged (or with
+   ``unclean.leader.election.enable``): a replica that lost records in recovery (or whose
+   log is offline) never leads while one that has them could, alive or not yet — an
+   intact member that is down or still starting is waited for (the partition is offline
+   meanwhile, as Kafka waits for an ISR member with unclean election off), so its
+   followers never truncate away what it lost;
 5. with ``unclean.leader.election.enable``, the first live replica, with an ISR of itself
    and no ELR (records may be lost);
 6. nobody: the partition is offline (leader -1).
@@ -99,7 +102,12 @@ def elect(state, live, unclean=False, min_isr=1):
     else:
         leader = state.leader if state.leader in live and state.leader in isr else next(
             (b for b in state.replicas if b in isr and b in live), NO_LEADER)
-        if leader == NO_LEADER and unclean:
+        if leader != NO_LEADER and not unclean and any(
+                b not in damaged for b in (*state.isr, *state.elr)):
+            # only damaged ones are alive, an intact member is down or still starting:
+            # offline until it is back, the ISR as it was
+            leader, isr = NO_LEADER, state.isr
+        elif leader == NO_LEADER and unclean:
             leader = next((b for b in state.replicas if b in live), NO_LEADER)
             if leader != NO_LEADER:
                 isr = (leader,)

@@ -31,12 +31,21 @@ def test_a_damaged_follower_leaves_the_isr_the_leader_stays():
     assert (new.leader, new.leader_epoch, new.isr) == (0, 3, (0, 1))
 
 
-def test_a_damaged_replica_leads_only_when_no_intact_one_is_alive():
+def test_a_damaged_replica_does_not_lead_while_an_intact_one_is_down_or_starting():
+    """At a restart the damaged replica's broker may come alive first: the partition waits
+    offline for an intact ISR member (its followers would truncate to what it kept), as
+    Kafka waits for an ISR member with unclean election off; the ISR stays as it was."""
     new = elect(state(damaged=(0,)), {0}, min_isr=2)
-    assert (new.leader, new.isr) == (0, (0,))  # the others are dead: better than offline
-    assert new.elr == (1, 2)  # they left an ISR below min.insync.replicas: still eligible
-    back = elect(new, {0, 1}, min_isr=2)  # an intact eligible replica is back: it leads
-    assert (back.leader, back.leader_epoch, back.isr, back.elr) == (1, 4, (1,), (2,))
+    assert (new.leader, new.leader_epoch, new.isr, new.elr) == (-1, 4, (0, 1, 2), ())
+    back = elect(new, {0, 1}, min_isr=2)  # an intact replica is back: it leads
+    assert (back.leader, back.leader_epoch, back.isr, back.elr) == (1, 5, (1,), (2,))
+
+
+def test_a_damaged_replica_leads_when_every_eligible_one_is_damaged_or_unclean():
+    everyone = elect(state(damaged=(0, 1, 2)), {0}, min_isr=2)
+    assert everyone.leader == 0  # no copy holds more: better than offline
+    unclean = elect(state(damaged=(0,)), {0}, unclean=True, min_isr=2)
+    assert unclean.leader == 0  # records may be lost: the topic allows it
 
 
 def test_the_last_replica_standing_after_every_broker_died():
@@ -46,7 +55,8 @@ def test_the_last_replica_standing_after_every_broker_died():
     assert (everyone_dead.leader, everyone_dead.isr, everyone_dead.elr) == (-1, (0,), (1, 2))
     damaged = dataclasses.replace(everyone_dead, damaged=(0,))
     first_back = elect(damaged, {0}, min_isr=2)
-    assert first_back.leader == 0  # no intact replica alive yet
+    assert first_back.leader == -1  # the eligible intact replicas are not back yet
+    assert (first_back.isr, first_back.elr) == ((0,), (1, 2))
     second_back = elect(first_back, {0, 2}, min_isr=2)
     assert (second_back.leader, second_back.isr, second_back.elr) == (2, (2,), (1,))
 
