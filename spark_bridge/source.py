@@ -101,26 +101,27 @@ class RinglogDataSource(DataSource):
 
     def writer(self, schema, overwrite):
         from spark_bridge.sink import RinglogBatchWriter
-        from spark_bridge.sink_options import parse_sink_options
-        from spark_bridge.sink_rows import check_schema
 
         if overwrite:
             raise SaveModeError(f"[{SAVE_MODE_ERROR_CLASS}] The data source \"{self.name()}\" "
                                 f"cannot be written in the \"Overwrite\" mode. Please use "
                                 f"the \"Append\" mode instead.")
-        options = parse_sink_options(self.options, streaming=False)
-        check_schema(schema, options.topic)
-        return RinglogBatchWriter(options)
+        return RinglogBatchWriter(self._sink_options(schema, streaming=False))
 
     def streamWriter(self, schema, overwrite):
         from spark_bridge.sink import RinglogStreamWriter
-        from spark_bridge.sink_options import parse_sink_options
-        from spark_bridge.sink_rows import check_schema
 
         if overwrite:
             raise SaveModeError(f"[{OUTPUT_MODE_ERROR_CLASS}] Invalid streaming output mode: "
                                 f"complete. This output mode is not supported in Data Source "
                                 f"{self.name()}. Use the append or update output mode.")
-        options = parse_sink_options(self.options, streaming=True)
+        return RinglogStreamWriter(self._sink_options(schema, streaming=True))
+
+    def _sink_options(self, schema, streaming):
+        """The sink's options, parsed, after the row schema is checked against them."""
+        from spark_bridge.sink_options import parse_sink_options
+        from spark_bridge.sink_rows import check_schema
+
+        options = parse_sink_options(self.options, streaming=streaming)
         check_schema(schema, options.topic)
-        return RinglogStreamWriter(options)
+        return options
