@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from segments.record import batch_descriptor as d
 from segments.record.batch_header import BatchHeader
+from segments.record.batch_parts import PARTS_FROM, BatchParts
 from segments.record.bulk import build_batches
 from segments.record.compression import (
     CODEC_NAMES,
@@ -283,6 +284,36 @@ def test_a_batch_larger_than_the_buffer_gets_its_own_bytes():
     built = builder.build()
     assert isinstance(built, bytes) and buffer == bytearray(64)
     assert read(built) == [(0, BASE_TS, None, b"x" * 100, [])]
+
+
+@pytest.mark.parametrize("key, headers, transactional", [
+    (None, [], False), (b"k" * 300, [("h", b"v"), ("n", None)], True)])
+def test_a_large_value_is_built_as_parts_holding_the_callers_bytes(key, headers, transactional):
+    value = bytes(range(256)) * (PARTS_FROM // 256)
+    batches = []
+    for parts in (False, True):
+        builder = RecordBatchBuilder(batch_size=16384, producer_id=7, producer_epoch=1,
+                                     base_sequence=5, is_transactional=transactional)
+        builder.append(BASE_TS, key, value, headers)
+        batches.append(builder.build_parts() if parts else builder.build())
+    whole, parts = batches
+    assert isinstance(parts, BatchParts) and parts.parts[1] is value  # not copied
+    assert len(parts) == len(whole) and bytes(parts.joined()) == bytes(whole)
+    assert builder.build() is parts and builder.build_parts() is parts
+    header = BatchHeader(parts.joined())
+    assert header.crc == header.compute_crc()
+    assert read(parts.joined()) == [(0, BASE_TS, key, value, headers)]
+
+
+@pytest.mark.parametrize("value, codec, more", [
+    (b"x" * (PARTS_FROM - 1), 0, False), (b"x" * PARTS_FROM, 3, False),
+    (b"x" * PARTS_FROM, 0, True)])
+def test_other_batches_are_built_whole(value, codec, more):
+    builder = RecordBatchBuilder(codec, batch_size=4 * PARTS_FROM)
+    builder.append(BASE_TS, None, value)
+    if more:
+        builder.append(BASE_TS, None, b"v")
+    assert not isinstance(builder.build_parts(), BatchParts)
 
 
 # -- fixed CRCs ----------------------------------------------------------------------------------
