@@ -669,7 +669,11 @@ class RecordBatch:
         start = header.position + d.RECORDS_OFFSET
         end = header.position + header.size_in_bytes
         header.validate(check_crc=False)  # magic and lengths, before trusting them
-        with memoryview(self._buf) as view:
+        buf = self._buf
+        if (not header.compression_type and buf.__class__ is bytes
+                and end - start >= PARTS_FROM):  # a large value: sliced from buf, once
+            return _decode_records(buf, header, start, end)
+        with memoryview(buf) as view:
             data = view[start:end].tobytes()
         if header.compression_type:
             data = decompress(header.compression_type, data,
@@ -681,15 +685,16 @@ class RecordBatch:
         return f"RecordBatch({self.header!r})"
 
 
-def _decode_records(data, header):
-    """Yield the Records in ``data`` (the plain records of the batch ``header``)."""
+def _decode_records(data, header, pos=0, end=None):
+    """Yield the Records in ``data`` (bytes: the plain records of the batch ``header``, or
+    a buffer holding them from ``pos`` to ``end``)."""
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     timestamp_type = header.timestamp_type
     log_append_time = header.max_timestamp if timestamp_type else None
     make = tuple.__new__
-    end = len(data)
-    pos = 0
+    if end is None:
+        end = len(data)
     index = 0
     for index in range(header.record_count):
         try:

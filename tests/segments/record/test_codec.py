@@ -485,6 +485,26 @@ def test_inconsistent_records_name_what_is_wrong(change, message):
         list(RecordBatch(restamp_crc(batch)))
 
 
+LARGE = [(BASE_TS, b"k", b"x" * PARTS_FROM, [("h", b"1")]), (BASE_TS + 1, None, b"y" * 9, [])]
+
+
+def test_a_large_batch_in_a_fetched_buffer_decodes_to_bytes():
+    """Its values are sliced from the buffer once (no copy of the whole batch first)."""
+    fetched = build(LARGE) + build(KNOWN)
+    records = list(RecordBatch(fetched))
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == expected(
+        LARGE)
+    assert {type(r.value) for r in records} == {bytes}
+
+
+@pytest.mark.parametrize("count, message", [(3, "record 2"), (1, "bytes left after its 1")])
+def test_a_large_batch_miscounting_its_records_is_refused_not_read_past(count, message):
+    large = bytearray(build(LARGE))
+    large[d.RECORD_COUNT_OFFSET:d.RECORDS_OFFSET] = count.to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match=message):
+        list(RecordBatch(bytes(restamp_crc(large)) + build(KNOWN)))
+
+
 def test_an_unknown_codec_id_in_a_batch_is_named():
     batch = bytearray(build(KNOWN))
     struct.pack_into(">h", batch, d.ATTRIBUTES_OFFSET, 5)
