@@ -62,7 +62,7 @@ def _new_buffer(size):
     if size < MAPPED_FROM:
         return memoryview(bytearray(size))
     try:
-        return memoryview(mmap.mmap(-1, size))
+        return memoryview(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE))
     except (OSError, OverflowError) as exc:
         raise MemoryError(f"cannot map a buffer of {size} bytes: {exc}") from exc
 
