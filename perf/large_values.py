@@ -2,7 +2,7 @@
 what each of the three processes pays per MB: CPU time, wake-ups, read/write calls.
 
 Run from the repository root: ``.venv/bin/python -m perf.large_values [--sizes 10000,1000000]
-[--mb 200] [--repeats 3] [--trees A_PATH,B_PATH]``.
+[--mb 200] [--repeats 3] [--trees A_PATH,B_PATH] [--batch-size N]``.
 
 One broker, one topic of one partition per run, the suite's producer settings (acks=1,
 linger_ms 5, batch_size 16384, no idempotence; values from ``perf.suite.payloads.pool``)
@@ -22,6 +22,11 @@ A/B of two source trees: ``--trees /work/main,/work/wt/x`` runs the same benchma
 without it can be measured) (alternating, a fresh cluster each run), and prints
 both medians and B ÷ A. The machine is shared: CPU per MB and the counts are the figures
 to quote, wall MB/s swings with the load.
+
+``--batch-size N`` runs the producer with ``batch_size`` N instead of the suite's 16384: not
+the suite's workload, a measure of what one request per record costs (with 16 KB batches a
+10 KB value is a batch, and a Produce request, of its own: Kafka's rule of one batch per
+partition per request).
 """
 from __future__ import annotations
 
@@ -110,10 +115,10 @@ def _consumer_main(data_dir, count, size, results, go):
         consumer.close()
 
 
-def _producer_main(data_dir, count, size, results, go):
+def _producer_main(data_dir, count, size, results, go, batch_size):
     from cluster import KafkaProducer
     pool = values(size)
-    producer = KafkaProducer(bootstrap_servers=data_dir, **PRODUCER)
+    producer = KafkaProducer(bootstrap_servers=data_dir, **dict(PRODUCER, batch_size=batch_size))
     try:
         producer.partitions_for(TOPIC)
         results.put("ready")
@@ -130,7 +135,7 @@ def _producer_main(data_dir, count, size, results, go):
         producer.close()
 
 
-def run_once(size, megabytes):
+def run_once(size, megabytes, batch_size=PRODUCER["batch_size"]):
     """One cluster, one topic, producer and consumer at once; a dict of figures."""
     from cluster import Cluster, KafkaAdminClient, NewTopic
     count = max(10, int(megabytes * 1e6) // size)
@@ -146,7 +151,7 @@ def run_once(size, megabytes):
             consumer = _CTX.Process(target=_consumer_main, daemon=True, args=(
                 data_dir, count, size, from_consumer, go_consumer))
             producer = _CTX.Process(target=_producer_main, daemon=True, args=(
-                data_dir, count, size, from_producer, go_producer))
+                data_dir, count, size, from_producer, go_producer, batch_size))
             processes = [consumer, producer]
             for process in processes:
                 process.start()
@@ -198,12 +203,13 @@ def _print_table(title, runs_by_variant):
         print(line, flush=True)
 
 
-def _run_in_tree(tree, size, megabytes):
+def _run_in_tree(tree, size, megabytes, batch_size):
     """run_once in a child interpreter whose PYTHONPATH is ``tree``; its figures."""
     env = dict(os.environ, PYTHONPATH=tree)
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", str(size),
-                          "--mb", str(megabytes)], env=env, cwd=tree, capture_output=True,
-                         text=True, timeout=RUN_TIMEOUT * 2)
+                          "--mb", str(megabytes), "--batch-size", str(batch_size)],
+                         env=env, cwd=tree, capture_output=True, text=True,
+                         timeout=RUN_TIMEOUT * 2)
     if out.returncode:
         raise RuntimeError(f"run in {tree} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -216,10 +222,12 @@ def main(argv=None):
     parser.add_argument("--mb", type=float, default=200.0, help="MB of values per run (200)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per variant (3)")
     parser.add_argument("--trees", help="A,B: two source trees to alternate (A/B)")
+    parser.add_argument("--batch-size", type=int, default=PRODUCER["batch_size"],
+                        help="the producer's batch_size (the suite's: 16384)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one run, JSON out
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(run_once(args.one, args.mb)))
+        print(json.dumps(run_once(args.one, args.mb, args.batch_size)))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     trees = args.trees.split(",") if args.trees else None
@@ -228,13 +236,13 @@ def main(argv=None):
         runs = {v: [] for v in variants}
         for repeat in range(args.repeats):
             for at, variant in enumerate(variants):
-                figures = (_run_in_tree(trees[at], size, args.mb) if trees
-                           else run_once(size, args.mb))
+                figures = (_run_in_tree(trees[at], size, args.mb, args.batch_size) if trees
+                           else run_once(size, args.mb, args.batch_size))
                 runs[variant].append(figures)
                 print(f"{size:,} B run {repeat + 1}/{args.repeats} {variant}: "
                       f"{figures['e2e MB/s']:,.1f} MB/s, cpu {figures['all cpu ms/MB']:.2f}"
                       f" ms/MB", flush=True)
-        title = f"{size:,}-byte values, {args.mb:g} MB a run"
+        title = f"{size:,}-byte values, {args.mb:g} MB a run, batch_size {args.batch_size:,}"
         if trees:
             title += f" (A = {trees[0]}, B = {trees[1]})"
         _print_table(title, runs)

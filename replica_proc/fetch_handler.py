@@ -53,11 +53,15 @@ from __future__ import annotations
 import logging
 
 from cluster.errors import KafkaStorageError, OffsetOutOfRangeError
+from cluster.protocol import frames
 from cluster.protocol.fetch_response import FetchResponseFrame, PartitionData
+from cluster.protocol.frames import ApiKey
 from replica_proc.delayed_fetch import FOLLOWER, HIGH_WATERMARK, STABLE, DelayedFetch
 from replica_proc.responses import code_of
 
 log = logging.getLogger(__name__)
+
+frames.load_codecs(ApiKey.FETCH)  # with the broker's imports, not at its first Fetch
 
 #: Fetch's isolation_level for read_committed.
 READ_COMMITTED = 1

@@ -47,6 +47,8 @@ import logging
 
 from cluster.errors import InvalidRecordError, InvalidRequiredAcksError, InvalidTopicError
 from cluster.metadata.model import INTERNAL_TOPICS
+from cluster.protocol import frames
+from cluster.protocol.frames import ApiKey
 from cluster.protocol.produce_response import PartitionResult, produce_response_frame
 from replica_proc.channel import CloseConnection
 from replica_proc.delayed_produce import DelayedProduce, PendingPartition
@@ -55,6 +57,8 @@ from segments.log import DuplicateAppend
 from segments.record.batch_header import BatchHeader
 
 log = logging.getLogger(__name__)
+
+frames.load_codecs(ApiKey.PRODUCE)  # with the broker's imports, not at its first Produce
 
 ACKS = (0, 1, -1)
 #: ``base_offset``, ``log_start_offset`` and ``log_append_time`` of a partition's answer

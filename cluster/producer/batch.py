@@ -105,7 +105,7 @@ class ProducerBatch:
         if self.built is None:
             builder = self.builder
             self.record_count = builder.record_count
-            self.built = builder.build()
+            self.built = builder.build_parts()  # a large value: its parts, not copied
         return self.built
 
     @property

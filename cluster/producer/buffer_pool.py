@@ -9,7 +9,8 @@ batch never costs a fresh allocation:
   A ``batch_size`` request is served from the free list when it holds a buffer (the fast
   path: one lock, one pop). Any other size, or a miss, is carved out of the *unpooled*
   memory, turning the coldest free buffers back into unpooled memory when that is short
-  (Kafka's ``freeUp``); the new ``bytearray`` is created outside the lock.
+  (Kafka's ``freeUp``); the new buffer (a ``bytearray``, or an anonymous mapping from
+  ``MAPPED_FROM`` bytes) is created outside the lock.
 * When memory is short the caller queues and blocks up to ``max_block_ms``. Waiters are
   served strictly first-come first-served: only the head of the queue takes memory, and it
   takes whatever becomes free until it holds its whole request, so a large request is not
@@ -40,12 +41,30 @@ tree (``cluster.errors``); its only other import of ours is the wait-time metric
 """
 from __future__ import annotations
 
+import mmap
 import threading
 import time
 from collections import deque
 
 from cluster.client.sampled_stat import SampledStat
 from cluster.errors import KafkaError, KafkaTimeoutError
+
+#: Buffers of this many bytes or more are anonymous mappings, not bytearrays: the kernel
+#: hands out zeroed pages as they are first written, where ``bytearray(size)`` clears them
+#: all at once — a cost wasted on the buffer of a large value, which the batch never writes
+#: into (``segments.record.batch_parts``). Figures: perf/README.md, "Large values".
+MAPPED_FROM = 256 * 1024
+
+
+def _new_buffer(size):
+    """A zeroed writable memoryview of ``size`` bytes (MAPPED_FROM); MemoryError if the
+    system has not the memory."""
+    if size < MAPPED_FROM:
+        return memoryview(bytearray(size))
+    try:
+        return memoryview(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE))
+    except (OSError, OverflowError) as exc:
+        raise MemoryError(f"cannot map a buffer of {size} bytes: {exc}") from exc
 
 
 class BufferPoolError(KafkaError):
@@ -150,7 +169,7 @@ class BufferPool:
                 return buffer
         # `size` bytes are reserved in the accounting; create the buffer outside the lock.
         try:
-            buffer = memoryview(bytearray(size))
+            buffer = _new_buffer(size)
         except BaseException:
             with lock:
                 self._unpooled += size

@@ -143,6 +143,7 @@ class Sender(threading.Thread):
         self._max_request_size = config["max_request_size"]
         self._max_in_flight = config["max_in_flight_requests_per_connection"]
         self._guarantee_order = self._max_in_flight == 1
+        protocol.load_codecs(ApiKey.PRODUCE)  # the response's too: not at the first answer
         produce = protocol.request_module(ApiKey.PRODUCE, API_VERSIONS[ApiKey.PRODUCE])
         self._produce_request = produce.ProduceRequest
         self._topic_data = produce.TopicProduceData

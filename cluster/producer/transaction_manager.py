@@ -92,6 +92,7 @@ from cluster.errors import (
 )
 from segments.log_config import INT_MAX
 from segments.record.batch_header import BatchHeader
+from segments.record.batch_parts import BatchParts
 
 log = logging.getLogger(__name__)
 
@@ -615,4 +616,6 @@ def _restamp(batch, producer_id, epoch, sequence, transactional=False):
     built = batch.built
     if isinstance(built, bytes):
         batch.built = built = bytearray(built)
+    elif isinstance(built, BatchParts):  # a large value held as parts: joined, once
+        batch.built = built = built.joined()
     BatchHeader(built).set_producer_state(producer_id, epoch, sequence)

@@ -30,6 +30,7 @@ import datetime
 import struct
 
 from cluster.protocol import frame_descriptor as d
+from segments.record.batch_parts import BatchParts
 
 
 def _milliseconds(value):
@@ -223,6 +224,8 @@ def _write_records(buf, position, layout, records, *leading):
         return position + layout.size
     layout.pack_into(buf, position, *leading, len(records))
     position += layout.size
+    if records.__class__ is BatchParts:  # a producer's large value, copied here once
+        return records.write_into(buf, position)
     end = position + len(records)
     buf[position:end] = records
     return end

@@ -248,6 +248,16 @@ def _codec(kind, api_key, api_version):
     return _CODECS.setdefault((kind, api_key, api_version), codec)
 
 
+def load_codecs(api_key):
+    """Load the request and response codecs of ``api_key`` at its highest supported version
+    (the one ringlog's clients send) now: kio imports an API's schema modules at their
+    first use, tens of milliseconds for Produce and Fetch, which a process on the hot path
+    pays at import (a broker's zygote before it forks) rather than at its first request."""
+    version = SUPPORTED_VERSIONS[api_key][1]
+    _codec("request", api_key, version)
+    _codec("response", api_key, version)
+
+
 def request_class(api_key, api_version):
     """kio's request class for ``api_key`` at ``api_version``."""
     return _codec("request", api_key, api_version).cls

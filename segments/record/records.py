@@ -42,6 +42,7 @@ from crc32c import crc32c
 from segments.errors import CorruptRecordError
 from segments.record import batch_descriptor as d
 from segments.record.batch_header import BatchHeader, iter_batches
+from segments.record.batch_parts import PARTS_FROM, BatchParts
 from segments.record.compression import codec_id, compress, decompress, records_size_limit
 from segments.record.varint import (
     SIGNED_VARINT,
@@ -242,19 +243,32 @@ def pack_batch(payload, record_count, base_timestamp, max_timestamp, attributes,
     Computes the CRC once, over the header's tail and the payload. Returns bytes, or a
     memoryview of ``buffer`` when the batch fits in it (written in place).
     """
-    total = d.HEADER_SIZE + len(payload)
-    tail = d.HEADER_AFTER_CRC.pack(
-        attributes, record_count - 1, base_timestamp, max_timestamp, producer_id,
-        producer_epoch, base_sequence, record_count)
-    crc = crc32c(payload, crc32c(tail))
-    fields = (0, total - d.LOG_OVERHEAD, partition_leader_epoch, d.MAGIC, crc, attributes,
-              record_count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch,
-              base_sequence, record_count)
+    total, fields = _header_fields(
+        (payload,), record_count, base_timestamp, max_timestamp, attributes,
+        producer_id, producer_epoch, base_sequence, partition_leader_epoch)
     if buffer is not None and len(buffer) >= total:
         d.HEADER.pack_into(buffer, 0, *fields)
         buffer[d.HEADER_SIZE:total] = payload
         return memoryview(buffer)[:total]
     return d.HEADER.pack(*fields) + payload
+
+
+def _header_fields(payload_parts, record_count, base_timestamp, max_timestamp, attributes,
+                   producer_id, producer_epoch, base_sequence, partition_leader_epoch):
+    """``(batch size, the fields of d.HEADER)`` of a batch whose records (or compressed
+    blob) are ``payload_parts`` in turn: the CRC-32C is computed over the header's tail,
+    then over each part."""
+    tail = d.HEADER_AFTER_CRC.pack(
+        attributes, record_count - 1, base_timestamp, max_timestamp, producer_id,
+        producer_epoch, base_sequence, record_count)
+    crc = crc32c(tail)
+    total = d.HEADER_SIZE
+    for part in payload_parts:
+        crc = crc32c(part, crc)
+        total += len(part)
+    return total, (0, total - d.LOG_OVERHEAD, partition_leader_epoch, d.MAGIC, crc,
+                   attributes, record_count - 1, base_timestamp, max_timestamp, producer_id,
+                   producer_epoch, base_sequence, record_count)
 
 
 class RecordBatchBuilder:
@@ -494,6 +508,32 @@ class RecordBatchBuilder:
         self._room = -1  # closed: every append answers "full"
         return self._built
 
+    def build_parts(self):
+        """``build()``, except that a batch of one uncompressed record whose value is
+        ``PARTS_FROM`` bytes or more comes back as a ``BatchParts`` (the header and the
+        record's leading fields, the value itself, the record's headers), the value not
+        copied: a producer copies it once, into the request (``batch_parts``). Later calls
+        (and ``build()``) return the same object."""
+        if self._built is None and self._count == 1 and not self._codec:
+            value = self._values[0]
+            if value is not None and len(value) >= PARTS_FROM:
+                key = self._keys[0] if self._keys is not None else None
+                suffix = self._suffixes[0] if self._suffixes is not None else NO_HEADERS
+                body = record_body_size(0, 0, key, value, suffix)
+                lead = b"".join((
+                    encode_varint(body), RECORD_ATTRIBUTES, VARINT[0], VARINT[0],
+                    NULL_LENGTH if key is None else encode_varint(len(key)) + key,
+                    encode_varint(len(value))))
+                timestamp = self._base_timestamp
+                _, fields = _header_fields(
+                    (lead, value, suffix), 1, timestamp, timestamp, self._flags,
+                    self._producer_id, self._producer_epoch, self._base_sequence,
+                    self._partition_leader_epoch)
+                self._built = BatchParts((d.HEADER.pack(*fields) + lead, value, suffix))
+                self._timestamps = self._values = self._keys = self._suffixes = None
+                self._room = -1
+        return self.build()
+
     def __repr__(self):
         return (f"RecordBatchBuilder(records={self._count}, size={self.size_in_bytes()}, "
                 f"codec={self._codec}, built={self._built is not None})")
@@ -629,7 +669,11 @@ class RecordBatch:
         start = header.position + d.RECORDS_OFFSET
         end = header.position + header.size_in_bytes
         header.validate(check_crc=False)  # magic and lengths, before trusting them
-        with memoryview(self._buf) as view:
+        buf = self._buf
+        if (not header.compression_type and buf.__class__ is bytes
+                and end - start >= PARTS_FROM):  # a large value: sliced from buf, once
+            return _decode_records(buf, header, start, end)
+        with memoryview(buf) as view:
             data = view[start:end].tobytes()
         if header.compression_type:
             data = decompress(header.compression_type, data,
@@ -641,15 +685,16 @@ class RecordBatch:
         return f"RecordBatch({self.header!r})"
 
 
-def _decode_records(data, header):
-    """Yield the Records in ``data`` (the plain records of the batch ``header``)."""
+def _decode_records(data, header, pos=0, end=None):
+    """Yield the Records in ``data`` (bytes: the plain records of the batch ``header``, or
+    a buffer holding them from ``pos`` to ``end``)."""
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     timestamp_type = header.timestamp_type
     log_append_time = header.max_timestamp if timestamp_type else None
     make = tuple.__new__
-    end = len(data)
-    pos = 0
+    if end is None:
+        end = len(data)
     index = 0
     for index in range(header.record_count):
         try:

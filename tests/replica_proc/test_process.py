@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import psutil
@@ -15,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from cluster.metadata import data_dir as dd
 from cluster.metadata.page import MetadataPage
+from cluster.protocol.frames import SUPPORTED_VERSIONS, ApiKey
 from replica_proc.alter_partition_manager import AlterPartitionManager
 from replica_proc.broker_metadata import BrokerMetadata
 from replica_proc.controller_channel import ControllerChannel
@@ -426,3 +428,19 @@ def test_a_broker_hosts_more_partitions_than_it_could_keep_files_open_for(cluste
     assert fetch_spread(client) == {p: [(0, b"p%d" % p), (1, b"again")] for p in SPREAD}
     assert psutil.Process(broker.pid).num_fds() <= baseline + 60
     assert broker.stop() == 0, broker.log()
+
+
+def test_a_broker_loads_its_clients_produce_and_fetch_codecs_with_its_imports():
+    """kio imports an API's schema modules at their first use (tens of ms for Produce and
+    Fetch): a broker has them loaded by its own imports (its zygote's, before the fork), so
+    its first Produce and Fetch do not pay for them."""
+    code = ("import sys, replica_proc.__main__; "
+            "print(sorted(m for m in sys.modules if m.startswith('kio.schema.')"
+            " and m.rsplit('.', 1)[-1] in ('request', 'response')"
+            " and m.split('.')[2] in ('produce', 'fetch')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=BOUND, check=True)
+    expected = [f"kio.schema.{name}.v{SUPPORTED_VERSIONS[key][1]}.{kind}"
+                for name, key in (("produce", ApiKey.PRODUCE), ("fetch", ApiKey.FETCH))
+                for kind in ("request", "response")]
+    assert out.stdout.splitlines()[-1] == str(sorted(expected))

@@ -5,6 +5,7 @@ sleeps of a guessed length; no assertion depends on how long anything took.
 """
 from __future__ import annotations
 
+import mmap
 import random
 import threading
 
@@ -12,6 +13,7 @@ import pytest
 
 from cluster.errors import KafkaTimeoutError
 from cluster.producer.buffer_pool import (
+    MAPPED_FROM,
     BufferExhaustedError,
     BufferPool,
     BufferPoolClosedError,
@@ -200,6 +202,17 @@ def test_failed_buffer_creation_gives_the_memory_back():
     with pytest.raises(MemoryError):
         pool.allocate(huge, 0)
     assert pool.unallocated_memory == huge
+
+
+def test_a_large_buffer_is_a_zeroed_mapping_given_back_like_any_other():
+    size = MAPPED_FROM + 3
+    pool = BufferPool(2 * size, BATCH)
+    buf = pool.allocate(size, 0)
+    assert isinstance(buf.obj, mmap.mmap) and not buf.readonly  # not cleared by a memset
+    assert len(buf) == size and buf[-1] == 0 and bytes(buf[:8]) == bytes(8)
+    buf[size - 3:] = b"end"
+    pool.deallocate(buf)
+    assert pool.unallocated_memory == 2 * size and pool.pooled_count == 0
 
 
 # -- blocking and timeouts ----------------------------------------------------------------

@@ -86,6 +86,29 @@ def test_records_reach_the_brokers_logs_in_order(cluster):
         assert len(records) == len(mine) + (bulk_records if partition == 3 else 0)
 
 
+def test_large_values_sent_as_parts_land_intact(cluster):
+    """Values from 64 KB up are sent as the caller's bytes (``BatchParts``), a 3 MB one as
+    fragments of a frame longer than the ring's largest; keys, headers and idempotence
+    stamps are checksummed with them."""
+    running = cluster(brokers=1)
+    with KafkaAdminClient(bootstrap_servers=running.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic("blobs", num_partitions=1, replication_factor=1,
+                                      topic_configs={"max.message.bytes": str(4 << 20)})])
+    rng = np.random.default_rng(24)
+    sizes = [64 << 10, 100, 1 << 20, 3 << 20, (256 << 10) + 1]
+    values = [rng.integers(0, 256, size, dtype=np.uint8).tobytes() for size in sizes]
+    with KafkaProducer(bootstrap_servers=running.bootstrap_servers, acks="all",
+                       max_request_size=4 << 20, **FAST) as producer:
+        futures = [producer.send("blobs", value, key=b"k%d" % i, headers=[("n", b"%d" % i)])
+                   for i, value in enumerate(values)]
+        producer.flush(BOUND)
+    assert [f.get(0).offset for f in futures] == list(range(len(values)))
+    running.stop()
+    records = stored(running.data_dir, "blobs", 0)
+    assert [(r.key, r.value, list(r.headers)) for r in records] == [
+        (b"k%d" % i, value, [("n", b"%d" % i)]) for i, value in enumerate(values)]
+
+
 def test_a_killed_broker_gives_errors_then_serves_again(cluster):
     running = cluster(brokers=2)
     with KafkaAdminClient(bootstrap_servers=running.bootstrap_servers) as admin:

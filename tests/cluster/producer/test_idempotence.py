@@ -20,7 +20,8 @@ from cluster.producer.transaction_manager import (
 )
 from segments.log_config import INT_MAX
 from segments.record.batch_header import BatchHeader
-from segments.record.records import RecordBatchBuilder
+from segments.record.batch_parts import PARTS_FROM, BatchParts
+from segments.record.records import RecordBatch, RecordBatchBuilder
 from tests.support.bounds import IN_PROCESS_BOUND
 from tests.support.waits import wait_for
 
@@ -233,3 +234,24 @@ def test_a_used_up_epoch_takes_a_new_producer_id_and_restamps_the_unfinished_bat
     header = BatchHeader(batch.built)
     header.validate()  # re-stamped in place, CRC rewritten
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (6, 0, 0)
+
+
+def test_a_large_value_held_as_parts_is_restamped_joined():
+    value = bytes(range(256)) * (PARTS_FROM // 256)
+    builder = RecordBatchBuilder()
+    builder.append(0, None, value)
+    batch = ProducerBatch("t", 0, builder, None, 0.0)
+    txn = TransactionManager()
+    txn.set_producer_id_and_epoch(5, MAX_EPOCH)
+    assert txn.may_drain(batch)
+    txn.stamp(batch)
+    assert isinstance(batch.build(), BatchParts)
+    txn.request_done(batch)
+    assert txn.retry_decision(batch, UnknownProducerIdError("gone")) == RETRY
+    assert txn.maybe_bump_epoch()
+    txn.set_producer_id_and_epoch(6, 0)
+    assert txn.may_drain(batch)
+    header = BatchHeader(batch.built)
+    header.validate()  # joined once, re-stamped, CRC rewritten
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (6, 0, 0)
+    assert [r.value for r in RecordBatch(bytes(batch.built))] == [value]

@@ -27,6 +27,7 @@ from cluster.protocol import frame_descriptor as d, frames as protocol
 from cluster.protocol.frames import ApiKey
 from segments.record import batch_descriptor as bd
 from segments.record.batch_header import BatchHeader
+from segments.record.batch_parts import BatchParts
 
 
 def record_batch(record_count=3, payload=100, base_offset=0):
@@ -357,6 +358,21 @@ def test_a_large_produce_requests_records_are_views_of_the_frame(version, shape)
                if p.records is not None]
     assert all(isinstance(r, memoryview) and r.readonly and r.obj is frame for r in records)
     BatchHeader(records[-1]).validate()
+
+
+def test_a_batch_held_as_parts_is_written_as_the_joined_batch():
+    """A producer's large value (``BatchParts``): the frame, in a slot or on its own,
+    carries the same bytes as the joined batch."""
+    whole = LARGE_BATCH
+    parts = BatchParts((whole[:100], memoryview(whole)[100:-7], whole[-7:]))
+    frames = []
+    for records in (whole, parts):
+        request = produce_request(8, [("app-logs", [(0, BATCH)]), ("large", [(2, records)])])
+        slot = bytearray(protocol.request_frame_size(request, "c") + 3)
+        end = protocol.encode_request_into(slot, 3, request, 5, "c")
+        assert end == len(slot) and slot[3:] == protocol.encode_request(request, 5, "c")
+        frames.append(bytes(slot[3:]))
+    assert frames[0] == frames[1]
 
 
 def test_a_damaged_large_produce_request_is_read_as_kio_reads_it(monkeypatch):

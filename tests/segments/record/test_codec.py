@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from segments.record import batch_descriptor as d
 from segments.record.batch_header import BatchHeader
+from segments.record.batch_parts import PARTS_FROM, BatchParts
 from segments.record.bulk import build_batches
 from segments.record.compression import (
     CODEC_NAMES,
@@ -285,6 +286,36 @@ def test_a_batch_larger_than_the_buffer_gets_its_own_bytes():
     assert read(built) == [(0, BASE_TS, None, b"x" * 100, [])]
 
 
+@pytest.mark.parametrize("key, headers, transactional", [
+    (None, [], False), (b"k" * 300, [("h", b"v"), ("n", None)], True)])
+def test_a_large_value_is_built_as_parts_holding_the_callers_bytes(key, headers, transactional):
+    value = bytes(range(256)) * (PARTS_FROM // 256)
+    batches = []
+    for parts in (False, True):
+        builder = RecordBatchBuilder(batch_size=16384, producer_id=7, producer_epoch=1,
+                                     base_sequence=5, is_transactional=transactional)
+        builder.append(BASE_TS, key, value, headers)
+        batches.append(builder.build_parts() if parts else builder.build())
+    whole, parts = batches
+    assert isinstance(parts, BatchParts) and parts.parts[1] is value  # not copied
+    assert len(parts) == len(whole) and bytes(parts.joined()) == bytes(whole)
+    assert builder.build() is parts and builder.build_parts() is parts
+    header = BatchHeader(parts.joined())
+    assert header.crc == header.compute_crc()
+    assert read(parts.joined()) == [(0, BASE_TS, key, value, headers)]
+
+
+@pytest.mark.parametrize("value, codec, more", [
+    (b"x" * (PARTS_FROM - 1), 0, False), (b"x" * PARTS_FROM, 3, False),
+    (b"x" * PARTS_FROM, 0, True)])
+def test_other_batches_are_built_whole(value, codec, more):
+    builder = RecordBatchBuilder(codec, batch_size=4 * PARTS_FROM)
+    builder.append(BASE_TS, None, value)
+    if more:
+        builder.append(BASE_TS, None, b"v")
+    assert not isinstance(builder.build_parts(), BatchParts)
+
+
 # -- fixed CRCs ----------------------------------------------------------------------------------
 
 KNOWN = [(BASE_TS, None, b"hello", []), (BASE_TS + 1, b"key", b"world", [("h", b"1")]),
@@ -452,6 +483,26 @@ def test_inconsistent_records_name_what_is_wrong(change, message):
     change(batch)
     with pytest.raises(CorruptRecordError, match=message):
         list(RecordBatch(restamp_crc(batch)))
+
+
+LARGE = [(BASE_TS, b"k", b"x" * PARTS_FROM, [("h", b"1")]), (BASE_TS + 1, None, b"y" * 9, [])]
+
+
+def test_a_large_batch_in_a_fetched_buffer_decodes_to_bytes():
+    """Its values are sliced from the buffer once (no copy of the whole batch first)."""
+    fetched = build(LARGE) + build(KNOWN)
+    records = list(RecordBatch(fetched))
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == expected(
+        LARGE)
+    assert {type(r.value) for r in records} == {bytes}
+
+
+@pytest.mark.parametrize("count, message", [(3, "record 2"), (1, "bytes left after its 1")])
+def test_a_large_batch_miscounting_its_records_is_refused_not_read_past(count, message):
+    large = bytearray(build(LARGE))
+    large[d.RECORD_COUNT_OFFSET:d.RECORDS_OFFSET] = count.to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match=message):
+        list(RecordBatch(bytes(restamp_crc(large)) + build(KNOWN)))
 
 
 def test_an_unknown_codec_id_in_a_batch_is_named():
