@@ -6,7 +6,8 @@ value lists) and ``append_value``, the producer's per-record append. Its compile
 ``segments/record/_builder_core.pyx`` (``accel``), has the same fields and the same
 ``append_value`` in C; ``BUILDER_CORE`` is the one ``RecordBatchBuilder`` inherits. Every
 other method of the builder (``append``, ``build`` and the rest) is the same Python code on
-either base, so the batches' bytes are the same.
+either base; ``build()`` takes the compiled module's ``encode_plain`` for a plain batch's
+records when it is there (``records``), whose bytes are the Python encoders'.
 
 No lock of its own: see ``append_value``.
 """
@@ -55,6 +56,7 @@ class BuilderCore:
             lock.release()
 
 
-_compiled = accel.load("segments.record._builder_core")
+#: The compiled module (segments/record/_builder_core.pyx), or None.
+COMPILED = accel.load("segments.record._builder_core")
 #: The base RecordBatchBuilder inherits: the compiled twin when it is available.
-BUILDER_CORE = BuilderCore if _compiled is None else _compiled.BuilderCore
+BUILDER_CORE = BuilderCore if COMPILED is None else COMPILED.BuilderCore

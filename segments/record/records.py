@@ -42,7 +42,7 @@ from crc32c import crc32c
 from segments.errors import CorruptRecordError
 from segments.record import batch_descriptor as d
 from segments.record.batch_header import BatchHeader, iter_batches
-from segments.record.builder_core import BUILDER_CORE
+from segments.record.builder_core import BUILDER_CORE, COMPILED
 from segments.record.compression import codec_id, compress, decompress, records_size_limit
 from segments.record.varint import (
     SIGNED_VARINT,
@@ -446,7 +446,7 @@ class RecordBatchBuilder(BUILDER_CORE):
             raise ValueError("cannot build a batch with no records")
         timestamps = self._timestamps
         base_timestamp = self._base_timestamp
-        encoded = _encode_plain(timestamps, self._values) if self._plain else None
+        encoded = _ENCODE_PLAIN(timestamps, self._values) if self._plain else None
         if encoded is None:
             keys = self._keys or [None] * count
             suffixes = self._suffixes or [NO_HEADERS] * count
@@ -545,6 +545,12 @@ def _encode_plain(timestamps, values):
     parts[0:-1:2] = prefixes
     parts[1::2] = values
     return b"".join(parts), max_timestamp
+
+
+#: build()'s encoder of a plain batch's records: the compiled one (every plain batch whose
+#: timestamps are within ±2**62; builder_core) when it is built, else _encode_plain. Either
+#: answers None for a batch it does not cover, which encode_records then encodes.
+_ENCODE_PLAIN = _encode_plain if COMPILED is None else COMPILED.encode_plain
 
 
 # -- reading ------------------------------------------------------------------------------------

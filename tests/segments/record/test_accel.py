@@ -26,7 +26,7 @@ from cluster.producer.batch import FutureRecordMetadata
 from consumer_proc import record_columns
 from consumer_proc.columns_parser import parse_batches
 from consumer_proc.consumer_record import ConsumerRecord
-from segments.record import accel, builder_core
+from segments.record import accel, builder_core, records
 from segments.record.batch_header import iter_batches
 from segments.record.bulk import build_batches
 from segments.record.records import RecordBatchBuilder
@@ -117,6 +117,45 @@ def test_the_record_batch_builder_runs_on_the_chosen_core():
     expected = "segments.record.builder_core" if accel.DISABLED else (
         builder_core.BUILDER_CORE.__module__)
     assert builder_core.BUILDER_CORE.__module__ == expected
+
+
+def python_plain_records(timestamps, values):
+    """What build() wrote for a plain batch before the compiled encoder: _encode_plain,
+    else encode_records."""
+    encoded = records._encode_plain(timestamps, values)
+    if encoded is None:
+        count = len(values)
+        keys, suffixes = [None] * count, [records.NO_HEADERS] * count
+        encoded = records.encode_records(
+            timestamps, keys, values, suffixes,
+            records._record_bodies(timestamps, keys, values, suffixes))
+    return encoded
+
+
+@SETTINGS
+@given(deltas=st.lists(st.integers(-70, 70) | st.integers(-2**40, 2**40), min_size=1,
+                       max_size=300),
+       lengths=st.lists(st.sampled_from([0, 1, 63, 64, 100, 4087, 4096, 9000]), min_size=1,
+                        max_size=5),
+       base=st.sampled_from([T0, 0, -T0, 2**61]))
+def test_compiled_plain_encoder_writes_the_python_encoders_bytes(deltas, lengths, base):
+    encode_plain = compiled("segments.record._builder_core").encode_plain
+    timestamps = [base + delta for delta in deltas]
+    values = [b"%d" % i * 9000 for i in range(len(deltas))]
+    values = [value[:lengths[i % len(lengths)]] for i, value in enumerate(values)]
+    assert encode_plain(timestamps, values) == python_plain_records(timestamps, values)
+    one = [values[0]] * len(values)  # one length: _encode_plain's own shape
+    assert encode_plain(timestamps, one) == python_plain_records(timestamps, one)
+
+
+def test_compiled_plain_encoder_leaves_what_it_does_not_cover_to_python():
+    encode_plain = compiled("segments.record._builder_core").encode_plain
+    assert encode_plain([T0, 2**62], [b"a", b"b"]) is None     # past ±2**62
+    assert encode_plain([T0, -2**62], [b"a", b"b"]) is None
+    assert encode_plain([T0, T0], [b"a", bytearray(b"b")]) is None  # not bytes
+    assert encode_plain([T0, True], [b"a", b"b"]) is None      # not an int
+    assert encode_plain([], []) is None
+    assert encode_plain([T0], [b"a", b"b"]) is None
 
 
 # -- the producer's lane -----------------------------------------------------------------
