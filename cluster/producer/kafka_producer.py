@@ -27,11 +27,11 @@ so the lane appends exactly where the general path would. Past the API checks (c
 transaction, headers, serializers) the lane's steps — version check, timestamp, append,
 the future — are one C call when the compiled record paths are built
 (``cluster/producer/_lane_accel.pyx``, ``segments.record.accel``), the same steps in
-Python otherwise. When the batch refuses (full,
-closed) or the metadata changed, the record takes the general path, which asks the
-partitioner (rotating on a new batch, as KIP-480 says), opens the batch and points the lane
-at it. A sticky partition changes only when a batch is opened, so asking the partitioner
-once per batch instead of once per record puts every record where it would have gone.
+Python otherwise. When the batch refuses (full, closed) or the metadata changed, the
+record takes the general path, which asks the partitioner (rotating on a new batch, as
+KIP-480 says), opens the batch and points the lane at it. A sticky partition changes only
+when a batch is opened, so asking the partitioner once per batch instead of once per
+record puts every record where it would have gone.
 
 ``send_batch(topic, values, keys=None, partition=None)`` is ringlog's bulk send: records
 are encoded many at a time by ``segments.record.bulk.build_batches`` (vectorised with

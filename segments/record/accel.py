@@ -7,7 +7,10 @@ install time: ``setup.py`` builds the extensions as optional) or when ``RINGLOG_
 is set to anything but ``0`` or empty — the switch the tests use for their second pass
 over the codec and client tests (``make test``). The compiled modules today:
 
-    segments.record._builder_core    RecordBatchBuilder's per-record state, append_value
+    segments.record._builder_core    RecordBatchBuilder's per-record state, append_value,
+                                     and encode_plain (build() of a plain batch's records)
+    cluster.producer._lane_accel     send()'s fast path past the API checks (cimports the
+                                     builder core)
     consumer_proc._records_accel     ConsumerRecords made from parsed columns (poll())
 
 ``load(name)`` is how a module asks for its compiled twin: the module, or None. A compiled
