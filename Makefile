@@ -6,7 +6,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo demo-logs test test-fast lint bench clean redis-server java kcat conformance
 
-$(STAMP): setup.cfg pyproject.toml
+# setup.py and the .pyx files: the compiled record paths (issue 24), built in place by the
+# editable install (optional: without a C compiler ringlog runs their pure-Python twins).
+ACCEL_SOURCES := setup.py $(wildcard segments/record/*.pyx segments/record/*.pxd \
+                   consumer_proc/*.pyx cluster/producer/*.pyx)
+
+$(STAMP): setup.cfg pyproject.toml $(ACCEL_SOURCES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $(STAMP)
@@ -59,9 +64,21 @@ PYCACHE := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/.cache/p
 # enough that two workers finish well before one. The files go out heaviest first
 # (tests/conftest.py orders them; --no-loadscope-reorder keeps xdist from re-sorting them by
 # number of tests, which put the few-test Spark and e2e files last, run by one worker alone).
+# The second pytest line runs the codec and client tests again on the pure-Python record
+# paths (RINGLOG_NO_ACCEL=1; the first ran the compiled ones when they are built), so both
+# paths keep every behaviour those tests check; the property tests draw a tenth of their
+# examples there (the first pass searched in full; tests/segments/record/test_accel.py
+# compares the two paths directly, in full).
+ACCEL_TESTS := tests/segments/record tests/consumer_proc/test_parsing.py \
+	tests/consumer_proc/test_fetcher.py tests/cluster/producer/test_fast_path.py \
+	tests/cluster/producer/test_send.py tests/cluster/producer/test_accumulator.py \
+	tests/cluster/producer/test_idempotence.py tests/cluster/producer/test_transactions.py
+
 test: lint redis-server kcat
 	@$(SHM_LIST) > $(VENV)/shm.before || true
 	$(PYCACHE) $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
+	RINGLOG_NO_ACCEL=1 RINGLOG_QUICK_PROPERTIES=1 $(PYCACHE) $(PY) -m pytest -q -n 2 \
+	  --dist loadfile $(ACCEL_TESTS)
 	@$(SHM_LIST) | comm -13 $(VENV)/shm.before - > $(VENV)/shm.leaked || true; \
 	if [ -s $(VENV)/shm.leaked ]; then \
 	  echo "shared-memory objects left behind by the tests:"; cat $(VENV)/shm.leaked; exit 1; fi
@@ -124,3 +141,5 @@ bench: $(STAMP) redis-server
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .cache/conformance .cache/pycache
+	rm -f $(patsubst %.pyx,%.c,$(filter %.pyx,$(ACCEL_SOURCES))) \
+	  $(wildcard $(patsubst %.pyx,%.cpython-*.so,$(filter %.pyx,$(ACCEL_SOURCES))))

@@ -26,11 +26,14 @@ from itertools import repeat
 
 import numpy as np
 
-from consumer_proc.consumer_record import make_record
+from consumer_proc.consumer_record import ConsumerRecord, make_record
+from segments.record import accel
 
 _EMPTY = np.empty(0, dtype=np.int64)
 #: The headers of a record that has none (see ``to_records``).
 NO_HEADERS = ()
+#: The compiled ``to_records`` (consumer_proc/_records_accel.pyx), or None (``accel``).
+_compiled = accel.load("consumer_proc._records_accel")
 
 
 class RecordColumns:
@@ -144,20 +147,36 @@ class RecordColumns:
         consumer's time (measured by perf.consumer_bench; figures: perf/README.md,
         "ConsumerRecords share one empty headers tuple"); a record of atoms only is
         untracked at its first pass. Reading — iteration, len, truth, dict() — is the
-        same."""
+        same.
+
+        The records are made in one C loop by ``consumer_proc/_records_accel.pyx`` when it is
+        built (``segments.record.accel``), else by the C-level ``map`` below: the same
+        objects either way."""
         n = len(self)
-        headers = self.headers if self.headers is not None else [NO_HEADERS] * n
-        keys = self.keys()
-        values = self.values()
-        if key_deserializer is not None:
-            keys = list(map(key_deserializer, repeat(topic, n), headers, keys))
-        if value_deserializer is not None:
-            values = list(map(value_deserializer, repeat(topic, n), headers, values))
+        headers = self.headers
+        keys = self._keys
+        values = self._values
+        if key_deserializer is not None or value_deserializer is not None:
+            each_headers = headers if headers is not None else [NO_HEADERS] * n
+            if key_deserializer is not None:
+                keys = list(map(key_deserializer, repeat(topic, n), each_headers, self.keys()))
+            if value_deserializer is not None:
+                values = list(map(value_deserializer, repeat(topic, n), each_headers,
+                                  self.values()))
+        if _compiled is not None and (self.buffer is None or self.buffer.__class__ is bytes):
+            return _compiled.make_records(
+                ConsumerRecord, topic, partition, self.leader_epoch, self.timestamp_type,
+                self.offsets, self.timestamps, self.key_lengths, self.value_lengths,
+                self.buffer, self.key_starts, self.value_starts, keys, values, headers,
+                None if headers is None else self.header_sizes(), NO_HEADERS)
+        if headers is None:
+            headers = [NO_HEADERS] * n
         return list(map(make_record, zip(
             repeat(topic, n), repeat(partition, n), repeat(self.leader_epoch, n),
             self.offsets.tolist(), self.timestamps.tolist(), repeat(self.timestamp_type, n),
-            keys, values, headers, repeat(None, n), self.key_lengths.tolist(),
-            self.value_lengths.tolist(), self.header_sizes())))
+            self.keys() if keys is None else keys, self.values() if values is None else values,
+            headers, repeat(None, n), self.key_lengths.tolist(), self.value_lengths.tolist(),
+            self.header_sizes())))
 
     def __repr__(self):
         span = f"{self.offsets[0]}..{self.offsets[-1]}" if len(self) else "empty"

@@ -23,11 +23,15 @@ through ``RecordBatchBuilder.append_value`` under the accumulator's lock: no met
 lookup, no partitioner call, one lock, three Python calls in all. A batch takes records
 only while it is the last of its partition (the accumulator closes it for appends when it
 refuses a record, when another batch is queued behind it, and when it leaves the queue),
-so the lane appends exactly where the general path would. When the batch refuses (full,
-closed) or the metadata changed, the record takes the general path, which asks the
-partitioner (rotating on a new batch, as KIP-480 says), opens the batch and points the lane
-at it. A sticky partition changes only when a batch is opened, so asking the partitioner
-once per batch instead of once per record puts every record where it would have gone.
+so the lane appends exactly where the general path would. Past the API checks (closed,
+transaction, headers, serializers) the lane's steps — version check, timestamp, append,
+the future — are one C call when the compiled record paths are built
+(``cluster/producer/_lane_accel.pyx``, ``segments.record.accel``), the same steps in
+Python otherwise. When the batch refuses (full, closed) or the metadata changed, the
+record takes the general path, which asks the partitioner (rotating on a new batch, as
+KIP-480 says), opens the batch and points the lane at it. A sticky partition changes only
+when a batch is opened, so asking the partitioner once per batch instead of once per
+record puts every record where it would have gone.
 
 ``send_batch(topic, values, keys=None, partition=None)`` is ringlog's bulk send: records
 are encoded many at a time by ``segments.record.bulk.build_batches`` (vectorised with
@@ -103,6 +107,7 @@ from cluster.producer.transaction_manager import TransactionManager
 from cluster.protocol.consumer_protocol import NO_GENERATION
 from cluster.stats.publisher import process_stats
 from cluster.structs import ConsumerGroupMetadata
+from segments.record import accel
 from segments.record.batch_header import BatchHeader
 
 log = logging.getLogger(__name__)
@@ -123,6 +128,11 @@ BULK_CHUNK_RECORDS = 1 << 17
 SENDER_SPIN = 0
 
 _PRODUCER_IDS = itertools.count(1)
+
+#: The compiled lane (cluster/producer/_lane_accel.pyx: send()'s fast path in one C call),
+#: or None: then send() runs the same steps in Python with ``_Lane`` (segments.record.accel).
+_lane_module = accel.load("cluster.producer._lane_accel")  # imports the compiled builder core
+_LANE = None if _lane_module is None else _lane_module.Lane
 
 
 def _serializer(hook):
@@ -241,7 +251,13 @@ class KafkaProducer:
             # The fast path (module doc): the open batch of the topic's sticky partition,
             # from an earlier send under the same metadata, if it still takes records.
             lane = self._lanes.get(topic)
-            if lane is not None and lane.version == self._cluster.version:
+            if _LANE is not None:  # the compiled twin of what follows (_lane_accel.pyx)
+                if lane is not None:
+                    future = lane.send(value, timestamp_ms, self._cluster.version,
+                                       self._append_lock)
+                    if future is not None:
+                        return future
+            elif lane is not None and lane.version == self._cluster.version:
                 if timestamp_ms is None:
                     timestamp_ms = time_ns() // 1_000_000
                 if timestamp_ms.__class__ is int:
@@ -282,7 +298,9 @@ class KafkaProducer:
                     lane = self._lanes.get(topic)
                     if self._laned and builder is not None and (
                             lane is None or lane.batch is not batch or lane.version != version):
-                        self._lanes[topic] = _Lane(version, batch, builder.append_value)
+                        self._lanes[topic] = (
+                            _Lane(version, batch, builder.append_value) if _LANE is None
+                            else _LANE(version, batch, builder, FutureRecordMetadata))
                 else:
                     appended = self._append(topic, partition, timestamp_ms, key, value, headers)
             else:

@@ -5,7 +5,7 @@
 * ``write_mb_s``: sequential ``write`` of 1 MiB blocks to a new file in the suite's work
   directory (where the logs go), timed up to and including one ``fsync`` at the end
   (bytes / s, 1e6), the file removed after;
-* ``codec_path``: which record codec runs, pure Python or a compiled accelerator.
+* ``codec_path``: which record paths run, compiled (Cython) or pure Python (issue 24).
 
 ``describe`` also notes the load average: the machine is shared, and the load before and
 after the run says how much of it the suite had.
@@ -49,13 +49,13 @@ def describe(redis_server=None):
 
 
 def codec_path():
-    """Which record codec runs: a compiled accelerator's name when the codec has one and it
-    loaded (``segments.record.ACCELERATED``, a name or True), else "pure Python"."""
-    import segments.record as record
-    accelerated = getattr(record, "ACCELERATED", None)
-    if not accelerated:
-        return "pure Python"
-    return accelerated if isinstance(accelerated, str) else "compiled accelerator"
+    """Which record paths run: compiled (Cython, and which modules) or pure Python, and why
+    (``segments.record.accel``); the suite's client processes inherit the same switch and
+    build."""
+    import cluster.producer.kafka_producer  # noqa: F401  (each asks accel for its twin)
+    import consumer_proc.record_columns  # noqa: F401
+    from segments.record import accel
+    return accel.describe()
 
 
 def memcpy_gb_s(mib, repeats=REPEATS):

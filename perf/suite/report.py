@@ -45,7 +45,7 @@ def machine_table(machine):
             ("os / python", f"{machine.get('platform')} / {machine.get('python')}"),
             ("redis-server", machine.get("redis_server") or "not found"),
             ("memcpy", f"{_num(machine.get('memcpy_gb_s'), 1)} GB/s"),
-            ("record codec", machine.get("codec") or "-"),
+            ("record paths", machine.get("codec") or "-"),
             ("sequential write + fsync", f"{_num(machine.get('write_mb_s'))} MB/s"),
             ("load average start → end",
              f"{_load(machine.get('load_average'))} → {_load(machine.get('load_average_end'))}")]

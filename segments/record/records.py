@@ -43,6 +43,7 @@ from segments.errors import CorruptRecordError
 from segments.record import batch_descriptor as d
 from segments.record.batch_header import BatchHeader, iter_batches
 from segments.record.batch_parts import PARTS_FROM, BatchParts
+from segments.record.builder_core import BUILDER_CORE, COMPILED
 from segments.record.compression import codec_id, compress, decompress, records_size_limit
 from segments.record.varint import (
     SIGNED_VARINT,
@@ -271,7 +272,7 @@ def _header_fields(payload_parts, record_count, base_timestamp, max_timestamp, a
                    producer_epoch, base_sequence, record_count)
 
 
-class RecordBatchBuilder:
+class RecordBatchBuilder(BUILDER_CORE):
     """Accumulates records for one batch and encodes them, once, in ``build()``.
 
     Owned by one producer thread at a time (appends, then the sender's ``build()``); no
@@ -290,10 +291,11 @@ class RecordBatchBuilder:
     *plain* batch — null keys, no headers, bytes values — never makes them).
     """
 
+    # The per-record fields (count, room, base timestamp, plain and open flags, timestamp
+    # and value lists) and append_value() are the base's: builder_core (compiled or not).
     __slots__ = (
         "_codec", "_batch_size", "_producer_id", "_producer_epoch", "_base_sequence",
-        "_partition_leader_epoch", "_flags", "_buffer", "_clock", "_timestamps", "_values",
-        "_keys", "_suffixes", "_plain", "_open", "_count", "_room", "_base_timestamp",
+        "_partition_leader_epoch", "_flags", "_buffer", "_clock", "_keys", "_suffixes",
         "_built")
 
     def __init__(self, compression_type=0, batch_size=16384, *, producer_id=-1,
@@ -355,38 +357,6 @@ class RecordBatchBuilder:
             self._values.append(value)
             return count
         return self._append_any(count, timestamp, key, value, headers)
-
-    def append_value(self, timestamp, value, lock):
-        """``append(timestamp, None, value)`` for the common record of a producer's hot
-        path — ``timestamp`` an int, ``value`` bytes, no key, no headers — storing it with
-        ``lock`` held; returns its offset delta, or None when the batch is full (or
-        closed), or when this path does not take the record (the batch's first record, a
-        batch that holds keys or headers, a number outside the size tables): then
-        ``append()`` decides.
-
-        The builder has no lock of its own: ``lock`` is its owner's (a ``threading.Lock``
-        that guards who may append), held only around the check and the store — so a
-        thread never waits for another that was switched out in the middle of a call.
-        """
-        lock.acquire()
-        try:
-            count = self._count
-            if count and self._plain:
-                try:
-                    body = (3 + SIGNED_VARINT_SIZE[timestamp - self._base_timestamp]
-                            + VARINT_SIZE[count] + SIZED[len(value)])
-                    room = self._room - body - VARINT_SIZE[body]
-                except (KeyError, IndexError):
-                    return None
-                if room >= 0:
-                    self._room = room
-                    self._count = count + 1
-                    self._timestamps.append(timestamp)
-                    self._values.append(value)
-                    return count
-            return None
-        finally:
-            lock.release()
 
     def close_for_appends(self):
         """Refuse every later append (as for a full batch); ``build()`` still works."""
@@ -490,7 +460,7 @@ class RecordBatchBuilder:
             raise ValueError("cannot build a batch with no records")
         timestamps = self._timestamps
         base_timestamp = self._base_timestamp
-        encoded = _encode_plain(timestamps, self._values) if self._plain else None
+        encoded = _ENCODE_PLAIN(timestamps, self._values) if self._plain else None
         if encoded is None:
             keys = self._keys or [None] * count
             suffixes = self._suffixes or [NO_HEADERS] * count
@@ -615,6 +585,12 @@ def _encode_plain(timestamps, values):
     parts[0:-1:2] = prefixes
     parts[1::2] = values
     return b"".join(parts), max_timestamp
+
+
+#: build()'s encoder of a plain batch's records: the compiled one (every plain batch whose
+#: timestamps are within ±2**62; builder_core) when it is built, else _encode_plain. Either
+#: answers None for a batch it does not cover, which encode_records then encodes.
+_ENCODE_PLAIN = _encode_plain if COMPILED is None else COMPILED.encode_plain
 
 
 # -- reading ------------------------------------------------------------------------------------

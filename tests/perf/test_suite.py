@@ -410,7 +410,7 @@ def test_report_says_how_much_faster_and_names_the_projects_goals():
     text = console.export_text()
     assert "project's goals" in text and "issue" not in text
     lines = text.splitlines()
-    assert any("record codec" in line and "pure Python" in line for line in lines)
+    assert any("record paths" in line and "pure Python" in line for line in lines)
     assert any("≥ 10× Redis Streams" in line and "15.00× (300 rec/s against 20 rec/s)" in line
                and line.rstrip().endswith("yes") for line in lines)
     assert any("≥ 1.0× pyzmq " in line and "0.75×" in line and line.rstrip().endswith("no")
