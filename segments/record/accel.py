@@ -15,8 +15,10 @@ over the codec and client tests (``make test``). The compiled modules today:
 
 ``load(name)`` is how a module asks for its compiled twin: the module, or None. A compiled
 module that cannot be imported (not built, built for another Python) is said once per
-process, as one warning line naming the reason; a switch set on purpose is not warned
-about. ``describe()`` says which path runs (``make bench`` prints it).
+process, as one INFO log line naming the reason (a broker's log has it; a client's stderr
+stays clean, since the install already said so once, in ``setup.py``, and a machine
+without a compiler would otherwise print it from every process); a switch set on purpose
+is not logged. ``describe()`` says which path runs (``make bench`` prints it).
 
 Imported by the record codec and the consumer at import time; read-only afterwards, so any
 thread may call ``describe``.
@@ -40,14 +42,14 @@ _missing: dict = {}  # name -> why it could not be imported
 
 def load(name):
     """The compiled module ``name`` (e.g. ``segments.record._builder_core``), or None when
-    the switch is set or it cannot be imported (warned once per process)."""
+    the switch is set or it cannot be imported (logged once per process)."""
     if DISABLED:
         return None
     try:
         module = importlib.import_module(name)
     except ImportError as exc:
         if not _missing:
-            log.warning("ringlog: the compiled record paths are not available (%s: %s); "
+            log.info("ringlog: the compiled record paths are not available (%s: %s); "
                         "running the pure-Python ones (slower). Build them with a C "
                         "compiler: pip install -e . (or python setup.py build_ext --inplace)",
                         name, exc)

@@ -4,7 +4,7 @@ batch bytes), the producer's compiled lane (same futures, same fall-throughs) an
 consumer's compiled ``to_records`` (same ConsumerRecords, field types and shared objects
 included). Each compiled module is imported directly, so these run whatever
 ``RINGLOG_NO_ACCEL`` says; they skip, naming it, when a module is not built. The switch and
-the once-per-process warning are checked in fresh interpreters.
+the once-per-process log line are checked in fresh interpreters.
 
 ``make test`` runs the codec and client tests a second time with ``RINGLOG_NO_ACCEL=1``,
 so every behaviour they check holds on both paths.
@@ -276,7 +276,7 @@ def test_compiled_records_refuse_columns_of_different_lengths():
                             b"abc", column, column, None, None, None, None, ())
 
 
-# -- the switch and the warning --------------------------------------------------------------
+# -- the switch and the log line --------------------------------------------------------------
 
 def run_python(code, **env):
     done = subprocess.run(
@@ -288,7 +288,7 @@ def run_python(code, **env):
 
 
 @pytest.mark.multiprocess
-def test_the_switch_selects_the_python_paths_without_a_warning():
+def test_the_switch_selects_the_python_paths_without_a_log_line():
     out, err = run_python(
         "from segments.record import accel; import consumer_proc.record_columns, "
         "cluster.producer.kafka_producer as p; print(accel.describe(), p._LANE)",
@@ -300,7 +300,8 @@ def test_the_switch_selects_the_python_paths_without_a_warning():
 @pytest.mark.multiprocess
 def test_a_missing_compiled_module_is_said_once_and_the_python_paths_run():
     out, err = run_python(
-        "import sys; sys.modules['segments.record._builder_core'] = None; "
+        "import logging, sys; logging.basicConfig(level=logging.INFO); "
+        "sys.modules['segments.record._builder_core'] = None; "
         "sys.modules['consumer_proc._records_accel'] = None; "
         "from segments.record import accel, builder_core; import consumer_proc.record_columns; "
         "import cluster.producer.kafka_producer as p; "
