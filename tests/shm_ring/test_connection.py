@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import struct
+import threading
 import time
 
 import posix_ipc
@@ -28,6 +29,7 @@ from shm_ring.naming import (
     doorbell_name,
     list_objects,
 )
+from shm_ring.ring import Ring
 from shm_ring.wakeup import WaitPolicy
 from tests.support.bounds import BOUND
 from tests.support.other_user import OTHER_UID, as_other_user, needs_root
@@ -510,3 +512,45 @@ def test_a_broker_refuses_a_doorbell_another_user_made_and_leaves_it(cluster_id)
         assert list_objects(cluster_id) == [name]
     finally:
         posix_ipc.unlink_semaphore(name)
+
+
+def test_a_wait_looks_at_no_idle_connection_and_ends_at_a_request(cluster_id, listener,
+                                                                   monkeypatch):
+    """The doorbell's wait watches the listener's requests pending flag, not every ring: with
+    many idle connections it reads none of their request rings, and a request on any of them
+    ends it; the flag is cleared when the wait ends, so the next wait times out."""
+    clients = []
+    opener = threading.Thread(target=lambda: clients.extend(
+        connect(cluster_id, 1, timeout=BOUND, capacity=1 << 14, policy=FAST)
+        for _ in range(12)))
+    opener.start()
+    deadline = time.monotonic() + BOUND
+    while len(listener.connections) < 12:
+        assert time.monotonic() < deadline, "connections not accepted in time"
+        listener.wait(0.01)
+        listener.accept_pending()
+    opener.join(BOUND)
+    try:
+        listener.wait(0.0)  # the flag the connects set is cleared
+        assert not listener.wait(0.02)
+        requests = {id(c._req) for c in listener.connections}
+        looked = []
+        readable = Ring.readable
+
+        def counting(ring):
+            if id(ring) in requests:
+                looked.append(ring)
+            return readable(ring)
+        monkeypatch.setattr(Ring, "readable", counting)
+        assert not listener.wait(0.05)
+        assert looked == []
+        assert clients[7].send(b"hello", BOUND)
+        assert listener.wait(BOUND)
+        ready = listener.ready()
+        assert [c.name for c in ready] == [clients[7].name]
+        assert bytes(ready[0].recv()) == b"hello"
+        ready[0].release()
+        assert not listener.wait(0.02)
+    finally:
+        for client in clients:
+            client.close()
