@@ -383,18 +383,14 @@ class KafkaConsumer:
         self._subscription.reset_missing_positions()
         self._offsets.reset_offsets_if_needed()
         records = self._drain(max_records, update_offsets, columns)
+        fetcher.send_fetches()  # before returning records: the pipelining (module doc)
         if records:
-            # before returning records: the pipelining (module doc); the broker is woken
-            # once this thread next waits, not before the caller has its records
-            self._client.wake_later(fetcher.send_fetches)
             return records
-        fetcher.send_fetches()
         wait = deadline - self._clock()
         if not fetcher.in_flight():
             wait = min(wait, self._retry_backoff)
         self._client.poll(max(0.0, wait))
-        # the next fetch goes out before these records are parsed, its broker woken later
-        self._client.wake_later(fetcher.send_fetches)
+        fetcher.send_fetches()  # the next fetch goes out before these records are parsed
         return self._drain(max_records, update_offsets, columns)
 
     def _drain(self, max_records, update_offsets, columns):

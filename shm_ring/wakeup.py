@@ -21,15 +21,10 @@ after the peer ran, and on a loaded machine the poster may wait for the CPU much
 (measured: perf/README.md, "Held posts"). A thread that answers many peers per turn (the
 broker's loop) calls hold_posts() once: its posts are noted and made together by
 release_posts() when its turn's work is done, so the answers of the whole turn are written
-before any peer takes the core. The waiter's flag stays set until the held post is made, so
-a notifier in another thread or process still posts at once: a post held here never delays
-what others publish (the later held post then costs the waiter one more loop at most).
+before any peer takes the core. The flag is cleared at once, as for a post made at once; a
+held post only arrives later, and a waiter's block is bounded (poll_interval) anyway.
 wait_until releases the thread's held posts before it waits, so nobody waits on a post held
-by a thread that sleeps. A client may hold the posts of one step only (end_hold): a
-consumer writes its next fetch before it returns the records of the last one, and the
-broker, woken at once, would take the consumer's core before the records reach the caller;
-held, the post is made when the consumer next waits (a broker also finds the fetch at its
-next turn, woken by anyone, or within its loop's longest wait).
+by a thread that sleeps.
 
 Blocking waits never trust a peer to wake them: each block lasts at most poll_interval, and
 after a block that timed out the waiter runs its liveness check (the peer's pid and start time),
@@ -62,12 +57,8 @@ WRITER_PARKED_WORD = rd.WRITER_PARKED_OFFSET // rd.WORD_LENGTH
 
 
 class _Held(threading.local):
-    def __init__(self) -> None:
-        self.holding = False
-        """Whether this thread's posts are held (hold_posts) or made at once."""
-        self.posts: dict[int, WakeSlot] = {}
-        """Held posts not made yet (the slots, by their semaphore's id), in the order they
-        were asked for."""
+    posts: dict[int, posix_ipc.Semaphore] | None = None
+    """Semaphores to post when the thread's turn ends (by id), or None: post at once."""
 
 
 _held = _Held()
@@ -75,7 +66,8 @@ _held = _Held()
 
 def hold_posts() -> None:
     """From now on, hold this thread's posts until release_posts() (see the module doc)."""
-    _held.holding = True
+    if _held.posts is None:
+        _held.posts = {}
 
 
 def release_posts() -> None:
@@ -83,29 +75,19 @@ def release_posts() -> None:
     semaphore closed meanwhile are dropped)."""
     posts = _held.posts
     if posts:
-        slots = list(posts.values())
+        semaphores = list(posts.values())
         posts.clear()
-        for slot in slots:
+        for semaphore in semaphores:
             try:
-                slot.words[slot.index] = 0
-                slot._semaphore.release()
-            except (posix_ipc.ExistentialError, ValueError):
+                semaphore.release()
+            except posix_ipc.ExistentialError:
                 pass  # closed since (the connection dropped): nobody left to wake
 
 
 def stop_holding() -> None:
     """Release this thread's held posts and post at once from now on."""
     release_posts()
-    _held.holding = False
-
-
-def end_hold() -> None:
-    """Post at once from now on, but leave the posts held so far owed: they are made by the
-    thread's next wait_until (before it blocks) or release_posts(). For a client that wrote
-    a request it does not wait for yet (a consumer's next fetch, sent before the records of
-    the last one are returned) and wakes its peer only once the caller has what it asked
-    for, instead of handing it the CPU first (module doc, "Held posts")."""
-    _held.holding = False
+    _held.posts = None
 
 
 def full_fence() -> None:
@@ -179,14 +161,13 @@ class WakeSlot:
 
     def post(self) -> None:
         """Wake the waiter, clearing its flag first (for callers that fenced and saw the flag);
-        held until release_posts() if this thread holds its posts (the flag is then cleared
-        when the post is made: meanwhile other notifiers still see it and post)."""
-        held = _held
-        if held.holding:
-            held.posts[id(self._semaphore)] = self
-        else:
-            self.words[self.index] = 0
+        held until release_posts() if this thread holds its posts."""
+        self.words[self.index] = 0
+        posts = _held.posts
+        if posts is None:
             self._semaphore.release()
+        else:
+            posts[id(self._semaphore)] = self._semaphore
 
     def wait_until(self, ready: Callable[[], bool], deadline: float | None,
                    policy: WaitPolicy, check: Callable[[], None] | None) -> bool:

@@ -88,7 +88,6 @@ from cluster.protocol.frames import ApiKey
 from shm_ring import PeerClosedError, PeerDiedError, connect, ring_descriptor as rd
 from shm_ring.connection import DEFAULT_CAPACITY
 from shm_ring.liveness import process_start_time
-from shm_ring.wakeup import end_hold, hold_posts, release_posts
 
 log = logging.getLogger(__name__)
 
@@ -846,26 +845,11 @@ class KafkaClient:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def wake_later(self, write):
-        """``write()`` (which sends requests), with the wake-ups of the brokers it writes to
-        held until this thread next waits for a response (any ``poll`` that waits), not
-        made at once: for a request written ahead of need — a consumer's next fetch, sent
-        before the records of the last one are returned — whose broker, woken at once,
-        would take this thread's core before the caller has its records (the broker also
-        finds it at its next turn, whoever wakes it; shm_ring.wakeup, "Held posts").
-        Returns what ``write()`` returns."""
-        hold_posts()
-        try:
-            return write()
-        finally:
-            end_hold()
-
     def close(self):
         """Close every connection (unlinking its rings) and fail what is in flight; safe to
         call twice."""
         if self._closed:
             return
-        release_posts()  # wake-ups held by wake_later: nobody should wait for them
         for node in self._nodes.values():
             if node.connection is not None:
                 self._connection_failed(node, KafkaConnectionError("client closed"))
