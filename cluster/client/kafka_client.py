@@ -152,11 +152,6 @@ class Wakeup:
     slices of ``PARKED_WAIT_SLICE`` (so work for another broker is not held behind a hung one).
     ``set(urgent=True)``: ends any wait at once — the poll parks on the response ring and
     this wakes its reader (``ClientConnection.interrupt``); for close and similar.
-    ``set(sendable=True)``: the new work can be sent now (a producer with ``linger_ms=0``
-    opened a batch): it ends the poll's wait too, so the batch goes out while requests are
-    in flight instead of after their responses (the owner sends at most its
-    ``max_in_flight_requests_per_connection``); the poll still reads the responses that are
-    there before it returns.
 
     Owner: the thread that owns the KafkaClient calls ``clear()`` and passes it to
     ``poll()``; ``set()`` and ``is_set()`` may be called from any thread. Why no wake-up is
@@ -166,12 +161,11 @@ class Wakeup:
     the connection (a post that comes too late costs the next wait one more loop).
     """
 
-    __slots__ = ("_flag", "urgent", "sendable", "_gate", "waiting_on")
+    __slots__ = ("_flag", "urgent", "_gate", "waiting_on")
 
     def __init__(self):
         self._flag = False
         self.urgent = False
-        self.sendable = False
         # A bare lock as a binary semaphore, held while not set: waking a thread blocked on
         # it costs one futex call, where threading.Event (a Condition, a fresh lock per
         # wait) costs more CPU per wake-up (figures: perf/README.md, "Client wake-up gate").
@@ -179,12 +173,9 @@ class Wakeup:
         self._gate.acquire()
         self.waiting_on = None  # the ClientConnection the owner is parked on, if any
 
-    def set(self, urgent=False, sendable=False):
-        if urgent or sendable:
-            if urgent:
-                self.urgent = True
-            else:
-                self.sendable = True
+    def set(self, urgent=False):
+        if urgent:
+            self.urgent = True
             connection = self.waiting_on
             if connection is not None:
                 connection.interrupt()
@@ -196,8 +187,7 @@ class Wakeup:
                 pass  # another thread's set() opened it first
 
     def is_urgent(self):
-        """Whether a poll waiting on a response should stop now (urgent, or sendable)."""
-        return self.urgent or self.sendable
+        return self.urgent
 
     def is_set(self):
         return self._flag
@@ -205,7 +195,6 @@ class Wakeup:
     def clear(self):
         self._flag = False
         self.urgent = False
-        self.sendable = False
         self._gate.acquire(False)  # closed again (it stays open while set)
 
     def wait(self, timeout):
@@ -573,7 +562,7 @@ class KafkaClient:
         Waits up to ``timeout`` seconds for the first response when none is there yet;
         returns early once a request completed (answered, or failed), or ``wakeup`` (a
         ``Wakeup``, the owner's "new work" signal) says so: set while nothing is in flight,
-        or set urgently or as sendable. Returns how many requests completed.
+        or set urgently. Returns how many requests completed.
         """
         self._maybe_update_metadata()
         handled = self._receive_ready()
@@ -584,7 +573,7 @@ class KafkaClient:
             remaining = deadline - clock()
             if handled:
                 break
-            if remaining <= 0 or (wakeup is not None and (wakeup.urgent or wakeup.sendable)):
+            if remaining <= 0 or (wakeup is not None and wakeup.urgent):
                 break
             waiting = [node for node in self._nodes.values() if node.in_flight]
             if not waiting:

@@ -13,9 +13,7 @@ Each turn of the loop (Kafka's ``Sender.runOnce``):
 4. ``client.poll()``: wait for responses, the next linger deadline, or a wake-up from
    ``send()`` (a new or full batch), whichever comes first — a wake-up while requests are
    in flight waits up to ``client.MULTI_WAIT_SLICE`` for their response first, so the new
-   batches go out together (``client.Wakeup``), except with ``linger_ms=0``, where a new
-   batch is sendable at once and goes out without waiting (as Kafka's sender, up to
-   ``max_in_flight_requests_per_connection``); close wakes it at once.
+   batches go out together (``client.Wakeup``); close wakes it at once.
 
 Each turn drains up to ``max_in_flight_requests_per_connection`` requests per broker at once
 (the same batches, in the same order, as that many turns would drain: at most one batch per
@@ -164,10 +162,6 @@ class Sender(threading.Thread):
         self._next_expiry = 0.0  # clock value before which no batch can expire
         self._muted = set()      # TopicPartitions in flight (only with guaranteed order)
         self._wakeup = Wakeup()
-        # linger_ms=0: a batch is sendable as soon as it is opened (Kafka's sender then sends
-        # it at once while fewer than max_in_flight requests are out): its wake-up ends a
-        # wait for the responses in flight (Wakeup.set(sendable=True))
-        self._sendable_at_once = config["linger_ms"] == 0
         self._running = True
         self._forced = False
         self._aborting = False
@@ -179,7 +173,7 @@ class Sender(threading.Thread):
 
     def wakeup(self):
         """There is new work (a batch opened or filled, a flush, a metadata need)."""
-        self._wakeup.set(sendable=self._sendable_at_once)
+        self._wakeup.set()
 
     def initiate_close(self):
         """Stop once everything queued and in flight is done, and a transaction still

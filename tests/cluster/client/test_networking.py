@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from cluster.client import kafka_client
 from cluster.client.future import Future
 from cluster.client.kafka_client import (
     API_VERSIONS,
@@ -264,38 +263,6 @@ def test_an_urgent_wakeup_from_another_thread_ends_the_wait_for_a_response(fake_
     cluster.brokers[0].paused.clear()
     client.poll_until(future, IN_PROCESS_BOUND)
     assert future.get(0).controller_id == 0
-
-
-def test_a_sendable_wakeup_ends_the_wait_for_a_response_and_a_plain_one_does_not(
-        fake_cluster, client_of, monkeypatch):
-    """A producer with linger_ms=0 sets its wake-up as sendable: the batch goes out while
-    a request is in flight, not after its response; other new work waits for it (here
-    without a time slice: only the answer can end that wait)."""
-    monkeypatch.setattr(kafka_client, "PARKED_WAIT_SLICE", IN_PROCESS_BOUND * 60)
-    monkeypatch.setattr(kafka_client, "MULTI_WAIT_SLICE", IN_PROCESS_BOUND * 60)
-    cluster = fake_cluster(brokers=1)
-    client = client_of(cluster, request_timeout_ms=60_000, ringlog_park_timeout_ms=60_000)
-    client.wait_for_metadata(IN_PROCESS_BOUND)
-    for sendable in (True, False):
-        cluster.brokers[0].paused.set()
-        future = client.send(0, metadata_request())
-        wakeup = Wakeup()
-        waker = threading.Timer(0.05, wakeup.set, kwargs={"sendable": sendable})
-        answer = threading.Timer(0.5, cluster.brokers[0].paused.clear)
-        waker.start()
-        answer.start()
-        try:
-            completed = client.poll(IN_PROCESS_BOUND * 60, wakeup=wakeup)
-        finally:
-            waker.cancel()
-            answer.join(IN_PROCESS_BOUND)
-        assert wakeup.is_set() and wakeup.waiting_on is None
-        if sendable:  # back at once with nothing completed; the answer comes later
-            assert completed == 0 and wakeup.is_urgent() and not wakeup.urgent
-            client.poll_until(future, IN_PROCESS_BOUND)
-        else:  # the poll waited for the answer
-            assert completed == 1 and future.is_done and not wakeup.is_urgent()
-        assert future.get(0).controller_id == 0
 
 
 def test_correlation_id_mismatch_fails_the_connection(fake_cluster, client_of):
