@@ -435,6 +435,12 @@ class Listener:
         self._next_orphan_sweep = policy.clock()  # the first reap() sweeps
         self._connections: list[Connection] = []
         self._armed: set[Connection] = set()  # connections waiting for room (Connection)
+        # What the requests pending flag leaves to look at (wait, ready, reap): whether every
+        # connection must be looked at, the connections that had requests at the last look
+        # (a turn may leave some in the ring), whether closed flags must be looked at.
+        self._scan_all = True
+        self._busy: list[Connection] = []
+        self._look_for_closes = True
         self._watched: list[ClientConnection] = []  # outbound connections (module doc)
         self._watched_rings: list[Ring] = []
         self._closed = False
@@ -593,6 +599,8 @@ class Listener:
                 accepted.append(connection)
         if damage is not None:
             accepted += self._rebuild(damage)
+        if accepted:
+            self._scan_all = True
         return accepted
 
     def _accept_one(self, part: str, waiting_only: bool = False) -> Connection | None:
@@ -649,6 +657,9 @@ class Listener:
         a response on a watched outbound connection. Plain loops, no generator per check."""
         if self._words[_PENDING_WORD] or self._accept.readable():
             return True
+        for connection in self._busy:
+            if not connection._closed and connection._req.readable():
+                return True
         for connection in self._armed:
             if connection._room_freed():
                 return True
@@ -684,37 +695,61 @@ class Listener:
         watched outbound connection. False after timeout seconds.
 
         Requests and closes are seen through the listener's requests pending flag, which
-        clients set after publishing (listener_descriptor), so a wait costs the same with
-        one connection or a thousand. It is cleared when the wait ends, before the caller
-        looks at the connections (ready(), reap(): call them after every wait): a frame
-        committed before the clear is found by that look, one committed after sets the flag
-        again and ends the next wait at once.
+        clients set after publishing (listener_descriptor), and the requests left from the
+        last turn in the connections that had some (ready()), so a wait costs the same with
+        one connection or a thousand. The flag is cleared when the wait ends, before the
+        caller looks at the connections (ready(), reap(): call them after every wait): a
+        frame committed before the clear is found by that look, one committed after sets the
+        flag again and ends the next wait at once.
         """
         woke = self.doorbell.wait(self._has_event, timeout, self._policy)
-        words = self._words
-        if words[_PENDING_WORD]:
-            words[_PENDING_WORD] = 0
-            full_fence()  # the clear is visible before the caller loads any ring's tail
+        if self._words[_PENDING_WORD]:
+            self._take_pending()
         return woke
 
+    def _take_pending(self) -> None:
+        """Clear the requests pending flag: every connection and closed flag is looked at
+        next (ready(), reap())."""
+        self._words[_PENDING_WORD] = 0
+        full_fence()  # the clear is visible before any ring's tail is loaded
+        self._scan_all = True
+        self._look_for_closes = True
+
     def ready(self) -> list[Connection]:
-        """Connections with at least one request frame to recv()."""
-        return [c for c in self._connections if c._req.readable()]
+        """Connections with at least one request frame to recv().
+
+        Every connection is looked at after the requests pending flag was set (wait()
+        cleared it, or it is set now); otherwise only those that had requests at the last
+        call: a frame is committed before its client sets the flag, so no other can have
+        one."""
+        if self._words[_PENDING_WORD]:
+            self._take_pending()
+        if self._scan_all:
+            self._scan_all = False
+            busy = [c for c in self._connections if c._req.readable()]
+        else:
+            busy = [c for c in self._busy if not c._closed and c._req.readable()]
+        self._busy = busy
+        return busy
 
     def reap(self) -> list[Connection]:
         """Drop connections whose client closed, or died (then unlink its objects).
 
-        Closed flags are checked on every call, client processes at most every
-        liveness_interval seconds. Every orphan_interval seconds it also unlinks the objects
-        of connections to this broker id that nobody owns any more (naming.
-        unlink_orphan_connections: a client that died before this listener accepted it, or a
-        dead client of this broker id's previous incarnation). Returns the dropped
-        connections.
+        Closed flags are checked after a client set the requests pending flag (a close sets
+        it; see wait()) and with the client processes, at most every liveness_interval
+        seconds. Every orphan_interval seconds it also unlinks the objects of connections to
+        this broker id that nobody owns any more (naming.unlink_orphan_connections: a client
+        that died before this listener accepted it, or a dead client of this broker id's
+        previous incarnation). Returns the dropped connections.
         """
         now = self._policy.clock()
         check_processes = now >= self._next_liveness
         if check_processes:
             self._next_liveness = now + self._liveness_interval
+        if self._words[_PENDING_WORD]:
+            self._take_pending()
+        check_closed = self._look_for_closes or check_processes
+        self._look_for_closes = False
         if now >= self._next_orphan_sweep:
             self._next_orphan_sweep = now + self._orphan_interval
             held = {connection.name for connection in self._connections}
@@ -722,7 +757,7 @@ class Listener:
                 log.info("%s: unlinked %s, left by a dead client", self.name, name)
         dropped = []
         for connection in self._connections:
-            if connection.client_closed:
+            if check_closed and connection.client_closed:
                 connection.close()
                 dropped.append(connection)
             elif check_processes and not connection.client_alive():

@@ -554,3 +554,39 @@ def test_a_wait_looks_at_no_idle_connection_and_ends_at_a_request(cluster_id, li
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_wait_ends_at_once_while_a_served_connection_still_has_requests(cluster_id,
+                                                                          listener):
+    """A broker that takes only some of a connection's requests in a turn (its requests
+    per turn) is not put to sleep by the next wait, though no client set the pending flag
+    since; a look at only the connections with work finds the rest."""
+    clients = []
+    opener = threading.Thread(target=lambda: clients.extend(
+        connect(cluster_id, 1, timeout=BOUND, capacity=1 << 14, policy=FAST)
+        for _ in range(3)))
+    opener.start()
+    deadline = time.monotonic() + BOUND
+    while len(listener.connections) < 3:
+        assert time.monotonic() < deadline, "connections not accepted in time"
+        listener.wait(0.01)
+        listener.accept_pending()
+    opener.join(BOUND)
+    try:
+        for number in range(3):
+            assert clients[1].send(b"request %d" % number, BOUND)
+        assert listener.wait(BOUND)
+        taken = []
+        for _ in range(3):
+            ready = listener.ready()
+            assert [c.name for c in ready] == [clients[1].name]
+            taken.append(bytes(ready[0].recv()))  # one request per turn
+            ready[0].release()
+            if len(taken) < 3:
+                assert listener.wait(10.0 * FAST.poll_interval)  # not a timeout
+        assert taken == [b"request 0", b"request 1", b"request 2"]
+        assert listener.ready() == []
+        assert not listener.wait(0.02)
+    finally:
+        for client in clients:
+            client.close()
