@@ -514,22 +514,28 @@ def test_a_broker_refuses_a_doorbell_another_user_made_and_leaves_it(cluster_id)
         posix_ipc.unlink_semaphore(name)
 
 
+def _accepted_clients(cluster_id, listener, count):
+    """``count`` connections to ``listener`` (opened by a thread), once it accepted them."""
+    clients = []
+    opener = threading.Thread(target=lambda: clients.extend(
+        connect(cluster_id, 1, timeout=BOUND, capacity=1 << 14, policy=FAST)
+        for _ in range(count)))
+    opener.start()
+    deadline = time.monotonic() + BOUND
+    while len(listener.connections) < count:
+        assert time.monotonic() < deadline, "connections not accepted in time"
+        listener.wait(0.01)
+        listener.accept_pending()
+    opener.join(BOUND)
+    return clients
+
+
 def test_a_wait_looks_at_no_idle_connection_and_ends_at_a_request(cluster_id, listener,
                                                                    monkeypatch):
     """The doorbell's wait watches the listener's requests pending flag, not every ring: with
     many idle connections it reads none of their request rings, and a request on any of them
     ends it; the flag is cleared when the wait ends, so the next wait times out."""
-    clients = []
-    opener = threading.Thread(target=lambda: clients.extend(
-        connect(cluster_id, 1, timeout=BOUND, capacity=1 << 14, policy=FAST)
-        for _ in range(12)))
-    opener.start()
-    deadline = time.monotonic() + BOUND
-    while len(listener.connections) < 12:
-        assert time.monotonic() < deadline, "connections not accepted in time"
-        listener.wait(0.01)
-        listener.accept_pending()
-    opener.join(BOUND)
+    clients = _accepted_clients(cluster_id, listener, 12)
     try:
         listener.wait(0.0)  # the flag the connects set is cleared
         assert not listener.wait(0.02)
@@ -561,17 +567,7 @@ def test_a_wait_ends_at_once_while_a_served_connection_still_has_requests(cluste
     """A broker that takes only some of a connection's requests in a turn (its requests
     per turn) is not put to sleep by the next wait, though no client set the pending flag
     since; a look at only the connections with work finds the rest."""
-    clients = []
-    opener = threading.Thread(target=lambda: clients.extend(
-        connect(cluster_id, 1, timeout=BOUND, capacity=1 << 14, policy=FAST)
-        for _ in range(3)))
-    opener.start()
-    deadline = time.monotonic() + BOUND
-    while len(listener.connections) < 3:
-        assert time.monotonic() < deadline, "connections not accepted in time"
-        listener.wait(0.01)
-        listener.accept_pending()
-    opener.join(BOUND)
+    clients = _accepted_clients(cluster_id, listener, 3)
     try:
         for number in range(3):
             assert clients[1].send(b"request %d" % number, BOUND)
