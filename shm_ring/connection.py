@@ -653,8 +653,9 @@ class Listener:
 
     def _has_event(self) -> bool:
         """The doorbell's spin predicate: the requests pending flag (a request frame or a
-        close on any connection), an announcement, room freed after a failed try_send, or
-        a response on a watched outbound connection. Plain loops, no generator per check."""
+        close on any connection), an announcement, requests left in a connection that had
+        some at the last ready(), room freed after a failed try_send, or a response on a
+        watched outbound connection. Plain loops, no generator per check."""
         if self._words[_PENDING_WORD] or self._accept.readable():
             return True
         for connection in self._busy:
@@ -746,9 +747,8 @@ class Listener:
         check_processes = now >= self._next_liveness
         if check_processes:
             self._next_liveness = now + self._liveness_interval
-        if self._words[_PENDING_WORD]:
-            self._take_pending()
-        check_closed = self._look_for_closes or check_processes
+        # the flag is left for wait() and ready(): a request may have come with it
+        check_closed = self._look_for_closes or check_processes or self._words[_PENDING_WORD]
         self._look_for_closes = False
         if now >= self._next_orphan_sweep:
             self._next_orphan_sweep = now + self._orphan_interval

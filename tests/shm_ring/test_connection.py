@@ -586,3 +586,22 @@ def test_a_wait_ends_at_once_while_a_served_connection_still_has_requests(cluste
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_request_that_comes_while_the_broker_reaps_ends_its_next_wait(cluster_id,
+                                                                         listener):
+    """reap() looks at the closed flags when the pending flag is set but leaves the flag to
+    wait() and ready(): a request that set it must still end the next wait."""
+    clients = _accepted_clients(cluster_id, listener, 2)
+    try:
+        listener.wait(0.0)
+        assert listener.ready() == []
+        assert clients[0].send(b"late", BOUND)  # after the turn's look, before its reap
+        assert listener.reap() == []
+        assert listener.wait(10.0 * FAST.poll_interval)  # not a timeout
+        [ready] = listener.ready()
+        assert bytes(ready.recv()) == b"late"
+        ready.release()
+    finally:
+        for client in clients:
+            client.close()
