@@ -26,6 +26,8 @@ RF 1 and the leader's part of RF 3::
     L.respond     the produce response was written (at once, or from the purgatory)
     P.ack         the producer handled the response (the future's callback)
     L.consumer    the consumer's (parked) fetch at offset i was answered
+    C.recv        the consumer read the response frame that brought the record (its last
+                  read before the poll returned: the wake-up is before, its own work after)
     C.poll        poll_batches() returned the record in the consumer process
 
 acks=all, per follower ``b<id>``::
@@ -209,6 +211,16 @@ def _broker(argv):
 
 def _consume(data_dir, records, warmup, ready):
     from cluster import KafkaConsumer, TopicPartition
+    from shm_ring.connection import ClientConnection
+    last_read = [0]
+    recv = ClientConnection.recv
+
+    def noted_recv(self, timeout=None, stop=None):
+        frame = recv(self, timeout, stop)
+        if frame is not None:
+            last_read[0] = time.monotonic_ns()
+        return frame
+    ClientConnection.recv = noted_recv
     consumer = KafkaConsumer(bootstrap_servers=data_dir, auto_offset_reset="earliest",
                              enable_auto_commit=False)
     try:
@@ -228,7 +240,9 @@ def _consume(data_dir, records, warmup, ready):
             for runs in polled.values():
                 for run in runs:
                     for value in run.values():
-                        _notes.append(("C.poll", STAMP.unpack_from(value)[0], now))
+                        key = STAMP.unpack_from(value)[0]
+                        _notes.append(("C.recv", key, last_read[0]))
+                        _notes.append(("C.poll", key, now))
                         count += 1
         if cpu_start is not None:
             used = time.process_time() - cpu_start
@@ -362,7 +376,7 @@ def report(trace_dir, warmup, records):
                                (f"F.append.{follower}", 0), (f"F.next.{follower}", 1),
                                (f"L.fetch_in.{follower}", 1), ("L.hw", 1)])
     rows += _hops(events, [("L.append", 0), ("L.hw", 1), ("L.respond", 0), ("P.ack", 0)])
-    rows += _hops(events, [("L.hw", 1), ("L.consumer", 0), ("C.poll", 0)])
+    rows += _hops(events, [("L.hw", 1), ("L.consumer", 0), ("C.recv", 0), ("C.poll", 0)])
     rows += _hops(events, [("P.send", 0), ("P.ack", 0)])
     rows += _hops(events, [("P.send", 0), ("C.poll", 0)])
     print(f"{'hop':<44} {'records':>8} {'median µs':>10} {'p99 µs':>10}")

@@ -124,6 +124,7 @@ _BROKER_PID_WORD = ld.BROKER_PID_OFFSET // rd.WORD_LENGTH
 _BROKER_START_WORD = ld.BROKER_START_TIME_OFFSET // rd.WORD_LENGTH
 _BROKER_CLOSED_WORD = ld.BROKER_CLOSED_OFFSET // rd.WORD_LENGTH
 _DOORBELL_WORD = ld.DOORBELL_PARKED_OFFSET // rd.WORD_LENGTH
+_PENDING_WORD = ld.REQUESTS_PENDING_OFFSET // rd.WORD_LENGTH
 _LOCK_RETRY = 0.0005
 """Seconds between attempts at the accept lock or at a listener that is not there yet."""
 
@@ -213,7 +214,8 @@ class Connection:
     """
 
     def __init__(self, objects: _ConnectionObjects,
-                 wake_doorbell: NamedSemaphore | None = None) -> None:
+                 wake_doorbell: NamedSemaphore | None = None,
+                 armed: set[Connection] | None = None) -> None:
         self.name = objects.base
         self._objects = objects
         self._req = objects.req
@@ -225,6 +227,7 @@ class Connection:
         self._rsp_data = WakeSlot(self._rsp_words, READER_PARKED_WORD,
                                   (wake_doorbell or objects.rsp_data).semaphore)
         self._armed = False
+        self._armed_set = set() if armed is None else armed  # the Listener's: who is armed
         self._closed = False
         self.client_pid, self._client_start_time = objects.req.end_process(WRITER_END)
 
@@ -286,7 +289,8 @@ class Connection:
         """
         rsp = self._rsp
         if rsp.try_write(frame, frame_type):
-            self._armed = False
+            if self._armed:
+                self._disarm()
             self._rsp_data.notify()
             return True
         return self._retry_send(lambda: rsp.try_write(frame, frame_type))
@@ -304,7 +308,8 @@ class Connection:
         """try_send after a first attempt (``done``: it succeeded): arm, ``attempt()`` once
         more; wake the client when a frame went out, or part of a message did."""
         if done or self._arm_and_retry(attempt):
-            self._armed = False
+            if self._armed:
+                self._disarm()
             self._rsp_data.notify()
             return True
         if self._rsp.sending:
@@ -324,8 +329,8 @@ class Connection:
         view = rsp.claim(size, frame_type)
         if view is None:
             view = self._arm_and_retry(lambda: rsp.claim(size, frame_type))
-        if view is not None:
-            self._armed = False
+        if view is not None and self._armed:
+            self._disarm()
         return view
 
     def commit(self, length: int | None = None) -> None:
@@ -351,14 +356,19 @@ class Connection:
         result = attempt()
         if result is None or result is False:
             self._armed = True
+            self._armed_set.add(self)
         else:
             words[WRITER_PARKED_WORD] = 0
         return result
 
-    def _has_event(self) -> bool:
-        """A request to read, the client closed, or room freed after a failed send."""
-        return (self._req.readable() or self._req.end_closed(WRITER_END)
-                or (self._armed and not self._rsp_words[WRITER_PARKED_WORD]))
+    def _disarm(self) -> None:
+        """A send went through: stop watching for room (Listener.wait)."""
+        self._armed = False
+        self._armed_set.discard(self)
+
+    def _room_freed(self) -> bool:
+        """Armed after a failed send, and the client freed room since."""
+        return self._armed and not self._rsp_words[WRITER_PARKED_WORD]
 
     @property
     def client_closed(self) -> bool:
@@ -375,6 +385,7 @@ class Connection:
         if self._closed:
             return
         self._closed = True
+        self._armed_set.discard(self)
         self._req.close_end(READER_END)
         self._rsp.close_end(WRITER_END)
         self._rsp_data.notify()
@@ -423,6 +434,13 @@ class Listener:
         self._orphan_interval = orphan_interval
         self._next_orphan_sweep = policy.clock()  # the first reap() sweeps
         self._connections: list[Connection] = []
+        self._armed: set[Connection] = set()  # connections waiting for room (Connection)
+        # What the requests pending flag leaves to look at (wait, ready, reap): whether every
+        # connection must be looked at, the connections that had requests at the last look
+        # (a turn may leave some in the ring), whether closed flags must be looked at.
+        self._scan_all = True
+        self._busy: list[Connection] = []
+        self._look_for_closes = True
         self._watched: list[ClientConnection] = []  # outbound connections (module doc)
         self._watched_rings: list[Ring] = []
         self._closed = False
@@ -431,7 +449,8 @@ class Listener:
         region = SharedRegion.create(self.name, ld.LISTENER_LENGTH, keep_fd=True)
         words = region.buf[: ld.ACCEPT_RING_OFFSET].cast("q")
         try:
-            doorbell = Doorbell.create(cluster_id, broker_id, words, _DOORBELL_WORD)
+            doorbell = Doorbell.create(cluster_id, broker_id, words, _DOORBELL_WORD,
+                                       _PENDING_WORD)
             try:
                 accept_area = region.buf[ld.ACCEPT_RING_OFFSET:]
                 format_ring(accept_area, ld.ACCEPT_CAPACITY)
@@ -580,6 +599,8 @@ class Listener:
                 accepted.append(connection)
         if damage is not None:
             accepted += self._rebuild(damage)
+        if accepted:
+            self._scan_all = True
         return accepted
 
     def _accept_one(self, part: str, waiting_only: bool = False) -> Connection | None:
@@ -618,7 +639,7 @@ class Listener:
                          " which is not there", self.name, base, wake)
                 objects.close()
                 return None
-        connection = Connection(objects, wake_doorbell)
+        connection = Connection(objects, wake_doorbell, self._armed)
         if connection.client_closed:
             connection.close()
             return None
@@ -631,11 +652,17 @@ class Listener:
         return connection
 
     def _has_event(self) -> bool:
-        if self._accept.readable():
+        """The doorbell's spin predicate: the requests pending flag (a request frame or a
+        close on any connection), an announcement, requests left in a connection that had
+        some at the last ready(), room freed after a failed try_send, or a response on a
+        watched outbound connection. Plain loops, no generator per check."""
+        if self._words[_PENDING_WORD] or self._accept.readable():
             return True
-        # The doorbell's spin predicate: a plain loop, no generator made per check.
-        for connection in self._connections:
-            if connection._has_event():
+        for connection in self._busy:
+            if not connection._closed and connection._req.readable():
+                return True
+        for connection in self._armed:
+            if connection._room_freed():
                 return True
         for ring in self._watched_rings:  # noqa: SIM110
             if ring.readable() or ring.end_closed(WRITER_END):
@@ -666,27 +693,63 @@ class Listener:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until there is something to do: a request, an announced connection, a client
         that closed, room after a failed try_send, or a response (or the peer's close) on a
-        watched outbound connection. False after timeout seconds."""
-        return self.doorbell.wait(self._has_event, timeout, self._policy)
+        watched outbound connection. False after timeout seconds.
+
+        Requests and closes are seen through the listener's requests pending flag, which
+        clients set after publishing (listener_descriptor), and the requests left from the
+        last turn in the connections that had some (ready()), so a wait costs the same with
+        one connection or a thousand. The flag is cleared when the wait ends, before the
+        caller looks at the connections (ready(), reap(): call them after every wait): a
+        frame committed before the clear is found by that look, one committed after sets the
+        flag again and ends the next wait at once.
+        """
+        woke = self.doorbell.wait(self._has_event, timeout, self._policy)
+        if self._words[_PENDING_WORD]:
+            self._take_pending()
+        return woke
+
+    def _take_pending(self) -> None:
+        """Clear the requests pending flag: every connection and closed flag is looked at
+        next (ready(), reap())."""
+        self._words[_PENDING_WORD] = 0
+        full_fence()  # the clear is visible before any ring's tail is loaded
+        self._scan_all = True
+        self._look_for_closes = True
 
     def ready(self) -> list[Connection]:
-        """Connections with at least one request frame to recv()."""
-        return [c for c in self._connections if c._req.readable()]
+        """Connections with at least one request frame to recv().
+
+        Every connection is looked at after the requests pending flag was set (wait()
+        cleared it, or it is set now); otherwise only those that had requests at the last
+        call: a frame is committed before its client sets the flag, so no other can have
+        one."""
+        if self._words[_PENDING_WORD]:
+            self._take_pending()
+        if self._scan_all:
+            self._scan_all = False
+            busy = [c for c in self._connections if c._req.readable()]
+        else:
+            busy = [c for c in self._busy if not c._closed and c._req.readable()]
+        self._busy = busy
+        return busy
 
     def reap(self) -> list[Connection]:
         """Drop connections whose client closed, or died (then unlink its objects).
 
-        Closed flags are checked on every call, client processes at most every
-        liveness_interval seconds. Every orphan_interval seconds it also unlinks the objects
-        of connections to this broker id that nobody owns any more (naming.
-        unlink_orphan_connections: a client that died before this listener accepted it, or a
-        dead client of this broker id's previous incarnation). Returns the dropped
-        connections.
+        Closed flags are checked after a client set the requests pending flag (a close sets
+        it; see wait()) and with the client processes, at most every liveness_interval
+        seconds. Every orphan_interval seconds it also unlinks the objects of connections to
+        this broker id that nobody owns any more (naming.unlink_orphan_connections: a client
+        that died before this listener accepted it, or a dead client of this broker id's
+        previous incarnation). Returns the dropped connections.
         """
         now = self._policy.clock()
         check_processes = now >= self._next_liveness
         if check_processes:
             self._next_liveness = now + self._liveness_interval
+        # the flag is left for wait() and ready(): a request may have come with it
+        check_closed = self._look_for_closes or check_processes or self._words[_PENDING_WORD]
+        self._look_for_closes = False
         if now >= self._next_orphan_sweep:
             self._next_orphan_sweep = now + self._orphan_interval
             held = {connection.name for connection in self._connections}
@@ -694,7 +757,7 @@ class Listener:
                 log.info("%s: unlinked %s, left by a dead client", self.name, name)
         dropped = []
         for connection in self._connections:
-            if connection.client_closed:
+            if check_closed and connection.client_closed:
                 connection.close()
                 dropped.append(connection)
             elif check_processes and not connection.client_alive():
@@ -1044,7 +1107,7 @@ def connect(cluster_id: str, broker_id: int, timeout: float | None = 5.0, *,
     listener, words = _open_listener(cluster_id, broker_id, deadline, policy, instance)
     doorbell = objects = None
     try:
-        doorbell = Doorbell.open(cluster_id, broker_id, words, _DOORBELL_WORD)
+        doorbell = Doorbell.open(cluster_id, broker_id, words, _DOORBELL_WORD, _PENDING_WORD)
         me = current_process()
         while True:
             part = connection_part(me[0], secrets.token_hex(8))

@@ -5,7 +5,9 @@ freed in a response ring it could not write, a new connection announced, a clien
 Every client rings the doorbell after such an event, and — like every wake-up here (see
 wakeup) — posts the semaphore only when the broker set its parked flag, so a busy broker costs
 clients no syscall. Several clients may see the flag and post before the broker clears it; the
-extra posts only cost the broker an extra look at its connections.
+extra posts only cost the broker an extra look at its connections. Clients also set the
+listener's requests pending flag before they look at the parked flag, so the broker's wait
+checks one word instead of every connection's rings (connection.Listener.wait).
 """
 from __future__ import annotations
 
@@ -23,25 +25,32 @@ class Doorbell:
     index); the doorbell does not own that memory.
     """
 
-    def __init__(self, semaphore: NamedSemaphore, words: memoryview, index: int) -> None:
+    def __init__(self, semaphore: NamedSemaphore, words: memoryview, index: int,
+                 pending: int | None = None) -> None:
         self.name = semaphore.name
         self._semaphore = semaphore
         self.semaphore = semaphore.semaphore
         """The posix_ipc handle (other wake-ups may post it, e.g. room in a response ring)."""
-        self.slot = WakeSlot(words, index, semaphore.semaphore)
+        self.slot = WakeSlot(words, index, semaphore.semaphore,
+                             None if pending is None else (words, pending))
         self.ring: Callable[[], None] = self.slot.notify
-        """Wake the broker if it is parked (call after publishing)."""
+        """Set the requests pending flag (if the doorbell has one), then wake the broker if
+        it is parked (call after publishing)."""
 
     @classmethod
     def create(cls, cluster_id: str, broker_id: int, words: memoryview,
-               index: int) -> Doorbell:
-        """Create the doorbell semaphore (FileExistsError if it exists)."""
-        return cls(NamedSemaphore.create(doorbell_name(cluster_id, broker_id)), words, index)
+               index: int, pending: int | None = None) -> Doorbell:
+        """Create the doorbell semaphore (FileExistsError if it exists); ``pending``: the
+        index in ``words`` of the requests pending flag (listener_descriptor), if any."""
+        return cls(NamedSemaphore.create(doorbell_name(cluster_id, broker_id)), words, index,
+                   pending)
 
     @classmethod
-    def open(cls, cluster_id: str, broker_id: int, words: memoryview, index: int) -> Doorbell:
+    def open(cls, cluster_id: str, broker_id: int, words: memoryview, index: int,
+             pending: int | None = None) -> Doorbell:
         """Open a broker's doorbell (FileNotFoundError if the broker is not there)."""
-        return cls(NamedSemaphore.open(doorbell_name(cluster_id, broker_id)), words, index)
+        return cls(NamedSemaphore.open(doorbell_name(cluster_id, broker_id)), words, index,
+                   pending)
 
     def wait(self, ready: Callable[[], bool], timeout: float | None,
              policy: WaitPolicy = DEFAULT_POLICY) -> bool:

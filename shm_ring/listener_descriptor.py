@@ -19,11 +19,19 @@ doorbell flag lives here.
      +---------------------------------------------------------------+
  256 |     Doorbell parked flag (i64: set by the broker to block)     |
      +---------------------------------------------------------------+
+ 320 |  Requests pending flag (i64: set by clients, cleared by broker) |
+     +---------------------------------------------------------------+
  384 |  Accept ring: a ring (ring_descriptor) of ACCEPT_CAPACITY      ...
     ...  bytes whose frames are connection names, c<pid>-<token>      |
      +---------------------------------------------------------------+
 
-The broker writes its pid last: a zero pid means "not ready yet". The accept ring has many
+The broker writes its pid last: a zero pid means "not ready yet". The requests pending
+flag is how a waiting broker learns that some connection has work without looking at every
+connection's rings (connection.Listener.wait): a client sets it after every request frame it
+commits and when it closes, before it looks at the doorbell's parked flag; the broker clears
+it when a wait ends, before it looks at the rings (x86 store order: a frame's commit is
+visible before the flag set after it). It has its own cache line: every client writes it,
+the broker writes the parked flag. The accept ring has many
 writers (every connecting client); they take turns under an exclusive flock(2) on the
 listener's descriptor, which the kernel drops if the holder dies. Each turn maps a fresh Ring
 over the area, so it starts from the published tail: a writer killed in its turn leaves
@@ -35,8 +43,8 @@ from __future__ import annotations
 
 from shm_ring import ring_descriptor as rd
 
-MAGIC = 0x524C_4F47_4C53_4E01
-"""b'RLOGLSN' + version 1."""
+MAGIC = 0x524C_4F47_4C53_4E02
+"""b'RLOGLSN' + version 2 (version 2: clients set the requests pending flag)."""
 
 _offset = 0
 MAGIC_OFFSET = _offset
@@ -67,6 +75,10 @@ BROKER_CLOSED_OFFSET = BROKER_OFFSET + rd.END_CLOSED_OFFSET
 _offset += rd.CACHE_LINE_LENGTH * 2
 DOORBELL_PARKED_OFFSET = _offset
 """Non-zero while the broker is (about to be) blocked on its doorbell."""
+
+REQUESTS_PENDING_OFFSET = DOORBELL_PARKED_OFFSET + rd.CACHE_LINE_LENGTH
+"""Non-zero once a client committed a request frame (or closed) since the broker's last
+wait ended (module doc)."""
 
 _offset += rd.CACHE_LINE_LENGTH * 2
 ACCEPT_RING_OFFSET = _offset

@@ -128,11 +128,16 @@ class WakeSlot:
     broker's doorbell, see connection). ``companions`` holds those flags as (words, index)
     pairs; wait_until raises and clears them together with its own flag, in the same
     set-fence-recheck order, so a writer that published and saw any of them set posts.
+
+    Pending flag: a waiter that watches many rings (a broker's doorbell) may give its
+    notifiers a word to set after publishing, before the fence (``pending``: (words, index),
+    or None); its wait then looks at that word instead of every ring (connection.Listener).
     """
 
-    __slots__ = ("words", "index", "_semaphore", "companions")
+    __slots__ = ("words", "index", "_semaphore", "companions", "pending")
 
-    def __init__(self, words: memoryview, index: int, semaphore: posix_ipc.Semaphore) -> None:
+    def __init__(self, words: memoryview, index: int, semaphore: posix_ipc.Semaphore,
+                 pending: tuple[memoryview, int] | None = None) -> None:
         self.words = words
         """The shared words holding the flag (hot paths read words[index] themselves)."""
         self.index = index
@@ -140,9 +145,15 @@ class WakeSlot:
         self.companions: list[tuple[memoryview, int]] = []
         """Other parked flags raised while this slot's waiter is parked (see the class doc);
         changed only by the waiting thread, between waits."""
+        self.pending = pending
+        """The word notifiers set after publishing (see the class doc), or None."""
 
     def notify(self) -> None:
-        """After publishing: wake the waiter if it is parked (no syscall when it is not)."""
+        """After publishing: set the pending flag if the slot has one, then wake the waiter
+        if it is parked (no syscall when it is not)."""
+        pending = self.pending
+        if pending is not None:
+            pending[0][pending[1]] = 1
         _lock()
         _unlock()
         if self.words[self.index]:
@@ -247,6 +258,7 @@ class RingWriter:
         self._data_slot = data_slot
         self._reader_flags = data_slot.words
         self._reader_flag = data_slot.index
+        self._pending = data_slot.pending
         self._space_slot = space_slot
         self._check = end_watch(ring, READER_END, peer)
         self._policy = policy
@@ -258,6 +270,9 @@ class RingWriter:
     def try_write(self, frame, frame_type: int = rd.DATA_TYPE) -> bool:
         """Ring.try_write, then wake the reader if it is parked."""
         if self._try_write(frame, frame_type):
+            pending = self._pending
+            if pending is not None:
+                pending[0][pending[1]] = 1
             _lock()
             _unlock()
             if self._reader_flags[self._reader_flag]:
@@ -278,6 +293,9 @@ class RingWriter:
         """
         if self._try_write(frame, frame_type) or self._wait_for_room(
                 lambda: self._attempt(frame, frame_type), timeout):
+            pending = self._pending
+            if pending is not None:
+                pending[0][pending[1]] = 1
             _lock()  # full fence: the frame is visible before we look at the reader's flag
             _unlock()
             if self._reader_flags[self._reader_flag]:

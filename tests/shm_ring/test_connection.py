@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import struct
+import threading
 import time
 
 import posix_ipc
@@ -28,6 +29,7 @@ from shm_ring.naming import (
     doorbell_name,
     list_objects,
 )
+from shm_ring.ring import Ring
 from shm_ring.wakeup import WaitPolicy
 from tests.support.bounds import BOUND
 from tests.support.other_user import OTHER_UID, as_other_user, needs_root
@@ -510,3 +512,96 @@ def test_a_broker_refuses_a_doorbell_another_user_made_and_leaves_it(cluster_id)
         assert list_objects(cluster_id) == [name]
     finally:
         posix_ipc.unlink_semaphore(name)
+
+
+def _accepted_clients(cluster_id, listener, count):
+    """``count`` connections to ``listener`` (opened by a thread), once it accepted them."""
+    clients = []
+    opener = threading.Thread(target=lambda: clients.extend(
+        connect(cluster_id, 1, timeout=BOUND, capacity=1 << 14, policy=FAST)
+        for _ in range(count)))
+    opener.start()
+    deadline = time.monotonic() + BOUND
+    while len(listener.connections) < count:
+        assert time.monotonic() < deadline, "connections not accepted in time"
+        listener.wait(0.01)
+        listener.accept_pending()
+    opener.join(BOUND)
+    return clients
+
+
+def test_a_wait_looks_at_no_idle_connection_and_ends_at_a_request(cluster_id, listener,
+                                                                   monkeypatch):
+    """The doorbell's wait watches the listener's requests pending flag, not every ring: with
+    many idle connections it reads none of their request rings, and a request on any of them
+    ends it; the flag is cleared when the wait ends, so the next wait times out."""
+    clients = _accepted_clients(cluster_id, listener, 12)
+    try:
+        listener.wait(0.0)  # the flag the connects set is cleared
+        assert not listener.wait(0.02)
+        requests = {id(c._req) for c in listener.connections}
+        looked = []
+        readable = Ring.readable
+
+        def counting(ring):
+            if id(ring) in requests:
+                looked.append(ring)
+            return readable(ring)
+        monkeypatch.setattr(Ring, "readable", counting)
+        assert not listener.wait(0.05)
+        assert looked == []
+        assert clients[7].send(b"hello", BOUND)
+        assert listener.wait(BOUND)
+        ready = listener.ready()
+        assert [c.name for c in ready] == [clients[7].name]
+        assert bytes(ready[0].recv()) == b"hello"
+        ready[0].release()
+        assert not listener.wait(0.02)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_wait_ends_at_once_while_a_served_connection_still_has_requests(cluster_id,
+                                                                          listener):
+    """A broker that takes only some of a connection's requests in a turn (its requests
+    per turn) is not put to sleep by the next wait, though no client set the pending flag
+    since; a look at only the connections with work finds the rest."""
+    clients = _accepted_clients(cluster_id, listener, 3)
+    try:
+        for number in range(3):
+            assert clients[1].send(b"request %d" % number, BOUND)
+        assert listener.wait(BOUND)
+        taken = []
+        for _ in range(3):
+            ready = listener.ready()
+            assert [c.name for c in ready] == [clients[1].name]
+            taken.append(bytes(ready[0].recv()))  # one request per turn
+            ready[0].release()
+            if len(taken) < 3:
+                assert listener.wait(10.0 * FAST.poll_interval)  # not a timeout
+        assert taken == [b"request 0", b"request 1", b"request 2"]
+        assert listener.ready() == []
+        assert not listener.wait(0.02)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_request_that_comes_while_the_broker_reaps_ends_its_next_wait(cluster_id,
+                                                                         listener):
+    """reap() looks at the closed flags when the pending flag is set but leaves the flag to
+    wait() and ready(): a request that set it must still end the next wait."""
+    clients = _accepted_clients(cluster_id, listener, 2)
+    try:
+        listener.wait(0.0)
+        assert listener.ready() == []
+        assert clients[0].send(b"late", BOUND)  # after the turn's look, before its reap
+        assert listener.reap() == []
+        assert listener.wait(10.0 * FAST.poll_interval)  # not a timeout
+        [ready] = listener.ready()
+        assert bytes(ready.recv()) == b"late"
+        ready.release()
+    finally:
+        for client in clients:
+            client.close()
