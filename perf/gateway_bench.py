@@ -16,8 +16,9 @@ Starts a cluster (``--brokers``, default 1) and its gateway (``ringlog gateway -
 3. **cpu** (``--cpu-only``: this alone): confluent-kafka produces ``--records`` records
    (acks=1, 100-byte values, linger.ms 5, batch.size 16 KB: the bench suite's
    ``kafka_wire`` settings) through the gateway, then one consumer reads them
-   back: CPU microseconds per record of the gateway process and of the brokers (psutil
-   ``cpu_times`` deltas: what a loaded machine distorts least, for A/B runs of two
+   back: CPU microseconds per record of the gateway process, of the brokers (psutil
+   ``cpu_times`` deltas) and of the client (this process: ``time.process_time``, the same
+   client for every server: what a loaded machine distorts least, for A/B runs of two
    checkouts by ``PYTHONPATH``), and each side's records/s; ``--peers tansu,noida_db``
    runs the same round against those Kafka-compatible brokers (``perf/suite/peers``), each
    alone once ringlog is stopped: their broker process's CPU per record.
@@ -176,16 +177,18 @@ def confluent_rate(bootstrap, records, topic, **config):
 
 def cpu_round(bootstrap, gateway, broker_pids, records, topic):
     """Produce then consume ``records`` at ``bootstrap`` with confluent-kafka: CPU
-    microseconds per record in the ``gateway`` pids and the ``broker_pids``, per side, and
-    the rates."""
+    microseconds per record in the ``gateway`` pids, the ``broker_pids`` and this process
+    (the client: its Python loop and librdkafka's threads, the same for every server),
+    per side, and the rates."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     figures = {}
-    cpu = (_cpu(gateway), _cpu(broker_pids))
+    cpu = (_cpu(gateway), _cpu(broker_pids), time.process_time())
     rate = confluent_rate(bootstrap, records, topic, **{"batch.size": 16384})
-    after = (_cpu(gateway), _cpu(broker_pids))
+    after = (_cpu(gateway), _cpu(broker_pids), time.process_time())
     figures["produce"] = {"records_per_s": rate,
                           "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
-                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
+                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6,
+                          "client_us_per_record": (after[2] - cpu[2]) / records * 1e6}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
                          "enable.auto.commit": False})
     try:
@@ -197,12 +200,13 @@ def cpu_round(bootstrap, gateway, broker_pids, records, topic):
         while count < records and time.monotonic() < deadline:
             count += sum(1 for m in consumer.consume(10_000, timeout=0.1) if m.error() is None)
         elapsed = time.perf_counter() - started
-        after = (_cpu(gateway), _cpu(broker_pids))
+        after = (_cpu(gateway), _cpu(broker_pids), time.process_time())
     finally:
         consumer.close()
     figures["consume"] = {"records_per_s": count / elapsed,
                           "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
-                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
+                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6,
+                          "client_us_per_record": (after[2] - cpu[2]) / records * 1e6}
     return figures
 
 

@@ -56,6 +56,7 @@ from cluster.errors import InvalidRequestError, KafkaProtocolError
 from cluster.gateway import wire
 from cluster.protocol import frame_descriptor as d, frames
 from shm_ring import PeerClosedError, PeerDiedError, connect, max_frame_length
+from shm_ring.wakeup import hold_posts, release_posts, stop_holding
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,7 @@ class Bridge:
 
     def _run(self):
         reason = _Closed("client closed the connection")
+        hold_posts()  # the broker is woken once per round's requests (_forward_buffered)
         try:
             while not self.closed:
                 if not self._read(wait=not self._waiting and not self._frame_buffered()):
@@ -179,6 +181,7 @@ class Bridge:
                 log.log(reason.level, "closing connection from %s to broker %d: %s",
                         self.peer, self.broker_id, reason)
             self.close()
+            stop_holding()
             self._close_ring()
             self.sock.close()
             self.gateway.forget(self)
@@ -240,6 +243,7 @@ class Bridge:
     def _wait_readable(self):
         """Block until the socket has bytes (True) or the connection is closing (False);
         _Closed once it has been idle for ``connections.max.idle.ms``."""
+        release_posts()
         while not self.closed:
             if self._poll.poll(WAIT_SLICE * 1000):
                 return True
@@ -276,7 +280,15 @@ class Bridge:
 
     def _forward_buffered(self):
         """Forward every whole frame in the buffer, up to ``queued.max.requests`` waiting
-        for answers; a frame larger than the buffer is read whole first."""
+        for answers; a frame larger than the buffer is read whole first. The broker is
+        woken (if it is parked) once they are all in its ring: its turn takes them together,
+        and the post, which may hand this core to the broker, comes once per round."""
+        try:
+            self._forward_whole_frames()
+        finally:
+            release_posts()
+
+    def _forward_whole_frames(self):
         buffer, view = self._buffer, self._view
         while len(self._waiting) < self._queued_max and not self.closed:
             start = self._start
@@ -332,6 +344,7 @@ class Bridge:
     def _send_when_room(self, ring, frame):
         """The request ring is full: answer what waits (the broker takes no more requests
         while its answers have no room), else wait for room."""
+        release_posts()
         while True:
             if self._waiting:
                 self._answer_some()
