@@ -16,8 +16,9 @@ Starts a cluster (``--brokers``, default 1) and its gateway (``ringlog gateway -
 3. **cpu** (``--cpu-only``: this alone): confluent-kafka produces ``--records`` records
    (acks=1, 100-byte values, linger.ms 5, batch.size 16 KB: the bench suite's
    ``kafka_wire`` settings) through the gateway, then one consumer reads them
-   back: CPU microseconds per record of the gateway process and of the brokers (psutil
-   ``cpu_times`` deltas: what a loaded machine distorts least, for A/B runs of two
+   back: CPU microseconds per record of the gateway process, of the brokers (psutil
+   ``cpu_times`` deltas) and of the client (this process: ``time.process_time``, the same
+   client for every server: what a loaded machine distorts least, for A/B runs of two
    checkouts by ``PYTHONPATH``), and each side's records/s; ``--peers tansu,noida_db``
    runs the same round against those Kafka-compatible brokers (``perf/suite/peers``), each
    alone once ringlog is stopped: their broker process's CPU per record.
@@ -27,11 +28,19 @@ Starts a cluster (``--brokers``, default 1) and its gateway (``ringlog gateway -
    records as in 3: Python calls per Produce request in the gateway's threads (a count a
    loaded machine does not change).
 
+5. **per request** (``--per-request``: this alone): confluent-kafka produces ``--records``
+   records as in 3 (then one consumer reads them back) through a gateway process, with
+   ``perf stat`` attached to the gateway process (all its threads): CPU microseconds
+   (task clock, exact where psutil counts 10 ms ticks) and context switches per Produce
+   (then Fetch) request; then the same round with ``strace -c -f`` attached: system calls
+   per request, by call. Requests are counted by the gateway's stats page. Figures a
+   loaded machine changes little, for A/B runs of two checkouts by ``PYTHONPATH``.
+
 Medians of ``--repeats`` rounds; figures are printed (and ``--json`` writes them).
 
     .venv/bin/python -m perf.gateway_bench [--connections 1000] [--records 100000]
                                            [--cpu-only [--peers tansu,noida_db]]
-                                           [--calls]
+                                           [--calls] [--per-request]
 """
 from __future__ import annotations
 
@@ -168,16 +177,18 @@ def confluent_rate(bootstrap, records, topic, **config):
 
 def cpu_round(bootstrap, gateway, broker_pids, records, topic):
     """Produce then consume ``records`` at ``bootstrap`` with confluent-kafka: CPU
-    microseconds per record in the ``gateway`` pids and the ``broker_pids``, per side, and
-    the rates."""
+    microseconds per record in the ``gateway`` pids, the ``broker_pids`` and this process
+    (the client: its Python loop and librdkafka's threads, the same for every server),
+    per side, and the rates."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     figures = {}
-    cpu = (_cpu(gateway), _cpu(broker_pids))
+    cpu = (_cpu(gateway), _cpu(broker_pids), time.process_time())
     rate = confluent_rate(bootstrap, records, topic, **{"batch.size": 16384})
-    after = (_cpu(gateway), _cpu(broker_pids))
+    after = (_cpu(gateway), _cpu(broker_pids), time.process_time())
     figures["produce"] = {"records_per_s": rate,
                           "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
-                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
+                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6,
+                          "client_us_per_record": (after[2] - cpu[2]) / records * 1e6}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
                          "enable.auto.commit": False})
     try:
@@ -189,12 +200,13 @@ def cpu_round(bootstrap, gateway, broker_pids, records, topic):
         while count < records and time.monotonic() < deadline:
             count += sum(1 for m in consumer.consume(10_000, timeout=0.1) if m.error() is None)
         elapsed = time.perf_counter() - started
-        after = (_cpu(gateway), _cpu(broker_pids))
+        after = (_cpu(gateway), _cpu(broker_pids), time.process_time())
     finally:
         consumer.close()
     figures["consume"] = {"records_per_s": count / elapsed,
                           "gateway_us_per_record": (after[0] - cpu[0]) / records * 1e6,
-                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6}
+                          "brokers_us_per_record": (after[1] - cpu[1]) / records * 1e6,
+                          "client_us_per_record": (after[2] - cpu[2]) / records * 1e6}
     return figures
 
 
@@ -252,6 +264,104 @@ def calls_round(records):
             "gateway_calls_per_request": measured / requests}
 
 
+def _gateway_counters(namespace, pid):
+    """The gateway's stats page counters, once a publication after now is in (the page is
+    written every second)."""
+    from cluster.stats.reader import read_all
+    time.sleep(1.2)
+    for snapshot in read_all(namespace):
+        if snapshot.role == "gateway" and snapshot.pid == pid:
+            return snapshot.counters
+    raise RuntimeError(f"no stats page of the gateway (pid {pid})")
+
+
+def _attach(tool, pid, out):
+    """``perf stat`` or ``strace -c -f`` attached to every thread of ``pid``, writing
+    ``out``; stopped by SIGINT (``_detach``)."""
+    if tool == "perf":
+        argv = ["perf", "stat", "-x", ",", "-e", "task-clock,context-switches", "-o", out,
+                "-p", str(pid)]
+    else:
+        argv = ["strace", "-c", "-f", "-o", out, "-p", str(pid)]
+    popen = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # attached to every thread
+    return popen
+
+
+def _detach(popen):
+    popen.send_signal(2)
+    popen.wait(30)
+
+
+def _perf_figures(path):
+    """``{"task_ms", "context_switches"}`` from ``perf stat -x ,``'s output."""
+    figures = {}
+    with open(path) as file:
+        for line in file:
+            fields = line.strip().split(",")
+            if len(fields) > 2 and fields[2] == "task-clock":
+                figures["task_ms"] = float(fields[0])
+            elif len(fields) > 2 and fields[2] == "context-switches":
+                figures["context_switches"] = float(fields[0])
+    return figures
+
+
+def _strace_figures(path):
+    """``{call: count}`` from ``strace -c``'s table."""
+    calls = {}
+    with open(path) as file:
+        for line in file:
+            fields = line.split()
+            if len(fields) >= 5 and fields[0][0].isdigit() and fields[-1] != "total":
+                calls[fields[-1]] = int(fields[3])
+    return calls
+
+
+def per_request_round(bootstrap, namespace, pid, records, topic, tool, workdir):
+    """Produce then consume ``records`` at ``bootstrap`` with ``tool`` ("perf" or "strace")
+    attached to the gateway ``pid``: the tool's figures per Produce and per Fetch request."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    results = {}
+    out = os.path.join(workdir, f"{tool}-{topic}.txt")
+    for side in ("produce", "consume"):
+        api = "Produce" if side == "produce" else "Fetch"
+        before = _gateway_counters(namespace, pid).get(f"request-total:{api}", 0)
+        popen = _attach(tool, pid, out)
+        try:
+            if side == "produce":
+                confluent_rate(bootstrap, records, topic, **{"batch.size": 16384})
+            else:
+                consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
+                                     "enable.auto.commit": False})
+                try:
+                    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+                    count, deadline = 0, time.monotonic() + 300
+                    while count < records and time.monotonic() < deadline:
+                        count += sum(1 for m in consumer.consume(10_000, timeout=0.1)
+                                     if m.error() is None)
+                finally:
+                    consumer.close()
+        finally:
+            _detach(popen)
+        requests = _gateway_counters(namespace, pid).get(f"request-total:{api}", 0) - before
+        if tool == "perf":
+            figures = _perf_figures(out)
+            results[side] = {"requests": requests,
+                             "records_per_request": records / requests,
+                             "gateway_cpu_us_per_request":
+                                 figures["task_ms"] * 1000 / requests,
+                             "context_switches_per_request":
+                                 figures["context_switches"] / requests}
+        else:
+            calls = _strace_figures(out)
+            top = sorted(calls.items(), key=lambda item: -item[1])[:8]
+            results[side] = {"requests": requests,
+                             "syscalls_per_request": sum(calls.values()) / requests,
+                             **{f"{name}_per_request": count / requests
+                                for name, count in top}}
+    return results
+
+
 def native_rate(data_dir, records, topic):
     from cluster.producer.kafka_producer import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=data_dir, acks=1, linger_ms=5,
@@ -279,6 +389,9 @@ def main(argv=None):
                              "too (tansu,noida_db), each alone after ringlog")
     parser.add_argument("--calls", action="store_true",
                         help="only the Python calls per Produce request in the gateway")
+    parser.add_argument("--per-request", action="store_true",
+                        help="only the gateway's CPU, context switches and system calls "
+                             "per Produce and Fetch request (perf stat, strace)")
     args = parser.parse_args(argv)
     results = {}
     if args.calls:
@@ -293,6 +406,21 @@ def main(argv=None):
                      default_replication_factor=args.brokers) as cluster:
             popen, record = _start_gateway(cluster.data_dir)
             try:
+                if args.per_request:
+                    confluent_rate(record["bootstrap"], 1000, "warm", **{"batch.size": 16384})
+                    rounds = {tool: [per_request_round(record["bootstrap"], cluster.namespace,
+                                                       popen.pid, args.records,
+                                                       f"{tool}-{repeat}", tool, tmp)
+                                     for repeat in range(args.repeats)]
+                              for tool in ("perf", "strace")}
+                    results["per_request"] = {
+                        tool: {side: {key: statistics.median(r[side].get(key, 0)
+                                                             for r in tool_rounds)
+                                      for key in tool_rounds[0][side]}
+                               for side in ("produce", "consume")}
+                        for tool, tool_rounds in rounds.items()}
+                    print(json.dumps(results["per_request"], indent=1), flush=True)
+                    return _write(args.json, results)
                 if args.cpu_only:
                     results["cpu"] = {"ringlog_gateway": _medians([
                         cpu_round(record["bootstrap"], [record["pid"]],

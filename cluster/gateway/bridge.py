@@ -1,40 +1,50 @@
 """One Kafka client's TCP connection bridged to one ring connection of one broker.
 
 A ``Bridge`` owns a client socket accepted on the listener of broker B and, from the first
-request that goes to B, one ``shm_ring`` connection to B. Two threads move the frames:
+request that goes to B, one ``shm_ring`` connection to B. One thread moves the frames both
+ways, in rounds:
 
-- the **request thread** reads the socket into a buffer of its own (``READ_BUFFER``
-  bytes, reused: a pipelining client's requests come in with one ``recv_into``; a frame
-  larger than the buffer gets one of its own) and writes each size-prefixed frame into the
-  request ring as it arrived; a request the gateway serves itself (``wire.LOCAL_VERSIONS``)
-  is answered here instead;
-- the **response thread** takes the requests in order from ``pending`` and writes their
-  answers to the socket: the broker's frame straight from the response ring (no copy; only
-  ``wire.REWRITTEN`` APIs are decoded and re-encoded with the gateway's addresses), or the
-  gateway's own answer, in request order as Kafka promises. Answers already there when
-  one is written go with it: up to ``MAX_BATCH`` in one ``sendmsg``, their ring frames
-  released together after it.
+1. **read**: the socket into a buffer of its own (``READ_BUFFER`` bytes, reused: a
+   pipelining client's requests come in with one ``recv_into``; a frame larger than the
+   buffer gets one of its own). It blocks (``poll``) only when no request waits for an
+   answer; otherwise it takes what the socket already holds (``MSG_DONTWAIT``);
+2. **forward**: each whole size-prefixed frame goes into the request ring as it arrived;
+   a request the gateway serves itself (``wire.LOCAL_VERSIONS``) is answered here
+   instead. The requests waiting for an answer are ``_waiting``, in request order;
+3. **answer**: wait for the first waiting request's answer, then take every answer already
+   there after it (up to ``MAX_BATCH``) and write them to the socket with one
+   ``sendmsg``, in request order as Kafka promises: the broker's frames straight from the
+   response ring (no copy; only ``wire.REWRITTEN`` APIs are decoded and re-encoded with the
+   gateway's addresses), their ring frames released together after it.
+
+A request is never held back waiting for the socket while the broker has work: the
+requests read in a round all go to the broker before the thread waits for an answer. A
+pipelined request that arrives while the thread waits for an answer is read in the next
+round, as Kafka's network layer reads a connection's next request once it answered the
+one before (a muted channel). One thread per connection and no hand-off between threads:
+a request costs one wake-up for its bytes and one for its answer at most (fewer when
+requests come in together), and no GIL hand-over (perf/README.md, "Gateway threads").
 
 Kafka's network layer, per connection: at most ``queued.max.requests`` requests wait for
-their answers (``outstanding``: the request thread stops reading the socket while it is
-at the limit, parked on ``_room`` until the response thread writes an answer) and the
-request ring bounds the bytes in flight, so a client that never reads its
-responses stalls only itself (its response thread blocks in ``sendall``, its rings fill, the
-broker defers that connection only). A size prefix that is negative, shorter than a request
-header or over ``socket.request.max.bytes``, and a frame the ring cannot carry, close this
-connection only, with a warning naming the client's address; so does a broker that closes
-the ring connection (it does so for a request that does not decode). A connection with no
-bytes either way and no request in flight for ``connections.max.idle.ms`` is closed.
+their answers (at the limit the thread forwards no more and reads at most the buffer), the
+read buffer and the request ring bound the bytes in flight, so a client that never reads
+its responses stalls only itself (its thread blocks in ``sendmsg``, the broker defers that
+connection only). A full request ring is drained by answering first (the broker needs
+room in the response ring to take more requests). A size prefix that is negative, shorter
+than a request header or over ``socket.request.max.bytes``, and a frame the ring cannot
+carry, close this connection only, with a warning naming the client's address; so does a
+broker that closes the ring connection (it does so for a request that does not decode). A
+connection with no bytes either way and no request in flight for
+``connections.max.idle.ms`` is closed.
 
-Threads: the two threads above; ``close()`` may be called from any thread (the server's
-shutdown). The request thread closes the ring and the socket once the response thread
-has ended.
+Threads: the bridge's own; ``close()`` may be called from any thread (the server's
+shutdown); ``outstanding`` is read by the stats publisher.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import mmap
-import queue
 import select
 import socket
 import threading
@@ -46,10 +56,11 @@ from cluster.errors import InvalidRequestError, KafkaProtocolError
 from cluster.gateway import wire
 from cluster.protocol import frame_descriptor as d, frames
 from shm_ring import PeerClosedError, PeerDiedError, connect, max_frame_length
+from shm_ring.wakeup import hold_posts, release_posts, stop_holding
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two looks at ``closed`` and the idle clock while a thread waits.
+#: Seconds between two looks at ``closed`` and the idle clock while the thread waits.
 WAIT_SLICE = 0.5
 
 #: Seconds to wait for a broker to accept the ring connection.
@@ -62,9 +73,11 @@ READ_BUFFER = 256 * 1024
 #: Answers written with one sendmsg at most (well under the kernel's IOV_MAX).
 MAX_BATCH = 64
 
+_MIN_SIZE = d.MIN_REQUEST_FRAME_LENGTH - d.SIZE_PREFIX_LENGTH
+
 
 class _Pending:
-    """A request whose answer the response thread writes next."""
+    """A request waiting for its answer."""
 
     __slots__ = ("correlation_id", "api_key", "api_version", "local")
 
@@ -76,7 +89,7 @@ class _Pending:
 
 
 class _Closed(Exception):
-    """The connection is done; the message says why (logged by the request thread)."""
+    """The connection is done; the message says why (logged by the bridge's thread)."""
 
     def __init__(self, message, level=logging.DEBUG):
         super().__init__(message)
@@ -86,8 +99,7 @@ class _Closed(Exception):
 class Bridge:
     """A client connection (see the module doc). ``gateway`` is the owning ``Gateway``:
     its ``config``, ``namespace``, ``instance``, ``host``, ``port_for``, ``image()``,
-    ``stats`` and
-    ``forget(bridge)``."""
+    ``stats`` and ``forget(bridge)``."""
 
     def __init__(self, gateway, sock, address, broker_id):
         self.gateway = gateway
@@ -97,35 +109,29 @@ class Bridge:
         config = gateway.config
         self._max_request = config.socket_request_max_bytes
         self._idle = config.connections_max_idle_ms / 1000
-        self._pending = queue.SimpleQueue()
         self._queued_max = config.queued_max_requests
-        self._room = threading.Event()  # set by the response thread for a parked request
-        self._full = False  # the request thread is (about to be) parked on _room
+        self._waiting = collections.deque()  # _Pending, in request order
         self._ring = None
         self._max_frame = max_frame_length(config.ring_bytes)
-        # the request thread's, reused; anonymous memory, so a connection of small
-        # requests (read from the front each time) holds a page or two of it, not all
+        # reused; anonymous memory, so a connection of small requests (read from the front
+        # each time) holds a page or two of it, not all
         self._buffer = mmap.mmap(-1, READ_BUFFER)
         self._view = memoryview(self._buffer)
         self._start = self._end = 0  # the bytes read and not yet forwarded: [start, end)
-        self._held = None  # a _Pending taken from the queue whose answer is not in yet
-        self._requested = 0  # requests queued for an answer (the request thread's count)
-        self._answered = 0  # answers written (the response thread's count)
+        self._eof = False  # the client closed its end (seen by a read)
         self.closed = False
+        self._stop = lambda: self.closed
         self._last_active = time.monotonic()
         self._poll = select.poll()
         self._poll.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
-        self._responses = threading.Thread(target=self._response_loop, daemon=True,
-                                           name=f"gateway-rsp-{self.peer}")
-        self._requests = threading.Thread(target=self._request_loop, daemon=True,
-                                          name=f"gateway-req-{self.peer}")
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"gateway-{self.peer}")
 
     def start(self):
-        self._responses.start()
-        self._requests.start()
+        self._thread.start()
 
     def close(self):
-        """Ask both threads to stop (any thread; idempotent)."""
+        """Ask the thread to stop (any thread; idempotent)."""
         if self.closed:
             return
         self.closed = True
@@ -133,8 +139,6 @@ class Bridge:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self._pending.put(None)
-        self._room.set()
         ring = self._ring
         if ring is not None:
             ring.interrupt()
@@ -142,27 +146,32 @@ class Bridge:
     @property
     def outstanding(self):
         """Requests read and not answered yet: this connection's queue depth."""
-        return self._requested - self._answered
+        return len(self._waiting)
 
     def join(self, timeout=None):
-        self._requests.join(timeout)
+        self._thread.join(timeout)
 
-    # -- request thread ---------------------------------------------------------------------
+    # -- the thread ---------------------------------------------------------------------------
 
-    def _request_loop(self):
+    def _run(self):
         reason = _Closed("client closed the connection")
+        hold_posts()  # the broker is woken once per round's requests (_forward_buffered)
         try:
             while not self.closed:
-                frame = self._read_frame()
-                if frame is None:
+                if not self._read(wait=not self._waiting and not self._frame_buffered()):
                     break
-                self._forward(frame)
+                self._forward_buffered()
+                if self._waiting:
+                    self._answer_some()
         except _Closed as exc:
             reason = exc
         except OSError as exc:
             reason = _Closed(f"socket error: {exc}")
         except (PeerDiedError, PeerClosedError) as exc:
-            reason = _Closed(f"broker {self.broker_id} went away: {exc}", logging.INFO)
+            reason = _Closed(f"broker {self.broker_id} closed its ring connection ({exc}); "
+                             f"a request that does not decode makes it do so", logging.INFO)
+        except KafkaProtocolError as exc:
+            reason = _Closed(str(exc), logging.WARNING)
         except Exception as exc:  # a bug must cost this connection only, and say so
             log.exception("closing connection from %s to broker %d", self.peer,
                           self.broker_id)
@@ -172,14 +181,14 @@ class Bridge:
                 log.log(reason.level, "closing connection from %s to broker %d: %s",
                         self.peer, self.broker_id, reason)
             self.close()
-            self._responses.join()
+            stop_holding()
             self._close_ring()
             self.sock.close()
             self.gateway.forget(self)
 
     def _close_ring(self):
         """Close the ring connection; the broker may have closed it meanwhile (then the
-        response thread's error already unlinked its objects)."""
+        error the thread saw already unlinked its objects)."""
         if self._ring is None:
             return
         try:
@@ -187,128 +196,164 @@ class Bridge:
         except (OSError, ValueError, posix_ipc.Error) as exc:
             log.debug("ring connection of %s already gone: %s", self.peer, exc)
 
+    # -- reading -------------------------------------------------------------------------------
+
+    def _frame_buffered(self):
+        """Whether the buffer holds a whole frame's bytes (or the start of one too large
+        for it, or a size prefix to refuse): something to forward without reading."""
+        have = self._end - self._start
+        if have < d.SIZE_PREFIX_LENGTH:
+            return False
+        (size,) = d.INT32.unpack_from(self._buffer, self._start)
+        return have >= d.SIZE_PREFIX_LENGTH + size or size + d.SIZE_PREFIX_LENGTH > READ_BUFFER
+
+    def _read(self, wait):
+        """Read what the socket holds into the buffer, waiting for bytes when ``wait``
+        (no request waits for an answer, no whole frame is buffered); False once the
+        client closed (its answers are not written, as Kafka drops them) or the connection
+        is closing. _Closed if it closed in the middle of a frame."""
+        if self._eof:
+            if self._end > self._start:
+                raise _Closed(f"client closed the connection with {self._end - self._start} "
+                              f"bytes of requests not forwarded", logging.INFO)
+            return False
+        if self._start and self._end == READ_BUFFER:  # room behind what is left: compact
+            held = bytes(self._view[self._start:self._end])
+            self._buffer[:len(held)] = held
+            self._start, self._end = 0, len(held)
+        if self._end == READ_BUFFER:
+            return True  # full of frames still to forward (at queued.max.requests)
+        while True:
+            try:
+                count = self.sock.recv_into(self._view[self._end:], 0, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                if not wait:
+                    return True
+                if not self._wait_readable():
+                    return False
+                continue
+            if count:
+                self._end += count
+                self._last_active = time.monotonic()
+            else:
+                self._eof = True
+                return self._read(wait)
+            return True
+
     def _wait_readable(self):
         """Block until the socket has bytes (True) or the connection is closing (False);
         _Closed once it has been idle for ``connections.max.idle.ms``."""
+        release_posts()
         while not self.closed:
             if self._poll.poll(WAIT_SLICE * 1000):
                 return True
-            if (self.outstanding == 0
-                    and time.monotonic() - self._last_active >= self._idle):
+            if time.monotonic() - self._last_active >= self._idle:
                 raise _Closed(f"idle for more than connections.max.idle.ms "
                               f"({self._idle * 1000:.0f} ms)", logging.INFO)
         return False
 
-    def _recv(self, view):
-        """Bytes read into ``view`` (at least one), or 0 once the client closed (or the
-        connection is closing). Tries the socket first, polls only when it has nothing."""
-        while True:
-            try:
-                count = self.sock.recv_into(view, 0, socket.MSG_DONTWAIT)
-            except (BlockingIOError, InterruptedError):
-                if not self._wait_readable():
-                    return 0
-                continue
-            if count:
-                self._last_active = time.monotonic()
-            return count
-
-    def _fill(self, count):
-        """Read until the buffer holds ``count`` bytes from ``_start`` (compacting them to
-        its front when they would not fit behind it). False if the client closed before
-        the first of them; _Closed if it closed after."""
-        while self._end - self._start < count:
-            if self._start + count > READ_BUFFER:
-                held = bytes(self._view[self._start:self._end])
-                self._buffer[:len(held)] = held
-                self._start, self._end = 0, len(held)
-            got = self._recv(self._view[self._end:])
-            if got == 0:
-                if self._end > self._start:
-                    raise _Closed(f"client closed the connection in the middle of a frame "
-                                  f"({self._end - self._start} of {count} bytes)",
-                                  logging.INFO)
-                return False
-            self._end += got
-        return True
-
-    def _read_frame(self):
-        """The next whole request frame, size prefix included: a view of the read buffer
-        (valid until the next call), or a bytearray of its own if larger; None once the
-        client closed between frames."""
-        if not self._fill(d.SIZE_PREFIX_LENGTH):
-            return None
-        (size,) = d.INT32.unpack_from(self._buffer, self._start)
-        minimum = d.MIN_REQUEST_FRAME_LENGTH - d.SIZE_PREFIX_LENGTH
-        if size < minimum or size > self._max_request:
-            self.gateway.stats.count("invalid-frames")
-            raise _Closed(f"request size {size} is outside {minimum}.."
-                          f"{self._max_request} (socket.request.max.bytes): not a Kafka "
-                          f"request", logging.WARNING)
-        length = d.SIZE_PREFIX_LENGTH + size
-        if length > self._max_frame:  # before allocating it
-            raise _Closed(f"request of {length} bytes exceeds the "
-                          f"{self._max_frame} bytes a ring frame carries "
-                          f"(ringlog.ring.bytes {self.gateway.config.ring_bytes})",
-                          logging.WARNING)
-        if length <= READ_BUFFER:
-            if not self._fill(length):
-                raise _Closed("client closed the connection in the middle of a frame",
-                              logging.INFO)
-            frame = self._view[self._start:self._start + length]
-            self._start += length
-            if self._start == self._end:
-                self._start = self._end = 0
-            return frame
-        frame = bytearray(length)  # larger than the buffer: a frame of its own
+    def _fill_frame(self, length):
+        """A request frame of ``length`` bytes, larger than the buffer: the bytes buffered
+        and the rest read from the socket into a bytearray of its own."""
+        frame = bytearray(length)
         have = self._end - self._start
         frame[:have] = self._view[self._start:self._end]
         self._start = self._end = 0
         with memoryview(frame) as view:
             while have < length:
-                got = self._recv(view[have:])
-                if got == 0:
+                if self._eof:
                     raise _Closed(f"client closed the connection in the middle of a frame "
                                   f"({have} of {length} bytes)", logging.INFO)
+                try:
+                    got = self.sock.recv_into(view[have:], 0, socket.MSG_DONTWAIT)
+                except (BlockingIOError, InterruptedError):
+                    if not self._wait_readable():
+                        raise _Closed("gateway closing the connection") from None
+                    continue
+                if got == 0:
+                    self._eof = True
                 have += got
+            self._last_active = time.monotonic()
         return frame
 
+    # -- forwarding ----------------------------------------------------------------------------
+
+    def _forward_buffered(self):
+        """Forward every whole frame in the buffer, up to ``queued.max.requests`` waiting
+        for answers; a frame larger than the buffer is read whole first. The broker is
+        woken (if it is parked) once they are all in its ring: its turn takes them together,
+        and the post, which may hand this core to the broker, comes once per round."""
+        try:
+            self._forward_whole_frames()
+        finally:
+            release_posts()
+
+    def _forward_whole_frames(self):
+        buffer, view = self._buffer, self._view
+        while len(self._waiting) < self._queued_max and not self.closed:
+            start = self._start
+            have = self._end - start
+            if have < d.SIZE_PREFIX_LENGTH:
+                break
+            (size,) = d.INT32.unpack_from(buffer, start)
+            if size < _MIN_SIZE or size > self._max_request:
+                self.gateway.stats.count("invalid-frames")
+                raise _Closed(f"request size {size} is outside {_MIN_SIZE}.."
+                              f"{self._max_request} (socket.request.max.bytes): not a Kafka "
+                              f"request", logging.WARNING)
+            length = d.SIZE_PREFIX_LENGTH + size
+            if length > self._max_frame:  # before allocating it
+                raise _Closed(f"request of {length} bytes exceeds the "
+                              f"{self._max_frame} bytes a ring frame carries "
+                              f"(ringlog.ring.bytes {self.gateway.config.ring_bytes})",
+                              logging.WARNING)
+            if length > READ_BUFFER:
+                self._forward(self._fill_frame(length))
+                continue
+            if have < length:
+                if start + length > READ_BUFFER:  # the rest would not fit behind it
+                    held = bytes(view[start:self._end])
+                    buffer[:have] = held
+                    self._start, self._end = 0, have
+                break
+            self._forward(view[start:start + length])
+            self._start += length
+            if self._start == self._end:
+                self._start = self._end = 0
+
     def _forward(self, frame):
+        """Send ``frame`` to the broker (or answer it here) and note what answers it."""
         api_key, api_version, correlation_id = wire.peek_request(frame)
-        self.gateway.stats.request(api_key, len(frame))
+        gateway = self.gateway
+        gateway.stats.request(api_key, len(frame))
         if api_key in wire.LOCAL_VERSIONS:
-            gateway = self.gateway
             try:
                 answer = wire.local_response(frame, api_key, api_version, correlation_id,
                                              gateway.host, gateway.port_for, gateway.image())
             except InvalidRequestError as exc:
-                self.gateway.stats.count("invalid-frames")
+                gateway.stats.count("invalid-frames")
                 raise _Closed(str(exc), logging.WARNING) from None
-            self._enqueue(_Pending(correlation_id, api_key, api_version, answer))
+            self._waiting.append(_Pending(correlation_id, api_key, api_version, answer))
             return
         ring = self._ring_connection()
+        if not ring.send(frame, timeout=0):
+            self._send_when_room(ring, frame)
         if wire.expects_response(frame, api_key):
-            self._enqueue(_Pending(correlation_id, api_key, api_version, None))
-        while not ring.send(frame, timeout=WAIT_SLICE):
-            if self.closed:
-                raise _Closed("gateway closing the connection")
+            self._waiting.append(_Pending(correlation_id, api_key, api_version, None))
 
-    def _enqueue(self, pending):
-        while self._requested - self._answered >= self._queued_max:
-            # at queued.max.requests: park until an answer is written. The flag is up
-            # before the count is looked at again, so an answer written in between either
-            # shows in the count or sets _room (the response thread looks at the flag
-            # after counting).
-            self._room.clear()
-            self._full = True
-            if self._requested - self._answered < self._queued_max:
-                break
-            self._room.wait(WAIT_SLICE)
+    def _send_when_room(self, ring, frame):
+        """The request ring is full: answer what waits (the broker takes no more requests
+        while its answers have no room), else wait for room."""
+        release_posts()
+        while True:
+            if self._waiting:
+                self._answer_some()
+                if ring.send(frame, timeout=0):
+                    return
+            elif ring.send(frame, timeout=WAIT_SLICE):
+                return
             if self.closed:
                 raise _Closed("gateway closing the connection")
-        self._full = False
-        self._requested += 1
-        self._pending.put(pending)
 
     def _ring_connection(self):
         if self._ring is None:
@@ -325,68 +370,34 @@ class Bridge:
                 self._ring.interrupt()
         return self._ring
 
-    # -- response thread ---------------------------------------------------------------------
-
-    def _response_loop(self):
-        try:
-            while self._answer_some():
-                pass
-        except OSError:
-            pass  # the client went away: the request thread sees it too
-        except (PeerDiedError, PeerClosedError) as exc:
-            log.info("closing connection from %s to broker %d: the broker closed its ring "
-                     "connection (%s); a request that does not decode makes it do so",
-                     self.peer, self.broker_id, exc)
-        except KafkaProtocolError as exc:
-            log.warning("closing connection from %s to broker %d: %s", self.peer,
-                        self.broker_id, exc)
-        except Exception:  # a bug must cost this connection only, and say so
-            log.exception("closing connection from %s to broker %d", self.peer,
-                          self.broker_id)
-        finally:
-            self.close()
+    # -- answering -----------------------------------------------------------------------------
 
     def _answer_some(self):
-        """Write the next answer, and those after it that are already there (up to
-        MAX_BATCH), with one sendmsg; False once the connection is closing."""
-        pending, self._held = self._held, None
-        if pending is None:
-            pending = self._pending.get()
-        frames_out, apis, from_ring, going = [], [], False, True
-        while True:
-            if pending is None or self.closed:
-                going = False
-                break
-            if pending.local is not None:
-                frame = pending.local
-            else:
-                frame = self._relay(pending, wait=not frames_out)
-                if frame is None:
-                    if frames_out:  # not in yet: the next round starts with it
-                        self._held = pending
-                    else:
-                        going = False  # closing while waiting
-                    break
-                from_ring = True
-            frames_out.append(frame)
-            apis.append(pending.api_key)
-            if len(frames_out) == MAX_BATCH:
-                break
-            try:
-                pending = self._pending.get_nowait()
-            except queue.Empty:
-                break
+        """Write the first waiting request's answer (waiting for it), and the answers after
+        it already there (up to MAX_BATCH), with one sendmsg."""
+        frames_out, apis, from_ring = [], [], False
         try:
+            for pending in self._waiting:
+                if pending.local is not None:
+                    frame = pending.local
+                else:
+                    frame = self._relay(pending, wait=not frames_out)
+                    if frame is None:  # not in yet, or closing while waiting
+                        break
+                    from_ring = True
+                frames_out.append(frame)
+                apis.append(pending.api_key)
+                if len(frames_out) == MAX_BATCH:
+                    break
             if frames_out:
                 self._send(apis, frames_out)
-                self._answered += len(frames_out)
-                if self._full:
-                    self._room.set()
+                popleft = self._waiting.popleft
+                for _ in frames_out:
+                    popleft()
         finally:
             del frames_out
             if from_ring:
                 self._ring.release()
-        return going
 
     def _relay(self, pending, wait):
         """The broker's answer to ``pending`` from the response ring (rewritten if its API
@@ -396,7 +407,7 @@ class Bridge:
         if wait:
             frame = None
             while frame is None:
-                frame = ring.recv(timeout=WAIT_SLICE, stop=lambda: self.closed)
+                frame = ring.recv(timeout=WAIT_SLICE, stop=self._stop)
                 if frame is None and self.closed:
                     return None
         else:

@@ -21,7 +21,7 @@ Kafka client (Java, librdkafka and kcat, kafka-python, aiokafka):
 - **Stats.** A stats page of role ``gateway`` (``stats``).
 
 Threads: ``serve()`` runs on the caller's thread until ``stop()`` (any thread, or a
-signal); one accept thread per listener, two per connection (``bridge``).
+signal); one accept thread per listener, one per connection (``bridge``).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ LOOPBACK = "127.0.0.1"
 #: Pending connections a listener's kernel queue holds (Kafka's acceptor uses the OS max).
 BACKLOG = 1024
 
-#: Stack of each bridge thread: two per connection, so thousands of connections must not
+#: Stack of each bridge thread: one per connection, so thousands of connections must not
 #: reserve 8 MiB each.
 THREAD_STACK_BYTES = 512 * 1024
 
@@ -123,6 +123,7 @@ class Gateway:
             family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._size_buffers(sock)  # before listen: accepted sockets inherit them
             try:
                 sock.bind((self.host, port))
             except OSError as exc:
@@ -137,6 +138,16 @@ class Gateway:
             sock.listen(BACKLOG)
             return sock
         raise error
+
+    def _size_buffers(self, sock):
+        """``socket.receive.buffer.bytes`` / ``socket.send.buffer.bytes`` (-1: the OS's)."""
+        config = self.config
+        if config.socket_receive_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
+                            config.socket_receive_buffer_bytes)
+        if config.socket_send_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF,
+                            config.socket_send_buffer_bytes)
 
     def port_for(self, broker_id):
         """The TCP port of ``broker_id``'s listener, opened now if it has none yet."""
@@ -179,7 +190,7 @@ class Gateway:
             return list(self._bridges)
 
     def forget(self, bridge):
-        """A bridge's request thread calls this when its connection is closed."""
+        """A bridge's thread calls this when its connection is closed."""
         with self._lock:
             self._bridges.discard(bridge)
         self.stats.count("connection-close-total")

@@ -131,3 +131,8 @@ def test_config_kafka_names_and_bad_values():
         GatewayConfig.from_overrides({"queued.max.requests": "0"})
     with pytest.raises(InvalidConfigurationError, match="power of two"):
         GatewayConfig.from_overrides({"ringlog.ring.bytes": "100000"})
+    assert config.socket_receive_buffer_bytes == config.socket_send_buffer_bytes == 102400
+    assert GatewayConfig.from_overrides(
+        {"socket.send.buffer.bytes": "-1"}).socket_send_buffer_bytes == -1  # the OS's
+    with pytest.raises(InvalidConfigurationError, match="or -1 for the OS default, found 0"):
+        GatewayConfig.from_overrides({"socket.receive.buffer.bytes": "0"})
