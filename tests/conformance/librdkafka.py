@@ -61,6 +61,10 @@ FAILURE = re.compile(r'### Test "(\d{4}\w*)(?: \(([^"\n]*)\))?" failed at ([^\n]
 #: A sub-test's start line ("[ name ]"; its end says ": PASS (..)" or ": SKIP..." inside).
 SUB_TEST = re.compile(r"^\[(\d{4}\w*)\s*/\s*[\d.]+s\] \[ ([^\n]*) \]$", re.M)
 SUB_TEST_END = re.compile(r": (?:PASS \([\d.]+s\)|SKIP\b)")
+#: A librdkafka log line of a warning or worse: its level, facility, test (the client id is
+#: the test's name) and text.
+CLIENT_LOG = re.compile(r"^%([0-4])\|[\d.]+\|(\w+)\|(\d{4}\w*)#[^|\n]*\| "
+                        r"(?:\[thrd:[^\]\n]*\]: )?([^\n]*)$", re.M)
 TEST_ENTRY = re.compile(r"_TEST\((\d{4}_\w+),\s*([^,)]*)")
 SCENARIO = re.compile(r'\.scenario\s*=\s*"(\w+)"')
 #: The scenarios run, each on a cluster of its own: the suite's default (topics
@@ -388,22 +392,44 @@ def _short(reason):
     return reason[:REASON_CHARS] + " ..." if len(reason) > REASON_CHARS else reason
 
 
-def closing_lines(regressed, source, flaky=()):
+#: librdkafka warnings printed per failed test in the closing lines, and their length.
+CLIENT_LINES = 3
+CLIENT_CHARS = 200
+
+
+def client_warnings(output):
+    """{test name: the last ``CLIENT_LINES`` warnings and errors its clients logged
+    (librdkafka's log lines of level 4 or lower), as "FACILITY: text"}."""
+    said = {}
+    for _, facility, name, text in CLIENT_LOG.findall(ANSI.sub("", output)):
+        lines = said.setdefault(name, [])
+        lines.append(f"{facility}: {text.strip()}"[:CLIENT_CHARS])
+        del lines[:-CLIENT_LINES]
+    return said
+
+
+def closing_lines(regressed, source, flaky=(), said=None):
     """The run's last lines (CI shows the tail of the output): each test of the passing
     list (``source``) that failed and passed when run again alone (``flaky``: (name,
     state, first run's reason)), then every one that did not pass, each with its state
-    and reason."""
+    and reason, and under it the last warnings its clients logged in the run (``said``:
+    ``client_warnings``)."""
+    said = said or {}
     lines = []
     if flaky:
         lines.append(f"FLAKY: {len(flaky)} test(s) of {source} failed in the run and "
                      f"passed on retry (run again alone): "
                      f"{', '.join(name for name, _, _ in flaky)}")
-        lines += [f"  flaky: passed on retry: {name}; the run's failure: {state} "
-                  f"{_short(reason)}" for name, state, reason in flaky]
+        for name, state, reason in flaky:
+            lines.append(f"  flaky: passed on retry: {name}; the run's failure: {state} "
+                         f"{_short(reason)}")
+            lines += [f"    client: {line}" for line in said.get(name, [])]
     if regressed:
         lines.append(f"tests of {source} that passed before and do not now "
                      f"({len(regressed)}): {', '.join(name for name, _, _ in regressed)}")
-        lines += [f"  {state} {name}: {_short(reason)}" for name, state, reason in regressed]
+        for name, state, reason in regressed:
+            lines.append(f"  {state} {name}: {_short(reason)}")
+            lines += [f"    client: {line}" for line in said.get(name, [])]
     return lines
 
 
@@ -492,7 +518,7 @@ def main(argv=None):
                 return retried
 
             flaky, regressed = retry_alone(regressed, rerun)
-        for line in closing_lines(regressed, args.passing, flaky):
+        for line in closing_lines(regressed, args.passing, flaky, client_warnings(output)):
             print(line)
         if regressed:
             return 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 from tests.conformance.librdkafka import (
     _merge,
     _unfinished_reason,
+    client_warnings,
     closing_lines,
     parse_summary,
     regressions,
@@ -149,3 +150,28 @@ def test_a_test_run_again_alone_counts_as_flaky_only_if_that_passes():
                         "FAILED [do_test_x:12] commit failed")
     assert lines[-1] == ("  FAILED 0044_partition_cnt: timed out | run again alone: FAILED "
                          "timed out again")
+
+
+CLIENT_LOG = """\
+%7|1795912788.100|SEND|0044_partition_cnt#producer-1| [thrd:main]: debug, not kept
+%5|1795912788.678|REQTMOUT|0044_partition_cnt#producer-1| [thrd:b/0]: b/0: Timed out \
+ProduceRequest in flight (after 19831ms, timeout #0)
+%4|1795912788.679|REQTMOUT|0044_partition_cnt#producer-1| [thrd:b/0]: b/0: Timed out 316 \
+in-flight, 0 retry-queued, 0 out-queue, 0 partially-sent requests
+\x1b[31m%3|1795912788.679|FAIL|0044_partition_cnt#producer-1| [thrd:b/0]: b/0: 316 \
+request(s) timed out: disconnect (after 21008ms in state UP)
+%4|1795912788.700|COMMITFAIL|0049_consume_conn_close#consumer-2| [thrd:main]: other test
+"""
+
+
+def test_a_failed_tests_last_client_warnings_are_printed_under_it():
+    said = client_warnings(CLIENT_LOG)
+    assert said["0044_partition_cnt"] == [
+        "REQTMOUT: b/0: Timed out 316 in-flight, 0 retry-queued, 0 out-queue, 0 "
+        "partially-sent requests",
+        "FAIL: b/0: 316 request(s) timed out: disconnect (after 21008ms in state UP)"]
+    lines = closing_lines([("0044_partition_cnt", "FAILED", "test_error_cb(): timed out")],
+                          "passing.txt", (), said)
+    assert lines[1:] == ["  FAILED 0044_partition_cnt: test_error_cb(): timed out",
+                         "    client: " + said["0044_partition_cnt"][0],
+                         "    client: " + said["0044_partition_cnt"][1]]
