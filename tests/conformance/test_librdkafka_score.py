@@ -1,5 +1,9 @@
-"""The conformance runner's reading of librdkafka's test-runner output (no process)."""
+"""The conformance runner's reading of librdkafka's test-runner output (no process but a
+shell script standing in for the test-runner)."""
 from __future__ import annotations
+
+import os
+import stat
 
 from tests.conformance.librdkafka import (
     _merge,
@@ -9,6 +13,7 @@ from tests.conformance.librdkafka import (
     parse_summary,
     regressions,
     retry_alone,
+    run_one,
     score,
     select,
 )
@@ -175,3 +180,16 @@ def test_a_failed_tests_last_client_warnings_are_printed_under_it():
     assert lines[1:] == ["  FAILED 0044_partition_cnt: test_error_cb(): timed out",
                          "    client: " + said["0044_partition_cnt"][0],
                          "    client: " + said["0044_partition_cnt"][1]]
+
+
+def test_the_suite_runs_in_its_ci_mode_wherever_it_runs(tmp_path, monkeypatch):
+    # CI services set CI; the runner sets it too, so a local run is CI's run
+    monkeypatch.delenv("CI", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    runner = work / "test-runner"
+    runner.write_text('#!/bin/sh\necho "| 0055_producer_latency | SKIPPED | 0.000s | '
+                      'CI=$CI TESTS=$TESTS"\n')
+    runner.chmod(runner.stat().st_mode | stat.S_IXUSR)
+    rows, _ = run_one(os.fspath(work), "default", "0055", ["0055_producer_latency"], 30)
+    assert rows == {"0055_producer_latency": ("SKIPPED", "CI=true TESTS=0055")}
