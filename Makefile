@@ -127,11 +127,13 @@ kcat:
 # and built once under .cache/conformance) against a 3-broker cluster through the Kafka
 # gateway, one runner process per test number, three at once; prints passed / failed /
 # skipped with each reason (tests/conformance) and fails when a test of
-# tests/conformance/passing.txt did not pass. CONFORMANCE_ARGS adds options (--tests 0081,
+# tests/conformance/passing.txt did not pass (such a test is run again, once, alone:
+# passing then, it is printed as flaky with the first run's failure; the output ends with
+# the list's failures and their reasons). CONFORMANCE_ARGS adds options (--tests 0081,
 # --parallel N, --log FILE, --cache DIR).
 CONFORMANCE_CACHE ?= .cache/conformance
 conformance: $(STAMP)
-	$(PY) -m tests.conformance.librdkafka --cache $(CONFORMANCE_CACHE) --parallel 3 \
+	$(PY) -m tests.conformance.librdkafka --cache $(CONFORMANCE_CACHE) --parallel 3 --retry \
 	  --passing tests/conformance/passing.txt $(CONFORMANCE_ARGS)
 
 # `make bench`: ringlog and its peers side by side (perf/suite; BENCH_ARGS=--quick for a

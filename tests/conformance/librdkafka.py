@@ -16,22 +16,30 @@ Kafka wire gateway.
    (``TESTS=NNNN``; the numbers are read from the runner's table in ``tests/test.c``),
    ``--parallel`` at once. A test that times out
    makes its runner kill itself: one runner per number keeps that from ending the rest.
+   The suite runs in its CI mode (``CI=true``, as a CI service sets it: request.timeout.ms
+   10000, 0055_producer_latency skipped) wherever it runs, so a local run is CI's run.
    The tests of the suite's ``noautocreate`` scenario run (``-s noautocreate``) against
    a second cluster and gateway, without topic auto-creation. ``--tests`` / ``--skip``
    (or ``TESTS`` / ``TESTS_SKIP``) narrow the run; ``--timeout`` bounds each runner.
 4. **Score**: each runner's summary table, parsed: passed / failed / skipped, with each
-   failure's and skip's reason; ``EXPECTED_FAILURES`` (tests that fail against Apache
-   Kafka too) are printed apart, with why. Exit 1 if a test of ``--passing`` (a file of test names,
-   one a line, ``#`` comments) that was in the run did not pass.
+   failure's reason (its sub-test and first failure line) and each skip's;
+   ``EXPECTED_FAILURES`` (tests that fail against Apache Kafka too) are printed apart,
+   with why. Exit 1 if a test of ``--passing`` (a file of test names, one a line, ``#``
+   comments) that was in the run did not pass; the output ends with those tests, each
+   with its reason (CI shows the output's tail). ``--retry``: such a test is run again,
+   once, alone (Kafka's CI retries its flaky tests so); it counts as passed only if that
+   passes, and is printed as "flaky: passed on retry" with the run's failure.
 
     python -m tests.conformance.librdkafka [--cache .cache/conformance] [--timeout 600]
                                            [--parallel N] [--tests 0081,0092] [--skip ...]
-                                           [--passing FILE] [--log FILE]
+                                           [--passing FILE] [--retry] [--log FILE]
+                                           [--keep DIR]
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import glob
 import os
 import re
@@ -48,15 +56,26 @@ PACKAGE = "librdkafka"
 SUMMARY_ROW = re.compile(r"^\|\s*(\d{4}\S*)\s*\|\s*(\w+)\s*\|\s*([\d.]+)s\s*\|\s?(.*)$")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TEST_END = re.compile(r"=+ Test (\d{4}\S*) (PASSED|FAILED|SKIPPED) =+")
-TIMED_OUT = re.compile(r"Test (\d{4}\w*)(?: \([^)]*\))? timed out "
+TIMED_OUT = re.compile(r"Test (\d{4}\w*)(?: \(([^\n]*?)\))? timed out "
                        r"(\(timeout set to \d+ seconds\))")
-FAILURE = re.compile(r'### Test "(\d{4}\w*)[^"\n]*" failed at ([^\n]*?) at \w{3} [^\n]*###\n'
-                     r'([^\n]*)')
+FAILURE = re.compile(r'### Test "(\d{4}\w*)(?: \(([^"\n]*)\))?" failed at ([^\n]*?) at \w{3} '
+                     r'[^\n]*###\n([^\n]*)')
+#: A sub-test's start line ("[ name ]"; its end says ": PASS (..)" or ": SKIP..." inside).
+SUB_TEST = re.compile(r"^\[(\d{4}\w*)\s*/\s*[\d.]+s\] \[ ([^\n]*) \]$", re.M)
+SUB_TEST_END = re.compile(r": (?:PASS \([\d.]+s\)|SKIP\b)")
+#: A librdkafka log line of a warning or worse: its level, facility, test (the client id is
+#: the test's name) and text.
+CLIENT_LOG = re.compile(r"^%([0-4])\|[\d.]+\|(\w+)\|(\d{4}\w*)#[^|\n]*\| "
+                        r"(?:\[thrd:[^\]\n]*\]: )?([^\n]*)$", re.M)
 TEST_ENTRY = re.compile(r"_TEST\((\d{4}_\w+),\s*([^,)]*)")
 SCENARIO = re.compile(r'\.scenario\s*=\s*"(\w+)"')
 #: The scenarios run, each on a cluster of its own: the suite's default (topics
 #: auto-created with 4 partitions, RF 3) and ``noautocreate`` (no auto-creation).
 SCENARIOS = {"default": True, "noautocreate": False}
+#: The suite's CI mode, on in every run: with ``CI`` set (as CI services set it) its
+#: clients take request.timeout.ms 10000 instead of librdkafka's 30000 and
+#: 0055_producer_latency skips itself, so a run here and a run in CI are the same run.
+CI_MODE = "true"
 # test.conf's test.timeout.multiplier: the suite's timeouts are set for a broker on its own
 # machine; here three brokers, the gateway and the tests share two cores.
 TIMEOUT_MULTIPLIER = 2
@@ -166,10 +185,11 @@ def scenarios(tree):
 
 
 def parse_summary(output):
-    """{test name: (state, reason)} from the runner's summary table. A test the runner
-    killed at its timeout (it then kills itself: a summary is printed first, the reason
-    after) gets the timeout line as its reason; a run with no summary counts the tests
-    whose end it printed."""
+    """{test name: (state, reason)} from the runner's summary table. A failure's reason is
+    the table's (the test's first failure, its sub-test first), else the first failure
+    printed, with its sub-test; a test the runner killed at its timeout (it then kills
+    itself: a summary is printed first, the reason after) gets the timeout line with the
+    sub-test it was in; a run with no summary counts the tests whose end it printed."""
     rows = {}
     text = ANSI.sub("", output)
     for line in text.splitlines():
@@ -177,11 +197,9 @@ def parse_summary(output):
         if match:
             name, state, _, reason = match.groups()
             rows[name] = (state, reason.strip())
-    for name, detail in TIMED_OUT.findall(text):
-        rows[name] = ("FAILED", f"timed out {detail}")
-    first_failures = {}
-    for name, where, reason in FAILURE.findall(text):
-        first_failures.setdefault(name, f"{where}: {reason.strip()}")
+    for name, sub_test, detail in TIMED_OUT.findall(text):
+        rows[name] = ("FAILED", f"timed out{_in_sub_test(sub_test)} {detail}")
+    first_failures = first_failure_lines(text)
     for name, (state, reason) in list(rows.items()):
         if state == "FAILED" and not reason and name in first_failures:
             rows[name] = (state, first_failures[name])
@@ -192,12 +210,44 @@ def parse_summary(output):
     return rows
 
 
+def _in_sub_test(sub_test):
+    return f" in sub-test {sub_test}" if sub_test else ""
+
+
+def first_failure_lines(text):
+    """{test name: its first failure: sub-test, where, the message's first line}."""
+    out = {}
+    for name, sub_test, where, message in FAILURE.findall(text):
+        sub = f"[{sub_test}] " if sub_test else ""
+        out.setdefault(name, f"{sub}{where}: {message.strip()}")
+    return out
+
+
+def last_sub_test(text, name):
+    """The sub-test of ``name`` that started last and did not end (None if none)."""
+    last = None
+    for test, sub_test in SUB_TEST.findall(text):
+        if test == name:
+            last = None if SUB_TEST_END.search(sub_test) else sub_test
+    return last
+
+
+def _unfinished_reason(output, name, stopped):
+    """Why a test whose end the runner never printed failed: the runner's end, the
+    sub-test it was in, the first failure printed if any."""
+    text = ANSI.sub("", output)
+    why = stopped or "runner ended before the test's end"
+    reason = f"({why}{_in_sub_test(last_sub_test(text, name))}; see --log)"
+    first = first_failure_lines(text).get(name)
+    return f"{reason} first failure: {first}" if first else reason
+
+
 def run_one(work, scenario, number, names, bound):
     """``test-runner -L -s scenario`` with ``TESTS=number`` in ``work`` (a copy of the
     runner's directory with its ``test.conf``): ({name: (state, reason)}, output). Each
     test number is its own runner process, so a test that times out (the runner kills
     itself then) or hangs past ``bound`` seconds fails alone."""
-    env = {**os.environ, "TESTS": number, "LD_LIBRARY_PATH": os.pathsep.join(
+    env = {**os.environ, "TESTS": number, "CI": CI_MODE, "LD_LIBRARY_PATH": os.pathsep.join(
         os.path.join(work, "..", "lib", sub) for sub in ("src", "src-cpp"))}
     try:
         # stdbuf -oL: the summary table goes to stdout, and a runner that aborts (a test
@@ -211,11 +261,14 @@ def run_one(work, scenario, number, names, bound):
     except subprocess.TimeoutExpired as exc:
         output = "".join(part.decode(errors="replace") if isinstance(part, bytes)
                          else part or "" for part in (exc.stdout, exc.stderr))
-        output += f"\n(runner stopped after {bound:.0f} s)\n"
+        stopped = f"runner stopped after {bound:.0f} s"
+        output += f"\n({stopped})\n"
+    else:
+        stopped = None
     rows = parse_summary(output)
     for name in names:
         if name not in rows and re.search(rf"\[{name}\s+/", output):
-            rows[name] = ("FAILED", "(runner ended before the test's end: see --log)")
+            rows[name] = ("FAILED", _unfinished_reason(output, name, stopped))
     return rows, output
 
 
@@ -238,10 +291,20 @@ def _merge(summary, rows):
             summary[name] = row
 
 
-def run(runner, numbers, timeout, parallel=1, by_scenario=None):
+def _work_dir(keep):
+    """The run's folder: ``keep`` (created; left in place with the brokers' and the
+    gateway's logs) or a temporary one, removed at the end."""
+    if keep:
+        os.makedirs(keep)  # a folder of an earlier run is not reused: the clusters start empty
+        return contextlib.nullcontext(os.path.abspath(keep))
+    return tempfile.TemporaryDirectory(prefix="ringlog-conformance-")
+
+
+def run(runner, numbers, timeout, parallel=1, by_scenario=None, keep=None):
     """The tests of ``numbers`` ({number: names}), each scenario's (``by_scenario``: {test
     name: scenario} of those not in the default one) against a fresh cluster of its own
-    with its gateway, ``parallel`` runner processes at once; (summary, output)."""
+    with its gateway, ``parallel`` runner processes at once; (summary, output). ``keep``:
+    the folder to run in and leave (see ``_work_dir``)."""
     by_scenario = by_scenario or {}
     jobs = [("default", number, names) for number, names in numbers.items()]
     for scenario in SCENARIOS:
@@ -249,7 +312,7 @@ def run(runner, numbers, timeout, parallel=1, by_scenario=None):
                  if scenario != "default" and any(by_scenario.get(n) == scenario
                                                   for n in names)]
     tree = os.path.dirname(os.path.dirname(runner))
-    with tempfile.TemporaryDirectory(prefix="ringlog-conformance-") as tmp:
+    with _work_dir(keep) as tmp:
         os.makedirs(os.path.join(tmp, "lib"))
         for sub in ("src", "src-cpp"):
             os.symlink(os.path.join(tree, sub), os.path.join(tmp, "lib", sub))
@@ -292,27 +355,105 @@ def run(runner, numbers, timeout, parallel=1, by_scenario=None):
 
 
 def score(summary):
-    """The score's lines: each failure and skip with its reason, an expected failure
-    (``EXPECTED_FAILURES``) apart with why, then the counts."""
+    """The score's lines: each skip, then each expected failure (``EXPECTED_FAILURES``)
+    with why, then each other failure, with its reason, then the counts."""
     by_state = {}
     for name, (state, reason) in sorted(summary.items()):
         by_state.setdefault(state, []).append((name, reason))
-    lines, expected = [], []
-    for state in ("FAILED", "RUNNING", "SKIPPED"):
+    skips = [f"SKIPPED  {name}: {reason}" for name, reason in by_state.get("SKIPPED", [])]
+    expected, failures = [], []
+    for state in ("FAILED", "RUNNING"):
         for name, reason in by_state.get(state, []):
-            if state != "SKIPPED" and name in EXPECTED_FAILURES:
-                expected.append(name)
-                lines.append(f"EXPECTED {name}: {reason} (fails against Kafka too: "
-                             f"{EXPECTED_FAILURES[name]})")
+            if name in EXPECTED_FAILURES:
+                expected.append(f"EXPECTED {name}: {reason} (fails against Kafka too: "
+                                f"{EXPECTED_FAILURES[name]})")
             else:
-                lines.append(f"{state:8} {name}: {reason}")
+                failures.append(f"{state:8} {name}: {reason}")
     passed = len(by_state.get("PASSED", []))
-    failed = len(by_state.get("FAILED", [])) + len(by_state.get("RUNNING", []))
-    skipped = len(by_state.get("SKIPPED", []))
-    lines.append(f"librdkafka conformance: {passed} passed, {failed} failed "
-                 f"({len(expected)} of them expected: {', '.join(expected) or 'none'}), "
-                 f"{skipped} skipped")
+    failed = len(expected) + len(failures)
+    names = ", ".join(line.split()[1].rstrip(":") for line in expected) or "none"
+    return [*skips, *expected, *failures,
+            f"librdkafka conformance: {passed} passed, {failed} failed ({len(expected)} of "
+            f"them expected: {names}), {len(skips)} skipped"]
+
+
+#: Characters of a failure's reason printed in the closing lines.
+REASON_CHARS = 400
+
+
+def regressions(summary, required, numbers):
+    """The tests of ``required`` (the passing list) that were in the run (``numbers``)
+    and did not pass: [(name, state, reason)], in the list's order."""
+    out = []
+    for name in required:
+        if name[:4] in numbers:
+            state, reason = summary.get(name, ("MISSING", "no result: see --log"))
+            if state != "PASSED":
+                out.append((name, state, reason))
+    return out
+
+
+def _short(reason):
+    reason = reason or "(no reason printed: see --log)"
+    return reason[:REASON_CHARS] + " ..." if len(reason) > REASON_CHARS else reason
+
+
+#: librdkafka warnings printed per failed test in the closing lines, and their length.
+CLIENT_LINES = 3
+CLIENT_CHARS = 200
+
+
+def client_warnings(output):
+    """{test name: the last ``CLIENT_LINES`` warnings and errors its clients logged
+    (librdkafka's log lines of level 4 or lower), as "FACILITY: text"}."""
+    said = {}
+    for _, facility, name, text in CLIENT_LOG.findall(ANSI.sub("", output)):
+        lines = said.setdefault(name, [])
+        lines.append(f"{facility}: {text.strip()}"[:CLIENT_CHARS])
+        del lines[:-CLIENT_LINES]
+    return said
+
+
+def closing_lines(regressed, source, flaky=(), said=None):
+    """The run's last lines (CI shows the tail of the output): each test of the passing
+    list (``source``) that failed and passed when run again alone (``flaky``: (name,
+    state, first run's reason)), then every one that did not pass, each with its state
+    and reason, and under it the last warnings its clients logged in the run (``said``:
+    ``client_warnings``)."""
+    said = said or {}
+    lines = []
+    if flaky:
+        lines.append(f"FLAKY: {len(flaky)} test(s) of {source} failed in the run and "
+                     f"passed on retry (run again alone): "
+                     f"{', '.join(name for name, _, _ in flaky)}")
+        for name, state, reason in flaky:
+            lines.append(f"  flaky: passed on retry: {name}; the run's failure: {state} "
+                         f"{_short(reason)}")
+            lines += [f"    client: {line}" for line in said.get(name, [])]
+    if regressed:
+        lines.append(f"tests of {source} that passed before and do not now "
+                     f"({len(regressed)}): {', '.join(name for name, _, _ in regressed)}")
+        for name, state, reason in regressed:
+            lines.append(f"  {state} {name}: {_short(reason)}")
+            lines += [f"    client: {line}" for line in said.get(name, [])]
     return lines
+
+
+def retry_alone(regressed, rerun):
+    """Each test of ``regressed`` (name, state, reason) run again, once, alone (``rerun``:
+    {number: names} -> summary of a run of those numbers one at a time): (flaky, still
+    failing), a test counting as flaky only if its retry passed; the still failing keep
+    their first run's reason and the retry's after it."""
+    summary = rerun({name[:4] for name, _, _ in regressed})
+    flaky, failing = [], []
+    for name, state, reason in regressed:
+        again = summary.get(name, ("MISSING", "no result: see --log"))
+        if again[0] == "PASSED":
+            flaky.append((name, state, reason))
+        else:
+            failing.append((name, state, f"{reason} | run again alone: {again[0]} "
+                                         f"{again[1]}"))
+    return flaky, failing
 
 
 def main(argv=None):
@@ -323,6 +464,14 @@ def main(argv=None):
                              "timeouts usually end it first)")
     parser.add_argument("--passing", help="tests that must pass, one name a line")
     parser.add_argument("--log", help="write the runner's whole output here")
+    parser.add_argument("--retry", action="store_true",
+                        help="run a test of --passing that failed again, once, alone: it "
+                             "counts as passed (printed as flaky, with the run's failure) "
+                             "only if that passes")
+    parser.add_argument("--keep", metavar="DIR",
+                        help="run the clusters in DIR (a new folder) and leave it: the "
+                             "brokers' logs (DIR/data-*/broker-*/broker.log), the gateway's, "
+                             "the runner's work folders")
     parser.add_argument("--parallel", type=int, default=1,
                         help="runner processes (one test number each) at once")
     parser.add_argument("--tests", default=os.environ.get("TESTS", ""),
@@ -346,7 +495,8 @@ def main(argv=None):
     numbers = select(list_tests(tree), re.findall(r"[^\s,]+", args.tests),
                      re.findall(r"[^\s,]+", args.skip))
     started = time.monotonic()
-    summary, output = run(runner, numbers, args.timeout, args.parallel, scenarios(tree))
+    summary, output = run(runner, numbers, args.timeout, args.parallel, scenarios(tree),
+                          args.keep)
     print(f"run with the cluster's start and stop: {time.monotonic() - started:.0f} s")
     if args.log:
         with open(args.log, "w") as file:
@@ -361,10 +511,22 @@ def main(argv=None):
         with open(args.passing) as file:
             required = [line.strip() for line in file if line.strip()
                         and not line.startswith("#")]
-        regressed = [n for n in required if n[:4] in numbers
-                     and summary.get(n, ("MISSING",))[0] != "PASSED"]
+        regressed, flaky = regressions(summary, required, numbers), []
+        if regressed and args.retry:
+            def rerun(again):
+                print(f"running again, alone: {', '.join(sorted(again))}", flush=True)
+                retried, retried_output = run(
+                    runner, {n: numbers[n] for n in sorted(again)}, args.timeout, 1,
+                    scenarios(tree), args.keep and os.path.join(args.keep, "retry"))
+                if args.log:
+                    with open(args.log, "a") as file:
+                        file.write("\n=== run again, alone ===\n" + retried_output)
+                return retried
+
+            flaky, regressed = retry_alone(regressed, rerun)
+        for line in closing_lines(regressed, args.passing, flaky, client_warnings(output)):
+            print(line)
         if regressed:
-            print(f"tests that passed before and do not now: {regressed}")
             return 1
     return 0
 
