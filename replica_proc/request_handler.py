@@ -10,7 +10,7 @@ Produce                   3-8                               produce_handler
 Fetch                     4-11                              fetch_handler
 ListOffsets               1-5                               list_offsets_handler
 Metadata                  1-8                               metadata_handler
-ApiVersions               0-2                               here
+ApiVersions               0-3 (v3 flexible)                 here
 CreateTopics              2-4                               admin_handler
 DeleteTopics              1-3                               admin_handler
 CreatePartitions          0-1                               admin_handler
@@ -46,9 +46,12 @@ OffsetDelete              0                                 group_coordinator.of
 
 ApiVersions advertises exactly these. Bad input never stops the broker:
 
-- an ApiVersions request of a version outside 0-2 is answered with ApiVersions v0 and
-  UNSUPPORTED_VERSION, listing what is supported (Kafka's rule, so a newer client can
-  pick a version);
+- an ApiVersions request of a version outside 0-3 is answered with ApiVersions v0 and
+  UNSUPPORTED_VERSION, listing ApiVersions' own range only (Kafka's rule, KIP-511: a newer
+  client asks again at the highest version served);
+- an ApiVersions v3 request whose ``client_software_name`` or ``client_software_version``
+  does not match KIP-511's pattern is answered INVALID_REQUEST with no APIs (Kafka's
+  ``ApiVersionsRequest.isValid``); the connection stays open;
 - a frame that does not decode — garbage, a truncated body, an API or version not in the
   table — raises ``CloseConnection``:
   the broker logs it and drops that connection, as Kafka closes the socket; every other
@@ -83,6 +86,7 @@ Owner: the broker's loop thread, the only caller.
 from __future__ import annotations
 
 import logging
+import re
 from time import perf_counter
 
 from cluster.errors import InvalidRequestError, UnsupportedVersionError
@@ -115,6 +119,10 @@ from replica_proc.transaction_coordinator.runtime import TransactionRuntime
 from replica_proc.txn_markers_handler import WriteTxnMarkersHandler
 
 log = logging.getLogger(__name__)
+
+#: What an ApiVersions v3+ request's client software name and version must match (KIP-511,
+#: Kafka's ``ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN``): else INVALID_REQUEST.
+SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 class RequestHandler:
@@ -250,8 +258,13 @@ class RequestHandler:
             header = exc.header
             if header is None or header.request_api_key != ApiKey.API_VERSIONS:
                 raise CloseConnection(str(exc)) from None
+            classes = module(ApiKey.API_VERSIONS, 0)
+            low, high = protocol.SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+            own = classes.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=low,
+                                     max_version=high)
             channel.send(protocol.encode_response(
-                self._api_versions_response(0, UnsupportedVersionError.errno),
+                build(classes.ApiVersionsResponse,
+                      error_code=error(UnsupportedVersionError.errno), api_keys=(own,)),
                 header.correlation_id))
             return
         except InvalidRequestError as exc:
@@ -274,15 +287,24 @@ class RequestHandler:
     # -- ApiVersions ------------------------------------------------------------------------
 
     def _api_versions(self, channel, header, request):
-        channel.send(protocol.encode_response(
-            self._api_versions_response(header.request_api_version, 0),
-            header.correlation_id))
-
-    def _api_versions_response(self, version, code):
+        version = header.request_api_version
         classes = module(ApiKey.API_VERSIONS, version)
-        keys = tuple(
-            classes.ApiVersion(api_key=int(key), min_version=low, max_version=high)
-            for key, (low, high) in sorted(protocol.SUPPORTED_VERSIONS.items())
-            if key in self._handlers)
-        return build(classes.ApiVersionsResponse, error_code=error(code), api_keys=keys,
-                     throttle_time=NO_THROTTLE)
+        if version >= 3 and not (
+                SOFTWARE_NAME_VERSION.fullmatch(request.client_software_name)
+                and SOFTWARE_NAME_VERSION.fullmatch(request.client_software_version)):
+            log.info("ApiVersions v%d (correlation_id %d, client_id %r) refused: "
+                     "client_software_name %r / client_software_version %r do not match "
+                     "%s", version, header.correlation_id, header.client_id,
+                     request.client_software_name, request.client_software_version,
+                     SOFTWARE_NAME_VERSION.pattern)
+            code, keys = InvalidRequestError.errno, ()
+        else:
+            code = 0
+            keys = tuple(
+                classes.ApiVersion(api_key=int(key), min_version=low, max_version=high)
+                for key, (low, high) in sorted(protocol.SUPPORTED_VERSIONS.items())
+                if key in self._handlers)
+        channel.send(protocol.encode_response(
+            build(classes.ApiVersionsResponse, error_code=error(code), api_keys=keys,
+                  throttle_time=NO_THROTTLE),
+            header.correlation_id))

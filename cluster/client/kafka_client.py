@@ -56,6 +56,7 @@ cache) and whatever wake-up their owner provides.
 from __future__ import annotations
 
 import collections
+import importlib.metadata
 import logging
 import os
 import shlex
@@ -93,6 +94,11 @@ log = logging.getLogger(__name__)
 
 #: The version of each API this client sends: the highest ringlog serves.
 API_VERSIONS = {key: high for key, (_, high) in protocol.SUPPORTED_VERSIONS.items()}
+
+#: What this client names itself in ApiVersions v3 (KIP-511; Kafka's Java client sends
+#: "apache-kafka-java" and its version): the package's name and version.
+CLIENT_SOFTWARE_NAME = "ringlog-python"
+CLIENT_SOFTWARE_VERSION = importlib.metadata.version("ringlog")
 
 #: Longest wait for a broker to accept a connection, in seconds. It blocks the owning
 #: thread (a producer's sender: every broker's traffic), and a broker killed a moment ago may
@@ -398,7 +404,11 @@ class KafkaClient:
     def _check_api_versions(self, node, connection):
         """The ApiVersions exchange on a new connection (blocking, request timeout)."""
         version = API_VERSIONS[ApiKey.API_VERSIONS]
-        request = protocol.request_class(ApiKey.API_VERSIONS, version)()
+        fields = {}
+        if version >= 3:
+            fields = {"client_software_name": CLIENT_SOFTWARE_NAME,
+                      "client_software_version": CLIENT_SOFTWARE_VERSION}
+        request = protocol.request_class(ApiKey.API_VERSIONS, version)(**fields)
         correlation_id = self._next_correlation_id()
         frame = protocol.encode_request(request, correlation_id, self.client_id)
         if not connection.send(frame, timeout=self._request_timeout):

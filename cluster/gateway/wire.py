@@ -10,9 +10,13 @@ kinds of frame are changed or made here:
   coordinator are rewritten to the gateway's ``host`` and the TCP port it listens on for
   that broker (``ports(node_id)``), re-encoded at the version the client asked for.
 - **ApiVersions**: the broker's answer, with the APIs the gateway serves itself
-  (``LOCAL_VERSIONS``) added, so clients see exactly what they can use. A request newer
-  than the broker serves is answered by the broker with the v0 body and
-  UNSUPPORTED_VERSION (Kafka's rule), which is why ``rewrite_response`` reads it as v0.
+  (``LOCAL_VERSIONS``) added, so clients see exactly what they can use. The broker serves
+  v0-v3 (v3: KIP-511's flexible version, request header v2, response header v0, as Kafka
+  2.4+ answers librdkafka's and the Java client's first request); a request newer than that
+  is answered with the v0 body, UNSUPPORTED_VERSION and ApiVersions' own range (Kafka's
+  rule), which is why ``rewrite_response`` reads it as v0. An answer with an error
+  (UNSUPPORTED_VERSION; INVALID_REQUEST for a bad client software name or version) is
+  passed on as it is: nothing is added to it.
 - **Served here** (``local_response``): DescribeCluster (from the metadata page) and the
   ACL APIs, answered SECURITY_DISABLED as a Kafka broker without an authorizer answers.
 
@@ -104,7 +108,8 @@ def answered_version(api_key, api_version):
 def rewrite_response(frame, api_key, api_version, host, ports):
     """The response frame ``frame`` (to a request of ``api_key`` at ``api_version``) with
     its broker addresses replaced by ``host`` and ``ports(node_id)``, or ApiVersions with
-    ``LOCAL_VERSIONS`` added. KafkaProtocolError if the broker's frame does not parse."""
+    ``LOCAL_VERSIONS`` added (unless it carries an error: then ``frame`` itself).
+    KafkaProtocolError if the broker's frame does not parse."""
     version = answered_version(api_key, api_version)
     correlation_id, response = frames.decode_response(frame, api_key, version)
     if api_key == ApiKey.METADATA:
@@ -116,6 +121,8 @@ def rewrite_response(frame, api_key, api_version, host, ports):
             response = dataclasses.replace(response, host=host,
                                            port=ports(response.node_id))
     elif api_key == ApiKey.API_VERSIONS:
+        if response.error_code != ErrorCode.none:
+            return frame  # UNSUPPORTED_VERSION or INVALID_REQUEST: nothing to add
         entry = type(response.api_keys[0]) if response.api_keys else None
         if entry is not None:
             extra = tuple(entry(api_key=key, min_version=low, max_version=high)

@@ -7,7 +7,10 @@ WriteTxnMarkers in kio; the transaction tools' APIs of KIP-664) is carried at it
 versions instead, with request header v2 and response header v1: the v1 / v0 headers
 followed by an empty tagged-field section (``FLEXIBLE_ONLY``). So are the flexible versions
 that add fields no non-flexible version has (``FLEXIBLE_FROM``: KIP-447's TxnOffsetCommit
-v3 and OffsetFetch v7). Every other API keeps its non-flexible versions only. Request and
+v3 and OffsetFetch v7; ApiVersions v3, KIP-511's client software name and version). Every
+other API keeps its non-flexible versions only. ApiVersions' responses keep response header
+v0 at every version, as Kafka's do (a client reads them before it knows the broker's
+versions): the header each body goes with is kio's ``__header_schema__``. Request and
 response bodies are kio's dataclasses (``kio.schema.<api>.v<N>``, but for
 ``_SCHEMA_OVERRIDES``; ``request_module`` / ``response_module`` give the module holding a
 version's nested classes); the header is written and parsed here. Record batches travel as
@@ -136,7 +139,7 @@ SUPPORTED_VERSIONS = {
     ApiKey.SYNC_GROUP: (1, 3),
     ApiKey.DESCRIBE_GROUPS: (0, 4),  # v5+ are flexible
     ApiKey.LIST_GROUPS: (0, 2),  # v3+ are flexible (v4 adds the states filter)
-    ApiKey.API_VERSIONS: (0, 2),
+    ApiKey.API_VERSIONS: (0, 3),  # v3 flexible (FLEXIBLE_FROM); v4 left out
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
     ApiKey.DELETE_RECORDS: (0, 1),
@@ -176,9 +179,10 @@ FLEXIBLE_ONLY = frozenset({ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS,
 #: APIs served at non-flexible versions and, from the version named here, at flexible ones,
 #: because only those carry the fields of a feature (KIP-447, exactly-once with consumer
 #: groups): TxnOffsetCommit v3 adds the consumer's generation, member id and group instance
-#: id; OffsetFetch v7 adds ``require_stable`` (v6 is v5 made flexible). Headers as for
-#: ``FLEXIBLE_ONLY``.
-FLEXIBLE_FROM = {ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.OFFSET_FETCH: 6}
+#: id; OffsetFetch v7 adds ``require_stable`` (v6 is v5 made flexible); ApiVersions v3 adds
+#: the client's software name and version (KIP-511, what Kafka 2.4+ clients send first).
+#: Headers as for ``FLEXIBLE_ONLY``, but ApiVersions' responses keep header v0.
+FLEXIBLE_FROM = {ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.OFFSET_FETCH: 6, ApiKey.API_VERSIONS: 3}
 
 
 def is_flexible(api_key, api_version):
@@ -203,7 +207,7 @@ class _Codec(NamedTuple):
     write_into: object  # (view, position, body) -> end; None: use kio_write
     kio_write: object  # (writable, body) -> None
     kio_read: object  # (buffer, offset) -> (body, bytes consumed)
-    tagged: int  # bytes of the headers' empty tagged-field section: 1 if flexible, else 0
+    tagged: int  # bytes of the header's empty tagged-field section: 1 if flexible, else 0
 
 
 #: The hand encoders, by (kind, api_key): (size, write_into).
@@ -243,8 +247,10 @@ def _codec(kind, api_key, api_version):
     if cls is None:
         cls = _LOADERS[kind](api_key, api_version)
     size, write_into = _HAND_ENCODERS.get((kind, api_key), (None, None))
+    # the body's header: v2 / v1 for a flexible body, but v0 for ApiVersions' responses
+    flexible_header = cls.__header_schema__.__flexible__
     codec = _Codec(cls, size, write_into, entity_writer(cls), entity_reader(cls),
-                   d.EMPTY_TAGGED_FIELDS_LENGTH if cls.__flexible__ else 0)
+                   d.EMPTY_TAGGED_FIELDS_LENGTH if flexible_header else 0)
     return _CODECS.setdefault((kind, api_key, api_version), codec)
 
 
@@ -446,7 +452,7 @@ def encode_response(response, correlation_id):
     """The frame of ``response`` (a kio response object) as a ``bytearray``; the body is
     kio's (the broker writes its Fetch responses in place: ``fetch_response``). Response
     header v1 (an empty tagged-field section after the correlation id) for a flexible
-    response, else v0."""
+    response, else v0; ApiVersions' always v0."""
     codec = _codec_of("response", response)
     body = _kio_body(codec, response)
     start = d.RESPONSE_BODY_OFFSET + codec.tagged

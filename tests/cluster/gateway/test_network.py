@@ -1,5 +1,6 @@
-"""The gateway's network layer, on raw sockets: ApiVersions as Kafka answers it (a newer
-version gets the v0 body with UNSUPPORTED_VERSION), Metadata's addresses rewritten, record
+"""The gateway's network layer, on raw sockets: ApiVersions as Kafka answers it (v3 served
+with response header v0, INVALID_REQUEST for a bad client software name, a newer version
+the v0 body with UNSUPPORTED_VERSION), Metadata's addresses rewritten, record
 batches passed byte for byte into the segment file, a garbage or oversized frame closing
 that connection only (logged with the client's address), a client that never reads
 stalling only itself (``queued.max.requests``), idle connections closed after
@@ -13,6 +14,8 @@ import struct
 import time
 
 import pytest
+from kio.index import load_response_schema
+from kio.serial import entity_reader
 
 from cluster.admin.kafka_admin_client import KafkaAdminClient, NewTopic
 from cluster.gateway import wire
@@ -28,6 +31,7 @@ from tests.support.kafka_socket import call, closed_by_peer, connect, read_frame
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
 
 
 def metadata_request(topics=None):
@@ -39,29 +43,48 @@ def metadata_request(topics=None):
         include_topic_authorized_operations=False)
 
 
-def api_versions_v3(correlation_id):
-    """ApiVersions v3 as librdkafka sends it: request header v2, compact strings."""
+def api_versions_frame(version, correlation_id, name=b"rlib", software_version=b"0.1"):
+    """ApiVersions v3+ as librdkafka and kafka-python send it: request header v2 (client id
+    a non-compact string, then no tagged fields), compact strings, no tagged fields."""
     client = b"raw-test"
-    body = b"\x05rlib" + b"\x040.1" + b"\x00"  # software name, version, no tagged fields
-    header = struct.pack(">hhih", ApiKey.API_VERSIONS, 3, correlation_id, len(client))
+    body = (bytes([len(name) + 1]) + name + bytes([len(software_version) + 1])
+            + software_version + b"\x00")
+    header = struct.pack(">hhih", ApiKey.API_VERSIONS, version, correlation_id, len(client))
     payload = header + client + b"\x00" + body
     return struct.pack(">i", len(payload)) + payload
 
 
-def test_api_versions_newer_than_served_gets_v0_and_unsupported_version(served):
+def read_api_versions_v3(frame):
+    """(correlation id, response) read with kio's own reader: response header v0 (Kafka
+    answers ApiVersions so at every version), then the v3 body to the frame's end."""
+    (size, correlation_id) = struct.unpack_from(">ii", frame)
+    assert size == len(frame) - 4
+    cls = load_response_schema(ApiKey.API_VERSIONS, 3)
+    assert not cls.__header_schema__.__flexible__
+    response, consumed = entity_reader(cls)(memoryview(frame).toreadonly(), 8)
+    assert 8 + consumed == len(frame)
+    return correlation_id, response
+
+
+def test_api_versions_v3_served_and_newer_gets_v0_and_unsupported_version(served):
     sock = connect(served.gateway.ports[0])
     with sock:
-        sock.sendall(api_versions_v3(7))
+        # librdkafka 2.x's first request: answered at v3, no second round trip
+        sock.sendall(api_versions_frame(3, 6, b"librdkafka", b"2.0.2"))
+        correlation_id, response = read_api_versions_v3(read_frame(sock))
+        assert (correlation_id, response.error_code) == (6, 0)
+        # kafka-python 3's v4 probe: v0 body, UNSUPPORTED_VERSION, ApiVersions' own range
+        sock.sendall(api_versions_frame(4, 7))
         frame = read_frame(sock)
         (correlation_id, error, count) = struct.unpack_from(">ihi", frame, 4)
-        assert (correlation_id, error) == (7, UNSUPPORTED_VERSION)
-        entries = {key: (low, high) for key, low, high in
-                   (struct.unpack_from(">hhh", frame, 14 + 6 * i) for i in range(count))}
-        assert entries[ApiKey.API_VERSIONS] == frames.SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+        assert (correlation_id, error, count) == (7, UNSUPPORTED_VERSION, 1)
+        assert struct.unpack_from(">hhh", frame, 14) == (ApiKey.API_VERSIONS, 0, 3)
+        assert len(frame) == 20
         # the connection goes on: the client falls back to a version served
-        response = call(sock, frames.request_class(ApiKey.API_VERSIONS, 2)(), 8)
-    assert response.error_code == 0
+        v2 = call(sock, frames.request_class(ApiKey.API_VERSIONS, 2)(), 8)
+    assert v2.error_code == 0
     advertised = {e.api_key: (e.min_version, e.max_version) for e in response.api_keys}
+    assert advertised == {e.api_key: (e.min_version, e.max_version) for e in v2.api_keys}
     broker = Client(served.cluster.namespace, 0)  # the broker itself, on a ring
     try:
         broker.send(frames.request_class(ApiKey.API_VERSIONS, 2)())
@@ -70,8 +93,24 @@ def test_api_versions_newer_than_served_gets_v0_and_unsupported_version(served):
         broker.close()
     served_by_broker = {e.api_key: (e.min_version, e.max_version) for e in direct.api_keys}
     assert advertised == {**served_by_broker, **wire.LOCAL_VERSIONS}  # exactly these
+    assert advertised[ApiKey.API_VERSIONS] == (0, 3)
     assert advertised[60] == (0, 1)  # DescribeCluster, served by the gateway
     assert advertised[29] == (1, 3)  # DescribeAcls: SECURITY_DISABLED
+
+
+def test_api_versions_v3_with_a_bad_software_name_is_invalid_request(served):
+    with connect(served.gateway.ports[0]) as sock:
+        sock.sendall(api_versions_frame(3, 11, b"bad name!", b"1.0"))
+        correlation_id, response = read_api_versions_v3(read_frame(sock))
+        assert (correlation_id, response.error_code, response.api_keys) == (
+            11, INVALID_REQUEST, ())
+        sock.sendall(api_versions_frame(3, 12, b"ok", b"1.0-"))  # must end alphanumeric
+        assert read_api_versions_v3(read_frame(sock))[1].error_code == INVALID_REQUEST
+        # the connection stays open, as Kafka keeps it
+        sock.sendall(api_versions_frame(3, 13, b"kafka-python", b"3.0.0"))
+        correlation_id, response = read_api_versions_v3(read_frame(sock))
+    assert (correlation_id, response.error_code) == (13, 0)
+    assert response.api_keys
 
 
 def test_metadata_addresses_and_batches_byte_for_byte(served):

@@ -74,16 +74,34 @@ def test_find_coordinator_rewritten_unless_an_error():
     assert frames.decode_response(out, ApiKey.FIND_COORDINATOR, 2)[1] == missing
 
 
-def test_api_versions_unsupported_read_as_v0_and_local_apis_added():
-    broker = frames.api_versions_response(0, error_code=ErrorCode.unsupported_version)
+def test_api_versions_v3_gets_the_local_apis_with_header_v0():
+    broker = frames.api_versions_response(3)
     out = wire.rewrite_response(frames.encode_response(broker, 3), ApiKey.API_VERSIONS, 3,
                                 "127.0.0.1", PORTS.__getitem__)
-    _, response = frames.decode_response(out, ApiKey.API_VERSIONS, 0)
-    assert response.error_code == 35
+    (size, correlation_id, error) = struct.unpack_from(">iih", out)  # no tagged byte
+    assert (size, correlation_id, error) == (len(out) - 4, 3, 0)
+    _, response = frames.decode_response(out, ApiKey.API_VERSIONS, 3)
     keys = {e.api_key: (e.min_version, e.max_version) for e in response.api_keys}
     assert keys == {**{int(k): v for k, v in frames.SUPPORTED_VERSIONS.items()},
                     **wire.LOCAL_VERSIONS}
     assert [e.api_key for e in response.api_keys] == sorted(keys)
+
+
+@pytest.mark.parametrize("request_version,error", [
+    (4, ErrorCode.unsupported_version), (3, ErrorCode.invalid_request)])
+def test_api_versions_errors_pass_unchanged(request_version, error):
+    """UNSUPPORTED_VERSION (read as v0) and INVALID_REQUEST carry nothing to add."""
+    answered = wire.answered_version(ApiKey.API_VERSIONS, request_version)
+    assert answered == (0 if request_version > 3 else 3)
+    m = frames.response_module(ApiKey.API_VERSIONS, answered)
+    keys = (m.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=0, max_version=3),) if (
+        error == ErrorCode.unsupported_version) else ()
+    fields = {"throttle_time": NO_THROTTLE} if answered else {}
+    broker = frames.encode_response(
+        m.ApiVersionsResponse(error_code=error, api_keys=keys, **fields), 3)
+    out = wire.rewrite_response(broker, ApiKey.API_VERSIONS, request_version, "127.0.0.1",
+                                PORTS.__getitem__)
+    assert bytes(out) == bytes(broker)
 
 
 def local_request(api_key, version, body, flexible):

@@ -123,15 +123,18 @@ def kio_body(obj):
 
 # -- the table ----------------------------------------------------------------------------------
 
-def tagged(key, version):
-    """Bytes of the headers' empty tagged fields: 1 for a version carried flexible, else 0."""
+def tagged(key, version, kind="request"):
+    """Bytes of the header's empty tagged fields: 1 for a version carried flexible, else 0;
+    0 for ApiVersions' responses, whose header is v0 at every version (Kafka's rule)."""
+    if kind == "response" and key == ApiKey.API_VERSIONS:
+        return 0
     return d.EMPTY_TAGGED_FIELDS_LENGTH if protocol.is_flexible(key, version) else 0
 
 
 def test_supported_versions_are_kafkas_non_flexible_ranges():
     assert {key: protocol.SUPPORTED_VERSIONS[key] for key in (
         ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH)} == {
-        ApiKey.API_VERSIONS: (0, 2), ApiKey.METADATA: (1, 8), ApiKey.PRODUCE: (3, 8),
+        ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (1, 8), ApiKey.PRODUCE: (3, 8),
         ApiKey.FETCH: (4, 11)}
     assert {key: protocol.SUPPORTED_VERSIONS[key] for key in (
         ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
@@ -166,7 +169,8 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
     assert protocol.SUPPORTED_VERSIONS[ApiKey.ALLOCATE_PRODUCER_IDS] == (0, 0)
     assert protocol.SUPPORTED_VERSIONS[ApiKey.INIT_PRODUCER_ID] == (0, 1)
     assert protocol.SUPPORTED_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (2, 3)
-    assert protocol.FLEXIBLE_FROM == {ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.OFFSET_FETCH: 6}
+    assert protocol.FLEXIBLE_FROM == {ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.OFFSET_FETCH: 6,
+                                     ApiKey.API_VERSIONS: 3}
     assert protocol.SUPPORTED_VERSIONS[ApiKey.OFFSET_FETCH] == (1, 7)
     for key, version in ALL_VERSIONS:
         flexible = protocol.is_flexible(key, version)
@@ -178,7 +182,7 @@ def test_supported_versions_are_kafkas_non_flexible_ranges():
 
 
 def test_api_versions_response_advertises_the_table():
-    for version in (0, 1, 2):
+    for version in (0, 1, 2, 3):
         response = protocol.api_versions_response(version, throttle_time_ms=5)
         assert response.error_code == ErrorCode.none
         assert {entry.api_key: (entry.min_version, entry.max_version)
@@ -189,6 +193,23 @@ def test_api_versions_response_advertises_the_table():
         assert protocol.decode_response(frame, ApiKey.API_VERSIONS, version) == (1, response)
     refusal = protocol.api_versions_response(0, error_code=ErrorCode.unsupported_version)
     assert refusal.error_code == ErrorCode.unsupported_version
+
+
+def test_api_versions_v3_is_flexible_with_response_header_v0():
+    """KIP-511: request header v2 and compact strings; the response's header stays v0 (no
+    tagged-field byte after the correlation id), its body flexible."""
+    request = protocol.request_class(ApiKey.API_VERSIONS, 3)(
+        client_software_name="librdkafka", client_software_version="2.0.2")
+    frame = protocol.encode_request(request, 4, "rdkafka")
+    assert bytes(frame[d.CLIENT_ID_OFFSET:]) == (
+        b"rdkafka" + b"\x00" + b"\x0blibrdkafka" + b"\x062.0.2" + b"\x00")
+    assert protocol.decode_request(frame)[1] == request
+    response = protocol.api_versions_response(3)
+    frame = protocol.encode_response(response, 4)
+    # correlation id, then error_code 0 and the compact array's length at once
+    assert bytes(frame[d.RESPONSE_BODY_OFFSET:d.RESPONSE_BODY_OFFSET + 3]) == (
+        b"\x00\x00" + bytes([len(protocol.SUPPORTED_VERSIONS) + 1]))
+    assert protocol.decode_response(frame, ApiKey.API_VERSIONS, 3) == (4, response)
 
 
 def test_request_module_holds_the_nested_classes():
@@ -225,7 +246,8 @@ def test_request_round_trip(key, version):
 def test_response_round_trip(key, version):
     response = sample(protocol.response_class(key, version))
     frame = protocol.encode_response(response, -7)
-    assert bytes(frame[d.RESPONSE_BODY_OFFSET + tagged(key, version):]) == kio_body(response)
+    start = d.RESPONSE_BODY_OFFSET + tagged(key, version, "response")
+    assert bytes(frame[start:]) == kio_body(response)
     assert protocol.response_correlation_id(frame) == -7
     assert protocol.decode_response(frame, key, version) == (-7, response)
 
@@ -498,7 +520,7 @@ def test_truncated_or_padded_body_names_the_request():
     (99, 0, "api key 99 is not one of the supported"),
     (ApiKey.PRODUCE, 9, "PRODUCE version 9 is outside the supported 3..8"),
     (ApiKey.PRODUCE, 2, "PRODUCE version 2 is outside the supported 3..8"),
-    (ApiKey.API_VERSIONS, 3, "API_VERSIONS version 3 is outside the supported 0..2"),
+    (ApiKey.API_VERSIONS, 4, "API_VERSIONS version 4 is outside the supported 0..3"),
 ])
 def test_unsupported_api_or_version_keeps_the_header(api_key, api_version, match):
     frame = with_size(struct.pack(">hhih", api_key, api_version, 17, 1) + b"x" + b"\x00" * 9)
