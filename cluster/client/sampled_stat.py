@@ -48,23 +48,29 @@ class SampledStat:
         """Add ``value`` to the current window (writer thread only); ``now``: the clock's
         reading, if the caller has one. Expired samples are dropped only when a window
         begins (readers skip them anyway), so most calls do one comparison."""
+        self.record_many(value, 1, value, now)
+
+    def record_many(self, total, count, largest, now=None):
+        """Record ``count`` values summing to ``total``, the largest ``largest``, at once:
+        the same figures as ``count`` calls of ``record`` in the same window (one call per
+        request for values recorded per batch)."""
         if now is None:
             now = self._clock()
         samples = self._samples
-        if samples and now - samples[-1].start < self._window:
-            sample = samples[-1]
+        if samples and now - (sample := samples[-1]).start < self._window:
+            pass
         else:
             horizon = self._keep * self._window
             while samples and now - samples[0].start >= horizon:
                 samples.popleft()
             sample = _Sample(now)
             samples.append(sample)
-        sample.count += 1
-        sample.total += value
-        if value > sample.max:
-            sample.max = value
-        self.lifetime_total += value
-        self.lifetime_count += 1
+        sample.count += count
+        sample.total += total
+        if largest > sample.max:
+            sample.max = largest
+        self.lifetime_total += total
+        self.lifetime_count += count
 
     def _live(self, now):
         """The samples younger than ``samples`` windows (a copy; module doc)."""

@@ -111,6 +111,7 @@ from cluster.errors import (
 from cluster.producer import transaction_manager as tm, txn_requests
 from cluster.producer.producer_metrics import SenderMetrics
 from cluster.protocol import frames as protocol
+from cluster.protocol.batch_bodies import ProduceFrame
 from cluster.protocol.frames import ApiKey
 
 log = logging.getLogger(__name__)
@@ -144,16 +145,16 @@ class Sender(threading.Thread):
         self._max_in_flight = config["max_in_flight_requests_per_connection"]
         self._guarantee_order = self._max_in_flight == 1
         protocol.load_codecs(ApiKey.PRODUCE)  # the response's too: not at the first answer
-        produce = protocol.request_module(ApiKey.PRODUCE, API_VERSIONS[ApiKey.PRODUCE])
-        self._produce_request = produce.ProduceRequest
-        self._topic_data = produce.TopicProduceData
-        self._partition_data = produce.PartitionProduceData
         self._txn = transaction_manager  # None: not idempotent
         self._init_future = None  # the InitProducerId request in flight
         self._txn_call = None  # the transactional call in flight: _TxnCall
         self._txn_retry_at = 0.0
         self._transactional_id = None if transaction_manager is None else \
             transaction_manager.transactional_id
+        # Every Produce request of this producer shares its header and first fields.
+        self._frame = ProduceFrame(ApiKey.PRODUCE, API_VERSIONS[ApiKey.PRODUCE],
+                                   client.client_id, self._transactional_id, self._acks,
+                                   round(self._request_timeout.total_seconds() * 1000))
         self._init_retry_at = 0.0
         self._transaction_timeout = datetime.timedelta(
             milliseconds=config["transaction_timeout_ms"])
@@ -465,14 +466,15 @@ class Sender(threading.Thread):
     # -- produce requests ----------------------------------------------------------------------
 
     def _send(self, node, batches, now):
-        """Build ``batches`` and write them to ``node`` as one Produce request."""
-        partition_data = self._partition_data
+        """Build ``batches`` and write them to ``node`` as one Produce request (framed by
+        ``ProduceFrame``: no request objects); the per-batch figures are recorded once per
+        request (``SampledStat.record_many``: the same figures)."""
         by_topic = {}
         sent = []
-        size = 0
-        records = 0
+        size = records = largest = built = 0
+        queue_total = queue_max = rate_total = rate_max = 0.0
         in_flight = self._in_flight
-        metrics = self.metrics
+        muted = self._muted if self._guarantee_order else None
         for batch in batches:
             # bytes before encoding, for a batch built now (its first request); else 0
             uncompressed = batch.builder.size_in_bytes() if batch.built is None else 0
@@ -483,33 +485,43 @@ class Sender(threading.Thread):
                     self._txn.request_done(batch)
                 self._fail(batch, exc)
                 continue
+            length = len(data)
             if uncompressed:
-                metrics.queue_time.record((now - batch.created) * 1000, now)
-                metrics.compression_rate.record(len(data) / uncompressed, now)
-            metrics.batch_size.record(len(data), now)
+                built += 1
+                queued = (now - batch.created) * 1000
+                rate = length / uncompressed
+                queue_total += queued
+                rate_total += rate
+                if queued > queue_max:
+                    queue_max = queued
+                if rate > rate_max:
+                    rate_max = rate
+            if length > largest:
+                largest = length
             records += batch.record_count
             batch.attempts += 1
             sent.append(batch)
-            size += len(data)
+            size += length
             parts = by_topic.get(batch.topic)
             if parts is None:
                 by_topic[batch.topic] = parts = []
-            parts.append(partition_data(index=batch.partition, records=data))
+            parts.append((batch.partition, data))
             in_flight[batch] = node
-            if self._guarantee_order:
-                self._muted.add(batch.topic_partition)
+            if muted is not None:
+                muted.add(batch.topic_partition)
         if not sent:
             return
-        topic_data = self._topic_data
-        request = self._produce_request(
-            transactional_id=self._transactional_id, acks=self._acks, timeout=self._request_timeout,
-            topic_data=tuple(topic_data(name=topic, partition_data=tuple(parts))
-                             for topic, parts in by_topic.items()))
+        metrics = self.metrics
+        if built:
+            metrics.queue_time.record_many(queue_total, built, queue_max, now)
+            metrics.compression_rate.record_many(rate_total, built, rate_max, now)
+        metrics.batch_size.record_many(size, len(sent), largest, now)
         metrics.request_total += 1
         metrics.outgoing_byte_total += size
         metrics.request_size.record(size, now)
         metrics.request_records.record(records, now)
-        future = self._client.send(node, request, expect_response=self._acks != 0)
+        future = self._client.send_produce(node, self._frame, tuple(by_topic.items()),
+                                           expect_response=self._acks != 0)
         self._pending.append((future, node, sent, now))
 
     def _handle_completed(self):
