@@ -575,15 +575,17 @@ class Sender(threading.Thread):
     # -- completions ---------------------------------------------------------------------------
 
     def _handle_response(self, node, batches, sent_at, response):
-        latency = self._clock() - sent_at
+        now = self._clock()
+        latency = now - sent_at
         metrics = self.metrics
         metrics.request_latency_total += latency
-        metrics.request_latency_max = max(metrics.request_latency_max, latency)
-        metrics.request_latency.record(latency * 1000)
+        if latency > metrics.request_latency_max:
+            metrics.request_latency_max = latency
+        metrics.request_latency.record_many(latency * 1000, 1, latency * 1000, now)
         metrics.request_latency_ms.record(latency * 1000)
         if response is None:  # acks=0
             for batch in batches:
-                self._complete(batch, -1, -1)
+                self._complete(batch, -1, -1, now)
             return
         results = {(topic.name, p.index): p for topic in response.responses
                    for p in topic.partition_responses}
@@ -599,7 +601,7 @@ class Sender(threading.Thread):
             elif not result.error_code:
                 append_time = result.log_append_time
                 self._complete(batch, result.base_offset, -1 if append_time is None else
-                               round(append_time.timestamp() * 1000))
+                               round(append_time.timestamp() * 1000), now)
             else:
                 cls = for_code(int(result.error_code))
                 error = cls(f"topic {batch.topic!r} partition {batch.partition} on broker "
@@ -609,7 +611,7 @@ class Sender(threading.Thread):
                     continue
                 decision = txn.retry_decision(batch, error)
                 if decision == tm.DUPLICATE:
-                    self._complete(batch, result.base_offset, -1)
+                    self._complete(batch, result.base_offset, -1, now)
                 else:
                     self._retry_or_fail(batch, error, retriable=decision == tm.RETRY)
 
@@ -651,9 +653,11 @@ class Sender(threading.Thread):
                         batch.partition, batch.attempts + 1, self._attempts_of, error)
         self._accumulator.reenqueue(batch, now + self._retry_backoff, ticket)
 
-    def _complete(self, batch, base_offset, log_append_time):
+    def _complete(self, batch, base_offset, log_append_time, now):
+        """``batch`` was appended at ``base_offset`` (answer handled at clock ``now``)."""
         self._in_flight.pop(batch, None)
-        self._muted.discard(batch.topic_partition)
+        if self._guarantee_order:
+            self._muted.discard(batch.topic_partition)
         if batch.done.is_done:
             return
         metrics = self.metrics
@@ -662,11 +666,12 @@ class Sender(threading.Thread):
         metrics.record_send_total += records
         metrics.batch_total += 1
         metrics.batch_bytes_total += size
-        metrics.batch_bytes_max = max(metrics.batch_bytes_max, size)
-        metrics.record_send.record(records)
-        topic = metrics.topic(batch.topic)
-        topic.records.record(records)
-        topic.bytes.record(size)
+        if size > metrics.batch_bytes_max:
+            metrics.batch_bytes_max = size
+        metrics.record_send.record_many(records, 1, records, now)
+        topic = metrics.topics.get(batch.topic) or metrics.topic(batch.topic)
+        topic.records.record_many(records, 1, records, now)
+        topic.bytes.record_many(size, 1, size, now)
         if self._txn is not None:
             self._txn.acknowledged(batch)
         self._accumulator.deallocate(batch)
