@@ -518,8 +518,8 @@ class Sender(threading.Thread):
         metrics.batch_size.record_many(size, len(sent), largest, now)
         metrics.request_total += 1
         metrics.outgoing_byte_total += size
-        metrics.request_size.record(size, now)
-        metrics.request_records.record(records, now)
+        metrics.request_size.record_many(size, 1, size, now)
+        metrics.request_records.record_many(records, 1, records, now)
         future = self._client.send_produce(node, self._frame, tuple(by_topic.items()),
                                            expect_response=self._acks != 0)
         self._pending.append((future, node, sent, now))

@@ -52,7 +52,7 @@ def test_record_many_gives_the_figures_of_as_many_records():
     for values in ([5, 9, 1], [4], [2, 2]):
         for value in values:
             one_by_one.record(value)
-        at_once.record_many(sum(values), len(values), max(values))
+        at_once.record_many(sum(values), len(values), max(values), clock.now)
         clock.now += 7  # the third group opens a new window; the first expires later
         figures = [(s.rate(), s.count_rate(), s.avg(), s.max(), s.lifetime_total,
                     s.lifetime_count) for s in (one_by_one, at_once)]
