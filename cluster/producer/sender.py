@@ -587,8 +587,7 @@ class Sender(threading.Thread):
             for batch in batches:
                 self._complete(batch, -1, -1, now)
             return
-        results = {(topic.name, p.index): p for topic in response.responses
-                   for p in topic.partition_responses}
+        results = {(topic, result.index): result for topic, result in response}
         txn = self._txn
         for batch in batches:
             if txn is not None:
@@ -599,13 +598,11 @@ class Sender(threading.Thread):
                     f"broker {node} answered a Produce request without a result for topic "
                     f"{batch.topic!r} partition {batch.partition}"))
             elif not result.error_code:
-                append_time = result.log_append_time
-                self._complete(batch, result.base_offset, -1 if append_time is None else
-                               round(append_time.timestamp() * 1000), now)
+                self._complete(batch, result.base_offset, result.log_append_time, now)
             else:
-                cls = for_code(int(result.error_code))
+                cls = for_code(result.error_code)
                 error = cls(f"topic {batch.topic!r} partition {batch.partition} on broker "
-                            f"{node}: {result.error_message or cls.description}")
+                            f"{node}: {result.message or cls.description}")
                 if txn is None:
                     self._retry_or_fail(batch, error)
                     continue
