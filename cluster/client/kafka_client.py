@@ -85,9 +85,6 @@ from cluster.metadata.broker_lock import broker_is_alive
 from cluster.metadata.page import MetadataPage
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
-from cluster.protocol.produce_response import (
-    decode_produce_response as _decode_produce_results,
-)
 from shm_ring import PeerClosedError, PeerDiedError, connect, ring_descriptor as rd
 from shm_ring.connection import DEFAULT_CAPACITY
 from shm_ring.liveness import process_start_time
@@ -210,18 +207,16 @@ class Wakeup:
 
 
 class _InFlight:
-    """A request written and not yet answered; ``decode(frame, api_version)`` reads its
-    answer (None: ``protocol.decode_response``)."""
+    """A request written and not yet answered."""
 
-    __slots__ = ("correlation_id", "api_key", "api_version", "future", "deadline", "decode")
+    __slots__ = ("correlation_id", "api_key", "api_version", "future", "deadline")
 
-    def __init__(self, correlation_id, api_key, api_version, future, deadline, decode=None):
+    def __init__(self, correlation_id, api_key, api_version, future, deadline):
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.api_version = api_version
         self.future = future
         self.deadline = deadline
-        self.decode = decode
 
 
 class _Node:
@@ -483,9 +478,7 @@ class KafkaClient:
     def send_produce(self, node_id, frame, topics, expect_response=True):
         """``send()`` for the producer's Produce requests, written by ``frame`` (a
         ``batch_bodies.ProduceFrame`` of this client's id) around ``topics`` (its argument)
-        with no kio request object; the same failures and bytes as ``send()``. The future's
-        value is the answer as ``produce_response.decode_produce_response`` reads it: a
-        list of ``(topic, PartitionResult)`` (None when ``expect_response`` is False)."""
+        with no kio request object; the same future, failures and bytes as ``send()``."""
         size = frame.size(topics)
 
         def write_into(buf, correlation_id):
@@ -497,14 +490,13 @@ class KafkaClient:
                 frame.write_into(view, size, correlation_id, topics)
             return data
         return self._send(node_id, ApiKey.PRODUCE, _PRODUCE_VERSION, expect_response, size,
-                          write_into, encode, _decode_produce_results)
+                          write_into, encode)
 
     def _send(self, node_id, api_key, api_version, expect_response, size, write_into,
-              encode, decode=None):
+              encode):
         """Write a request of ``size`` bytes (None: unknown) to ``node_id``: in place with
         ``write_into(slot, correlation_id)`` when it fits one ring frame, else as the frame
-        ``encode(correlation_id)`` returns (fragments past the largest frame); ``decode``:
-        ``_InFlight``'s."""
+        ``encode(correlation_id)`` returns (fragments past the largest frame)."""
         future = Future()
         node = self._node(node_id)
         if not self._ensure_connected(node):
@@ -535,7 +527,7 @@ class KafkaClient:
         if not expect_response:
             return future.success(None)
         node.in_flight.append(_InFlight(correlation_id, api_key, api_version, future,
-                                        self._clock() + self._request_timeout, decode))
+                                        self._clock() + self._request_timeout))
         return future
 
     def _write_in_place(self, connection, size, write_into, correlation_id):
@@ -676,11 +668,8 @@ class KafkaClient:
             while frame is not None:
                 request = in_flight[0]
                 try:
-                    if request.decode is None:
-                        correlation_id, body = protocol.decode_response(
-                            frame, request.api_key, request.api_version)
-                    else:
-                        correlation_id, body = request.decode(frame, request.api_version)
+                    correlation_id, body = protocol.decode_response(
+                        frame, request.api_key, request.api_version)
                 finally:
                     del frame
                 if correlation_id != request.correlation_id:

@@ -587,7 +587,8 @@ class Sender(threading.Thread):
             for batch in batches:
                 self._complete(batch, -1, -1, now)
             return
-        results = {(topic, result.index): result for topic, result in response}
+        results = {(topic.name, p.index): p for topic in response.responses
+                   for p in topic.partition_responses}
         txn = self._txn
         for batch in batches:
             if txn is not None:
@@ -598,11 +599,13 @@ class Sender(threading.Thread):
                     f"broker {node} answered a Produce request without a result for topic "
                     f"{batch.topic!r} partition {batch.partition}"))
             elif not result.error_code:
-                self._complete(batch, result.base_offset, result.log_append_time, now)
+                append_time = result.log_append_time
+                self._complete(batch, result.base_offset, -1 if append_time is None else
+                               round(append_time.timestamp() * 1000), now)
             else:
-                cls = for_code(result.error_code)
+                cls = for_code(int(result.error_code))
                 error = cls(f"topic {batch.topic!r} partition {batch.partition} on broker "
-                            f"{node}: {result.message or cls.description}")
+                            f"{node}: {result.error_message or cls.description}")
                 if txn is None:
                     self._retry_or_fail(batch, error)
                     continue
