@@ -9,7 +9,9 @@ Each turn of the loop (Kafka's ``Sender.runOnce``):
 3. for each such broker that is connected (or connects now) and has fewer than
    ``max_in_flight_requests_per_connection`` requests in flight, drain its batches, build
    each once (``ProducerBatch.build``: one encode, one CRC-32C) and write one Produce
-   request — encoded straight into a request-ring slot by the client;
+   request — framed by the producer's ``ProduceFrame`` (its header and fixed fields encoded
+   once; no request objects) straight into a request-ring slot by the client, its
+   per-batch figures recorded once per request;
 4. ``client.poll()``: wait for responses, the next linger deadline, or a wake-up from
    ``send()`` (a new or full batch), whichever comes first — a wake-up while requests are
    in flight waits up to ``client.MULTI_WAIT_SLICE`` for their response first, so the new
