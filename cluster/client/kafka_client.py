@@ -94,6 +94,7 @@ log = logging.getLogger(__name__)
 
 #: The version of each API this client sends: the highest ringlog serves.
 API_VERSIONS = {key: high for key, (_, high) in protocol.SUPPORTED_VERSIONS.items()}
+_PRODUCE_VERSION = API_VERSIONS[ApiKey.PRODUCE]
 
 #: What this client names itself in ApiVersions v3 (KIP-511; Kafka's Java client sends
 #: "apache-kafka-java" and its version): the package's name and version.
@@ -471,26 +472,58 @@ class KafkaClient:
         ``request_timeout_ms``. A frame of any length goes: one longer than the ring's
         largest frame is carried as fragments (``shm_ring``).
         """
+        api_key = request.__api_key__
+        client_id = self.client_id
+        if api_key == ApiKey.PRODUCE:
+            size = protocol.request_frame_size(request, client_id)
+
+            def write_into(buf, correlation_id):
+                protocol.encode_request_into(buf, 0, request, correlation_id, client_id)
+        else:
+            size = write_into = None
+        return self._send(node_id, api_key, request.__version__, expect_response, size,
+                          write_into, lambda correlation_id: protocol.encode_request(
+                              request, correlation_id, client_id))
+
+    def send_produce(self, node_id, frame, topics, expect_response=True):
+        """``send()`` for the producer's Produce requests, written by ``frame`` (a
+        ``batch_bodies.ProduceFrame`` of this client's id) around ``topics`` (its argument)
+        with no kio request object; the same future, failures and bytes as ``send()``."""
+        size = frame.size(topics)
+
+        def write_into(buf, correlation_id):
+            frame.write_into(buf, size, correlation_id, topics)
+
+        def encode(correlation_id):
+            data = bytearray(size)
+            with memoryview(data) as view:
+                frame.write_into(view, size, correlation_id, topics)
+            return data
+        return self._send(node_id, ApiKey.PRODUCE, _PRODUCE_VERSION, expect_response, size,
+                          write_into, encode)
+
+    def _send(self, node_id, api_key, api_version, expect_response, size, write_into,
+              encode):
+        """Write a request of ``size`` bytes (None: unknown) to ``node_id``: in place with
+        ``write_into(slot, correlation_id)`` when it fits one ring frame, else as the frame
+        ``encode(correlation_id)`` returns (fragments past the largest frame)."""
         future = Future()
         node = self._node(node_id)
         if not self._ensure_connected(node):
             return future.failure(KafkaConnectionError(
                 f"broker {node_id} is not reachable: {node.last_error}"))
         connection = node.connection
-        api_key = request.__api_key__
         low, high = node.versions.get(api_key, (None, None))
-        if low is None or not low <= request.__version__ <= high:
+        if low is None or not low <= api_version <= high:
             return future.failure(IncompatibleBrokerVersion(
                 f"broker {node_id} serves {ApiKey(api_key).name} versions {low}..{high}, "
-                f"not v{request.__version__}"))
+                f"not v{api_version}"))
         correlation_id = self._next_correlation_id()
         try:
-            if api_key == ApiKey.PRODUCE and (size := protocol.request_frame_size(
-                    request, self.client_id)) <= self._max_frame_length:
-                written = self._write_in_place(connection, request, size, correlation_id)
+            if size is not None and size <= self._max_frame_length:
+                written = self._write_in_place(connection, size, write_into, correlation_id)
             else:  # a frame longer than the ring's largest goes as fragments (shm_ring)
-                frame = protocol.encode_request(request, correlation_id, self.client_id)
-                written = connection.send(frame, timeout=self._request_timeout)
+                written = connection.send(encode(correlation_id), timeout=self._request_timeout)
         except (PeerDiedError, PeerClosedError) as exc:
             error = _connection_lost(node_id, exc)
             self._connection_failed(node, error)
@@ -503,18 +536,19 @@ class KafkaClient:
             return future.failure(error)
         if not expect_response:
             return future.success(None)
-        node.in_flight.append(_InFlight(correlation_id, api_key, request.__version__, future,
+        node.in_flight.append(_InFlight(correlation_id, api_key, api_version, future,
                                         self._clock() + self._request_timeout))
         return future
 
-    def _write_in_place(self, connection, request, size, correlation_id):
-        """Encode ``request`` (a frame of ``size`` bytes, at most the ring's largest) straight
-        into a claimed request-ring slot; False on timeout."""
+    def _write_in_place(self, connection, size, write_into, correlation_id):
+        """Write a frame of ``size`` bytes (at most the ring's largest) straight into a
+        claimed request-ring slot with ``write_into(slot, correlation_id)``; False on
+        timeout."""
         slot = connection.claim(size, timeout=self._request_timeout)
         if slot is None:
             return False
         try:
-            protocol.encode_request_into(slot, 0, request, correlation_id, self.client_id)
+            write_into(slot, correlation_id)
         except BaseException:
             slot.release()
             connection.abort()

@@ -41,6 +41,8 @@ class SampledStat:
         self._keep = samples
         self._window = window
         self._clock = clock
+        self._current = None  # the newest sample (the writer's)
+        self._until = float("-inf")  # the clock value at which its window ends
         self.lifetime_total = 0.0
         self.lifetime_count = 0
 
@@ -48,23 +50,30 @@ class SampledStat:
         """Add ``value`` to the current window (writer thread only); ``now``: the clock's
         reading, if the caller has one. Expired samples are dropped only when a window
         begins (readers skip them anyway), so most calls do one comparison."""
-        if now is None:
-            now = self._clock()
+        self.record_many(value, 1, value, self._clock() if now is None else now)
+
+    def record_many(self, total, count, largest, now):
+        """Record ``count`` values summing to ``total``, the largest ``largest``, at clock
+        ``now``: the same figures as ``count`` calls of ``record`` then (one call per
+        request for values recorded per batch)."""
+        sample = self._current if now < self._until else self._begin(now)
+        sample.count += count
+        sample.total += total
+        if largest > sample.max:
+            sample.max = largest
+        self.lifetime_total += total
+        self.lifetime_count += count
+
+    def _begin(self, now):
+        """Start a window at ``now``, dropping the expired samples; returns its sample."""
         samples = self._samples
-        if samples and now - samples[-1].start < self._window:
-            sample = samples[-1]
-        else:
-            horizon = self._keep * self._window
-            while samples and now - samples[0].start >= horizon:
-                samples.popleft()
-            sample = _Sample(now)
-            samples.append(sample)
-        sample.count += 1
-        sample.total += value
-        if value > sample.max:
-            sample.max = value
-        self.lifetime_total += value
-        self.lifetime_count += 1
+        horizon = self._keep * self._window
+        while samples and now - samples[0].start >= horizon:
+            samples.popleft()
+        self._current = sample = _Sample(now)
+        self._until = now + self._window
+        samples.append(sample)
+        return sample
 
     def _live(self, now):
         """The samples younger than ``samples`` windows (a copy; module doc)."""

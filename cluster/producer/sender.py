@@ -9,7 +9,9 @@ Each turn of the loop (Kafka's ``Sender.runOnce``):
 3. for each such broker that is connected (or connects now) and has fewer than
    ``max_in_flight_requests_per_connection`` requests in flight, drain its batches, build
    each once (``ProducerBatch.build``: one encode, one CRC-32C) and write one Produce
-   request — encoded straight into a request-ring slot by the client;
+   request — framed by the producer's ``ProduceFrame`` (its header and fixed fields encoded
+   once; no request objects) straight into a request-ring slot by the client, its
+   per-batch figures recorded once per request;
 4. ``client.poll()``: wait for responses, the next linger deadline, or a wake-up from
    ``send()`` (a new or full batch), whichever comes first — a wake-up while requests are
    in flight waits up to ``client.MULTI_WAIT_SLICE`` for their response first, so the new
@@ -111,6 +113,7 @@ from cluster.errors import (
 from cluster.producer import transaction_manager as tm, txn_requests
 from cluster.producer.producer_metrics import SenderMetrics
 from cluster.protocol import frames as protocol
+from cluster.protocol.batch_bodies import ProduceFrame
 from cluster.protocol.frames import ApiKey
 
 log = logging.getLogger(__name__)
@@ -144,16 +147,16 @@ class Sender(threading.Thread):
         self._max_in_flight = config["max_in_flight_requests_per_connection"]
         self._guarantee_order = self._max_in_flight == 1
         protocol.load_codecs(ApiKey.PRODUCE)  # the response's too: not at the first answer
-        produce = protocol.request_module(ApiKey.PRODUCE, API_VERSIONS[ApiKey.PRODUCE])
-        self._produce_request = produce.ProduceRequest
-        self._topic_data = produce.TopicProduceData
-        self._partition_data = produce.PartitionProduceData
         self._txn = transaction_manager  # None: not idempotent
         self._init_future = None  # the InitProducerId request in flight
         self._txn_call = None  # the transactional call in flight: _TxnCall
         self._txn_retry_at = 0.0
         self._transactional_id = None if transaction_manager is None else \
             transaction_manager.transactional_id
+        # Every Produce request of this producer shares its header and first fields.
+        self._frame = ProduceFrame(ApiKey.PRODUCE, API_VERSIONS[ApiKey.PRODUCE],
+                                   client.client_id, self._transactional_id, self._acks,
+                                   round(self._request_timeout.total_seconds() * 1000))
         self._init_retry_at = 0.0
         self._transaction_timeout = datetime.timedelta(
             milliseconds=config["transaction_timeout_ms"])
@@ -465,14 +468,15 @@ class Sender(threading.Thread):
     # -- produce requests ----------------------------------------------------------------------
 
     def _send(self, node, batches, now):
-        """Build ``batches`` and write them to ``node`` as one Produce request."""
-        partition_data = self._partition_data
+        """Build ``batches`` and write them to ``node`` as one Produce request (framed by
+        ``ProduceFrame``: no request objects); the per-batch figures are recorded once per
+        request (``SampledStat.record_many``: the same figures)."""
         by_topic = {}
         sent = []
-        size = 0
-        records = 0
+        size = records = largest = built = 0
+        queue_total = queue_max = rate_total = rate_max = 0.0
         in_flight = self._in_flight
-        metrics = self.metrics
+        muted = self._muted if self._guarantee_order else None
         for batch in batches:
             # bytes before encoding, for a batch built now (its first request); else 0
             uncompressed = batch.builder.size_in_bytes() if batch.built is None else 0
@@ -483,33 +487,43 @@ class Sender(threading.Thread):
                     self._txn.request_done(batch)
                 self._fail(batch, exc)
                 continue
+            length = len(data)
             if uncompressed:
-                metrics.queue_time.record((now - batch.created) * 1000, now)
-                metrics.compression_rate.record(len(data) / uncompressed, now)
-            metrics.batch_size.record(len(data), now)
+                built += 1
+                queued = (now - batch.created) * 1000
+                rate = length / uncompressed
+                queue_total += queued
+                rate_total += rate
+                if queued > queue_max:
+                    queue_max = queued
+                if rate > rate_max:
+                    rate_max = rate
+            if length > largest:
+                largest = length
             records += batch.record_count
             batch.attempts += 1
             sent.append(batch)
-            size += len(data)
+            size += length
             parts = by_topic.get(batch.topic)
             if parts is None:
                 by_topic[batch.topic] = parts = []
-            parts.append(partition_data(index=batch.partition, records=data))
+            parts.append((batch.partition, data))
             in_flight[batch] = node
-            if self._guarantee_order:
-                self._muted.add(batch.topic_partition)
+            if muted is not None:
+                muted.add(batch.topic_partition)
         if not sent:
             return
-        topic_data = self._topic_data
-        request = self._produce_request(
-            transactional_id=self._transactional_id, acks=self._acks, timeout=self._request_timeout,
-            topic_data=tuple(topic_data(name=topic, partition_data=tuple(parts))
-                             for topic, parts in by_topic.items()))
+        metrics = self.metrics
+        if built:
+            metrics.queue_time.record_many(queue_total, built, queue_max, now)
+            metrics.compression_rate.record_many(rate_total, built, rate_max, now)
+        metrics.batch_size.record_many(size, len(sent), largest, now)
         metrics.request_total += 1
         metrics.outgoing_byte_total += size
-        metrics.request_size.record(size, now)
-        metrics.request_records.record(records, now)
-        future = self._client.send(node, request, expect_response=self._acks != 0)
+        metrics.request_size.record_many(size, 1, size, now)
+        metrics.request_records.record_many(records, 1, records, now)
+        future = self._client.send_produce(node, self._frame, tuple(by_topic.items()),
+                                           expect_response=self._acks != 0)
         self._pending.append((future, node, sent, now))
 
     def _handle_completed(self):
@@ -563,15 +577,17 @@ class Sender(threading.Thread):
     # -- completions ---------------------------------------------------------------------------
 
     def _handle_response(self, node, batches, sent_at, response):
-        latency = self._clock() - sent_at
+        now = self._clock()
+        latency = now - sent_at
         metrics = self.metrics
         metrics.request_latency_total += latency
-        metrics.request_latency_max = max(metrics.request_latency_max, latency)
-        metrics.request_latency.record(latency * 1000)
+        if latency > metrics.request_latency_max:
+            metrics.request_latency_max = latency
+        metrics.request_latency.record_many(latency * 1000, 1, latency * 1000, now)
         metrics.request_latency_ms.record(latency * 1000)
         if response is None:  # acks=0
             for batch in batches:
-                self._complete(batch, -1, -1)
+                self._complete(batch, -1, -1, now)
             return
         results = {(topic.name, p.index): p for topic in response.responses
                    for p in topic.partition_responses}
@@ -587,7 +603,7 @@ class Sender(threading.Thread):
             elif not result.error_code:
                 append_time = result.log_append_time
                 self._complete(batch, result.base_offset, -1 if append_time is None else
-                               round(append_time.timestamp() * 1000))
+                               round(append_time.timestamp() * 1000), now)
             else:
                 cls = for_code(int(result.error_code))
                 error = cls(f"topic {batch.topic!r} partition {batch.partition} on broker "
@@ -597,7 +613,7 @@ class Sender(threading.Thread):
                     continue
                 decision = txn.retry_decision(batch, error)
                 if decision == tm.DUPLICATE:
-                    self._complete(batch, result.base_offset, -1)
+                    self._complete(batch, result.base_offset, -1, now)
                 else:
                     self._retry_or_fail(batch, error, retriable=decision == tm.RETRY)
 
@@ -639,9 +655,11 @@ class Sender(threading.Thread):
                         batch.partition, batch.attempts + 1, self._attempts_of, error)
         self._accumulator.reenqueue(batch, now + self._retry_backoff, ticket)
 
-    def _complete(self, batch, base_offset, log_append_time):
+    def _complete(self, batch, base_offset, log_append_time, now):
+        """``batch`` was appended at ``base_offset`` (answer handled at clock ``now``)."""
         self._in_flight.pop(batch, None)
-        self._muted.discard(batch.topic_partition)
+        if self._guarantee_order:
+            self._muted.discard(batch.topic_partition)
         if batch.done.is_done:
             return
         metrics = self.metrics
@@ -650,11 +668,12 @@ class Sender(threading.Thread):
         metrics.record_send_total += records
         metrics.batch_total += 1
         metrics.batch_bytes_total += size
-        metrics.batch_bytes_max = max(metrics.batch_bytes_max, size)
-        metrics.record_send.record(records)
-        topic = metrics.topic(batch.topic)
-        topic.records.record(records)
-        topic.bytes.record(size)
+        if size > metrics.batch_bytes_max:
+            metrics.batch_bytes_max = size
+        metrics.record_send.record_many(records, 1, records, now)
+        topic = metrics.topics.get(batch.topic) or metrics.topic(batch.topic)
+        topic.records.record_many(records, 1, records, now)
+        topic.bytes.record_many(size, 1, size, now)
         if self._txn is not None:
             self._txn.acknowledged(batch)
         self._accumulator.deallocate(batch)

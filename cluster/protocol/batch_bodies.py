@@ -76,6 +76,75 @@ def write_produce_request(buf, position, request):
     return position
 
 
+class ProduceFrame:
+    """A producer's Produce request frames (request header v1 and body v3-8) written
+    without kio objects: the fields every request of one producer shares — api key and
+    version, client id, transactional id, acks, timeout — are encoded once, into a prefix
+    copied per request; per request only the size, the correlation id and the topic and
+    partition arrays around the built batches are written. The same bytes as
+    ``frames.encode_request`` of the equivalent ProduceRequest (tests check byte for byte).
+
+    ``topics``: a sequence of ``(topic name, [(partition index, records), ...])``, records
+    as ``write_produce_request`` takes them (bytes-like, BatchParts or None). One owner
+    thread.
+    """
+
+    __slots__ = ("prefix", "_names")
+
+    def __init__(self, api_key, api_version, client_id, transactional_id, acks, timeout_ms):
+        client = b"" if client_id is None else client_id.encode()
+        if len(client) > 0x7FFF:
+            raise ValueError(f"client_id of {len(client)} bytes exceeds the 32767 a header "
+                             f"can carry")
+        txn = b"" if transactional_id is None else transactional_id.encode()
+        prefix = bytearray(d.REQUEST_PREFIX.pack(
+            0, api_key, api_version, 0, d.NULL_LENGTH if client_id is None else len(client)))
+        prefix += client
+        prefix += d.STRING_LENGTH.pack(d.NULL_LENGTH if transactional_id is None else len(txn))
+        prefix += txn
+        prefix += d.PRODUCE_FIXED.pack(acks, timeout_ms, 0)[:-d.ARRAY_LENGTH.size]
+        self.prefix = bytes(prefix)
+        self._names = {}  # topic -> its encoded name with the int16 length before it
+
+    def _name(self, topic):
+        name = self._names.get(topic)
+        if name is None:
+            data = topic.encode()
+            self._names[topic] = name = d.STRING_LENGTH.pack(len(data)) + data
+        return name
+
+    def size(self, topics):
+        """Bytes of the frame carrying ``topics``, size prefix included."""
+        size = len(self.prefix) + d.ARRAY_LENGTH.size
+        partition = d.PRODUCE_PARTITION.size
+        for topic, partitions in topics:
+            size += len(self._name(topic)) + d.ARRAY_LENGTH.size
+            for _, records in partitions:
+                size += partition if records is None else partition + len(records)
+        return size
+
+    def write_into(self, view, size, correlation_id, topics):
+        """Write the frame (``size`` bytes: ``size(topics)``) at the start of the writable
+        memoryview ``view``; returns its end."""
+        prefix = self.prefix
+        position = len(prefix)
+        view[:position] = prefix
+        d.INT32.pack_into(view, d.SIZE_OFFSET, size - d.SIZE_PREFIX_LENGTH)
+        d.INT32.pack_into(view, d.CORRELATION_ID_OFFSET, correlation_id)
+        array, layout = d.ARRAY_LENGTH, d.PRODUCE_PARTITION
+        array.pack_into(view, position, len(topics))
+        position += array.size
+        for topic, partitions in topics:
+            name = self._name(topic)
+            end = position + len(name)
+            view[position:end] = name
+            array.pack_into(view, end, len(partitions))
+            position = end + array.size
+            for index, records in partitions:
+                position = _write_records(view, position, layout, records, index)
+        return position
+
+
 def read_produce_request(view, position, module):
     """``(request, end)``: the ProduceRequest body at ``position`` of ``view`` (a read-only
     memoryview of bytes) as ``module``'s kio classes, each partition's ``records`` a slice

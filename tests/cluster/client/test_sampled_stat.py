@@ -43,3 +43,17 @@ def test_reading_does_not_change_what_later_readings_see():
     assert stat.avg() == 0  # expired for the reader ...
     clock.now = 5  # ... and a reader never purged it (only the writer does)
     assert stat.avg() == 5
+
+
+def test_record_many_gives_the_figures_of_as_many_records():
+    clock = FakeClock(0.0)
+    one_by_one = SampledStat(samples=2, window=10.0, clock=clock)
+    at_once = SampledStat(samples=2, window=10.0, clock=clock)
+    for values in ([5, 9, 1], [4], [2, 2]):
+        for value in values:
+            one_by_one.record(value)
+        at_once.record_many(sum(values), len(values), max(values), clock.now)
+        clock.now += 7  # the third group opens a new window; the first expires later
+        figures = [(s.rate(), s.count_rate(), s.avg(), s.max(), s.lifetime_total,
+                    s.lifetime_count) for s in (one_by_one, at_once)]
+        assert figures[0] == figures[1]

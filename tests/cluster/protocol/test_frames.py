@@ -24,6 +24,7 @@ from cluster.errors import (
     UnsupportedVersionError,
 )
 from cluster.protocol import frame_descriptor as d, frames as protocol
+from cluster.protocol.batch_bodies import ProduceFrame
 from cluster.protocol.frames import ApiKey
 from segments.record import batch_descriptor as bd
 from segments.record.batch_header import BatchHeader
@@ -365,6 +366,46 @@ def test_produce_request_hand_encoder_equals_kio(version, shape):
 
 
 LARGE_BATCH = record_batch(3, protocol.VIEW_RECORDS_FROM // 3)
+
+
+@pytest.mark.parametrize("version", range(3, 9))
+@pytest.mark.parametrize("shape", PRODUCE_SHAPES)
+@pytest.mark.parametrize("client_id", ["producer-1", None, "cli\u00e9nt"])
+def test_a_produce_frame_writes_the_bytes_of_the_equivalent_request(version, shape,
+                                                                     client_id):
+    """The producer's ProduceFrame (prefix encoded once, no kio objects) writes what
+    ``encode_request`` writes for the same ProduceRequest, request after request."""
+    fields = PRODUCE_SHAPES[shape]
+    request = produce_request(version, **fields)
+    frame = ProduceFrame(ApiKey.PRODUCE, version, client_id, fields.get("transactional_id"),
+                         fields.get("acks", -1), fields.get("timeout_ms", 30000))
+    topics = tuple((name, list(partitions)) for name, partitions in fields["topics"])
+    for correlation_id in (0, 77, protocol.MAX_CORRELATION_ID):
+        size = frame.size(topics)
+        slot = bytearray(b"\xee" * (size + 5))
+        with memoryview(slot) as view:
+            assert frame.write_into(view, size, correlation_id, topics) == size
+        assert slot[:size] == protocol.encode_request(request, correlation_id, client_id)
+        assert slot[size:] == b"\xee" * 5
+
+
+def test_a_produce_frame_writes_a_batch_held_as_parts_as_the_joined_batch():
+    whole = LARGE_BATCH
+    parts = BatchParts((whole[:100], memoryview(whole)[100:-7], whole[-7:]))
+    frame = ProduceFrame(ApiKey.PRODUCE, 8, "c", None, 1, 30000)
+    topics = (("app-logs", [(0, BATCH)]), ("large", [(2, parts)]))
+    slot = bytearray(frame.size(topics))
+    with memoryview(slot) as view:
+        frame.write_into(view, len(slot), 9, topics)
+    request = produce_request(8, [("app-logs", [(0, BATCH)]), ("large", [(2, whole)])], acks=1)
+    assert slot == protocol.encode_request(request, 9, "c")
+
+
+def test_a_produce_frame_refuses_a_client_id_no_header_can_carry():
+    with pytest.raises(ValueError, match="32768 bytes"):
+        ProduceFrame(ApiKey.PRODUCE, 8, "c" * 0x8000, None, 1, 30000)
+
+
 
 
 @pytest.mark.parametrize("version", range(3, 9))
