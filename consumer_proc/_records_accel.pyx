@@ -146,8 +146,9 @@ def walk_batches(const unsigned char[:] data, list starts, list ends, list count
     """The twin of ``columns_parser``'s record-by-record walk of a small run: the records of
     uncompressed batches (batch k's records in ``data[starts[k]:ends[k]]``, ``counts[k]`` of
     them, offsets from ``base_offsets[k]``; ``timestamps_of[k]`` its base timestamp, or its
-    maxTimestamp when ``log_append_time``) as six int64 arrays: offsets, timestamps, key
-    lengths, value lengths, key starts, value starts (positions in ``data``).
+    maxTimestamp when ``log_append_time``) as one int64 array of six rows: offsets,
+    timestamps, key lengths, value lengths, key starts, value starts (positions in
+    ``data``).
 
     None when any record is not what the common case looks like — headers, a length that
     does not add up, anything running past its batch: the pure-Python walk then decodes
@@ -159,18 +160,8 @@ def walk_batches(const unsigned char[:] data, list starts, list ends, list count
     cdef int64_t length, delta_ts, delta_offset, key_length, value_length, base, stamp
     for k in range(batches):
         total += <Py_ssize_t>counts[k]
-    offsets = np.empty(total, dtype=np.int64)
-    timestamps = np.empty(total, dtype=np.int64)
-    key_lengths = np.empty(total, dtype=np.int64)
-    value_lengths = np.empty(total, dtype=np.int64)
-    key_starts = np.empty(total, dtype=np.int64)
-    value_starts = np.empty(total, dtype=np.int64)
-    cdef int64_t[:] o = offsets
-    cdef int64_t[:] t = timestamps
-    cdef int64_t[:] kl = key_lengths
-    cdef int64_t[:] vl = value_lengths
-    cdef int64_t[:] ks = key_starts
-    cdef int64_t[:] vs = value_starts
+    columns = np.empty((6, total), dtype=np.int64)  # one allocation for the six
+    cdef int64_t[:, ::1] c = columns
     for k in range(batches):
         pos = starts[k]
         end = ends[k]
@@ -194,13 +185,13 @@ def walk_batches(const unsigned char[:] data, list starts, list ends, list count
             pos = _varint(data, pos, end, &key_length)
             if pos < 0 or key_length < -1 or key_length > end - pos:
                 return None
-            ks[at] = pos
+            c[4, at] = pos
             if key_length > 0:
                 pos += key_length
             pos = _varint(data, pos, end, &value_length)
             if pos < 0 or value_length < -1 or value_length > end - pos:
                 return None
-            vs[at] = pos
+            c[5, at] = pos
             if value_length > 0:
                 pos += value_length
             if pos >= end or data[pos] != 0:  # headers (or past the batch): the Python walk
@@ -208,11 +199,11 @@ def walk_batches(const unsigned char[:] data, list starts, list ends, list count
             pos += 1
             if pos - begin != length:
                 return None
-            o[at] = base + delta_offset
-            t[at] = stamp if log_append_time else stamp + delta_ts
-            kl[at] = key_length
-            vl[at] = value_length
+            c[0, at] = base + delta_offset
+            c[1, at] = stamp if log_append_time else stamp + delta_ts
+            c[2, at] = key_length
+            c[3, at] = value_length
             at += 1
         if pos != end:
             return None
-    return offsets, timestamps, key_lengths, value_lengths, key_starts, value_starts
+    return columns
