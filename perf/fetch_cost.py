@@ -12,7 +12,10 @@ Fetch (the data being there already, no long-poll wait) carries one batch: what 
 consumer pays per fetch to encode and write the Fetch request, read and decode the
 response, parse the batch's records and hand them out. Prints the consuming thread's
 CPU µs per Fetch response (``time.thread_time`` from the first poll to the last record,
-divided by the responses read), median of the repeats and each run.
+divided by the responses read), the part of it spent waiting for the response
+(``WakeSlot.wait_until``: the ring's spin before it blocks, which grows with the broker's
+answer time and the machine's load) and the rest, the consumer's own work, medians of the
+repeats and each run.
 
 For an A/B, run the same file against two checkouts (``PYTHONPATH`` pointing at each),
 alternating.
@@ -52,17 +55,28 @@ def fill(bootstrap, fetches, records_per_batch):
 
 
 def consume(bootstrap, records, max_bytes, mode):
-    """(CPU µs per Fetch response, responses, records per response)."""
+    """(CPU µs per Fetch response, of which waiting, responses, records per response)."""
     from cluster.structs import TopicPartition
     from consumer_proc.consumer import KafkaConsumer
     from consumer_proc.fetcher import Fetcher
+    from shm_ring.wakeup import WakeSlot
     responses = [0]
+    waiting = [0.0]
     handle = Fetcher._handle_response
+    wait_until = WakeSlot.wait_until
 
     def counted(self, *args):
         responses[0] += 1
         return handle(self, *args)
+
+    def timed_wait(self, *args):
+        start = time.thread_time()
+        try:
+            return wait_until(self, *args)
+        finally:
+            waiting[0] += time.thread_time() - start
     Fetcher._handle_response = counted
+    WakeSlot.wait_until = timed_wait
     tp = TopicPartition(TOPIC, 0)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              enable_auto_commit=False, max_partition_fetch_bytes=max_bytes)
@@ -82,10 +96,11 @@ def consume(bootstrap, records, max_bytes, mode):
                     count += sum(map(len, runs))
         used = time.thread_time() - start
         read = responses[0] - first
-        return used / read * 1e6, read, count / read
+        return used / read * 1e6, waiting[0] / read * 1e6, read, count / read
     finally:
         consumer.close()
         Fetcher._handle_response = handle
+        WakeSlot.wait_until = wait_until
 
 
 def main(argv=None):
@@ -105,16 +120,22 @@ def main(argv=None):
             admin.create_topics([NewTopic(TOPIC, 1, 1)])
         fill(data_dir, args.fetches, args.records_per_batch)
         max_bytes = batch_size(args.records_per_batch) + SLACK
-        runs = [consume(data_dir, args.fetches * args.records_per_batch, max_bytes, args.mode)
-                for _ in range(args.repeat)]
+        runs = []
+        for _ in range(args.repeat):
+            runs.append(consume(data_dir, args.fetches * args.records_per_batch, max_bytes,
+                                args.mode))
     finally:
         cluster.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
     print(f"{accel.describe()}")
+    own = [cpu - waiting for cpu, waiting, _, _ in runs]
     print(f"{args.mode}, {args.fetches} batches of {args.records_per_batch} records: CPU µs "
-          f"per Fetch response, median {statistics.median(r[0] for r in runs):.1f} (runs "
-          + ", ".join(f"{cpu:.1f} over {read} responses, {per:.1f} records each"
-                      for cpu, read, per in runs) + ")")
+          f"per Fetch response, median {statistics.median(r[0] for r in runs):.1f}, of which "
+          f"waiting for the response (the ring's spin) "
+          f"{statistics.median(r[1] for r in runs):.1f}; own work (the rest) median "
+          f"{statistics.median(own):.1f} (runs "
+          + ", ".join(f"{cpu:.1f} - {waiting:.1f} over {read} responses, {per:.1f} records "
+                      f"each" for cpu, waiting, read, per in runs) + ")")
     return 0
 
 

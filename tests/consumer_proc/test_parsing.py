@@ -385,7 +385,8 @@ def test_records_before_the_fetch_offset_are_skipped():
     assert not part and part.next_offset == 130
 
 
-def test_a_few_records_are_taken_straight_as_the_columns_would_give_them():
+def test_a_few_records_are_taken_straight_as_the_columns_would_give_them(monkeypatch):
+    monkeypatch.setattr("consumer_proc.partition_records.COMPILED_WALK", False)
     control = bytearray(hand_batch([(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")]))
     attributes = d.INT16.unpack_from(control, d.ATTRIBUTES_OFFSET)[0] | d.CONTROL_MASK
     d.INT16.pack_into(control, d.ATTRIBUTES_OFFSET, attributes)
@@ -407,7 +408,12 @@ def test_a_few_records_are_taken_straight_as_the_columns_would_give_them():
         assert straight.next_offset == columns.next_offset == 46 and not straight
 
 
-def test_a_few_records_past_max_records_or_compressed_go_through_the_columns(monkeypatch):
+@pytest.mark.parametrize("compiled_walk", [False, True])
+def test_a_few_records_past_max_records_or_compressed_go_through_the_columns(monkeypatch,
+                                                                              compiled_walk):
+    """Without the compiled walk, a few records are taken straight (no columns); with it,
+    the columns path is the faster one and takes them all."""
+    monkeypatch.setattr("consumer_proc.partition_records.COMPILED_WALK", compiled_walk)
     calls = []
     real = PartitionRecords.take_columns
     monkeypatch.setattr(PartitionRecords, "take_columns",
@@ -422,7 +428,7 @@ def test_a_few_records_past_max_records_or_compressed_go_through_the_columns(mon
     assert calls == [3, 3, 10]
     assert [r.value for r in PartitionRecords(TP, 0, buf).take(10)] == [
         b"%d" % i for i in range(5)]
-    assert calls == [3, 3, 10]  # taken straight
+    assert calls == ([3, 3, 10, 10] if compiled_walk else [3, 3, 10])  # else taken straight
 
 
 def test_take_in_pieces_across_parse_groups(monkeypatch):
