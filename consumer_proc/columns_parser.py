@@ -72,7 +72,7 @@ _MIN_RECORD = 7
 #: None (``accel``: the Python walk runs).
 _compiled = accel.load("consumer_proc._records_accel")
 #: True when small runs are walked by the compiled twin: then the columns path beats
-#: ``PartitionRecords``' straight-to-records decode at every size.
+#: ``PartitionRecords``' straight-to-records decode from 3 records on.
 COMPILED_WALK = _compiled is not None
 
 

@@ -412,7 +412,8 @@ def test_a_few_records_are_taken_straight_as_the_columns_would_give_them(monkeyp
 def test_a_few_records_past_max_records_or_compressed_go_through_the_columns(monkeypatch,
                                                                               compiled_walk):
     """Without the compiled walk, a few records are taken straight (no columns); with it,
-    the columns path is the faster one and takes them all."""
+    only one or two are (``STRAIGHT_MAX_COMPILED``), the columns path being faster past
+    that."""
     monkeypatch.setattr("consumer_proc.partition_records.COMPILED_WALK", compiled_walk)
     calls = []
     real = PartitionRecords.take_columns
@@ -429,6 +430,9 @@ def test_a_few_records_past_max_records_or_compressed_go_through_the_columns(mon
     assert [r.value for r in PartitionRecords(TP, 0, buf).take(10)] == [
         b"%d" % i for i in range(5)]
     assert calls == ([3, 3, 10, 10] if compiled_walk else [3, 3, 10])  # else taken straight
+    two = log_of([built([(T0, None, b"%d" % i, ()) for i in range(2)])])
+    assert [r.value for r in PartitionRecords(TP, 0, two).take(10)] == [b"0", b"1"]
+    assert len(calls) == (4 if compiled_walk else 3)  # taken straight either way
 
 
 def test_take_in_pieces_across_parse_groups(monkeypatch):
