@@ -28,7 +28,9 @@ Small runs: the vectorised parse costs about a hundred numpy calls whatever the 
 records, the record-by-record walk a cost per record (figures: perf/README.md, "Consumer
 record parsing"). A run of fewer than ``VECTOR_MIN_RECORDS`` records — what a consumer
 keeping up with a producer at a few thousand records/s gets, a few records per fetch — is
-therefore walked record by record: the same columns, sooner.
+therefore walked record by record: the same columns, sooner — by the compiled twin
+(``_records_accel.walk_batches``, one C pass, keys and values left in place) where it is
+built and the records are plain (no headers, nothing corrupt), else in Python.
 
 Strided batches: when every batch of a run looks uniform and they come in groups of one
 shape back to back (a bulk send's), ``strided_batches`` checks and parses each group with
@@ -50,7 +52,7 @@ import numpy as np
 from consumer_proc.record_columns import RecordColumns
 from consumer_proc.strided_batches import parse_groups
 from segments.errors import CorruptRecordError
-from segments.record import batch_descriptor as d
+from segments.record import accel, batch_descriptor as d
 from segments.record.compression import decompress, records_size_limit
 from segments.record.records import RecordBatch
 from segments.record.varint import decode_varint
@@ -66,6 +68,12 @@ VECTOR_MIN_RECORDS = 64
 #: Smallest record: length, attributes, timestamp delta, offset delta, key length, value
 #: length and header count, one byte each.
 _MIN_RECORD = 7
+#: The compiled record-by-record walk of a small run (consumer_proc/_records_accel.pyx), or
+#: None (``accel``: the Python walk runs).
+_compiled = accel.load("consumer_proc._records_accel")
+#: True when small runs are walked by the compiled twin: then the columns path beats
+#: ``PartitionRecords``' straight-to-records decode from 3 records on.
+COMPILED_WALK = _compiled is not None
 
 
 def parse_batches(buf, headers, check_crcs=True):
@@ -115,6 +123,8 @@ def _parse_run(data, headers, starts, ends, out, source=None):
     batches vectorised, the others record by record (``source``: the buffer holding the
     batches themselves, when ``data`` is a decompressed payload)."""
     if sum(h.record_count for h in headers) < VECTOR_MIN_RECORDS:
+        if _compiled is not None and _walk_compiled(data, headers, starts, ends, out):
+            return
         shapes = [None] * len(headers)
     else:
         shapes = [_first_record_shape(data, h, s, e) for h, s, e in zip(headers, starts, ends)]
@@ -149,6 +159,31 @@ def _parse_run(data, headers, starts, ends, out, source=None):
             batch = RecordBatch(data if source is None else source, header.position)
             out.append(RecordColumns.from_records(
                 header.partition_leader_epoch, header.timestamp_type, list(batch)))
+
+
+def _walk_compiled(data, headers, starts, ends, out):
+    """The small run ``headers`` walked by the compiled twin (``_records_accel.walk_batches``)
+    into one RecordColumns appended to ``out``; False, with nothing appended, where the
+    Python walk must decide (headers, anything corrupt: it raises the error)."""
+    try:
+        for header in headers:
+            header.validate(check_crc=False)  # what RecordBatch checks before its walk
+    except CorruptRecordError:
+        return False
+    first = headers[0]
+    log_append_time = bool(first.timestamp_type)
+    walked = _compiled.walk_batches(
+        data, starts, ends, [h.record_count for h in headers],
+        [h.base_offset for h in headers],
+        [h.max_timestamp if log_append_time else h.base_timestamp for h in headers],
+        log_append_time)
+    if walked is None:
+        return False
+    offsets, timestamps, key_lengths, value_lengths, key_starts, value_starts = walked
+    out.append(RecordColumns(
+        first.partition_leader_epoch, first.timestamp_type, offsets, timestamps, key_lengths,
+        value_lengths, buffer=data, key_starts=key_starts, value_starts=value_starts))
+    return True
 
 
 def _first_record_shape(data, header, start, end):

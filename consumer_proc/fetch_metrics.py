@@ -34,6 +34,7 @@ class FetchMetrics:
     def __init__(self, samples=2, window=30.0, clock=time.monotonic):
         def stat():
             return SampledStat(samples, window, clock)
+        self._clock = clock
         self.fetches = stat()
         self.fetch_latency = stat()
         self.fetch_size = stat()
@@ -46,11 +47,12 @@ class FetchMetrics:
     def fetch_received(self, latency, size, records):
         """A Fetch response came ``latency`` seconds after its request, with ``size`` record
         bytes holding ``records`` records."""
-        self.fetches.record()
-        self.fetch_latency.record(latency * 1000)
+        now = self._clock()  # one reading for the four stats
+        self.fetches.record(1.0, now)
+        self.fetch_latency.record(latency * 1000, now)
         self.fetch_latency_ms.record(latency * 1000)
-        self.fetch_size.record(size)
-        self.records_per_fetch.record(records)
+        self.fetch_size.record(size, now)
+        self.records_per_fetch.record(records, now)
 
     def consumed(self, records):
         self.records_consumed.record(records)

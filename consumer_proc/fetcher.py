@@ -110,6 +110,15 @@ def build(cls, **fields):
     return cls(**{name: value for name, value in fields.items() if name in names})
 
 
+def builder(cls, **fields):
+    """A callable making ``cls`` instances from keyword fields with ``fields`` (those ``cls``
+    has) bound once: ``build`` without the filtering per call, for a request made on every
+    fetch."""
+    names = _field_names(cls)
+    return functools.partial(cls, **{name: value for name, value in fields.items()
+                                     if name in names})
+
+
 class Fetcher:
     """Fetches for one consumer (module doc).
 
@@ -129,14 +138,20 @@ class Fetcher:
         self._check_crcs = config["check_crcs"]
         self._read_committed = config["isolation_level"] == "read_committed"
         self._partition_max_bytes = config["max_partition_fetch_bytes"]
-        self._module = protocol.request_module(ApiKey.FETCH, API_VERSIONS[ApiKey.FETCH])
-        self._request_fields = dict(
-            replica_id=-1,
+        module = protocol.request_module(ApiKey.FETCH, API_VERSIONS[ApiKey.FETCH])
+        # The Fetch request's objects, their fixed fields bound once (``builder``).
+        self._make_request = builder(
+            module.FetchRequest, replica_id=-1,
             max_wait=datetime.timedelta(milliseconds=config["fetch_max_wait_ms"]),
             min_bytes=config["fetch_min_bytes"], max_bytes=config["fetch_max_bytes"],
             isolation_level=ISOLATION_LEVELS[config["isolation_level"]],
             session_id=0, session_epoch=-1,  # no fetch session: every fetch is a full one
             forgotten_topics_data=(), rack_id="")
+        self._make_topic = module.FetchTopic
+        self._make_partition = builder(module.FetchPartition, log_start_offset=-1,
+                                       partition_max_bytes=self._partition_max_bytes)
+        #: Fetch v9+ carries each partition's current_leader_epoch (KIP-320).
+        self._sends_epoch = "current_leader_epoch" in _field_names(module.FetchPartition)
         self._buffers = {}     # TopicPartition -> deque of PartitionRecords, in offset order
         self._in_flight = {}   # node id -> {TopicPartition: fetch offset} of its one Fetch
         self._handed_out = {}  # TopicPartition -> position before an update_offsets=False drain
@@ -227,16 +242,18 @@ class Fetcher:
         return len(wanted)
 
     def _send(self, node, partitions):
-        module = self._module
+        make_partition = self._make_partition
         topics = {}
         for tp, (offset, epoch) in partitions.items():
-            topics.setdefault(tp.topic, []).append(build(
-                module.FetchPartition, partition=tp.partition, current_leader_epoch=epoch,
-                fetch_offset=offset, log_start_offset=-1,
-                partition_max_bytes=self._partition_max_bytes))
-        request = build(module.FetchRequest, topics=tuple(
-            build(module.FetchTopic, topic=name, partitions=tuple(parts))
-            for name, parts in topics.items()), **self._request_fields)
+            if self._sends_epoch:
+                part = make_partition(partition=tp.partition, current_leader_epoch=epoch,
+                                      fetch_offset=offset)
+            else:
+                part = make_partition(partition=tp.partition, fetch_offset=offset)
+            topics.setdefault(tp.topic, []).append(part)
+        make_topic = self._make_topic
+        request = self._make_request(topics=tuple(
+            make_topic(topic=name, partitions=tuple(parts)) for name, parts in topics.items()))
         offsets = {tp: offset for tp, (offset, _) in partitions.items()}
         self._in_flight[node] = offsets
         log.debug("fetch from broker %d: %s", node, offsets)

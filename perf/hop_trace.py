@@ -47,6 +47,7 @@ batch; "P.send -> P.ack" and "P.send -> C.poll" are per record.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import multiprocessing
 import os
@@ -213,12 +214,14 @@ def _consume(data_dir, records, warmup, ready):
     from cluster import KafkaConsumer, TopicPartition
     from shm_ring.connection import ClientConnection
     last_read = [0]
+    frames = [0]  # response frames read (Fetch responses, all but a few)
     recv = ClientConnection.recv
 
     def noted_recv(self, timeout=None, stop=None):
         frame = recv(self, timeout, stop)
         if frame is not None:
             last_read[0] = time.monotonic_ns()
+            frames[0] += 1
         return frame
     ClientConnection.recv = noted_recv
     consumer = KafkaConsumer(bootstrap_servers=data_dir, auto_offset_reset="earliest",
@@ -231,10 +234,15 @@ def _consume(data_dir, records, warmup, ready):
         ready.set()
         count = 0
         deadline = time.monotonic() + BOUND
-        cpu_start = None
+        cpu_start = profiler = None
         while count < records and time.monotonic() < deadline:
             if cpu_start is None and count >= warmup:
                 cpu_start = time.process_time()
+                frames_start = frames[0]
+                if os.environ.get(PROFILE_ENV):
+                    import cProfile
+                    profiler = cProfile.Profile()
+                    profiler.enable()
             polled = consumer.poll_batches(timeout_ms=100)
             now = time.monotonic_ns()
             for runs in polled.values():
@@ -246,8 +254,11 @@ def _consume(data_dir, records, warmup, ready):
                         count += 1
         if cpu_start is not None:
             used = time.process_time() - cpu_start
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(os.path.join(os.environ[PROFILE_ENV], "consumer.prof"))
             with open(os.path.join(os.environ[TRACE_ENV], "consumer.cpu"), "w") as out:
-                out.write(repr(used))
+                out.write(repr((used, frames[0] - frames_start)))
     finally:
         consumer.close()
         _dump("consumer")
@@ -326,7 +337,9 @@ def run(rf, rate, records, warmup):
         cpu = [_cpu(p) - _cpu_of(start) for p, start in zip(processes, cpu_before)]
         try:
             with open(os.path.join(trace_dir, "consumer.cpu")) as source:
-                cpu[-2] = float(source.read())
+                cpu[-2], fetches = ast.literal_eval(source.read())
+            with open(os.path.join(trace_dir, "fetches"), "w") as out:
+                out.write(repr(fetches))
         except FileNotFoundError:
             pass
     finally:
@@ -417,7 +430,8 @@ def main(argv=None):
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--profile", metavar="DIR",
-                        help="the brokers write cProfile stats to DIR/broker<id>.prof")
+                        help="the brokers write cProfile stats to DIR/broker<id>.prof, the "
+                             "consumer (after the warm-up) to DIR/consumer.prof")
     args = parser.parse_args(argv)
     if args.profile:
         os.makedirs(args.profile, exist_ok=True)
@@ -429,6 +443,13 @@ def main(argv=None):
         report(trace_dir, args.warmup, args.records)
         print("CPU per record (user + system, µs): " + ", ".join(
             f"{name} {seconds / args.records * 1e6:.1f}" for name, seconds in cpu.items()))
+        try:
+            with open(os.path.join(trace_dir, "fetches")) as source:
+                fetches = int(source.read())
+            print(f"consumer: {fetches} responses read, CPU per response "
+                  f"{cpu['consumer'] / max(fetches, 1) * 1e6:.1f} µs")
+        except FileNotFoundError:
+            pass
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
     return 0

@@ -11,7 +11,8 @@ over the codec and client tests (``make test``). The compiled modules today:
                                      and encode_plain (build() of a plain batch's records)
     cluster.producer._lane_accel     send()'s fast path past the API checks (cimports the
                                      builder core)
-    consumer_proc._records_accel     ConsumerRecords made from parsed columns (poll())
+    consumer_proc._records_accel     ConsumerRecords made from parsed columns (poll()),
+                                     and the record walk of a small fetched run
 
 ``load(name)`` is how a module asks for its compiled twin: the module, or None. A compiled
 module that cannot be imported (not built, built for another Python) is said once per

@@ -385,7 +385,8 @@ def test_records_before_the_fetch_offset_are_skipped():
     assert not part and part.next_offset == 130
 
 
-def test_a_few_records_are_taken_straight_as_the_columns_would_give_them():
+def test_a_few_records_are_taken_straight_as_the_columns_would_give_them(monkeypatch):
+    monkeypatch.setattr("consumer_proc.partition_records.COMPILED_WALK", False)
     control = bytearray(hand_batch([(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")]))
     attributes = d.INT16.unpack_from(control, d.ATTRIBUTES_OFFSET)[0] | d.CONTROL_MASK
     d.INT16.pack_into(control, d.ATTRIBUTES_OFFSET, attributes)
@@ -407,7 +408,13 @@ def test_a_few_records_are_taken_straight_as_the_columns_would_give_them():
         assert straight.next_offset == columns.next_offset == 46 and not straight
 
 
-def test_a_few_records_past_max_records_or_compressed_go_through_the_columns(monkeypatch):
+@pytest.mark.parametrize("compiled_walk", [False, True])
+def test_a_few_records_past_max_records_or_compressed_go_through_the_columns(monkeypatch,
+                                                                              compiled_walk):
+    """Without the compiled walk, a few records are taken straight (no columns); with it,
+    only one or two are (``STRAIGHT_MAX_COMPILED``), the columns path being faster past
+    that."""
+    monkeypatch.setattr("consumer_proc.partition_records.COMPILED_WALK", compiled_walk)
     calls = []
     real = PartitionRecords.take_columns
     monkeypatch.setattr(PartitionRecords, "take_columns",
@@ -422,7 +429,10 @@ def test_a_few_records_past_max_records_or_compressed_go_through_the_columns(mon
     assert calls == [3, 3, 10]
     assert [r.value for r in PartitionRecords(TP, 0, buf).take(10)] == [
         b"%d" % i for i in range(5)]
-    assert calls == [3, 3, 10]  # taken straight
+    assert calls == ([3, 3, 10, 10] if compiled_walk else [3, 3, 10])  # else taken straight
+    two = log_of([built([(T0, None, b"%d" % i, ()) for i in range(2)])])
+    assert [r.value for r in PartitionRecords(TP, 0, two).take(10)] == [b"0", b"1"]
+    assert len(calls) == (4 if compiled_walk else 3)  # taken straight either way
 
 
 def test_take_in_pieces_across_parse_groups(monkeypatch):
@@ -505,3 +515,68 @@ def test_a_zip_bomb_is_not_inflated_by_the_consumer(monkeypatch, codec, take_col
     assert f"inflate past the limit of {1 << 20} bytes" in str(raised)
     assert peak < 8 * 1024 * 1024 < INFLATED
     assert not part
+
+
+def _walked(monkeypatch, buf, module):
+    """``_outcome`` of ``buf`` with ``module`` as the compiled small-run walk (None: the
+    Python walk); the runs the compiled walk answered, counted."""
+    answered = []
+    if module is not None:
+        walk = module.walk_batches
+
+        class Spy:
+            @staticmethod
+            def walk_batches(*args):
+                found = walk(*args)
+                answered.append(found is not None)
+                return found
+        module = Spy
+    with monkeypatch.context() as patch:
+        patch.setattr(columns_parser, "_compiled", module)
+        return _outcome(buf), answered
+
+
+def _compiled_walk():
+    try:
+        from consumer_proc import _records_accel
+    except ImportError as exc:
+        pytest.skip(f"consumer_proc._records_accel is not built ({exc})")
+    return _records_accel
+
+
+@pytest.mark.parametrize("records", [
+    [(T0 + i, None, b"v%d" % i, ()) for i in range(5)],
+    [(T0 + 100_000 * i, b"k" * i, None if i == 2 else b"x" * (200 * i), ()) for i in range(6)],
+    [(T0 - i, b"", b"", ()) for i in range(63)],
+    [(T0, b"k", b"v", [("h", b"1")] if i == 1 else ()) for i in range(3)],  # headers: Python
+])
+@pytest.mark.parametrize("compression", [0, 1])
+def test_small_runs_walked_compiled_read_as_the_python_walk(monkeypatch, records, compression):
+    module = _compiled_walk()
+    batch = bytearray(built(records, compression=compression))
+    appended = bytearray(built(records[:2]))
+    BatchHeader(appended).set_log_append_time(T0 + 77)
+    buf = log_of([bytes(batch), bytes(appended), built(records[-1:])])
+    found, answered = _walked(monkeypatch, buf, module)
+    assert found == _walked(monkeypatch, buf, None)[0] == expected(buf)
+    has_headers = any(headers for *_, headers in records)
+    assert answered and all(answered) != has_headers
+
+
+def test_a_damaged_byte_in_a_small_run_reads_as_the_python_walk_reads_it(monkeypatch):
+    """Every byte of a small batch's records (and its header) flipped in turn, no CRC check:
+    the compiled walk answers only what the Python walk would (same columns), else the
+    Python walk decides (same columns or the same CorruptRecordError)."""
+    module = _compiled_walk()
+    records = [(T0 + i, b"k%d" % i if i % 2 else None, b"value-%d" % i, ()) for i in range(4)]
+    buf = log_of([built(records), built(records[:1])])
+    first = list(iter_batches(buf))[0]
+    answered = 0
+    for position in range(first.position, first.position + first.size_in_bytes):
+        for flip in (0x01, 0x40, 0x80):
+            damaged = bytearray(buf)
+            damaged[position] ^= flip
+            got, walked = _walked(monkeypatch, bytes(damaged), module)
+            answered += any(walked)
+            assert got == _walked(monkeypatch, bytes(damaged), None)[0], (position, flip)
+    assert answered
