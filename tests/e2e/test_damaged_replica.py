@@ -31,6 +31,15 @@ PARTITIONS = 2
 RECORDS = 600
 
 
+def create_topic(cluster):
+    """The RF 3 topic (min.insync.replicas 2), once every partition's ISR is full."""
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3,
+                                      topic_configs={"min.insync.replicas": "2"})])
+    cluster.wait_for_metadata(lambda i: TOPIC in i.topics and all(
+        len(s.isr) == 3 for s in i.topics[TOPIC].partitions), timeout=BOUND)
+
+
 def produce(cluster):
     """Acknowledged (acks=all) records: {partition: {offset: seq}}."""
     acked = {p: {} for p in range(PARTITIONS)}
@@ -67,11 +76,7 @@ def flip_a_batch(directory, rng, last_segment):
 def test_one_corrupt_replica_per_partition_loses_nothing_and_heals(e2e, stop):
     cluster = e2e.cluster(brokers=3, log_segment_bytes=16 * 1024,
                           replica_lag_time_max_ms=2000)
-    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3,
-                                      topic_configs={"min.insync.replicas": "2"})])
-    cluster.wait_for_metadata(lambda i: TOPIC in i.topics and all(
-        len(s.isr) == 3 for s in i.topics[TOPIC].partitions), timeout=BOUND)
+    create_topic(cluster)
     acked = produce(cluster)
     image = cluster.wait_for_metadata(lambda i: all(
         len(s.isr) == 3 for s in i.topics[TOPIC].partitions), timeout=BOUND)
@@ -129,11 +134,7 @@ def test_a_broker_serves_only_once_its_replicas_are_opened(e2e):
     segment the leader, and the intact followers truncate to it (seen at load: every
     acknowledged record of the partition gone)."""
     cluster = e2e.cluster(brokers=3, log_segment_bytes=16 * 1024)
-    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3,
-                                      topic_configs={"min.insync.replicas": "2"})])
-    cluster.wait_for_metadata(lambda i: TOPIC in i.topics and all(
-        len(s.isr) == 3 for s in i.topics[TOPIC].partitions), timeout=BOUND)
+    create_topic(cluster)
     acked = produce(cluster)
     cluster.wait_for_metadata(lambda i: all(
         len(s.isr) == 3 for s in i.topics[TOPIC].partitions), timeout=BOUND)
