@@ -111,7 +111,7 @@ class RecordAccumulator:
             if batches:
                 batch = batches[-1]
                 builder = batch.builder
-                if builder is not None:
+                if builder is not None and not batch.full:  # full: closed, it refuses
                     index = builder.append(timestamp, key, value, headers)
                     if index is not None:
                         return batch, index
@@ -138,7 +138,7 @@ class RecordAccumulator:
             batches = self._batches.setdefault(topic, {}).setdefault(partition, deque())
             if batches:  # another thread may have opened one meanwhile
                 last = batches[-1]
-                if last.builder is not None:
+                if last.builder is not None and not last.full:
                     index = last.builder.append(timestamp, key, value, headers)
                     if index is not None:
                         self.pool.deallocate(buffer)
