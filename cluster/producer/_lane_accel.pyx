@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The compiled twin of ``send()``'s fast path past its API checks (``kafka_producer``'s
-module doc, "The fast path"): the lane's metadata version check, the record's timestamp
-(now, when the caller gave none), the append into the lane's batch
+module doc, "The fast path"): the bytes value check, the lane's metadata version check,
+the record's timestamp (now, when the caller gave none), the append into the lane's batch
 (``BuilderCore.append_plain``, a C call) and the ``FutureRecordMetadata`` tuple, in one C
 call. The pure-Python path does the same in ``KafkaProducer.send`` with ``_Lane``; this one
 answers the same (None where that code falls through to the general path) and hands out
@@ -37,27 +37,34 @@ cdef object _NOT_SIZED = -1
 cdef class Lane:
     """A topic's lane (``kafka_producer._Lane``'s fields): the open ProducerBatch
     ``batch`` of its sticky partition, the metadata ``version`` it was chosen under, and
-    the batch's builder; ``future_type`` is FutureRecordMetadata."""
+    the batch's builder; ``future_type`` is FutureRecordMetadata, ``cluster`` the
+    producer's metadata cache (its ``version`` read per record) and ``lock`` the
+    accumulator's append lock — held here so ``send()`` passes neither per record."""
 
     cdef readonly object version
     cdef readonly object batch
     cdef BuilderCore builder
     cdef object future_type
+    cdef object cluster
+    cdef object lock
 
-    def __init__(self, version, batch, BuilderCore builder not None, future_type):
+    def __init__(self, version, batch, BuilderCore builder not None, future_type, cluster,
+                 lock):
         self.version = version
         self.batch = batch
         self.builder = builder
         self.future_type = future_type
+        self.cluster = cluster
+        self.lock = lock
 
-    def send(self, value, timestamp_ms, version, lock):
+    def send(self, value, timestamp_ms):
         """The record's FutureRecordMetadata, or None when the fast path does not take it
-        (another metadata version, a timestamp that is not an int, a batch that refuses
-        it): then ``send()`` goes the general way."""
+        (a value that is not bytes, another metadata version, a timestamp that is not an
+        int, a batch that refuses it): then ``send()`` goes the general way."""
         cdef timespec now
         cdef _AllocType* kind
         cdef PyObject* raw
-        if version != self.version:
+        if type(value) is not bytes or self.cluster.version != self.version:
             return None
         if timestamp_ms is None:
             clock_gettime(CLOCK_REALTIME, &now)
@@ -65,7 +72,7 @@ cdef class Lane:
             timestamp_ms = <long long>now.tv_sec * 1000 + now.tv_nsec // 1000000
         elif type(timestamp_ms) is not int:
             return None
-        index = self.builder.append_plain(timestamp_ms, value, lock)
+        index = self.builder.append_plain(timestamp_ms, value, self.lock)
         if index is None:
             return None
         kind = <_AllocType*>self.future_type
