@@ -350,12 +350,21 @@ class RecordAccumulator:
 
     def deallocate(self, batch):
         """The batch is done: give its buffer back and forget it."""
+        self.deallocate_many((batch,))
+
+    def deallocate_many(self, batches):
+        """``deallocate`` for several done batches: one lock here, one in the pool."""
         with self._lock:
-            self._incomplete.discard(batch)
-        if batch.buffer is not None:
-            buffer, batch.buffer = batch.buffer, None
-            batch.builder = None
-            self.pool.deallocate(buffer)
+            discard = self._incomplete.discard
+            for batch in batches:
+                discard(batch)
+        buffers = []
+        for batch in batches:
+            if batch.buffer is not None:
+                buffers.append(batch.buffer)
+                batch.buffer = batch.builder = None
+        if buffers:
+            self.pool.deallocate_many(buffers)
 
     def has_undrained(self):
         with self._lock:

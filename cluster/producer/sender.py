@@ -550,22 +550,44 @@ class Sender(threading.Thread):
 
     def _handle_completed(self):
         """Handle the Produce requests whose futures completed, in the order written, at
-        one clock reading; the acknowledged batches' figures are recorded once per call
-        (``_finish_acked``)."""
+        one clock reading; the answered requests' latencies and the acknowledged batches'
+        figures are recorded once per call (``_finish_acked``), before any future of
+        theirs completes."""
         pending = self._pending
         if not pending:
             return
         waiting = []
         done = []
+        answered = 0
+        latency_total = latency_max = 0.0
+        now = self._clock()
+        histogram = self.metrics.request_latency_ms
         for entry in pending:
-            (done if entry[0].is_done else waiting).append(entry)
+            future = entry[0]
+            if not future.is_done:
+                waiting.append(entry)
+                continue
+            done.append(entry)
+            if future.exception is None:
+                latency = now - entry[3]
+                answered += 1
+                latency_total += latency
+                if latency > latency_max:
+                    latency_max = latency
+                histogram.record(latency * 1000)
         if not done:
             return
         self._pending = waiting
-        now = self._clock()
-        for future, node, batches, sent_at in done:
+        if answered:
+            metrics = self.metrics
+            metrics.request_latency_total += latency_total
+            if latency_max > metrics.request_latency_max:
+                metrics.request_latency_max = latency_max
+            metrics.request_latency.record_many(latency_total * 1000, answered,
+                                                latency_max * 1000, now)
+        for future, node, batches, _ in done:
             if future.exception is None:
-                self._handle_response(node, batches, sent_at, future.value, now)
+                self._handle_response(node, batches, future.value)
             else:
                 self._handle_failure(batches, future.exception)
         if self._acked:
@@ -605,14 +627,9 @@ class Sender(threading.Thread):
 
     # -- completions ---------------------------------------------------------------------------
 
-    def _handle_response(self, node, batches, sent_at, response, now):
-        latency = now - sent_at
-        metrics = self.metrics
-        metrics.request_latency_total += latency
-        if latency > metrics.request_latency_max:
-            metrics.request_latency_max = latency
-        metrics.request_latency.record_many(latency * 1000, 1, latency * 1000, now)
-        metrics.request_latency_ms.record(latency * 1000)
+    def _handle_response(self, node, batches, response):
+        """Complete, retry or fail the batches of an answered request (its latency is
+        recorded by ``_handle_completed``)."""
         if response is None:  # acks=0
             for batch in batches:
                 self._complete(batch, -1, -1)
@@ -742,9 +759,8 @@ class Sender(threading.Thread):
             stats = metrics.topics.get(topic) or metrics.topic(topic)
             stats.records.record_many(count, batches, most, now)
             stats.bytes.record_many(length, batches, longest, now)
-        deallocate = self._accumulator.deallocate
+        self._accumulator.deallocate_many([entry[0] for entry in acked])
         for batch, base_offset, log_append_time in acked:
-            deallocate(batch)
             batch.complete(base_offset, log_append_time)
 
     def _fail(self, batch, error):
