@@ -379,6 +379,9 @@ class KafkaClient:
     def is_ready(self, node_id):
         """True if a request to ``node_id`` can be written now: connected, or connecting
         succeeds (not during its reconnect backoff)."""
+        node = self._nodes.get(node_id)
+        if node is not None and node.connection is not None:
+            return True  # the common case, once per sender turn: no call
         return self._ensure_connected(self._node(node_id))
 
     def connection_delay(self, node_id):
