@@ -274,6 +274,11 @@ class KafkaProducer:
                             (lane.batch, index, timestamp_ms, -1, len(value), -1))
         return self._send(topic, value, key, headers, partition, timestamp_ms)
 
+    if _lane_module is not None:
+        # The compiled twin (_lane_accel.pyx): the fast path with no Python frame per
+        # record; every call it does not take goes to the send above, unchanged.
+        send = _lane_module.compiled_send(send)
+
     def _send(self, topic, value, key, headers, partition, timestamp_ms):
         """send() for any record (serialized): partitioner, metadata waits, new batches."""
         if value is None and key is None:
