@@ -178,15 +178,15 @@ def _instrument_broker(broker_id):
                 _note(f"F.append.{me}", offset, now)
     replica_fetcher.ReplicaFetcher._answered = fetcher_answered
 
-    request = replica_fetcher.ReplicaFetcher._request
+    request_sent = replica_fetcher.ReplicaFetcher._sent
 
-    def fetcher_request(self, req, sent, now):
-        request(self, req, sent, now)
-        if req.__api_key__ == 1 and self._in_flight is sent:
+    def fetcher_request(self, api_key, sent_now, sent, now):
+        request_sent(self, api_key, sent_now, sent, now)
+        if api_key == 1 and self._in_flight is sent:
             at = time.monotonic_ns()
             for _, offset in sent.values():
                 _note(f"F.next.{me}", offset, at)
-    replica_fetcher.ReplicaFetcher._request = fetcher_request
+    replica_fetcher.ReplicaFetcher._sent = fetcher_request
 
 
 def _broker(argv):
