@@ -33,7 +33,9 @@ fetcher (``replica_id`` = this broker, ``max_wait`` = ``replica.fetch.wait.max.m
 ``replica.fetch.response.max.bytes``; per partition ``fetch_offset`` = the log end offset,
 ``current_leader_epoch`` = the epoch this broker knows, ``partition_max_bytes`` =
 ``replica.fetch.max.bytes``, ``log_start_offset``). The next request goes out as soon as
-the answer to the previous one was handled; the leader long-polls it.
+the answer to the previous one was handled; the leader long-polls it. The request is
+encoded once for the partitions and epochs fetched and patched for each send
+(``follower_fetch_request``: the correlation id and each partition's offsets).
 
 The answer, per partition (Kafka's AbstractFetcherThread.processFetchRequest):
 
