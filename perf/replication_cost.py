@@ -99,7 +99,7 @@ def _run_tree(tree, args):
 
 def _print(label, figures):
     print(f"{label}: " + ", ".join(
-        f"{name} {value:,.1f}" if "cpu" in name or "per_s" in name else f"{name} {value:.2f}"
+        f"{name} {value:,.1f}" if "cpu" in name or "per_s" in name else f"{name} {value:.3f}"
         for name, value in figures.items()), flush=True)
 
 
