@@ -56,13 +56,13 @@ class FetchMetrics:
         self.records_per_fetch.record_many(records, 1, records, now)
 
     def consumed(self, records):
-        self.records_consumed.record(records)
+        self.records_consumed.record_many(records, 1, records, self._clock())
 
     def fetch_failed(self):
         self.fetch_errors.record()
 
     def lag(self, lag):
-        self.records_lag.record(lag)
+        self.records_lag.record_many(lag, 1, lag, self._clock())
 
     def snapshot(self):
         """``{GROUP: {name: value}}``, kafka-python's ``metrics()`` shape."""
