@@ -182,13 +182,14 @@ class PartitionRecords:
                     break
                 continue
             columns = parsed[0]
-            if len(columns) <= remaining:
+            count = len(columns)
+            if count <= remaining:
                 parsed.pop(0)
                 out.append(columns)
-                remaining -= len(columns)
+                remaining -= count
             else:
                 out.append(columns.slice(0, remaining))
-                parsed[0] = columns.slice(remaining, len(columns))
+                parsed[0] = columns.slice(remaining, count)
                 remaining = 0
             self.next_offset = int(out[-1].offsets[-1]) + 1
         if not parsed and self._next_batch == len(self._headers) and self._error is None:
