@@ -12,7 +12,9 @@ works through the records of the previous one — the consumer calls ``send_fetc
 as soon as a response arrived, before its records are parsed and handed over — and up to
 ``MAX_BUFFERED_RESPONSES`` responses per partition wait, parsed only as they are taken.
 The broker meanwhile long-polls (``fetch_max_wait_ms``, ``fetch_min_bytes``) and copies
-the next batches into this consumer's response ring.
+the next batches into this consumer's response ring. The request itself is kept encoded
+(``fetch_request.FetchFrame``): per fetch only the offsets, leader epochs and correlation id
+are written into it.
 
 **Positions.** Records are handed out only in order: the first buffered response of a
 partition must start at its position (``next_offset`` of the PartitionRecords), and each
