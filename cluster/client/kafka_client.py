@@ -502,6 +502,17 @@ class KafkaClient:
         return self._send(node_id, ApiKey.PRODUCE, _PRODUCE_VERSION, expect_response, size,
                           write_into, encode)
 
+    def send_frame(self, node_id, api_key, api_version, size, write_into):
+        """``send()`` for a request frame its caller keeps encoded (the consumer's Fetch):
+        ``write_into(buf, correlation_id)`` writes the whole frame, ``size`` bytes, at the
+        start of ``buf``; the same future and failures as ``send()``."""
+        def encode(correlation_id):
+            data = bytearray(size)
+            with memoryview(data) as view:
+                write_into(view, correlation_id)
+            return data
+        return self._send(node_id, api_key, api_version, True, size, write_into, encode)
+
     def _send(self, node_id, api_key, api_version, expect_response, size, write_into,
               encode):
         """Write a request of ``size`` bytes (None: unknown) to ``node_id``: in place with
