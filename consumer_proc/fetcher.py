@@ -13,8 +13,8 @@ as soon as a response arrived, before its records are parsed and handed over —
 ``MAX_BUFFERED_RESPONSES`` responses per partition wait, parsed only as they are taken.
 The broker meanwhile long-polls (``fetch_max_wait_ms``, ``fetch_min_bytes``) and copies
 the next batches into this consumer's response ring. The request itself is kept encoded
-(``fetch_request.FetchFrame``): per fetch only the offsets, leader epochs and correlation id
-are written into it.
+(``cluster.protocol.fetch_frame.FetchFrame``): per fetch only the offsets, leader epochs
+and correlation id are written into it.
 
 **Positions.** Records are handed out only in order: the first buffered response of a
 partition must start at its position (``next_offset`` of the PartitionRecords), and each
@@ -78,9 +78,9 @@ import time
 
 from cluster.client.kafka_client import API_VERSIONS
 from cluster.errors import KafkaError, OffsetOutOfRangeError, RecordTooLargeError, for_code
+from cluster.protocol.fetch_frame import FetchFrame
 from cluster.protocol.frames import ApiKey
 from cluster.structs import TopicPartition
-from consumer_proc.fetch_request import FetchFrame
 from consumer_proc.partition_records import PartitionRecords
 from segments.errors import CorruptRecordError
 
@@ -93,7 +93,7 @@ MAX_BUFFERED_RESPONSES = 2
 #: Fetch's isolation_level values.
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
-#: The Fetch version this consumer sends (``fetch_request.FetchFrame`` writes it).
+#: The Fetch version this consumer sends (``FetchFrame`` writes it).
 _FETCH_VERSION = API_VERSIONS[ApiKey.FETCH]
 _NO_ERROR = 0
 _OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.errno
@@ -220,7 +220,7 @@ class Fetcher:
             if node in self._in_flight or self._client.connection_delay(node) > 0:
                 continue
             offset = queue[-1].end_offset if queue else state.position
-            wanted.setdefault(node, {})[tp] = (offset, epoch)
+            wanted.setdefault(node, {})[tp] = (offset, epoch, -1)
         if need_metadata:
             self._client.cluster.request_update()
         for node, partitions in wanted.items():
@@ -229,7 +229,7 @@ class Fetcher:
 
     def _send(self, node, partitions):
         frame = self._frame.frame(node, partitions)
-        offsets = {tp: offset for tp, (offset, _) in partitions.items()}
+        offsets = {tp: offset for tp, (offset, _, _) in partitions.items()}
         self._in_flight[node] = offsets
         log.debug("fetch from broker %d: %s", node, offsets)
         future = self._client.send_frame(

@@ -34,8 +34,9 @@ fetcher (``replica_id`` = this broker, ``max_wait`` = ``replica.fetch.wait.max.m
 ``current_leader_epoch`` = the epoch this broker knows, ``partition_max_bytes`` =
 ``replica.fetch.max.bytes``, ``log_start_offset``). The next request goes out as soon as
 the answer to the previous one was handled; the leader long-polls it. The request is
-encoded once for the partitions and epochs fetched and patched for each send
-(``follower_fetch_request``: the correlation id and each partition's offsets).
+encoded once for the partitions fetched and patched for each send
+(``cluster.protocol.fetch_frame``: the correlation id and each partition's offsets and
+epoch).
 
 The answer, per partition (Kafka's AbstractFetcherThread.processFetchRequest):
 
@@ -73,23 +74,21 @@ Owner: the broker's loop thread, the only caller.
 """
 from __future__ import annotations
 
-import datetime
 import enum
 import functools
 import logging
 
 from cluster.errors import FencedLeaderEpochError, KafkaStorageError, OffsetOutOfRangeError
 from cluster.protocol import frames as protocol
+from cluster.protocol.fetch_frame import FetchFrame
 from cluster.protocol.frames import ApiKey
-from replica_proc import follower_fetch_request
-from replica_proc.follower_fetch_request import FollowerFetchRequest
 from replica_proc.inter_broker_channel import InterBrokerChannel
 from segments.errors import StorageError
 from shm_ring import connect
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = follower_fetch_request.VERSION
+FETCH_VERSION = 11
 """Fetch's highest non-flexible version (no fetch sessions used: session_epoch -1)."""
 
 OFFSETS_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
@@ -164,7 +163,7 @@ class ReplicaFetcher:
         self._epoch_truncation = epoch_truncation
         # {key: (PartitionFetch, fetch offset or asked epoch)} of the request in flight
         self._in_flight = None
-        self._template = None  # the FollowerFetchRequest of the partitions last fetched
+        self._frame = None  # FetchFrame of this fetcher's requests (made at the first send)
 
     def __repr__(self):
         return (f"ReplicaFetcher(broker {self.broker_id} <- {self.leader_id}, "
@@ -249,21 +248,25 @@ class ReplicaFetcher:
                  if fetch.state is FetchState.FETCHING and fetch.not_before <= now]
         if not ready:
             return
-        wanted = tuple((key, fetch.leader_epoch) for key, fetch in ready)
-        template = self._template
-        if template is None or not template.matches(wanted):
-            template = self._template = FollowerFetchRequest(
-                self.broker_id, wanted, self._settings, self.channel.client_id)
+        fetch_frame = self._frame
+        if fetch_frame is None:
+            settings = self._settings
+            fetch_frame = self._frame = FetchFrame(
+                FETCH_VERSION, self.channel.client_id, replica_id=self.broker_id,
+                max_wait_ms=settings.max_wait_ms, min_bytes=settings.min_bytes,
+                max_bytes=settings.max_bytes, isolation_level=0,
+                partition_max_bytes=settings.partition_max_bytes)
         sent = {}
-        offsets = []
+        wanted = {}
         for key, fetch in ready:
             partition_log = fetch.partition.log
             offset = partition_log.log_end_offset
-            offsets.append((offset, partition_log.log_start_offset))
+            wanted[key] = (offset, fetch.leader_epoch, partition_log.log_start_offset)
             sent[key] = (fetch, offset)
+        frame = fetch_frame.frame(self.leader_id, wanted)
         self._sent(ApiKey.FETCH, self.channel.send_frame(
             self.leader_id, ApiKey.FETCH, FETCH_VERSION,
-            lambda correlation_id: template.frame(correlation_id, offsets),
+            functools.partial(FetchFrame.with_correlation_id, frame),
             functools.partial(self._answered, ApiKey.FETCH, sent)), sent, now)
 
     def _send_offsets_for_leader_epoch(self, asking, now):
@@ -442,11 +445,11 @@ class ReplicaFetcher:
 class FetchSettings:
     """The replica.fetch.* settings of a broker config, in the units the fetchers use."""
 
-    __slots__ = ("max_wait", "min_bytes", "max_bytes", "partition_max_bytes", "backoff",
+    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "partition_max_bytes", "backoff",
                  "ring_bytes", "policy")
 
     def __init__(self, config, clock):
-        self.max_wait = datetime.timedelta(milliseconds=config["replica.fetch.wait.max.ms"])
+        self.max_wait_ms = config["replica.fetch.wait.max.ms"]
         self.min_bytes = config["replica.fetch.min.bytes"]
         self.max_bytes = config["replica.fetch.response.max.bytes"]
         self.partition_max_bytes = config["replica.fetch.max.bytes"]
