@@ -826,7 +826,7 @@ class PartitionLog:
                     f"segment ({xd.MAX_RELATIVE_OFFSET} offsets)")
             segment = self.roll(base)
         try:
-            segment.append(view, entries)
+            segment.append(view, entries, first_offset)
         except (OSError, LogDirFailureError) as e:
             raise self._storage_error(
                 f"append of offsets {first_offset}..{last_offset}", e) from e

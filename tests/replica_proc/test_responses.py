@@ -69,10 +69,16 @@ def test_the_frame_matches_protocol_encode_response(log_with_batches, version, r
 
 
 @pytest.mark.parametrize("version", range(3, 9))
-def test_the_produce_response_matches_protocol_encode_response(version):
-    topics = [("orders", [PartitionResult(0, 0, 1234, -1, 17, None),
-                          PartitionResult(5, 10, -1, -1, -1, "batch too large: 2000 > 1000")]),
-              ("päyments", [PartitionResult(2, 0, 99, 1_700_000_000_123, 0, None)])]
+@pytest.mark.parametrize("topics", [
+    [("orders", [PartitionResult(0, 0, 1234, -1, 17, None),
+                 PartitionResult(5, 10, -1, -1, -1, "batch too large: 2000 > 1000")]),
+     ("päyments", [PartitionResult(2, 0, 99, 1_700_000_000_123, 0, None)])],
+    # one partition: packed from the per-topic template (twice: made, then reused)
+    [("päyments", [PartitionResult(2, 0, 99, 1_700_000_000_123, 0, None)])],
+    [("päyments", [PartitionResult(3, 6, -1, -1, -1, None)])],
+    [("orders", [PartitionResult(0, 10, -1, -1, -1, "batch too large: 2000 > 1000")])],
+], ids=["two-topics", "one-partition", "one-partition-error", "one-partition-message"])
+def test_the_produce_response_matches_protocol_encode_response(version, topics):
     written = produce_response_frame(version, 7, topics)
 
     m = protocol.response_module(ApiKey.PRODUCE, version)
