@@ -90,6 +90,7 @@ import re
 from time import perf_counter
 
 from cluster.errors import InvalidRequestError, UnsupportedVersionError
+from cluster.metadata.model import INTERNAL_TOPICS
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.admin_handler import AdminHandler
@@ -212,8 +213,9 @@ class RequestHandler:
         self.fetch.on_high_watermark(key, partition, old_high_watermark, size)
         self.produce.on_high_watermark(key)
         self.txn_markers.on_high_watermark(key)
-        self.groups.on_high_watermark(key)
-        self.transactions.on_high_watermark(key)
+        if key[0] in INTERNAL_TOPICS:  # the coordinators wait on their own topics only
+            self.groups.on_high_watermark(key)
+            self.transactions.on_high_watermark(key)
 
     # -- delayed responses ------------------------------------------------------------------
 

@@ -68,6 +68,35 @@ def test_the_frame_matches_protocol_encode_response(log_with_batches, version, r
         assert pieced == written, piece
 
 
+@pytest.mark.parametrize("version", range(4, 12))
+@pytest.mark.parametrize("found", [True, False], ids=["records", "none"])
+def test_the_one_partition_frame_matches_protocol_encode_response(log_with_batches, version,
+                                                                   found):
+    """One topic, one partition, read_uncommitted: the fixed bytes from the per-topic
+    template (made, then reused), then the records."""
+    records = log_with_batches.read_slice(5, 1) if found else None
+    for correlation_id in (4242, 17):
+        frame = FetchResponseFrame(version, correlation_id, [
+            ("päyments", [PartitionData(2, 0 if found else 1, 15, 14, 3, records)])])
+        written = bytearray(frame.size)
+        assert frame.write_into(memoryview(written)) == frame.size
+        m = protocol.response_module(ApiKey.FETCH, version)
+        expected = build(
+            m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=error(0),
+            session_id=0, responses=(build(m.FetchableTopicResponse, topic="päyments",
+                                           partitions=(build(
+                m.PartitionData, partition_index=2, error_code=error(0 if found else 1),
+                high_watermark=15, last_stable_offset=14, log_start_offset=3,
+                aborted_transactions=None, preferred_read_replica=-1,
+                records=records.tobytes() if found else b""),)),))
+        assert written == protocol.encode_response(expected, correlation_id)
+        pieced = bytearray(frame.size)
+        for start in range(0, frame.size, 7):
+            with memoryview(pieced) as view:
+                frame.write_range_into(view[start:start + 7], start)
+        assert pieced == written
+
+
 @pytest.mark.parametrize("version", range(3, 9))
 @pytest.mark.parametrize("topics", [
     [("orders", [PartitionResult(0, 0, 1234, -1, 17, None),
