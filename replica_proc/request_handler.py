@@ -165,6 +165,12 @@ class RequestHandler:
             self.admin.create_topic, self.producer_ids, self.txn_markers, clock,
             self.fetch.on_append, self.on_high_watermark, connector)
         transactions = TransactionHandler(self.transactions, metadata)
+        #: What ``expire`` and ``next_deadline`` go through every loop turn, bound once.
+        self._expirers = (self.fetch.expire, self.produce.expire, self.txn_markers.expire,
+                          self.groups.expire, self.transactions.expire)
+        self._deadlines = (self.fetch.next_deadline, self.produce.next_deadline,
+                           self.txn_markers.next_deadline, self.groups.next_deadline,
+                           self.transactions.next_deadline)
         self._handlers = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -222,21 +228,18 @@ class RequestHandler:
     def expire(self, now):
         """Answer the parked fetches and delayed produces whose time ran out by ``now``;
         run the coordinators' timers (and time out their writes)."""
-        self.fetch.expire(now)
-        self.produce.expire(now)
-        self.txn_markers.expire(now)
-        self.groups.expire(now)
-        self.transactions.expire(now)
+        for expire in self._expirers:
+            expire(now)
 
     def next_deadline(self):
         """The earliest deadline of a parked fetch, a delayed produce or a coordinator, or
         None."""
-        deadlines = [d for d in (self.fetch.next_deadline(), self.produce.next_deadline(),
-                                 self.txn_markers.next_deadline(),
-                                 self.groups.next_deadline(),
-                                 self.transactions.next_deadline())
-                     if d is not None]
-        return min(deadlines) if deadlines else None
+        earliest = None
+        for next_deadline in self._deadlines:
+            deadline = next_deadline()
+            if deadline is not None and (earliest is None or deadline < earliest):
+                earliest = deadline
+        return earliest
 
     def cancel(self, channel):
         """The channel's client went away: forget its delayed response, if any."""
