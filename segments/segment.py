@@ -234,6 +234,11 @@ class Segment:
         self.unflushed = False
         #: Whether a lookup met an index entry that lies (warned about once).
         self._warned_index = False
+        #: ``(offset, position)`` of the last append: every batch before ``position``
+        #: ends below ``offset`` (the segment's next offset before that append), so a
+        #: lookup at or past ``offset`` starts there — a follower's fetch completed by an
+        #: append reads from it — instead of at an offset index entry; None when unknown.
+        self._last_append = None
         #: Whether the last ``recover`` cut the segment at damage (not a torn write).
         self.damaged = False
         #: Whether the last ``recover`` validated a control batch (a transaction marker:
@@ -503,6 +508,13 @@ class Segment:
 
     def translate_offset(self, offset, start_position=0):
         """The first batch whose last offset is >= ``offset``, or None if there is none."""
+        last_append = self._last_append
+        if last_append is not None and offset >= last_append[0] \
+                and last_append[1] >= start_position:
+            for info in self.headers(last_append[1]):
+                if info.last_offset >= offset:
+                    return info
+            return None
         n = self.offset_index.search(0, offset - self.base_offset)
         for info in self._scan_from_entry(n, start_position):
             if info.last_offset >= offset:
@@ -644,6 +656,7 @@ class Segment:
         """
         FILES.touch(self)
         position = self.size
+        appended_from = self._next_offset
         fd = self.fd
         try:
             written = write_all(fd, data, position)
@@ -677,6 +690,8 @@ class Segment:
         self.bytes_since_last_index_entry = since
         if self.rolling_base_timestamp is None and batches:
             self.rolling_base_timestamp = batches[0][1]
+        self._last_append = None if appended_from is None else (appended_from,
+                                                                 self.size)
         self.size += written
         self._next_offset = batches[-1][0] + 1 if batches else self._next_offset
         self.unflushed = True
@@ -771,6 +786,7 @@ class Segment:
         """
         first_dropped = self.translate_offset(offset)
         self._recent.clear()
+        self._last_append = None
         self.offset_index.make_mutable()
         self.time_index.make_mutable()
         self.offset_index.truncate_to(offset)
@@ -885,6 +901,7 @@ class Segment:
             self.size = valid_end
         self.unflushed = True
         self.unverified_end = start  # the batches from there on were just checked
+        self._last_append = None
         self.recovered_control_batch = control
         self.load_tail_state()
         return dropped
