@@ -124,10 +124,7 @@ def _instrument_broker(broker_id):
         return base
     Partition.append_as_leader = leader_append
 
-    # The request's own service, answer included: ``_serve`` where the handler reports the
-    # HW moves after answering (then L.hw comes after L.respond), else the whole call.
-    served = getattr(produce_handler.ProduceHandler, "_serve", None)
-    handler_call = served or produce_handler.ProduceHandler.__call__
+    handler_call = produce_handler.ProduceHandler.__call__
 
     def produce(self, channel, header, request):
         started = time.monotonic_ns()
@@ -140,10 +137,7 @@ def _instrument_broker(broker_id):
             _note("L.produce", base, started)
             if answered:
                 _note("L.respond", base, done)
-    if served is not None:
-        produce_handler.ProduceHandler._serve = produce
-    else:
-        produce_handler.ProduceHandler.__call__ = produce
+    produce_handler.ProduceHandler.__call__ = produce
 
     complete = produce_handler.ProduceHandler._complete
 
@@ -407,9 +401,6 @@ def report(trace_dir, warmup, records):
                                (f"L.fetch_in.{follower}", 1), ("L.hw", 1)])
     rows += _hops(events, [("L.append", 0), ("L.hw", 1), ("L.respond", 0), ("P.ack", 0)])
     rows += _hops(events, [("L.hw", 1), ("L.consumer", 0), ("C.recv", 0), ("C.poll", 0)])
-    # the same ends from the append, whichever of respond and the HW report comes first
-    rows += _hops(events, [("L.append", 0), ("L.respond", 0)])
-    rows += _hops(events, [("L.append", 0), ("L.consumer", 0)])
     rows += _hops(events, [("P.send", 0), ("P.ack", 0)])
     rows += _hops(events, [("P.send", 0), ("C.poll", 0)])
     print(f"{'hop':<44} {'records':>8} {'median µs':>10} {'p99 µs':>10}")

@@ -37,11 +37,7 @@ The answer is packed by ``produce_response`` (not kio: it costs as much as the a
 After an append, ``on_append(key, size)`` lets followers' parked fetches of the partition
 complete (when it has followers), and if the append moved the high watermark,
 ``on_high_watermark(partition, old_hw, size)`` lets consumers' parked fetches and delayed
-produces complete — once this request is answered (or parked), as Kafka completes
-delayed requests after the handler's response (``ReplicaManager.tryCompleteActions``):
-the producer's acknowledgement does not wait for the consumers' fetch answers its
-append completes. Nothing this request waits for depends on those calls (its own
-acks=all wait compares the HW directly).
+produces complete.
 
 Owner: the broker's loop thread.
 """
@@ -85,21 +81,8 @@ class ProduceHandler:
         #: (topic, index) -> the offset an acks=all duplicate waits for (the original's
         #: last offset + 1), from its append to its ``_wait_for`` in the same request.
         self._duplicate_ends = {}
-        #: While a request is served: ``(partition, old_hw, size)`` of each HW its appends
-        #: moved, reported once it is answered (module doc).
-        self._moved = None
 
     def __call__(self, channel, header, request):
-        moved = self._moved = []
-        try:
-            self._serve(channel, header, request)
-        finally:
-            self._moved = None
-            on_high_watermark = self._on_high_watermark
-            for partition, high_watermark, size in moved:
-                on_high_watermark(partition, high_watermark, size)
-
-    def _serve(self, channel, header, request):
         acks = request.acks
         append = self._append
         failures = []
@@ -209,8 +192,8 @@ class ProduceHandler:
         if partition.high_watermark > high_watermark:
             # What came below the HW is this append's batches if the HW was at the log end
             # before it (always so for replication factor 1); else the caller measures.
-            self._moved.append((partition, high_watermark,
-                                size if high_watermark == base_offset else None))
+            self._on_high_watermark(partition, high_watermark,
+                                    size if high_watermark == base_offset else None)
         return PartitionResult(index, 0, base_offset, append_time,
                                partition.log.log_start_offset, None)
 

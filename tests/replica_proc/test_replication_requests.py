@@ -104,39 +104,6 @@ def test_a_parked_consumer_fetch_wakes_on_the_hw_not_on_the_append(env):
     assert data.high_watermark == 1 and [r.value for r in iter_records(data.records)] == [b"a"]
 
 
-class OrderedConn(ConnStub):
-    """A connection stub that also notes in ``written`` (shared) which one wrote when."""
-
-    def __init__(self, name, written):
-        super().__init__(name)
-        self.written = written
-
-    def try_send(self, frame):
-        self.written.append(self.name)
-        return super().try_send(frame)
-
-    def commit(self):
-        self.written.append(self.name)
-        super().commit()
-
-
-def test_the_produce_answer_leaves_before_the_fetch_answers_its_append_completes(env):
-    """As Kafka (delayed requests completed after the handler's response): the producer's
-    acknowledgement does not wait for the consumers' fetch answers its append completes;
-    those are answered in the same turn, right after it."""
-    env.publish("t", replicas=(0,))
-    written = []
-    consumer = Channel(OrderedConn("consumer", written))
-    request = env.send(consumer, fetch_request([("t", 0, 0)], max_wait_ms=5000))
-    assert consumer.parked is not None
-    producer = Channel(OrderedConn("producer", written))
-    answered = produce(env, producer, "t", [b"a"], acks=1)
-    assert written == ["producer", "consumer"]
-    assert only(env.answer(producer, answered)).base_offset == 0
-    data = only(env.answer(consumer, request))
-    assert data.high_watermark == 1 and [r.value for r in iter_records(data.records)] == [b"a"]
-
-
 # -- acks=all -------------------------------------------------------------------------------
 
 def test_acks_all_waits_for_the_isr_and_answers_when_a_follower_fetch_moves_the_hw(env):
