@@ -86,6 +86,8 @@ _VALIDATE_CHUNK = 4 * 1024 * 1024
 #: One batch as a scan of headers sees it.
 BatchInfo = namedtuple("BatchInfo", "position size base_offset last_offset max_timestamp "
                                     "partition_leader_epoch")
+#: Most appends whose first batch's place ``read`` knows without a lookup (``_recent``).
+_RECENT_APPENDS = 64
 
 
 def file_stem(base_offset):
@@ -215,6 +217,13 @@ class Segment:
         self.rolling_base_timestamp = None
         self.bytes_since_last_index_entry = 0
         self._next_offset = base_offset if create else None
+        #: first offset -> BatchInfo (``partition_leader_epoch`` None) of the first batch
+        #: of each of the last appends of this process (``append``'s ``first_offset``):
+        #: a reader that keeps up asks for exactly such an offset (the log end it saw),
+        #: and ``read`` then needs neither the index nor a read of the header. Cleared
+        #: when the file is cut (``truncate_to``, ``recover``) and when it grows past
+        #: _RECENT_APPENDS entries.
+        self._recent = {}
         #: Bytes from position 0 not yet CRC-checked in this process (``verify``): the
         #: whole file of an opened segment, nothing of a created one (appends are
         #: validated before they are written).
@@ -523,9 +532,13 @@ class Segment:
         FILES.touch(self)
         if self.unverified_end:
             self.verify()
-        first = self.translate_offset(offset)
-        if first is None:
-            return None
+        first = self._recent.get(offset)
+        if first is not None:
+            self._check_recent(first)
+        else:
+            first = self.translate_offset(offset)
+            if first is None:
+                return None
         if max_offset is not None and first.last_offset >= max_offset:
             return first, 0
         end = self._end_of_whole_batches(first, first.position + max_bytes)
@@ -536,6 +549,25 @@ class Segment:
             if bound is not None:
                 end = min(end, bound.position)
         return first, end - first.position
+
+    def _check_recent(self, info):
+        """The header at ``info.position`` (an append of this process, ``_recent``) is still
+        the batch appended there: same baseOffset, length and last offset — what a scan
+        would have checked of it (baseOffset sits outside the CRC); KafkaStorageError
+        naming the file and the offsets otherwise."""
+        data = os.pread(self.fd, bd.HEADER_SIZE, info.position)
+        if len(data) == bd.HEADER_SIZE:
+            fields = bd.HEADER.unpack_from(data)
+            if (fields[0] == info.base_offset and bd.LOG_OVERHEAD + fields[1] == info.size
+                    and fields[0] + fields[6] == info.last_offset):
+                return
+            found = f"baseOffset {fields[0]}, {bd.LOG_OVERHEAD + fields[1]} bytes"
+        else:
+            found = f"{len(data)} bytes"
+        raise KafkaStorageError(
+            f"segment {self.log_path}: batch at position {info.position} has {found}; "
+            f"appended there were offsets {info.base_offset}..{info.last_offset} in "
+            f"{info.size} bytes")
 
     def _end_of_whole_batches(self, first, limit):
         """The largest batch boundary <= ``limit`` at or after the first batch."""
@@ -612,13 +644,15 @@ class Segment:
             return True
         return self.offset_index.is_full() or self.time_index.is_full()
 
-    def append(self, data, batches):
+    def append(self, data, batches, first_offset=None):
         """Write ``data`` (whole, validated batches) at the end of the .log and index it.
 
         ``batches`` lists ``(last_offset, max_timestamp, size)`` for each batch in
-        ``data``, in order. Failure-atomic: a failed write raises its OSError (naming
-        the .log) after truncating what it wrote, and nothing in memory has changed
-        (LogDirFailureError if that truncation fails).
+        ``data``, in order; ``first_offset``: the first batch's base offset, if the
+        caller knows it (then ``read`` finds that batch without a lookup).
+        Failure-atomic: a failed write raises its OSError (naming the .log) after
+        truncating what it wrote, and nothing in memory has changed (LogDirFailureError
+        if that truncation fails).
         """
         FILES.touch(self)
         position = self.size
@@ -630,6 +664,13 @@ class Segment:
             e.filename = self.log_path
             self._drop_partial_write(position, e)
             raise
+        if first_offset is not None and batches:
+            recent = self._recent
+            if len(recent) >= _RECENT_APPENDS:
+                recent.clear()
+            last_offset, batch_max_timestamp, size = batches[0]
+            recent[first_offset] = BatchInfo(position, size, first_offset, last_offset,
+                                             batch_max_timestamp, None)
         interval = self.config.index_interval_bytes
         offset_index = self.offset_index
         since = self.bytes_since_last_index_entry
@@ -744,6 +785,7 @@ class Segment:
         The segment becomes mutable (the log makes it the active one).
         """
         first_dropped = self.translate_offset(offset)
+        self._recent.clear()
         self._last_append = None
         self.offset_index.make_mutable()
         self.time_index.make_mutable()
@@ -841,6 +883,7 @@ class Segment:
             valid_end = batch_position + size
             expected_offset = header.next_offset
         dropped = self.size - valid_end
+        self._recent.clear()
         if dropped and self.damaged:
             aside = free_damaged_name(self.log_path)
             shutil.copyfile(self.log_path, aside)
