@@ -31,6 +31,9 @@ keeping up with a producer at a few thousand records/s gets, a few records per f
 therefore walked record by record: the same columns, sooner — by the compiled twin
 (``_records_accel.walk_batches``, one C pass, keys and values left in place) where it is
 built and the records are plain (no headers, nothing corrupt), else in Python.
+``parse_small`` takes the commonest case — a few plain batches, what each fetch of a
+consumer keeping up brings — straight to that compiled walk, past the run splitting and
+the re-validation of ``parse_batches`` (headers from ``iter_batches``, already framed).
 
 Strided batches: when every batch of a run looks uniform and they come in groups of one
 shape back to back (a bulk send's), ``strided_batches`` checks and parses each group with
@@ -71,6 +74,10 @@ _MIN_RECORD = 7
 #: The compiled record-by-record walk of a small run (consumer_proc/_records_accel.pyx), or
 #: None (``accel``: the Python walk runs).
 _compiled = accel.load("consumer_proc._records_accel")
+#: Attributes bits that make a batch not plain for ``parse_small``: compressed, control.
+_NOT_PLAIN = d.COMPRESSION_CODEC_MASK | d.CONTROL_MASK
+#: The attributes bits a run of ``parse_small`` shares: those and the timestamp type.
+_KIND_MASK = _NOT_PLAIN | d.TIMESTAMP_TYPE_MASK
 #: True when small runs are walked by the compiled twin: then the columns path beats
 #: ``PartitionRecords``' straight-to-records decode from 3 records on.
 COMPILED_WALK = _compiled is not None
@@ -170,20 +177,58 @@ def _walk_compiled(data, headers, starts, ends, out):
             header.validate(check_crc=False)  # what RecordBatch checks before its walk
     except CorruptRecordError:
         return False
+    columns = _walked(data, headers, starts, ends)
+    if columns is None:
+        return False
+    out.append(columns)
+    return True
+
+
+def _walked(data, headers, starts, ends):
+    """The RecordColumns of the compiled walk of ``headers`` (framing validated), or None."""
     first = headers[0]
-    log_append_time = bool(first.timestamp_type)
+    log_append_time = bool(first.attributes & d.TIMESTAMP_TYPE_MASK)
     walked = _compiled.walk_batches(
         data, starts, ends, [h.record_count for h in headers],
         [h.base_offset for h in headers],
         [h.max_timestamp if log_append_time else h.base_timestamp for h in headers],
         log_append_time)
     if walked is None:
-        return False
+        return None
     offsets, timestamps, key_lengths, value_lengths, key_starts, value_starts = walked
-    out.append(RecordColumns(
-        first.partition_leader_epoch, first.timestamp_type, offsets, timestamps, key_lengths,
-        value_lengths, buffer=data, key_starts=key_starts, value_starts=value_starts))
-    return True
+    return RecordColumns(
+        first.partition_leader_epoch, int(log_append_time), offsets, timestamps, key_lengths,
+        value_lengths, buffer=data, key_starts=key_starts, value_starts=value_starts)
+
+
+def parse_small(buf, headers):
+    """``parse_batches(buf, headers, check_crcs=False)`` in one step for what a consumer
+    keeping up with its producer fetches — a few plain batches: fewer than
+    ``VECTOR_MIN_RECORDS`` records, none compressed or a control batch or empty, all of one
+    leader epoch and timestamp type, no record with headers — walked by the compiled twin;
+    None when the run is anything else or the walk is not built (then ``parse_batches``).
+    ``headers`` must be framed by ``iter_batches`` (their framing validated); the same
+    columns as ``parse_batches``'."""
+    if _compiled is None or not headers:
+        return None
+    first = headers[0]
+    epoch = first.partition_leader_epoch
+    kind = first.attributes & _KIND_MASK
+    records = 0
+    starts = []
+    ends = []
+    for header in headers:
+        if header.attributes & _KIND_MASK != kind or header.partition_leader_epoch != epoch \
+                or not header.record_count:
+            return None
+        records += header.record_count
+        position = header.position
+        starts.append(position + d.RECORDS_OFFSET)
+        ends.append(position + d.LOG_OVERHEAD + header.batch_length)
+    if kind & _NOT_PLAIN or records >= VECTOR_MIN_RECORDS:
+        return None
+    columns = _walked(buf, headers, starts, ends)
+    return None if columns is None else [columns]
 
 
 def _first_record_shape(data, header, start, end):

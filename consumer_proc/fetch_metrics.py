@@ -47,21 +47,22 @@ class FetchMetrics:
     def fetch_received(self, latency, size, records):
         """A Fetch response came ``latency`` seconds after its request, with ``size`` record
         bytes holding ``records`` records."""
-        now = self._clock()  # one reading for the four stats
-        self.fetches.record(1.0, now)
-        self.fetch_latency.record(latency * 1000, now)
-        self.fetch_latency_ms.record(latency * 1000)
-        self.fetch_size.record(size, now)
-        self.records_per_fetch.record(records, now)
+        now = self._clock()  # one reading for the four stats (``record_many``: one call each)
+        milliseconds = latency * 1000
+        self.fetches.record_many(1.0, 1, 1.0, now)
+        self.fetch_latency.record_many(milliseconds, 1, milliseconds, now)
+        self.fetch_latency_ms.record(milliseconds)
+        self.fetch_size.record_many(size, 1, size, now)
+        self.records_per_fetch.record_many(records, 1, records, now)
 
     def consumed(self, records):
-        self.records_consumed.record(records)
+        self.records_consumed.record_many(records, 1, records, self._clock())
 
     def fetch_failed(self):
         self.fetch_errors.record()
 
     def lag(self, lag):
-        self.records_lag.record(lag)
+        self.records_lag.record_many(lag, 1, lag, self._clock())
 
     def snapshot(self):
         """``{GROUP: {name: value}}``, kafka-python's ``metrics()`` shape."""

@@ -40,7 +40,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from consumer_proc.columns_parser import COMPILED_WALK, VECTOR_MIN_RECORDS, parse_batches
+from consumer_proc.columns_parser import (
+    COMPILED_WALK,
+    VECTOR_MIN_RECORDS,
+    parse_batches,
+    parse_small,
+)
 from consumer_proc.consumer_record import make_record
 from consumer_proc.record_columns import NO_HEADERS
 from segments.errors import CorruptRecordError
@@ -122,8 +127,8 @@ class PartitionRecords:
                     raise CorruptRecordError(
                         f"its offsets do not follow the previous batch's last offset "
                         f"{headers[last - 1].last_offset}")
-                if self._check_crcs:
-                    header.validate()
+                if self._check_crcs and header.compute_crc() != header.crc:
+                    header.validate()  # framed by iter_batches: raises the CRC's error
             except CorruptRecordError as exc:
                 if last > first:
                     break
@@ -135,15 +140,19 @@ class PartitionRecords:
             size += header.size_in_bytes
             last += 1
         self._next_batch = last
-        try:
-            parsed = parse_batches(self.buffer, headers[first:last], check_crcs=False)
-        except CorruptRecordError as exc:
-            self._exhaust()
-            raise CorruptRecordError(
-                f"{self.tp.topic}-{self.tp.partition}: batches from offset "
-                f"{headers[first].base_offset}: {exc}") from None
+        group = headers[first:last]
+        parsed = parse_small(self.buffer, group)
+        if parsed is None:
+            try:
+                parsed = parse_batches(self.buffer, group, check_crcs=False)
+            except CorruptRecordError as exc:
+                self._exhaust()
+                raise CorruptRecordError(
+                    f"{self.tp.topic}-{self.tp.partition}: batches from offset "
+                    f"{headers[first].base_offset}: {exc}") from None
+        search = group[0].base_offset < self.next_offset  # records before the fetch offset
         for columns in parsed:
-            skip = int(np.searchsorted(columns.offsets, self.next_offset))
+            skip = int(np.searchsorted(columns.offsets, self.next_offset)) if search else 0
             if skip < len(columns):
                 self._parsed.append(columns.slice(skip, len(columns)) if skip else columns)
 
@@ -173,13 +182,14 @@ class PartitionRecords:
                     break
                 continue
             columns = parsed[0]
-            if len(columns) <= remaining:
+            count = len(columns)
+            if count <= remaining:
                 parsed.pop(0)
                 out.append(columns)
-                remaining -= len(columns)
+                remaining -= count
             else:
                 out.append(columns.slice(0, remaining))
-                parsed[0] = columns.slice(remaining, len(columns))
+                parsed[0] = columns.slice(remaining, count)
                 remaining = 0
             self.next_offset = int(out[-1].offsets[-1]) + 1
         if not parsed and self._next_batch == len(self._headers) and self._error is None:

@@ -184,17 +184,27 @@ class RecordColumns:
                 f"{'positions' if self.buffer is not None else 'lists'})")
 
 
+#: Records below which ``_cut`` takes the lengths' extremes from a list: numpy's min and max
+#: cost about 1.5 µs each on a small array, a list's a fraction of it (5 records: 3.4
+#: against 1.4 µs for the whole cut of 100-byte values; equal near 64).
+_LIST_BELOW = 64
+
+
 def _cut(buffer, starts, lengths):
     """``buffer[start:start + length]`` for each record, None where the length is -1."""
     if not len(lengths):
         return []
-    shortest = int(lengths.min())
+    if len(lengths) < _LIST_BELOW:
+        sizes = lengths.tolist()
+        shortest, longest = min(sizes), max(sizes)
+    else:
+        shortest, longest = int(lengths.min()), int(lengths.max())
     if shortest >= 0:
-        if shortest == lengths.max():  # one size: the cheapest comprehension
+        if shortest == longest:  # one size: the cheapest comprehension
             return [buffer[start:start + shortest] for start in starts.tolist()]
         return [buffer[start:end]
                 for start, end in zip(starts.tolist(), (starts + lengths).tolist())]
-    if lengths.max() < 0:
+    if longest < 0:
         return [None] * len(lengths)
     return [None if length < 0 else buffer[start:start + length]
             for start, length in zip(starts.tolist(), lengths.tolist())]

@@ -264,7 +264,8 @@ class SubscriptionState:
 
     def fetchable_partitions(self):
         """Partitions with a position and not paused, in fetch order."""
-        return [tp for tp, state in self.assignment.items() if state.fetchable]
+        return [tp for tp, state in self.assignment.items()
+                if state.position is not None and not state.paused]  # ``fetchable``, inlined
 
     # -- pausing ------------------------------------------------------------------------------
 

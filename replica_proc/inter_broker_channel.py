@@ -14,7 +14,8 @@ Every request one broker makes of another goes through an ``InterBrokerChannel``
 The channel:
 
 - ``send(destination, request, on_answer)`` sends a kio request to broker ``destination``
-  without waiting, connecting first (``connector(cluster_id, destination, timeout=...,
+  (``send_frame``: a request the caller encoded itself, the follower's Fetch) without
+  waiting, connecting first (``connector(cluster_id, destination, timeout=...,
   capacity=...)``, ``shm_ring.connect`` or a partial of it with the waker and wait
   policy), or again after the destination changed (the controller moved) or the
   connection was lost; False when it could not be sent now (nobody listening, the
@@ -91,9 +92,25 @@ class InterBrokerChannel:
         """How many requests wait for their answer."""
         return len(self._in_flight)
 
+    @property
+    def client_id(self):
+        """The client id of this channel's requests."""
+        return self._client_id
+
     def send(self, destination, request, on_answer):
         """Send ``request`` (a kio request) to broker ``destination``; True if sent, and
         ``poll()`` calls ``on_answer(response or None)`` once. Never waits for the answer."""
+        client_id = self._client_id
+        return self.send_frame(
+            destination, request.__api_key__, request.__version__,
+            lambda correlation_id: protocol.encode_request(request, correlation_id,
+                                                           client_id),
+            on_answer)
+
+    def send_frame(self, destination, api_key, version, encode, on_answer):
+        """``send`` for a request the caller encodes: ``encode(correlation_id)`` returns
+        its frame (with this channel's ``client_id``), copied into the ring before this
+        returns; the answer is decoded as ``api_key`` at ``version``."""
         if destination < 0 or destination == self.broker_id:
             return False
         conn = self._connection(destination)
@@ -101,15 +118,14 @@ class InterBrokerChannel:
             return False
         correlation_id = protocol.next_correlation_id(self._correlation_id)
         self._correlation_id = correlation_id
-        frame = protocol.encode_request(request, correlation_id, self._client_id)
+        frame = encode(correlation_id)
         try:
             sent = conn.send(frame, timeout=0)
         except (PeerDiedError, PeerClosedError) as exc:
             self.drop(exc)
             return False
         if sent:
-            self._in_flight[correlation_id] = (request.__api_key__, request.__version__,
-                                               on_answer)
+            self._in_flight[correlation_id] = (api_key, version, on_answer)
         return sent
 
     def _connection(self, destination):

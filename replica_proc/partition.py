@@ -259,6 +259,8 @@ class Partition:
     def check_leader(self, current_leader_epoch=-1):
         """Raise unless this replica leads; with ``current_leader_epoch`` >= 0 (a client's
         view, KIP-320) also unless it is this leader's epoch."""
+        if self.leader_id == self.broker_id and not self.damaged and current_leader_epoch < 0:
+            return  # the usual answer, in one test (every request to a leader asks it)
         if not self.is_leader:
             raise NotLeaderForPartitionError(
                 f"broker {self.broker_id} is not the leader of {self.topic}-{self.index} "
@@ -425,7 +427,7 @@ class Partition:
         the log holds already appends nothing and returns the log's ``DuplicateAppend``
         (the original batch's first and last offsets) instead of an int. ``origin``:
         ``ORIGIN_COORDINATOR`` for the transaction coordinator's markers."""
-        if not self.is_leader:
+        if self.leader_id != self.broker_id:
             self.check_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(

@@ -33,7 +33,10 @@ fetcher (``replica_id`` = this broker, ``max_wait`` = ``replica.fetch.wait.max.m
 ``replica.fetch.response.max.bytes``; per partition ``fetch_offset`` = the log end offset,
 ``current_leader_epoch`` = the epoch this broker knows, ``partition_max_bytes`` =
 ``replica.fetch.max.bytes``, ``log_start_offset``). The next request goes out as soon as
-the answer to the previous one was handled; the leader long-polls it.
+the answer to the previous one was handled; the leader long-polls it. The request is
+encoded once for the partitions fetched and patched for each send
+(``cluster.protocol.fetch_frame``: the correlation id and each partition's offsets and
+epoch).
 
 The answer, per partition (Kafka's AbstractFetcherThread.processFetchRequest):
 
@@ -71,13 +74,13 @@ Owner: the broker's loop thread, the only caller.
 """
 from __future__ import annotations
 
-import datetime
 import enum
 import functools
 import logging
 
 from cluster.errors import FencedLeaderEpochError, KafkaStorageError, OffsetOutOfRangeError
 from cluster.protocol import frames as protocol
+from cluster.protocol.fetch_frame import FetchFrame
 from cluster.protocol.frames import ApiKey
 from replica_proc.inter_broker_channel import InterBrokerChannel
 from segments.errors import StorageError
@@ -160,7 +163,7 @@ class ReplicaFetcher:
         self._epoch_truncation = epoch_truncation
         # {key: (PartitionFetch, fetch offset or asked epoch)} of the request in flight
         self._in_flight = None
-        self._module = protocol.request_module(ApiKey.FETCH, FETCH_VERSION)
+        self._frame = None  # FetchFrame of this fetcher's requests (made at the first send)
 
     def __repr__(self):
         return (f"ReplicaFetcher(broker {self.broker_id} <- {self.leader_id}, "
@@ -241,29 +244,30 @@ class ReplicaFetcher:
         if asking:
             self._send_offsets_for_leader_epoch(asking, now)
             return
-        ready = {key: fetch for key, fetch in self.partitions.items()
-                 if fetch.state is FetchState.FETCHING and fetch.not_before <= now}
+        ready = [(key, fetch) for key, fetch in self.partitions.items()
+                 if fetch.state is FetchState.FETCHING and fetch.not_before <= now]
         if not ready:
             return
-        settings, module = self._settings, self._module
-        topics = {}
+        fetch_frame = self._frame
+        if fetch_frame is None:
+            settings = self._settings
+            fetch_frame = self._frame = FetchFrame(
+                FETCH_VERSION, self.channel.client_id, replica_id=self.broker_id,
+                max_wait_ms=settings.max_wait_ms, min_bytes=settings.min_bytes,
+                max_bytes=settings.max_bytes, isolation_level=0,
+                partition_max_bytes=settings.partition_max_bytes)
         sent = {}
-        for key, fetch in ready.items():
+        wanted = {}
+        for key, fetch in ready:
             partition_log = fetch.partition.log
             offset = partition_log.log_end_offset
-            topics.setdefault(key[0], []).append(module.FetchPartition(
-                partition=key[1], current_leader_epoch=fetch.leader_epoch,
-                fetch_offset=offset, log_start_offset=partition_log.log_start_offset,
-                partition_max_bytes=settings.partition_max_bytes))
+            wanted[key] = (offset, fetch.leader_epoch, partition_log.log_start_offset)
             sent[key] = (fetch, offset)
-        request = module.FetchRequest(
-            replica_id=self.broker_id, max_wait=settings.max_wait,
-            min_bytes=settings.min_bytes, max_bytes=settings.max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1,
-            topics=tuple(module.FetchTopic(topic=name, partitions=tuple(parts))
-                         for name, parts in topics.items()),
-            forgotten_topics_data=(), rack_id="")
-        self._request(request, sent, now)
+        frame = fetch_frame.frame(self.leader_id, wanted)
+        self._sent(ApiKey.FETCH, self.channel.send_frame(
+            self.leader_id, ApiKey.FETCH, FETCH_VERSION,
+            functools.partial(FetchFrame.with_correlation_id, frame),
+            functools.partial(self._answered, ApiKey.FETCH, sent)), sent, now)
 
     def _send_offsets_for_leader_epoch(self, asking, now):
         module = protocol.request_module(OFFSETS_FOR_LEADER_EPOCH, EPOCH_VERSION)
@@ -276,18 +280,22 @@ class ReplicaFetcher:
             replica_id=self.broker_id,
             topics=tuple(module.OffsetForLeaderTopic(topic=name, partitions=tuple(parts))
                          for name, parts in topics.items()))
-        self._request(request,
-                      {key: (fetch, fetch.ask_epoch) for key, fetch in asking.items()}, now)
+        sent = {key: (fetch, fetch.ask_epoch) for key, fetch in asking.items()}
+        api_key = request.__api_key__
+        self._sent(api_key, self.channel.send(
+            self.leader_id, request, functools.partial(self._answered, api_key, sent)),
+            sent, now)
 
-    def _request(self, request, sent, now):
-        """Send ``request`` (the channel connecting first if need be) and remember it as in
-        flight; a leader that cannot be reached, or whose connection is lost, is tried
-        again after the back-off; a full request ring on the next turn."""
-        if self.channel.send(self.leader_id, request,
-                             functools.partial(self._answered, request.__api_key__, sent)):
+    def _sent(self, api_key, sent_now, sent, now):
+        """After a send of an ``api_key`` request (the channel connecting first if need
+        be): remember ``sent`` as in flight; a leader that cannot be reached, or whose
+        connection is lost, is tried again after the back-off; a full request ring on the
+        next turn."""
+        if sent_now:
             self._in_flight = sent
         elif not self.channel.connected:
             self._not_before = now + self._settings.backoff
+
 
     def restart(self, now, reason):
         """After an unexpected failure: drop the connection, and truncate every partition
@@ -437,11 +445,11 @@ class ReplicaFetcher:
 class FetchSettings:
     """The replica.fetch.* settings of a broker config, in the units the fetchers use."""
 
-    __slots__ = ("max_wait", "min_bytes", "max_bytes", "partition_max_bytes", "backoff",
+    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "partition_max_bytes", "backoff",
                  "ring_bytes", "policy")
 
     def __init__(self, config, clock):
-        self.max_wait = datetime.timedelta(milliseconds=config["replica.fetch.wait.max.ms"])
+        self.max_wait_ms = config["replica.fetch.wait.max.ms"]
         self.min_bytes = config["replica.fetch.min.bytes"]
         self.max_bytes = config["replica.fetch.response.max.bytes"]
         self.partition_max_bytes = config["replica.fetch.max.bytes"]

@@ -90,6 +90,7 @@ import re
 from time import perf_counter
 
 from cluster.errors import InvalidRequestError, UnsupportedVersionError
+from cluster.metadata.model import INTERNAL_TOPICS
 from cluster.protocol import frames as protocol
 from cluster.protocol.frames import ApiKey
 from replica_proc.admin_handler import AdminHandler
@@ -164,6 +165,12 @@ class RequestHandler:
             self.admin.create_topic, self.producer_ids, self.txn_markers, clock,
             self.fetch.on_append, self.on_high_watermark, connector)
         transactions = TransactionHandler(self.transactions, metadata)
+        #: What ``expire`` and ``next_deadline`` go through every loop turn, bound once.
+        self._expirers = (self.fetch.expire, self.produce.expire, self.txn_markers.expire,
+                          self.groups.expire, self.transactions.expire)
+        self._deadlines = (self.fetch.next_deadline, self.produce.next_deadline,
+                           self.txn_markers.next_deadline, self.groups.next_deadline,
+                           self.transactions.next_deadline)
         self._handlers = {
             ApiKey.PRODUCE: self.produce,
             ApiKey.FETCH: self.fetch,
@@ -212,29 +219,27 @@ class RequestHandler:
         self.fetch.on_high_watermark(key, partition, old_high_watermark, size)
         self.produce.on_high_watermark(key)
         self.txn_markers.on_high_watermark(key)
-        self.groups.on_high_watermark(key)
-        self.transactions.on_high_watermark(key)
+        if key[0] in INTERNAL_TOPICS:  # the coordinators wait on their own topics only
+            self.groups.on_high_watermark(key)
+            self.transactions.on_high_watermark(key)
 
     # -- delayed responses ------------------------------------------------------------------
 
     def expire(self, now):
         """Answer the parked fetches and delayed produces whose time ran out by ``now``;
         run the coordinators' timers (and time out their writes)."""
-        self.fetch.expire(now)
-        self.produce.expire(now)
-        self.txn_markers.expire(now)
-        self.groups.expire(now)
-        self.transactions.expire(now)
+        for expire in self._expirers:
+            expire(now)
 
     def next_deadline(self):
         """The earliest deadline of a parked fetch, a delayed produce or a coordinator, or
         None."""
-        deadlines = [d for d in (self.fetch.next_deadline(), self.produce.next_deadline(),
-                                 self.txn_markers.next_deadline(),
-                                 self.groups.next_deadline(),
-                                 self.transactions.next_deadline())
-                     if d is not None]
-        return min(deadlines) if deadlines else None
+        earliest = None
+        for next_deadline in self._deadlines:
+            deadline = next_deadline()
+            if deadline is not None and (earliest is None or deadline < earliest):
+                earliest = deadline
+        return earliest
 
     def cancel(self, channel):
         """The channel's client went away: forget its delayed response, if any."""

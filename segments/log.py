@@ -655,7 +655,7 @@ class PartitionLog:
         markers) before anything is written; see "Producer state" in the module doc.
         """
         self._check_open()
-        writable = _writable(batches)
+        writable = batches.__class__ is not bytes and _writable(batches)
         if not writable and (self.config.log_append_time
                              or len(batches) < STAMP_HEADS_FROM):
             batches, writable = bytearray(batches), True
@@ -826,7 +826,7 @@ class PartitionLog:
                     f"segment ({xd.MAX_RELATIVE_OFFSET} offsets)")
             segment = self.roll(base)
         try:
-            segment.append(view, entries)
+            segment.append(view, entries, first_offset)
         except (OSError, LogDirFailureError) as e:
             raise self._storage_error(
                 f"append of offsets {first_offset}..{last_offset}", e) from e
@@ -1085,8 +1085,9 @@ class PartitionLog:
             raise ValueError(f"max_bytes {max_bytes} < 0")
         if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
             return LogSlice(None, 0, 0, offset)
-        n = bisect.bisect_right(self._bases, offset) - 1
-        for segment in self.segments[max(n, 0):]:
+        segments = self.segments
+        for n in range(max(bisect.bisect_right(self._bases, offset) - 1, 0), len(segments)):
+            segment = segments[n]
             try:
                 found = segment.read(offset, max_bytes, max_offset, min_one_batch)
             except CorruptSegmentError as e:  # only from the first read of the segment

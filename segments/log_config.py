@@ -9,6 +9,7 @@ what was expected. The object is immutable; a config change makes a new one
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from segments.errors import InvalidLogConfigError
 
@@ -138,21 +139,21 @@ class LogConfig:
         out[_FORMAT_VERSION] = self.message_format_version
         return out
 
-    # -- derived --------------------------------------------------------------------------
+    # -- derived (once per config: it is immutable; read on every append) --------------------
 
-    @property
+    @functools.cached_property
     def compact(self):
         return CLEANUP_POLICY_COMPACT in self.cleanup_policy
 
-    @property
+    @functools.cached_property
     def delete(self):
         return CLEANUP_POLICY_DELETE in self.cleanup_policy
 
-    @property
+    @functools.cached_property
     def log_append_time(self):
         return self.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND_TIME
 
-    @property
+    @functools.cached_property
     def recompress_to(self):
         """The codec name (``compression.CODEC_NAMES``) producer batches are stored in, or
         None: ``producer``, each batch as it came."""

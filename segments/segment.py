@@ -86,6 +86,8 @@ _VALIDATE_CHUNK = 4 * 1024 * 1024
 #: One batch as a scan of headers sees it.
 BatchInfo = namedtuple("BatchInfo", "position size base_offset last_offset max_timestamp "
                                     "partition_leader_epoch")
+#: Most appends whose first batch's place ``read`` knows without a lookup (``_recent``).
+_RECENT_APPENDS = 64
 
 
 def file_stem(base_offset):
@@ -215,6 +217,13 @@ class Segment:
         self.rolling_base_timestamp = None
         self.bytes_since_last_index_entry = 0
         self._next_offset = base_offset if create else None
+        #: first offset -> BatchInfo (``partition_leader_epoch`` None) of the first batch
+        #: of each of the last appends of this process (``append``'s ``first_offset``):
+        #: a reader that keeps up asks for exactly such an offset (the log end it saw),
+        #: and ``read`` then needs neither the index nor a read of the header. Cleared
+        #: when the file is cut (``truncate_to``, ``recover``) and when it grows past
+        #: _RECENT_APPENDS entries.
+        self._recent = {}
         #: Bytes from position 0 not yet CRC-checked in this process (``verify``): the
         #: whole file of an opened segment, nothing of a created one (appends are
         #: validated before they are written).
@@ -225,6 +234,11 @@ class Segment:
         self.unflushed = False
         #: Whether a lookup met an index entry that lies (warned about once).
         self._warned_index = False
+        #: ``(offset, position)`` of the last append: every batch before ``position``
+        #: ends below ``offset`` (the segment's next offset before that append), so a
+        #: lookup at or past ``offset`` starts there — a follower's fetch completed by an
+        #: append reads from it — instead of at an offset index entry; None when unknown.
+        self._last_append = None
         #: Whether the last ``recover`` cut the segment at damage (not a torn write).
         self.damaged = False
         #: Whether the last ``recover`` validated a control batch (a transaction marker:
@@ -494,6 +508,13 @@ class Segment:
 
     def translate_offset(self, offset, start_position=0):
         """The first batch whose last offset is >= ``offset``, or None if there is none."""
+        last_append = self._last_append
+        if last_append is not None and offset >= last_append[0] \
+                and last_append[1] >= start_position:
+            for info in self.headers(last_append[1]):
+                if info.last_offset >= offset:
+                    return info
+            return None
         n = self.offset_index.search(0, offset - self.base_offset)
         for info in self._scan_from_entry(n, start_position):
             if info.last_offset >= offset:
@@ -511,9 +532,13 @@ class Segment:
         FILES.touch(self)
         if self.unverified_end:
             self.verify()
-        first = self.translate_offset(offset)
-        if first is None:
-            return None
+        first = self._recent.get(offset)
+        if first is not None:
+            self._check_recent(first)
+        else:
+            first = self.translate_offset(offset)
+            if first is None:
+                return None
         if max_offset is not None and first.last_offset >= max_offset:
             return first, 0
         end = self._end_of_whole_batches(first, first.position + max_bytes)
@@ -524,6 +549,25 @@ class Segment:
             if bound is not None:
                 end = min(end, bound.position)
         return first, end - first.position
+
+    def _check_recent(self, info):
+        """The header at ``info.position`` (an append of this process, ``_recent``) is still
+        the batch appended there: same baseOffset, length and last offset — what a scan
+        would have checked of it (baseOffset sits outside the CRC); KafkaStorageError
+        naming the file and the offsets otherwise."""
+        data = os.pread(self.fd, bd.HEADER_SIZE, info.position)
+        if len(data) == bd.HEADER_SIZE:
+            fields = bd.HEADER.unpack_from(data)
+            if (fields[0] == info.base_offset and bd.LOG_OVERHEAD + fields[1] == info.size
+                    and fields[0] + fields[6] == info.last_offset):
+                return
+            found = f"baseOffset {fields[0]}, {bd.LOG_OVERHEAD + fields[1]} bytes"
+        else:
+            found = f"{len(data)} bytes"
+        raise KafkaStorageError(
+            f"segment {self.log_path}: batch at position {info.position} has {found}; "
+            f"appended there were offsets {info.base_offset}..{info.last_offset} in "
+            f"{info.size} bytes")
 
     def _end_of_whole_batches(self, first, limit):
         """The largest batch boundary <= ``limit`` at or after the first batch."""
@@ -600,16 +644,19 @@ class Segment:
             return True
         return self.offset_index.is_full() or self.time_index.is_full()
 
-    def append(self, data, batches):
+    def append(self, data, batches, first_offset=None):
         """Write ``data`` (whole, validated batches) at the end of the .log and index it.
 
         ``batches`` lists ``(last_offset, max_timestamp, size)`` for each batch in
-        ``data``, in order. Failure-atomic: a failed write raises its OSError (naming
-        the .log) after truncating what it wrote, and nothing in memory has changed
-        (LogDirFailureError if that truncation fails).
+        ``data``, in order; ``first_offset``: the first batch's base offset, if the
+        caller knows it (then ``read`` finds that batch without a lookup).
+        Failure-atomic: a failed write raises its OSError (naming the .log) after
+        truncating what it wrote, and nothing in memory has changed (LogDirFailureError
+        if that truncation fails).
         """
         FILES.touch(self)
         position = self.size
+        appended_from = self._next_offset
         fd = self.fd
         try:
             written = write_all(fd, data, position)
@@ -617,6 +664,13 @@ class Segment:
             e.filename = self.log_path
             self._drop_partial_write(position, e)
             raise
+        if first_offset is not None and batches:
+            recent = self._recent
+            if len(recent) >= _RECENT_APPENDS:
+                recent.clear()
+            last_offset, batch_max_timestamp, size = batches[0]
+            recent[first_offset] = BatchInfo(position, size, first_offset, last_offset,
+                                             batch_max_timestamp, None)
         interval = self.config.index_interval_bytes
         offset_index = self.offset_index
         since = self.bytes_since_last_index_entry
@@ -636,6 +690,8 @@ class Segment:
         self.bytes_since_last_index_entry = since
         if self.rolling_base_timestamp is None and batches:
             self.rolling_base_timestamp = batches[0][1]
+        self._last_append = None if appended_from is None else (appended_from,
+                                                                 self.size)
         self.size += written
         self._next_offset = batches[-1][0] + 1 if batches else self._next_offset
         self.unflushed = True
@@ -729,6 +785,8 @@ class Segment:
         The segment becomes mutable (the log makes it the active one).
         """
         first_dropped = self.translate_offset(offset)
+        self._recent.clear()
+        self._last_append = None
         self.offset_index.make_mutable()
         self.time_index.make_mutable()
         self.offset_index.truncate_to(offset)
@@ -825,6 +883,7 @@ class Segment:
             valid_end = batch_position + size
             expected_offset = header.next_offset
         dropped = self.size - valid_end
+        self._recent.clear()
         if dropped and self.damaged:
             aside = free_damaged_name(self.log_path)
             shutil.copyfile(self.log_path, aside)
@@ -842,6 +901,7 @@ class Segment:
             self.size = valid_end
         self.unflushed = True
         self.unverified_end = start  # the batches from there on were just checked
+        self._last_append = None
         self.recovered_control_batch = control
         self.load_tail_state()
         return dropped

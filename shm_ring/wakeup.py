@@ -383,6 +383,13 @@ class RingReader:
         ring = self.ring
         if ring.assembling:  # fragments copied out and freed: the writer may wait for room
             self._notify_space()
+        if timeout is not None and timeout <= 0:
+            # A look, not a wait: no spin (a broker's loop looks at its outbound
+            # connections every turn). The writer's end is checked as a wait would.
+            if ring.end_closed(WRITER_END):
+                self._check()
+                return self._read()
+            return None
         deadline = self._policy.deadline(timeout)
         if stop is None:
             def ready() -> bool:

@@ -15,10 +15,16 @@ read_uncommitted and, for read_committed, the partition's ``aborted_transactions
 transactions aborted within the records returned: objects with ``producer_id`` and
 ``first_offset``, such as ``segments.txn_index.AbortedTxn``), 16 bytes each.
 
-Pure: no state beyond the frame being built; any thread, though the slices it reads from
-belong to the broker's loop thread.
+The usual answer — one topic, one partition, read_uncommitted (a consumer or follower of one
+partition per leader) — has its fixed bytes packed by one ``Struct`` per version and topic
+name, made on first use (``_single``), before the records are read in after them.
+
+Pure: no state beyond the frame being built (and that cache of layouts); any thread, though
+the slices it reads from belong to the broker's loop thread.
 """
 from __future__ import annotations
+
+import struct
 
 from cluster.protocol import frame_descriptor as d
 
@@ -69,6 +75,24 @@ def frame_overhead(version):
     return d.RESPONSE_BODY_OFFSET + (d.FETCH_TOP_V7 if version >= 7 else d.FETCH_TOP_V4).size
 
 
+#: (version, topic name) -> (Struct of a one-partition frame's fixed bytes, encoded name)
+_SINGLE = {}
+
+
+def _single(version, name):
+    """The layout of everything but the records of a frame answering one partition of
+    ``name`` at ``version``, read_uncommitted (module doc)."""
+    encoded = name.encode()
+    parts = [d.RESPONSE_PREFIX, d.FETCH_TOP_V7 if version >= 7 else d.FETCH_TOP_V4,
+             d.STRING_LENGTH, f"{len(encoded)}s", d.ARRAY_LENGTH,
+             d.FETCH_PARTITION_V5 if version >= 5 else d.FETCH_PARTITION_V4,
+             d.FETCH_RECORDS_V11 if version >= 11 else d.FETCH_RECORDS]
+    layout = struct.Struct(">" + "".join(
+        part if isinstance(part, str) else part.format.lstrip(">") for part in parts))
+    _SINGLE[version, name] = found = (layout, encoded)
+    return found
+
+
 class FetchResponseFrame:
     """A whole Fetch response frame: ``topics`` is a list of ``(name, [PartitionData])``.
 
@@ -77,7 +101,7 @@ class FetchResponseFrame:
     """
 
     __slots__ = ("version", "correlation_id", "topics", "error_code", "session_id",
-                 "read_committed", "size", "_fixed", "_slots")
+                 "read_committed", "size", "_fixed", "_slots", "_single")
 
     def __init__(self, version, correlation_id, topics, *, error_code=0, session_id=0,
                  read_committed=False):
@@ -87,21 +111,53 @@ class FetchResponseFrame:
         self.error_code = error_code
         self.session_id = session_id
         self.read_committed = read_committed
-        per_partition = partition_overhead(version)
-        size = frame_overhead(version)
-        for name, partitions in topics:
-            size += topic_overhead(name) + per_partition * len(partitions)
-            for partition in partitions:
-                size += partition.records_size
-                if read_committed:
-                    size += partition.aborted_size
-        self.size = size
+        self._single = None
+        if len(topics) == 1 and len(topics[0][1]) == 1 and not read_committed:
+            name, (partition,) = topics[0]
+            self._single = _SINGLE.get((version, name)) or _single(version, name)
+            records = partition.records
+            self.size = self._single[0].size + (records.size if records is not None else 0)
+        else:
+            per_partition = partition_overhead(version)
+            size = frame_overhead(version)
+            for name, partitions in topics:
+                size += topic_overhead(name) + per_partition * len(partitions)
+                for partition in partitions:
+                    size += partition.records_size
+                    if read_committed:
+                        size += partition.aborted_size
+            self.size = size
         self._fixed = None  # write_range_into's layout, made on its first call
         self._slots = None
 
     def write_into(self, view):
         """Write the frame at the start of ``view``; return its size."""
+        if self._single is not None:
+            return self._write_single(view)
         return self._write(view, None)
+
+    def _write_single(self, view):
+        """write_into for the one-partition answer (module doc)."""
+        layout, encoded = self._single
+        version = self.version
+        (p,) = self.topics[0][1]
+        records = p.records
+        size = records.size if records is not None else 0
+        args = [self.size - d.SIZE_PREFIX_LENGTH, self.correlation_id, 0]
+        if version >= 7:
+            args += (self.error_code, self.session_id)
+        args += (1, len(encoded), encoded, 1, p.index, p.error_code, p.high_watermark,
+                 p.last_stable_offset)
+        if version >= 5:
+            args.append(p.log_start_offset)
+        args.append(d.NULL_LENGTH)
+        if version >= 11:
+            args.append(NO_PREFERRED_REPLICA)
+        args.append(size)
+        layout.pack_into(view, 0, *args)
+        if size:
+            records.read_into(view[layout.size:layout.size + size])
+        return self.size
 
     def write_range_into(self, view, start):
         """Write the frame's bytes from ``start`` on into ``view`` (``len(view)`` of them):

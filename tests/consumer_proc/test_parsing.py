@@ -580,3 +580,85 @@ def test_a_damaged_byte_in_a_small_run_reads_as_the_python_walk_reads_it(monkeyp
             answered += any(walked)
             assert got == _walked(monkeypatch, bytes(damaged), None)[0], (position, flip)
     assert answered
+
+
+def _rows(runs):
+    return [(c.leader_epoch, c.timestamp_type, c.offsets.tolist(), c.timestamps.tolist(),
+             c.key_lengths.tolist(), c.value_lengths.tolist(), c.keys(), c.values(),
+             c.headers) for c in runs]
+
+
+SMALL_RUNS = {
+    "plain": lambda: log_of([built([(T0 + i, None, b"v%d" % i, ()) for i in range(5)])]),
+    "several, keys, nulls": lambda: log_of([
+        built([(T0 + 9 * i, b"k" * i, None if i == 2 else b"x" * (300 * i), ())
+               for i in range(4)]),
+        built([(T0, b"", b"", ())]), built([(T0 - 5, None, None, ())] * 2)]),
+    "log append time": lambda: log_of([_log_append_time(built([(T0, b"k", b"v", ())] * 3))] * 2),
+    "headers": lambda: log_of([built([(T0, b"k", b"v", [("h", b"1")])])]),
+    "compressed": lambda: log_of([built([(T0, b"k", b"v", ())] * 3, compression=1)]),
+    "control": lambda: log_of([built([(T0, b"k", b"v", ())]), _control_batch()]),
+    "two epochs": lambda: log_of([built([(T0, b"k", b"v", ())])], epoch=1)
+    + log_of([built([(T0, b"k", b"v", ())])], first_offset=1, epoch=2),
+    "mixed timestamp types": lambda: log_of([
+        built([(T0, b"k", b"v", ())]), _log_append_time(built([(T0, b"k", b"v", ())]))]),
+    "64 records": lambda: log_of([built([(T0, None, b"v", ())] * 64)]),
+}
+
+
+def _log_append_time(batch):
+    batch = bytearray(batch)
+    BatchHeader(batch).set_log_append_time(T0 + 77)
+    return bytes(batch)
+
+
+def _control_batch():
+    return hand_batch([(0, 0, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")],
+                      attributes=d.CONTROL_MASK)
+
+
+@pytest.mark.parametrize("run", SMALL_RUNS)
+def test_parse_small_gives_parse_batches_columns_or_declines(run):
+    """The small-fetch shortcut answers only plain small runs, with parse_batches' columns
+    (field for field); anything else it leaves to parse_batches."""
+    buf = SMALL_RUNS[run]()
+    headers = list(iter_batches(buf))
+    found = columns_parser.parse_small(buf, headers)
+    plain = run in ("plain", "several, keys, nulls", "log append time")
+    if plain and columns_parser.COMPILED_WALK:
+        assert found is not None
+    else:
+        assert found is None
+    if found is not None:
+        assert _rows(found) == _rows(parse_batches(buf, headers, check_crcs=False))
+
+
+def test_parse_small_on_damaged_bytes_answers_as_parse_batches():
+    """Every byte of a small plain run's records flipped in turn: parse_small declines or
+    gives parse_batches' columns (CRCs are checked before either, by PartitionRecords)."""
+    if not columns_parser.COMPILED_WALK:
+        pytest.skip("the compiled walk is not loaded: parse_small always declines")
+    buf = SMALL_RUNS["several, keys, nulls"]()
+    first = list(iter_batches(buf))[0]
+    answered = 0
+    for position in range(first.position + d.RECORDS_OFFSET,
+                          first.position + first.size_in_bytes):
+        damaged = bytearray(buf)
+        damaged[position] ^= 0x40
+        damaged = bytes(damaged)
+        headers = list(iter_batches(damaged))
+        found = columns_parser.parse_small(damaged, headers)
+        if found is None:
+            continue
+        answered += 1
+        assert _rows(found) == _rows(parse_batches(damaged, headers, check_crcs=False))
+    assert answered
+
+
+@pytest.mark.parametrize("run", SMALL_RUNS)
+@pytest.mark.parametrize("fetch_offset", [0, 1])
+def test_taken_columns_are_the_same_without_parse_small(monkeypatch, run, fetch_offset):
+    buf = SMALL_RUNS[run]()
+    got = _rows(PartitionRecords(TP, fetch_offset, buf).take_columns(1000))
+    monkeypatch.setattr("consumer_proc.partition_records.parse_small", lambda *_: None)
+    assert got == _rows(PartitionRecords(TP, fetch_offset, buf).take_columns(1000))

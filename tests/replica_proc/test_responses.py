@@ -68,11 +68,46 @@ def test_the_frame_matches_protocol_encode_response(log_with_batches, version, r
         assert pieced == written, piece
 
 
+@pytest.mark.parametrize("version", range(4, 12))
+@pytest.mark.parametrize("found", [True, False], ids=["records", "none"])
+def test_the_one_partition_frame_matches_protocol_encode_response(log_with_batches, version,
+                                                                   found):
+    """One topic, one partition, read_uncommitted: the fixed bytes from the per-topic
+    template (made, then reused), then the records."""
+    records = log_with_batches.read_slice(5, 1) if found else None
+    for correlation_id in (4242, 17):
+        frame = FetchResponseFrame(version, correlation_id, [
+            ("päyments", [PartitionData(2, 0 if found else 1, 15, 14, 3, records)])])
+        written = bytearray(frame.size)
+        assert frame.write_into(memoryview(written)) == frame.size
+        m = protocol.response_module(ApiKey.FETCH, version)
+        expected = build(
+            m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=error(0),
+            session_id=0, responses=(build(m.FetchableTopicResponse, topic="päyments",
+                                           partitions=(build(
+                m.PartitionData, partition_index=2, error_code=error(0 if found else 1),
+                high_watermark=15, last_stable_offset=14, log_start_offset=3,
+                aborted_transactions=None, preferred_read_replica=-1,
+                records=records.tobytes() if found else b""),)),))
+        assert written == protocol.encode_response(expected, correlation_id)
+        pieced = bytearray(frame.size)
+        for start in range(0, frame.size, 7):
+            with memoryview(pieced) as view:
+                frame.write_range_into(view[start:start + 7], start)
+        assert pieced == written
+
+
 @pytest.mark.parametrize("version", range(3, 9))
-def test_the_produce_response_matches_protocol_encode_response(version):
-    topics = [("orders", [PartitionResult(0, 0, 1234, -1, 17, None),
-                          PartitionResult(5, 10, -1, -1, -1, "batch too large: 2000 > 1000")]),
-              ("päyments", [PartitionResult(2, 0, 99, 1_700_000_000_123, 0, None)])]
+@pytest.mark.parametrize("topics", [
+    [("orders", [PartitionResult(0, 0, 1234, -1, 17, None),
+                 PartitionResult(5, 10, -1, -1, -1, "batch too large: 2000 > 1000")]),
+     ("päyments", [PartitionResult(2, 0, 99, 1_700_000_000_123, 0, None)])],
+    # one partition: packed from the per-topic template (twice: made, then reused)
+    [("päyments", [PartitionResult(2, 0, 99, 1_700_000_000_123, 0, None)])],
+    [("päyments", [PartitionResult(3, 6, -1, -1, -1, None)])],
+    [("orders", [PartitionResult(0, 10, -1, -1, -1, "batch too large: 2000 > 1000")])],
+], ids=["two-topics", "one-partition", "one-partition-error", "one-partition-message"])
+def test_the_produce_response_matches_protocol_encode_response(version, topics):
     written = produce_response_frame(version, 7, topics)
 
     m = protocol.response_module(ApiKey.PRODUCE, version)

@@ -378,6 +378,41 @@ def test_truncate_to_drops_the_tail_and_appends_continue(tmp_path):
     log.close()
 
 
+def test_reads_at_recent_appends_match_a_reopened_log_and_survive_truncation(tmp_path):
+    """A read at the first offset of one of this process's last appends takes that batch's
+    place from the append (Segment._recent), not from the index: the same slices as a
+    log reopened without that knowledge; after truncate_to cuts into them and other
+    batches are appended at the same offsets, reads find the new batches."""
+    props = {"index.interval.bytes": 100}
+    log = open_log(tmp_path / "t-0", **props)
+    firsts = [log.append(simple_batch(1 + n % 4, value_size=20 + 7 * n))[0] for n in range(12)]
+
+    def slices(log):
+        return [(s.first_offset, s.position, s.size, bytes(s.tobytes()))
+                for s in (log.read_slice(offset, 1 << 20, log.log_end_offset)
+                          for offset in firsts)]
+    recent = slices(log)
+    log.close()
+    reopened = open_log(tmp_path / "t-0", **props)
+    assert slices(reopened) == recent
+    reopened.close()
+
+    log = open_log(tmp_path / "t-1", **props)  # appended by this process: known places
+    assert [log.append(simple_batch(1 + n % 4, value_size=20 + 7 * n))[0]
+            for n in range(12)] == firsts
+    log.truncate_to(firsts[6])
+    replaced = [log.append(simple_batch(5, value_size=90))[0] for _ in range(3)]
+    assert replaced[0] == firsts[6]
+    for offset in replaced:
+        found = log.read_slice(offset, 1, log.log_end_offset)
+        assert found.first_offset == offset
+        assert [r.value for r in records_of(found.tobytes())][:1] == [b"v" * 90]
+    for offset in firsts[7:]:  # old batch starts now inside the new batches
+        found = log.read_slice(offset, 1, log.log_end_offset)
+        assert found.first_offset == max(r for r in replaced if r <= offset)
+    log.close()
+
+
 def test_truncate_at_a_segment_base(tmp_path):
     batch = simple_batch(5)
     log = open_log(tmp_path / "t-0", **{"segment.bytes": 2 * len(batch)})

@@ -9,7 +9,7 @@ import pytest
 
 from segments.index import NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
 from segments.segment import iter_file_batches
-from tests.segments.helpers import file_batches, simple_batch
+from tests.segments.helpers import file_batches, open_log, simple_batch
 
 BASE = 1000
 
@@ -121,3 +121,36 @@ def test_chunked_batch_reader_handles_batches_larger_than_its_buffer(tmp_path):
         os.close(fd)
     assert seen[:-1] == expected
     assert seen[-1] == (expected[-1][0] + expected[-1][1], 3)  # the tail, for the caller
+
+
+def test_a_lookup_past_the_last_appends_start_reads_from_there(tmp_path):
+    """A follower's fetch completed by an append reads from the offset the append
+    started at: found from that append's position, not by a scan from an index entry;
+    a lookup below it, and one after a truncation, still scan (and find the same)."""
+    log = open_log(str(tmp_path / "p-0"), **{"index.interval.bytes": 1 << 20})
+    try:
+        for _ in range(40):
+            log.append(bytearray(simple_batch(1)))
+        segment = log.segments[-1]
+        starts = []
+        headers = segment.headers
+
+        def counted(position, end=None):
+            starts.append(position)
+            return headers(position, end)
+        segment.headers = counted
+        last = segment.translate_offset(39)
+        assert (last.base_offset, starts) == (39, [last.position])
+        starts.clear()
+        assert segment.translate_offset(20).base_offset == 20
+        assert starts == [0]  # below the last append: the (empty) index, a scan from 0
+        log.truncate_to(30)
+        starts.clear()
+        assert segment.translate_offset(29).base_offset == 29
+        assert starts == [0]
+        log.append(bytearray(simple_batch(2)))
+        starts.clear()
+        assert segment.translate_offset(31).base_offset == 30
+        assert len(starts) == 1 and starts[0] > 0
+    finally:
+        log.close()

@@ -272,6 +272,26 @@ def test_timeouts_follow_the_injected_clock(owned_ring):
     assert policy.clock.now < 20
 
 
+def test_a_read_with_timeout_zero_looks_once_without_spinning(owned_ring):
+    ring = owned_ring("look", 4096)
+    clock = FakeClock(step=1.0)
+    policy = WaitPolicy(spin=1000, poll_interval=0.001, clock=clock)
+    writer = ring.writer(policy)
+    reader = ring.reader(policy)
+    looks = []  # stop() is asked on every look a wait makes
+    assert reader.read(timeout=0, stop=lambda: looks.append(1) and False) is None
+    assert len(looks) <= 1 and clock.now == 0  # no spin over the ring, no wait
+    assert writer.write(b"now", BOUND)
+    assert bytes(reader.read(timeout=0)) == b"now"
+    reader.release()
+    writer.write(b"last")
+    writer.close()
+    assert bytes(reader.read(timeout=0)) == b"last"  # frames before the close still come
+    reader.release()
+    with pytest.raises(PeerClosedError, match="closed ring"):
+        reader.read(timeout=0)
+
+
 def test_closed_ends_raise_peer_closed(owned_ring):
     ring = owned_ring("closing", 256)
     policy = WaitPolicy(spin=3, poll_interval=0.001)
