@@ -276,21 +276,24 @@ def _consume(data_dir, records, warmup, ready):
 
 
 def _instrument_producer():
+    """Note ``P.written`` for every batch of a Produce request once the sender wrote it:
+    the producer's requests go through ``KafkaClient.send_produce`` (``ProduceFrame``, no
+    kio request object), so that is the call wrapped — only in this process, the client
+    itself untouched."""
     from cluster.client.kafka_client import KafkaClient
-    send = KafkaClient.send
+    send_produce = KafkaClient.send_produce
     offset = [0]
 
-    def client_send(self, node_id, request, expect_response=True):
-        future = send(self, node_id, request, expect_response)
-        if request.__api_key__ == 0:
-            now = time.monotonic_ns()
-            for topic in request.topic_data:
-                for data in topic.partition_data:
-                    count = int.from_bytes(bytes(data.records[57:61]), "big")
-                    _note("P.written", offset[0], now)
-                    offset[0] += count
+    def traced(self, node_id, frame, topics, expect_response=True):
+        future = send_produce(self, node_id, frame, topics, expect_response)
+        now = time.monotonic_ns()
+        for _, partitions in topics:
+            for _, records in partitions:
+                head = records.parts[0] if hasattr(records, "parts") else records
+                _note("P.written", offset[0], now)
+                offset[0] += int.from_bytes(bytes(head[57:61]), "big")  # recordCount
         return future
-    KafkaClient.send = client_send
+    KafkaClient.send_produce = traced
 
 
 def run(rf, rate, records, warmup):

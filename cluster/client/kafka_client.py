@@ -225,6 +225,43 @@ class _InFlight:
         self.deadline = deadline
 
 
+_NOT_SERVED = (None, None)
+
+
+class _KioFrame:
+    """A kio request object as ``KafkaClient._send`` writes frames (ProduceFrame's
+    interface: ``write_into`` and ``encode``; ``body`` unused)."""
+
+    __slots__ = ("request", "client_id")
+
+    def __init__(self, request, client_id):
+        self.request = request
+        self.client_id = client_id
+
+    def write_into(self, buf, size, correlation_id, body):
+        protocol.encode_request_into(buf, 0, self.request, correlation_id, self.client_id)
+
+    def encode(self, size, correlation_id, body):
+        return protocol.encode_request(self.request, correlation_id, self.client_id)
+
+
+class _CallerWritten:
+    """Frames their caller writes (``send_frame``), as ``KafkaClient._send`` writes frames:
+    ``body`` is the caller's ``write_into(buf, correlation_id)``. No instance: nothing is
+    made per request."""
+
+    @staticmethod
+    def write_into(buf, size, correlation_id, write_into):
+        write_into(buf, correlation_id)
+
+    @staticmethod
+    def encode(size, correlation_id, write_into):
+        data = bytearray(size)
+        with memoryview(data) as view:
+            write_into(view, correlation_id)
+        return data
+
+
 class _Node:
     """What the client knows of one broker: its connection, requests in flight, backoff."""
 
@@ -359,6 +396,9 @@ class KafkaClient:
     def is_ready(self, node_id):
         """True if a request to ``node_id`` can be written now: connected, or connecting
         succeeds (not during its reconnect backoff)."""
+        node = self._nodes.get(node_id)
+        if node is not None and node.connection is not None:
+            return True  # the common case, once per sender turn: no call
         return self._ensure_connected(self._node(node_id))
 
     def connection_delay(self, node_id):
@@ -473,68 +513,65 @@ class KafkaClient:
         largest frame is carried as fragments (``shm_ring``).
         """
         api_key = request.__api_key__
-        client_id = self.client_id
-        if api_key == ApiKey.PRODUCE:
-            size = protocol.request_frame_size(request, client_id)
-
-            def write_into(buf, correlation_id):
-                protocol.encode_request_into(buf, 0, request, correlation_id, client_id)
-        else:
-            size = write_into = None
+        size = (protocol.request_frame_size(request, self.client_id)
+                if api_key == ApiKey.PRODUCE else None)
         return self._send(node_id, api_key, request.__version__, expect_response, size,
-                          write_into, lambda correlation_id: protocol.encode_request(
-                              request, correlation_id, client_id))
+                          _KioFrame(request, self.client_id), None)
 
     def send_produce(self, node_id, frame, topics, expect_response=True):
         """``send()`` for the producer's Produce requests, written by ``frame`` (a
         ``batch_bodies.ProduceFrame`` of this client's id) around ``topics`` (its argument)
         with no kio request object; the same future, failures and bytes as ``send()``."""
-        size = frame.size(topics)
-
-        def write_into(buf, correlation_id):
-            frame.write_into(buf, size, correlation_id, topics)
-
-        def encode(correlation_id):
-            data = bytearray(size)
-            with memoryview(data) as view:
-                frame.write_into(view, size, correlation_id, topics)
-            return data
-        return self._send(node_id, ApiKey.PRODUCE, _PRODUCE_VERSION, expect_response, size,
-                          write_into, encode)
+        return self._send(node_id, ApiKey.PRODUCE, _PRODUCE_VERSION, expect_response,
+                          frame.size(topics), frame, topics)
 
     def send_frame(self, node_id, api_key, api_version, size, write_into):
         """``send()`` for a request frame its caller keeps encoded (the consumer's Fetch):
         ``write_into(buf, correlation_id)`` writes the whole frame, ``size`` bytes, at the
         start of ``buf``; the same future and failures as ``send()``."""
-        def encode(correlation_id):
-            data = bytearray(size)
-            with memoryview(data) as view:
-                write_into(view, correlation_id)
-            return data
-        return self._send(node_id, api_key, api_version, True, size, write_into, encode)
+        return self._send(node_id, api_key, api_version, True, size, _CallerWritten,
+                          write_into)
 
-    def _send(self, node_id, api_key, api_version, expect_response, size, write_into,
-              encode):
-        """Write a request of ``size`` bytes (None: unknown) to ``node_id``: in place with
-        ``write_into(slot, correlation_id)`` when it fits one ring frame, else as the frame
-        ``encode(correlation_id)`` returns (fragments past the largest frame)."""
+    def _send(self, node_id, api_key, api_version, expect_response, size, frame, body):
+        """Write a request of ``size`` bytes (None: unknown) to ``node_id``: in place, with
+        ``frame.write_into(slot, size, correlation_id, body)`` into a claimed ring slot,
+        when it fits one ring frame, else as the bytes ``frame.encode(size,
+        correlation_id, body)`` returns (fragments past the largest frame). One call per
+        request on the producer's path: no closures, the connected case tested first."""
         future = Future()
-        node = self._node(node_id)
-        if not self._ensure_connected(node):
-            return future.failure(KafkaConnectionError(
-                f"broker {node_id} is not reachable: {node.last_error}"))
+        node = self._nodes.get(node_id)
+        if node is None:
+            node = self._nodes[node_id] = _Node(node_id)
         connection = node.connection
-        low, high = node.versions.get(api_key, (None, None))
+        if connection is None:
+            if not self._ensure_connected(node):
+                return future.failure(KafkaConnectionError(
+                    f"broker {node_id} is not reachable: {node.last_error}"))
+            connection = node.connection
+        low, high = node.versions.get(api_key, _NOT_SERVED)
         if low is None or not low <= api_version <= high:
             return future.failure(IncompatibleBrokerVersion(
                 f"broker {node_id} serves {ApiKey(api_key).name} versions {low}..{high}, "
                 f"not v{api_version}"))
-        correlation_id = self._next_correlation_id()
+        self._correlation_id = correlation_id = protocol.next_correlation_id(
+            self._correlation_id)
         try:
             if size is not None and size <= self._max_frame_length:
-                written = self._write_in_place(connection, size, write_into, correlation_id)
+                # in place: a claimed request-ring slot, published by commit
+                slot = connection.claim(size, timeout=self._request_timeout)
+                written = slot is not None
+                if written:
+                    try:
+                        frame.write_into(slot, size, correlation_id, body)
+                    except BaseException:
+                        slot.release()
+                        connection.abort()
+                        raise
+                    slot.release()
+                    connection.commit(size)
             else:  # a frame longer than the ring's largest goes as fragments (shm_ring)
-                written = connection.send(encode(correlation_id), timeout=self._request_timeout)
+                written = connection.send(frame.encode(size, correlation_id, body),
+                                          timeout=self._request_timeout)
         except (PeerDiedError, PeerClosedError) as exc:
             error = _connection_lost(node_id, exc)
             self._connection_failed(node, error)
@@ -550,23 +587,6 @@ class KafkaClient:
         node.in_flight.append(_InFlight(correlation_id, api_key, api_version, future,
                                         self._clock() + self._request_timeout))
         return future
-
-    def _write_in_place(self, connection, size, write_into, correlation_id):
-        """Write a frame of ``size`` bytes (at most the ring's largest) straight into a
-        claimed request-ring slot with ``write_into(slot, correlation_id)``; False on
-        timeout."""
-        slot = connection.claim(size, timeout=self._request_timeout)
-        if slot is None:
-            return False
-        try:
-            write_into(slot, correlation_id)
-        except BaseException:
-            slot.release()
-            connection.abort()
-            raise
-        slot.release()
-        connection.commit(size)
-        return True
 
     def in_flight_count(self, node_id=None):
         """Requests awaiting a response, on ``node_id`` or on all connections."""

@@ -111,7 +111,7 @@ class RecordAccumulator:
             if batches:
                 batch = batches[-1]
                 builder = batch.builder
-                if builder is not None:
+                if builder is not None and not batch.full:  # full: closed, it refuses
                     index = builder.append(timestamp, key, value, headers)
                     if index is not None:
                         return batch, index
@@ -138,7 +138,7 @@ class RecordAccumulator:
             batches = self._batches.setdefault(topic, {}).setdefault(partition, deque())
             if batches:  # another thread may have opened one meanwhile
                 last = batches[-1]
-                if last.builder is not None:
+                if last.builder is not None and not last.full:
                     index = last.builder.append(timestamp, key, value, headers)
                     if index is not None:
                         self.pool.deallocate(buffer)
@@ -350,12 +350,21 @@ class RecordAccumulator:
 
     def deallocate(self, batch):
         """The batch is done: give its buffer back and forget it."""
+        self.deallocate_many((batch,))
+
+    def deallocate_many(self, batches):
+        """``deallocate`` for several done batches: one lock here, one in the pool."""
         with self._lock:
-            self._incomplete.discard(batch)
-        if batch.buffer is not None:
-            buffer, batch.buffer = batch.buffer, None
-            batch.builder = None
-            self.pool.deallocate(buffer)
+            discard = self._incomplete.discard
+            for batch in batches:
+                discard(batch)
+        buffers = []
+        for batch in batches:
+            if batch.buffer is not None:
+                buffers.append(batch.buffer)
+                batch.buffer = batch.builder = None
+        if buffers:
+            self.pool.deallocate_many(buffers)
 
     def has_undrained(self):
         with self._lock:

@@ -260,15 +260,22 @@ class BufferPool:
         Raises ``ValueError`` for a buffer this pool did not lend or that was already
         given back (a second return would hand one buffer to two batches).
         """
+        self.deallocate_many((buffer,))
+
+    def deallocate_many(self, buffers):
+        """``deallocate`` for each of ``buffers``, under one lock (the sender gives back a
+        turn's acknowledged batches together)."""
         with self._lock:
-            if self._lent.pop(id(buffer), None) is None:
-                raise ValueError(
-                    f"buffer of {len(buffer)} bytes was not lent by this pool "
-                    f"or was already given back")
-            if len(buffer) == self._batch_size:
-                self._free.append(buffer)
-            else:
-                self._unpooled += len(buffer)
+            lent, batch_size = self._lent, self._batch_size
+            for buffer in buffers:
+                if lent.pop(id(buffer), None) is None:
+                    raise ValueError(
+                        f"buffer of {len(buffer)} bytes was not lent by this pool "
+                        f"or was already given back")
+                if len(buffer) == batch_size:
+                    self._free.append(buffer)
+                else:
+                    self._unpooled += len(buffer)
             if self._waiters:
                 self._waiters[0].notify()
 

@@ -23,11 +23,13 @@ through ``RecordBatchBuilder.append_value`` under the accumulator's lock: no met
 lookup, no partitioner call, one lock, three Python calls in all. A batch takes records
 only while it is the last of its partition (the accumulator closes it for appends when it
 refuses a record, when another batch is queued behind it, and when it leaves the queue),
-so the lane appends exactly where the general path would. Past the API checks (closed,
-transaction, headers, serializers) the lane's steps — version check, timestamp, append,
-the future — are one C call when the compiled record paths are built
-(``cluster/producer/_lane_accel.pyx``, ``segments.record.accel``), the same steps in
-Python otherwise. When the batch refuses (full, closed) or the metadata changed, the
+so the lane appends exactly where the general path would. A record with no key, headers or
+partition sent by a *plain* producer (open, not transactional, no serializers: a flag set
+once, cleared by ``close()``) skips the API checks (closed, transaction, headers,
+serializers), which have nothing to say about it; the lane's steps — bytes value, version
+check, timestamp, append, the future — are one C call when the compiled record paths are
+built (``cluster/producer/_lane_accel.pyx``, ``segments.record.accel``), the same steps
+in Python otherwise. When the batch refuses (full, closed) or the metadata changed, the
 record takes the general path, which asks the partitioner (rotating on a new batch, as
 KIP-480 says), opens the batch and points the lane at it. A sticky partition changes only
 when a batch is opened, so asking the partitioner once per batch instead of once per
@@ -165,6 +167,7 @@ class KafkaProducer:
         self.client_id = config["client_id"] or f"ringlog-producer-{next(_PRODUCER_IDS)}"
         self._clock = clock
         self._closed = False
+        self._plain = False  # send() has no API checks to make: set below, cleared by close()
         self._key_serializer = _serializer(config["key_serializer"])
         self._value_serializer = _serializer(config["value_serializer"])
         self._serializing = (self._key_serializer is not None
@@ -217,6 +220,7 @@ class KafkaProducer:
         self._stats.add_source(ProducerStatsSource(self._sender, self._accumulator.pool))
         self._at_exit = _close_at_exit(self)
         atexit.register(self._at_exit)
+        self._plain = not self._serializing and self._transactional is None
 
     # -- sending ---------------------------------------------------------------------------------
 
@@ -234,30 +238,33 @@ class KafkaProducer:
         after close(). A record too large for ``max_request_size`` or ``buffer_memory``
         gives a failed future (MessageSizeTooLargeError), as in kafka-python.
         """
-        if self._closed:
-            raise IllegalStateError("KafkaProducer already closed!")
-        if self._transactional is not None:
-            self._transactional.check_sendable()
-        if headers:
-            _check_headers(headers)
-        if self._serializing:
-            serialize = self._key_serializer
-            if serialize is not None:
-                key = serialize(topic, headers, key)
-            serialize = self._value_serializer
-            if serialize is not None:
-                value = serialize(topic, headers, value)
-        if key is None and partition is None and headers is None and value.__class__ is bytes:
-            # The fast path (module doc): the open batch of the topic's sticky partition,
-            # from an earlier send under the same metadata, if it still takes records.
-            lane = self._lanes.get(topic)
+        if not self._plain or key is not None or partition is not None or headers is not None:
+            # The API checks; a plain producer (open, not transactional, no serializers)
+            # has none to make for a record with no key, partition or headers.
+            if self._closed:
+                raise IllegalStateError("KafkaProducer already closed!")
+            if self._transactional is not None:
+                self._transactional.check_sendable()
+            if headers:
+                _check_headers(headers)
+            if self._serializing:
+                serialize = self._key_serializer
+                if serialize is not None:
+                    key = serialize(topic, headers, key)
+                serialize = self._value_serializer
+                if serialize is not None:
+                    value = serialize(topic, headers, value)
+            if key is not None or partition is not None or headers is not None:
+                return self._send(topic, value, key, headers, partition, timestamp_ms)
+        # The fast path (module doc): the open batch of the topic's sticky partition, from
+        # an earlier send under the same metadata, if it still takes records.
+        lane = self._lanes.get(topic)
+        if lane is not None:
             if _LANE is not None:  # the compiled twin of what follows (_lane_accel.pyx)
-                if lane is not None:
-                    future = lane.send(value, timestamp_ms, self._cluster.version,
-                                       self._append_lock)
-                    if future is not None:
-                        return future
-            elif lane is not None and lane.version == self._cluster.version:
+                future = lane.send(value, timestamp_ms)
+                if future is not None:
+                    return future
+            elif value.__class__ is bytes and lane.version == self._cluster.version:
                 if timestamp_ms is None:
                     timestamp_ms = time_ns() // 1_000_000
                 if timestamp_ms.__class__ is int:
@@ -266,6 +273,11 @@ class KafkaProducer:
                         return FutureRecordMetadata(
                             (lane.batch, index, timestamp_ms, -1, len(value), -1))
         return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    if _lane_module is not None:
+        # The compiled twin (_lane_accel.pyx): the fast path with no Python frame per
+        # record; every call it does not take goes to the send above, unchanged.
+        send = _lane_module.compiled_send(send)
 
     def _send(self, topic, value, key, headers, partition, timestamp_ms):
         """send() for any record (serialized): partitioner, metadata waits, new batches."""
@@ -300,7 +312,8 @@ class KafkaProducer:
                             lane is None or lane.batch is not batch or lane.version != version):
                         self._lanes[topic] = (
                             _Lane(version, batch, builder.append_value) if _LANE is None
-                            else _LANE(version, batch, builder, FutureRecordMetadata))
+                            else _LANE(version, batch, builder, FutureRecordMetadata,
+                                       self._cluster, self._append_lock))
                 else:
                     appended = self._append(topic, partition, timestamp_ms, key, value, headers)
             else:
@@ -563,6 +576,7 @@ class KafkaProducer:
         ``transaction_timeout_ms``. Safe to call twice."""
         if self._closed:
             return
+        self._plain = False  # send() checks again, and refuses
         self._closed = True
         atexit.unregister(self._at_exit)
         sender = self._sender

@@ -162,6 +162,7 @@ class Sender(threading.Thread):
             milliseconds=config["transaction_timeout_ms"])
         self._in_flight = {}     # batch -> broker id, for every batch in a request in flight
         self._pending = []       # (future, node, batches, sent at) per request not yet handled
+        self._acked = []         # (batch, base offset, append time): acked, not completed
         self._leaders_checked = 0  # the metadata version in-flight batches were checked at
         self._next_expiry = 0.0  # clock value before which no batch can expire
         self._muted = set()      # TopicPartitions in flight (only with guaranteed order)
@@ -260,11 +261,12 @@ class Sender(threading.Thread):
         if slots:
             drained = accumulator.drain_requests(now, topics, slots, self._max_request_size,
                                                  self._muted, cluster.answered)
-            for node, requests in drained.items():
-                for batches in requests:
-                    self._send(node, batches, now)
-            if any(entry[0].is_done for entry in self._pending):
-                delay = 0.0  # acks=0 (done once written), or a request that failed at once
+            if drained:
+                self._send(drained, now)
+            for entry in self._pending:
+                if entry[0].is_done:
+                    delay = 0.0  # acks=0 (done once written), or a request that failed at once
+                    break
             if txn_delay is None and self._transactional_id is not None and \
                     self._txn_call is None and txn.partitions_waiting:
                 delay = 0.0  # the drain noted partitions to add: AddPartitionsToTxn now
@@ -467,80 +469,129 @@ class Sender(threading.Thread):
 
     # -- produce requests ----------------------------------------------------------------------
 
-    def _send(self, node, batches, now):
-        """Build ``batches`` and write them to ``node`` as one Produce request (framed by
-        ``ProduceFrame``: no request objects); the per-batch figures are recorded once per
-        request (``SampledStat.record_many``: the same figures)."""
-        by_topic = {}
-        sent = []
-        size = records = largest = built = 0
+    def _send(self, drained, now):
+        """Build the batches of each request in ``drained`` (``{node: [[batches], ...]}``,
+        ``RecordAccumulator.drain_requests``) and write each as one Produce request (framed
+        by ``ProduceFrame``: no request objects). The per-batch and per-request figures are
+        recorded once per turn (``SampledStat.record_many`` at the turn's clock: the same
+        figures as one record per batch or per request)."""
+        requests = batches_sent = records = size = largest = built = 0
+        request_largest = request_records_max = 0
         queue_total = queue_max = rate_total = rate_max = 0.0
         in_flight = self._in_flight
         muted = self._muted if self._guarantee_order else None
-        for batch in batches:
-            # bytes before encoding, for a batch built now (its first request); else 0
-            uncompressed = batch.builder.size_in_bytes() if batch.built is None else 0
-            try:
-                data = batch.build()
-            except Exception as exc:
-                if self._txn is not None:
-                    self._txn.request_done(batch)
-                self._fail(batch, exc)
-                continue
-            length = len(data)
-            if uncompressed:
-                built += 1
-                queued = (now - batch.created) * 1000
-                rate = length / uncompressed
-                queue_total += queued
-                rate_total += rate
-                if queued > queue_max:
-                    queue_max = queued
-                if rate > rate_max:
-                    rate_max = rate
-            if length > largest:
-                largest = length
-            records += batch.record_count
-            batch.attempts += 1
-            sent.append(batch)
-            size += length
-            parts = by_topic.get(batch.topic)
-            if parts is None:
-                by_topic[batch.topic] = parts = []
-            parts.append((batch.partition, data))
-            in_flight[batch] = node
-            if muted is not None:
-                muted.add(batch.topic_partition)
-        if not sent:
+        send_produce, frame = self._client.send_produce, self._frame
+        expect_response = self._acks != 0
+        pending = self._pending
+        for node, node_requests in drained.items():
+            for batches in node_requests:
+                by_topic = {}
+                sent = []
+                request_size = request_records = 0
+                for batch in batches:
+                    data = batch.built
+                    if data is None:  # its first request: built now
+                        uncompressed = batch.builder.size_in_bytes()
+                        try:
+                            data = batch.build()
+                        except Exception as exc:
+                            if self._txn is not None:
+                                self._txn.request_done(batch)
+                            self._fail(batch, exc)
+                            continue
+                        length = len(data)
+                        built += 1
+                        queued = (now - batch.created) * 1000
+                        rate = length / uncompressed
+                        queue_total += queued
+                        rate_total += rate
+                        if queued > queue_max:
+                            queue_max = queued
+                        if rate > rate_max:
+                            rate_max = rate
+                    else:
+                        length = len(data)
+                    if length > largest:
+                        largest = length
+                    request_records += batch.record_count
+                    batch.attempts += 1
+                    sent.append(batch)
+                    request_size += length
+                    parts = by_topic.get(batch.topic)
+                    if parts is None:
+                        by_topic[batch.topic] = parts = []
+                    parts.append((batch.partition, data))
+                    in_flight[batch] = node
+                    if muted is not None:
+                        muted.add(batch.topic_partition)
+                if not sent:
+                    continue
+                requests += 1
+                batches_sent += len(sent)
+                size += request_size
+                records += request_records
+                if request_size > request_largest:
+                    request_largest = request_size
+                if request_records > request_records_max:
+                    request_records_max = request_records
+                future = send_produce(node, frame, tuple(by_topic.items()), expect_response)
+                pending.append((future, node, sent, now))
+        if not requests:
             return
         metrics = self.metrics
         if built:
             metrics.queue_time.record_many(queue_total, built, queue_max, now)
             metrics.compression_rate.record_many(rate_total, built, rate_max, now)
-        metrics.batch_size.record_many(size, len(sent), largest, now)
-        metrics.request_total += 1
+        metrics.batch_size.record_many(size, batches_sent, largest, now)
+        metrics.request_total += requests
         metrics.outgoing_byte_total += size
-        metrics.request_size.record_many(size, 1, size, now)
-        metrics.request_records.record_many(records, 1, records, now)
-        future = self._client.send_produce(node, self._frame, tuple(by_topic.items()),
-                                           expect_response=self._acks != 0)
-        self._pending.append((future, node, sent, now))
+        metrics.request_size.record_many(size, requests, request_largest, now)
+        metrics.request_records.record_many(records, requests, request_records_max, now)
 
     def _handle_completed(self):
-        """Handle the Produce requests whose futures completed, in the order written."""
+        """Handle the Produce requests whose futures completed, in the order written, at
+        one clock reading; the answered requests' latencies and the acknowledged batches'
+        figures are recorded once per call (``_finish_acked``), before any future of
+        theirs completes."""
         pending = self._pending
         if not pending:
             return
         waiting = []
+        done = []
+        answered = 0
+        latency_total = latency_max = 0.0
+        now = self._clock()
+        histogram = self.metrics.request_latency_ms
         for entry in pending:
-            future, node, batches, sent_at = entry
+            future = entry[0]
             if not future.is_done:
                 waiting.append(entry)
-            elif future.exception is None:
-                self._handle_response(node, batches, sent_at, future.value)
+                continue
+            done.append(entry)
+            if future.exception is None:
+                latency = now - entry[3]
+                answered += 1
+                latency_total += latency
+                if latency > latency_max:
+                    latency_max = latency
+                histogram.record(latency * 1000)
+        if not done:
+            return
+        self._pending = waiting
+        if answered:
+            metrics = self.metrics
+            metrics.request_latency_total += latency_total
+            if latency_max > metrics.request_latency_max:
+                metrics.request_latency_max = latency_max
+            metrics.request_latency.record_many(latency_total * 1000, answered,
+                                                latency_max * 1000, now)
+        for future, node, batches, _ in done:
+            if future.exception is None:
+                self._handle_response(node, batches, future.value)
             else:
                 self._handle_failure(batches, future.exception)
-        self._pending = waiting
+        if self._acked:
+            self._finish_acked(now)
 
     def _expire(self, now):
         """Fail the batches past the delivery timeout; note when the next one may be."""
@@ -576,21 +627,18 @@ class Sender(threading.Thread):
 
     # -- completions ---------------------------------------------------------------------------
 
-    def _handle_response(self, node, batches, sent_at, response):
-        now = self._clock()
-        latency = now - sent_at
-        metrics = self.metrics
-        metrics.request_latency_total += latency
-        if latency > metrics.request_latency_max:
-            metrics.request_latency_max = latency
-        metrics.request_latency.record_many(latency * 1000, 1, latency * 1000, now)
-        metrics.request_latency_ms.record(latency * 1000)
+    def _handle_response(self, node, batches, response):
+        """Complete, retry or fail the batches of an answered request (its latency is
+        recorded by ``_handle_completed``)."""
         if response is None:  # acks=0
             for batch in batches:
-                self._complete(batch, -1, -1, now)
+                self._complete(batch, -1, -1)
             return
-        results = {(topic.name, p.index): p for topic in response.responses
-                   for p in topic.partition_responses}
+        results = {}
+        for topic in response.responses:
+            name = topic.name
+            for result in topic.partition_responses:
+                results[name, result.index] = result
         txn = self._txn
         for batch in batches:
             if txn is not None:
@@ -603,7 +651,7 @@ class Sender(threading.Thread):
             elif not result.error_code:
                 append_time = result.log_append_time
                 self._complete(batch, result.base_offset, -1 if append_time is None else
-                               round(append_time.timestamp() * 1000), now)
+                               round(append_time.timestamp() * 1000))
             else:
                 cls = for_code(int(result.error_code))
                 error = cls(f"topic {batch.topic!r} partition {batch.partition} on broker "
@@ -613,7 +661,7 @@ class Sender(threading.Thread):
                     continue
                 decision = txn.retry_decision(batch, error)
                 if decision == tm.DUPLICATE:
-                    self._complete(batch, result.base_offset, -1, now)
+                    self._complete(batch, result.base_offset, -1)
                 else:
                     self._retry_or_fail(batch, error, retriable=decision == tm.RETRY)
 
@@ -627,6 +675,8 @@ class Sender(threading.Thread):
     def _retry_or_fail(self, batch, error, retriable=None):
         """Retry ``batch`` after ``error`` if it may be (``retriable``: the decision, else
         the error's flag), or fail it."""
+        if self._acked:  # earlier answers' callbacks first
+            self._finish_acked(self._clock())
         self._in_flight.pop(batch, None)
         self._muted.discard(batch.topic_partition)
         if batch.done.is_done:
@@ -655,31 +705,67 @@ class Sender(threading.Thread):
                         batch.partition, batch.attempts + 1, self._attempts_of, error)
         self._accumulator.reenqueue(batch, now + self._retry_backoff, ticket)
 
-    def _complete(self, batch, base_offset, log_append_time, now):
-        """``batch`` was appended at ``base_offset`` (answer handled at clock ``now``)."""
+    def _complete(self, batch, base_offset, log_append_time):
+        """``batch`` was appended at ``base_offset``: acknowledged to the transaction
+        manager now; its figures, buffer and future wait in ``_acked`` for
+        ``_finish_acked``, which the caller runs before any other batch fails or is retried
+        (so callbacks keep the order of the answers)."""
         self._in_flight.pop(batch, None)
         if self._guarantee_order:
             self._muted.discard(batch.topic_partition)
         if batch.done.is_done:
             return
-        metrics = self.metrics
-        size = len(batch.built)
-        records = batch.record_count
-        metrics.record_send_total += records
-        metrics.batch_total += 1
-        metrics.batch_bytes_total += size
-        if size > metrics.batch_bytes_max:
-            metrics.batch_bytes_max = size
-        metrics.record_send.record_many(records, 1, records, now)
-        topic = metrics.topics.get(batch.topic) or metrics.topic(batch.topic)
-        topic.records.record_many(records, 1, records, now)
-        topic.bytes.record_many(size, 1, size, now)
         if self._txn is not None:
             self._txn.acknowledged(batch)
-        self._accumulator.deallocate(batch)
-        batch.complete(base_offset, log_append_time)
+        self._acked.append((batch, base_offset, log_append_time))
+
+    def _finish_acked(self, now):
+        """Record the figures of the batches acknowledged since the last call, at clock
+        ``now`` — per stat one ``record_many``: the same figures as one record per batch at
+        that clock — then give back their buffers and complete their futures, in order
+        (the figures first: a caller woken by its future sees its batch counted)."""
+        acked, self._acked = self._acked, []
+        metrics = self.metrics
+        records = size = largest = largest_records = 0
+        topics = {}
+        for batch, _, _ in acked:
+            count = batch.record_count
+            length = len(batch.built)
+            records += count
+            size += length
+            if length > largest:
+                largest = length
+            if count > largest_records:
+                largest_records = count
+            tally = topics.get(batch.topic)
+            if tally is None:
+                topics[batch.topic] = [count, length, 1, count, length]
+            else:
+                tally[0] += count
+                tally[1] += length
+                tally[2] += 1
+                if count > tally[3]:
+                    tally[3] = count
+                if length > tally[4]:
+                    tally[4] = length
+        batches = len(acked)
+        metrics.record_send_total += records
+        metrics.batch_total += batches
+        metrics.batch_bytes_total += size
+        if largest > metrics.batch_bytes_max:
+            metrics.batch_bytes_max = largest
+        metrics.record_send.record_many(records, batches, largest_records, now)
+        for topic, (count, length, batches, most, longest) in topics.items():
+            stats = metrics.topics.get(topic) or metrics.topic(topic)
+            stats.records.record_many(count, batches, most, now)
+            stats.bytes.record_many(length, batches, longest, now)
+        self._accumulator.deallocate_many([entry[0] for entry in acked])
+        for batch, base_offset, log_append_time in acked:
+            batch.complete(base_offset, log_append_time)
 
     def _fail(self, batch, error):
+        if self._acked:  # earlier answers' callbacks first
+            self._finish_acked(self._clock())
         self._in_flight.pop(batch, None)
         self._muted.discard(batch.topic_partition)
         if batch.done.is_done:

@@ -144,6 +144,14 @@ class ProduceFrame:
                 position = _write_records(view, position, layout, records, index)
         return position
 
+    def encode(self, size, correlation_id, topics):
+        """The frame as a new bytearray (a request longer than a ring frame, sent as
+        fragments)."""
+        data = bytearray(size)
+        with memoryview(data) as view:
+            self.write_into(view, size, correlation_id, topics)
+        return data
+
 
 def read_produce_request(view, position, module):
     """``(request, end)``: the ProduceRequest body at ``position`` of ``view`` (a read-only

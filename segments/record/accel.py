@@ -9,8 +9,8 @@ over the codec and client tests (``make test``). The compiled modules today:
 
     segments.record._builder_core    RecordBatchBuilder's per-record state, append_value,
                                      and encode_plain (build() of a plain batch's records)
-    cluster.producer._lane_accel     send()'s fast path past the API checks (cimports the
-                                     builder core)
+    cluster.producer._lane_accel     send()'s fast path: the whole send() call of a plain
+                                     record (cimports the builder core)
     consumer_proc._records_accel     ConsumerRecords made from parsed columns (poll()),
                                      and the record walk of a small fetched run
 

@@ -123,6 +123,16 @@ def test_non_poolable_sizes_release_their_memory():
     assert pool.unallocated_memory == pool.available_memory == 4 * BATCH
 
 
+def test_deallocate_many_gives_back_each_buffer_as_deallocate_would():
+    pool = BufferPool(4 * BATCH, BATCH)
+    a, b, small = pool.allocate(BATCH, 0), pool.allocate(BATCH, 0), pool.allocate(100, 0)
+    pool.deallocate_many([a, small, b])
+    assert pool.pooled_count == 2 and pool.available_memory == 4 * BATCH
+    assert pool.allocate(BATCH, 0) is b  # the most recently returned first, as one by one
+    with pytest.raises(ValueError, match="not lent"):
+        pool.deallocate_many([a])  # already given back
+
+
 def test_zero_byte_allocation():
     pool = BufferPool(BATCH, BATCH)
     buf = pool.allocate(0, 0)

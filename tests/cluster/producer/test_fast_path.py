@@ -387,3 +387,31 @@ def test_fast_path_futures_fail_with_their_batch(fake_cluster, producer_of):
     assert len(errors) == 1 and all(f.failed() for f in futures)
     with pytest.raises(type(errors[0])):
         futures[2].get(0)
+
+
+def test_the_compiled_send_answers_as_the_python_send(fake_cluster, producer_of):
+    """With the compiled record paths, KafkaProducer.send is _lane_accel's send: the fast
+    path in C, every other call handed to the Python send (its __wrapped__). Both hand out
+    the same futures for records of the same lane, and every record lands in order."""
+    from cluster.producer.kafka_producer import KafkaProducer
+    python_send = getattr(KafkaProducer.send, "__wrapped__", None)
+    if python_send is None:
+        pytest.skip("pure-Python paths: send() is the Python send")
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("logs")
+    producer = producer_of(cluster, linger_ms=50)
+    producer.send("logs", b"a").get(IN_PROCESS_BOUND)
+    first = producer.send("logs", b"b")               # opens the batch and its lane
+    compiled = producer.send("logs", b"cc", timestamp_ms=BASE_TS)  # the lane, in C
+    python = python_send(producer, "logs", b"dd", timestamp_ms=BASE_TS)  # in Python
+    assert type(compiled) is type(python)
+    assert compiled.batch is python.batch is first.batch
+    assert tuple(compiled)[1:] == (1, BASE_TS, -1, 2, -1)
+    assert tuple(python)[1:] == (2, BASE_TS, -1, 2, -1)
+    keyed = producer.send("logs", b"e", key=b"k")     # handed to the Python send
+    producer.flush(IN_PROCESS_BOUND)
+    assert keyed.get(0).serialized_key_size == 1
+    assert [r.value for r in cluster.records("logs", 0)] == [b"a", b"b", b"cc", b"dd", b"e"]
+    producer.close(timeout=IN_PROCESS_BOUND)
+    with pytest.raises(IllegalStateError):
+        producer.send("logs", b"f")

@@ -85,3 +85,19 @@ def test_retries_and_errors_have_rates(fake_cluster, producer_of):
     assert metrics[GROUP]["record-retry-total"] == 1 and metrics[GROUP]["record-retry-rate"] > 0
     assert metrics[GROUP]["record-error-total"] == 1 and metrics[GROUP]["record-error-rate"] > 0
     assert metrics[TOPIC_GROUP + "flaky"]["record-error-total"] == 1
+
+
+def test_a_callback_sees_its_batch_counted(fake_cluster, producer_of):
+    """The sender records a pass's acknowledged batches together, before it completes
+    their futures: a callback (or a caller woken by get()) sees its own batch counted."""
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("logs")
+    producer = producer_of(cluster)
+    seen = []
+    for _ in range(30):
+        producer.send("logs", b"x", partition=0).add_callback(
+            lambda _: seen.append(producer.metrics()[GROUP]["record-send-total"]))
+    producer.flush(IN_PROCESS_BOUND)
+    assert len(seen) == 30
+    assert all(count >= done for done, count in enumerate(seen, 1))
+    assert producer.metrics()[GROUP]["record-send-total"] == 30

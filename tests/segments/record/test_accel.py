@@ -160,23 +160,32 @@ def test_compiled_plain_encoder_leaves_what_it_does_not_cover_to_python():
 
 # -- the producer's lane -----------------------------------------------------------------
 
+class _Metadata:
+    """Stands in for the producer's metadata cache: the lane reads its ``version``."""
+
+    def __init__(self, version):
+        self.version = version
+
+
 def lane_and_builder(version=7, base=T0):
     lane_type = compiled("cluster.producer._lane_accel").Lane
     builder = builders()[0](0, 16384)  # on the compiled core, whatever the switch says
     assert builder.append(base, None, b"first") == 0
     batch = object()
-    return lane_type(version, batch, builder, FutureRecordMetadata), batch, builder
+    metadata = _Metadata(version)
+    lock = threading.Lock()
+    lane = lane_type(version, batch, builder, FutureRecordMetadata, metadata, lock)
+    return lane, batch, builder, metadata, lock
 
 
 def test_compiled_lane_hands_out_the_future_the_python_path_makes():
     now = time.time_ns() // 1_000_000
-    lane, batch, builder = lane_and_builder(base=now)
-    lock = threading.Lock()
-    future = lane.send(b"value", now + 3, 7, lock)
+    lane, batch, builder, _, lock = lane_and_builder(base=now)
+    future = lane.send(b"value", now + 3)
     assert type(future) is FutureRecordMetadata
     assert tuple(future) == (batch, 1, now + 3, -1, 5, -1)
     before = time.time_ns() // 1_000_000
-    future = lane.send(b"v", None, 7, lock)
+    future = lane.send(b"v", None)
     after = time.time_ns() // 1_000_000
     assert future[:2] == (batch, 2) and before <= future[2] <= after
     assert future[3:] == (-1, 1, -1) and type(future[2]) is int
@@ -185,13 +194,16 @@ def test_compiled_lane_hands_out_the_future_the_python_path_makes():
 
 
 def test_compiled_lane_falls_through_where_the_python_path_does():
-    lane, _, builder = lane_and_builder()
-    lock = threading.Lock()
-    assert lane.send(b"v", T0, 8, lock) is None          # the metadata changed
-    assert lane.send(b"v", float(T0), 7, lock) is None   # not an int: the general path
-    assert lane.send(b"v", T0 + 5000, 7, lock) is None   # the builder refuses
+    lane, _, builder, metadata, lock = lane_and_builder()
+    assert lane.send(bytearray(b"v"), T0) is None       # not bytes: the general path
+    assert lane.send(None, T0) is None                  # a tombstone: the general path
+    assert lane.send(b"v", float(T0)) is None           # not an int: the general path
+    assert lane.send(b"v", T0 + 5000) is None           # the builder refuses
+    metadata.version = 8
+    assert lane.send(b"v", T0) is None                  # the metadata changed
+    metadata.version = 7
     builder.close_for_appends()
-    assert lane.send(b"v", T0, 7, lock) is None
+    assert lane.send(b"v", T0) is None
     assert builder.record_count == 1 and not lock.locked()
 
 
