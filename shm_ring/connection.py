@@ -128,8 +128,6 @@ _DOORBELL_WORD = ld.DOORBELL_PARKED_OFFSET // rd.WORD_LENGTH
 _PENDING_WORD = ld.REQUESTS_PENDING_OFFSET // rd.WORD_LENGTH
 _SLOT_WORD = (WRITER_END + rd.END_PENDING_SLOT_OFFSET) // rd.WORD_LENGTH
 """In the response ring's header words: 1 + the connection's pending slot (0: none)."""
-_NONZERO = bytes([0] + [1] * 255)
-"""bytes.translate table: every set byte of the requests pending flags reads as 1."""
 _LOCK_RETRY = 0.0005
 """Seconds between attempts at the accept lock or at a listener that is not there yet."""
 
@@ -776,8 +774,9 @@ class Listener:
             closes[connection] = None
 
     def _marked(self, limit: int) -> bytes:
-        """The requests pending flags of slots below limit, each as 0 or 1 (one load)."""
-        return self._flags[:limit].tobytes().translate(_NONZERO)
+        """The requests pending flags of slots below limit (a client sets its byte to 1;
+        any other value is not one of its sets)."""
+        return self._flags[:limit].tobytes()
 
     def ready(self) -> list[Connection]:
         """Connections with at least one request frame to recv().
