@@ -668,7 +668,7 @@ class Listener:
             connection.unlink()
             return None
         slot = -1
-        if wake is None and self._free_slots:  # a broker's outbound client: no slot (above)
+        if wake is None and self._free_slots:  # outbound clients get none (listener_descriptor)
             slot = heapq.heappop(self._free_slots)
             self._slot_owners[slot] = connection
             self._flags[slot] = 0
