@@ -39,12 +39,18 @@ replica fetchers their turn (follow the new image, append what the leaders sent,
 next fetches; never blocking), accept connections, serve every connection with requests (in
 order per connection, see ``channel``; at most ``REQUESTS_PER_TURN`` of each per turn, so no
 client waits behind another's stream), answer parked fetches and delayed produces whose time
-ran out, retry responses that found a full ring, wake the clients of every answer written in
+ran out, look at the channels needing service (``channel``: drop those closing, retry
+responses that found a full ring, serve backlogs left by a mute), wake the clients of every
+answer written in
 the turn at once (the loop holds its wake-ups while it writes: ``shm_ring.wakeup``, "Held
 posts"), run the log timers, every ``replica.lag.time.max.ms`` / 2 the ISR-shrink check of
 the partitions it leads, read the controller's answers (forwarded CreateTopics, ISR changes)
 and send the ISR changes pending, and drop connections whose client closed or died
-(``Listener.reap``, which unlinks a dead client's rings).
+(``Listener.reap``, which unlinks a dead client's rings). A turn touches only the
+connections with work: those whose client set its byte of the listener's requests pending
+flags (``Listener.ready``, ``reap``; ``shm_ring.listener_descriptor``) and the channels in
+the service set; the one look at every connection is the liveness check's, every
+``LIVENESS_INTERVAL``.
 
 A request that cannot be served — garbage, an unknown API, a bug in a handler — drops
 that connection only, with a log line naming it; the broker keeps serving. An exception
@@ -147,6 +153,7 @@ class Broker:
         self._liveness_interval = liveness_interval
         self._stopping = False
         self._channels = {}  # Connection -> Channel
+        self._service = set()  # the channels needing service (channel's module doc)
         self._startup = StartupTiming() if startup is None else startup
         self._ready_fd = ready_fd
 
@@ -231,6 +238,7 @@ class Broker:
                 registration.set_state(dd.STATE_STOPPING)
                 log.info("broker %d stopping", self.broker_id)
                 self._channels.clear()
+                self._service.clear()
         log.info("broker %d stopped", self.broker_id)
 
     def _await_first_image(self, handler, controller):
@@ -251,6 +259,7 @@ class Broker:
               registration):
         clock = self._clock
         channels = self._channels
+        service = self._service
         replicas = handler.replicas
         isr_check_interval = self.config["replica.lag.time.max.ms"] / 2000
         next_isr_check = clock() + isr_check_interval
@@ -276,7 +285,7 @@ class Broker:
                     timeout = min(timeout, deadline - now)
                 if first_turn:
                     first_turn = False  # the controller's first look at this broker serving
-                elif timeout > 0 and not any(c.needs_service for c in channels.values()):
+                elif timeout > 0 and not any(c.needs_service for c in service):
                     try:
                         listener.wait(timeout)
                     except posix_ipc.SignalError:
@@ -288,20 +297,14 @@ class Broker:
                     self._tell_ready(handler.metadata.image)
                 fetchers.poll(clock())
                 for conn in listener.accept_pending():
-                    channels[conn] = Channel(conn)
+                    channels[conn] = Channel(conn, service)
                 for conn in listener.ready():
                     channel = channels.get(conn)
                     if channel is not None:
                         self._serve(listener, handler, channel)
                 handler.expire(clock())
-                for channel in list(channels.values()):
-                    if channel.closing:
-                        self._drop(listener, handler, channel)
-                    elif channel.unsent is not None:
-                        if channel.retry_send():
-                            self._serve(listener, handler, channel)
-                    elif channel.needs_service:
-                        self._serve(listener, handler, channel)
+                if service:
+                    self._service_turn(listener, handler, service)
                 release_posts()  # the turn's answers are written: wake their clients now
                 log_manager.tick(clock() * 1000)
                 if clock() >= next_isr_check:
@@ -314,6 +317,7 @@ class Broker:
                     channel = channels.pop(conn, None)
                     if channel is not None:
                         handler.cancel(channel)
+                        service.discard(channel)  # after: cancelling may unpark it
         finally:
             stop_holding()
 
@@ -366,6 +370,22 @@ class Broker:
             return True
         return False
 
+    def _service_turn(self, listener, handler, service):
+        """Look at the channels needing service (channel's module doc): drop those closing,
+        retry unsent responses, serve what unmuted channels hold; a channel leaves the set
+        once it needs nothing more."""
+        for channel in list(service):
+            if channel.closing:
+                self._drop(listener, handler, channel)
+                continue
+            if channel.unsent is not None:
+                if channel.retry_send():
+                    self._serve(listener, handler, channel)
+            elif channel.needs_service:
+                self._serve(listener, handler, channel)
+            if not channel.wants_turn:
+                service.discard(channel)
+
     def _serve(self, listener, handler, channel):
         """Handle up to ``REQUESTS_PER_TURN`` of the channel's requests (fewer if it runs out
         or is muted); what is left waits for the next turn of the loop."""
@@ -394,4 +414,4 @@ class Broker:
                     channel.conn.client_pid, channel.closing)
         handler.cancel(channel)
         self._channels.pop(channel.conn, None)
-        channel.close(listener)
+        channel.close(listener)  # out of the service set too

@@ -35,6 +35,14 @@ ring's largest frame goes as fragments filled straight from the files too
 (``try_send_filled``); what does not fit in the ring now is read into a buffer by the ring
 before the call returns, so the log slices need not stay valid until it is sent.
 
+Needing service. A channel the loop must look at again without a request of its own —
+``closing`` (to drop it), ``unsent`` (to retry), unmuted with frames in ``backlog`` or
+unreleased (``needs_service``) — puts itself in the loop's ``service`` set when it gets
+there: ``parked`` cleared, ``closing`` set, a response kept, a waiting produce answered or
+forgotten. The loop looks at the channels of that set and at those whose connection has
+requests (``Listener.ready``), never at every channel (``replica_proc.broker``); a channel
+stays in the set while it needs service.
+
 Owner: the broker's loop thread, the only caller.
 """
 from __future__ import annotations
@@ -64,16 +72,18 @@ class CloseConnection(Exception):
 class Channel:
     """The broker's state for one accepted ``shm_ring.Connection`` (see the module doc)."""
 
-    __slots__ = ("conn", "name", "backlog", "parked", "unsent", "closing", "max_frame",
-                 "produces", "blocked", "_unreleased")
+    __slots__ = ("conn", "name", "backlog", "_parked", "unsent", "_closing", "max_frame",
+                 "produces", "blocked", "_unreleased", "_service")
 
-    def __init__(self, conn):
+    def __init__(self, conn, service=None):
         self.conn = conn
         self.name = conn.name
         self.backlog = collections.deque()
-        self.parked = None  # its DelayedFetch or DelayedResponse, while one waits
+        self._parked = None  # its DelayedFetch or DelayedResponse, while one waits
         self.unsent = None  # a response frame waiting for room in the response ring
-        self.closing = None  # why the broker drops this connection, once it decided to
+        self._closing = None  # why the broker drops this connection, once it decided to
+        # The loop's channels needing service (module doc); a set of its own when alone.
+        self._service = set() if service is None else service
         # Largest response the client's ring takes in one frame (longer ones go as
         # fragments, which cannot be claimed: send_fetch materialises those).
         self.max_frame = conn.max_response_frame
@@ -91,16 +101,39 @@ class Channel:
                 f"produces={len(self.produces)})")
 
     @property
+    def parked(self):
+        """The DelayedFetch or DelayedResponse of this channel that waits, or None."""
+        return self._parked
+
+    @parked.setter
+    def parked(self, delayed):
+        self._parked = delayed
+        if delayed is None:  # unmuted: the backlog may wait (module doc)
+            self._service.add(self)
+
+    @property
+    def closing(self):
+        """Why the broker drops this connection, once it decided to (else None)."""
+        return self._closing
+
+    @closing.setter
+    def closing(self, why):
+        self._closing = why
+        if why:
+            self._service.add(self)
+
+    @property
     def muted(self):
         """Whether no request is handled now (see the module doc)."""
-        return self.parked is not None or self.unsent is not None or self.blocked
+        return self._parked is not None or self.unsent is not None or self.blocked
 
     # -- requests -------------------------------------------------------------------------
 
     def next_request(self):
         """The next request frame to handle (the backlog's first, else the ring's next), or
         None when muted, closing or there is none."""
-        if self.parked is not None or self.unsent is not None or self.blocked or self.closing:
+        if (self._parked is not None or self.unsent is not None or self.blocked
+                or self._closing):
             return None
         if self.backlog:
             frame = self.backlog.popleft()
@@ -119,11 +152,13 @@ class Channel:
     def settle(self):
         """After handling: release the ring's frames if nothing is pending and every frame
         read was handled, else read the frames that arrived into the backlog (without
-        releasing them)."""
-        if self.closing:
+        releasing them); unmuted with a backlog left, the channel needs service."""
+        if self._closing:
             return
         if not self.muted:
-            if self._unreleased and not self.backlog:
+            if self.backlog:  # left for the next turn (needing service)
+                self._service.add(self)
+            elif self._unreleased:
                 self._unreleased = False
                 self.conn.release()
             return
@@ -135,8 +170,15 @@ class Channel:
     @property
     def needs_service(self):
         """Unmuted with requests in the backlog, or handled frames still to release."""
-        return (not self.muted and not self.closing
+        return (not self.muted and not self._closing
                 and (bool(self.backlog) or self._unreleased))
+
+    @property
+    def wants_turn(self):
+        """Whether the loop must look at this channel without a request of its own: to drop
+        it, retry its unsent response, or serve what it holds (module doc)."""
+        return (bool(self._closing) or self.unsent is not None
+                or (bool(self.backlog) or self._unreleased) and not self.muted)
 
     # -- responses ------------------------------------------------------------------------
 
@@ -176,6 +218,7 @@ class Channel:
         waiting = [entry[0] for entry in self.produces if entry[0] is not None]
         self.produces.clear()
         self.blocked = False
+        self._service.add(self)
         return waiting
 
     def _drain(self):
@@ -188,6 +231,7 @@ class Channel:
             # Unmuted: a request other than Produce at the head of the backlog mutes the
             # channel again while produces still wait (next_request).
             self.blocked = False
+            self._service.add(self)
 
     def send_fetch(self, response):
         """Write a ``FetchResponseFrame`` into a claimed response slot (or keep its bytes
@@ -220,6 +264,7 @@ class Channel:
         if self.unsent is not None:
             raise AssertionError(f"{self.name}: a second response while one is unsent")
         self.unsent = frame
+        self._service.add(self)
 
     def retry_send(self):
         """Try the unsent response again; True once it is sent."""
@@ -243,4 +288,5 @@ class Channel:
         self.backlog.clear()
         self.unsent = None
         self.produces.clear()
+        self._service.discard(self)
         listener.drop(self.conn)

@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import heapq
 import logging
 import secrets
 import time
@@ -125,6 +126,8 @@ _BROKER_START_WORD = ld.BROKER_START_TIME_OFFSET // rd.WORD_LENGTH
 _BROKER_CLOSED_WORD = ld.BROKER_CLOSED_OFFSET // rd.WORD_LENGTH
 _DOORBELL_WORD = ld.DOORBELL_PARKED_OFFSET // rd.WORD_LENGTH
 _PENDING_WORD = ld.REQUESTS_PENDING_OFFSET // rd.WORD_LENGTH
+_SLOT_WORD = (WRITER_END + rd.END_PENDING_SLOT_OFFSET) // rd.WORD_LENGTH
+"""In the response ring's header words: 1 + the connection's pending slot (0: none)."""
 _LOCK_RETRY = 0.0005
 """Seconds between attempts at the accept lock or at a listener that is not there yet."""
 
@@ -229,11 +232,16 @@ class Connection:
         self._armed = False
         self._armed_set = set() if armed is None else armed  # the Listener's: who is armed
         self._closed = False
+        self.slot = -1
+        """Its byte in the listener's requests pending flags (-1: none; Listener)."""
         self.client_pid, self._client_start_time = objects.req.end_process(WRITER_END)
 
-    def _accept(self) -> None:
-        """Record this broker process at the connection's broker ends and wake the client."""
+    def _accept(self, slot: int = -1) -> None:
+        """Record this broker process at the connection's broker ends, and the connection's
+        pending slot before it (listener_descriptor), and wake the client."""
         me = current_process()
+        self.slot = slot
+        self._rsp_words[_SLOT_WORD] = slot + 1
         self._req.set_end(READER_END, *me)
         self._rsp.set_end(WRITER_END, *me)  # the response writer's pid says "accepted"
         self._rsp_data.notify()
@@ -417,6 +425,10 @@ class Listener:
             for conn in listener.ready():
                 while (frame := conn.recv()) is not None: ...   # then conn.release()
             for conn in listener.reap(): ...                    # closed or dead clients
+
+    ready() and reap() look at the connections whose client set its byte of the requests
+    pending flags since the last look (listener_descriptor), not at every connection; reap()
+    looks at every one every liveness_interval.
     """
 
     def __init__(self, cluster_id: str, broker_id: int, *, policy: WaitPolicy = DEFAULT_POLICY,
@@ -435,12 +447,17 @@ class Listener:
         self._next_orphan_sweep = policy.clock()  # the first reap() sweeps
         self._connections: list[Connection] = []
         self._armed: set[Connection] = set()  # connections waiting for room (Connection)
-        # What the requests pending flag leaves to look at (wait, ready, reap): whether every
-        # connection must be looked at, the connections that had requests at the last look
-        # (a turn may leave some in the ring), whether closed flags must be looked at.
-        self._scan_all = True
+        # What the requests pending flags leave to look at (wait, ready, reap): the
+        # connections whose byte was set (or that were just accepted) for ready() and for
+        # reap()'s closed flags, those that had requests at the last look (a turn may leave
+        # some in the ring), and those without a slot, looked at whenever the flag was set.
+        self._look: dict[Connection, None] = {}
+        self._closes: dict[Connection, None] = {}
         self._busy: list[Connection] = []
-        self._look_for_closes = True
+        self._unslotted: list[Connection] = []
+        self._free_slots = list(range(ld.PENDING_SLOTS))  # a heap: the lowest is given
+        self._slot_owners: list[Connection | None] = [None] * ld.PENDING_SLOTS
+        self._slot_limit = 0  # 1 + the highest slot given: the bytes a look reads
         self._watched: list[ClientConnection] = []  # outbound connections (module doc)
         self._watched_rings: list[Ring] = []
         self._closed = False
@@ -452,7 +469,7 @@ class Listener:
             doorbell = Doorbell.create(cluster_id, broker_id, words, _DOORBELL_WORD,
                                        _PENDING_WORD)
             try:
-                accept_area = region.buf[ld.ACCEPT_RING_OFFSET:]
+                accept_area = region.buf[ld.ACCEPT_RING_OFFSET:ld.PENDING_SLOTS_OFFSET]
                 format_ring(accept_area, ld.ACCEPT_CAPACITY)
                 self._accept = Ring(accept_area, self.name + " accept ring")
                 accept_area.release()
@@ -467,6 +484,7 @@ class Listener:
             raise
         self._region = region
         self._words = words
+        self._flags = region.buf[ld.PENDING_SLOTS_OFFSET:ld.LISTENER_LENGTH]
         self.doorbell = doorbell
         self._me = current_process()
         self.rebuilds = 0
@@ -519,7 +537,7 @@ class Listener:
         try:
             self._write_identity()
             self._accept.release_views()
-            area = self._region.buf[ld.ACCEPT_RING_OFFSET:]
+            area = self._region.buf[ld.ACCEPT_RING_OFFSET:ld.PENDING_SLOTS_OFFSET]
             format_ring(area, ld.ACCEPT_CAPACITY)
             self._accept = Ring(area, self.name + " accept ring")
             area.release()
@@ -599,8 +617,9 @@ class Listener:
                 accepted.append(connection)
         if damage is not None:
             accepted += self._rebuild(damage)
-        if accepted:
-            self._scan_all = True
+        for connection in accepted:  # requests or a close may have come before the accept
+            self._look[connection] = None
+            self._closes[connection] = None
         return accepted
 
     def _accept_one(self, part: str, waiting_only: bool = False) -> Connection | None:
@@ -648,8 +667,27 @@ class Listener:
             connection.close()
             connection.unlink()
             return None
-        connection._accept()
+        slot = -1
+        if wake is None and self._free_slots:  # outbound clients get none (listener_descriptor)
+            slot = heapq.heappop(self._free_slots)
+            self._slot_owners[slot] = connection
+            self._flags[slot] = 0
+            if slot >= self._slot_limit:
+                self._slot_limit = slot + 1
+        else:
+            self._unslotted.append(connection)
+        connection._accept(slot)
         return connection
+
+    def _forget(self, connection: Connection) -> None:
+        """A connection dropped: its slot is free again (its byte cleared)."""
+        slot = connection.slot
+        if slot >= 0 and self._slot_owners[slot] is connection:
+            self._slot_owners[slot] = None
+            self._flags[slot] = 0
+            heapq.heappush(self._free_slots, slot)
+        elif connection in self._unslotted:
+            self._unslotted.remove(connection)
 
     def _has_event(self) -> bool:
         """The doorbell's spin predicate: the requests pending flag (a request frame or a
@@ -698,8 +736,9 @@ class Listener:
         Requests and closes are seen through the listener's requests pending flag, which
         clients set after publishing (listener_descriptor), and the requests left from the
         last turn in the connections that had some (ready()), so a wait costs the same with
-        one connection or a thousand. The flag is cleared when the wait ends, before the
-        caller looks at the connections (ready(), reap(): call them after every wait): a
+        one connection or a thousand. The flag is cleared when the wait ends, together with
+        the connections' bytes of the requests pending flags that were set, before the
+        caller looks at those connections (ready(), reap(): call them after every wait): a
         frame committed before the clear is found by that look, one committed after sets the
         flag again and ends the next wait at once.
         """
@@ -709,25 +748,51 @@ class Listener:
         return woke
 
     def _take_pending(self) -> None:
-        """Clear the requests pending flag: every connection and closed flag is looked at
-        next (ready(), reap())."""
+        """Clear the requests pending flag, then the connections' bytes that were set: those
+        connections (and the ones without a slot) are looked at next (ready(), reap()). The
+        order, fences included, is listener_descriptor's."""
         self._words[_PENDING_WORD] = 0
-        full_fence()  # the clear is visible before any ring's tail is loaded
-        self._scan_all = True
-        self._look_for_closes = True
+        full_fence()  # the clear is visible before any byte is loaded
+        look, closes = self._look, self._closes
+        limit = self._slot_limit
+        if limit:
+            flags = self._flags
+            marked = self._marked(limit)
+            at = marked.find(1)
+            if at >= 0:
+                owners = self._slot_owners
+                while at >= 0:
+                    flags[at] = 0
+                    owner = owners[at]
+                    if owner is not None:
+                        look[owner] = None
+                        closes[owner] = None
+                    at = marked.find(1, at + 1)
+                full_fence()  # the clears are visible before any ring's tail is loaded
+        for connection in self._unslotted:
+            look[connection] = None
+            closes[connection] = None
+
+    def _marked(self, limit: int) -> bytes:
+        """The requests pending flags of slots below limit (a client sets its byte to 1;
+        any other value is not one of its sets)."""
+        return self._flags[:limit].tobytes()
 
     def ready(self) -> list[Connection]:
         """Connections with at least one request frame to recv().
 
-        Every connection is looked at after the requests pending flag was set (wait()
-        cleared it, or it is set now); otherwise only those that had requests at the last
-        call: a frame is committed before its client sets the flag, so no other can have
-        one."""
+        Looks at the connections whose byte of the requests pending flags was set (wait()
+        cleared them, or they are set now; listener_descriptor), those without a slot if the
+        flag was set, the ones just accepted, and those that had requests at the last call: a
+        frame is committed before its client sets its byte, so no other can have one."""
         if self._words[_PENDING_WORD]:
             self._take_pending()
-        if self._scan_all:
-            self._scan_all = False
-            busy = [c for c in self._connections if c._req.readable()]
+        look = self._look
+        if look:
+            self._look = {}
+            for connection in self._busy:
+                look[connection] = None
+            busy = [c for c in look if not c._closed and c._req.readable()]
         else:
             busy = [c for c in self._busy if not c._closed and c._req.readable()]
         self._busy = busy
@@ -736,38 +801,48 @@ class Listener:
     def reap(self) -> list[Connection]:
         """Drop connections whose client closed, or died (then unlink its objects).
 
-        Closed flags are checked after a client set the requests pending flag (a close sets
-        it; see wait()) and with the client processes, at most every liveness_interval
-        seconds. Every orphan_interval seconds it also unlinks the objects of connections to
-        this broker id that nobody owns any more (naming.unlink_orphan_connections: a client
-        that died before this listener accepted it, or a dead client of this broker id's
-        previous incarnation). Returns the dropped connections.
+        Closed flags are checked for the connections whose byte of the requests pending
+        flags was set since the last reap() (a close sets it; see wait()), and every closed
+        flag and client process at most every liveness_interval seconds. Every
+        orphan_interval seconds it also unlinks the objects of connections to this broker id
+        that nobody owns any more (naming.unlink_orphan_connections: a client that died
+        before this listener accepted it, or a dead client of this broker id's previous
+        incarnation). Returns the dropped connections.
         """
         now = self._policy.clock()
         check_processes = now >= self._next_liveness
         if check_processes:
             self._next_liveness = now + self._liveness_interval
         # the flag is left for wait() and ready(): a request may have come with it
-        check_closed = self._look_for_closes or check_processes or self._words[_PENDING_WORD]
-        self._look_for_closes = False
+        closes = self._closes
+        if closes:
+            self._closes = {}
         if now >= self._next_orphan_sweep:
             self._next_orphan_sweep = now + self._orphan_interval
             held = {connection.name for connection in self._connections}
             for name in unlink_orphan_connections(self.cluster_id, self.broker_id, held):
                 log.info("%s: unlinked %s, left by a dead client", self.name, name)
         dropped = []
-        for connection in self._connections:
-            if check_closed and connection.client_closed:
-                connection.close()
-                dropped.append(connection)
-            elif check_processes and not connection.client_alive():
-                log.info("%s: client pid %d of %s died; dropping it", self.name,
-                         connection.client_pid, connection.name)
-                connection.close()
-                connection.unlink()
-                dropped.append(connection)
+        if check_processes:
+            for connection in self._connections:
+                if connection.client_closed:
+                    connection.close()
+                    dropped.append(connection)
+                elif not connection.client_alive():
+                    log.info("%s: client pid %d of %s died; dropping it", self.name,
+                             connection.client_pid, connection.name)
+                    connection.close()
+                    connection.unlink()
+                    dropped.append(connection)
+        else:
+            for connection in closes:
+                if not connection._closed and connection.client_closed:
+                    connection.close()
+                    dropped.append(connection)
         if dropped:
             self._connections = [c for c in self._connections if c not in dropped]
+            for connection in dropped:
+                self._forget(connection)
         return dropped
 
     def drop(self, connection: Connection) -> None:
@@ -776,6 +851,7 @@ class Listener:
         PeerClosedError and the client unlinks the names, which it owns."""
         if connection in self._connections:
             self._connections.remove(connection)
+            self._forget(connection)
         try:
             connection.close()
         except BufferError as exc:  # a view of the rings is still referenced somewhere
@@ -791,12 +867,15 @@ class Listener:
         for connection in self._connections:
             connection.close()
         self._connections = []
+        self._look, self._closes, self._busy, self._unslotted = {}, {}, [], []
+        self._slot_owners = [None] * ld.PENDING_SLOTS
         for outbound in list(self._watched):  # their owner should have closed them first
             outbound.close()
         self._words[_BROKER_CLOSED_WORD] = 1
         self.doorbell.unlink()
         self.doorbell.close()
         self._accept.release_views()
+        self._flags.release()
         self._words.release()
         self._region.unlink()
         self._region.close()
@@ -830,6 +909,11 @@ class ClientConnection:
         self.name = objects.base
         self._listener = listener
         self._listener_words = listener_words
+        self._flags = None  # the listener's requests pending flags, with a slot given
+        slot = objects.rsp.header_words[_SLOT_WORD] - 1
+        if waker is None and 0 <= slot < ld.PENDING_SLOTS:  # given at the accept, seen
+            self._flags = listener.buf[ld.PENDING_SLOTS_OFFSET:ld.LISTENER_LENGTH]
+            doorbell.use_flag(self._flags, slot)  # before the writer keeps its tuple
         self._doorbell = doorbell
         self._objects = objects
         self._policy = policy
@@ -996,6 +1080,8 @@ class ClientConnection:
         objects.close()
         objects.unlink()
         self._listener_words.release()
+        if self._flags is not None:
+            self._flags.release()
         self._listener.close()
         self._doorbell.close()
         self._closed = True
@@ -1023,12 +1109,22 @@ def _open_listener(cluster_id: str, broker_id: int, deadline: float | None,
             words = region.buf[: ld.ACCEPT_RING_OFFSET].cast("q")
             pid = words[_BROKER_PID_WORD]
             serves = tuple(words[_INSTANCE])
-            if (words[_MAGIC_WORD] == ld.MAGIC and pid and not words[_BROKER_CLOSED_WORD]
-                    and is_alive(pid, words[_BROKER_START_WORD])):
+            magic = words[_MAGIC_WORD]
+            live = (pid and not words[_BROKER_CLOSED_WORD]
+                    and is_alive(pid, words[_BROKER_START_WORD]))
+            if magic == ld.MAGIC and live:
                 if instance is None or serves in (NO_INSTANCE, tuple(instance)):
                     return region, words
                 reason = (f"its broker (pid {pid}) serves instance {serves}, not "
                           f"{tuple(instance)} (a copy of the data directory?)")
+            elif magic & ~0xFF == ld.MAGIC_STEM and live:
+                words.release()
+                region.close()
+                raise ConnectionRefusedError(
+                    f"{_describe_broker(cluster_id, broker_id)} (pid {pid}) listens at {name}"
+                    f" with listener layout version {magic & 0xFF}; this client speaks"
+                    f" version {ld.VERSION} (the broker and the client come from different"
+                    f" ringlog versions)")
             else:
                 reason = f"it was left by pid {pid}, which is gone or closed it" if pid else \
                     "it is not ready"
@@ -1057,7 +1153,7 @@ def _announce(listener: SharedRegion, part: str, deadline: float | None, policy:
                 raise
         else:
             try:
-                area = listener.buf[ld.ACCEPT_RING_OFFSET:]
+                area = listener.buf[ld.ACCEPT_RING_OFFSET:ld.PENDING_SLOTS_OFFSET]
                 try:
                     ring = Ring(area, listener.name + " accept ring")
                 except ValueError as exc:

@@ -7,7 +7,9 @@ wakeup) — posts the semaphore only when the broker set its parked flag, so a b
 clients no syscall. Several clients may see the flag and post before the broker clears it; the
 extra posts only cost the broker an extra look at its connections. Clients also set the
 listener's requests pending flag before they look at the parked flag, so the broker's wait
-checks one word instead of every connection's rings (connection.Listener.wait).
+checks one word instead of every connection's rings (connection.Listener.wait), and, just
+before it, their connection's byte of the requests pending flags (use_flag), so the broker's
+turn looks at the connections with work only (listener_descriptor: the order).
 """
 from __future__ import annotations
 
@@ -32,10 +34,19 @@ class Doorbell:
         self.semaphore = semaphore.semaphore
         """The posix_ipc handle (other wake-ups may post it, e.g. room in a response ring)."""
         self.slot = WakeSlot(words, index, semaphore.semaphore,
-                             None if pending is None else (words, pending))
+                             None if pending is None else (words, pending, bytearray(1), 0))
         self.ring: Callable[[], None] = self.slot.notify
-        """Set the requests pending flag (if the doorbell has one), then wake the broker if
-        it is parked (call after publishing)."""
+        """Set the connection's pending byte and the requests pending flag (if the doorbell
+        has them), then wake the broker if it is parked (call after publishing)."""
+
+    def use_flag(self, flags: memoryview, flag: int) -> None:
+        """Set byte ``flag`` of ``flags`` (the listener's requests pending flags) before the
+        requests pending flag from now on: the connection's slot, given at its accept. Call
+        before making writers over this doorbell (they keep its pending tuple)."""
+        pending = self.slot.pending
+        if pending is None:
+            raise ValueError(f"doorbell {self.name} has no requests pending flag")
+        self.slot.pending = (pending[0], pending[1], flags, flag)
 
     @classmethod
     def create(cls, cluster_id: str, broker_id: int, words: memoryview,

@@ -24,6 +24,9 @@ doorbell flag lives here.
  384 |  Accept ring: a ring (ring_descriptor) of ACCEPT_CAPACITY      ...
     ...  bytes whose frames are connection names, c<pid>-<token>      |
      +---------------------------------------------------------------+
+5376 |  Requests pending flags: PENDING_SLOTS bytes, one per slot      ...
+    ...  (set by the slot's client, cleared by the broker)            |
+     +---------------------------------------------------------------+
 
 The broker writes its pid last: a zero pid means "not ready yet". The requests pending
 flag is how a waiting broker learns that some connection has work without looking at every
@@ -31,7 +34,21 @@ connection's rings (connection.Listener.wait): a client sets it after every requ
 commits and when it closes, before it looks at the doorbell's parked flag; the broker clears
 it when a wait ends, before it looks at the rings (x86 store order: a frame's commit is
 visible before the flag set after it). It has its own cache line: every client writes it,
-the broker writes the parked flag. The accept ring has many
+the broker writes the parked flag.
+
+The requests pending flags say *which* connections: the broker gives each connection it
+accepts a slot (ring_descriptor.END_PENDING_SLOT_OFFSET in the response ring's writer end,
+written before the accept), and the slot's client sets its byte before it sets the requests
+pending flag: commit, byte, flag, fence, parked flag. The broker, once it saw the flag set:
+clears the flag, fence, reads the bytes, clears the set ones, fence, then looks at those
+connections' rings and closed flags only. A byte a client set after the broker read the
+table came with a flag set after the broker cleared it; a frame committed after the broker
+looked at a ring came with a byte set after the broker cleared it: either is seen at the next
+look. One byte per client (no two clients write one word; bytes are stored whole). A
+connection without a slot (its client is a broker that does not wait for the accept, or the
+table is full) is looked at whenever the flag was set.
+
+The accept ring has many
 writers (every connecting client); they take turns under an exclusive flock(2) on the
 listener's descriptor, which the kernel drops if the holder dies. Each turn maps a fresh Ring
 over the area, so it starts from the published tail: a writer killed in its turn leaves
@@ -43,8 +60,15 @@ from __future__ import annotations
 
 from shm_ring import ring_descriptor as rd
 
-MAGIC = 0x524C_4F47_4C53_4E02
-"""b'RLOGLSN' + version 2 (version 2: clients set the requests pending flag)."""
+MAGIC = 0x524C_4F47_4C53_4E03
+"""b'RLOGLSN' + version 3 (version 2: clients set the requests pending flag; version 3:
+and their connection's byte of the requests pending flags)."""
+
+MAGIC_STEM = MAGIC & ~0xFF
+"""The magic without its version byte: a listener of another version of this layout."""
+
+VERSION = MAGIC & 0xFF
+"""This layout's version (the magic's low byte)."""
 
 _offset = 0
 MAGIC_OFFSET = _offset
@@ -87,7 +111,13 @@ ACCEPT_RING_OFFSET = _offset
 ACCEPT_CAPACITY = 4096
 """Data bytes of the accept ring: about a hundred pending connection names."""
 
-LISTENER_LENGTH = ACCEPT_RING_OFFSET + rd.HEADER_LENGTH + ACCEPT_CAPACITY
+PENDING_SLOTS_OFFSET = ACCEPT_RING_OFFSET + rd.HEADER_LENGTH + ACCEPT_CAPACITY
+"""Start of the requests pending flags: one byte per slot (module doc)."""
+
+PENDING_SLOTS = 4096
+"""Slots in the requests pending flags: connections beyond that many have none."""
+
+LISTENER_LENGTH = PENDING_SLOTS_OFFSET + PENDING_SLOTS
 """Total bytes of the listener."""
 
 MAX_ANNOUNCEMENT = 64

@@ -24,6 +24,7 @@ the adjacent-line prefetcher pulls lines in pairs and would otherwise couple the
  512 |   Writer parked flag (i64: set by the writer before it blocks) |
      +---------------------------------------------------------------+
  640 |  Writer end: pid (i64) | start time (i64) | closed flag (i64)   |
+     |  | wake doorbell (i64) | pending slot (i64: 1 + slot, 0 = none) |
      +---------------------------------------------------------------+
  768 |  Reader end: pid (i64) | start time (i64) | closed flag (i64)   |
      |              | wake doorbell (i64: 1 + broker id, 0 = none)   |
@@ -156,6 +157,12 @@ instead of the ring's own semaphore; 0 (the default) = the ring's own. Used in t
 end of a connection's response ring by a client that is itself a broker waiting on its
 Listener (see connection: "Outbound connections of a broker"); written before the
 connection is announced, read once by the peer when it accepts."""
+
+END_PENDING_SLOT_OFFSET = END_DOORBELL_OFFSET + WORD_LENGTH
+"""Within an end: 1 + the index of the connection's byte in its broker's table of
+requests pending flags (listener_descriptor.PENDING_SLOTS_OFFSET), 0 = none. Written in
+the writer end of a connection's response ring by the accepting broker, before its pid
+(the "accepted" signal); read once by the client when it sees the accept."""
 
 FRAME_LENGTH_OFFSET = 0
 """Within a frame: length of header + payload (i32); zero means not committed yet."""

@@ -130,14 +130,16 @@ class WakeSlot:
     set-fence-recheck order, so a writer that published and saw any of them set posts.
 
     Pending flag: a waiter that watches many rings (a broker's doorbell) may give its
-    notifiers a word to set after publishing, before the fence (``pending``: (words, index),
-    or None); its wait then looks at that word instead of every ring (connection.Listener).
+    notifiers a word to set after publishing, before the fence, and a byte of theirs to set
+    just before it (``pending``: (words, index, flags, flag), or None); its wait then looks
+    at that word instead of every ring, and at the rings of the set bytes only
+    (connection.Listener; the order: listener_descriptor).
     """
 
     __slots__ = ("words", "index", "_semaphore", "companions", "pending")
 
     def __init__(self, words: memoryview, index: int, semaphore: posix_ipc.Semaphore,
-                 pending: tuple[memoryview, int] | None = None) -> None:
+                 pending: tuple | None = None) -> None:
         self.words = words
         """The shared words holding the flag (hot paths read words[index] themselves)."""
         self.index = index
@@ -146,13 +148,15 @@ class WakeSlot:
         """Other parked flags raised while this slot's waiter is parked (see the class doc);
         changed only by the waiting thread, between waits."""
         self.pending = pending
-        """The word notifiers set after publishing (see the class doc), or None."""
+        """(words, index, flags, flag): the word and the byte notifiers set after publishing
+        (see the class doc; flags may be a scratch buffer while there is no byte), or None."""
 
     def notify(self) -> None:
         """After publishing: set the pending flag if the slot has one, then wake the waiter
         if it is parked (no syscall when it is not)."""
         pending = self.pending
         if pending is not None:
+            pending[2][pending[3]] = 1  # the byte before the word (listener_descriptor)
             pending[0][pending[1]] = 1
         _lock()
         _unlock()
@@ -272,6 +276,7 @@ class RingWriter:
         if self._try_write(frame, frame_type):
             pending = self._pending
             if pending is not None:
+                pending[2][pending[3]] = 1
                 pending[0][pending[1]] = 1
             _lock()
             _unlock()
@@ -295,6 +300,7 @@ class RingWriter:
                 lambda: self._attempt(frame, frame_type), timeout):
             pending = self._pending
             if pending is not None:
+                pending[2][pending[3]] = 1
                 pending[0][pending[1]] = 1
             _lock()  # full fence: the frame is visible before we look at the reader's flag
             _unlock()

@@ -54,3 +54,57 @@ def test_the_next_turns_take_the_rest_in_order_and_other_connections_in_between(
         b"p%d" % n for n in range(2 * REQUESTS_PER_TURN + 1)]
     assert handler.handled.index(("quiet", b"fetch")) == REQUESTS_PER_TURN
     assert busy.conn.frames == [] and quiet.conn.frames == []
+
+
+class CountingStub(RingStub):
+    def __init__(self, name, frames):
+        super().__init__(name, frames)
+        self.looks = 0
+
+    def recv(self):
+        self.looks += 1
+        return super().recv()
+
+
+class LoopHandlerStub(HandlerStub):
+    def __init__(self):
+        super().__init__()
+        self.cancelled = []
+
+    def cancel(self, channel):
+        self.cancelled.append(channel.name)
+
+
+class ListenerStub:
+    def __init__(self):
+        self.dropped = []
+
+    def drop(self, conn):
+        self.dropped.append(conn.name)
+
+
+def test_a_turn_looks_only_at_the_channels_needing_service():
+    """Channels put themselves in the loop's service set when they need a look without a
+    request of their own (unparked with a backlog, closing); a turn serves those and no
+    other, and a channel leaves the set once it needs nothing."""
+    service = set()
+    channels = [Channel(CountingStub(f"c{n}", []), service) for n in range(50)]
+    parked = channels[7]
+    parked.parked = object()  # muted: what arrives goes to the backlog
+    parked.conn.frames = [b"f1", b"f2"]
+    parked.settle()
+    assert len(parked.backlog) == 2 and service == set()
+    parked.parked = None  # answered, e.g. by another connection's produce
+    closing = channels[30]
+    closing.closing = "garbage"
+    assert service == {parked, closing}
+    for channel in channels:
+        channel.conn.looks = 0
+    broker = Broker.__new__(Broker)
+    broker._channels = {channel.conn: channel for channel in channels}
+    handler, listener = LoopHandlerStub(), ListenerStub()
+    broker._service_turn(listener, handler, service)
+    assert handler.handled == [("c7", b"f1"), ("c7", b"f2")]
+    assert listener.dropped == ["c30"] and handler.cancelled == ["c30"]
+    assert service == set() and parked.conn.released == 1
+    assert [c.name for c in channels if c.conn.looks] == ["c7"]  # no other ring read

@@ -522,6 +522,7 @@ def _accepted_clients(cluster_id, listener, count):
         for _ in range(count)))
     opener.start()
     deadline = time.monotonic() + BOUND
+    count += len(listener.connections)
     while len(listener.connections) < count:
         assert time.monotonic() < deadline, "connections not accepted in time"
         listener.wait(0.01)
@@ -605,3 +606,208 @@ def test_a_request_that_comes_while_the_broker_reaps_ends_its_next_wait(cluster_
     finally:
         for client in clients:
             client.close()
+
+
+def _looks_at_requests(monkeypatch, listener):
+    """Record the request rings the broker reads (readable) and the closed flags it reads
+    (end_closed), as (kind, connection name) pairs."""
+    names = {id(c._req): c.name for c in listener.connections}
+    looked = []
+    readable, end_closed = Ring.readable, Ring.end_closed
+
+    def counting_readable(ring):
+        if id(ring) in names:
+            looked.append(("ring", names[id(ring)]))
+        return readable(ring)
+
+    def counting_closed(ring, end):
+        if id(ring) in names:
+            looked.append(("closed", names[id(ring)]))
+        return end_closed(ring, end)
+    monkeypatch.setattr(Ring, "readable", counting_readable)
+    monkeypatch.setattr(Ring, "end_closed", counting_closed)
+    return looked
+
+
+def test_a_busy_turn_looks_only_at_the_connection_with_a_request_and_a_close(cluster_id,
+                                                                             monkeypatch):
+    """With the requests pending flags, a turn after a request reads that connection's
+    request ring and closed flag only, not the other idle ones'; a client's close is found
+    the same way (no liveness check due in between)."""
+    broker = Listener(cluster_id, 1, policy=FAST, liveness_interval=BOUND * 10)
+    clients = []
+    try:
+        clients += _accepted_clients(cluster_id, broker, 12)
+        broker.wait(0.0)
+        broker.ready()
+        broker.reap()  # the first reap's liveness check is behind us
+        looked = _looks_at_requests(monkeypatch, broker)
+        assert clients[5].send(b"one", BOUND)
+        assert broker.wait(BOUND)
+        [ready] = broker.ready()
+        assert ready.name == clients[5].name and bytes(ready.recv()) == b"one"
+        ready.release()
+        assert broker.reap() == []
+        assert broker.ready() == []  # one more look at the connection that had requests
+        assert {name for _, name in looked} == {clients[5].name}
+        looked.clear()
+        name = clients[9].name
+        clients[9].close()
+        assert broker.wait(BOUND)
+        assert broker.ready() == []
+        assert [c.name for c in broker.reap()] == [name]
+        assert {name for _, name in looked} == {clients[9].name}
+    finally:
+        for client in clients:
+            client.close()
+        broker.close()
+
+
+def test_a_request_committed_right_after_the_broker_looked_at_its_ring_ends_the_next_wait(
+        cluster_id, listener, monkeypatch):
+    """The broker clears a connection's pending byte before it looks at the ring: a frame
+    committed just after that look (here: as the look returns) sets the byte and the flag
+    again, so the next wait ends and the next ready() finds the frame."""
+    clients = _accepted_clients(cluster_id, listener, 3)
+    try:
+        listener.wait(0.0)
+        assert listener.ready() == []
+        readable = Ring.readable
+        [target] = [c._req for c in listener.connections if c.name == clients[1].name]
+        sent = []
+
+        def racing(ring):
+            result = readable(ring)
+            if ring is target and not sent:
+                sent.append(clients[1].send(b"late", BOUND))  # lands after the look
+            return result
+        monkeypatch.setattr(Ring, "readable", racing)
+        clients[1]._doorbell.ring()  # its byte set with no frame (as a close sets it)
+        assert listener.wait(BOUND)
+        assert listener.ready() == [] and sent == [True]  # the look found the ring empty
+        monkeypatch.setattr(Ring, "readable", readable)
+        assert listener.wait(10.0 * FAST.poll_interval)  # not a timeout
+        [ready] = listener.ready()
+        assert ready.name == clients[1].name and bytes(ready.recv()) == b"late"
+        ready.release()
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_request_flagged_right_after_the_broker_read_the_flags_ends_the_next_wait(
+        cluster_id, listener, monkeypatch):
+    """The broker clears the requests pending flag before it reads the connections' bytes:
+    a client that sets its byte just after that read sets the flag after the clear, so the
+    next wait ends and the next ready() looks at its connection."""
+    clients = _accepted_clients(cluster_id, listener, 3)
+    try:
+        listener.wait(0.0)
+        assert listener.ready() == []
+        marked = Listener._marked
+        sent = []
+
+        def racing(self, limit):
+            result = marked(self, limit)
+            if not sent:
+                sent.append(clients[2].send(b"late", BOUND))  # lands after the read
+            return result
+        monkeypatch.setattr(Listener, "_marked", racing)
+        assert clients[0].send(b"early", BOUND)
+        got = {}
+        while len(got) < 2:  # each wait ends at once: no timeout while "late" waits
+            assert listener.wait(10.0 * FAST.poll_interval)
+            for ready in listener.ready():
+                got[ready.name] = bytes(ready.recv())
+                ready.release()
+            monkeypatch.setattr(Listener, "_marked", marked)
+        assert sent == [True]
+        assert got == {clients[0].name: b"early", clients[2].name: b"late"}
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_connection_without_a_slot_is_still_served_and_its_close_found(cluster_id,
+                                                                         listener):
+    """When every slot of the requests pending flags is given, a connection gets none; it
+    is looked at whenever the flag is set. A freed slot is given again."""
+    clients = _accepted_clients(cluster_id, listener, 2)
+    try:
+        slots = sorted(c.slot for c in listener.connections)
+        assert slots == [0, 1]
+        free = list(listener._free_slots)
+        listener._free_slots.clear()  # a full table
+        clients += _accepted_clients(cluster_id, listener, 1)
+        [unslotted] = [c for c in listener.connections if c.name == clients[2].name]
+        assert unslotted.slot == -1
+        assert clients[2].send(b"no slot", BOUND)
+        assert listener.wait(BOUND)
+        [ready] = listener.ready()
+        assert ready is unslotted and bytes(ready.recv()) == b"no slot"
+        ready.release()
+        listener._free_slots[:] = free
+        name = clients[0].name
+        clients[0].close()
+        assert listener.wait(BOUND)
+        listener.ready()
+        assert [c.name for c in listener.reap()] == [name]
+        clients += _accepted_clients(cluster_id, listener, 1)
+        [newest] = [c for c in listener.connections if c.name == clients[3].name]
+        assert newest.slot == 0  # the dropped connection's slot, given again
+        assert clients[3].send(b"reused", BOUND)
+        assert listener.wait(BOUND)
+        [ready] = listener.ready()
+        assert ready is newest and bytes(ready.recv()) == b"reused"
+        ready.release()
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_client_refuses_a_listener_of_another_layout_version_at_once(cluster_id,
+                                                                        listener):
+    """A broker of another ringlog version (another listener layout) is refused with a
+    message naming both versions, without waiting for the timeout."""
+    region = SharedRegion.open(listener.name)
+    try:
+        struct.pack_into("<q", region.buf, ld.MAGIC_OFFSET, ld.MAGIC_STEM | 2)
+        started = time.monotonic()
+        with pytest.raises(ConnectionRefusedError,
+                           match=f"layout version 2; this client speaks version {ld.VERSION}"):
+            connect(cluster_id, 1, timeout=BOUND * 10, policy=FAST)
+        assert time.monotonic() - started < BOUND * 10
+    finally:
+        region.close()
+
+
+def _ping_pong_client(cluster_id: str, requests: int, pipe) -> None:
+    client = connect(cluster_id, 1, timeout=BOUND, policy=FAST)
+    try:
+        for number in range(requests):
+            request = b"%d" % number
+            assert client.send(request, BOUND)
+            response = client.recv(BOUND)
+            assert response is not None, f"request {number}: no answer (lost wake-up)"
+            assert bytes(response) == request[::-1]
+            client.release()
+        pipe.send("done")
+    finally:
+        client.close()
+
+
+@pytest.mark.multiprocess
+def test_no_request_is_lost_while_clients_and_the_broker_race_on_the_pending_flags(
+        cluster_id, spawn, listener):
+    """Clients in other processes, each sending its next request as soon as the answer to
+    the last came: the broker only ever looks at the connections whose byte was set, so a
+    wake-up lost in the flags' ordering would leave a request unanswered for good (the
+    client's recv times out and it reports nothing)."""
+    pipes = []
+    for _ in range(3):
+        parent, child = CTX.Pipe()
+        spawn(_ping_pong_client, cluster_id, 1500, child)
+        pipes.append(parent)
+    dropped = serve_until(listener, lambda dropped: len(dropped) == len(pipes))
+    assert [expect(pipe) for pipe in pipes] == ["done"] * len(pipes)
+    assert len(set(dropped)) == len(pipes)
