@@ -158,8 +158,7 @@ class Wakeup:
     "Client poll batching"). A poll with nothing new parks until the response comes, in
     slices of ``PARKED_WAIT_SLICE`` (so work for another broker is not held behind a hung one).
     ``set(urgent=True)``: ends any wait at once — the poll parks on the response ring and
-    this wakes its reader (``ClientConnection.interrupt``); for close, and for a producer's
-    batch that can be sent now (``linger_ms=0`` with a free in-flight slot: ``Sender.wakeup``).
+    this wakes its reader (``ClientConnection.interrupt``); for close and similar.
 
     Owner: the thread that owns the KafkaClient calls ``clear()`` and passes it to
     ``poll()``; ``set()`` and ``is_set()`` may be called from any thread. Why no wake-up is

@@ -15,10 +15,7 @@ Each turn of the loop (Kafka's ``Sender.runOnce``):
 4. ``client.poll()``: wait for responses, the next linger deadline, or a wake-up from
    ``send()`` (a new or full batch), whichever comes first — a wake-up while requests are
    in flight waits up to ``client.MULTI_WAIT_SLICE`` for their response first, so the new
-   batches go out together (``client.Wakeup``), except with ``linger_ms=0`` while fewer
-   than ``max_in_flight_requests_per_connection`` requests are out: the new batch is
-   sendable now, and its wake-up ends the wait (as Kafka's sender, which sends a ready
-   batch to a node with a free in-flight slot); close wakes it at once.
+   batches go out together (``client.Wakeup``); close wakes it at once.
 
 Each turn drains up to ``max_in_flight_requests_per_connection`` requests per broker at once
 (the same batches, in the same order, as that many turns would drain: at most one batch per
@@ -170,11 +167,6 @@ class Sender(threading.Thread):
         self._next_expiry = 0.0  # clock value before which no batch can expire
         self._muted = set()      # TopicPartitions in flight (only with guaranteed order)
         self._wakeup = Wakeup()
-        # linger_ms=0: a new batch is sendable at once; while an in-flight slot is free its
-        # wake-up ends the poll's wait for the responses (wakeup()). With every slot taken
-        # it is an ordinary wake-up: the turn could send nothing (the reverted "sendable"
-        # wake-up of perf/README.md, "Latency at 10,000 records/s", interrupted it anyway).
-        self._send_at_once = config["linger_ms"] == 0
         self._running = True
         self._forced = False
         self._aborting = False
@@ -185,11 +177,8 @@ class Sender(threading.Thread):
     # -- any thread --------------------------------------------------------------------------
 
     def wakeup(self):
-        """There is new work (a batch opened or filled, a flush, a metadata need). With
-        ``linger_ms=0`` and fewer than ``max_in_flight_requests_per_connection`` Produce
-        requests out (on all brokers together: then each has a free slot), it ends the
-        poll's wait for their responses, so the batch goes out now (module doc, step 4)."""
-        self._wakeup.set(self._send_at_once and len(self._pending) < self._max_in_flight)
+        """There is new work (a batch opened or filled, a flush, a metadata need)."""
+        self._wakeup.set()
 
     def initiate_close(self):
         """Stop once everything queued and in flight is done, and a transaction still

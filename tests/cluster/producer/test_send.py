@@ -10,7 +10,6 @@ import threading
 import numpy as np
 import pytest
 
-from cluster.client import kafka_client
 from cluster.client.future import Future
 from cluster.errors import (
     IllegalStateError,
@@ -24,14 +23,12 @@ from cluster.errors import (
     RecordTooLargeError,
 )
 from cluster.metadata import data_dir as dd
-from cluster.producer import sender as sender_module
 from cluster.producer.batch import RecordMetadata
 from cluster.producer.kafka_producer import KafkaProducer
 from cluster.producer.partitioner import partition_for_key
 from segments.record.batch_header import BatchHeader
 from tests.support.bounds import IN_PROCESS_BOUND
 from tests.support.paths import ROOT
-from tests.support.waits import wait_for
 
 #: What ``producer_of`` (conftest.py) sets here on top of its common settings.
 PRODUCER_SETTINGS = {"linger_ms": 0, "reconnect_backoff_ms": 5, "reconnect_backoff_max_ms": 50}
@@ -105,67 +102,6 @@ def test_get_times_out_while_the_broker_does_not_answer(fake_cluster, producer_o
     with pytest.raises(KafkaTimeoutError, match="no acknowledgement for record 0"):
         producer.send("logs", b"late").get(0.05)
     cluster.brokers[0].paused.clear()
-
-
-def _answers_only(monkeypatch):
-    """The sender's poll made to wait for an answer with nothing but a wake-up to end it
-    sooner: its time slices and idle wait longer than any test."""
-    monkeypatch.setattr(kafka_client, "PARKED_WAIT_SLICE", IN_PROCESS_BOUND * 60)
-    monkeypatch.setattr(kafka_client, "MULTI_WAIT_SLICE", IN_PROCESS_BOUND * 60)
-    monkeypatch.setattr(sender_module, "IDLE_WAIT", IN_PROCESS_BOUND * 60)
-    return dict(request_timeout_ms=600_000, delivery_timeout_ms=1_200_000,
-                ringlog_park_timeout_ms=60_000)
-
-
-def test_linger_0_sends_a_new_batch_while_a_request_is_in_flight(fake_cluster, producer_of,
-                                                                  monkeypatch):
-    """As Kafka's sender at linger.ms=0: a batch opened while fewer than
-    max_in_flight_requests_per_connection requests are out goes out at once, not after
-    the answer in flight; once every slot is taken, a new batch's wake-up leaves the wait
-    for the answers alone (no turn that could send nothing) and the batch follows them."""
-    settings = _answers_only(monkeypatch)
-    cluster = fake_cluster(brokers=1)
-    cluster.create_topic("logs")
-    producer = producer_of(cluster, max_in_flight_requests_per_connection=2, **settings)
-    producer.send("logs", b"warm").get(IN_PROCESS_BOUND)
-    sender = producer._sender
-    client, wakeup = sender._client, sender._wakeup
-    cluster.brokers[0].paused.set()  # reads nothing: no answer until cleared
-    try:
-        first = producer.send("logs", b"a")
-        wait_for(lambda: client.in_flight_count(0) == 1, "the first request",
-                 IN_PROCESS_BOUND)
-        second = producer.send("logs", b"b")
-        wait_for(lambda: client.in_flight_count(0) == 2,
-                 "the second request written while the first is unanswered", IN_PROCESS_BOUND)
-        third = producer.send("logs", b"c")  # both slots taken: it waits for an answer
-        assert wakeup.is_set() and not wakeup.is_urgent()
-        assert client.in_flight_count(0) == 2 and not first.is_done
-    finally:
-        cluster.brokers[0].paused.clear()
-    assert [f.get(IN_PROCESS_BOUND).offset for f in (first, second, third)] == [1, 2, 3]
-    assert [r.value for r in cluster.records("logs", 0)] == [b"warm", b"a", b"b", b"c"]
-
-
-def test_linger_above_0_waits_for_the_answer_in_flight(fake_cluster, producer_of, monkeypatch):
-    """With linger_ms > 0 new batches still wait for the answer in flight and go out
-    together (perf/README.md, "Client poll batching")."""
-    settings = _answers_only(monkeypatch)
-    cluster = fake_cluster(brokers=1)
-    cluster.create_topic("logs")
-    producer = producer_of(cluster, linger_ms=1, **settings)
-    producer.send("logs", b"warm").get(IN_PROCESS_BOUND)
-    client, wakeup = producer._sender._client, producer._sender._wakeup
-    cluster.brokers[0].paused.set()
-    try:
-        first = producer.send("logs", b"a")
-        wait_for(lambda: client.in_flight_count(0) == 1, "the first request",
-                 IN_PROCESS_BOUND)
-        second = producer.send("logs", b"b")
-        assert wakeup.is_set() and not wakeup.is_urgent()
-    finally:
-        cluster.brokers[0].paused.clear()
-    assert [f.get(IN_PROCESS_BOUND).offset for f in (first, second)] == [1, 2]
 
 
 # -- partitioning ----------------------------------------------------------------------------------
