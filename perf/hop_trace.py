@@ -28,6 +28,10 @@ RF 1 and the leader's part of RF 3::
     L.consumer    the consumer's (parked) fetch at offset i was answered
     C.recv        the consumer read the response frame that brought the record (its last
                   read before the poll returned: the wake-up is before, its own work after)
+    C.polled      the consumer's client poll returned after that read (the response
+                  decoded, its future completed: the fetcher's handling)
+    C.fetched     the consumer's next Fetch was written after that (``send_fetches``
+                  returned; its doorbell post included)
     C.poll        poll_batches() returned the record in the consumer process
 
 acks=all, per follower ``b<id>``::
@@ -237,6 +241,21 @@ def _consume(data_dir, records, warmup, ready):
     ClientConnection.recv = noted_recv
     consumer = KafkaConsumer(bootstrap_servers=data_dir, auto_offset_reset="earliest",
                              enable_auto_commit=False)
+    # C.polled and C.fetched: the steps of the consumer's own work after C.recv, noted by
+    # wrapping this consumer's client poll and fetcher (instance attributes: code unchanged)
+    steps = [0, 0]  # the last client poll's return, the last send_fetches' return (ns)
+    client_poll, send_fetches = consumer._client.poll, consumer._fetcher.send_fetches
+
+    def noted_poll(*args, **kwargs):
+        handled = client_poll(*args, **kwargs)
+        steps[0] = time.monotonic_ns()
+        return handled
+
+    def noted_send_fetches():
+        send_fetches()
+        steps[1] = time.monotonic_ns()
+    consumer._client.poll = noted_poll
+    consumer._fetcher.send_fetches = noted_send_fetches
     try:
         tp = TopicPartition(TOPIC, 0)
         consumer.assign([tp])
@@ -256,11 +275,18 @@ def _consume(data_dir, records, warmup, ready):
                     profiler.enable()
             polled = consumer.poll_batches(timeout_ms=100)
             now = time.monotonic_ns()
+            read = last_read[0]
+            polled_at, fetched_at = steps
+            if not read <= polled_at <= fetched_at:
+                polled_at = fetched_at = None  # records that were buffered: no such steps
             for runs in polled.values():
                 for run in runs:
                     for value in run.values():
                         key = STAMP.unpack_from(value)[0]
-                        _notes.append(("C.recv", key, last_read[0]))
+                        _notes.append(("C.recv", key, read))
+                        if polled_at is not None:
+                            _notes.append(("C.polled", key, polled_at))
+                            _notes.append(("C.fetched", key, fetched_at))
                         _notes.append(("C.poll", key, now))
                         count += 1
         if cpu_start is not None:
@@ -404,6 +430,7 @@ def report(trace_dir, warmup, records):
                                (f"L.fetch_in.{follower}", 1), ("L.hw", 1)])
     rows += _hops(events, [("L.append", 0), ("L.hw", 1), ("L.respond", 0), ("P.ack", 0)])
     rows += _hops(events, [("L.hw", 1), ("L.consumer", 0), ("C.recv", 0), ("C.poll", 0)])
+    rows += _hops(events, [("C.recv", 0), ("C.polled", 0), ("C.fetched", 0), ("C.poll", 0)])
     rows += _hops(events, [("P.send", 0), ("P.ack", 0)])
     rows += _hops(events, [("P.send", 0), ("C.poll", 0)])
     print(f"{'hop':<44} {'records':>8} {'median µs':>10} {'p99 µs':>10}")
