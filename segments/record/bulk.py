@@ -144,12 +144,14 @@ def generate_batches(values, keys=None, timestamps=None, headers=None, compressi
     key_rows = None if keys is None else _Rows.of(keys, "keys")
     if timestamps is None:
         timestamps = time_ns() // 1_000_000 if clock is None else clock()
-    if isinstance(timestamps, (int, np.integer)):
-        stamps = np.full(count, timestamps, dtype=np.int64)
+    if isinstance(timestamps, (int, np.integer)):  # one for all: a read-only view, no array
+        stamps = np.broadcast_to(np.int64(timestamps), (count,))
+        spread = 0
     else:
         stamps = np.asarray(timestamps, dtype=np.int64)
         if stamps.shape != (count,):
             raise ValueError(f"{len(stamps)} timestamps for {count} values")
+        spread = int(stamps.max()) - int(stamps.min())
     suffixes = None  # the encoded headers of each record, when any record has headers
     if headers is not None:
         if len(headers) != count:
@@ -160,13 +162,13 @@ def generate_batches(values, keys=None, timestamps=None, headers=None, compressi
     batch = _BatchFields(codec, producer_id, producer_epoch, base_sequence,
                          partition_leader_epoch, is_transactional, timestamp_type)
     if (value_rows is not None and (keys is None or key_rows is not None) and suffixes is None
-            and int(stamps.max()) - int(stamps.min()) <= _ONE_BYTE_SPREAD):
+            and spread <= _ONE_BYTE_SPREAD):
         try:
             value_rows.check_blocks()
         except _NotRows:
             pass
         else:
-            return _build_rows(value_rows, key_rows, stamps, batch_size, batch,
+            return _build_rows(value_rows, key_rows, stamps, spread == 0, batch_size, batch,
                                None if codec else allocate)
     return iter(_build_general(values, keys, stamps, suffixes, batch_size, batch))
 
@@ -252,7 +254,7 @@ class _Rows:
 
 # -- rows path ---------------------------------------------------------------------------------
 
-def _build_rows(values, keys, stamps, batch_size, batch, allocate):
+def _build_rows(values, keys, stamps, uniform, batch_size, batch, allocate):
     count = len(stamps)
     value_width = values.width
     key_width = None if keys is None else keys.width
@@ -278,7 +280,6 @@ def _build_rows(values, keys, stamps, batch_size, batch, allocate):
     shared = sum(n * layout.length for (n, _), layout, own in zip(groups, layouts, owned)
                  if not own)
     out = np.empty(shared, dtype=np.uint8) if shared else None
-    uniform = int(stamps.min()) == int(stamps.max())  # one timestamp: every delta is 0
     position = 0  # in out
     first = 0     # index of the chunk's first record
     for (batch_count, records), layout, own in zip(groups, layouts, owned):
@@ -302,7 +303,7 @@ def _build_rows(values, keys, stamps, batch_size, batch, allocate):
             layout.write(area[:, d.HEADER_SIZE:], key_block,
                          values.block(first, stop).reshape(*shape, value_width),
                          None if uniform else stamp_block)
-            found = _finish(area, first, stamp_block, batch)
+            found = _finish(area, first, stamp_block, uniform, batch)
             yield from (buffer,) if own else found
             first = stop
 
@@ -404,9 +405,10 @@ def _offset_delta_bytes(start, stop, width):
     return groups.astype(np.uint8)
 
 
-def _finish(area, first, stamps, batch):
+def _finish(area, first, stamps, uniform, batch):
     """Fill the headers of the batches in ``area`` (one a row; their first record is record
-    ``first`` of the call); CRC or compress each; return them."""
+    ``first`` of the call; ``uniform``: every record has one timestamp); CRC or compress
+    each; return them."""
     batch_count, length = area.shape
     records = stamps.shape[1]
     if batch.codec:
@@ -425,7 +427,7 @@ def _finish(area, first, stamps, batch):
     headers["attributes"] = batch.attributes
     headers["last_offset_delta"] = records - 1
     headers["base_timestamp"] = stamps[:, 0]
-    headers["max_timestamp"] = stamps.max(axis=1)
+    headers["max_timestamp"] = stamps[:, 0] if uniform else stamps.max(axis=1)
     headers["producer_id"] = batch.producer_id
     headers["producer_epoch"] = batch.producer_epoch
     if batch.base_sequence < 0:
