@@ -413,7 +413,7 @@ class KafkaProducer:
         for start in range(0, total, BULK_CHUNK_RECORDS):
             stop = min(total, start + BULK_CHUNK_RECORDS)
             if indices is None:
-                where = np.arange(start, stop)
+                where = None  # positions start.. : each batch's made on its own (small)
                 chunk_values = values[start:stop]
                 chunk_keys = None if keys is None else keys[start:stop]
                 chunk_headers = None if headers is None else headers[start:stop]
@@ -433,7 +433,9 @@ class KafkaProducer:
                     pooled = bool(lent) and data is lent[-1]  # built into a pool buffer
                     lent.clear()  # append_built owns it now, queued or given back
                     batch = append_built(topic, partition, data, records,
-                                         where[first:first + records], pooled)
+                                         np.arange(start + first, start + first + records)
+                                         if where is None else where[first:first + records],
+                                         pooled)
                     first += records
                     futures.append(FutureBatchMetadata((batch,)))
             finally:
