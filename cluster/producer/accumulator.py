@@ -173,11 +173,21 @@ class RecordAccumulator:
         except BufferPoolClosedError as exc:
             raise IllegalStateError(f"producer closed; cannot append to {what}") from exc
 
-    def append_built(self, topic, partition, data, record_count, record_indices):
+    def allocate_built(self, size, what):
+        """A pool buffer of ``size`` bytes for a batch built straight into it (blocking
+        for memory up to max_block_ms); queue it with ``append_built(..., pooled=True)`` or
+        give it back with ``pool.deallocate``."""
+        return self._allocate(size, what)
+
+    def append_built(self, topic, partition, data, record_count, record_indices, pooled=False):
         """Queue a batch that arrives built (``data``: its bytes), copying it into a pool
-        buffer (blocking for memory up to max_block_ms); returns the ProducerBatch."""
-        buffer = self._allocate(len(data), f"{topic}-{partition}")
-        buffer[:] = data
+        buffer (blocking for memory up to max_block_ms) unless ``pooled``: then ``data`` is
+        a buffer from ``allocate_built``, queued as it is. Returns the ProducerBatch."""
+        if pooled:
+            buffer = data
+        else:
+            buffer = self._allocate(len(data), f"{topic}-{partition}")
+            buffer[:] = data
         batch = ProducerBatch.of_built(topic, partition, buffer, record_count, buffer,
                                        self._clock())
         batch.record_indices = record_indices

@@ -11,6 +11,12 @@ batch never costs a fresh allocation:
   memory, turning the coldest free buffers back into unpooled memory when that is short
   (Kafka's ``freeUp``); the new buffer (a ``bytearray``, or an anonymous mapping from
   ``MAPPED_FROM`` bytes) is created outside the lock.
+* Unlike Kafka, mappings are recycled too: the last ``SPARE_BUFFERS`` given back wait as
+  *spares*, and a request of exactly a spare's size takes it (a bulk send's full batches
+  all have one size, ``segments.record.bulk``). A fresh mapping costs a page fault and a
+  cleared page per 4 KB as it is written — more than writing the batch into a warm
+  buffer (perf/README.md, ``bulk_bench``). Spares count as available memory and are the
+  first dropped when memory is short.
 * When memory is short the caller queues and blocks up to ``max_block_ms``. Waiters are
   served strictly first-come first-served: only the head of the queue takes memory, and it
   takes whatever becomes free until it holds its whole request, so a large request is not
@@ -19,15 +25,17 @@ batch never costs a fresh allocation:
   freed byte, so this costs nothing while memory is short). The deadline is tracked on the
   pool's clock; the waits themselves are ``threading.Condition`` waits.
 * ``deallocate(buffer)`` gives a buffer back: one of the poolable size goes on the free list,
-  any other size returns its bytes to the unpooled memory; the head waiter is woken.
+  a mapping becomes a spare, any other size returns its bytes to the unpooled memory; the
+  head waiter is woken.
 
 Memory accounting, each byte of ``total_memory`` is in exactly one state::
 
     total_memory = unallocated_memory            (not backed by any buffer)
                  + pooled_count * batch_size      (free buffers waiting to be reused)
+                 + spare_memory                   (spare mappings waiting to be reused)
                  + bytes held by callers          (allocated and not yet returned)
                  + bytes gathered by the head waiter for a request not yet complete
-    available_memory = unallocated_memory + pooled_count * batch_size
+    available_memory = unallocated_memory + pooled_count * batch_size + spare_memory
 
 Buffers are not cleared when recycled: a caller must not read bytes it did not write. A
 caller must not ``release()`` a buffer it got from the pool, and must give each one back
@@ -54,6 +62,10 @@ from cluster.errors import KafkaError, KafkaTimeoutError
 #: all at once — a cost wasted on the buffer of a large value, which the batch never writes
 #: into (``segments.record.batch_parts``). Figures: perf/README.md, "Large values".
 MAPPED_FROM = 256 * 1024
+#: Mappings given back that the pool keeps for a request of the same size (module doc):
+#: a bulk send of 100-byte values has about 32 MB (buffer_memory's default) of 1 MB
+#: batches in flight.
+SPARE_BUFFERS = 32
 
 
 def _new_buffer(size):
@@ -106,7 +118,7 @@ class BufferPool:
 
     Owner: the producer (its ``RecordAccumulator``). Thread safety: every method may be
     called from any thread — the appending threads allocate, the sender thread deallocates,
-    ``close()`` comes from whoever closes the producer. All mutable state (``_free``,
+    ``close()`` comes from whoever closes the producer. All mutable state (``_free``, ``_spare``,
     ``_waiters``, ``_unpooled``, ``_lent``, ``_closed`` and the metrics) is guarded by
     ``self._lock``; each waiter blocks on its own ``Condition`` over that lock.
 
@@ -128,6 +140,10 @@ class BufferPool:
         # Free buffers of batch_size bytes: appended and popped on the right (the most
         # recently used, still warm in the CPU cache), dropped from the left by _free_up.
         self._free = deque()
+        # Spare mappings (MAPPED_FROM bytes or more, not batch_size), oldest first, at most
+        # SPARE_BUFFERS; _spare_bytes is their sum. Dropped by _free_up before _free.
+        self._spare = deque()
+        self._spare_bytes = 0
         # One Condition per blocked allocate(), oldest first; only the head takes memory.
         self._waiters = deque()
         # Bytes of total not backed by any buffer.
@@ -159,6 +175,11 @@ class BufferPool:
                 buffer = self._free.pop()
                 self._lent[id(buffer)] = buffer
                 return buffer
+            if size >= MAPPED_FROM and not self._waiters and not self._closed:
+                buffer = self._take_spare(size)
+                if buffer is not None:
+                    self._lent[id(buffer)] = buffer
+                    return buffer
             if size < 0 or size > self._total:
                 raise ValueError(
                     f"cannot allocate {size} bytes: the pool holds {self._total} bytes "
@@ -187,7 +208,7 @@ class BufferPool:
         if not self._waiters:
             if size == self._batch_size and self._free:
                 return self._free.pop()
-            if self._unpooled + len(self._free) * self._batch_size >= size:
+            if self._unpooled + len(self._free) * self._batch_size + self._spare_bytes >= size:
                 self._free_up(size)
                 self._unpooled -= size
                 return None
@@ -223,7 +244,8 @@ class BufferPool:
                     self.exhausted.record(now=now)
                     raise BufferExhaustedError(
                         size, max_block_ms, self._total,
-                        self._unpooled + len(self._free) * self._batch_size)
+                        self._unpooled + len(self._free) * self._batch_size
+                        + self._spare_bytes)
                 more_memory.wait(deadline - now)
                 woke = clock()
                 waited = max(0, round((woke - now) * 1e9))
@@ -236,16 +258,33 @@ class BufferPool:
         finally:
             self._unpooled += gathered  # a request that failed gives back what it gathered
             self._waiters.remove(more_memory)
-            if self._unpooled or self._free:
+            if self._unpooled or self._free or self._spare:
                 self._signal_head()
         return buffer
 
     def _free_up(self, size):
         """Drop free buffers, coldest first, until ``_unpooled`` >= ``size`` or none are left."""
+        spare = self._spare
+        while spare and self._unpooled < size:
+            dropped = len(spare.popleft())
+            self._spare_bytes -= dropped
+            self._unpooled += dropped
         free = self._free
         while free and self._unpooled < size:
             free.popleft()
             self._unpooled += self._batch_size
+
+    def _take_spare(self, size):
+        """The most recently given back spare of exactly ``size`` bytes, taken off the
+        spares, or None (lock held)."""
+        spare = self._spare
+        for index in range(len(spare) - 1, -1, -1):
+            if len(spare[index]) == size:
+                buffer = spare[index]
+                del spare[index]
+                self._spare_bytes -= size
+                return buffer
+        return None
 
     def _signal_head(self):
         if self._waiters:
@@ -272,10 +311,18 @@ class BufferPool:
                     raise ValueError(
                         f"buffer of {len(buffer)} bytes was not lent by this pool "
                         f"or was already given back")
-                if len(buffer) == batch_size:
+                size = len(buffer)
+                if size == batch_size:
                     self._free.append(buffer)
+                elif size >= MAPPED_FROM:
+                    self._spare.append(buffer)
+                    self._spare_bytes += size
+                    if len(self._spare) > SPARE_BUFFERS:
+                        dropped = len(self._spare.popleft())
+                        self._spare_bytes -= dropped
+                        self._unpooled += dropped
                 else:
-                    self._unpooled += len(buffer)
+                    self._unpooled += size
             if self._waiters:
                 self._waiters[0].notify()
 
@@ -305,11 +352,17 @@ class BufferPool:
     def available_memory(self):
         """Bytes an allocation could take now: unallocated plus the free list."""
         with self._lock:
-            return self._unpooled + len(self._free) * self._batch_size
+            return self._unpooled + len(self._free) * self._batch_size + self._spare_bytes
+
+    @property
+    def spare_memory(self):
+        """Bytes of the spare mappings waiting for a request of their size."""
+        with self._lock:
+            return self._spare_bytes
 
     @property
     def unallocated_memory(self):
-        """Bytes not backed by any buffer (neither lent nor on the free list)."""
+        """Bytes not backed by any buffer (neither lent nor on the free list nor spare)."""
         with self._lock:
             return self._unpooled
 

@@ -398,15 +398,22 @@ class KafkaProducer:
         by chunk and queue each batch on ``choose(previous partition)``."""
         import numpy as np
 
-        from segments.record.bulk import build_batches
+        from segments.record.bulk import generate_batches
         total = len(values) if indices is None else len(indices)
-        append_built = self._accumulator.append_built
+        accumulator = self._accumulator
+        append_built = accumulator.append_built
         codec = self.config["compression_type"] or "none"
         partition = None
+        lent = []  # the pool buffer a batch is being built into, until it is queued
+
+        def allocate(size):
+            buffer = accumulator.allocate_built(size, f"{topic} (send_batch)")
+            lent.append(buffer)
+            return buffer
         for start in range(0, total, BULK_CHUNK_RECORDS):
             stop = min(total, start + BULK_CHUNK_RECORDS)
             if indices is None:
-                where = np.arange(start, stop)
+                where = None  # positions start.. : each batch's made on its own (small)
                 chunk_values = values[start:stop]
                 chunk_keys = None if keys is None else keys[start:stop]
                 chunk_headers = None if headers is None else headers[start:stop]
@@ -415,16 +422,26 @@ class KafkaProducer:
                 chunk_values = _take(values, where)
                 chunk_keys = None if keys is None else _take(keys, where)
                 chunk_headers = None if headers is None else _take(headers, where)
-            built = build_batches(chunk_values, chunk_keys, timestamp_ms, chunk_headers,
-                                  compression_type=codec, batch_size=size)
+            built = generate_batches(chunk_values, chunk_keys, timestamp_ms, chunk_headers,
+                                     compression_type=codec, batch_size=size,
+                                     allocate=allocate)
             first = 0
-            for data in built:
-                records = BatchHeader(data).record_count
-                partition = choose(partition)
-                batch = append_built(topic, partition, data, records,
-                                     where[first:first + records])
-                first += records
-                futures.append(FutureBatchMetadata((batch,)))
+            try:
+                for data in built:
+                    records = BatchHeader(data).record_count
+                    partition = choose(partition)
+                    pooled = bool(lent) and data is lent[-1]  # built into a pool buffer
+                    lent.clear()  # append_built owns it now, queued or given back
+                    batch = append_built(topic, partition, data, records,
+                                         np.arange(start + first, start + first + records)
+                                         if where is None else where[first:first + records],
+                                         pooled)
+                    first += records
+                    futures.append(FutureBatchMetadata((batch,)))
+            finally:
+                for buffer in lent:  # built into, never queued: the pool's again
+                    accumulator.pool.deallocate(buffer)
+                lent.clear()
 
     def _wait_on_metadata(self, topic, partition=None):
         """The topic's metadata once it lists the topic (and ``partition``), waiting up to

@@ -16,11 +16,15 @@ Two paths:
   per run of equal-sized records (offset deltas 0-63, 64-8191, ...) one strided
   assignment per field writes that field of every record of every batch of the chunk;
   the 61 header bytes of those batches are columns of a structured numpy view; then one
-  CRC-32C call per batch.
+  CRC-32C call per batch. Given an ``allocate``, batches of half a chunk or more are
+  written straight into a buffer of their own from it, one at a time (the producer's
+  pool buffers: no copy of the batch after it is built).
 * **General** (anything else: nulls, varying lengths, headers, spread timestamps): record
   sizes are computed with numpy, a batch window at a time, to find each split, and each
   batch is encoded by ``records.encode_records`` — the builder's own encoder, which lays
   out all of a batch's records with C-level maps and one ``bytes.join``.
+
+``generate_batches`` yields the same batches one at a time (each made when asked for).
 
 Pure: takes values, returns batches; no I/O, no lock; any thread may call it.
 """
@@ -56,6 +60,9 @@ _ONE_BYTE_SPREAD = 63
 _INT32_SPAN = 1 << 31
 #: Bytes of batches the rows path encodes per pass (each field's pass then stays in cache).
 _CHUNK_BYTES = 1 << 20
+#: Batches of this many bytes or more go into a buffer of their own when the caller gives
+#: an ``allocate`` (bigger than half a chunk: a chunk would hold one anyway).
+_OWN_BYTES = _CHUNK_BYTES // 2 + 1
 _BYTES_OR_NONE = {bytes, type(None)}
 
 #: The header of one batch as a structured numpy record (big-endian, at Kafka's offsets).
@@ -96,10 +103,19 @@ def next_sequence(base_sequence, increment):
 
 
 def build_batches(values, keys=None, timestamps=None, headers=None, compression_type=0,
-                  batch_size=16384, *, producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                  partition_leader_epoch=-1, is_transactional=False, timestamp_type=0,
-                  clock=None):
-    """Encode ``values`` (with optional keys, timestamps, headers) into a list of batches.
+                  batch_size=16384, **fields):
+    """The batches of ``generate_batches`` (same arguments) as a list."""
+    return list(generate_batches(values, keys, timestamps, headers, compression_type,
+                                 batch_size, **fields))
+
+
+def generate_batches(values, keys=None, timestamps=None, headers=None, compression_type=0,
+                     batch_size=16384, *, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                     partition_leader_epoch=-1, is_transactional=False, timestamp_type=0,
+                     clock=None, allocate=None):
+    """Encode ``values`` (with optional keys, timestamps, headers) into batches, yielded
+    in order: by the rows path one chunk at a time as they are asked for, by the general
+    path all made at the first (the arguments are checked before).
 
     ``values``: a 2-D uint8 array (one fixed-size value per row) or a sequence of
     bytes-like/None. ``keys``: None (all null), a 2-D uint8 array, or a sequence of
@@ -109,25 +125,33 @@ def build_batches(values, keys=None, timestamps=None, headers=None, compression_
     them; each has baseOffset 0 and, when ``base_sequence`` >= 0, the base sequence that
     follows the previous batch's records. Each batch is bytes-like: bytes, or on the rows
     path without compression a memoryview into one buffer shared by all the batches.
+
+    ``allocate``: None, or a callable taking a byte count and returning a writable buffer
+    of exactly that many bytes. The rows path without compression then writes each batch
+    of ``_OWN_BYTES`` or more into a buffer of its own, asked for when that batch is made,
+    and yields that very buffer (the caller tells it by identity); other batches are as
+    without ``allocate``.
     """
     codec = codec_id(compression_type)
     if timestamp_type not in (0, 1):
         raise ValueError(f"timestamp_type must be 0 or 1, found {timestamp_type!r}")
     count = len(values)
     if not count:
-        return []
+        return iter(())
     if keys is not None and len(keys) != count:
         raise ValueError(f"{len(keys)} keys for {count} values")
     value_rows = _Rows.of(values, "values")
     key_rows = None if keys is None else _Rows.of(keys, "keys")
     if timestamps is None:
         timestamps = time_ns() // 1_000_000 if clock is None else clock()
-    if isinstance(timestamps, (int, np.integer)):
-        stamps = np.full(count, timestamps, dtype=np.int64)
+    if isinstance(timestamps, (int, np.integer)):  # one for all: a read-only view, no array
+        stamps = np.broadcast_to(np.int64(timestamps), (count,))
+        spread = 0
     else:
         stamps = np.asarray(timestamps, dtype=np.int64)
         if stamps.shape != (count,):
             raise ValueError(f"{len(stamps)} timestamps for {count} values")
+        spread = int(stamps.max()) - int(stamps.min())
     suffixes = None  # the encoded headers of each record, when any record has headers
     if headers is not None:
         if len(headers) != count:
@@ -138,12 +162,15 @@ def build_batches(values, keys=None, timestamps=None, headers=None, compression_
     batch = _BatchFields(codec, producer_id, producer_epoch, base_sequence,
                          partition_leader_epoch, is_transactional, timestamp_type)
     if (value_rows is not None and (keys is None or key_rows is not None) and suffixes is None
-            and int(stamps.max()) - int(stamps.min()) <= _ONE_BYTE_SPREAD):
+            and spread <= _ONE_BYTE_SPREAD):
         try:
-            return _build_rows(value_rows, key_rows, stamps, batch_size, batch)
+            value_rows.check_blocks()
         except _NotRows:
             pass
-    return _build_general(values, keys, stamps, suffixes, batch_size, batch)
+        else:
+            return _build_rows(value_rows, key_rows, stamps, spread == 0, batch_size, batch,
+                               None if codec else allocate)
+    return iter(_build_general(values, keys, stamps, suffixes, batch_size, batch))
 
 
 class _BatchFields:
@@ -204,6 +231,17 @@ class _Rows:
             return None
         return cls(items, lengths[0])
 
+    def check_blocks(self):
+        """Raise _NotRows unless each listed item's len() is its byte count (so ``block``
+        holds for every range; a TypeError for an item that is not bytes-like)."""
+        items = self.items
+        if isinstance(items, np.ndarray) or set(map(type, items)) <= {bytes}:
+            return
+        for item in items:
+            with memoryview(item) as view:
+                if view.nbytes != self.width:
+                    raise _NotRows
+
     def block(self, start, stop):
         """Rows start..stop-1 as a 2-D uint8 array."""
         if isinstance(self.items, np.ndarray):
@@ -216,7 +254,7 @@ class _Rows:
 
 # -- rows path ---------------------------------------------------------------------------------
 
-def _build_rows(values, keys, stamps, batch_size, batch):
+def _build_rows(values, keys, stamps, uniform, batch_size, batch, allocate):
     count = len(stamps)
     value_width = values.width
     key_width = None if keys is None else keys.width
@@ -236,21 +274,28 @@ def _build_rows(values, keys, stamps, batch_size, batch):
     if last:
         groups.append((1, last))
     layouts = [_layout(records, content, key_width, value_width) for _, records in groups]
-    out = np.empty(sum(n * layout.length for (n, _), layout in zip(groups, layouts)),
-                   dtype=np.uint8)
-    uniform = int(stamps.min()) == int(stamps.max())  # one timestamp: every delta is 0
-    batches = []
+    # batches of _OWN_BYTES or more go each into its own allocated buffer, the others
+    # into one array
+    owned = [allocate is not None and layout.length >= _OWN_BYTES for layout in layouts]
+    shared = sum(n * layout.length for (n, _), layout, own in zip(groups, layouts, owned)
+                 if not own)
+    out = np.empty(shared, dtype=np.uint8) if shared else None
     position = 0  # in out
     first = 0     # index of the chunk's first record
-    for (batch_count, records), layout in zip(groups, layouts):
+    for (batch_count, records), layout, own in zip(groups, layouts, owned):
         length = layout.length
         # a chunk of about _CHUNK_BYTES at a time, so each pass stays in cache
-        chunk = max(1, _CHUNK_BYTES // length)
+        chunk = 1 if own else max(1, _CHUNK_BYTES // length)
         for done in range(0, batch_count, chunk):
             chunk_batches = min(chunk, batch_count - done)
             stop = first + chunk_batches * records
-            area = out[position:position + chunk_batches * length].reshape(
-                chunk_batches, length)
+            if own:
+                buffer = allocate(length)
+                area = np.frombuffer(buffer, dtype=np.uint8).reshape(1, length)
+            else:
+                area = out[position:position + chunk_batches * length].reshape(
+                    chunk_batches, length)
+                position += chunk_batches * length
             shape = (chunk_batches, records)
             key_block = None if keys is None else keys.block(first, stop).reshape(
                 *shape, key_width)
@@ -258,10 +303,9 @@ def _build_rows(values, keys, stamps, batch_size, batch):
             layout.write(area[:, d.HEADER_SIZE:], key_block,
                          values.block(first, stop).reshape(*shape, value_width),
                          None if uniform else stamp_block)
-            batches += _finish(area, first, stamp_block, batch)
-            position += chunk_batches * length
+            found = _finish(area, first, stamp_block, uniform, batch)
+            yield from (buffer,) if own else found
             first = stop
-    return batches
 
 
 @functools.lru_cache(maxsize=8)
@@ -361,9 +405,10 @@ def _offset_delta_bytes(start, stop, width):
     return groups.astype(np.uint8)
 
 
-def _finish(area, first, stamps, batch):
+def _finish(area, first, stamps, uniform, batch):
     """Fill the headers of the batches in ``area`` (one a row; their first record is record
-    ``first`` of the call); CRC or compress each; return them."""
+    ``first`` of the call; ``uniform``: every record has one timestamp); CRC or compress
+    each; return them."""
     batch_count, length = area.shape
     records = stamps.shape[1]
     if batch.codec:
@@ -382,7 +427,7 @@ def _finish(area, first, stamps, batch):
     headers["attributes"] = batch.attributes
     headers["last_offset_delta"] = records - 1
     headers["base_timestamp"] = stamps[:, 0]
-    headers["max_timestamp"] = stamps.max(axis=1)
+    headers["max_timestamp"] = stamps[:, 0] if uniform else stamps.max(axis=1)
     headers["producer_id"] = batch.producer_id
     headers["producer_epoch"] = batch.producer_epoch
     if batch.base_sequence < 0:

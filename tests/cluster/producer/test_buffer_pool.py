@@ -14,6 +14,7 @@ import pytest
 from cluster.errors import KafkaTimeoutError
 from cluster.producer.buffer_pool import (
     MAPPED_FROM,
+    SPARE_BUFFERS,
     BufferExhaustedError,
     BufferPool,
     BufferPoolClosedError,
@@ -222,7 +223,47 @@ def test_a_large_buffer_is_a_zeroed_mapping_given_back_like_any_other():
     assert len(buf) == size and buf[-1] == 0 and bytes(buf[:8]) == bytes(8)
     buf[size - 3:] = b"end"
     pool.deallocate(buf)
-    assert pool.unallocated_memory == 2 * size and pool.pooled_count == 0
+    assert pool.unallocated_memory == size and pool.pooled_count == 0
+    assert pool.spare_memory == size and pool.available_memory == 2 * size
+
+
+def test_a_mapping_given_back_is_reused_by_a_request_of_its_size_alone():
+    size = MAPPED_FROM + 3
+    pool = BufferPool(4 * size, BATCH)
+    first, second = pool.allocate(size, 0), pool.allocate(size + 1, 0)
+    pool.deallocate_many([first, second])
+    assert pool.spare_memory == 2 * size + 1
+    other = pool.allocate(size + 2, 0)  # no spare of this size: a fresh mapping
+    assert other.obj is not first.obj and other.obj is not second.obj
+    again = pool.allocate(size, 0)
+    assert again.obj is first.obj and pool.spare_memory == size + 1
+    assert pool.available_memory == 4 * size - size - (size + 2)
+    pool.deallocate(again)
+    with pytest.raises(ValueError, match="not lent"):
+        pool.deallocate(again)  # a spare is not lent: a second return is still caught
+
+
+def test_spares_are_dropped_first_when_memory_is_short():
+    size = MAPPED_FROM
+    pool = BufferPool(3 * size, size // 4)
+    small = [pool.allocate(size // 4, 0) for _ in range(4)]
+    pool.deallocate_many(small)  # the free list holds one mapping's worth
+    spare = pool.allocate(size, 0)
+    pool.deallocate(spare)
+    assert (pool.pooled_count, pool.spare_memory, pool.unallocated_memory) == (4, size, size)
+    big = pool.allocate(2 * size, 0)  # needs the spare's memory, not the free buffers'
+    assert (pool.pooled_count, pool.spare_memory, pool.unallocated_memory) == (4, 0, 0)
+    assert big.obj is not spare.obj
+
+
+def test_spares_are_capped_the_oldest_dropped():
+    size = MAPPED_FROM
+    pool = BufferPool((SPARE_BUFFERS + 2) * size, BATCH)
+    buffers = [pool.allocate(size, 0) for _ in range(SPARE_BUFFERS + 2)]
+    pool.deallocate_many(buffers)
+    assert pool.spare_memory == SPARE_BUFFERS * size
+    assert pool.unallocated_memory == 2 * size
+    assert pool.allocate(size, 0).obj is buffers[-1].obj  # the most recent first
 
 
 # -- blocking and timeouts ----------------------------------------------------------------

@@ -26,7 +26,9 @@ from cluster.metadata import data_dir as dd
 from cluster.producer.batch import RecordMetadata
 from cluster.producer.kafka_producer import KafkaProducer
 from cluster.producer.partitioner import partition_for_key
+from segments.record import bulk
 from segments.record.batch_header import BatchHeader
+from segments.record.bulk import build_batches
 from tests.support.bounds import IN_PROCESS_BOUND
 from tests.support.paths import ROOT
 
@@ -473,6 +475,58 @@ def test_bulk_send_of_a_numpy_array(fake_cluster, producer_of):
     assert [r.value for r in stored[:3]] == [values[i].tobytes() for i in range(3)]
     assert stored[-1].value == values[-1].tobytes()
     assert np.concatenate([f.record_indices for f in futures]).tolist() == list(range(50_000))
+
+
+def test_bulk_send_builds_large_batches_into_pool_buffers(fake_cluster, producer_of):
+    """Batches of a megabyte go out in the very pool buffers they were built into, and the
+    memory comes back once they are acknowledged (pool spares)."""
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("bulk")
+    producer = producer_of(cluster)
+    values = np.random.default_rng(3).integers(0, 256, size=(30_000, 100), dtype=np.uint8)
+    accumulator = producer._accumulator
+    append_built, pooled = accumulator.append_built, []
+
+    def spy(*args):
+        pooled.append(args[-1])
+        return append_built(*args)
+    accumulator.append_built = spy
+    futures = producer.send_batch("bulk", values, partition=0)
+    assert pooled == [True, True, True, False]
+    metas = [f.get(IN_PROCESS_BOUND) for f in futures]
+    full = metas[0].record_count
+    assert [m.record_count for m in metas] == [full] * 3 + [30_000 - 3 * full]
+    pool = producer._accumulator.pool
+    assert pool.available_memory == pool.total_memory
+    length = len(build_batches(values[:full], batch_size=producer.bulk_batch_size)[0])
+    # one to three spares (a batch acknowledged before the next is built hands its buffer
+    # on); the last batch, 160 KB, was copied into a bytearray
+    assert pool.spare_memory in (length, 2 * length, 3 * length)
+    stored = cluster.records("bulk", 0)
+    assert [r.value for r in stored] == [row.tobytes() for row in values]
+
+
+def test_bulk_send_gives_back_the_buffer_of_a_batch_that_failed_to_build(
+        fake_cluster, producer_of, monkeypatch):
+    cluster = fake_cluster(brokers=1)
+    cluster.create_topic("bulk")
+    producer = producer_of(cluster)
+    values = np.zeros((30_000, 100), dtype=np.uint8)
+    finish = bulk._finish
+    made = []
+
+    def failing(area, *args):
+        if made:
+            raise MemoryError("the second batch fails")
+        made.append(area)
+        return finish(area, *args)
+    monkeypatch.setattr(bulk, "_finish", failing)
+    with pytest.raises(MemoryError, match="second batch"):
+        producer.send_batch("bulk", values, partition=0)
+    producer.flush(IN_PROCESS_BOUND)
+    pool = producer._accumulator.pool
+    assert pool.available_memory == pool.total_memory
+    assert len(cluster.records("bulk", 0)) == BatchHeader(made[0].tobytes()).record_count
 
 
 def test_bulk_send_of_keyed_records_lands_where_send_would(fake_cluster, producer_of):

@@ -15,7 +15,7 @@ from segments.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from segments.record import batch_descriptor as d
 from segments.record.batch_header import BatchHeader
 from segments.record.batch_parts import PARTS_FROM, BatchParts
-from segments.record.bulk import build_batches
+from segments.record.bulk import build_batches, generate_batches
 from segments.record.compression import (
     CODEC_NAMES,
     MAX_RECORDS_BYTES as LIMIT,
@@ -646,6 +646,30 @@ def test_fixed_size_rows_take_the_vectorised_path_through_three_offset_delta_wid
     rows = [bytes(row) for row in values]
     assert [bytes(b) for b in batches] == one_by_one(rows, None, timestamps, None, 0, 1 << 20)
     assert [r.offset for r in RecordBatch(batches[0])][-1] == 8999
+
+
+def test_bulk_with_allocate_builds_each_large_batch_into_its_own_buffer_when_asked():
+    """generate_batches with an allocate: every batch of half a chunk or more is written
+    into the buffer allocate gave, asked for when that batch is made, and yielded as that
+    very buffer; smaller batches and compressed ones as without allocate; same bytes."""
+    values = np.random.default_rng(2).integers(0, 256, size=(20_000, 100), dtype=np.uint8)
+    asked = []
+
+    def allocate(size):
+        asked.append(memoryview(bytearray(size)))
+        return asked[-1]
+
+    batches = generate_batches(values, None, BASE_TS, None, 0, 1 << 20, allocate=allocate)
+    assert asked == []
+    first = next(batches)
+    assert len(asked) == 1 and first is asked[0]
+    rest = list(batches)
+    assert len(asked) == 2 and rest[0] is asked[1]
+    assert all(b is not a for b in rest[1:] for a in asked)  # the small last batch
+    expected = [bytes(b) for b in build_batches(values, None, BASE_TS, None, 0, 1 << 20)]
+    assert [bytes(b) for b in [first, *rest]] == expected and len(expected) == 3
+    assert list(generate_batches(values, None, BASE_TS, None, "gzip", 1 << 20,
+                                 allocate=allocate)) and len(asked) == 2
 
 
 def test_bulk_items_whose_len_is_not_their_byte_count_are_copied_as_bytes():
