@@ -123,11 +123,22 @@ def read_committed(cluster, topic, partitions):
     return sorted(values)
 
 
-def until(predicate, what, step=lambda: None):
+def until(predicate, what, step=lambda: None, state=lambda: ""):
+    """Call ``step`` until ``predicate()``; after BOUND seconds fail naming ``what`` and
+    what ``state()`` says of the copiers then (a failure seen once under load, not yet
+    explained: the message is what the next one will tell)."""
     deadline = time.monotonic() + BOUND
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}{state()}"
         step()
+
+
+def described(copiers, copied):
+    """What each copier holds, has copied and joined as (``until``'s ``state``)."""
+    return "".join(
+        f"; {c.name}: assigned {sorted(tp.partition for tp in c.consumer.assignment())}, "
+        f"copied {copied[c.name]}, generation {c.consumer.group_metadata().generation_id}"
+        for c in copiers)
 
 
 def test_a_zombie_copier_is_fenced_by_its_group_metadata(e2e):
@@ -142,7 +153,8 @@ def test_a_zombie_copier_is_fenced_by_its_group_metadata(e2e):
             copied["b"] += b.step()
         until(lambda: a.consumer.assignment() and b.consumer.assignment()
               and a.consumer.assignment() | b.consumer.assignment() == ALL_IN
-              and copied["a"] and copied["b"], "both instances copying", both)
+              and copied["a"] and copied["b"], "both instances copying", both,
+              lambda: described((a, b), copied))
         stale = a.consumer.group_metadata()
         # A takes one more poll's records and sends their copies, then hangs.
         pending = []
