@@ -220,9 +220,12 @@ class Segment:
         #: first offset -> BatchInfo (``partition_leader_epoch`` None) of the first batch
         #: of each of the last appends of this process (``append``'s ``first_offset``):
         #: a reader that keeps up asks for exactly such an offset (the log end it saw),
-        #: and ``read`` then needs neither the index nor a read of the header. Cleared
-        #: when the file is cut (``truncate_to``, ``recover``) and when it grows past
-        #: _RECENT_APPENDS entries.
+        #: and ``read`` then needs neither the index nor a read of the header. The last
+        #: entry is the last append: every batch before its position ends below its
+        #: offset, so ``translate_offset`` starts a lookup at or past that offset there
+        #: (the read's bound at the high watermark) instead of at an offset index entry.
+        #: Cleared when the file is cut (``truncate_to``, ``recover``) and when it grows
+        #: past _RECENT_APPENDS entries (the append that cleared it then adds itself).
         self._recent = {}
         #: Bytes from position 0 not yet CRC-checked in this process (``verify``): the
         #: whole file of an opened segment, nothing of a created one (appends are
@@ -234,11 +237,6 @@ class Segment:
         self.unflushed = False
         #: Whether a lookup met an index entry that lies (warned about once).
         self._warned_index = False
-        #: ``(offset, position)`` of the last append: every batch before ``position``
-        #: ends below ``offset`` (the segment's next offset before that append), so a
-        #: lookup at or past ``offset`` starts there — a follower's fetch completed by an
-        #: append reads from it — instead of at an offset index entry; None when unknown.
-        self._last_append = None
         #: Whether the last ``recover`` cut the segment at damage (not a torn write).
         self.damaged = False
         #: Whether the last ``recover`` validated a control batch (a transaction marker:
@@ -508,10 +506,10 @@ class Segment:
 
     def translate_offset(self, offset, start_position=0):
         """The first batch whose last offset is >= ``offset``, or None if there is none."""
-        last_append = self._last_append
-        if last_append is not None and offset >= last_append[0] \
-                and last_append[1] >= start_position:
-            for info in self.headers(last_append[1]):
+        recent = self._recent
+        last = recent[next(reversed(recent))] if recent else None  # the last append
+        if last is not None and offset >= last.base_offset and last.position >= start_position:
+            for info in self.headers(last.position):
                 if info.last_offset >= offset:
                     return info
             return None
@@ -656,7 +654,6 @@ class Segment:
         """
         FILES.touch(self)
         position = self.size
-        appended_from = self._next_offset
         fd = self.fd
         try:
             written = write_all(fd, data, position)
@@ -690,8 +687,6 @@ class Segment:
         self.bytes_since_last_index_entry = since
         if self.rolling_base_timestamp is None and batches:
             self.rolling_base_timestamp = batches[0][1]
-        self._last_append = None if appended_from is None else (appended_from,
-                                                                 self.size)
         self.size += written
         self._next_offset = batches[-1][0] + 1 if batches else self._next_offset
         self.unflushed = True
@@ -786,7 +781,6 @@ class Segment:
         """
         first_dropped = self.translate_offset(offset)
         self._recent.clear()
-        self._last_append = None
         self.offset_index.make_mutable()
         self.time_index.make_mutable()
         self.offset_index.truncate_to(offset)
@@ -901,7 +895,6 @@ class Segment:
             self.size = valid_end
         self.unflushed = True
         self.unverified_end = start  # the batches from there on were just checked
-        self._last_append = None
         self.recovered_control_batch = control
         self.load_tail_state()
         return dropped
