@@ -515,9 +515,7 @@ class KafkaClient:
         correlation_id, body)`` returns (fragments past the largest frame). One call per
         request on the producer's path: no closures, the connected case tested first."""
         future = Future()
-        node = self._nodes.get(node_id)
-        if node is None:
-            node = self._nodes[node_id] = _Node(node_id)
+        node = self._node(node_id)
         connection = node.connection
         if connection is None:
             if not self._ensure_connected(node):
@@ -529,8 +527,7 @@ class KafkaClient:
             return future.failure(IncompatibleBrokerVersion(
                 f"broker {node_id} serves {ApiKey(api_key).name} versions {low}..{high}, "
                 f"not v{api_version}"))
-        self._correlation_id = correlation_id = protocol.next_correlation_id(
-            self._correlation_id)
+        correlation_id = self._next_correlation_id()
         try:
             if size is not None and size <= self._max_frame_length:
                 # in place: a claimed request-ring slot, published by commit
