@@ -24,8 +24,6 @@ the slices it reads from belong to the broker's loop thread.
 """
 from __future__ import annotations
 
-import struct
-
 from cluster.protocol import frame_descriptor as d
 
 #: ``preferred_read_replica`` (v11) when there is none.
@@ -87,8 +85,7 @@ def _single(version, name):
              d.STRING_LENGTH, f"{len(encoded)}s", d.ARRAY_LENGTH,
              d.FETCH_PARTITION_V5 if version >= 5 else d.FETCH_PARTITION_V4,
              d.FETCH_RECORDS_V11 if version >= 11 else d.FETCH_RECORDS]
-    layout = struct.Struct(">" + "".join(
-        part if isinstance(part, str) else part.format.lstrip(">") for part in parts))
+    layout = d.joined(*parts)
     _SINGLE[version, name] = found = (layout, encoded)
     return found
 

@@ -80,6 +80,14 @@ from __future__ import annotations
 
 import struct
 
+
+def joined(*parts):
+    """One Struct laying ``parts`` back to back: big-endian Structs of this module, or
+    format strings (``"5s"``) — a whole frame's fixed bytes packed by one call."""
+    return struct.Struct(">" + "".join(
+        part if isinstance(part, str) else part.format.lstrip(">") for part in parts))
+
+
 # -- frame --------------------------------------------------------------------------------
 
 SIZE_OFFSET = 0

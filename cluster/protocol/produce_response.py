@@ -14,7 +14,6 @@ a dozen. Pure (and a cache of those layouts): any thread.
 """
 from __future__ import annotations
 
-import struct
 from collections import namedtuple
 
 from cluster.protocol import frame_descriptor as pd, produce_response_descriptor as d
@@ -34,13 +33,10 @@ def _single(version, name):
     message: size prefix, correlation id, topic count, name, partition count, the
     partition's fields, (v8) empty record errors and null message, throttle time."""
     encoded = name.encode()
-    layout = struct.Struct(
-        ">" + pd.RESPONSE_PREFIX.format.lstrip(">") + d.ARRAY_LENGTH.format.lstrip(">")
-        + d.STRING_LENGTH.format.lstrip(">") + f"{len(encoded)}s"
-        + d.ARRAY_LENGTH.format.lstrip(">")
-        + (d.PARTITION_V5 if version >= 5 else d.PARTITION_V3).format.lstrip(">")
-        + (d.ERRORS_V8.format.lstrip(">") if version >= 8 else "")
-        + d.THROTTLE_TIME.format.lstrip(">"))
+    layout = pd.joined(
+        pd.RESPONSE_PREFIX, d.ARRAY_LENGTH, d.STRING_LENGTH, f"{len(encoded)}s",
+        d.ARRAY_LENGTH, d.PARTITION_V5 if version >= 5 else d.PARTITION_V3,
+        *([d.ERRORS_V8] if version >= 8 else []), d.THROTTLE_TIME)
     _SINGLE[version, name] = found = (layout, encoded)
     return found
 
