@@ -208,7 +208,7 @@ class BufferPool:
         if not self._waiters:
             if size == self._batch_size and self._free:
                 return self._free.pop()
-            if self._unpooled + len(self._free) * self._batch_size + self._spare_bytes >= size:
+            if self._available() >= size:
                 self._free_up(size)
                 self._unpooled -= size
                 return None
@@ -242,10 +242,8 @@ class BufferPool:
                     gathered = 0
                     self._exhausted_total += 1
                     self.exhausted.record(now=now)
-                    raise BufferExhaustedError(
-                        size, max_block_ms, self._total,
-                        self._unpooled + len(self._free) * self._batch_size
-                        + self._spare_bytes)
+                    raise BufferExhaustedError(size, max_block_ms, self._total,
+                                               self._available())
                 more_memory.wait(deadline - now)
                 woke = clock()
                 waited = max(0, round((woke - now) * 1e9))
@@ -262,17 +260,25 @@ class BufferPool:
                 self._signal_head()
         return buffer
 
+    def _available(self):
+        """Bytes an allocation could take now (lock held): unallocated, the free list and
+        the spares."""
+        return self._unpooled + len(self._free) * self._batch_size + self._spare_bytes
+
     def _free_up(self, size):
         """Drop free buffers, coldest first, until ``_unpooled`` >= ``size`` or none are left."""
-        spare = self._spare
-        while spare and self._unpooled < size:
-            dropped = len(spare.popleft())
-            self._spare_bytes -= dropped
-            self._unpooled += dropped
+        while self._spare and self._unpooled < size:
+            self._drop_oldest_spare()
         free = self._free
         while free and self._unpooled < size:
             free.popleft()
             self._unpooled += self._batch_size
+
+    def _drop_oldest_spare(self):
+        """Give the oldest spare's bytes back to the unallocated memory (lock held)."""
+        dropped = len(self._spare.popleft())
+        self._spare_bytes -= dropped
+        self._unpooled += dropped
 
     def _take_spare(self, size):
         """The most recently given back spare of exactly ``size`` bytes, taken off the
@@ -318,9 +324,7 @@ class BufferPool:
                     self._spare.append(buffer)
                     self._spare_bytes += size
                     if len(self._spare) > SPARE_BUFFERS:
-                        dropped = len(self._spare.popleft())
-                        self._spare_bytes -= dropped
-                        self._unpooled += dropped
+                        self._drop_oldest_spare()
                 else:
                     self._unpooled += size
             if self._waiters:
@@ -350,9 +354,9 @@ class BufferPool:
 
     @property
     def available_memory(self):
-        """Bytes an allocation could take now: unallocated plus the free list."""
+        """Bytes an allocation could take now: unallocated, the free list and the spares."""
         with self._lock:
-            return self._unpooled + len(self._free) * self._batch_size + self._spare_bytes
+            return self._available()
 
     @property
     def spare_memory(self):
