@@ -171,8 +171,9 @@ def _start(args):
     except BrokerCountError as exc:
         print(f"--brokers {args.brokers}: {exc}", file=sys.stderr)
         return 2
-    except DataDirInUseError as exc:
-        return fail(exc)
+    except DataDirInUseError as exc:  # the one line the supervisor's own lock_or_explain prints
+        print(exc, file=sys.stderr, flush=True)
+        return 1
     dd.set_private_umask()  # this process is the supervisor, or starts it
     missing = _missing_brokers(data_dir, broker_ids)
     if missing:
