@@ -19,12 +19,12 @@ costs (no semaphore post). The steps, each timed by itself over ``--chunk`` requ
 * ``request``: a whole round — client claim+commit, broker recv+release, broker try_send,
   client recv+release.
 
-Printed: thread CPU ns per step (``time.thread_time_ns``), the median over ``--chunks``
-chunks (chunks short enough that most run without the machine's other work in them), and
-the Python calls per step (``sys.setprofile``: Python frames and C functions called from
-Python). The path (compiled or pure Python, ``shm_ring.accel.describe()``) is printed
-first. For an A/B, run alternately with ``PYTHONPATH`` at two checkouts, or with
-``RINGLOG_NO_ACCEL=1`` against unset.
+Printed: thread CPU ns per step (``time.thread_time_ns``, whose own cost, printed first, is
+in each figure), the median over ``--chunks`` chunks (chunks short enough that most run
+without the machine's other work in them), and the calls per step (``sys.setprofile``:
+Python frames, and C functions called from Python). The path (compiled or pure Python,
+``shm_ring.accel.describe()``) is printed first. For an A/B, run alternately with
+``PYTHONPATH`` at two checkouts, or with ``RINGLOG_NO_ACCEL=1`` against unset.
 """
 from __future__ import annotations
 
@@ -123,14 +123,18 @@ def chunk_ns(step, other, first, chunk):
 
 
 def calls(step, other, first):
-    """Python calls (frames and C functions called from Python) made by one ``step``."""
+    """(Python frames, C functions) called by one ``step`` (sys.setprofile's "call" and
+    "c_call" events; a compiled method called from Python may not be reported as a C call,
+    the frames it saves are)."""
     if other is not None and not first:
         other()
-    count = [0]
+    frames, functions = [0], [0]
 
     def profile(frame, event, arg):
-        if event in ("call", "c_call"):
-            count[0] += 1
+        if event == "call":
+            frames[0] += 1
+        elif event == "c_call":
+            functions[0] += 1
     sys.setprofile(profile)
     try:
         step()
@@ -138,7 +142,7 @@ def calls(step, other, first):
         sys.setprofile(None)
     if other is not None and first:
         other()
-    return count[0] - 1  # setprofile(None) itself
+    return frames[0], functions[0] - 1  # setprofile(None) itself
 
 
 def _timer_ns():
@@ -174,8 +178,9 @@ def main(argv=None):
             for _ in range(100):  # warm up
                 chunk_ns(step, other, first, 1)
             figures = [chunk_ns(step, other, first, args.chunk) for _ in range(args.chunks)]
-            print(f"{name:>24} {statistics.median(figures):>8.0f} ns "
-                  f"{calls(step, other, first):>4} calls", flush=True)
+            frames, functions = calls(step, other, first)
+            print(f"{name:>24} {statistics.median(figures):>8.0f} ns {frames:>4} Python "
+                  f"frames {functions:>4} C calls", flush=True)
     finally:
         client.close()
         listener.close()

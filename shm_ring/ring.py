@@ -12,6 +12,10 @@ whole. Both happen on the paths ordinary frames take only when the ring is full 
 so frames that fit cost what they did. A ring that is part way through a message says so
 (``sending`` for the writer, ``assembling`` for the reader): the layers that wake the peer
 (wakeup, connection) then wake it although no whole frame moved.
+
+The per-frame state and the hot paths (a data frame that fits, a claim and its commit, a
+read and a release) are Ring's base, ring_core.RingCore, or its compiled twin; the general
+paths here serve both (ring_core's module doc).
 """
 from __future__ import annotations
 
