@@ -941,6 +941,8 @@ class ClientConnection:
         self._req_claim = req.claim
         self._req_commit = req.commit
         self._ring_broker = doorbell.slot.notify  # RingWriter.commit's wake-up
+        self._rsp_release = rsp.release
+        self._notify_rsp_space = self._reader._notify_space  # RingReader.release's
         if waker is not None:
             waker.watch(self)
 
@@ -1054,10 +1056,12 @@ class ClientConnection:
             pass  # closed meanwhile by the owning thread: nobody is parked any more
 
     def release(self) -> None:
-        """Free every response frame received so far."""
+        """Free every response frame received so far and wake the broker if it waits for
+        room (RingReader.release, without its call)."""
         if self._error is not None or self._closed:
             self._usable()
-        self._reader.release()
+        self._rsp_release()
+        self._notify_rsp_space()
 
     def _check_broker_due(self) -> None:
         """_check_broker(), at most once per poll interval (it reads /proc, which is costly;
