@@ -229,3 +229,18 @@ def test_the_switch_selects_the_core(switch, expected):
     else:
         assert (ring_base, slot_base) == ("shm_ring._ring_accel",) * 2
     assert described.startswith(expected)
+
+
+def test_a_missing_compiled_module_is_said_once_and_python_runs():
+    code = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stdout);"
+            "sys.modules['shm_ring._ring_accel'] = None;"
+            "from shm_ring import accel, ring, wakeup;"
+            "print(ring.Ring.__bases__[0].__module__, wakeup.WakeSlot.__bases__[0].__module__);"
+            "print(accel.describe())")
+    env = dict(os.environ, RINGLOG_NO_ACCEL="", PYTHONPATH=ROOT)
+    lines = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=IN_PROCESS_BOUND, check=True).stdout.splitlines()
+    said = [line for line in lines if "compiled ring paths are not available" in line]
+    assert len(said) == 1  # ring_core and wakeup both asked
+    assert "shm_ring.ring_core shm_ring.wakeup" in lines
+    assert lines[-1].startswith("pure Python (compiled modules not available")
