@@ -26,6 +26,18 @@ This code says the same with atomics, never weaker:
 * where the Python does ``_lock(); _unlock()`` (wakeup.full_fence), this does
   ``__atomic_thread_fence(SEQ_CST)`` (MFENCE on x86-64): the stores before it (frame,
   release, pending flags) are visible before the parked flag is loaded after it.
+  ``WakeCore.notify`` makes its stores (the pending byte, then the pending word) and the
+  flag's load through the slot's memoryviews, as the Python does — the same plain aligned
+  stores and load of CPython's memoryview code — with the C fence between them; the post
+  (``WakeSlot.post``: the flag cleared, the semaphore posted or held) is the Python's own.
+
+Where each order of the Python is mirrored (for whoever changes one of them):
+``RingCore.try_write`` / ``ring_core.RingCore.try_write`` and ``commit``: payload, next
+header zeroed, header word, tail; ``read`` / ``readable``: the header word loaded before the
+payload is handed out; ``release``: the head; ``WakeCore.notify`` / ``wakeup.WakeCore.notify``:
+byte, word, fence, flag. The waiter's side (``WakeSlot.wait_until``: flag set, fence,
+re-check), the post, the arming of a full response ring (``connection``) and the listener's
+clears (``Listener._take_pending``) are Python only, on either core.
 
 On x86-64 a release store and an acquire load are plain MOVs, so the ring's hot path has the
 cost of the Python's stores without the interpreter; the fence is one instruction instead of
