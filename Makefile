@@ -66,13 +66,16 @@ PYCACHE := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/.cache/p
 # number of tests, which put the few-test Spark and e2e files last, run by one worker alone).
 # The second pytest line runs the codec and client tests again on the pure-Python record
 # paths (RINGLOG_NO_ACCEL=1; the first ran the compiled ones when they are built), so both
-# paths keep every behaviour those tests check; the property tests draw a tenth of their
-# examples there (the first pass searched in full; tests/segments/record/test_accel.py
+# paths keep every behaviour those tests check (the ring's race tests too: its per-frame
+# paths and wake-up check have a compiled twin, shm_ring/accel.py); the property tests draw
+# a tenth of their examples there (the first pass searched in full; tests/segments/record/test_accel.py
 # compares the two paths directly, in full).
 ACCEL_TESTS := tests/segments/record tests/consumer_proc/test_parsing.py \
 	tests/consumer_proc/test_fetcher.py tests/cluster/producer/test_fast_path.py \
 	tests/cluster/producer/test_send.py tests/cluster/producer/test_accumulator.py \
-	tests/cluster/producer/test_idempotence.py tests/cluster/producer/test_transactions.py
+	tests/cluster/producer/test_idempotence.py tests/cluster/producer/test_transactions.py \
+	tests/shm_ring/test_wakeup.py tests/shm_ring/test_connection.py \
+	tests/shm_ring/test_outbound.py
 
 test: lint redis-server kcat
 	@$(SHM_LIST) > $(VENV)/shm.before || true

@@ -2,11 +2,11 @@
 
 The project's metadata is in setup.cfg; this file only adds the extension modules, the
 compiled twins of pure-Python per-record code (``segments/record/accel.py`` says which and
-how the pure-Python twin takes over). ``pip install -e .`` builds them in place (Cython
-comes from pyproject.toml's build requirements); a machine without a C compiler — or
-without Cython — still installs: the build says why it skipped them, once, and ringlog
-runs the pure-Python paths (saying so once per process). ``python setup.py build_ext
---inplace`` rebuilds them in a checkout.
+how the pure-Python twin takes over; ``shm_ring/accel.py`` for the ring's per-frame paths).
+``pip install -e .`` builds them in place (Cython comes from pyproject.toml's build
+requirements); a machine without a C compiler — or without Cython — still installs: the
+build says why it skipped them, once, and ringlog runs the pure-Python paths (saying so
+once per process). ``python setup.py build_ext --inplace`` rebuilds them in a checkout.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ EXTENSIONS = {
     "segments.record._builder_core": "segments/record/_builder_core.pyx",
     "consumer_proc._records_accel": "consumer_proc/_records_accel.pyx",
     "cluster.producer._lane_accel": "cluster/producer/_lane_accel.pyx",  # cimports the first
+    "shm_ring._ring_accel": "shm_ring/_ring_accel.pyx",  # the ring's per-frame paths
 }
 
 

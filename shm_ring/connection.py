@@ -934,6 +934,15 @@ class ClientConnection:
         self._check_accepted = end_watch(req, READER_END, describe)
         self._describe = describe
         self._next_check = policy.clock() + policy.poll_interval
+        # The per-request calls, bound once: claim/commit go to the request ring and the
+        # doorbell directly (RingWriter's waits only when the ring is full), so a request
+        # costs no call per layer (perf.ring_cost).
+        self._clock = policy.clock
+        self._req_claim = req.claim
+        self._req_commit = req.commit
+        self._ring_broker = doorbell.slot.notify  # RingWriter.commit's wake-up
+        self._rsp_release = rsp.release
+        self._notify_rsp_space = self._reader._notify_space  # RingReader.release's
         if waker is not None:
             waker.watch(self)
 
@@ -1000,17 +1009,25 @@ class ClientConnection:
         """Reserve a request frame of up to size bytes to encode in place; None on timeout.
 
         The broker's liveness is checked as for send(): at least every poll interval."""
-        self._usable()
+        if self._error is not None or self._closed:
+            self._usable()
         try:
-            self._check_broker_due()
-            return self._writer.claim(size, timeout, frame_type)
+            if self._clock() >= self._next_check:
+                self._check_broker_due()
+            view = self._req_claim(size, frame_type)
+            if view is None:  # no room now: RingWriter's wait for it
+                view = self._writer.claim(size, timeout, frame_type)
+            return view
         except (PeerDiedError, PeerClosedError) as exc:
             raise self._fail(exc) from None
 
     def commit(self, length: int | None = None) -> None:
-        """Publish the claimed request frame (length bytes; default all) and ring the broker."""
-        self._usable()
-        self._writer.commit(length)
+        """Publish the claimed request frame (length bytes; default all) and ring the broker
+        (RingWriter.commit, without its call)."""
+        if self._error is not None or self._closed:
+            self._usable()
+        self._req_commit(length)
+        self._ring_broker()
 
     def abort(self) -> None:
         """Drop the claimed request frame."""
@@ -1021,7 +1038,8 @@ class ClientConnection:
         """The next response frame as a read-only memoryview, waiting up to timeout seconds
         (None: forever); None on timeout, or once stop() is true (RingReader.read). The view
         stays valid until release()."""
-        self._usable()
+        if self._error is not None or self._closed:
+            self._usable()
         try:
             return self._reader.read(timeout, stop)
         except (PeerDiedError, PeerClosedError) as exc:
@@ -1038,9 +1056,12 @@ class ClientConnection:
             pass  # closed meanwhile by the owning thread: nobody is parked any more
 
     def release(self) -> None:
-        """Free every response frame received so far."""
-        self._usable()
-        self._reader.release()
+        """Free every response frame received so far and wake the broker if it waits for
+        room (RingReader.release, without its call)."""
+        if self._error is not None or self._closed:
+            self._usable()
+        self._rsp_release()
+        self._notify_rsp_space()
 
     def _check_broker_due(self) -> None:
         """_check_broker(), at most once per poll interval (it reads /proc, which is costly;
@@ -1051,6 +1072,8 @@ class ClientConnection:
             self._check_broker()
 
     def _usable(self) -> None:
+        """Raise the connection's error, or ValueError once closed (the per-request methods
+        test the two fields first and call this only to raise)."""
         if self._error is not None:
             raise self._error
         if self._closed:

@@ -12,10 +12,15 @@ whole. Both happen on the paths ordinary frames take only when the ring is full 
 so frames that fit cost what they did. A ring that is part way through a message says so
 (``sending`` for the writer, ``assembling`` for the reader): the layers that wake the peer
 (wakeup, connection) then wake it although no whole frame moved.
+
+The per-frame state and the hot paths (a data frame that fits, a claim and its commit, a
+read and a release) are Ring's base, ring_core.RingCore, or its compiled twin; the general
+paths here serve both (ring_core's module doc).
 """
 from __future__ import annotations
 
 from shm_ring import ring_descriptor as rd
+from shm_ring.ring_core import RING_CORE, RingCore
 
 _HEADER = rd.FRAME_HEADER_LENGTH
 _LOW_HALF = 0xFFFF_FFFF
@@ -23,23 +28,11 @@ _PADDING = rd.PADDING_TYPE
 _FIRST_FRAGMENT = rd.FIRST_FRAGMENT_TYPE
 _NEXT_FRAGMENT = rd.NEXT_FRAGMENT_TYPE
 _PREFIX = rd.FRAGMENT_PREFIX_LENGTH
-_DATA_HEADER = rd.header_word(rd.FRAME_HEADER_LENGTH, rd.DATA_TYPE)
 _TAIL_WORD = rd.TAIL_POSITION_OFFSET // rd.WORD_LENGTH
 _HEAD_WORD = rd.HEAD_POSITION_OFFSET // rd.WORD_LENGTH
 
-# The hot paths (try_write, commit, read, release) spell the layout's small numbers as
-# literals, because CPython folds a literal into the bytecode and looks a name up on every
-# use (a module global, or rd.X, per record). Each literal is tied here to ring_descriptor,
-# so a change of the layout fails at import instead of writing frames the other end
-# misreads:
-assert rd.FRAME_HEADER_LENGTH == 8  # "+ 8": a frame's payload starts after its header
-assert rd.FRAME_ALIGNMENT == 8  # "& -8", "+ 7": rd.align(n) == (n + 7) & -8
-assert rd.FRAME_HEADER_LENGTH + rd.FRAME_ALIGNMENT - 1 == 15  # "(length + 15) & -8" is
-#   rd.align(rd.FRAME_HEADER_LENGTH + length): the header plus the payload, aligned
-assert rd.WORD_LENGTH == 1 << 3  # ">> 3": a byte index to an index into the data's words
-assert rd.DATA_TYPE == 1  # "frame_type != 1": only data frames take try_write's fast path
-assert rd.FRAME_TYPE_OFFSET == 4 and rd.header_word(0, 1) == 1 << 32  # ">> 32": the type
-#   is the header word's high half (its length the low half, _LOW_HALF)
+# The general paths spell the layout's small numbers as literals, as the hot paths do; they
+# are tied to ring_descriptor by ring_core's asserts (imported above).
 
 WRITER_END = rd.WRITER_END_OFFSET
 """Selects the writer end in the end accessors."""
@@ -69,7 +62,7 @@ def format_ring(buffer, capacity: int) -> None:
     view.release()
 
 
-class Ring:
+class Ring(RING_CORE):
     """One end's handle on a ring laid out by format_ring.
 
     Ownership: the memory belongs to whoever mapped it (see shared_ring, connection). Exactly
@@ -88,15 +81,20 @@ class Ring:
     finishes it first;
     self._incoming is the reader's message part way in (its buffer, bytes copied, its type,
     the position of its first fragment).
+
+    The per-frame fields and the hot paths (try_write of a data frame that fits, claim,
+    commit, read, release, readable) are the base's: ring_core.RingCore, or its compiled twin
+    (ring_core.RING_CORE), which calls the Python twin's method (the ``_slow`` names below)
+    for whatever is not its fast path.
     """
 
-    __slots__ = (
-        "name", "capacity", "max_frame_length", "_word",
-        "_mask", "_buffer", "_words", "_data", "_data_words",
-        "_tail", "_head_cache", "_limit", "_claim_index", "_claim_size", "_claim_type",
-        "_head", "_read_position", "_readonly_data", "fragment_length", "_outgoing",
-        "_incoming",
-    )
+    __slots__ = ("name", "_buffer", "_words", "_data_words", "fragment_length", "_incoming")
+
+    _claim_slow = RingCore.claim
+    _commit_slow = RingCore.commit
+    _read_slow = RingCore.read
+    _release_slow = RingCore.release
+    _readable_slow = RingCore.readable
 
     def __init__(self, buffer, name: str = "ring") -> None:
         rd.require_store_order()
@@ -136,36 +134,9 @@ class Ring:
         self._head = self._head_cache
         self._read_position = self._head
         self._set_limit()
+        self._bind(view)  # the compiled base's pointer (ring_core); released first
 
     # ------------------------------------------------------------------ writer
-
-    def try_write(self, frame, frame_type: int = rd.DATA_TYPE) -> bool:
-        """Copy frame (bytes-like, format "B") into the ring and publish it.
-
-        Returns False when the ring has no room now (back-pressure: try again after the reader
-        releases). A frame longer than max_frame_length goes as fragments (module doc): False
-        then may mean part of it is out; call again with the same object until True (another
-        frame's write finishes it first). Raises ValueError for a frame longer than
-        MAX_MESSAGE_LENGTH or a type outside 1..MAX_TYPE, RuntimeError while a claim is open.
-        """
-        length = len(frame)
-        aligned = (length + 15) & -8  # align(header + payload)
-        tail = self._tail
-        # One comparison covers "room before the reader's head" and "room before the end of
-        # the data area" (self._limit; an open claim sets it to 0). Everything else (other
-        # types, wrap-around, a stale cached head, errors) takes the general path.
-        if (tail + aligned + 8 > self._limit or length > self.max_frame_length
-                or frame_type != 1):
-            return self._write_general(frame, length, frame_type)
-        index = tail & self._mask
-        self._data[index + 8: index + 8 + length] = frame
-        words = self._data_words
-        words[(index + aligned) >> 3] = 0  # the next header reads "empty" before we commit
-        words[index >> 3] = length + _DATA_HEADER  # the commit
-        tail += aligned
-        self._tail = tail
-        self._words[_TAIL_WORD] = tail
-        return True
 
     def _write_general(self, frame, length: int, frame_type: int) -> bool:
         """try_write for any type, after validation and _make_room."""
@@ -188,46 +159,6 @@ class Ring:
         tail = self._tail + aligned
         self._tail = tail
         self._words[_TAIL_WORD] = tail
-
-    def claim(self, size: int, frame_type: int = rd.DATA_TYPE):
-        """Reserve a frame of up to size payload bytes; return a writable view of the payload.
-
-        Returns None when the ring has no room now. Fill the view, then commit(length) with the
-        number of bytes actually written (<= size), or abort(). Nothing is visible to the reader
-        before commit. Raises ValueError for a frame longer than max_frame_length (write a
-        longer message with try_write) or a bad type. A message part way out is finished
-        first (None while it cannot be).
-        """
-        if self._outgoing is not None and not self._send_fragments():
-            return None
-        if not self._make_room(size, frame_type):
-            return None
-        index = self._tail & self._mask
-        self._claim_index = index
-        self._claim_size = size
-        self._claim_type = frame_type
-        self._limit = 0  # sends try_write to _make_room, which refuses while the claim is open
-        return self._data[index + 8: index + 8 + size]
-
-    def commit(self, length: int | None = None) -> None:
-        """Publish the claimed frame with length payload bytes (default: all that was claimed)."""
-        index = self._claim_index
-        if index < 0:
-            raise RuntimeError(f"ring {self.name}: commit() without an open claim()")
-        if length is None:
-            length = self._claim_size
-        elif not 0 <= length <= self._claim_size:
-            raise ValueError(f"ring {self.name}: commit of {length} bytes, claimed"
-                             f" {self._claim_size}")
-        aligned = (length + 15) & -8
-        words = self._data_words
-        words[(index + aligned) >> 3] = 0
-        words[index >> 3] = rd.header_word(length + 8, self._claim_type)
-        self._claim_index = -1
-        tail = self._tail + aligned
-        self._tail = tail
-        self._words[_TAIL_WORD] = tail
-        self._set_limit()
 
     def abort(self) -> None:
         """Drop the open claim: nothing is published and its space is reused by the next frame."""
@@ -409,26 +340,6 @@ class Ring:
 
     # ------------------------------------------------------------------ reader
 
-    def read(self):
-        """The payload of the next committed frame as a read-only view, or None if there is none.
-
-        Sets frame_type. The view stays valid until release(); frames read and not yet
-        released may be held together (release() frees all of them at once). A message that
-        came as fragments is returned whole, as a view of a buffer of its own (valid for as
-        long as it is referenced); None while its last fragment has not arrived.
-        """
-        position = self._read_position
-        index = position & self._mask
-        word = self._data_words[index >> 3]
-        if not word:
-            return None
-        if word < 0:  # padding or a fragment: the only negative types
-            return self._read_special()
-        length = word & _LOW_HALF
-        self._read_position = position + ((length + 7) & -8)
-        self._word = word
-        return self._readonly_data[index + 8: index + length]
-
     def _read_special(self):
         """read() from a padding or fragment header on: skip padding, copy fragments into the
         message being assembled, and return the next frame or whole message (or None)."""
@@ -485,22 +396,6 @@ class Ring:
         """True while a message longer than a frame is part way in (reader)."""
         return self._incoming is not None
 
-    @property
-    def frame_type(self) -> int:
-        """Type of the frame last returned by read()."""
-        return self._word >> 32
-
-    def release(self) -> None:
-        """Give back the space of every frame read so far (the head advances past them)."""
-        position = self._read_position
-        if position != self._head:
-            self._head = position
-            self._words[_HEAD_WORD] = position
-
-    def readable(self) -> bool:
-        """True when the header at the read position is committed (a frame or padding)."""
-        return self._data_words[(self._read_position & self._mask) >> 3] != 0
-
     # ------------------------------------------------------------------ shared state
 
     @property
@@ -556,6 +451,7 @@ class Ring:
         Views handed out by read() and claim() are the caller's to drop. The Ring is unusable
         afterwards.
         """
+        self._unbind()
         for view in (self._readonly_data, self._data_words, self._data, self._words,
                      self._buffer):
             view.release()

@@ -81,7 +81,7 @@ are not known when a connection's rings are made and can grow afterwards; a side
 would add named objects to create, clean up and leak; fragments keep one object per
 direction and leave the ring's common path (frames that fit) exactly as it was.
 
-Ordering assumption. This code is pure Python: it has no fences on the data path. It relies
+Ordering assumption. The Python code has no fences on the data path. It relies
 on x86-64's total store order (TSO): stores by one core become visible to other cores in
 program order, and loads are not reordered with other loads, so a reader that sees the
 header word also sees the payload stores and the next-header zeroing made before it. Every
@@ -91,7 +91,10 @@ earlier store, matters only to the park/notify handshake, and there a locked ins
 (a lock acquire/release, i.e. LOCK CMPXCHG) serves as the full fence; a semaphore post is
 also a full barrier, so a woken reader sees everything written before the post.
 On a weakly ordered machine (ARM, POWER) none of this holds, so the ring refuses to run there
-(see require_store_order()).
+(see require_store_order()). The compiled twin of the per-frame paths and of the notifier's
+check (_ring_accel.pyx) states the same orders explicitly: release stores for the words that
+publish (the next header's zeroing, the header word, the tail, the head), acquire loads of
+header words, and a sequentially consistent fence where the Python takes a lock.
 """
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import posix_ipc
 
-from shm_ring import ring_descriptor as rd
+from shm_ring import accel, ring_descriptor as rd
 from shm_ring.errors import PeerClosedError, PeerDiedError
 from shm_ring.liveness import is_alive
 from shm_ring.ring import READER_END, WRITER_END, Ring
@@ -117,7 +117,35 @@ class WaitPolicy:
 DEFAULT_POLICY = WaitPolicy()
 
 
-class WakeSlot:
+class WakeCore:
+    """A wake slot's flag word and pending flags, and the notifier's side of the handshake
+    (module doc), in pure Python: the base of WakeSlot. Its compiled twin
+    (shm_ring/_ring_accel.pyx, ``accel``) does the same stores in the same order, with
+    ``__atomic_thread_fence(__ATOMIC_SEQ_CST)`` where this calls full_fence() (inlined);
+    WAKE_CORE is the one WakeSlot inherits."""
+
+    __slots__ = ("words", "index", "pending")
+
+    def notify(self) -> None:
+        """After publishing: set the pending flag if the slot has one, then wake the waiter
+        if it is parked (no syscall when it is not)."""
+        pending = self.pending
+        if pending is not None:
+            pending[2][pending[3]] = 1  # the byte before the word (listener_descriptor)
+            pending[0][pending[1]] = 1
+        _lock()
+        _unlock()
+        if self.words[self.index]:
+            self.post()
+
+
+#: The compiled module (shm_ring/_ring_accel.pyx), or None (``accel``).
+_COMPILED = accel.load("shm_ring._ring_accel")
+#: The base WakeSlot inherits: the compiled twin when it is available.
+WAKE_CORE = WakeCore if _COMPILED is None else _COMPILED.WakeCore
+
+
+class WakeSlot(WAKE_CORE):
     """One waiter's parked flag (a word in shared memory) and the semaphore it blocks on.
 
     Ownership: one thread at a time waits on a slot (wait_until); any number of threads and
@@ -134,9 +162,12 @@ class WakeSlot:
     just before it (``pending``: (words, index, flags, flag), or None); its wait then looks
     at that word instead of every ring, and at the rings of the set bytes only
     (connection.Listener; the order: listener_descriptor).
+
+    The flag check of a notify is the base's: WakeCore, or its compiled twin (WAKE_CORE),
+    which does the same stores, with a C fence for full_fence().
     """
 
-    __slots__ = ("words", "index", "_semaphore", "companions", "pending")
+    __slots__ = ("_semaphore", "companions")
 
     def __init__(self, words: memoryview, index: int, semaphore: posix_ipc.Semaphore,
                  pending: tuple | None = None) -> None:
@@ -150,18 +181,6 @@ class WakeSlot:
         self.pending = pending
         """(words, index, flags, flag): the word and the byte notifiers set after publishing
         (see the class doc; flags may be a scratch buffer while there is no byte), or None."""
-
-    def notify(self) -> None:
-        """After publishing: set the pending flag if the slot has one, then wake the waiter
-        if it is parked (no syscall when it is not)."""
-        pending = self.pending
-        if pending is not None:
-            pending[2][pending[3]] = 1  # the byte before the word (listener_descriptor)
-            pending[0][pending[1]] = 1
-        _lock()
-        _unlock()
-        if self.words[self.index]:
-            self.post()
 
     def post(self) -> None:
         """Wake the waiter, clearing its flag first (for callers that fenced and saw the flag);
@@ -368,8 +387,11 @@ class RingReader:
         self._release = ring.release
         self._data_slot = data_slot
         self._space_slot = space_slot
-        self._writer_flags = space_slot.words
-        self._writer_flag = space_slot.index
+        if space_slot.pending is not None:
+            raise ValueError("a reader's space slot takes no pending flag")
+        self._notify_space = space_slot.notify
+        """Wake the writer if it is parked, after the head moved (a space slot has no
+        pending flag, so its notify() is the fence and the flag check)."""
         self._check = end_watch(ring, WRITER_END, peer, ring.readable)
         self._policy = policy
 
@@ -427,13 +449,6 @@ class RingReader:
         """Ring.release (frees every frame read so far), then wake the writer if it is parked."""
         self._release()
         self._notify_space()
-
-    def _notify_space(self) -> None:
-        """Wake the writer if it is parked, after the head moved."""
-        _lock()  # full fence: the new head is visible before we look at the writer's flag
-        _unlock()
-        if self._writer_flags[self._writer_flag]:
-            self._space_slot.post()
 
     def close(self) -> None:
         """Mark the reader end closed (a blocked writer raises PeerClosedError) and wake it."""

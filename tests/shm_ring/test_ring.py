@@ -1,4 +1,9 @@
-"""Unit tests of the ring layout and the single-producer/single-consumer ring (one process)."""
+"""Unit tests of the ring layout and the single-producer/single-consumer ring (one process).
+
+Every test runs on both cores of the ring (tests/support/ring_cores.py: the pure-Python
+``ring_core.RingCore`` and its compiled twin), except the store-order traces, which follow
+the Python bytecode (the compiled twin's order is the same stores, release-ordered: its
+module doc; test_accel compares the bytes both leave)."""
 from __future__ import annotations
 
 import struct
@@ -8,13 +13,25 @@ import pytest
 
 from shm_ring import ring_descriptor as rd
 from shm_ring.ring import READER_END, WRITER_END, Ring, format_ring
+from tests.support.ring_cores import CORES, ring_class
+
+_RING = [Ring]  # the class make_ring makes: the core's (the autouse fixture)
+
+
+@pytest.fixture(autouse=True, params=CORES)
+def core(request):
+    """Run each test on each core of the ring."""
+    _RING[0] = ring_class(request.param)
+    yield request.param
+    _RING[0] = Ring
 
 
 def make_ring(capacity: int = 256, fill: int = 0xAB) -> tuple[bytearray, Ring, Ring]:
     """A ring over a bytearray whose data area holds garbage (the protocol must not care)."""
     memory = bytearray([fill]) * rd.ring_length(capacity)
     format_ring(memory, capacity)
-    return memory, Ring(memory, "test-writer"), Ring(memory, "test-reader")
+    ring = _RING[0]
+    return memory, ring(memory, "test-writer"), ring(memory, "test-reader")
 
 
 def header_at(memory: bytearray, index: int) -> tuple[int, int]:
@@ -324,7 +341,7 @@ def _trace_states(memory: bytearray, call, index: int, size: int, next_index: in
             states.append(state)
 
     def tracer(frame, event, arg):
-        if frame.f_code.co_filename.endswith("ring.py"):
+        if frame.f_code.co_filename.endswith(("ring.py", "ring_core.py")):
             frame.f_trace_opcodes = True
             snapshot()
             return tracer
@@ -339,7 +356,9 @@ def _trace_states(memory: bytearray, call, index: int, size: int, next_index: in
     return states
 
 
-def test_try_write_stores_payload_then_next_header_then_length():
+def test_try_write_stores_payload_then_next_header_then_length(core):
+    if core != "python":
+        pytest.skip("traces the Python bytecode")
     memory, writer, _ = make_ring()
     payload = b"0123456789"
     states = _trace_states(memory, lambda: writer.try_write(payload), 0, 10, 24)
