@@ -12,7 +12,13 @@ works through the records of the previous one — the consumer calls ``send_fetc
 as soon as a response arrived, before its records are parsed and handed over — and up to
 ``MAX_BUFFERED_RESPONSES`` responses per partition wait, parsed only as they are taken.
 The broker meanwhile long-polls (``fetch_max_wait_ms``, ``fetch_min_bytes``) and copies
-the next batches into this consumer's response ring.
+the next batches into this consumer's response ring. The request itself is kept encoded
+(``cluster.protocol.fetch_frame.FetchFrame``): per fetch only the offsets, leader epochs
+and correlation id are written into it. The Fetch codecs are loaded when the fetcher is
+made (``frames.load_codecs``): kio imports an API's schema modules at their first use,
+10-15 ms for Fetch, and with no kio request built here the first response would pay that
+while records flow in (it was workload 9's worst latency: perf/README.md, "The consumer's
+cost per fetch").
 
 **Positions.** Records are handed out only in order: the first buffered response of a
 partition must start at its position (``next_offset`` of the PartitionRecords), and each
@@ -70,7 +76,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import datetime
 import functools
 import logging
 import time
@@ -78,6 +83,7 @@ import time
 from cluster.client.kafka_client import API_VERSIONS
 from cluster.errors import KafkaError, OffsetOutOfRangeError, RecordTooLargeError, for_code
 from cluster.protocol import frames as protocol
+from cluster.protocol.fetch_frame import FetchFrame
 from cluster.protocol.frames import ApiKey
 from cluster.structs import TopicPartition
 from consumer_proc.partition_records import PartitionRecords
@@ -92,6 +98,8 @@ MAX_BUFFERED_RESPONSES = 2
 #: Fetch's isolation_level values.
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
+#: The Fetch version this consumer sends (``FetchFrame`` writes it).
+_FETCH_VERSION = API_VERSIONS[ApiKey.FETCH]
 _NO_ERROR = 0
 _OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.errno
 
@@ -99,7 +107,7 @@ _OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.errno
 @functools.cache
 def _field_names(cls):
     """The field names of the kio class ``cls`` (looked up once: ``dataclasses.fields`` costs
-    microseconds, and every fetch builds three objects)."""
+    microseconds, and the requests built here are built again and again)."""
     return frozenset(f.name for f in dataclasses.fields(cls))
 
 
@@ -108,15 +116,6 @@ def build(cls, **fields):
     one call site serves every version of a request."""
     names = _field_names(cls)
     return cls(**{name: value for name, value in fields.items() if name in names})
-
-
-def builder(cls, **fields):
-    """A callable making ``cls`` instances from keyword fields with ``fields`` (those ``cls``
-    has) bound once: ``build`` without the filtering per call, for a request made on every
-    fetch."""
-    names = _field_names(cls)
-    return functools.partial(cls, **{name: value for name, value in fields.items()
-                                     if name in names})
 
 
 class Fetcher:
@@ -138,20 +137,13 @@ class Fetcher:
         self._check_crcs = config["check_crcs"]
         self._read_committed = config["isolation_level"] == "read_committed"
         self._partition_max_bytes = config["max_partition_fetch_bytes"]
-        module = protocol.request_module(ApiKey.FETCH, API_VERSIONS[ApiKey.FETCH])
-        # The Fetch request's objects, their fixed fields bound once (``builder``).
-        self._make_request = builder(
-            module.FetchRequest, replica_id=-1,
-            max_wait=datetime.timedelta(milliseconds=config["fetch_max_wait_ms"]),
+        protocol.load_codecs(ApiKey.FETCH)  # not at the first response (module doc)
+        # The Fetch request kept encoded: per fetch only offsets and epochs change.
+        self._frame = FetchFrame(
+            _FETCH_VERSION, client.client_id, max_wait_ms=config["fetch_max_wait_ms"],
             min_bytes=config["fetch_min_bytes"], max_bytes=config["fetch_max_bytes"],
             isolation_level=ISOLATION_LEVELS[config["isolation_level"]],
-            session_id=0, session_epoch=-1,  # no fetch session: every fetch is a full one
-            forgotten_topics_data=(), rack_id="")
-        self._make_topic = module.FetchTopic
-        self._make_partition = builder(module.FetchPartition, log_start_offset=-1,
-                                       partition_max_bytes=self._partition_max_bytes)
-        #: Fetch v9+ carries each partition's current_leader_epoch (KIP-320).
-        self._sends_epoch = "current_leader_epoch" in _field_names(module.FetchPartition)
+            partition_max_bytes=self._partition_max_bytes)
         self._buffers = {}     # TopicPartition -> deque of PartitionRecords, in offset order
         self._in_flight = {}   # node id -> {TopicPartition: fetch offset} of its one Fetch
         self._handed_out = {}  # TopicPartition -> position before an update_offsets=False drain
@@ -234,7 +226,7 @@ class Fetcher:
             if node in self._in_flight or self._client.connection_delay(node) > 0:
                 continue
             offset = queue[-1].end_offset if queue else state.position
-            wanted.setdefault(node, {})[tp] = (offset, epoch)
+            wanted.setdefault(node, {})[tp] = (offset, epoch, -1)
         if need_metadata:
             self._client.cluster.request_update()
         for node, partitions in wanted.items():
@@ -242,22 +234,13 @@ class Fetcher:
         return len(wanted)
 
     def _send(self, node, partitions):
-        make_partition = self._make_partition
-        topics = {}
-        for tp, (offset, epoch) in partitions.items():
-            if self._sends_epoch:
-                part = make_partition(partition=tp.partition, current_leader_epoch=epoch,
-                                      fetch_offset=offset)
-            else:
-                part = make_partition(partition=tp.partition, fetch_offset=offset)
-            topics.setdefault(tp.topic, []).append(part)
-        make_topic = self._make_topic
-        request = self._make_request(topics=tuple(
-            make_topic(topic=name, partitions=tuple(parts)) for name, parts in topics.items()))
-        offsets = {tp: offset for tp, (offset, _) in partitions.items()}
+        frame = self._frame.frame(node, partitions)
+        offsets = {tp: offset for tp, (offset, _, _) in partitions.items()}
         self._in_flight[node] = offsets
         log.debug("fetch from broker %d: %s", node, offsets)
-        future = self._client.send(node, request)
+        future = self._client.send_frame(
+            node, ApiKey.FETCH, _FETCH_VERSION, len(frame),
+            functools.partial(FetchFrame.write, frame))
         future.add_callback(self._handle_response, node, offsets, self._clock())
         future.add_errback(self._handle_failure, node, offsets)
 

@@ -1,7 +1,11 @@
-"""Protocol codec on the two hot paths: a Produce v8 request with one 16 KB batch, a Fetch v11
-response with 1 MB of record bytes. Ours — ``cluster.protocol.frames`` for the request, the
-broker's ``cluster.protocol.fetch_response.FetchResponseFrame`` for the response — against kio
-used the straightforward way (entity writer into a BytesIO, entity reader), in one run.
+"""Protocol codec on the hot paths: a Produce v8 request with one 16 KB batch, a Fetch v11
+response with 1 MB of record bytes, a consumer's one-partition Fetch v11 request. Ours —
+``cluster.protocol.frames`` for the Produce request, the broker's
+``cluster.protocol.fetch_response.FetchResponseFrame`` for the response, the consumer's kept
+``cluster.protocol.fetch_frame.FetchFrame`` (patched and copied into a ring slot per fetch)
+for the Fetch request — against kio used the straightforward way (entity writer into a
+BytesIO, entity reader), in one run; the Fetch request also as kio objects encoded by
+``frames.encode_request`` (what the consumer did per fetch before the kept frame).
 
     .venv/bin/python -m perf.protocol_bench [--repeat 7]
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import io
 import os
 import statistics
@@ -25,6 +30,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as KioResponseHe
 from kio.serial import entity_reader, entity_writer
 
 from cluster.protocol import frames as protocol
+from cluster.protocol.fetch_frame import FetchFrame
 from cluster.protocol.fetch_response import FetchResponseFrame, PartitionData
 from cluster.protocol.frame_descriptor import INT32
 from cluster.protocol.frames import ApiKey
@@ -57,6 +63,30 @@ def kio_decode(header_cls, body_cls, frame):
 
 PRODUCE_V8 = protocol.request_module(ApiKey.PRODUCE, 8)
 FETCH_V11 = protocol.response_module(ApiKey.FETCH, 11)
+FETCH_REQUEST_V11 = protocol.request_module(ApiKey.FETCH, 11)
+CONSUMER_ID = "consumer-1"
+#: The consumer's fixed Fetch fields (its defaults: fetch_max_wait_ms, fetch_min_bytes, ...).
+FETCH_FIELDS = dict(max_wait_ms=500, min_bytes=1, max_bytes=52_428_800, isolation_level=0,
+                    partition_max_bytes=1_048_576)
+
+
+# The request's objects with their fixed fields bound once, as the consumer's fetcher made
+# them per fetch before the kept frame.
+_make_request = functools.partial(
+    FETCH_REQUEST_V11.FetchRequest, replica_id=-1,
+    max_wait=datetime.timedelta(milliseconds=FETCH_FIELDS["max_wait_ms"]),
+    min_bytes=FETCH_FIELDS["min_bytes"], max_bytes=FETCH_FIELDS["max_bytes"],
+    isolation_level=FETCH_FIELDS["isolation_level"], session_id=0, session_epoch=-1,
+    forgotten_topics_data=(), rack_id="")
+_make_partition = functools.partial(
+    FETCH_REQUEST_V11.FetchPartition, log_start_offset=-1,
+    partition_max_bytes=FETCH_FIELDS["partition_max_bytes"])
+
+
+def fetch_request(offset):
+    """A consumer's one-partition Fetch v11 request as kio objects."""
+    return _make_request(topics=(FETCH_REQUEST_V11.FetchTopic(topic="app-logs", partitions=(
+        _make_partition(partition=3, current_leader_epoch=0, fetch_offset=offset),)),))
 
 
 def produce_request(batch):
@@ -118,6 +148,16 @@ def bench(repeat):
     kio_response = kio_encode(KioResponseHeader, fetch_header, response)
     assert bytes(ours_response) == kio_response
 
+    kept = FetchFrame(11, CONSUMER_ID, **FETCH_FIELDS)
+    partitions = {("app-logs", 3): (1234, 0, -1)}
+    fetch_header = KioRequestHeader(request_api_key=ApiKey.FETCH, request_api_version=11,
+                                    correlation_id=42, client_id=CONSUMER_ID)
+    fetch_slot = memoryview(bytearray(256))
+    FetchFrame.write(kept.frame(0, partitions), fetch_slot, 42)
+    kio_fetch = kio_encode(KioRequestHeader, fetch_header, fetch_request(1234))
+    assert bytes(fetch_slot[:len(kio_fetch)]) == kio_fetch
+    assert bytes(protocol.encode_request(fetch_request(1234), 42, CONSUMER_ID)) == kio_fetch
+
     request_slot = bytearray(len(ours_request) + 64)
     response_view = memoryview(bytearray(len(ours_response) + 64))
     floor_16k = memoryview(bytearray(BATCH_BYTES))
@@ -159,6 +199,14 @@ def bench(repeat):
          median_us(lambda: kio_decode(KioResponseHeader, response_cls, kio_response),
                    n_large, repeat)),
         ("fetch v11, 1 MB", "memcpy 1 MB (floor)", median_us(copy_1m, n_large, repeat), None),
+        ("fetch v11 request", "kept frame into slot", median_us(
+            lambda: FetchFrame.write(kept.frame(0, partitions), fetch_slot, 42),
+            n_small, repeat),
+         median_us(lambda: kio_encode(KioRequestHeader, fetch_header, fetch_request(1234)),
+                   n_small, repeat)),
+        ("fetch v11 request", "build + encode -> bytes", median_us(
+            lambda: protocol.encode_request(fetch_request(1234), 42, CONSUMER_ID),
+            n_small, repeat), None),
     ]
     return rows
 

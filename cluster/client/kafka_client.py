@@ -245,6 +245,23 @@ class _KioFrame:
         return protocol.encode_request(self.request, correlation_id, self.client_id)
 
 
+class _CallerWritten:
+    """Frames their caller writes (``send_frame``), as ``KafkaClient._send`` writes frames:
+    ``body`` is the caller's ``write_into(buf, correlation_id)``. No instance: nothing is
+    made per request."""
+
+    @staticmethod
+    def write_into(buf, size, correlation_id, write_into):
+        write_into(buf, correlation_id)
+
+    @staticmethod
+    def encode(size, correlation_id, write_into):
+        data = bytearray(size)
+        with memoryview(data) as view:
+            write_into(view, correlation_id)
+        return data
+
+
 class _Node:
     """What the client knows of one broker: its connection, requests in flight, backoff."""
 
@@ -507,6 +524,13 @@ class KafkaClient:
         with no kio request object; the same future, failures and bytes as ``send()``."""
         return self._send(node_id, ApiKey.PRODUCE, _PRODUCE_VERSION, expect_response,
                           frame.size(topics), frame, topics)
+
+    def send_frame(self, node_id, api_key, api_version, size, write_into):
+        """``send()`` for a request frame its caller keeps encoded (the consumer's Fetch):
+        ``write_into(buf, correlation_id)`` writes the whole frame, ``size`` bytes, at the
+        start of ``buf``; the same future and failures as ``send()``."""
+        return self._send(node_id, api_key, api_version, True, size, _CallerWritten,
+                          write_into)
 
     def _send(self, node_id, api_key, api_version, expect_response, size, frame, body):
         """Write a request of ``size`` bytes (None: unknown) to ``node_id``: in place, with

@@ -1,29 +1,26 @@
-"""A follower's Fetch request frames, kept encoded between fetches.
+"""Fetch request frames kept encoded between fetches: the consumer's and the follower's.
 
-A follower keeping up with its leader sends a Fetch per replication round trip, and the
-request differs from the previous one only in its correlation id and, per partition, the
-fetch offset, the current leader epoch and the log start offset: the header, the client
-id, the fixed fields (replica id, max wait, min and max bytes, isolation level, the session
+A reader keeping up with its writer sends a Fetch for every few records, and the request
+differs from the previous one only in its correlation id and, per partition, the fetch
+offset, the current leader epoch and the log start offset: the header, the client id, the
+fixed fields (replica id, max wait, min and max bytes, isolation level, the session
 fields), the topic names, the partition indexes and ``partition_max_bytes`` stay. So the
 frame of a set of partitions is encoded once and kept; each fetch packs the correlation
 id and one entry per partition into it — no kio objects, no size arithmetic, no string
-encoding per fetch. A fetch of another set of partitions (a partition that left the
-follower's set) encodes its frame once and keeps that one instead (one frame kept per
-broker).
+encoding per fetch. A fetch of another set of partitions (a partition paused, another
+one's responses still buffered, a new assignment, a partition that left the follower's
+set) encodes its frame once and keeps that one instead (one frame kept per broker).
 
 The bytes are those of ``frames.encode_request`` of the equivalent kio FetchRequest
 (request header v1; body v4-11: ``batch_bodies.write_fetch_request``'s layouts,
 ``frame_descriptor``), partitions grouped by topic in the order given, each topic where
 its first partition comes (tests/cluster/protocol/test_fetch_frame.py checks byte for
-byte, a consumer's replica id -1 included). Fetch sessions (KIP-227) are not used: every
-fetch is a full one (session id 0, epoch -1).
+byte). Fetch sessions (KIP-227) are not used: every fetch is a full one (session id 0,
+epoch -1).
 
-The consumer does not use it: its fetcher building the request with kio per fetch measured
-better tails at 10,000 records/s than this frame (perf/README.md, "The consumer's cost per
-fetch"), for a reason not found yet.
-
-Owner: each follower's replica fetcher (``replica_proc.replica_fetcher``, the broker's
-loop thread) keeps its own FetchFrame.
+Owners: each consumer's fetcher (``consumer_proc.fetcher``, its thread) and each
+follower's replica fetcher (``replica_proc.replica_fetcher``, the broker's loop thread)
+keep their own FetchFrame.
 """
 from __future__ import annotations
 
@@ -100,10 +97,11 @@ class FetchFrame:
         return frame, [positions[tp] for tp in partitions]
 
     def frame(self, node, partitions):
-        """The frame (a bytearray, correlation id still to write: ``with_correlation_id``)
-        fetching ``partitions``, ``{(topic, index): (fetch offset, current leader epoch,
-        log start offset)}`` in fetch order, from broker ``node``. Valid until the next
-        call for ``node``."""
+        """The frame (a bytearray, correlation id still to write: ``write`` or
+        ``with_correlation_id``) fetching ``partitions``, ``{(topic, index): (fetch offset,
+        current leader epoch, log start offset)}`` in fetch order (the log start offset is
+        -1 from a consumer), from broker ``node``. Valid until the next call for
+        ``node``."""
         key = tuple(partitions)
         kept = self._kept.get(node)
         if kept is None or kept[0] != key:
@@ -121,6 +119,14 @@ class FetchFrame:
             else:
                 pack(frame, position, tp[1], offset, limit)
         return frame
+
+    @staticmethod
+    def write(frame, view, correlation_id):
+        """Copy ``frame`` to the start of the writable memoryview ``view`` with
+        ``correlation_id`` in its header (``KafkaClient.send_frame``'s writer, ``frame``
+        bound)."""
+        view[:len(frame)] = frame
+        d.INT32.pack_into(view, d.CORRELATION_ID_OFFSET, correlation_id)
 
     @staticmethod
     def with_correlation_id(frame, correlation_id):

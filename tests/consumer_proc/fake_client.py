@@ -2,7 +2,8 @@
 
 ``FakeClient`` has what the fetcher and the offset lookups use of KafkaClient: the metadata
 cache (a real ClusterMetadata, filled by ``set_leaders``), ``send`` (records the request,
-returns a Future the test completes), ``connection_delay`` and ``poll`` (runs the test's
+returns a Future the test completes; ``send_frame`` the same for a frame written by its
+caller, decoded back into the kio request), ``connection_delay`` and ``poll`` (runs the test's
 ``responder`` on what was sent and advances the fake ``clock``, monotonic seconds from 100.0).
 """
 from __future__ import annotations
@@ -28,6 +29,8 @@ LIST_OFFSETS = protocol.response_module(ApiKey.LIST_OFFSETS, 5)
 class FakeClient:
     """What the fetcher and the offset lookups use of KafkaClient (module doc)."""
 
+    client_id = "fake-client"
+
     def __init__(self, leaders, clock=None):
         self.cluster = ClusterMetadata("c")
         self.sent = []  # (node, request, future)
@@ -49,6 +52,15 @@ class FakeClient:
         future = Future()
         self.sent.append((node, request, future))
         return future
+
+    def send_frame(self, node, api_key, api_version, size, write_into):
+        frame = bytearray(size)
+        with memoryview(frame) as view:
+            write_into(view, 0)
+        header, request = protocol.decode_request(bytes(frame))
+        assert (header.request_api_key, header.request_api_version) == (api_key, api_version)
+        assert header.client_id == self.client_id
+        return self.send(node, request)
 
     def connection_delay(self, node):
         return self.delays.get(node, 0.0)

@@ -4,6 +4,8 @@ builds, completed through the futures the fake client handed out."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -16,6 +18,7 @@ from cluster.errors import (
     TopicAuthorizationFailedError,
     UnknownError,
 )
+from cluster.protocol import frames
 from consumer_proc.fetch_metrics import GROUP, FetchMetrics
 from consumer_proc.fetcher import MAX_BUFFERED_RESPONSES, Fetcher
 from consumer_proc.subscription_state import EARLIEST, SubscriptionState
@@ -277,3 +280,36 @@ def test_columns_advance_positions_like_records():
     assert subscriptions.position(A0) == 4
     assert [v for c in fetcher.fetched_columns(100)[A0] for v in c.values()] == [
         b"v4", b"v5"]
+
+
+#: A fresh interpreter makes a fetcher, then decodes the Fetch response frame of argv[1]
+#: (hex): the modules that decoding imported.
+FIRST_RESPONSE = """
+import sys
+from types import SimpleNamespace
+from cluster.config import ConsumerConfig
+from cluster.protocol import frames
+from cluster.protocol.frames import ApiKey
+from consumer_proc.fetch_metrics import FetchMetrics
+from consumer_proc.fetcher import Fetcher
+from consumer_proc.subscription_state import SubscriptionState
+Fetcher(SimpleNamespace(client_id="c"), SubscriptionState("latest"),
+        ConsumerConfig(bootstrap_servers="unused"), FetchMetrics())
+loaded = set(sys.modules)
+correlation_id, _ = frames.decode_response(bytes.fromhex(sys.argv[1]), ApiKey.FETCH, 11)
+assert correlation_id == 7, correlation_id
+print(sorted(set(sys.modules) - loaded))
+"""
+
+
+@pytest.mark.multiprocess
+def test_a_new_fetcher_has_the_fetch_codecs_so_its_first_response_imports_nothing():
+    """kio imports an API's schema modules at their first use (10-15 ms for Fetch): the
+    fetcher, which writes its requests without kio (FetchFrame), loads the Fetch codecs when
+    it is made, so its first response, with records flowing, does not pay for them (it did:
+    workload 9's worst latencies, perf/README.md "The consumer's cost per fetch")."""
+    frame = frames.encode_response(response((A0, 0, 5, batch(0, 5))), 7)
+    out = subprocess.run([sys.executable, "-c", FIRST_RESPONSE, bytes(frame).hex()],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "[]"
