@@ -119,6 +119,11 @@ WAIT_SLICE = 0.05
 
 UNJOINED, JOINING, SYNCING, STABLE = "UNJOINED", "JOINING", "SYNCING", "STABLE"
 
+#: What a stable member sends while records flow: their codecs are loaded when it becomes
+#: stable (kio imports an API's schema modules at its first use, 5-9 ms, which a member's
+#: first commit or heartbeat would otherwise pay between two polls: frames.load_codecs).
+_STABLE_APIS = (ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT)
+
 _COORDINATOR_ERRORS = (CoordinatorNotAvailableError.errno, NotCoordinatorError.errno)
 _RETRY_ERRORS = (CoordinatorLoadInProgressError.errno, RebalanceInProgressError.errno)
 _COMMIT_FAILED = (IllegalGenerationError.errno, UnknownMemberIdError.errno,
@@ -556,6 +561,8 @@ class ConsumerCoordinator:
             self.member.joined = (self.member.generation, self.member.member_id)
             self._last_assignment = (self.member.generation,
                                      tuple(sorted((tp.topic, tp.partition) for tp in assigned)))
+        for api_key in _STABLE_APIS:  # now, not at the first commit with records flowing
+            protocol.load_codecs(api_key)
         owned = self._subscription.assigned_partitions()
         revoked = owned - assigned
         added = assigned - owned

@@ -95,7 +95,7 @@ from cluster.errors import (
     KafkaTimeoutError,
     MessageSizeTooLargeError,
 )
-from cluster.producer import producer_metrics
+from cluster.producer import producer_metrics, txn_requests
 from cluster.producer.accumulator import RecordAccumulator
 from cluster.producer.batch import FailedSend, FutureBatchMetadata, FutureRecordMetadata
 from cluster.producer.partitioner import (
@@ -505,7 +505,9 @@ class KafkaProducer:
         ``max_block_ms``): KafkaTimeoutError, after which calling it again waits for the
         same request; ProducerFencedError and other fatal errors are raised."""
         txn = self._transaction_manager_or_raise("init_transactions")
-        self._wait(txn.begin_init(), timeout_ms, "init_transactions")
+        result = txn.begin_init()
+        txn_requests.load_codecs()  # while the sender sends InitProducerId
+        self._wait(result, timeout_ms, "init_transactions")
 
     def begin_transaction(self):
         """Start a transaction: records sent from now on are part of it until
