@@ -21,9 +21,19 @@ from tests.support.bounds import BOUND
 from tests.support.fake_broker import FakeCluster
 from tests.support.processes import CTX
 
+#: Seconds each test file took in a measured run of the suite (its tests' setup, call and
+#: teardown summed), heaviest first: ``pytest --record-file-costs`` writes it. Only to order
+#: files; a file it does not list is estimated from its tests' markers (COST_BY_MARKER).
+FILE_COSTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "file_costs.txt")
 #: Rough seconds a test costs, by its heaviest marker (setup.cfg): only to order files.
 COST_BY_MARKER = (("spark", 8.0), ("slow", 5.0), ("multiprocess", 1.5))
 UNMARKED_COST = 0.05
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-file-costs", action="store_true",
+                     help="write the seconds each test file took to tests/file_costs.txt "
+                          "(files this run did not run keep their line)")
 
 
 def _cost(item):
@@ -31,19 +41,68 @@ def _cost(item):
                 UNMARKED_COST)
 
 
+def _file_of(item_or_report):
+    """The test file of a test item or report, as its node id names it (from the rootdir)."""
+    return item_or_report.nodeid.split("::")[0]
+
+
+def _recorded_costs():
+    """{file path relative to the repository: seconds} from FILE_COSTS ({} without it)."""
+    try:
+        with open(FILE_COSTS, encoding="utf-8") as file:
+            lines = [line.split() for line in file if line.strip() and not line.startswith("#")]
+    except FileNotFoundError:
+        return {}
+    return {path: float(seconds) for seconds, path in lines}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Files in decreasing estimated cost, each file's tests in their order, when the run
-    gives each worker whole files (``--dist loadfile``). With the longest files first the
-    two workers end together, instead of one running a Spark or e2e file alone at the end
-    (xdist's own order, by number of tests, put those last): Longest Processing Time first.
-    ``make test`` passes ``--no-loadscope-reorder`` so that xdist keeps this order."""
-    if getattr(config.option, "dist", "no") != "loadfile":
+    """Files in decreasing cost (FILE_COSTS, else estimated from markers), each file's tests
+    in their order, when pytest-xdist's workers run the tests: Longest Processing Time
+    first. ``make test`` gives each worker whole files (``--dist loadfile``) in this order
+    (``--no-loadscope-reorder``: xdist's own order, by number of tests, put the few-test
+    Spark and e2e files last, run by one worker alone), so the workers end together.
+    xdist's workers see ``--dist no`` (the controller schedules: the check
+    ``config.option.dist == "loadfile"`` this hook made before never held there, and the
+    files ran in pytest's order), hence the check for a worker; a run without workers keeps
+    pytest's order."""
+    if not hasattr(config, "workerinput"):
         return
-    costs = {}
+    estimated = {}
     for item in items:
-        costs[item.path] = costs.get(item.path, 0.0) + _cost(item)
+        estimated[_file_of(item)] = estimated.get(_file_of(item), 0.0) + _cost(item)
+    recorded = _recorded_costs()
+    costs = {path: recorded.get(path, cost) for path, cost in estimated.items()}
     order = {path: rank for rank, path in enumerate(costs)}
-    items.sort(key=lambda item: (-costs[item.path], order[item.path]))
+    items.sort(key=lambda item: (-costs[_file_of(item)], order[_file_of(item)]))
+
+
+class _FileCostRecorder:
+    """``--record-file-costs``: sums the durations of every test report per file, in the
+    process that receives all reports (xdist's controller, or pytest without workers), and
+    writes FILE_COSTS at the end."""
+
+    def __init__(self):
+        self.seconds = {}
+
+    def pytest_runtest_logreport(self, report):
+        path = _file_of(report)
+        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session):
+        costs = {path: seconds for path, seconds in _recorded_costs().items()
+                 if os.path.exists(os.path.join(session.config.rootpath, path))}
+        costs.update(self.seconds)
+        with open(FILE_COSTS, "w", encoding="utf-8") as file:
+            file.write("# seconds per test file (pytest --record-file-costs), heaviest "
+                       "first: only to order files (tests/conftest.py)\n")
+            for path, seconds in sorted(costs.items(), key=lambda kv: (-kv[1], kv[0])):
+                file.write(f"{seconds:.1f} {path}\n")
+
+
+def pytest_configure(config):
+    if config.getoption("record_file_costs") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_FileCostRecorder(), "ringlog-file-costs")
 
 
 @pytest.fixture
