@@ -25,6 +25,10 @@ from tests.support.processes import CTX
 #: teardown summed), heaviest first: ``pytest --record-file-costs`` writes it. Only to order
 #: files; a file it does not list is estimated from its tests' markers (COST_BY_MARKER).
 FILE_COSTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "file_costs.txt")
+#: The Spark configuration of the JVMs the tests start (the JIT's first tier only: why in
+#: the file), unless SPARK_CONF_DIR is set; every process the tests start inherits it.
+SPARK_CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support",
+                              "spark_conf")
 #: Rough seconds a test costs, by its heaviest marker (setup.cfg): only to order files.
 COST_BY_MARKER = (("spark", 8.0), ("slow", 5.0), ("multiprocess", 1.5))
 UNMARKED_COST = 0.05
@@ -101,6 +105,7 @@ class _FileCostRecorder:
 
 
 def pytest_configure(config):
+    os.environ.setdefault("SPARK_CONF_DIR", SPARK_CONF_DIR)
     if config.getoption("record_file_costs") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_FileCostRecorder(), "ringlog-file-costs")
 
