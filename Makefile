@@ -59,17 +59,23 @@ SHM_LIST := ls /dev/shm | grep -E '^(sem\.)?ringlog' | sort
 # 1.9 s with). Written under .cache/pycache (PYTHONPYCACHEPREFIX), never beside the sources.
 PYCACHE := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(CURDIR)/.cache/pycache
 
-# Two workers (pytest-xdist), a test file to a worker so that a file's shared cluster or
-# Spark session starts once: on 2 cores the suite's processes wait on each other often
-# enough that two workers finish well before one. The files go out heaviest first
-# (tests/conftest.py orders them; --no-loadscope-reorder keeps xdist from re-sorting them by
-# number of tests, which put the few-test Spark and e2e files last, run by one worker alone).
+# Three workers (pytest-xdist; TEST_WORKERS=N to change), a test file to a worker so that a
+# file's shared cluster starts once (the files that share the Spark session go to one worker
+# together: one JVM for them all). On 2 cores the suite's tests wait (for brokers, for
+# Spark, for timeouts they test) often enough that a third worker fills the cores: on
+# 2026-11-29 pass one used 767 s of CPU in 471 s with three workers at load average 4-7
+# (other developers' tests), where two had taken 817 s before this session's cuts.
+# The files go out heaviest first (tests/conftest.py orders them by tests/file_costs.txt,
+# which `pytest --record-file-costs` rewrites; --no-loadscope-reorder keeps xdist from
+# re-sorting them by number of tests, which put the few-test Spark and e2e files last, run
+# by one worker alone), so the workers end together.
 # The second pytest line runs the codec and client tests again on the pure-Python record
 # paths (RINGLOG_NO_ACCEL=1; the first ran the compiled ones when they are built), so both
 # paths keep every behaviour those tests check (the ring's race tests too: its per-frame
 # paths and wake-up check have a compiled twin, shm_ring/accel.py); the property tests draw
 # a tenth of their examples there (the first pass searched in full; tests/segments/record/test_accel.py
 # compares the two paths directly, in full).
+TEST_WORKERS ?= 3
 ACCEL_TESTS := tests/segments/record tests/consumer_proc/test_parsing.py \
 	tests/consumer_proc/test_fetcher.py tests/cluster/producer/test_fast_path.py \
 	tests/cluster/producer/test_send.py tests/cluster/producer/test_accumulator.py \
@@ -79,9 +85,9 @@ ACCEL_TESTS := tests/segments/record tests/consumer_proc/test_parsing.py \
 
 test: lint redis-server kcat
 	@$(SHM_LIST) > $(VENV)/shm.before || true
-	$(PYCACHE) $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
-	RINGLOG_NO_ACCEL=1 RINGLOG_QUICK_PROPERTIES=1 $(PYCACHE) $(PY) -m pytest -q -n 2 \
-	  --dist loadfile $(ACCEL_TESTS)
+	$(PYCACHE) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+	RINGLOG_NO_ACCEL=1 RINGLOG_QUICK_PROPERTIES=1 $(PYCACHE) $(PY) -m pytest -q \
+	  -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(ACCEL_TESTS)
 	@$(SHM_LIST) | comm -13 $(VENV)/shm.before - > $(VENV)/shm.leaked || true; \
 	if [ -s $(VENV)/shm.leaked ]; then \
 	  echo "shared-memory objects left behind by the tests:"; cat $(VENV)/shm.leaked; exit 1; fi

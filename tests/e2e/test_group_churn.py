@@ -24,24 +24,30 @@ import pytest
 from cluster import KafkaAdminClient, KafkaProducer
 from tests.e2e.group_members import Members, create_topic
 from tests.support.bounds import BOUND
+from tests.support.processes import CTX
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 TOPIC = "churn"
 PARTITIONS = 6
 GROUP = "churners"
-RECORDS = 360
-SEND_EVERY = 0.03  # seconds between records: the producer outlasts the churn
+SEND_EVERY = 0.03  # seconds between records
+RECORDS_AFTER = 2 * PARTITIONS  # sent once the churn is over: two more to every partition
 
 
-def trickle(data_dir):
-    """Send RECORDS records round the partitions, one every SEND_EVERY seconds; return
+def trickle(data_dir, churned):
+    """Send records round the partitions, one every SEND_EVERY seconds, until ``churned``
+    is set and RECORDS_AFTER more were sent: the producer outlasts the churn. Return
     {partition: log end offset}."""
     with KafkaProducer(bootstrap_servers=data_dir, acks="all",
                        max_block_ms=BOUND * 1000) as producer:
         futures = []
-        for n in range(RECORDS):
+        last = None
+        while last is None or len(futures) < last:
+            n = len(futures)
             futures.append(producer.send(TOPIC, b"r%d" % n, partition=n % PARTITIONS))
+            if last is None and churned.is_set():
+                last = len(futures) + RECORDS_AFTER
             time.sleep(SEND_EVERY)
         producer.flush(BOUND)
         ends = {}
@@ -56,7 +62,8 @@ def churn(e2e, kill):
     cluster = e2e.cluster(brokers=3, offsets_topic_num_partitions=3,
                           group_initial_rebalance_delay_ms=0)
     e2e.start("create", create_topic, cluster.bootstrap_servers, TOPIC, PARTITIONS, 3).result()
-    producer = e2e.start("producer", trickle, cluster.bootstrap_servers)
+    churned = CTX.Event()
+    producer = e2e.start("producer", trickle, cluster.bootstrap_servers, churned)
     group = Members(e2e, cluster, TOPIC, GROUP, PARTITIONS)
     for name in ("m0", "m1", "m2"):
         group.start(name)
@@ -69,6 +76,7 @@ def churn(e2e, kill):
     else:
         group.stop("m1")
     stable.append(group.settle({"m0", "m2", "m3"}, after=stable[-1]))
+    churned.set()
     ends = producer.result()
     deadline = time.monotonic() + BOUND
     while group.committed() != ends:
