@@ -202,6 +202,8 @@ def test_interrupted(ringlog_cluster_factory):
     cluster = ringlog_cluster_factory()
     record(cluster)
     KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)  # left open
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # run from a background job
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal
     os.kill(os.getpid(), signal.{signum})
     time.sleep(60)
 ''')
