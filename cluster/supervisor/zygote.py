@@ -285,7 +285,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads OpenBLAS
     sock = socket.socket(fileno=int(argv[1]))
-    return serve(argv[0], sock)
+    try:
+        return serve(argv[0], sock)
+    except (BrokenPipeError, ConnectionResetError):  # its supervisor went while it imported
+        return 0  # (a tool stopped by Ctrl-C at once): nothing to fork for, nor to say
 
 
 # -- the supervisor's side ----------------------------------------------------------------------

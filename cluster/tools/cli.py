@@ -4,7 +4,8 @@ Each subcommand lives in the module that owns its subject and exposes
 ``add_arguments(parser)`` and ``run(args) -> exit code``; this module only routes to it,
 so adding a tool is one line in ``COMMANDS``. A shared-memory name of the cluster that
 another user created first (``shm_ring.SquattedNameError``) ends any tool with that one
-line and exit code 1, not a traceback.
+line and exit code 1, not a traceback; Ctrl-C (KeyboardInterrupt) ends any tool with exit
+code 130, not a traceback, from the start (the tools' imports) on.
 """
 from __future__ import annotations
 
@@ -84,7 +85,10 @@ def build_parser():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)  # imports every tool: Ctrl-C may come
+    except KeyboardInterrupt:
+        return 130
     try:
         return args._run(args)
     except KeyboardInterrupt:

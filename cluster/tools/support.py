@@ -151,6 +151,35 @@ def stop_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def signals_deferred(on_signal=None):
+    """While inside (a tool's stop of what it started), SIGINT and SIGTERM do not interrupt:
+    ``on_signal(signum)`` is called instead (say the stop goes on), as the JVM runs Kafka's
+    shutdown hooks to their end however often Ctrl-C is pressed. One that came is raised on
+    the way out (``KeyboardInterrupt``, or ``Terminated``) unless an exception is under way
+    already. Outside the main thread a no-op."""
+    came = []
+
+    def handler(signum, frame):
+        came.append(signum)
+        if on_signal is not None:
+            on_signal(signum)
+    try:
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT,
+                                                                 signal.SIGTERM)}
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    if came:
+        raise Terminated(f"signal {came[0]}") if came[0] == signal.SIGTERM \
+            else KeyboardInterrupt()
+
+
 def print_metrics(metrics, client_id, out=None):
     """Print a client's ``metrics()`` (``{group: {name: value}}``) as Kafka's tools do with
     ``--print-metrics``: ``group:name:{client-id=..}  : value``, sorted, under a header."""

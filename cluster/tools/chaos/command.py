@@ -26,7 +26,9 @@ that nothing acknowledged was lost (the Jepsen idea, built in).
    (``checker``; with ``--enable-idempotence`` the producers are idempotent and a
    duplicate is an anomaly), and the output folder gets ``history.json`` and ``timeline.png``
    (``report``); the summary is printed. Exit status 0 without anomalies, 1 with any, 2
-   when the tool itself could not run (its reason on stderr).
+   when the tool itself could not run (its reason on stderr), 130 when Ctrl-C or SIGTERM
+   interrupted it (no verdict: it says so, stops what it started, as below, in seconds,
+   and leaves the history written so far in the output folder).
 
 ``--workload transactional-copy`` is Kafka's transactions_test:
 idempotent producers write ``--records`` records to ``<topic>-input``; one transactional
@@ -43,8 +45,11 @@ topic (subscribe, commit after each poll) while members are SIGKILLed and starte
 (``--member-kills``); step 5 also checks that every record below the group's final
 committed offsets was read by a member (``group_consume``).
 
-Every process it starts is stopped at the end, on Ctrl-C or SIGTERM too, and any
-shared-memory object a client process it had to kill left behind is unlinked. The run
+Every process it starts is stopped at the end, on Ctrl-C or SIGTERM too (at any moment,
+a fault under way included: a broker it paused continues, one it killed is started again
+on a running cluster, and a cluster it started is stopped), and any shared-memory object
+a client process it had to kill left behind is unlinked. Ctrl-C reaches the tool alone,
+not its client processes (``workload.start_client``). The run
 itself: ``run.Chaos`` (or ``transactional_copy.CopyChaos``), in the main thread; the
 injector and the monitor run in threads of their own.
 """
@@ -64,10 +69,12 @@ from cluster.tools.support import (
     stop_on_sigterm,
 )
 
-__all__ = ["ANOMALIES", "TOOL_FAILED", "add_arguments", "duration", "run"]
+__all__ = ["ANOMALIES", "INTERRUPTED", "TOOL_FAILED", "add_arguments", "duration", "run"]
 
 #: Exit status of a run that could not run (``ANOMALIES``: one that found anomalies).
 TOOL_FAILED = 2
+#: Exit status of a run that Ctrl-C or SIGTERM interrupted (128 + SIGINT, as a shell's).
+INTERRUPTED = 130
 #: The default workload's name.
 PRODUCE_CONSUME = "produce-consume"
 
@@ -142,6 +149,8 @@ def run(args):
         with stop_on_sigterm():
             kind = {WORKLOAD: CopyChaos, GROUP: GroupChaos}.get(args.workload, Chaos)
             return kind(args).run()
+    except KeyboardInterrupt:  # the run said so and stopped what it started
+        return INTERRUPTED
     except (ToolError, ValueError, OSError, KafkaError, ClusterStartError) as exc:
         fail(exc, "chaos: ")
         return TOOL_FAILED

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import multiprocessing
 import os
 import time
 
 from cluster.tools.chaos.copier import copy
+from cluster.tools.chaos.workload import CTX, StopEvent, start_client
 
-CTX = multiprocessing.get_context("spawn")
 #: Seconds between two looks at the copier processes.
 WATCH_INTERVAL = 0.1
 #: Seconds an aimed kill waits for its moment (then it kills anyway), and between two
@@ -79,10 +78,10 @@ class Copiers:
         ``<kind>-start``)."""
         newest = self.newest(copier)
         number = 0 if newest is None else newest.number + 1
-        stop = CTX.Event()
+        stop = StopEvent()
         process = CTX.Process(target=self.target, args=(self.spec_of(copier, number), stop),
                               name=f"chaos-{self.kind}-{copier}.{number}")
-        process.start()
+        start_client(process)
         self.incarnations.append(Incarnation(copier, number, process, stop))
         self._record(fault or f"{self.kind}-start", c=copier, i=number, pid=process.pid,
                      **fields)
@@ -166,6 +165,8 @@ class Copiers:
                 incarnation.process.kill()
                 incarnation.process.join()
         self.reap()
+        for incarnation in self.incarnations:
+            incarnation.stop.close()
 
     # -- the faults ---------------------------------------------------------------------------
 

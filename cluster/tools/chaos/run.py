@@ -4,11 +4,18 @@ faults, the history checked and reported, and everything the run started stopped
 whatever happens. The transactional-copy workload (``transactional_copy.CopyChaos``)
 goes through the same phases with a workload of its own.
 
+Ctrl-C or SIGTERM at any moment (``KeyboardInterrupt``, ``support.Terminated``) says so
+and unwinds to the stop (``_stop_everything``): the fault threads told to stop (a paused
+broker continues, a killed one is started again: a running cluster is left whole) and
+joined within ``THREAD_STOP``, the clients stopped (their ``workload.StopEvent``, SIGKILL
+after ``CLIENT_STOP``), the cluster the run started stopped; each step runs whatever the
+previous one raised, and a further Ctrl-C does not cut the stop short
+(``support.signals_deferred``).
+
 Owner: the command's main thread; the injector and the monitor run in threads of their own.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shlex
 import threading
@@ -36,16 +43,18 @@ from cluster.tools.chaos.monitor import LeadershipMonitor
 from cluster.tools.chaos.replicas import compare_replicas
 from cluster.tools.chaos.schedule import build_schedule
 from cluster.tools.progress import Progress
-from cluster.tools.support import ToolError
+from cluster.tools.support import Terminated, ToolError, signals_deferred
 from shm_ring.naming import list_objects
 
-CTX = multiprocessing.get_context("spawn")
 #: Exit status of a run that found anomalies.
 ANOMALIES = 1
 #: Broker config of a cluster the tool starts (a replica.lag.time.max.ms short enough for a test).
 CLUSTER_CONFIG = {"replica.lag.time.max.ms": 2000}
 #: Seconds a client process has to stop after its stop event before it is killed.
 CLIENT_STOP = workload.DELIVERY_TIMEOUT_MS / 1000 + workload.OUTCOME_SLACK + 5.0
+#: Seconds the fault threads have, all together, to end once told to stop (a step may be
+#: waiting for a broker it started to serve: ``START_TIMEOUT``).
+THREAD_STOP = START_TIMEOUT + 5.0
 #: Seconds client processes may take to start (a spawned interpreter imports the client)
 #: before the faults start anyway.
 CLIENT_START = 60.0
@@ -101,8 +110,12 @@ class Chaos:
                                            self.args.partitions, len(self.brokers.broker_ids))
             self._create_topic()
             verdict = self._run_workload()
+        except KeyboardInterrupt as exc:
+            self._say_interrupted(exc)
+            raise
         finally:
-            self._stop_everything()
+            with signals_deferred(self._say_stopping):
+                self._stop_everything()
         return 0 if verdict.ok else ANOMALIES
 
     def _check_args(self):
@@ -365,6 +378,20 @@ class Chaos:
                    for path in (os.path.join(self.out, history.PRODUCER_FILES.replace(
                        "*", str(n))) for n in range(self.args.producers)))
 
+    def _say_interrupted(self, exc):
+        """What the run had done when Ctrl-C (or SIGTERM) stopped it."""
+        what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+        done = ""
+        if self.start is not None:
+            events = history.read_lines(os.path.join(self.out, history.FAULTS_FILE))
+            done = (f" {time.time() - self.start:.1f} s into the run, {len(events)} fault "
+                    f"events logged;")
+        print(f"chaos: interrupted ({what}):{done} stopping what the run started; the "
+              f"history so far (not checked) is in {self.out}", flush=True)
+
+    def _say_stopping(self, _signum):
+        print("chaos: still stopping what the run started (it takes seconds)", flush=True)
+
     def _print_event(self, event):
         fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("t", "fault"))
         print(f"{event['t'] - (self.start or event['t']):7.2f}s {event['fault']} {fields}",
@@ -386,9 +413,10 @@ class Chaos:
             keyed=not a.unkeyed, **spec))
 
     def _spawn_client(self, kind, target, number, spec):
-        stop = CTX.Event()
-        process = CTX.Process(target=target, args=(spec, stop), name=f"chaos-{kind}-{number}")
-        process.start()
+        stop = workload.StopEvent()
+        process = workload.CTX.Process(target=target, args=(spec, stop),
+                                       name=f"chaos-{kind}-{number}")
+        workload.start_client(process)
         self.processes.append((kind, process, stop))
 
     def _stop_clients(self, kind=None):
@@ -407,6 +435,8 @@ class Chaos:
                 killed.append(process.pid)
             elif process.exitcode != 0:
                 killed.append(process.pid)
+        for _kind, _process, stop in chosen:
+            stop.close()
         self.processes = [entry for entry in self.processes if entry not in chosen]
         self._unlink_client_objects(killed)
 
@@ -426,11 +456,13 @@ class Chaos:
 
     def _stop_everything(self):
         """Whatever happened: faults off, brokers whole, clients stopped, threads joined,
-        the page closed, a cluster this run started stopped."""
+        the page closed, a cluster this run started stopped; each step whatever the one
+        before raised."""
         self.stop_faults.set()
         self.stop_monitor.set()
+        deadline = time.monotonic() + THREAD_STOP
         for thread in self.threads:  # first: the injector may be pausing or starting a broker
-            thread.join(timeout=START_TIMEOUT)
+            thread.join(max(0.0, deadline - time.monotonic()))
         try:
             if self.brokers is not None:
                 # a cluster of this run is stopped below: it only needs its brokers to run
@@ -438,8 +470,12 @@ class Chaos:
                 if self.cluster is None:
                     self.brokers.heal()
         finally:
-            self._stop_clients()
-            if self.page is not None:
-                self.page.close()
-            if self.cluster is not None:
-                self.cluster.stop()
+            try:
+                self._stop_clients()
+            finally:
+                try:
+                    if self.page is not None:
+                        self.page.close()
+                finally:
+                    if self.cluster is not None:
+                        self.cluster.stop()

@@ -29,6 +29,11 @@ record, and ``{"op": "error", ...}`` when its client failed and was made again (
 next offset of each partition). ``t`` is epoch seconds (``time.time()``), comparable
 across processes. A client's log lines (retries, reconnects) go to ``<history
 file>.log``.
+
+A client is started with ``start_client`` and told to stop with a ``StopEvent``: the
+terminal's Ctrl-C reaches the command alone, which stops its clients in order (as the
+supervisor its brokers), and no client, killed or interrupted at any moment, can leave
+the command's stop waiting.
 """
 from __future__ import annotations
 
@@ -37,7 +42,10 @@ import contextlib
 import dataclasses
 import json
 import logging
+import multiprocessing
+import multiprocessing.resource_tracker
 import os
+import signal
 import threading
 import time
 
@@ -73,6 +81,62 @@ PAD = b"#"
 WINDOW_BYTES = 32 * 1024 * 1024
 #: Bytes a request may carry besides its records' values (``--record-bytes``).
 REQUEST_OVERHEAD = 64 * 1024
+#: How client processes are made (a fresh interpreter each).
+CTX = multiprocessing.get_context("spawn")
+
+
+class StopEvent:
+    """A client process's stop: ``set()`` by the command; ``is_set()`` and ``wait(timeout)``
+    by the client (and the command), as multiprocessing.Event's.
+
+    The read end of a pipe whose write end only the command holds: ``set()`` closes the
+    write end, and from then on the read end polls readable (end of file). Not
+    multiprocessing.Event: its lock and condition are semaphores shared with the client,
+    so a client killed (SIGKILL, or Ctrl-C) while it held the lock or waited on the
+    condition (which counts its sleepers) leaves the command's ``set()`` blocked for
+    ever. Closing a pipe never blocks, whatever became of the client; and a client whose
+    command died sees the end of file too, and stops. ``close()`` (the command, once the
+    client is gone) frees the descriptors."""
+
+    def __init__(self):
+        self._reader, self._writer = CTX.Pipe(duplex=False)
+
+    def __getstate__(self):  # the client gets the read end only (spawn pickles it)
+        return {"_reader": self._reader, "_writer": None}
+
+    def set(self):
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
+
+    def is_set(self):
+        return self.wait(0.0)
+
+    def wait(self, timeout=None):
+        """Whether the stop is set, waiting up to ``timeout`` seconds (None: until it is)."""
+        return self._reader.closed or self._reader.poll(timeout)
+
+    def close(self):
+        self.set()
+        self._reader.close()
+
+
+def start_client(process):
+    """Start ``process`` (a ``CTX.Process``) with SIGINT blocked in it for its whole life
+    (the signal mask passes through fork and exec, as CPython starts its resource tracker):
+    Ctrl-C on a terminal, which signals the command's whole process group, then stops the
+    command alone, which stops the client through its ``StopEvent`` (SIGKILL when it
+    overstays), instead of raising KeyboardInterrupt at a random point of the client (in a
+    ring's commit, printing a stack trace). A SIGINT that arrives meanwhile reaches the
+    command once the mask is back."""
+    # spawn starts the resource tracker first if it is not running, and unblocks SIGINT
+    # in this thread once it has: started now, before the mask, it leaves the mask alone
+    multiprocessing.resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def value_of(producer, seq):

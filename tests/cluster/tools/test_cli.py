@@ -1,6 +1,8 @@
 """The `ringlog` command line routes to each tool with Kafka's flags."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -8,7 +10,7 @@ import pytest
 
 from cluster.errors import KafkaConfigurationError, UnknownTopicOrPartitionError
 from cluster.tools.cli import main
-from cluster.tools.support import FAILED, ToolError, fail
+from cluster.tools.support import FAILED, Terminated, ToolError, fail, signals_deferred
 from segments.log import PartitionLog
 from segments.record.records import RecordBatchBuilder
 
@@ -56,3 +58,16 @@ def test_a_failed_tool_says_the_error_class_once(capsys):
         "KafkaConfigurationError: acks must be 0, 1 or all, found '2'",
         "Error while executing : UnknownTopicOrPartitionError: [Error 3] topic 'x'",
         "--topic must be specified"]
+
+
+@pytest.mark.parametrize(("sig", "raised"), [(signal.SIGINT, KeyboardInterrupt),
+                                             (signal.SIGTERM, Terminated)])
+def test_a_signal_during_a_tools_stop_is_raised_once_the_stop_is_done(sig, raised):
+    came, finished = [], []
+    with pytest.raises(raised):
+        with signals_deferred(came.append):
+            os.kill(os.getpid(), sig)  # a second Ctrl-C while the tool stops
+            os.kill(os.getpid(), sig)
+            finished.append(True)  # the stop goes on to its end
+    assert came == [sig, sig] and finished == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

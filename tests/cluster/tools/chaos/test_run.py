@@ -1,6 +1,6 @@
 """``ringlog chaos`` end to end on a real cluster, as a separate process: it stops
-everything it started on Ctrl-C, and uses a running cluster and leaves it running. (A
-whole run, its files and the verdict on every scenario: test_scenarios.py.)"""
+everything it started on Ctrl-C, even mid-fault, and uses a running cluster and leaves it
+running. (A whole run, its files and the verdict on every scenario: test_scenarios.py.)"""
 from __future__ import annotations
 
 import json
@@ -14,13 +14,15 @@ import psutil
 import pytest
 
 from cluster.supervisor.supervisor import running_brokers
-from cluster.tools.chaos.command import ANOMALIES
+from cluster.tools.chaos.command import ANOMALIES, INTERRUPTED
 from tests.cluster.tools.chaos import tool_process
 from tests.cluster.tools.chaos.tool_process import finish, start_tool
 from tests.support.bounds import BOUND
 
 #: Seconds a whole short run may take (cluster start, spawned clients, restarts, drain).
 RUN_BOUND = 240
+#: Seconds the tool may take to stop everything after Ctrl-C (it takes a few).
+STOP_BOUND = 90
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
@@ -29,19 +31,28 @@ def chaos_command(data_dir, out, scenario, duration):
     return tool_process.chaos_command(data_dir, out, scenario, duration)
 
 
-def test_ctrl_c_stops_every_process_the_tool_started(tmp_path, data_dir):
+@pytest.mark.parametrize(("scenario", "seed", "after"), [
+    ("sigstop-leader", 6, "pause"),      # its first fault 0.5 s in: a broker SIGSTOPped
+    ("leader-kill-storm", 2, "kill"),    # 0.1 s in: a broker killed, to be restarted
+], ids=["paused-broker", "killed-broker"])
+def test_ctrl_c_mid_fault_stops_every_process_the_tool_started(tmp_path, data_dir, scenario,
+                                                               seed, after):
     out = tmp_path / "out"
-    process = start_tool(chaos_command(data_dir, out, "sigstop-leader", "120s"))
+    process = start_tool(tool_process.chaos_command(data_dir, out, scenario, "120s",
+                                                    seed=seed))
     deadline = time.monotonic() + BOUND * 4
-    while not (out / "faults.jsonl").exists() or not (out / "faults.jsonl").read_text():
+    faults = out / "faults.jsonl"
+    while not (faults.exists() and f'"fault":"{after}"' in faults.read_text()):
         assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "no fault within the bound"
-        time.sleep(0.1)
+        assert time.monotonic() < deadline, f"no {after} within the bound"
+        time.sleep(0.05)
     started = psutil.Process(process.pid).children(recursive=True)
     assert len(started) >= 2 + 2 + 1  # brokers, producers, consumer
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C on a terminal does
-    code, _stdout, stderr = finish(process, RUN_BOUND)
-    assert code != 0, stderr
+    code, stdout, stderr = finish(process, STOP_BOUND)
+    assert code == INTERRUPTED, stderr
+    assert "chaos: interrupted (Ctrl-C)" in stdout
+    assert "Traceback" not in stderr  # no client was interrupted mid-call
     assert running_brokers(data_dir) == {}
     # multiprocessing's resource tracker leaves when its pipe from the tool closes
     _gone, alive = psutil.wait_procs(started, timeout=BOUND)
