@@ -279,28 +279,19 @@ class RingWriter:
         self.ring = ring
         self._try_write = ring.try_write
         self._data_slot = data_slot
-        self._reader_flags = data_slot.words
-        self._reader_flag = data_slot.index
-        self._pending = data_slot.pending
+        self._notify = data_slot.notify  # after each write: the reader's pending flags, wake
         self._space_slot = space_slot
         self._check = end_watch(ring, READER_END, peer)
         self._policy = policy
 
     def wake(self) -> None:
         """Wake the reader if it is parked (after frames written with self.ring.try_write)."""
-        self._data_slot.notify()
+        self._notify()
 
     def try_write(self, frame, frame_type: int = rd.DATA_TYPE) -> bool:
         """Ring.try_write, then wake the reader if it is parked."""
         if self._try_write(frame, frame_type):
-            pending = self._pending
-            if pending is not None:
-                pending[2][pending[3]] = 1
-                pending[0][pending[1]] = 1
-            _lock()
-            _unlock()
-            if self._reader_flags[self._reader_flag]:
-                self._data_slot.post()
+            self._notify()
             return True
         return False
 
@@ -317,14 +308,7 @@ class RingWriter:
         """
         if self._try_write(frame, frame_type) or self._wait_for_room(
                 lambda: self._attempt(frame, frame_type), timeout):
-            pending = self._pending
-            if pending is not None:
-                pending[2][pending[3]] = 1
-                pending[0][pending[1]] = 1
-            _lock()  # full fence: the frame is visible before we look at the reader's flag
-            _unlock()
-            if self._reader_flags[self._reader_flag]:
-                self._data_slot.post()
+            self._notify()
             return True
         return False
 
@@ -333,11 +317,11 @@ class RingWriter:
         if self._try_write(frame, frame_type):
             return True
         if self.ring.sending:
-            self._data_slot.notify()
+            self._notify()
         return False
 
     def _wait_for_room(self, attempt, timeout: float | None) -> bool:
-        self._data_slot.notify()  # frames written without a wake-up must not wait behind us
+        self._notify()  # frames written without a wake-up must not wait behind us
         return self._space_slot.wait_until(attempt, self._policy.deadline(timeout),
                                            self._policy, self._check)
 
@@ -357,7 +341,7 @@ class RingWriter:
     def commit(self, length: int | None = None) -> None:
         """Ring.commit, then wake the reader if it is parked."""
         self.ring.commit(length)
-        self._data_slot.notify()
+        self._notify()
 
     def abort(self) -> None:
         """Ring.abort: drop the open claim."""
@@ -366,7 +350,7 @@ class RingWriter:
     def close(self) -> None:
         """Mark the writer end closed (the reader sees end of stream) and wake the reader."""
         self.ring.close_end(WRITER_END)
-        self._data_slot.notify()
+        self._notify()
 
 
 class RingReader:
