@@ -135,20 +135,29 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def stop_on_sigterm():
-    """While inside, SIGTERM raises ``Terminated`` in the main thread (Kafka's tools stop
-    cleanly on SIGTERM through their shutdown hooks); outside the main thread a no-op."""
-    def handler(signum, frame):
-        raise Terminated(f"signal {signum}")
+def _handling(signals, handler):
+    """While inside, ``handler`` handles ``signals`` (the handlers before are put back on the
+    way out); outside the main thread, where signals cannot be handled, a no-op."""
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = {sig: signal.signal(sig, handler) for sig in signals}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def stop_on_sigterm():
+    """While inside, SIGTERM raises ``Terminated`` in the main thread (Kafka's tools stop
+    cleanly on SIGTERM through their shutdown hooks); outside the main thread a no-op."""
+    def handler(signum, frame):
+        raise Terminated(f"signal {signum}")
+    with _handling((signal.SIGTERM,), handler):
+        yield
 
 
 @contextlib.contextmanager
@@ -164,17 +173,8 @@ def signals_deferred(on_signal=None):
         came.append(signum)
         if on_signal is not None:
             on_signal(signum)
-    try:
-        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT,
-                                                                 signal.SIGTERM)}
-    except ValueError:  # not the main thread: leave signals alone
+    with _handling((signal.SIGINT, signal.SIGTERM), handler):
         yield
-        return
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
     if came:
         raise Terminated(f"signal {came[0]}") if came[0] == signal.SIGTERM \
             else KeyboardInterrupt()
